@@ -1,0 +1,35 @@
+//! `projects list` and `projects add LABEL NAME [--board N]`, with the rules of `POST /projects`.
+
+use super::open_hub;
+use crate::domain::project::Project;
+use std::path::Path;
+use std::process::ExitCode;
+
+fn print_project(project: &Project) {
+    println!(
+        "{}\t{}\tboard {}\t{}\t{}",
+        project.label,
+        project.name,
+        project.board_id.map_or("-".to_string(), |b| b.to_string()),
+        project.board_type.as_deref().unwrap_or("-"),
+        project.created_at
+    );
+}
+
+pub fn list(db: &Path) -> anyhow::Result<ExitCode> {
+    let (hub, _) = open_hub(db)?;
+    for project in hub.projects()? {
+        print_project(&project);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn add(db: &Path, label: &str, name: &str, board: Option<i64>) -> anyhow::Result<ExitCode> {
+    let (mut hub, _) = open_hub(db)?;
+    let project = hub.create_project(label, name, board)?;
+    print_project(&project);
+    if let Some(jql) = hub.base_jql()? {
+        println!("base JQL: {jql}");
+    }
+    Ok(ExitCode::SUCCESS)
+}

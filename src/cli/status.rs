@@ -1,0 +1,91 @@
+//! `jira-hub status`: what an operator wants to see first, in plain text.
+
+use super::open_hub;
+use crate::relay::describe_relay_dir;
+use std::path::Path;
+use std::process::ExitCode;
+
+pub fn status(db: &Path) -> anyhow::Result<ExitCode> {
+    let (hub, _) = open_hub(db)?;
+    let status = hub.status()?;
+    println!(
+        "database:     {} (schema v{})",
+        status.db_path.display(),
+        status.schema_version
+    );
+    if !status.initialized {
+        println!("              not initialised: run jira-hub init --config FILE");
+    }
+    println!(
+        "settings:     version {}, Jira project {}",
+        status.settings_version,
+        status.project_key.as_deref().unwrap_or("(not set)")
+    );
+    println!("projects:     {}", status.projects.len());
+    for project in &status.projects {
+        println!(
+            "  {:<20} {}{}",
+            project.label,
+            project.name,
+            project
+                .board_id
+                .map(|b| format!(" (board {b})"))
+                .unwrap_or_default()
+        );
+    }
+    println!(
+        "base JQL:     {}",
+        status.base_jql.as_deref().unwrap_or("(none: no projects)")
+    );
+    println!(
+        "mirror:       {} issues, {} notes",
+        status.counts.issues, status.counts.notes
+    );
+    let queue: Vec<String> = status
+        .counts
+        .queue
+        .iter()
+        .map(|q| format!("{} {}", q.status, q.commands))
+        .collect();
+    println!(
+        "queue:        {} batches; {}",
+        status.counts.batches,
+        if queue.is_empty() {
+            "no commands".to_string()
+        } else {
+            queue.join(", ")
+        }
+    );
+    match &status.last_full_refresh {
+        Some(run) => println!(
+            "full refresh: {} ({} issues)",
+            run.finished_at.as_deref().unwrap_or(&run.started_at),
+            run.issues_seen
+        ),
+        None => println!("full refresh: never"),
+    }
+    if status.counts.agents.is_empty() {
+        println!("agents:       none seen");
+    }
+    for agent in &status.counts.agents {
+        println!(
+            "agent:        {} {} last seen {}{}",
+            agent.agent,
+            agent.version.as_deref().unwrap_or("?"),
+            agent.last_seen_at,
+            match agent.jira_ok {
+                Some(true) => ", Jira ok".to_string(),
+                Some(false) => format!(
+                    ", Jira failing: {}",
+                    agent.last_error.as_deref().unwrap_or("?")
+                ),
+                None => String::new(),
+            }
+        );
+    }
+    println!(
+        "relay:        {}",
+        describe_relay_dir(status.relay_dir.as_deref())
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,234 @@
+//! The base JQL and the legacy `base_jql` it replaced.
+//!
+//! Since schema v4 the hub does not store a base JQL: it computes it from the projects
+//! (`project = K AND labels in ("A", "B")`, labels quoted so that a label such as `EMPTY` stays a
+//! label). Versions 1–3 stored one JQL string; [`parse_legacy_base_jql`] recovers the labels from
+//! it for the v3→v4 migration and for `jira-hub init`.
+
+use super::project::{labels_collide, validate_label};
+
+/// `project = AURORA AND labels in ("AWPCA", "STOCKS_DRRK")`, or `None` without a project key or
+/// without projects. `labels` must already be in project order (created_at, then label).
+pub fn base_jql<'a>(
+    project_key: Option<&str>,
+    labels: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
+    let project_key = project_key?;
+    let quoted: Vec<String> = labels.into_iter().map(|l| format!("\"{l}\"")).collect();
+    if quoted.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "project = {project_key} AND labels in ({})",
+        quoted.join(", ")
+    ))
+}
+
+/// The JQL that refreshes one project: the base JQL restricted to its label.
+pub fn project_jql(project_key: &str, label: &str) -> String {
+    format!("project = {project_key} AND labels in (\"{label}\")")
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Token {
+    /// A bare word (`project`, `AND`, `AWPCA`).
+    Word(String),
+    /// A value in double or single quotes, unescaped.
+    Quoted(String),
+    /// An operator or punctuation: `=`, `!=`, `~`, `(`, `)`, `,`, `<`, `>`.
+    Symbol(String),
+}
+
+fn tokenize(jql: &str) -> Option<Vec<Token>> {
+    let mut tokens = Vec::new();
+    let mut chars = jql.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        if c.is_whitespace() {
+            chars.next();
+        } else if c == '"' || c == '\'' {
+            chars.next();
+            let mut value = String::new();
+            loop {
+                match chars.next()? {
+                    '\\' => value.push(chars.next()?),
+                    q if q == c => break,
+                    other => value.push(other),
+                }
+            }
+            tokens.push(Token::Quoted(value));
+        } else if matches!(c, '=' | '(' | ')' | ',' | '~') {
+            chars.next();
+            tokens.push(Token::Symbol(c.to_string()));
+        } else if matches!(c, '!' | '<' | '>') {
+            chars.next();
+            let mut symbol = c.to_string();
+            if chars.peek() == Some(&'=') {
+                chars.next();
+                symbol.push('=');
+            }
+            tokens.push(Token::Symbol(symbol));
+        } else {
+            let mut word = String::new();
+            while let Some(&c) = chars.peek() {
+                if c.is_whitespace() || "=(),~!<>\"'".contains(c) {
+                    break;
+                }
+                word.push(c);
+                chars.next();
+            }
+            tokens.push(Token::Word(word));
+        }
+    }
+    Some(tokens)
+}
+
+fn is_word(token: &Token, word: &str) -> bool {
+    matches!(token, Token::Word(w) if w.eq_ignore_ascii_case(word))
+}
+
+fn is_symbol(token: Option<&Token>, symbol: &str) -> bool {
+    matches!(token, Some(Token::Symbol(s)) if s == symbol)
+}
+
+/// A label value: quoted, or a bare word that is not a JQL keyword (`labels = EMPTY` selects
+/// issues without labels, it names no label).
+fn label_value(token: Option<&Token>) -> Option<String> {
+    match token? {
+        Token::Quoted(value) => Some(value.clone()),
+        Token::Word(word) => {
+            let keyword = ["EMPTY", "NULL", "AND", "OR", "NOT", "IN", "ORDER", "BY"]
+                .iter()
+                .any(|k| word.eq_ignore_ascii_case(k));
+            (!keyword).then(|| word.clone())
+        }
+        Token::Symbol(_) => None,
+    }
+}
+
+/// The labels of a legacy `base_jql` of the form `… labels = M` or `… labels in (M1, M2)`
+/// (quoted or not, any spacing and case, an `ORDER BY` tail allowed), in their order, duplicates
+/// (case-insensitive) dropped. `None` when the JQL has another shape: an `OR`, a second `labels`
+/// clause, a label that is not a valid project label. Conditions before `labels` other than that
+/// are not kept: the v4 base JQL is `project = K AND labels in (…)` by definition.
+pub fn parse_legacy_base_jql(jql: &str) -> Option<Vec<String>> {
+    let tokens = tokenize(jql)?;
+    let positions: Vec<usize> = tokens
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| is_word(t, "labels"))
+        .map(|(i, _)| i)
+        .collect();
+    let [at] = positions.as_slice() else {
+        return None;
+    };
+    let prefix = &tokens[..*at];
+    if prefix.iter().any(|t| is_word(t, "or") || is_word(t, "not")) {
+        return None;
+    }
+    if let Some(last) = prefix.last() {
+        if !is_word(last, "and") {
+            return None;
+        }
+    }
+    let mut rest = tokens[at + 1..].iter().peekable();
+    let mut labels = Vec::new();
+    match rest.next() {
+        Some(Token::Symbol(s)) if s == "=" => labels.push(label_value(rest.next())?),
+        Some(t) if is_word(t, "in") => {
+            if !is_symbol(rest.next(), "(") {
+                return None;
+            }
+            loop {
+                labels.push(label_value(rest.next())?);
+                match rest.next() {
+                    Some(Token::Symbol(s)) if s == "," => continue,
+                    Some(Token::Symbol(s)) if s == ")" => break,
+                    _ => return None,
+                }
+            }
+        }
+        _ => return None,
+    }
+    match rest.next() {
+        None => {}
+        Some(t) if is_word(t, "order") && rest.next().is_some_and(|t| is_word(t, "by")) => {}
+        Some(_) => return None,
+    }
+    let mut unique: Vec<String> = Vec::new();
+    for label in labels {
+        validate_label(&label).ok()?;
+        if !unique.iter().any(|u| labels_collide(u, &label)) {
+            unique.push(label);
+        }
+    }
+    Some(unique)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(jql: &str, expected: Option<&[&str]>) {
+        let expected = expected.map(|l| l.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(parse_legacy_base_jql(jql), expected, "{jql}");
+    }
+
+    #[test]
+    fn legacy_shapes() {
+        check("project = AURORA AND labels = AWPCA", Some(&["AWPCA"]));
+        check("project=AURORA and LABELS=AWPCA", Some(&["AWPCA"]));
+        check("project = AURORA AND labels = \"AWPCA\"", Some(&["AWPCA"]));
+        check("project = AURORA AND labels = 'AWPCA'", Some(&["AWPCA"]));
+        check(
+            "project = AURORA AND labels in (AWPCA, STOCKS_DRRK)",
+            Some(&["AWPCA", "STOCKS_DRRK"]),
+        );
+        check(
+            "project = AURORA AND Labels IN(\"AWPCA\",'STOCKS_DRRK' )",
+            Some(&["AWPCA", "STOCKS_DRRK"]),
+        );
+        check("  labels   in   ( A )  ", Some(&["A"]));
+        check("labels = A ORDER BY Rank ASC", Some(&["A"]));
+        check(
+            "project = AURORA AND labels in (A, a, B)",
+            Some(&["A", "B"]),
+        );
+        check("project = AURORA AND labels = \"ЁЛКА\"", Some(&["ЁЛКА"]));
+        check("project = AURORA AND labels = \"EMPTY\"", Some(&["EMPTY"]));
+    }
+
+    #[test]
+    fn legacy_shapes_refused() {
+        check("", None);
+        check("project = AURORA", None);
+        check("project = AURORA AND labels = EMPTY", None);
+        check("project = AURORA AND labels is EMPTY", None);
+        check("project = AURORA OR labels = A", None);
+        check("project = AURORA AND labels = A OR labels = B", None);
+        check("project = AURORA AND labels = A AND status = Done", None);
+        check("project = AURORA AND labels in (A, B", None);
+        check("project = AURORA AND labels in ()", None);
+        check("project = AURORA AND labels = \"STOCKS DRRK\"", None);
+        check("project = AURORA AND labels = \"unterminated", None);
+        check("project = AURORA AND labels != A", None);
+        check("project = AURORA labels = A", None);
+    }
+
+    #[test]
+    fn base_jql_quotes_labels_in_order() {
+        assert_eq!(
+            base_jql(Some("AURORA"), ["AWPCA", "STOCKS_DRRK"]).as_deref(),
+            Some("project = AURORA AND labels in (\"AWPCA\", \"STOCKS_DRRK\")")
+        );
+        assert_eq!(
+            base_jql(Some("AURORA"), ["EMPTY"]).as_deref(),
+            Some("project = AURORA AND labels in (\"EMPTY\")")
+        );
+        assert_eq!(base_jql(Some("AURORA"), []), None);
+        assert_eq!(base_jql(None, ["A"]), None);
+        assert_eq!(
+            project_jql("AURORA", "A"),
+            "project = AURORA AND labels in (\"A\")"
+        );
+    }
+}

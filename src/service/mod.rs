@@ -1,0 +1,178 @@
+//! One entry point per operation, shared by every transport (CLI now; the HTTP API and the file
+//! relay call the same functions). A [`Hub`] owns the store and the clock; its methods validate
+//! with `domain`, persist with `store`, and answer with plain values or a [`ServiceError`].
+
+mod init;
+mod tokens;
+
+pub use init::InitReport;
+pub use tokens::TokenRole;
+
+use crate::clock::Clock;
+use crate::domain::ValidationError;
+use crate::domain::jql::base_jql;
+use crate::domain::project::{Project, validate_new_project};
+use crate::domain::settings::{Settings, validate_update};
+use crate::domain::time::format_utc;
+use crate::store::{self, BackupKind, OpenReport, RunRow, StatusCounts, Store, StoreError};
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What a caller can branch on; each transport maps it in one place.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// Bad input, naming the field (HTTP 422).
+    #[error(transparent)]
+    Invalid(#[from] ValidationError),
+    /// The request collides with what is stored (HTTP 409).
+    #[error("{field}: {message}")]
+    Conflict { field: String, message: String },
+    /// The thing asked for does not exist (HTTP 404).
+    #[error("{0}")]
+    NotFound(String),
+    /// The store failed; nothing was half-written (HTTP 500).
+    #[error(transparent)]
+    Internal(StoreError),
+}
+
+impl From<StoreError> for ServiceError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Conflict { field, message } => ServiceError::Conflict { field, message },
+            other => ServiceError::Internal(other),
+        }
+    }
+}
+
+pub type Result<T, E = ServiceError> = std::result::Result<T, E>;
+
+/// The hub: its store and its clock.
+pub struct Hub {
+    store: Store,
+    clock: Arc<dyn Clock>,
+}
+
+/// What `jira-hub status` shows.
+#[derive(Debug)]
+pub struct StatusReport {
+    pub db_path: PathBuf,
+    pub schema_version: u32,
+    pub settings_version: i64,
+    pub project_key: Option<String>,
+    pub projects: Vec<Project>,
+    pub base_jql: Option<String>,
+    pub counts: StatusCounts,
+    pub last_full_refresh: Option<RunRow>,
+    pub relay_dir: Option<String>,
+    pub initialized: bool,
+}
+
+impl Hub {
+    /// Opens (creating or migrating) the database at `db_path`.
+    pub fn open(db_path: &Path, clock: Arc<dyn Clock>) -> Result<(Hub, OpenReport)> {
+        let (store, report) = Store::open(db_path, clock.now())?;
+        Ok((Hub { store, clock }, report))
+    }
+
+    pub fn db_path(&self) -> &Path {
+        self.store.path()
+    }
+
+    fn now_text(&self) -> String {
+        format_utc(self.clock.now())
+    }
+
+    /// All settings, typed, defaults filled in; stored values that no longer validate are logged.
+    pub fn settings(&self) -> Result<Settings> {
+        let (settings, warnings) = Settings::from_stored(&self.store.settings_raw()?);
+        for warning in warnings {
+            tracing::warn!("{warning}");
+        }
+        Ok(settings)
+    }
+
+    /// The base JQL computed from the projects (data-model «Проекты»), `None` without projects.
+    pub fn base_jql(&self) -> Result<Option<String>> {
+        let settings = self.settings()?;
+        Ok(self.base_jql_for(&settings)?)
+    }
+
+    fn base_jql_for(&self, settings: &Settings) -> Result<Option<String>, StoreError> {
+        let projects = self.store.projects()?;
+        Ok(base_jql(
+            settings.project_key.as_deref(),
+            projects.iter().map(|p| p.label.as_str()),
+        ))
+    }
+
+    /// `GET /settings`: every setting but the tokens, with the computed `base_jql`.
+    pub fn settings_view(&self) -> Result<Value> {
+        let settings = self.settings()?;
+        let jql = self.base_jql_for(&settings)?;
+        Ok(settings.public_view(jql.as_deref()))
+    }
+
+    /// `PUT /settings`: validates every key first; one bad key and nothing is written and
+    /// `settings_version` stays. Returns the new public view.
+    pub fn update_settings(&mut self, update: &Map<String, Value>) -> Result<Value> {
+        let values = validate_update(update)?;
+        if !values.is_empty() {
+            let version = self.store.write_settings(&values)?;
+            let keys: Vec<&str> = values.iter().map(|(k, _)| k.as_str()).collect();
+            tracing::info!(?keys, settings_version = version, "settings changed");
+        }
+        self.settings_view()
+    }
+
+    /// The settings a claim answer carries when the agent's version is older.
+    pub fn agent_settings(&self) -> Result<(i64, Value)> {
+        let settings = self.settings()?;
+        Ok((settings.settings_version, settings.agent_view()))
+    }
+
+    pub fn projects(&self) -> Result<Vec<Project>> {
+        Ok(self.store.projects()?)
+    }
+
+    /// `POST /projects`: validates, then creates unless the label exists case-insensitively.
+    pub fn create_project(
+        &mut self,
+        label: &str,
+        name: &str,
+        board_id: Option<i64>,
+    ) -> Result<Project> {
+        let project = validate_new_project(label, name, board_id)?;
+        let created = self.store.insert_project(&project, &self.now_text())?;
+        tracing::info!(label = %created.label, "project created");
+        Ok(created)
+    }
+
+    /// An online backup into `backups/` now.
+    pub fn backup_now(&self) -> Result<PathBuf> {
+        Ok(self
+            .store
+            .backup_now(BackupKind::Manual, self.clock.now())?)
+    }
+
+    pub fn status(&self) -> Result<StatusReport> {
+        let settings = self.settings()?;
+        let base_jql = self.base_jql_for(&settings)?;
+        let last_full_refresh = match &base_jql {
+            Some(jql) => self.store.last_done_run(jql)?,
+            None => None,
+        };
+        Ok(StatusReport {
+            db_path: self.store.path().to_path_buf(),
+            schema_version: store::CURRENT_SCHEMA_VERSION,
+            settings_version: settings.settings_version,
+            initialized: settings.tokens.is_some(),
+            project_key: settings.project_key,
+            projects: self.store.projects()?,
+            base_jql,
+            counts: self.store.status_counts()?,
+            last_full_refresh,
+            relay_dir: settings.relay_dir,
+        })
+    }
+}

@@ -1,0 +1,313 @@
+//! The schema and its history: an append-only list of steps, v0 (empty file) → v1 → v2 → v3 → v4.
+//!
+//! Never edit a step that has shipped; add one. A new database runs every step, so it has exactly
+//! the shape of a migrated one. An existing database is migrated in one transaction taken under
+//! the write lock (`BEGIN IMMEDIATE`); the version is read again inside it, so of several
+//! processes opening the same old database at once exactly one migrates and backs it up, and the
+//! others find it done. The backup is made inside that transaction through SQLite's online backup
+//! API on a second connection: it holds every committed row (including those still in the WAL of
+//! a running old hub), and no descriptor of the database file is ever opened or closed by hand
+//! (closing one would drop this process's POSIX locks on it).
+
+use super::{Result, Store, StoreError, backup};
+use crate::domain::config::legacy_projects;
+use crate::domain::jql::base_jql;
+use crate::domain::settings::{LEGACY_BASE_JQL, LEGACY_BOARD_ID, PROJECT_KEY, SCHEMA_VERSION};
+use crate::domain::time::format_utc;
+use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
+use serde_json::Value;
+use std::path::PathBuf;
+use time::{Duration, OffsetDateTime};
+
+pub const CURRENT_SCHEMA_VERSION: u32 = 4;
+
+/// What one step needs besides the transaction.
+struct StepContext {
+    now: OffsetDateTime,
+}
+
+/// One step: from version `to - 1` to `to`. Returns warnings for the operator.
+struct Step {
+    to: u32,
+    apply: fn(&Transaction<'_>, &StepContext) -> Result<Vec<String>>,
+}
+
+const STEPS: [Step; 4] = [
+    Step {
+        to: 1,
+        apply: create_v1,
+    },
+    Step {
+        to: 2,
+        apply: v1_to_v2,
+    },
+    Step {
+        to: 3,
+        apply: v2_to_v3,
+    },
+    Step {
+        to: 4,
+        apply: v3_to_v4,
+    },
+];
+
+pub(super) struct MigrationOutcome {
+    pub old_version: u32,
+    pub backup: Option<PathBuf>,
+    pub warnings: Vec<String>,
+}
+
+/// Brings the database to [`CURRENT_SCHEMA_VERSION`].
+pub(super) fn migrate(store: &mut Store, now: OffsetDateTime) -> Result<MigrationOutcome> {
+    let seen = read_version(&store.conn)?;
+    check_known(seen)?;
+    if seen == CURRENT_SCHEMA_VERSION {
+        return Ok(MigrationOutcome {
+            old_version: seen,
+            backup: None,
+            warnings: Vec::new(),
+        });
+    }
+    let path = store.path.clone();
+    let reader = store.reader();
+    let tx = store
+        .conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)?;
+    // Another process may have migrated between the first look and the lock.
+    let version = read_version(&tx)?;
+    check_known(version)?;
+    if version == CURRENT_SCHEMA_VERSION {
+        tx.commit()?;
+        return Ok(MigrationOutcome {
+            old_version: version,
+            backup: None,
+            warnings: Vec::new(),
+        });
+    }
+    let backup = if version > 0 {
+        let reader = reader?;
+        Some(
+            backup::write_backup(
+                &reader,
+                &path,
+                backup::BackupKind::Migration { from: version },
+                now,
+            )
+            .map_err(|source| StoreError::Migration {
+                from: version,
+                to: CURRENT_SCHEMA_VERSION,
+                source: Box::new(source),
+            })?,
+        )
+    } else {
+        None
+    };
+    let applied = apply_steps(&tx, version, now).and_then(|warnings| {
+        tx.commit()?;
+        Ok(warnings)
+    });
+    match applied {
+        Ok(warnings) => {
+            if let Some(backup) = &backup {
+                tracing::info!(
+                    from = version,
+                    to = CURRENT_SCHEMA_VERSION,
+                    backup = %backup.display(),
+                    "database migrated"
+                );
+            }
+            Ok(MigrationOutcome {
+                old_version: version,
+                backup,
+                warnings,
+            })
+        }
+        Err(error) => {
+            // The transaction rolled back: the database is at its old version, and this backup
+            // belongs to a migration that did not happen.
+            if let Some(backup) = &backup {
+                let _ = std::fs::remove_file(backup);
+            }
+            Err(error)
+        }
+    }
+}
+
+fn apply_steps(tx: &Transaction<'_>, from: u32, now: OffsetDateTime) -> Result<Vec<String>> {
+    let context = StepContext { now };
+    let mut warnings = Vec::new();
+    for step in STEPS.iter().filter(|s| s.to > from) {
+        let step_warnings = (step.apply)(tx, &context)
+            .and_then(|w| {
+                set_version(tx, step.to)?;
+                Ok(w)
+            })
+            .map_err(|source| StoreError::Migration {
+                from: step.to - 1,
+                to: step.to,
+                source: Box::new(source),
+            })?;
+        warnings.extend(step_warnings);
+    }
+    Ok(warnings)
+}
+
+fn check_known(version: u32) -> Result<()> {
+    if version > CURRENT_SCHEMA_VERSION {
+        return Err(StoreError::Incompatible(format!(
+            "the database has schema v{version}, newer than this hub knows (v{CURRENT_SCHEMA_VERSION}): run a newer jira-hub"
+        )));
+    }
+    Ok(())
+}
+
+/// The schema version: 0 for an empty file; an error for a database that is not a hub's.
+fn read_version(conn: &rusqlite::Connection) -> Result<u32> {
+    let has_setting: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'setting')",
+        [],
+        |row| row.get(0),
+    )?;
+    if !has_setting {
+        let objects: i64 =
+            conn.query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get(0))?;
+        if objects == 0 {
+            return Ok(0);
+        }
+        return Err(StoreError::Incompatible(
+            "the file is an SQLite database but not a jira-hub one (no setting table)".into(),
+        ));
+    }
+    let value: Option<String> = conn
+        .query_row(
+            "SELECT value FROM setting WHERE key = ?1",
+            [SCHEMA_VERSION],
+            |row| row.get(0),
+        )
+        .optional()?;
+    let Some(value) = value else {
+        return Err(StoreError::Incompatible(
+            "the database has a setting table but no schema_version".into(),
+        ));
+    };
+    value
+        .trim()
+        .trim_matches('"')
+        .parse()
+        .map_err(|_| StoreError::Incompatible(format!("schema_version {value} is not a number")))
+}
+
+fn set_version(tx: &Transaction<'_>, version: u32) -> Result<()> {
+    tx.execute(
+        "INSERT INTO setting (key, value) VALUES (?1, ?2)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        params![SCHEMA_VERSION, version.to_string()],
+    )?;
+    Ok(())
+}
+
+/// Version 1, the first release (history/schema-v1.sql).
+fn create_v1(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
+    tx.execute_batch(include_str!("sql/v1.sql"))?;
+    Ok(Vec::new())
+}
+
+/// Version 2 counts deliveries. A v1 hub handed each claimed command out once.
+fn v1_to_v2(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
+    tx.execute_batch(
+        "ALTER TABLE command ADD COLUMN deliveries INTEGER NOT NULL DEFAULT 0;
+         UPDATE command SET deliveries = 1 WHERE status = 'claimed';",
+    )?;
+    Ok(Vec::new())
+}
+
+/// Version 3 mirrors comments.
+fn v2_to_v3(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
+    tx.execute_batch(
+        "CREATE TABLE issue_comment (
+             id        TEXT PRIMARY KEY,
+             issue_key TEXT NOT NULL,
+             author    TEXT,
+             body      TEXT NOT NULL,
+             created   TEXT,
+             updated   TEXT
+         );
+         CREATE INDEX issue_comment_issue ON issue_comment (issue_key);",
+    )?;
+    Ok(Vec::new())
+}
+
+/// Version 4: projects replace the single base JQL (data-model «Схема базы хаба»).
+fn v3_to_v4(tx: &Transaction<'_>, context: &StepContext) -> Result<Vec<String>> {
+    tx.execute_batch(include_str!("sql/v4.sql"))?;
+
+    let legacy_jql = read_setting(tx, LEGACY_BASE_JQL)?;
+    let legacy_board = read_setting(tx, LEGACY_BOARD_ID)?;
+    if legacy_jql.is_none() && legacy_board.is_none() {
+        return Ok(Vec::new());
+    }
+    let converted = legacy_projects(legacy_jql.as_ref(), legacy_board.as_ref());
+    let mut warnings = converted.warnings;
+    for (i, project) in converted.projects.iter().enumerate() {
+        // Distinct, increasing creation times keep the projects in the order of the old JQL.
+        let created_at = format_utc(context.now + Duration::microseconds(i as i64));
+        tx.execute(
+            "INSERT INTO project (label, name, board_id, board_type, created_at)
+             VALUES (?1, ?2, ?3, NULL, ?4)",
+            params![project.label, project.name, project.board_id, created_at],
+        )?;
+    }
+
+    let Some(old_jql) = legacy_jql.as_ref().and_then(Value::as_str) else {
+        return Ok(warnings);
+    };
+    let project_key = read_setting(tx, PROJECT_KEY)?;
+    let labels = converted.projects.iter().map(|p| p.label.as_str());
+    let Some(new_jql) = base_jql(project_key.as_ref().and_then(Value::as_str), labels) else {
+        if !converted.projects.is_empty() {
+            warnings.push(
+                "no project_key setting: refresh queries equal to the legacy base_jql were not rewritten"
+                    .to_string(),
+            );
+        }
+        return Ok(warnings);
+    };
+    tx.execute(
+        "UPDATE sync_run SET query = ?1 WHERE query = ?2",
+        params![new_jql, old_jql],
+    )?;
+    let mut select = tx.prepare(
+        "SELECT id, params FROM command
+         WHERE type = 'refresh' AND status IN ('queued', 'claimed')",
+    )?;
+    let refreshes = select
+        .query_map([], |row| {
+            Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    for (id, params_text) in refreshes {
+        let Ok(mut params) = serde_json::from_str::<Value>(&params_text) else {
+            warnings.push(format!(
+                "command {id}: params are not JSON and were left as they are"
+            ));
+            continue;
+        };
+        if params.get("jql").and_then(Value::as_str) == Some(old_jql) {
+            params["jql"] = Value::String(new_jql.clone());
+            tx.execute(
+                "UPDATE command SET params = ?1 WHERE id = ?2",
+                params![params.to_string(), id],
+            )?;
+        }
+    }
+    Ok(warnings)
+}
+
+fn read_setting(tx: &Transaction<'_>, key: &str) -> Result<Option<Value>> {
+    let text: Option<String> = tx
+        .query_row("SELECT value FROM setting WHERE key = ?1", [key], |row| {
+            row.get(0)
+        })
+        .optional()?;
+    Ok(text.map(|t| serde_json::from_str(&t).unwrap_or(Value::String(t))))
+}

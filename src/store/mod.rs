@@ -1,0 +1,195 @@
+//! The hub's SQLite database: the only module that speaks SQL or imports rusqlite.
+//!
+//! [`Store::open`] is the one way in: it creates the data directory (mode 0700), opens the file
+//! in WAL mode with `synchronous=FULL`, a busy timeout and foreign keys on, and creates or migrates
+//! the schema (see [`migrations`]). The submodules group the queries by table. The store knows
+//! the shape of rows, not the rules: validation lives in `domain`, orchestration in `service`.
+//!
+//! A `Store` owns one blocking connection; it is `Send` but not `Sync`. Async callers run it on a
+//! blocking thread, never on a runtime worker.
+
+mod backup;
+mod migrations;
+mod projects;
+pub mod settings;
+mod status;
+
+pub use backup::BackupKind;
+pub use migrations::CURRENT_SCHEMA_VERSION;
+pub use status::{AgentRow, QueueCount, RunRow, StatusCounts};
+
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use time::OffsetDateTime;
+
+/// How long an ordinary statement waits for another connection's write lock.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long opening waits for another process that is migrating the same database (the backup
+/// of a large database takes a while).
+const MIGRATION_BUSY_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Errors of the store; callers branch on `Conflict`, the rest are reported as they are.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A uniqueness rule the store checks under its write lock (a project label).
+    #[error("{field}: {message}")]
+    Conflict { field: String, message: String },
+    /// The file is not a hub database, or of a schema this binary does not know.
+    #[error("{0}")]
+    Incompatible(String),
+    /// A migration step failed; the database is left at its old version.
+    #[error(
+        "migration of the database from schema v{from} to v{to} failed, the database is left at v{from}: {source}"
+    )]
+    Migration {
+        from: u32,
+        to: u32,
+        #[source]
+        source: Box<StoreError>,
+    },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("stored JSON is malformed: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+fn io_error(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StoreError {
+    let context = context.into();
+    move |source| StoreError::Io { context, source }
+}
+
+/// What opening did to the database, for `jira-hub migrate` and the logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenReport {
+    /// The schema version found; 0 for a new, empty database.
+    pub old_version: u32,
+    pub new_version: u32,
+    /// The copy made before migrating, when this process migrated an existing database.
+    pub backup: Option<PathBuf>,
+    /// Things the operator should know (legacy settings that did not convert, permissions).
+    pub warnings: Vec<String>,
+}
+
+/// The database of one hub.
+pub struct Store {
+    conn: Connection,
+    /// The database file; backups go to `backups/` beside it.
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens the database at `path`, creating or migrating it. `now` names the migration backup.
+    pub fn open(path: &Path, now: OffsetDateTime) -> Result<(Store, OpenReport)> {
+        let data_dir = data_dir_of(path);
+        let mut warnings = Vec::new();
+        ensure_private_dir(&data_dir, &mut warnings)?;
+        ensure_private_dir(&backup::backups_dir(path), &mut warnings)?;
+
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(MIGRATION_BUSY_TIMEOUT)?;
+        let journal: String =
+            conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
+        if !journal.eq_ignore_ascii_case("wal") {
+            warnings.push(format!(
+                "the database is in journal mode {journal}, not WAL: is it on a network filesystem?"
+            ));
+        }
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        let mut store = Store {
+            conn,
+            path: path.to_path_buf(),
+        };
+        let outcome = migrations::migrate(&mut store, now)?;
+        warnings.extend(outcome.warnings);
+        settings::ensure_defaults(&mut store)?;
+        store.conn.busy_timeout(BUSY_TIMEOUT)?;
+        for warning in &warnings {
+            tracing::warn!("{warning}");
+        }
+        Ok((
+            store,
+            OpenReport {
+                old_version: outcome.old_version,
+                new_version: CURRENT_SCHEMA_VERSION,
+                backup: outcome.backup,
+                warnings,
+            },
+        ))
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The folder of migration and periodic backups.
+    pub fn backups_dir(&self) -> PathBuf {
+        backup::backups_dir(&self.path)
+    }
+
+    /// Runs `f` in a write transaction taken at once (`BEGIN IMMEDIATE`), so that what it reads
+    /// cannot change before it writes; commits when `f` succeeds, rolls back otherwise.
+    fn write<T>(&mut self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let value = f(&tx)?;
+        tx.commit()?;
+        Ok(value)
+    }
+
+    /// A second, read-only connection to the same file (backups read through it).
+    fn reader(&self) -> Result<Connection> {
+        let conn = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        Ok(conn)
+    }
+}
+
+/// The data directory: the folder that holds the database file.
+pub fn data_dir_of(db_path: &Path) -> PathBuf {
+    match db_path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Creates `dir` when missing and sets it to 0700 (the database holds tokens). A failed chmod is a
+/// warning, not an error. A shared sticky folder such as `/tmp` is never narrowed: that would
+/// break every other user of it; the hub warns instead.
+fn ensure_private_dir(dir: &Path, warnings: &mut Vec<String>) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).map_err(io_error(format!("cannot create {}", dir.display())))?;
+    let metadata =
+        std::fs::metadata(dir).map_err(io_error(format!("cannot read {}", dir.display())))?;
+    let mode = metadata.permissions().mode() & 0o7777;
+    if mode & 0o1000 != 0 && mode & 0o002 != 0 {
+        warnings.push(format!(
+            "{} is a shared folder (mode {mode:o}); its mode is left alone: give the database a folder of its own",
+            dir.display()
+        ));
+        return Ok(());
+    }
+    if mode & 0o777 != 0o700 {
+        if let Err(error) = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)) {
+            warnings.push(format!(
+                "cannot set mode 0700 on {} (it is {mode:o}): {error}",
+                dir.display()
+            ));
+        }
+    }
+    Ok(())
+}

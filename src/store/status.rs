@@ -1,0 +1,106 @@
+//! Read-only summaries for `jira-hub status`: the queue by status, the agents, the sync runs.
+
+use super::{Result, Store};
+use rusqlite::OptionalExtension;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueCount {
+    pub status: String,
+    pub commands: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentRow {
+    pub agent: String,
+    pub version: Option<String>,
+    pub last_seen_at: String,
+    pub jira_ok: Option<bool>,
+    pub last_error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRow {
+    pub id: i64,
+    pub query: String,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    pub status: String,
+    pub issues_seen: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusCounts {
+    pub queue: Vec<QueueCount>,
+    pub agents: Vec<AgentRow>,
+    pub issues: i64,
+    pub notes: i64,
+    pub batches: i64,
+}
+
+impl Store {
+    pub fn status_counts(&self) -> Result<StatusCounts> {
+        let mut statement = self
+            .conn
+            .prepare("SELECT status, count(*) FROM command GROUP BY status ORDER BY status")?;
+        let queue = statement
+            .query_map([], |row| {
+                Ok(QueueCount {
+                    status: row.get(0)?,
+                    commands: row.get(1)?,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        let mut statement = self.conn.prepare(
+            "SELECT agent, version, last_seen_at, jira_ok, last_error FROM agent_status
+             ORDER BY last_seen_at DESC",
+        )?;
+        let agents = statement
+            .query_map([], |row| {
+                Ok(AgentRow {
+                    agent: row.get(0)?,
+                    version: row.get(1)?,
+                    last_seen_at: row.get(2)?,
+                    jira_ok: row.get::<_, Option<i64>>(3)?.map(|v| v != 0),
+                    last_error: row.get(4)?,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        let count = |table: &str| -> Result<i64> {
+            Ok(self
+                .conn
+                .query_row(&format!("SELECT count(*) FROM {table}"), [], |row| {
+                    row.get(0)
+                })?)
+        };
+        Ok(StatusCounts {
+            queue,
+            agents,
+            issues: count("issue")?,
+            notes: count("issue_note")?,
+            batches: count("batch")?,
+        })
+    }
+
+    /// The newest finished run of `query` with status `done`.
+    pub fn last_done_run(&self, query: &str) -> Result<Option<RunRow>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT id, query, started_at, finished_at, status, issues_seen FROM sync_run
+                 WHERE query = ?1 AND status = 'done'
+                 ORDER BY finished_at DESC, id DESC LIMIT 1",
+                [query],
+                |row| {
+                    Ok(RunRow {
+                        id: row.get(0)?,
+                        query: row.get(1)?,
+                        started_at: row.get(2)?,
+                        finished_at: row.get(3)?,
+                        status: row.get(4)?,
+                        issues_seen: row.get(5)?,
+                    })
+                },
+            )
+            .optional()?)
+    }
+}

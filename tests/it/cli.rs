@@ -1,0 +1,269 @@
+//! The command line as an operator meets it: `init`, `tokens`, `status`, `backup`, exit codes,
+//! `--db` and `JIRA_HUB_DB`.
+
+use crate::support::*;
+use rusqlite::Connection;
+use serde_json::Value;
+
+fn config_without_bug(dir: &TestDir) -> std::path::PathBuf {
+    let mut config: Value =
+        serde_json::from_str(&std::fs::read_to_string(example_config()).unwrap()).unwrap();
+    let map = config.as_object_mut().unwrap();
+    map.remove("issue_type_bug");
+    map.remove("issue_type_bug_id");
+    let path = dir.path().join("no-bug.json");
+    std::fs::write(&path, serde_json::to_string(&config).unwrap()).unwrap();
+    path
+}
+
+fn tokens_of(db: &std::path::Path) -> (String, String) {
+    let out = run_ok(db, &["tokens"]);
+    let mut lines = out
+        .stdout
+        .lines()
+        .map(|l| l.split_whitespace().last().unwrap().to_string());
+    (lines.next().unwrap(), lines.next().unwrap())
+}
+
+#[test]
+fn init_imports_the_example_config() {
+    let dir = TestDir::new();
+    let out = run_ok(
+        &dir.db(),
+        &["init", "--config", example_config().to_str().unwrap()],
+    );
+    assert!(out.stdout.contains("projects:    AWPCA"), "{out:?}");
+    assert!(
+        out.stdout.contains("jira_password"),
+        "says what it left out: {out:?}"
+    );
+    let conn = Connection::open(dir.db()).unwrap();
+    assert_eq!(setting(&conn, "project_key").as_deref(), Some("\"AURORA\""));
+    let issue_types: Value = serde_json::from_str(&setting(&conn, "issue_types").unwrap()).unwrap();
+    assert_eq!(issue_types["bug"]["name"], "Ошибка");
+    assert_eq!(issue_types["task"]["id"], "10002");
+    assert!(
+        setting(&conn, "base_jql").is_none(),
+        "a new database has no base_jql key"
+    );
+    assert!(setting(&conn, "board_id").is_none());
+    assert_eq!(
+        count(&conn, "SELECT board_id FROM project WHERE label = 'AWPCA'"),
+        4216
+    );
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM setting WHERE key LIKE 'jira%' OR key IN ('sync_interval_seconds', 'log_file')"
+        ),
+        0
+    );
+    drop(conn);
+    // Not one byte of the credentials anywhere in the database or its WAL.
+    for file in ["hub.sqlite", "hub.sqlite-wal"] {
+        let bytes = std::fs::read(dir.path().join("data").join(file)).unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !text.contains("change-me") && !text.contains("svc-jira-sync"),
+            "{file}"
+        );
+    }
+    let (agent, client) = tokens_of(&dir.db());
+    assert_eq!(agent.len(), 64);
+    assert_ne!(agent, client);
+    assert!(out.stdout.contains(&agent) && out.stdout.contains(&client));
+}
+
+/// «Конфиг без ключей ошибки»: no bug type at all.
+#[test]
+fn init_without_bug_keys_has_no_bug_type() {
+    let dir = TestDir::new();
+    run_ok(
+        &dir.db(),
+        &[
+            "init",
+            "--config",
+            config_without_bug(&dir).to_str().unwrap(),
+        ],
+    );
+    let out = run_ok(&dir.db(), &["settings", "get", "issue_types"]);
+    let issue_types: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(
+        issue_types.as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["task", "epic"]
+    );
+}
+
+#[test]
+fn init_refuses_a_second_time_unless_forced() {
+    let dir = TestDir::new();
+    let config = example_config();
+    let config = config.to_str().unwrap();
+    run_ok(&dir.db(), &["init", "--config", config]);
+    let tokens = tokens_of(&dir.db());
+    let before = snapshot(&dir.db());
+
+    let out = run(&dir.db(), &["init", "--config", config]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("уже есть настройки") && out.stderr.contains("--force"),
+        "{out:?}"
+    );
+    assert_eq!(snapshot(&dir.db()), before, "nothing changed");
+
+    let out = run_ok(&dir.db(), &["init", "--if-new", "--config", config]);
+    assert!(out.stdout.contains("nothing changed"));
+    assert_eq!(snapshot(&dir.db()), before);
+
+    run_ok(&dir.db(), &["settings", "set", "backup_keep", "3"]);
+    run_ok(&dir.db(), &["init", "--force", "--config", config]);
+    let out = run_ok(&dir.db(), &["settings", "get", "backup_keep"]);
+    assert_eq!(out.stdout.trim(), "14", "the config's value is back");
+    assert_eq!(
+        tokens_of(&dir.db()),
+        tokens,
+        "tokens survive a forced re-import"
+    );
+    let conn = Connection::open(dir.db()).unwrap();
+    assert_eq!(count(&conn, "SELECT count(*) FROM project"), 1);
+    assert_eq!(setting(&conn, "settings_version").as_deref(), Some("3"));
+}
+
+#[test]
+fn init_refuses_a_bad_config_and_stores_nothing() {
+    let dir = TestDir::new();
+    let mut config: Value =
+        serde_json::from_str(&std::fs::read_to_string(example_config()).unwrap()).unwrap();
+    config["pacing"]["max_deliveries"] = Value::from(0);
+    let path = dir.path().join("bad.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    let out = run(&dir.db(), &["init", "--config", path.to_str().unwrap()]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.starts_with("jira-hub: pacing.max_deliveries: "),
+        "{out:?}"
+    );
+    let conn = Connection::open(dir.db()).unwrap();
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM setting WHERE key IN ('tokens', 'project_key')"
+        ),
+        0
+    );
+    assert_eq!(count(&conn, "SELECT count(*) FROM project"), 0);
+
+    std::fs::write(&path, "{ not json").unwrap();
+    let out = run(&dir.db(), &["init", "--config", path.to_str().unwrap()]);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("is not valid JSON"), "{out:?}");
+    let out = run(&dir.db(), &["init", "--config", "/nonexistent/config.json"]);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("cannot read the config"), "{out:?}");
+}
+
+#[test]
+fn tokens_rotate_one_at_a_time() {
+    let dir = TestDir::new();
+    let out = run(&dir.db(), &["tokens"]);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("run jira-hub init"), "{out:?}");
+    run_ok(
+        &dir.db(),
+        &["init", "--config", example_config().to_str().unwrap()],
+    );
+    let (agent, client) = tokens_of(&dir.db());
+    run_ok(&dir.db(), &["tokens", "--rotate", "agent"]);
+    let (agent2, client2) = tokens_of(&dir.db());
+    assert_ne!(agent, agent2);
+    assert_eq!(client, client2);
+    run_ok(&dir.db(), &["tokens", "--rotate", "client"]);
+    let (agent3, client3) = tokens_of(&dir.db());
+    assert_eq!(agent2, agent3);
+    assert_ne!(client2, client3);
+}
+
+#[test]
+fn status_and_backup() {
+    let dir = TestDir::new();
+    drop(build_db(
+        &dir.db(),
+        3,
+        &format!("{}{COMMON_ROWS}", v3_settings_sql()),
+    ));
+    let conn = Connection::open(dir.db()).unwrap();
+    conn.execute_batch(
+        "INSERT INTO sync_run (query, started_at, finished_at, status, issues_seen)
+         VALUES ('project = AURORA AND labels = AWPCA', '2026-01-04T00:00:00Z', '2026-01-04T00:05:00Z', 'done', 2);
+         INSERT INTO agent_status (agent, version, last_seen_at, jira_ok) VALUES ('agent-1', '1.4.0', '2026-01-05T00:00:00Z', 1);",
+    )
+    .unwrap();
+    drop(conn);
+    let relay = dir.path().join("relay");
+    run_ok(
+        &dir.db(),
+        &[
+            "settings",
+            "set",
+            "relay_dir",
+            &format!("\"{}\"", relay.display()),
+        ],
+    );
+    let out = run_ok(&dir.db(), &["status"]);
+    for expected in [
+        "(schema v4)",
+        "AWPCA                АРМ КА (board 4216)",
+        "base JQL:     project = AURORA AND labels in (\"AWPCA\")",
+        "mirror:       2 issues, 2 notes",
+        "claimed 1, done 1, queued 1",
+        "full refresh: 2026-01-04T00:05:00Z (2 issues)",
+        "agent-1 1.4.0",
+        "missing",
+    ] {
+        assert!(
+            out.stdout.contains(expected),
+            "{expected:?} in {}",
+            out.stdout
+        );
+    }
+    assert!(!relay.exists(), "status never creates the relay folder");
+    std::fs::create_dir_all(relay.join("inbox")).unwrap();
+    std::fs::write(relay.join("inbox/claim-1.json"), "{}").unwrap();
+    let out = run_ok(&dir.db(), &["status"]);
+    assert!(
+        out.stdout.contains("inbox 1, outbox absent"),
+        "{}",
+        out.stdout
+    );
+
+    let out = run_ok(&dir.db(), &["backup"]);
+    let path = std::path::PathBuf::from(out.stdout.trim());
+    assert!(
+        path.to_string_lossy().ends_with("-manual.sqlite"),
+        "{out:?}"
+    );
+    let backup = Connection::open(&path).unwrap();
+    assert_eq!(count(&backup, "SELECT count(*) FROM issue"), 2);
+    assert_eq!(setting(&backup, "schema_version").as_deref(), Some("4"));
+    // A second backup in the same second does not overwrite the first.
+    let second = run_ok(&dir.db(), &["backup"]);
+    assert_ne!(second.stdout, out.stdout);
+}
+
+#[test]
+fn usage_errors_exit_2_and_the_db_comes_from_the_environment() {
+    let dir = TestDir::new();
+    let out = run(&dir.db(), &["projects", "add", "ONLY_LABEL"]);
+    assert_eq!(out.code, 2, "{out:?}");
+    let out = run(&dir.db(), &["tokens", "--rotate", "nobody"]);
+    assert_eq!(out.code, 2, "{out:?}");
+
+    let db = dir.path().join("env-data/hub.sqlite");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_jira-hub"))
+        .arg("migrate")
+        .env("JIRA_HUB_DB", &db)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert!(db.exists());
+}

@@ -1,0 +1,9 @@
+//! Integration tests, one binary: the real `jira-hub` binary in temp dirs where processes matter
+#![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
+//! (migrations racing, a live WAL, exit codes), the service API where they do not.
+
+mod cli;
+mod migrations;
+mod projects;
+mod settings;
+mod support;

@@ -1,0 +1,505 @@
+//! The data-model scenarios of «Схема базы хаба»: first start, migrations from v1, v2 and v3 with
+//! their backups, concurrent openers, a live WAL, a failed migration, permissions.
+
+use crate::support::*;
+use rusqlite::Connection;
+use std::os::unix::fs::PermissionsExt;
+
+const TABLES: [&str; 11] = [
+    "setting",
+    "issue",
+    "issue_link",
+    "issue_comment",
+    "issue_note",
+    "batch",
+    "command",
+    "sync_run",
+    "agent_status",
+    "project",
+    "agent_request",
+];
+
+fn assert_v4_shape(conn: &Connection) {
+    assert_eq!(setting(conn, "schema_version").as_deref(), Some("4"));
+    for table in TABLES {
+        let found = count(
+            conn,
+            &format!(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '{table}'"
+            ),
+        );
+        assert_eq!(found, 1, "table {table}");
+    }
+    for index in [
+        "issue_epic_key",
+        "issue_link_target",
+        "issue_note_issue",
+        "command_status",
+        "issue_comment_issue",
+        "batch_project",
+        "command_batch_status",
+        "sync_run_command",
+        "issue_jira_id",
+    ] {
+        let found = count(
+            conn,
+            &format!(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = '{index}'"
+            ),
+        );
+        assert_eq!(found, 1, "index {index}");
+    }
+    let columns = |table: &str| -> Vec<String> {
+        let mut statement = conn
+            .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))
+            .unwrap();
+        statement
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert!(columns("command").contains(&"deliveries".to_string()));
+    assert!(columns("batch").contains(&"project".to_string()));
+    assert_eq!(
+        columns("project"),
+        ["label", "name", "board_id", "board_type", "created_at"]
+    );
+    let journal: String = conn
+        .query_row("PRAGMA journal_mode", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(journal, "wal");
+}
+
+/// «Первый запуск»: the file is created with every table and index, version 4, folder 0700.
+#[test]
+fn first_start_creates_the_database() {
+    let dir = TestDir::new();
+    let out = run_ok(&dir.db(), &["migrate"]);
+    assert!(
+        out.stdout.contains("new database created at schema v4"),
+        "{out:?}"
+    );
+    let conn = Connection::open(dir.db()).unwrap();
+    assert_v4_shape(&conn);
+    assert_eq!(
+        setting(&conn, "closed_statuses").as_deref(),
+        Some("[\"Готово\",\"Снято\"]")
+    );
+    assert!(setting(&conn, "base_jql").is_none() && setting(&conn, "board_id").is_none());
+    assert_eq!(mode(&dir.path().join("data")), 0o700);
+    assert_eq!(mode(&dir.path().join("data/backups")), 0o700);
+    assert!(dir.backups().is_empty(), "no backup of a new database");
+
+    let again = run_ok(&dir.db(), &["migrate"]);
+    assert!(again.stdout.contains("schema v4: up to date"), "{again:?}");
+}
+
+/// «Миграция базы v1».
+#[test]
+fn migrates_v1_with_deliveries_and_a_backup() {
+    let dir = TestDir::new();
+    drop(build_db(&dir.db(), 1, COMMON_ROWS));
+    let out = run_ok(&dir.db(), &["migrate"]);
+    assert!(out.stdout.contains("schema v1 -> v4"), "{out:?}");
+
+    let backups = dir.backups();
+    assert_eq!(backups.len(), 1, "{backups:?}");
+    assert!(backups[0].ends_with("-schema-v1.sqlite"), "{backups:?}");
+    assert!(out.stdout.contains(&backups[0]));
+    let backup = Connection::open(dir.backup_path(&backups[0])).unwrap();
+    assert_eq!(setting(&backup, "schema_version").as_deref(), Some("1"));
+    assert_eq!(count(&backup, "SELECT count(*) FROM issue"), 2);
+    assert_eq!(count(&backup, "SELECT count(*) FROM issue_note"), 2);
+    assert_eq!(mode(&dir.backup_path(&backups[0])), 0o600);
+
+    let conn = Connection::open(dir.db()).unwrap();
+    assert_v4_shape(&conn);
+    let deliveries: Vec<(String, i64)> = conn
+        .prepare("SELECT status, deliveries FROM command ORDER BY seq")
+        .unwrap()
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        deliveries,
+        [
+            ("done".to_string(), 0),
+            ("claimed".to_string(), 1),
+            ("queued".to_string(), 0)
+        ]
+    );
+    assert_eq!(count(&conn, "SELECT count(*) FROM issue_comment"), 0);
+    assert_eq!(count(&conn, "SELECT count(*) FROM issue"), 2);
+    assert_eq!(count(&conn, "SELECT count(*) FROM issue_link"), 1);
+    assert_eq!(count(&conn, "SELECT count(*) FROM issue_note"), 2);
+    assert_eq!(
+        count(&conn, "SELECT count(*) FROM batch WHERE project IS NULL"),
+        1
+    );
+}
+
+/// «Миграция базы v2».
+#[test]
+fn migrates_v2() {
+    let dir = TestDir::new();
+    drop(build_db(
+        &dir.db(),
+        2,
+        &format!("{COMMON_ROWS} UPDATE command SET deliveries = 2 WHERE seq = 2;"),
+    ));
+    run_ok(&dir.db(), &["migrate"]);
+    let backups = dir.backups();
+    assert_eq!(backups.len(), 1);
+    assert!(backups[0].ends_with("-schema-v2.sqlite"));
+    let conn = Connection::open(dir.db()).unwrap();
+    assert_v4_shape(&conn);
+    assert_eq!(count(&conn, "SELECT count(*) FROM issue_comment"), 0);
+    assert_eq!(count(&conn, "SELECT count(*) FROM issue_link"), 1);
+    assert_eq!(count(&conn, "SELECT count(*) FROM issue_note"), 2);
+    // A v2 hub counted its deliveries: they are kept, not recounted.
+    assert_eq!(
+        count(&conn, "SELECT deliveries FROM command WHERE seq = 2"),
+        2
+    );
+}
+
+const V3_RUNS: &str = "
+INSERT INTO sync_run (query, started_at, finished_at, status, issues_seen)
+VALUES ('project = AURORA AND labels = AWPCA', '2026-01-04T00:00:00Z', '2026-01-04T00:05:00Z', 'done', 2),
+       ('project = AURORA AND key = AURORA-1', '2026-01-05T00:00:00Z', '2026-01-05T00:01:00Z', 'done', 1);
+INSERT INTO batch (title, author, created_at) VALUES ('refresh', 'hub', '2026-01-06T00:00:00Z');
+INSERT INTO command (batch_id, seq, type, params, status) VALUES
+  (2, 1, 'refresh', '{\"jql\":\"project = AURORA AND labels = AWPCA\",\"boards\":[4216]}', 'queued');
+INSERT INTO batch (title, author, created_at) VALUES ('refresh', 'hub', '2026-01-06T00:00:00Z');
+INSERT INTO command (batch_id, seq, type, params, status, deliveries) VALUES
+  (3, 1, 'refresh', '{\"jql\":\"project = AURORA AND labels = AWPCA\"}', 'claimed', 1);
+INSERT INTO batch (title, author, created_at) VALUES ('refresh', 'hub', '2026-01-06T00:00:00Z');
+INSERT INTO command (batch_id, seq, type, params, status) VALUES
+  (4, 1, 'refresh', '{\"jql\":\"project = AURORA AND labels = AWPCA\"}', 'done');
+INSERT INTO issue_comment (id, issue_key, author, body, created) VALUES ('777', 'AURORA-1', 'ivanov', 'текст', '2026-03-05T10:15:30.000+0300');
+";
+
+/// «Миграция базы v3» and «refresh в очереди при миграции».
+#[test]
+fn migrates_v3_into_projects() {
+    let dir = TestDir::new();
+    drop(build_db(
+        &dir.db(),
+        3,
+        &format!("{}{COMMON_ROWS}{V3_RUNS}", v3_settings_sql()),
+    ));
+    run_ok(&dir.db(), &["migrate"]);
+    let backups = dir.backups();
+    assert_eq!(backups.len(), 1);
+    assert!(backups[0].ends_with("-schema-v3.sqlite"));
+
+    let conn = Connection::open(dir.db()).unwrap();
+    assert_v4_shape(&conn);
+    let project: (String, String, Option<i64>, Option<String>) = conn
+        .query_row(
+            "SELECT label, name, board_id, board_type FROM project",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
+        )
+        .unwrap();
+    assert_eq!(project, ("AWPCA".into(), "АРМ КА".into(), Some(4216), None));
+    assert_eq!(count(&conn, "SELECT count(*) FROM project"), 1);
+    assert_eq!(
+        setting(&conn, "base_jql").as_deref(),
+        Some("\"project = AURORA AND labels = AWPCA\"")
+    );
+    assert_eq!(setting(&conn, "board_id").as_deref(), Some("4216"));
+
+    let new_jql = "project = AURORA AND labels in (\"AWPCA\")";
+    let queries: Vec<String> = conn
+        .prepare("SELECT query FROM sync_run ORDER BY id")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(queries, [new_jql, "project = AURORA AND key = AURORA-1"]);
+
+    let jql_of = |batch: i64| -> serde_json::Value {
+        let params: String = conn
+            .query_row(
+                "SELECT params FROM command WHERE batch_id = ?1",
+                [batch],
+                |row| row.get(0),
+            )
+            .unwrap();
+        serde_json::from_str::<serde_json::Value>(&params).unwrap()
+    };
+    assert_eq!(
+        jql_of(2),
+        serde_json::json!({"jql": new_jql, "boards": [4216]})
+    );
+    assert_eq!(jql_of(3)["jql"], new_jql);
+    assert_eq!(
+        jql_of(4)["jql"],
+        "project = AURORA AND labels = AWPCA",
+        "done commands are history"
+    );
+
+    assert_eq!(count(&conn, "SELECT count(*) FROM issue"), 2);
+    assert_eq!(count(&conn, "SELECT count(*) FROM issue_note"), 2);
+    assert_eq!(count(&conn, "SELECT count(*) FROM issue_comment"), 1);
+    assert_eq!(count(&conn, "SELECT count(*) FROM batch"), 4);
+
+    // The computed base JQL is what clients see.
+    let out = run_ok(&dir.db(), &["settings", "get", "base_jql"]);
+    assert_eq!(out.stdout.trim(), serde_json::to_string(new_jql).unwrap());
+}
+
+#[test]
+fn v3_with_several_labels_gives_the_board_to_nobody() {
+    let dir = TestDir::new();
+    let settings = v3_settings_sql().replace(
+        "project = AURORA AND labels = AWPCA",
+        "project = AURORA AND labels in (STOCKS_DRRK, \\\"AWPCA\\\")",
+    );
+    drop(build_db(&dir.db(), 3, &settings));
+    let out = run_ok(&dir.db(), &["migrate"]);
+    assert!(
+        out.stdout.contains("board_id 4216 was given to no project"),
+        "{out:?}"
+    );
+    let conn = Connection::open(dir.db()).unwrap();
+    let projects: Vec<(String, String, Option<i64>)> = conn
+        .prepare("SELECT label, name, board_id FROM project ORDER BY created_at, label")
+        .unwrap()
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        projects,
+        [
+            ("STOCKS_DRRK".into(), "STOCKS_DRRK".into(), None),
+            ("AWPCA".into(), "АРМ КА".into(), None)
+        ]
+    );
+    let out = run_ok(&dir.db(), &["settings", "get", "base_jql"]);
+    assert!(
+        out.stdout
+            .contains(r#"labels in (\"STOCKS_DRRK\", \"AWPCA\")"#),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn v3_with_an_unparsable_base_jql_gives_no_projects_and_a_warning() {
+    let dir = TestDir::new();
+    let settings = v3_settings_sql().replace(
+        "project = AURORA AND labels = AWPCA",
+        "project = AURORA AND (labels = A OR labels = B)",
+    );
+    drop(build_db(
+        &dir.db(),
+        3,
+        &format!("{settings}{COMMON_ROWS}{V3_RUNS}"),
+    ));
+    let out = run_ok(&dir.db(), &["migrate"]);
+    assert!(
+        out.stdout.contains("could not be parsed")
+            && out.stdout.contains("(labels = A OR labels = B)"),
+        "the warning quotes the old value: {out:?}"
+    );
+    let conn = Connection::open(dir.db()).unwrap();
+    assert_eq!(count(&conn, "SELECT count(*) FROM project"), 0);
+    assert_eq!(setting(&conn, "schema_version").as_deref(), Some("4"));
+}
+
+/// «Два соединения к базе v1», with processes started together: one migration, one backup.
+#[test]
+fn concurrent_processes_migrate_once() {
+    for _round in 0..3 {
+        let dir = TestDir::new();
+        drop(build_db(&dir.db(), 1, COMMON_ROWS));
+        let children: Vec<_> = (0..8)
+            .map(|_| {
+                hub_command(&dir.db(), &["migrate"])
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let mut backups_reported = 0;
+        for child in children {
+            let output = child.wait_with_output().unwrap();
+            assert!(output.status.success(), "{output:?}");
+            if String::from_utf8_lossy(&output.stdout).contains("-schema-v1.sqlite") {
+                backups_reported += 1;
+            }
+        }
+        let backups = dir.backups();
+        assert_eq!(backups.len(), 1, "{backups:?}");
+        assert!(backups[0].ends_with("-schema-v1.sqlite"));
+        assert_eq!(
+            backups_reported, 1,
+            "exactly one process migrated and backed up"
+        );
+        let conn = Connection::open(dir.db()).unwrap();
+        assert_v4_shape(&conn);
+        assert_eq!(
+            count(&conn, "SELECT deliveries FROM command WHERE seq = 2"),
+            1
+        );
+        let backup = Connection::open(dir.backup_path(&backups[0])).unwrap();
+        assert_eq!(setting(&backup, "schema_version").as_deref(), Some("1"));
+    }
+}
+
+/// The backup holds rows that are only in the WAL of a running old hub.
+#[test]
+fn backup_holds_rows_still_in_the_wal() {
+    let dir = TestDir::new();
+    let old_hub = build_db(&dir.db(), 1, "PRAGMA wal_autocheckpoint = 0;");
+    old_hub
+        .pragma_update(None, "wal_autocheckpoint", 0)
+        .unwrap();
+    old_hub.execute_batch(COMMON_ROWS).unwrap();
+    old_hub
+        .execute_batch(
+            "WITH RECURSIVE n(i) AS (SELECT 100 UNION ALL SELECT i + 1 FROM n WHERE i < 1099)
+             INSERT INTO issue (key, issue_type, summary, status, synced_at)
+             SELECT 'AURORA-' || i, 'Задача', 'задача ' || i, 'Открыт', '2026-01-01T00:00:00Z' FROM n;",
+        )
+        .unwrap();
+    let wal = dir.db().with_extension("sqlite-wal");
+    assert!(
+        std::fs::metadata(&wal).unwrap().len() > 0,
+        "the rows are in the WAL"
+    );
+    assert_eq!(count(&old_hub, "SELECT count(*) FROM issue"), 1002);
+
+    run_ok(&dir.db(), &["migrate"]);
+
+    let backups = dir.backups();
+    assert_eq!(backups.len(), 1);
+    let backup = Connection::open(dir.backup_path(&backups[0])).unwrap();
+    assert_eq!(count(&backup, "SELECT count(*) FROM issue"), 1002);
+    assert_eq!(count(&backup, "SELECT count(*) FROM command"), 3);
+    assert_eq!(setting(&backup, "schema_version").as_deref(), Some("1"));
+    // The old hub's connection still works after the migration.
+    assert_eq!(count(&old_hub, "SELECT count(*) FROM issue"), 1002);
+    drop(old_hub);
+}
+
+/// A step that fails leaves the database at its old version, whole, and usable by the old hub.
+#[test]
+fn a_failed_migration_leaves_the_old_version() {
+    let dir = TestDir::new();
+    // Someone created a table named project by hand: the v3→v4 step will fail on it, after the
+    // v1→v2 and v2→v3 steps have run in the same transaction.
+    drop(build_db(
+        &dir.db(),
+        1,
+        &format!("{COMMON_ROWS} CREATE TABLE project (x TEXT);"),
+    ));
+    let before = snapshot_v1(&dir.db());
+    let out = run(&dir.db(), &["migrate"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains("from schema v3 to v4 failed")
+            && out.stderr.contains("left at v3")
+            && out.stderr.contains("table project already exists"),
+        "{out:?}"
+    );
+    let conn = Connection::open(dir.db()).unwrap();
+    assert_eq!(setting(&conn, "schema_version").as_deref(), Some("1"));
+    let columns = count(
+        &conn,
+        "SELECT count(*) FROM pragma_table_info('command') WHERE name = 'deliveries'",
+    );
+    assert_eq!(columns, 0, "the v1→v2 step was rolled back too");
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM sqlite_master WHERE name = 'issue_comment'"
+        ),
+        0
+    );
+    assert_eq!(snapshot_v1(&dir.db()), before);
+    assert!(
+        dir.backups().is_empty(),
+        "no backup of a migration that did not happen: {:?}",
+        dir.backups()
+    );
+    // The old hub can still write.
+    conn.execute("UPDATE command SET status = 'done' WHERE seq = 2", [])
+        .unwrap();
+}
+
+fn snapshot_v1(db: &std::path::Path) -> Vec<String> {
+    let conn = Connection::open(db).unwrap();
+    let mut statement = conn
+        .prepare("SELECT issue.key || command.status || command.params FROM issue, command ORDER BY issue.key, command.id")
+        .unwrap();
+    statement
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+#[test]
+fn refuses_newer_and_foreign_databases() {
+    let dir = TestDir::new();
+    let conn = build_db(
+        &dir.db(),
+        1,
+        "UPDATE setting SET value = '9' WHERE key = 'schema_version';",
+    );
+    drop(conn);
+    let out = run(&dir.db(), &["status"]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("schema v9, newer than this hub knows"),
+        "{out:?}"
+    );
+
+    let foreign = dir.path().join("other/foreign.sqlite");
+    std::fs::create_dir_all(foreign.parent().unwrap()).unwrap();
+    Connection::open(&foreign)
+        .unwrap()
+        .execute_batch("CREATE TABLE t (x);")
+        .unwrap();
+    let out = run(&foreign, &["migrate"]);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("not a jira-hub one"), "{out:?}");
+}
+
+/// «Открытый каталог данных».
+#[test]
+fn an_open_data_directory_is_narrowed_at_start() {
+    let dir = TestDir::new();
+    drop(build_db(&dir.db(), 3, &v3_settings_sql()));
+    run_ok(&dir.db(), &["migrate"]);
+    for folder in ["data", "data/backups"] {
+        std::fs::set_permissions(
+            dir.path().join(folder),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+    }
+    run_ok(&dir.db(), &["status"]);
+    assert_eq!(mode(&dir.path().join("data")), 0o700);
+    assert_eq!(mode(&dir.path().join("data/backups")), 0o700);
+}
+
+/// A shared sticky folder (like /tmp) is not narrowed: the hub warns and goes on.
+#[test]
+fn a_shared_sticky_folder_is_left_alone_with_a_warning() {
+    let dir = TestDir::new();
+    let shared_dir = dir.path().join("shared");
+    std::fs::create_dir(&shared_dir).unwrap();
+    std::fs::set_permissions(&shared_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let out = run_ok(&shared_dir.join("hub.sqlite"), &["migrate"]);
+    assert!(out.stdout.contains("is a shared folder"), "{out:?}");
+    assert_eq!(mode(&shared_dir), 0o1777);
+    assert_eq!(mode(&shared_dir.join("backups")), 0o700);
+}

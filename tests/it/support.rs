@@ -1,0 +1,190 @@
+//! Test helpers: temp dirs, the real binary, old-version databases built from the SQL history in
+//! `../shared/spec/history/`.
+
+use jira_hub::clock::ManualClock;
+use jira_hub::service::Hub;
+use rusqlite::Connection;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+/// A temp dir that holds one hub: `data/hub.sqlite` by default.
+pub struct TestDir {
+    dir: tempfile::TempDir,
+}
+
+impl TestDir {
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn db(&self) -> PathBuf {
+        self.path().join("data").join("hub.sqlite")
+    }
+
+    pub fn backups(&self) -> Vec<String> {
+        let dir = self.path().join("data").join("backups");
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    pub fn backup_path(&self, name: &str) -> PathBuf {
+        self.path().join("data").join("backups").join(name)
+    }
+}
+
+/// What a run of the binary gave.
+#[derive(Debug)]
+pub struct Output {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+pub fn hub_command(db: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_jira-hub"));
+    command
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .env_remove("JIRA_HUB_DB")
+        .env("RUST_LOG", "warn");
+    command
+}
+
+pub fn run(db: &Path, args: &[&str]) -> Output {
+    let output = hub_command(db, args).output().expect("run jira-hub");
+    Output {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// Runs and expects success.
+pub fn run_ok(db: &Path, args: &[&str]) -> Output {
+    let output = run(db, args);
+    assert_eq!(output.code, 0, "jira-hub {args:?} failed: {output:?}");
+    output
+}
+
+/// `../shared` beside the checkout (CI lays it there too).
+pub fn shared() -> PathBuf {
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
+    assert!(
+        shared.join("spec/history/schema-v1.sql").exists(),
+        "../shared/spec/history is missing beside the checkout: {}",
+        shared.display()
+    );
+    shared
+}
+
+pub fn example_config() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("admin/jira-sync/config.example.json")
+}
+
+/// The SQL that builds a database of schema `version` (1..=3), from the history files.
+pub fn history_sql(version: u32) -> String {
+    let history = shared().join("spec/history");
+    (1..=version)
+        .map(|v| {
+            std::fs::read_to_string(history.join(format!("schema-v{v}.sql"))).expect("history sql")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+pub fn v3_settings_sql() -> String {
+    std::fs::read_to_string(shared().join("spec/history/settings-v3.example.sql"))
+        .expect("settings sql")
+}
+
+/// Builds an old-version database at `db` and runs `extra` on it; returns the open connection.
+pub fn build_db(db: &Path, version: u32, extra: &str) -> Connection {
+    std::fs::create_dir_all(db.parent().expect("parent")).expect("data dir");
+    let conn = Connection::open(db).expect("open");
+    conn.execute_batch(&history_sql(version)).expect("history");
+    conn.execute_batch(extra).expect("extra sql");
+    conn
+}
+
+/// Some rows every old version can hold: issues, a link, notes, a batch with three commands.
+pub const COMMON_ROWS: &str = "
+INSERT INTO issue (key, jira_id, issue_type, summary, status, labels, synced_at)
+VALUES ('AURORA-1', '10001', 'Задача', 'Первая', 'Открыт', '[\"AWPCA\"]', '2026-01-01T00:00:00Z'),
+       ('AURORA-2', '10002', 'Эпик', 'Вторая', 'В работе', '[\"AWPCA\"]', '2026-01-01T00:00:00Z');
+INSERT INTO issue_link (jira_id, source_key, target_key, link_type) VALUES ('5001', 'AURORA-1', 'AURORA-2', 'Blocks');
+INSERT INTO issue_note (issue_key, author, body, created_at) VALUES
+  ('AURORA-1', 'ivanov', 'заметка один', '2026-01-02T00:00:00Z'),
+  ('AURORA-9', 'petrov', 'заметка о задаче вне зеркала', '2026-01-02T00:00:00Z');
+INSERT INTO batch (title, author, created_at) VALUES ('план', 'ivanov', '2026-01-03T00:00:00Z');
+INSERT INTO command (batch_id, seq, type, params, status) VALUES
+  (1, 1, 'comment', '{\"key\":\"AURORA-1\",\"body\":\"x\"}', 'done'),
+  (1, 2, 'transition', '{\"key\":\"AURORA-1\",\"status\":\"Готово\"}', 'claimed'),
+  (1, 3, 'comment', '{\"key\":\"AURORA-2\",\"body\":\"y\"}', 'queued');
+";
+
+pub fn count(conn: &Connection, sql: &str) -> i64 {
+    conn.query_row(sql, [], |row| row.get(0))
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+pub fn setting(conn: &Connection, key: &str) -> Option<String> {
+    conn.query_row("SELECT value FROM setting WHERE key = ?1", [key], |row| {
+        row.get(0)
+    })
+    .ok()
+}
+
+pub fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .expect("metadata")
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+pub fn clock() -> Arc<ManualClock> {
+    Arc::new(ManualClock::new(
+        time::macros::datetime!(2026-11-29 10:00:00 UTC),
+    ))
+}
+
+/// A hub on a new database in `dir`, on a clock the test controls.
+pub fn open_hub(dir: &TestDir, clock: &Arc<ManualClock>) -> Hub {
+    Hub::open(&dir.db(), clock.clone()).expect("open hub").0
+}
+
+/// Every row of `setting` and `project`, to show that a refused request changed nothing.
+pub fn snapshot(db: &Path) -> Vec<String> {
+    let conn = Connection::open(db).expect("open");
+    let mut rows = Vec::new();
+    for sql in [
+        "SELECT key || '=' || value FROM setting ORDER BY key",
+        "SELECT label || '|' || name || '|' || ifnull(board_id, '') || '|' || created_at FROM project ORDER BY label",
+    ] {
+        let mut statement = conn.prepare(sql).expect("prepare");
+        rows.extend(
+            statement
+                .query_map([], |row| row.get::<_, String>(0))
+                .expect("query")
+                .map(Result::unwrap),
+        );
+    }
+    rows
+}
