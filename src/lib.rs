@@ -14,6 +14,8 @@
 pub mod cli;
 pub mod clock;
 pub mod domain;
+pub mod jira;
+pub mod protocol;
 pub mod relay;
 pub mod service;
 pub mod store;

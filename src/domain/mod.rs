@@ -5,6 +5,7 @@
 //! values or a [`ValidationError`] that names the offending field. Everything here is unit tested
 //! at the end of its file.
 
+pub mod command;
 pub mod config;
 pub mod jql;
 pub mod project;

@@ -2,10 +2,16 @@
 //! relay call the same functions). A [`Hub`] owns the store and the clock; its methods validate
 //! with `domain`, persist with `store`, and answer with plain values or a [`ServiceError`].
 
+mod agent;
+mod batches;
 mod init;
+mod mirror;
 mod tokens;
 
+pub use agent::ExpiredClaims;
+pub use batches::{BatchRequest, BatchView, CommandRequestBody, CommandView};
 pub use init::InitReport;
+pub use mirror::{IssueLinkView, IssueView, SliceRow, SyncRunView};
 pub use tokens::TokenRole;
 
 use crate::clock::Clock;
@@ -18,6 +24,7 @@ use crate::store::{self, BackupKind, OpenReport, RunRow, StatusCounts, Store, St
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::AtomicU32;
 
 /// What a caller can branch on; each transport maps it in one place.
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +58,10 @@ pub type Result<T, E = ServiceError> = std::result::Result<T, E>;
 pub struct Hub {
     store: Store,
     clock: Arc<dyn Clock>,
+    /// Reports in a row that brought rate limiting; sets the pause of the next claims. Shared by
+    /// every `Hub` of one process ([`Hub::connect`]); a restart starts from no pause, and the
+    /// agent's next 429 sets it again.
+    rate_limit_streak: Arc<AtomicU32>,
 }
 
 /// What `jira-hub status` shows.
@@ -72,7 +83,25 @@ impl Hub {
     /// Opens (creating or migrating) the database at `db_path`.
     pub fn open(db_path: &Path, clock: Arc<dyn Clock>) -> Result<(Hub, OpenReport)> {
         let (store, report) = Store::open(db_path, clock.now())?;
-        Ok((Hub { store, clock }, report))
+        Ok((
+            Hub {
+                store,
+                clock,
+                rate_limit_streak: Arc::new(AtomicU32::new(0)),
+            },
+            report,
+        ))
+    }
+
+    /// Another connection to the same database, sharing the clock and the pacing state: one per
+    /// thread that serves requests.
+    pub fn connect(&self) -> Result<Hub> {
+        let (store, _) = Store::open(self.store.path(), self.clock.now())?;
+        Ok(Hub {
+            store,
+            clock: self.clock.clone(),
+            rate_limit_streak: self.rate_limit_streak.clone(),
+        })
     }
 
     pub fn db_path(&self) -> &Path {

@@ -8,15 +8,23 @@
 //! A `Store` owns one blocking connection; it is `Send` but not `Sync`. Async callers run it on a
 //! blocking thread, never on a runtime worker.
 
+mod agents;
 mod backup;
+mod commands;
 mod migrations;
+mod mirror;
 mod projects;
 pub mod settings;
 mod status;
+mod tx;
 
+pub use agents::AgentSeen;
 pub use backup::BackupKind;
+pub use commands::{BatchRow, CommandRow, Finish};
 pub use migrations::CURRENT_SCHEMA_VERSION;
+pub use mirror::{CommentRow, IssueRow, LinkRow, NoteRow, Upserted};
 pub use status::{AgentRow, QueueCount, RunRow, StatusCounts};
+pub use tx::Tx;
 
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};

@@ -37,7 +37,7 @@ fn bump_version(tx: &Transaction<'_>) -> Result<i64> {
     Ok(next)
 }
 
-fn read_all(conn: &Connection) -> Result<BTreeMap<String, Value>> {
+pub(super) fn read_all(conn: &Connection) -> Result<BTreeMap<String, Value>> {
     let mut statement = conn.prepare("SELECT key, value FROM setting")?;
     let rows = statement.query_map([], |row| {
         Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))

@@ -1,7 +1,24 @@
 //! Read-only summaries for `jira-hub status`: the queue by status, the agents, the sync runs.
 
 use super::{Result, Store};
-use rusqlite::OptionalExtension;
+use rusqlite::{OptionalExtension, Row};
+
+pub(super) const RUN_COLUMNS: &str =
+    "id, command_id, query, started_at, finished_at, status, issues_seen, issues_changed, error";
+
+pub(super) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRow> {
+    Ok(RunRow {
+        id: row.get(0)?,
+        command_id: row.get(1)?,
+        query: row.get(2)?,
+        started_at: row.get(3)?,
+        finished_at: row.get(4)?,
+        status: row.get(5)?,
+        issues_seen: row.get(6)?,
+        issues_changed: row.get(7)?,
+        error: row.get(8)?,
+    })
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueCount {
@@ -9,7 +26,7 @@ pub struct QueueCount {
     pub commands: i64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct AgentRow {
     pub agent: String,
     pub version: Option<String>,
@@ -18,14 +35,18 @@ pub struct AgentRow {
     pub last_error: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct RunRow {
     pub id: i64,
+    /// The refresh command the run executes.
+    pub command_id: Option<i64>,
     pub query: String,
     pub started_at: String,
     pub finished_at: Option<String>,
     pub status: String,
     pub issues_seen: i64,
+    pub issues_changed: i64,
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,20 +107,12 @@ impl Store {
         Ok(self
             .conn
             .query_row(
-                "SELECT id, query, started_at, finished_at, status, issues_seen FROM sync_run
-                 WHERE query = ?1 AND status = 'done'
-                 ORDER BY finished_at DESC, id DESC LIMIT 1",
+                &format!(
+                    "SELECT {RUN_COLUMNS} FROM sync_run WHERE query = ?1 AND status = 'done'
+                     ORDER BY finished_at DESC, id DESC LIMIT 1"
+                ),
                 [query],
-                |row| {
-                    Ok(RunRow {
-                        id: row.get(0)?,
-                        query: row.get(1)?,
-                        started_at: row.get(2)?,
-                        finished_at: row.get(3)?,
-                        status: row.get(4)?,
-                        issues_seen: row.get(5)?,
-                    })
-                },
+                run_from_row,
             )
             .optional()?)
     }

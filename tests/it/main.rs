@@ -2,8 +2,10 @@
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 //! (migrations racing, a live WAL, exit codes), the service API where they do not.
 
+mod batches;
 mod cli;
 mod migrations;
+mod mirror;
 mod projects;
 mod settings;
 mod support;

@@ -188,3 +188,109 @@ pub fn snapshot(db: &Path) -> Vec<String> {
     }
     rows
 }
+
+/// A hub initialised from the example config, with a clock the test moves.
+pub fn ready_hub(dir: &TestDir, clock: &Arc<ManualClock>) -> Hub {
+    let mut hub = open_hub(dir, clock);
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(example_config()).expect("config"))
+            .expect("json");
+    hub.init_from_config(&config, false).expect("init");
+    hub
+}
+
+/// Builds the agent's messages with fresh ids.
+pub struct Agent {
+    pub name: String,
+    next: std::cell::Cell<u64>,
+}
+
+impl Agent {
+    pub fn new(name: &str) -> Self {
+        Agent {
+            name: name.to_string(),
+            next: std::cell::Cell::new(1),
+        }
+    }
+
+    fn id(&self) -> String {
+        let n = self.next.get();
+        self.next.set(n + 1);
+        format!("{}-{n}", self.name)
+    }
+
+    fn envelope(&self, kind: &str) -> serde_json::Value {
+        serde_json::json!({"kind": kind, "id": self.id(), "agent": self.name, "sent_at": "2026-11-29T10:00:00Z"})
+    }
+
+    pub fn claim_request(
+        &self,
+        max_commands: u32,
+        settings_version: i64,
+    ) -> jira_hub::protocol::AgentRequest {
+        let mut value = self.envelope("claim");
+        value["agent_version"] = "1.4.0".into();
+        value["settings_version"] = settings_version.into();
+        value["max_commands"] = max_commands.into();
+        jira_hub::protocol::decode_value(value).expect("claim")
+    }
+
+    pub fn report_request(&self, results: serde_json::Value) -> jira_hub::protocol::AgentRequest {
+        let mut value = self.envelope("report");
+        value["results"] = results;
+        jira_hub::protocol::decode_value(value).expect("report")
+    }
+
+    pub fn claim(&self, hub: &mut Hub, max_commands: u32) -> jira_hub::protocol::ClaimAnswer {
+        match hub
+            .handle_agent_request(&self.claim_request(max_commands, 0))
+            .expect("claim")
+        {
+            jira_hub::protocol::AgentAnswer::Claim(answer) => answer,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    pub fn report(
+        &self,
+        hub: &mut Hub,
+        results: serde_json::Value,
+    ) -> jira_hub::protocol::ReportAnswer {
+        match hub
+            .handle_agent_request(&self.report_request(results))
+            .expect("report")
+        {
+            jira_hub::protocol::AgentAnswer::Report(answer) => answer,
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+/// A batch request from JSON.
+pub fn batch(value: serde_json::Value) -> jira_hub::service::BatchRequest {
+    serde_json::from_value(value).expect("batch request")
+}
+
+/// A raw Jira issue as the search API returns it.
+pub fn raw_issue(
+    key: &str,
+    id: &str,
+    labels: &[&str],
+    extra: serde_json::Value,
+) -> serde_json::Value {
+    let mut fields = serde_json::json!({
+        "summary": format!("Задача {key}"),
+        "status": {"name": "Открыт"},
+        "issuetype": {"name": "Задача"},
+        "labels": labels,
+        "created": "2026-03-05T10:15:30.000+0300",
+        "updated": "2026-03-06T10:15:30.000+0300",
+        "issuelinks": [],
+    });
+    if let (Some(fields), Some(extra)) = (fields.as_object_mut(), extra.as_object()) {
+        for (k, v) in extra {
+            fields.insert(k.clone(), v.clone());
+        }
+    }
+    serde_json::json!({"id": id, "key": key, "fields": fields})
+}

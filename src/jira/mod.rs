@@ -1,0 +1,499 @@
+//! Reading raw Jira issues (REST API v2 `search`, `{"id", "key", "fields": {...}}`) into the
+//! mirror's rows (system.md §4): the fields the hub queries, links (each stored once, source →
+//! target), comments with Jira's time strings as they are, and the whole `fields` object.
+//!
+//! Missing or null fields are never errors; only an issue without a `key` or `fields` is.
+
+use crate::domain::time::format_utc;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use time::OffsetDateTime;
+use time::macros::format_description;
+
+/// Where custom fields live, from the `field_ids` setting.
+#[derive(Debug, Clone, Default)]
+pub struct FieldIds {
+    pub epic_link: Option<String>,
+    pub sprint: Option<String>,
+    pub plan_start: Option<String>,
+    pub plan_end: Option<String>,
+}
+
+impl FieldIds {
+    pub fn from_setting(field_ids: &BTreeMap<String, String>) -> Self {
+        FieldIds {
+            epic_link: field_ids.get("epic_link").cloned(),
+            sprint: field_ids.get("sprint").cloned(),
+            plan_start: field_ids.get("plan_start").cloned(),
+            plan_end: field_ids.get("plan_end").cloned(),
+        }
+    }
+}
+
+/// One issue as the mirror stores it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MirrorIssue {
+    pub key: String,
+    pub jira_id: Option<String>,
+    pub issue_type: String,
+    pub summary: String,
+    pub description: Option<String>,
+    pub status: String,
+    pub priority: Option<String>,
+    pub assignee: Option<String>,
+    pub reporter: Option<String>,
+    pub labels: Vec<String>,
+    pub epic_key: Option<String>,
+    pub sprint: Option<String>,
+    pub duedate: Option<String>,
+    pub plan_start: Option<String>,
+    pub plan_end: Option<String>,
+    pub created_at: Option<String>,
+    pub updated_at: Option<String>,
+    /// The issue's `fields` object as received.
+    pub fields: Value,
+    /// The links on this issue; `None` when the answer did not carry `issuelinks` (then the
+    /// stored links are left as they are).
+    pub links: Option<Vec<MirrorLink>>,
+    /// `None` when the answer did not carry `comment` (then the stored comments stay).
+    pub comments: Option<Vec<MirrorComment>>,
+}
+
+/// A link, stored once: `source_key <outward> target_key`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorLink {
+    pub jira_id: Option<String>,
+    pub source_key: String,
+    pub target_key: String,
+    pub link_type: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorComment {
+    pub id: String,
+    pub author: Option<String>,
+    pub body: String,
+    /// Jira's own string (`2026-03-05T10:15:30.000+0300`), kept as it is.
+    pub created: Option<String>,
+    pub updated: Option<String>,
+}
+
+fn text(value: Option<&Value>) -> Option<String> {
+    match value? {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// A user: `name` (Server's login), else `displayName`.
+fn user(value: Option<&Value>) -> Option<String> {
+    let value = value?;
+    text(value.get("name")).or_else(|| text(value.get("displayName")))
+}
+
+fn named(value: Option<&Value>) -> Option<String> {
+    text(value?.get("name"))
+}
+
+/// A date field: `YYYY-MM-DD`, or the date part of a date-time.
+fn date(value: Option<&Value>) -> Option<String> {
+    let text = text(value)?;
+    let date = text.get(..10)?;
+    time::Date::parse(date, format_description!("[year]-[month]-[day]")).ok()?;
+    Some(date.to_string())
+}
+
+/// Jira's time (`2026-03-05T10:15:30.000+0300`, or with a colon in the offset) in ISO-8601 UTC.
+pub fn jira_time_to_utc(text: &str) -> Option<String> {
+    let formats = [
+        format_description!(
+            "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond][offset_hour sign:mandatory][offset_minute]"
+        ),
+        format_description!(
+            "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond][offset_hour sign:mandatory]:[offset_minute]"
+        ),
+        format_description!(
+            "[year]-[month]-[day]T[hour]:[minute]:[second][offset_hour sign:mandatory][offset_minute]"
+        ),
+        format_description!(
+            "[year]-[month]-[day]T[hour]:[minute]:[second][offset_hour sign:mandatory]:[offset_minute]"
+        ),
+    ];
+    formats
+        .iter()
+        .find_map(|format| OffsetDateTime::parse(text, format).ok())
+        .or_else(|| crate::domain::time::parse_utc(text))
+        .map(format_utc)
+}
+
+/// A sprint in either form Jira uses, reduced to what picks the latest: its name, whether it is
+/// closed, and its order (`sequence`, else `id`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Sprint {
+    name: String,
+    closed: bool,
+    order: i64,
+}
+
+/// The keys Jira Server writes in the string form of a sprint; a name may hold commas, so the
+/// name ends only where one of these begins.
+const SPRINT_STRING_KEYS: [&str; 12] = [
+    "id",
+    "rapidViewId",
+    "state",
+    "name",
+    "goal",
+    "startDate",
+    "endDate",
+    "completeDate",
+    "activatedDate",
+    "sequence",
+    "synced",
+    "autoStartStop",
+];
+
+/// `com.atlassian.greenhopper.service.sprint.Sprint@1a2b[id=5,rapidViewId=4216,state=ACTIVE,name=Sprint 5,…,sequence=5]`
+fn parse_sprint_string(text: &str) -> Option<Sprint> {
+    let body = text.get(text.find('[')? + 1..text.rfind(']')?)?;
+    let mut values: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut rest = body;
+    while !rest.is_empty() {
+        let eq = rest.find('=')?;
+        let key = &rest[..eq];
+        let after = &rest[eq + 1..];
+        // The value runs to the next ",<known key>=".
+        let end = SPRINT_STRING_KEYS
+            .iter()
+            .filter_map(|k| after.find(&format!(",{k}=")))
+            .min()
+            .unwrap_or(after.len());
+        values.insert(key, &after[..end]);
+        rest = after.get(end + 1..).unwrap_or("");
+    }
+    let name = values.get("name")?.to_string();
+    let order = values
+        .get("sequence")
+        .or_else(|| values.get("id"))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    Some(Sprint {
+        name,
+        closed: values
+            .get("state")
+            .is_some_and(|s| s.eq_ignore_ascii_case("closed")),
+        order,
+    })
+}
+
+fn parse_sprint(value: &Value) -> Option<Sprint> {
+    match value {
+        Value::String(text) => parse_sprint_string(text),
+        Value::Object(object) => Some(Sprint {
+            name: text(object.get("name"))?,
+            closed: object
+                .get("state")
+                .and_then(Value::as_str)
+                .is_some_and(|s| s.eq_ignore_ascii_case("closed")),
+            order: object
+                .get("sequence")
+                .or_else(|| object.get("id"))
+                .and_then(Value::as_i64)
+                .unwrap_or(0),
+        }),
+        _ => None,
+    }
+}
+
+/// The latest sprint's name: an open (active or future) sprint over a closed one, then the
+/// highest `sequence`/`id`, then the last listed.
+fn latest_sprint(value: Option<&Value>) -> Option<String> {
+    let sprints: Vec<Sprint> = match value? {
+        Value::Array(items) => items.iter().filter_map(parse_sprint).collect(),
+        single => parse_sprint(single).into_iter().collect(),
+    };
+    sprints
+        .into_iter()
+        .enumerate()
+        .max_by_key(|(i, s)| (!s.closed, s.order, *i))
+        .map(|(_, s)| s.name)
+}
+
+fn links_of(key: &str, fields: &serde_json::Map<String, Value>) -> Option<Vec<MirrorLink>> {
+    let items = fields.get("issuelinks")?.as_array()?;
+    let links = items
+        .iter()
+        .filter_map(|link| {
+            let link_type = named(link.get("type"))?;
+            let jira_id = text(link.get("id"));
+            if let Some(other) = link.get("outwardIssue").and_then(|i| text(i.get("key"))) {
+                Some(MirrorLink {
+                    jira_id,
+                    source_key: key.to_string(),
+                    target_key: other,
+                    link_type,
+                })
+            } else {
+                let other = link.get("inwardIssue").and_then(|i| text(i.get("key")))?;
+                Some(MirrorLink {
+                    jira_id,
+                    source_key: other,
+                    target_key: key.to_string(),
+                    link_type,
+                })
+            }
+        })
+        .collect();
+    Some(links)
+}
+
+fn comments_of(fields: &serde_json::Map<String, Value>) -> Option<Vec<MirrorComment>> {
+    let items = fields.get("comment")?.get("comments")?.as_array()?;
+    Some(
+        items
+            .iter()
+            .filter_map(|c| {
+                Some(MirrorComment {
+                    id: text(c.get("id"))?,
+                    author: user(c.get("author")),
+                    body: text(c.get("body")).unwrap_or_default(),
+                    created: text(c.get("created")),
+                    updated: text(c.get("updated")),
+                })
+            })
+            .collect(),
+    )
+}
+
+/// Maps one raw issue. `epic_type_names` are the issue type names that count as epics, for an
+/// epic given as `parent` (next-gen projects) rather than by the epic-link field.
+pub fn map_issue(
+    raw: &Value,
+    ids: &FieldIds,
+    epic_type_names: &[&str],
+) -> Result<MirrorIssue, String> {
+    let key = text(raw.get("key")).ok_or("an issue without a key")?;
+    let fields = raw
+        .get("fields")
+        .and_then(Value::as_object)
+        .ok_or_else(|| format!("{key}: no fields object"))?;
+    let custom = |id: &Option<String>| {
+        id.as_ref()
+            .and_then(|id| fields.get(id))
+            .filter(|v| !v.is_null())
+    };
+    let epic_key = custom(&ids.epic_link)
+        .and_then(|v| text(Some(v)))
+        .or_else(|| {
+            let parent = fields.get("parent")?;
+            let parent_type = parent
+                .get("fields")
+                .and_then(|f| named(f.get("issuetype")))?;
+            epic_type_names
+                .contains(&parent_type.as_str())
+                .then(|| text(parent.get("key")))?
+        });
+    let labels = fields
+        .get("labels")
+        .and_then(Value::as_array)
+        .map(|l| {
+            l.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(MirrorIssue {
+        jira_id: text(raw.get("id")),
+        issue_type: named(fields.get("issuetype")).unwrap_or_default(),
+        summary: text(fields.get("summary")).unwrap_or_default(),
+        description: text(fields.get("description")),
+        status: named(fields.get("status")).unwrap_or_default(),
+        priority: named(fields.get("priority")),
+        assignee: user(fields.get("assignee")),
+        reporter: user(fields.get("reporter")),
+        labels,
+        epic_key,
+        sprint: latest_sprint(custom(&ids.sprint)),
+        duedate: date(fields.get("duedate")),
+        plan_start: date(custom(&ids.plan_start)),
+        plan_end: date(custom(&ids.plan_end)),
+        created_at: text(fields.get("created")).and_then(|t| jira_time_to_utc(&t)),
+        updated_at: text(fields.get("updated")).and_then(|t| jira_time_to_utc(&t)),
+        links: links_of(&key, fields),
+        comments: comments_of(fields),
+        fields: Value::Object(fields.clone()),
+        key,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ids() -> FieldIds {
+        FieldIds {
+            epic_link: Some("customfield_10101".into()),
+            sprint: Some("customfield_10105".into()),
+            plan_start: Some("customfield_12001".into()),
+            plan_end: Some("customfield_12002".into()),
+        }
+    }
+
+    fn fixture(name: &str) -> Value {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/fixtures/jira")
+            .join(name);
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn times() {
+        for (jira, utc) in [
+            (
+                "2026-03-05T10:15:30.000+0300",
+                "2026-03-05T07:15:30.000000Z",
+            ),
+            (
+                "2011-12-15T15:35:06.000+1300",
+                "2011-12-15T02:35:06.000000Z",
+            ),
+            (
+                "2016-04-28T05:08:48.543-07:00",
+                "2016-04-28T12:08:48.543000Z",
+            ),
+            ("2026-03-05T10:15:30+0000", "2026-03-05T10:15:30.000000Z"),
+        ] {
+            assert_eq!(jira_time_to_utc(jira).as_deref(), Some(utc), "{jira}");
+        }
+        assert_eq!(jira_time_to_utc("yesterday"), None);
+    }
+
+    #[test]
+    fn maps_the_real_search_answer() {
+        let search = fixture("jira-ruby-search-issue.json");
+        let issues: Vec<MirrorIssue> = search["issues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|raw| map_issue(raw, &ids(), &["Epic"]).unwrap())
+            .collect();
+        assert_eq!(issues.len(), 11);
+        let first = &issues[0];
+        assert_eq!(first.key, "SAMPLEPROJECT-13");
+        assert_eq!(first.jira_id.as_deref(), Some("10014"));
+        assert_eq!(first.summary, "blarg from in example.rb");
+        assert_eq!(
+            (first.issue_type.as_str(), first.status.as_str()),
+            ("Task", "Open")
+        );
+        assert_eq!(first.priority.as_deref(), Some("Major"));
+        assert_eq!(first.assignee.as_deref(), Some("admin"));
+        assert_eq!(
+            first.created_at.as_deref(),
+            Some("2011-12-15T02:35:06.000000Z")
+        );
+        assert_eq!(first.description, None);
+        assert_eq!(first.links, Some(vec![]));
+        assert_eq!(first.comments, None, "the search did not ask for comments");
+        assert_eq!(first.fields["summary"], "blarg from in example.rb");
+    }
+
+    #[test]
+    fn sprints_in_both_forms() {
+        let server = json!([
+            "com.atlassian.greenhopper.service.sprint.Sprint@1a2b[id=4,rapidViewId=4216,state=CLOSED,name=Sprint 4,startDate=2026-02-01T10:00:00.000+03:00,endDate=2026-02-14T10:00:00.000+03:00,completeDate=2026-02-14T10:00:00.000+03:00,sequence=4]",
+            "com.atlassian.greenhopper.service.sprint.Sprint@3c4d[id=5,rapidViewId=4216,state=ACTIVE,name=Sprint 5, часть 1,startDate=2026-03-01T10:00:00.000+03:00,endDate=<null>,completeDate=<null>,sequence=5]"
+        ]);
+        assert_eq!(
+            latest_sprint(Some(&server)).as_deref(),
+            Some("Sprint 5, часть 1")
+        );
+        let closed_only = json!([
+            "com.atlassian.greenhopper.service.sprint.Sprint@1[id=9,rapidViewId=1,state=CLOSED,name=Old,sequence=9]",
+            "com.atlassian.greenhopper.service.sprint.Sprint@2[id=3,rapidViewId=1,state=CLOSED,name=Older,sequence=3]"
+        ]);
+        assert_eq!(latest_sprint(Some(&closed_only)).as_deref(), Some("Old"));
+        let agile = fixture("go-jira-sprints.json");
+        let values = &agile["values"];
+        let expected = values
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["state"] != "closed")
+            .max_by_key(|s| s["id"].as_i64())
+            .map(|s| s["name"].as_str().unwrap().to_string());
+        assert_eq!(latest_sprint(Some(values)), expected);
+        assert_eq!(latest_sprint(Some(&json!(null))), None);
+        assert_eq!(latest_sprint(Some(&json!(["garbage"]))), None);
+    }
+
+    #[test]
+    fn links_comments_epics_and_dates() {
+        let raw = json!({"id": "20001", "key": "AURORA-1", "fields": {
+            "summary": "Первая", "status": {"name": "В работе"}, "issuetype": {"name": "Задача"},
+            "assignee": {"displayName": "Иван Иванов"}, "labels": ["AWPCA", "x"],
+            "duedate": "2026-04-01", "customfield_12001": "2026-03-01", "customfield_12002": "2026-03-31T00:00:00.000+0300",
+            "customfield_10101": "AURORA-9",
+            "issuelinks": [
+                {"id": "5001", "type": {"name": "Blocks", "inward": "is blocked by", "outward": "blocks"}, "outwardIssue": {"key": "AURORA-2"}},
+                {"id": "5002", "type": {"name": "Relates"}, "inwardIssue": {"key": "AURORA-3"}}],
+            "comment": {"comments": [{"id": "777", "author": {"name": "ivanov"}, "body": "текст", "created": "2026-03-05T10:15:30.000+0300"}]}
+        }});
+        let issue = map_issue(&raw, &ids(), &["Эпик"]).unwrap();
+        assert_eq!(issue.assignee.as_deref(), Some("Иван Иванов"));
+        assert_eq!(issue.epic_key.as_deref(), Some("AURORA-9"));
+        assert_eq!(issue.duedate.as_deref(), Some("2026-04-01"));
+        assert_eq!(issue.plan_start.as_deref(), Some("2026-03-01"));
+        assert_eq!(issue.plan_end.as_deref(), Some("2026-03-31"));
+        assert_eq!(issue.labels, ["AWPCA", "x"]);
+        assert_eq!(
+            issue.links.unwrap(),
+            [
+                MirrorLink {
+                    jira_id: Some("5001".into()),
+                    source_key: "AURORA-1".into(),
+                    target_key: "AURORA-2".into(),
+                    link_type: "Blocks".into()
+                },
+                MirrorLink {
+                    jira_id: Some("5002".into()),
+                    source_key: "AURORA-3".into(),
+                    target_key: "AURORA-1".into(),
+                    link_type: "Relates".into()
+                },
+            ]
+        );
+        let comments = issue.comments.unwrap();
+        assert_eq!(
+            comments[0].created.as_deref(),
+            Some("2026-03-05T10:15:30.000+0300"),
+            "kept as Jira wrote it"
+        );
+
+        let next_gen = json!({"key": "AURORA-5", "fields": {"parent": {"key": "AURORA-8", "fields": {"issuetype": {"name": "Эпик"}}}}});
+        assert_eq!(
+            map_issue(&next_gen, &ids(), &["Эпик"])
+                .unwrap()
+                .epic_key
+                .as_deref(),
+            Some("AURORA-8")
+        );
+        let subtask = json!({"key": "AURORA-6", "fields": {"parent": {"key": "AURORA-1", "fields": {"issuetype": {"name": "Задача"}}}}});
+        assert_eq!(
+            map_issue(&subtask, &ids(), &["Эпик"]).unwrap().epic_key,
+            None
+        );
+        let bare = map_issue(&json!({"key": "AURORA-7", "fields": {}}), &ids(), &[]).unwrap();
+        assert_eq!(
+            (
+                bare.summary.as_str(),
+                bare.links.clone(),
+                bare.comments.clone()
+            ),
+            ("", None, None)
+        );
+        assert!(map_issue(&json!({"fields": {}}), &ids(), &[]).is_err());
+        assert!(map_issue(&json!({"key": "A-1"}), &ids(), &[]).is_err());
+    }
+}

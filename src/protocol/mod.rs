@@ -1,0 +1,397 @@
+//! The agent's messages (system.md §6): claim, report, heartbeat and their answers. One set of
+//! wire types for both transports; the relay adds a `token` field, HTTP carries it in a header.
+//!
+//! Decoding is strict where it matters (a known `kind`, every required field, an `id` of
+//! `[A-Za-z0-9_-]{1,64}`, a time in `sent_at`) and tolerant of fields it does not know, so that a
+//! newer agent can talk to this hub. Errors name the field.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fmt;
+
+/// The kinds of request an agent sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Claim,
+    Report,
+    Heartbeat,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Claim => "claim",
+            Kind::Report => "report",
+            Kind::Heartbeat => "heartbeat",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Kind> {
+        match text {
+            "claim" => Some(Kind::Claim),
+            "report" => Some(Kind::Report),
+            "heartbeat" => Some(Kind::Heartbeat),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What every request carries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Envelope {
+    /// The sender's unique id of this request; a request seen again gets the same answer.
+    pub id: String,
+    /// The agent instance's name, as shown in `agent_status`.
+    pub agent: String,
+    /// When the agent sent it (its own clock; only shown, never trusted for ordering).
+    pub sent_at: String,
+    /// The agent token, over the relay only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimRequest {
+    #[serde(flatten)]
+    pub envelope: Envelope,
+    pub agent_version: String,
+    /// The settings version the agent holds; the answer carries the settings when it is older.
+    pub settings_version: i64,
+    /// How many commands the agent takes at most; the hub caps it by `pacing.max_commands_per_claim`.
+    pub max_commands: u32,
+}
+
+/// The outcome an agent reports for one command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResultStatus {
+    Done,
+    Failed,
+    Skipped,
+    /// A page of a refresh; the command stays claimed.
+    Progress,
+}
+
+/// One page of a refresh: raw Jira issues as the search API returned them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Page {
+    pub start_at: u64,
+    pub total: u64,
+    pub issues: Vec<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandResult {
+    pub command_id: i64,
+    /// Which delivery of the command this reports (the `delivery` of the claim answer).
+    pub delivery: u32,
+    pub status: ResultStatus,
+    #[serde(default)]
+    pub result: Option<Value>,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub jira_calls: u32,
+    /// How many 429/503 answers Jira gave while executing it.
+    #[serde(default)]
+    pub rate_limited: u32,
+    #[serde(default)]
+    pub finished_at: Option<String>,
+    #[serde(default)]
+    pub page: Option<Page>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReportRequest {
+    #[serde(flatten)]
+    pub envelope: Envelope,
+    pub results: Vec<CommandResult>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatRequest {
+    #[serde(flatten)]
+    pub envelope: Envelope,
+    pub agent_version: String,
+    pub jira_ok: bool,
+    #[serde(default)]
+    pub last_error: Option<String>,
+}
+
+/// A decoded request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentRequest {
+    Claim(ClaimRequest),
+    Report(ReportRequest),
+    Heartbeat(HeartbeatRequest),
+}
+
+impl AgentRequest {
+    pub fn kind(&self) -> Kind {
+        match self {
+            AgentRequest::Claim(_) => Kind::Claim,
+            AgentRequest::Report(_) => Kind::Report,
+            AgentRequest::Heartbeat(_) => Kind::Heartbeat,
+        }
+    }
+
+    pub fn envelope(&self) -> &Envelope {
+        match self {
+            AgentRequest::Claim(r) => &r.envelope,
+            AgentRequest::Report(r) => &r.envelope,
+            AgentRequest::Heartbeat(r) => &r.envelope,
+        }
+    }
+}
+
+/// A command as a claim hands it out, with `$result` references already substituted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClaimedCommand {
+    pub id: i64,
+    pub batch_id: i64,
+    pub seq: i64,
+    #[serde(rename = "type")]
+    pub command_type: String,
+    pub params: Value,
+    pub delivery: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClaimAnswer {
+    pub kind: Kind,
+    pub request_id: String,
+    pub created_at: String,
+    pub settings_version: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<Value>,
+    pub pause_seconds: u32,
+    pub commands: Vec<ClaimedCommand>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ignored {
+    pub command_id: i64,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportAnswer {
+    pub kind: Kind,
+    pub request_id: String,
+    pub accepted: Vec<i64>,
+    pub ignored: Vec<Ignored>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatAnswer {
+    pub kind: Kind,
+    pub request_id: String,
+}
+
+/// An answer, as written to `outbox/` or an HTTP body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum AgentAnswer {
+    Claim(ClaimAnswer),
+    Report(ReportAnswer),
+    Heartbeat(HeartbeatAnswer),
+}
+
+impl AgentAnswer {
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+/// Why a request could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("the request is not a JSON object: {0}")]
+    NotJson(String),
+    #[error("kind: unknown kind {0:?}; expected claim, report or heartbeat")]
+    UnknownKind(String),
+    #[error("{field}: {message}")]
+    Invalid { field: String, message: String },
+}
+
+impl DecodeError {
+    /// The field at fault, for error answers.
+    pub fn field(&self) -> &str {
+        match self {
+            DecodeError::NotJson(_) => "",
+            DecodeError::UnknownKind(_) => "kind",
+            DecodeError::Invalid { field, .. } => field,
+        }
+    }
+
+    fn invalid(field: &str, message: impl Into<String>) -> Self {
+        DecodeError::Invalid {
+            field: field.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Whether `id` is a valid request id: `[A-Za-z0-9_-]{1,64}`.
+pub fn is_valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// Decodes a request from its JSON text.
+pub fn decode_request(bytes: &[u8]) -> Result<AgentRequest, DecodeError> {
+    let value: Value =
+        serde_json::from_slice(bytes).map_err(|e| DecodeError::NotJson(e.to_string()))?;
+    decode_value(value)
+}
+
+/// Decodes a request from parsed JSON.
+pub fn decode_value(value: Value) -> Result<AgentRequest, DecodeError> {
+    let Some(object) = value.as_object() else {
+        return Err(DecodeError::NotJson("expected an object".into()));
+    };
+    let kind = match object.get("kind") {
+        None => return Err(DecodeError::invalid("kind", "missing")),
+        Some(Value::String(kind)) => {
+            Kind::parse(kind).ok_or_else(|| DecodeError::UnknownKind(kind.clone()))?
+        }
+        Some(other) => return Err(DecodeError::UnknownKind(other.to_string())),
+    };
+    for field in ["id", "agent", "sent_at"] {
+        match object.get(field) {
+            Some(Value::String(_)) => {}
+            Some(_) => return Err(DecodeError::invalid(field, "expected a string")),
+            None => return Err(DecodeError::invalid(field, "missing")),
+        }
+    }
+    let request = match kind {
+        Kind::Claim => AgentRequest::Claim(typed(value)?),
+        Kind::Report => AgentRequest::Report(typed(value)?),
+        Kind::Heartbeat => AgentRequest::Heartbeat(typed(value)?),
+    };
+    let envelope = request.envelope();
+    if !is_valid_id(&envelope.id) {
+        return Err(DecodeError::invalid(
+            "id",
+            "expected 1 to 64 characters of A-Z, a-z, 0-9, - and _",
+        ));
+    }
+    if envelope.agent.trim().is_empty() || envelope.agent.chars().count() > 100 {
+        return Err(DecodeError::invalid(
+            "agent",
+            "expected a name of 1 to 100 characters",
+        ));
+    }
+    if crate::domain::time::parse_utc(&envelope.sent_at).is_none() {
+        return Err(DecodeError::invalid(
+            "sent_at",
+            "expected an ISO-8601 time with offset",
+        ));
+    }
+    Ok(request)
+}
+
+fn typed<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, DecodeError> {
+    serde_json::from_value(value).map_err(|error| {
+        let message = error.to_string();
+        // serde names a missing field as "missing field `x`"; other errors carry no path.
+        let field = message
+            .split('`')
+            .nth(1)
+            .filter(|_| message.starts_with("missing field"))
+            .unwrap_or("body")
+            .to_string();
+        DecodeError::Invalid { field, message }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn claim() -> Value {
+        json!({"kind": "claim", "id": "5c1c-a_1", "agent": "agent-1", "sent_at": "2026-11-29T10:00:00Z",
+               "token": "t", "agent_version": "1.4.0", "settings_version": 11, "max_commands": 20})
+    }
+
+    fn error_field(value: Value) -> String {
+        decode_value(value).unwrap_err().field().to_string()
+    }
+
+    #[test]
+    fn decodes_the_three_kinds() {
+        let AgentRequest::Claim(c) = decode_value(claim()).unwrap() else {
+            panic!()
+        };
+        assert_eq!((c.max_commands, c.settings_version), (20, 11));
+        assert_eq!(c.envelope.token.as_deref(), Some("t"));
+        let report = json!({"kind": "report", "id": "r1", "agent": "a", "sent_at": "2026-11-29T10:00:00+03:00",
+            "results": [
+                {"command_id": 42, "delivery": 1, "status": "done", "result": {"key": "AURORA-17", "created": true}, "jira_calls": 3, "rate_limited": 0, "finished_at": "2026-11-29T10:00:00Z"},
+                {"command_id": 43, "delivery": 1, "status": "progress", "page": {"start_at": 0, "total": 5234, "issues": []}},
+                {"command_id": 44, "delivery": 2, "status": "failed", "error": "boom", "jira_calls": 1, "rate_limited": 1}]});
+        let AgentRequest::Report(r) = decode_value(report).unwrap() else {
+            panic!()
+        };
+        assert_eq!(r.results.len(), 3);
+        assert_eq!(r.results[1].status, ResultStatus::Progress);
+        assert_eq!(r.results[1].page.as_ref().unwrap().total, 5234);
+        let heartbeat = json!({"kind": "heartbeat", "id": "h", "agent": "a", "sent_at": "2026-11-29T10:00:00Z",
+            "agent_version": "1.4.0", "jira_ok": false, "last_error": "401", "future_field": 1});
+        assert!(matches!(
+            decode_value(heartbeat).unwrap(),
+            AgentRequest::Heartbeat(_)
+        ));
+    }
+
+    #[test]
+    fn refusals_name_the_field() {
+        let mut unknown = claim();
+        unknown["kind"] = json!("claims");
+        assert_eq!(
+            decode_value(unknown).unwrap_err(),
+            DecodeError::UnknownKind("claims".into())
+        );
+        for (field, value) in [
+            ("id", json!("has space")),
+            ("id", json!("x".repeat(65))),
+            ("id", json!("")),
+            ("id", json!("ид")),
+            ("id", json!(7)),
+            ("agent", json!("")),
+            ("sent_at", json!("yesterday")),
+        ] {
+            let mut bad = claim();
+            bad[field] = value;
+            assert_eq!(error_field(bad), field);
+        }
+        for field in [
+            "kind",
+            "id",
+            "agent",
+            "sent_at",
+            "max_commands",
+            "agent_version",
+        ] {
+            let mut bad = claim();
+            bad.as_object_mut().unwrap().remove(field);
+            assert_eq!(error_field(bad), field, "missing {field}");
+        }
+        assert!(matches!(
+            decode_request(b"{not json"),
+            Err(DecodeError::NotJson(_))
+        ));
+        assert!(is_valid_id(&"a".repeat(64)));
+    }
+}

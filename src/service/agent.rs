@@ -1,0 +1,649 @@
+//! The agent protocol (system.md §5, §6): claim, report, heartbeat, claim timeouts and pacing.
+//!
+//! [`Hub::handle_agent_request`] is the one entry point for both transports. Each request is
+//! applied in one transaction together with the record of its id and answer, so a request seen
+//! again (a relay file after a crash, an HTTP retry) gets the same answer and changes nothing.
+
+use super::batches::{base_jql_in, settings_in};
+use super::{Hub, Result};
+use crate::domain::command::{
+    CommandStatus, CommandType, backoff_pause, is_result_reference, substitute_result,
+    truncate_error,
+};
+use crate::domain::settings::Settings;
+use crate::domain::time::{format_utc, parse_utc};
+use crate::jira::{FieldIds, map_issue};
+use crate::protocol::{
+    AgentAnswer, AgentRequest, ClaimAnswer, ClaimRequest, ClaimedCommand, CommandResult,
+    HeartbeatAnswer, HeartbeatRequest, Ignored, Kind, Page, ReportAnswer, ReportRequest,
+    ResultStatus,
+};
+use crate::store::{AgentSeen, CommandRow, Finish, StoreError, Tx};
+use serde_json::{Value, json};
+use std::sync::atomic::Ordering;
+use time::OffsetDateTime;
+
+/// How far Jira's clock may be behind the hub's when an issue's creation time is compared with
+/// the time its batch was enqueued.
+const JIRA_CLOCK_SKEW: time::Duration = time::Duration::minutes(10);
+
+/// What a sweep of claim timeouts did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ExpiredClaims {
+    pub confirmed_by_state: usize,
+    pub requeued: usize,
+    pub failed: usize,
+}
+
+/// The time of one operation, as a value and as the text the store keeps.
+struct Now {
+    at: OffsetDateTime,
+    text: String,
+}
+
+impl Hub {
+    /// Applies one agent request exactly once and answers it.
+    pub fn handle_agent_request(&mut self, request: &AgentRequest) -> Result<AgentAnswer> {
+        let now = Now {
+            at: self.clock.now(),
+            text: self.now_text(),
+        };
+        let streak = self.rate_limit_streak.load(Ordering::SeqCst);
+        let kind = request.kind();
+        let envelope = request.envelope().clone();
+        let (answer, rate_limited) =
+            self.store
+                .transact(|tx| -> Result<(AgentAnswer, Option<bool>)> {
+                    if let Some(stored) = tx.handled_request(kind.as_str(), &envelope.id)? {
+                        let answer = serde_json::from_str(&stored).map_err(StoreError::from)?;
+                        return Ok((answer, None));
+                    }
+                    let (answer, rate_limited) = match request {
+                        AgentRequest::Claim(claim) => {
+                            (AgentAnswer::Claim(claim_in(tx, claim, &now, streak)?), None)
+                        }
+                        AgentRequest::Report(report) => {
+                            let (answer, rate_limited) = report_in(tx, report, &now)?;
+                            (AgentAnswer::Report(answer), rate_limited)
+                        }
+                        AgentRequest::Heartbeat(heartbeat) => (
+                            AgentAnswer::Heartbeat(heartbeat_in(tx, heartbeat, &now)?),
+                            None,
+                        ),
+                    };
+                    let text = serde_json::to_string(&answer).map_err(StoreError::from)?;
+                    tx.record_request(
+                        kind.as_str(),
+                        &envelope.id,
+                        &envelope.agent,
+                        &now.text,
+                        &text,
+                    )?;
+                    Ok((answer, rate_limited))
+                })?;
+        // Pacing follows the reports: rate limiting makes the pause grow, a clean report resets it.
+        match rate_limited {
+            Some(true) => {
+                self.rate_limit_streak.fetch_add(1, Ordering::SeqCst);
+            }
+            Some(false) => self.rate_limit_streak.store(0, Ordering::SeqCst),
+            None => {}
+        }
+        Ok(answer)
+    }
+
+    /// The timer's sweep: claimed commands whose report is overdue are confirmed from the mirror,
+    /// re-queued, or failed once they used up their deliveries.
+    pub fn expire_claims(&mut self) -> Result<ExpiredClaims> {
+        let now = Now {
+            at: self.clock.now(),
+            text: self.now_text(),
+        };
+        let expired = self.store.transact(|tx| {
+            let settings = settings_in(tx)?;
+            expire_in(tx, &settings, &now)
+        })?;
+        if expired != ExpiredClaims::default() {
+            tracing::info!(?expired, "claims timed out");
+        }
+        Ok(expired)
+    }
+
+    /// The pause the next claim answer carries.
+    pub fn current_pause_seconds(&self) -> Result<u32> {
+        let settings = self.settings()?;
+        Ok(backoff_pause(
+            &settings.pacing,
+            self.rate_limit_streak.load(Ordering::SeqCst),
+        ))
+    }
+}
+
+fn claim_in(tx: &Tx<'_>, claim: &ClaimRequest, now: &Now, streak: u32) -> Result<ClaimAnswer> {
+    let settings = settings_in(tx)?;
+    expire_in(tx, &settings, now)?;
+    tx.touch_agent(&AgentSeen {
+        agent: &claim.envelope.agent,
+        at: &now.text,
+        version: Some(&claim.agent_version),
+        claimed: true,
+        ..AgentSeen::default()
+    })?;
+    let limit = claim
+        .max_commands
+        .min(settings.pacing.max_commands_per_claim) as usize;
+    let pause = backoff_pause(&settings.pacing, streak);
+
+    // Read first, write after: the queue is not modified while it is being walked.
+    let mut ready: Vec<(CommandRow, Value)> = Vec::new();
+    let mut blocked: Vec<(CommandRow, CommandStatus, String)> = Vec::new();
+    if limit > 0 {
+        tx.visit_queued(|command| {
+            let params = match command.depends_on {
+                None => command.params.clone(),
+                Some(dependency_id) => {
+                    let Some(dependency) = tx.command(dependency_id)? else {
+                        let reason =
+                            format!("команды {dependency_id}, от которой зависит эта, нет");
+                        blocked.push((command, CommandStatus::Failed, reason));
+                        return Ok(true);
+                    };
+                    if !dependency.status.is_terminal() {
+                        return Ok(true);
+                    }
+                    if !dependency.status.satisfies_dependency() {
+                        let reason = dependency_failed(&dependency);
+                        blocked.push((command, CommandStatus::Skipped, reason));
+                        return Ok(true);
+                    }
+                    match substitute_result(&command.params, dependency.result.as_ref()) {
+                        Ok(params) => params,
+                        Err(reason) => {
+                            blocked.push((command, CommandStatus::Failed, reason));
+                            return Ok(true);
+                        }
+                    }
+                }
+            };
+            ready.push((command, params));
+            Ok(ready.len() < limit)
+        })?;
+    }
+    for (command, status, reason) in blocked {
+        let finish = Finish {
+            status,
+            finished_at: &now.text,
+            result: None,
+            error: Some(&reason),
+        };
+        tx.finish_command(command.id, &finish)?;
+        skip_dependents(tx, &command, status, now)?;
+    }
+    let mut commands = Vec::with_capacity(ready.len());
+    for (command, params) in ready {
+        tx.mark_claimed(command.id, &now.text, pause)?;
+        if command.command_type == CommandType::Refresh.as_str()
+            && tx.open_run(command.id)?.is_none()
+        {
+            let query = params
+                .get("jql")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            tx.start_run(command.id, query, &now.text)?;
+        }
+        commands.push(ClaimedCommand {
+            id: command.id,
+            batch_id: command.batch_id,
+            seq: command.seq,
+            command_type: command.command_type,
+            params,
+            delivery: command.deliveries + 1,
+        });
+    }
+    if !commands.is_empty() {
+        tracing::info!(agent = %claim.envelope.agent, commands = commands.len(), pause, "commands claimed");
+    }
+    // A differing version, older or (after a restore of the database) newer, gets the settings.
+    let settings_outdated = claim.settings_version != settings.settings_version;
+    Ok(ClaimAnswer {
+        kind: Kind::Claim,
+        request_id: claim.envelope.id.clone(),
+        created_at: now.text.clone(),
+        settings_version: settings.settings_version,
+        settings: settings_outdated.then(|| settings.agent_view()),
+        pause_seconds: pause,
+        commands,
+    })
+}
+
+fn dependency_failed(dependency: &CommandRow) -> String {
+    format!(
+        "команда {} (seq {}), от которой зависит эта, завершилась со статусом {}",
+        dependency.id,
+        dependency.seq,
+        dependency.status.as_str()
+    )
+}
+
+/// A command that ended without satisfying its dependents: they (and theirs) are skipped.
+fn skip_dependents(
+    tx: &Tx<'_>,
+    command: &CommandRow,
+    status: CommandStatus,
+    now: &Now,
+) -> Result<()> {
+    let ended = CommandRow {
+        status,
+        ..command.clone()
+    };
+    for dependent in tx.dependents(command.id)? {
+        if dependent.status.is_terminal() {
+            continue;
+        }
+        let reason = dependency_failed(&ended);
+        let finish = Finish {
+            status: CommandStatus::Skipped,
+            finished_at: &now.text,
+            result: None,
+            error: Some(&reason),
+        };
+        tx.finish_command(dependent.id, &finish)?;
+        skip_dependents(tx, &dependent, CommandStatus::Skipped, now)?;
+    }
+    Ok(())
+}
+
+/// Applies a report; returns the answer and whether it brought rate limiting (`None` when it
+/// carried no accepted result, so pacing stays as it is).
+fn report_in(
+    tx: &Tx<'_>,
+    report: &ReportRequest,
+    now: &Now,
+) -> Result<(ReportAnswer, Option<bool>)> {
+    let settings = settings_in(tx)?;
+    tx.touch_agent(&AgentSeen {
+        agent: &report.envelope.agent,
+        at: &now.text,
+        reported: true,
+        ..AgentSeen::default()
+    })?;
+    let mut accepted = Vec::new();
+    let mut ignored = Vec::new();
+    let mut rate_limited = None;
+    for result in &report.results {
+        match apply_result(tx, &settings, result, now)? {
+            Ok(()) => {
+                accepted.push(result.command_id);
+                let limited = result.rate_limited > 0;
+                rate_limited = Some(rate_limited.unwrap_or(false) || limited);
+            }
+            Err(reason) => ignored.push(Ignored {
+                command_id: result.command_id,
+                reason,
+            }),
+        }
+    }
+    Ok((
+        ReportAnswer {
+            kind: Kind::Report,
+            request_id: report.envelope.id.clone(),
+            accepted,
+            ignored,
+        },
+        rate_limited,
+    ))
+}
+
+/// One result: `Ok(Err(reason))` when it is ignored.
+fn apply_result(
+    tx: &Tx<'_>,
+    settings: &Settings,
+    result: &CommandResult,
+    now: &Now,
+) -> Result<std::result::Result<(), String>> {
+    let Some(command) = tx.command(result.command_id)? else {
+        return Ok(Err(format!("команды {} нет", result.command_id)));
+    };
+    if command.status.is_terminal() {
+        return Ok(Err(format!(
+            "команда уже в конечном статусе {}; повторный или поздний отчёт ничего не меняет",
+            command.status.as_str()
+        )));
+    }
+    if result.delivery == 0 || result.delivery > command.deliveries {
+        return Ok(Err(format!(
+            "выдачи {} у этой команды не было (выдана {} раз)",
+            result.delivery, command.deliveries
+        )));
+    }
+    let is_refresh = command.command_type == CommandType::Refresh.as_str();
+    tx.add_jira_counts(command.id, result.jira_calls, result.rate_limited)?;
+    match result.status {
+        ResultStatus::Progress => {
+            if !is_refresh {
+                return Ok(Err("progress бывает только у команды refresh".into()));
+            }
+            let Some(page) = &result.page else {
+                return Ok(Err("у progress нет page".into()));
+            };
+            tx.renew_lease(command.id, &now.text)?;
+            ingest_page(tx, settings, &command, page, now)?;
+        }
+        ResultStatus::Done => {
+            if is_refresh {
+                if let Some(page) = &result.page {
+                    ingest_page(tx, settings, &command, page, now)?;
+                }
+                complete_refresh(tx, settings, &command, result.result.as_ref(), now)?;
+            }
+            let finished_at = result
+                .finished_at
+                .as_deref()
+                .filter(|t| parse_utc(t).is_some())
+                .unwrap_or(&now.text);
+            let finish = Finish {
+                status: CommandStatus::Done,
+                finished_at,
+                result: Some(result.result.as_ref().unwrap_or(&Value::Null)),
+                error: None,
+            };
+            tx.finish_command(command.id, &finish)?;
+        }
+        ResultStatus::Failed | ResultStatus::Skipped => {
+            let status = if result.status == ResultStatus::Failed {
+                CommandStatus::Failed
+            } else {
+                CommandStatus::Skipped
+            };
+            let error = truncate_error(
+                result
+                    .error
+                    .as_deref()
+                    .unwrap_or("агент не сообщил причину"),
+            );
+            if is_refresh {
+                if let Some(run) = tx.open_run(command.id)? {
+                    tx.finish_run(run.id, "failed", &now.text, Some(&error))?;
+                }
+            }
+            let finish = Finish {
+                status,
+                finished_at: &now.text,
+                result: result.result.as_ref(),
+                error: Some(&error),
+            };
+            tx.finish_command(command.id, &finish)?;
+            skip_dependents(tx, &command, status, now)?;
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// The open run of a refresh command, started now if its first sign of life is a page or its
+/// result (a claim normally starts it).
+fn run_of(tx: &Tx<'_>, command: &CommandRow, now: &Now) -> Result<crate::store::RunRow> {
+    if let Some(run) = tx.open_run(command.id)? {
+        return Ok(run);
+    }
+    let query = command
+        .params
+        .get("jql")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    Ok(tx.start_run(command.id, query, &now.text)?)
+}
+
+fn ingest_page(
+    tx: &Tx<'_>,
+    settings: &Settings,
+    command: &CommandRow,
+    page: &Page,
+    now: &Now,
+) -> Result<()> {
+    let run = run_of(tx, command, now)?;
+    let ids = FieldIds::from_setting(&settings.field_ids);
+    let epic_names: Vec<&str> = settings
+        .issue_types
+        .iter()
+        .map(|t| t.epic.name.as_str())
+        .collect();
+    let (mut seen, mut changed) = (0, 0);
+    for raw in &page.issues {
+        match map_issue(raw, &ids, &epic_names) {
+            Ok(issue) => {
+                let upserted = tx.upsert_issue(&issue, &now.text)?;
+                seen += 1;
+                changed += i64::from(upserted.changed);
+            }
+            Err(reason) => {
+                tracing::warn!(command = command.id, %reason, "an issue of a refresh page was not stored")
+            }
+        }
+    }
+    tx.count_run_issues(run.id, seen, changed)?;
+    Ok(())
+}
+
+/// A refresh reported done: its run closes; the boards' types are recorded; a full run (its query
+/// is the base JQL now) removes the issues it did not return.
+fn complete_refresh(
+    tx: &Tx<'_>,
+    settings: &Settings,
+    command: &CommandRow,
+    result: Option<&Value>,
+    now: &Now,
+) -> Result<()> {
+    let run = run_of(tx, command, now)?;
+    let boards = result
+        .and_then(|r| r.get("boards"))
+        .and_then(Value::as_array);
+    for board in boards.into_iter().flatten() {
+        let id = board.get("id").and_then(Value::as_i64);
+        let board_type = board
+            .get("type")
+            .and_then(Value::as_str)
+            .filter(|t| matches!(*t, "scrum" | "kanban"));
+        if let (Some(id), Some(board_type)) = (id, board_type) {
+            tx.set_board_type(id, board_type)?;
+        }
+    }
+    let full = base_jql_in(tx, settings)?.is_some_and(|jql| jql == run.query);
+    if full {
+        let removed = tx.prune_unseen(&run.started_at)?;
+        if removed > 0 {
+            tracing::info!(
+                removed,
+                "issues that left the hub's scope were removed from the mirror"
+            );
+        }
+    }
+    tx.finish_run(run.id, "done", &now.text, None)?;
+    Ok(())
+}
+
+fn heartbeat_in(tx: &Tx<'_>, heartbeat: &HeartbeatRequest, now: &Now) -> Result<HeartbeatAnswer> {
+    let last_error = heartbeat.last_error.as_deref().map(truncate_error);
+    tx.touch_agent(&AgentSeen {
+        agent: &heartbeat.envelope.agent,
+        at: &now.text,
+        version: Some(&heartbeat.agent_version),
+        jira: Some((heartbeat.jira_ok, last_error.as_deref())),
+        ..AgentSeen::default()
+    })?;
+    Ok(HeartbeatAnswer {
+        kind: Kind::Heartbeat,
+        request_id: heartbeat.envelope.id.clone(),
+    })
+}
+
+fn expire_in(tx: &Tx<'_>, settings: &Settings, now: &Now) -> Result<ExpiredClaims> {
+    let timeout = time::Duration::seconds(i64::from(settings.pacing.claim_timeout_seconds));
+    let mut expired = ExpiredClaims::default();
+    for command in tx.claimed_commands()? {
+        let claimed_at = command.claimed_at.as_deref().and_then(parse_utc);
+        if claimed_at.is_some_and(|at| at + timeout > now.at) {
+            continue;
+        }
+        if let Some(result) = confirm_by_state(tx, settings, &command)? {
+            let finish = Finish {
+                status: CommandStatus::ConfirmedByState,
+                finished_at: &now.text,
+                result: Some(&result),
+                error: None,
+            };
+            tx.finish_command(command.id, &finish)?;
+            expired.confirmed_by_state += 1;
+        } else if command.deliveries >= settings.pacing.max_deliveries {
+            let error = format!(
+                "агент не отчитался за {} с после {} выдач",
+                settings.pacing.claim_timeout_seconds, command.deliveries
+            );
+            if let Some(run) = tx.open_run(command.id)? {
+                tx.finish_run(run.id, "failed", &now.text, Some(&error))?;
+            }
+            let finish = Finish {
+                status: CommandStatus::Failed,
+                finished_at: &now.text,
+                result: None,
+                error: Some(&error),
+            };
+            tx.finish_command(command.id, &finish)?;
+            skip_dependents(tx, &command, CommandStatus::Failed, now)?;
+            expired.failed += 1;
+        } else {
+            tx.requeue(command.id)?;
+            expired.requeued += 1;
+        }
+    }
+    Ok(expired)
+}
+
+/// Whether the mirror already shows what the command was to do; the result to record if so.
+fn confirm_by_state(
+    tx: &Tx<'_>,
+    settings: &Settings,
+    command: &CommandRow,
+) -> Result<Option<Value>> {
+    let params = match command.depends_on {
+        None => command.params.clone(),
+        Some(dependency_id) => {
+            let dependency = tx.command(dependency_id)?;
+            match substitute_result(
+                &command.params,
+                dependency.as_ref().and_then(|d| d.result.as_ref()),
+            ) {
+                Ok(params) => params,
+                Err(_) => return Ok(None),
+            }
+        }
+    };
+    let text = |name: &str| params.get(name).and_then(Value::as_str).map(String::from);
+    let Some(command_type) = CommandType::parse(&command.command_type) else {
+        return Ok(None);
+    };
+    Ok(match command_type {
+        CommandType::Refresh => None,
+        CommandType::Transition => {
+            let (Some(key), Some(status)) = (text("key"), text("status")) else {
+                return Ok(None);
+            };
+            let issue = tx.issue(&key)?;
+            issue
+                .filter(|i| i.status == status)
+                .map(|_| json!({"status": status}))
+        }
+        CommandType::Link => {
+            let (Some(from), Some(to), Some(link_type)) = (text("from"), text("to"), text("type"))
+            else {
+                return Ok(None);
+            };
+            let Some(jira_name) = settings.link_types.get(&link_type) else {
+                return Ok(None);
+            };
+            tx.link_exists(&from, &to, jira_name)?
+                .then(|| json!({"link_id": null}))
+        }
+        CommandType::Comment => {
+            let (Some(key), Some(body)) = (text("key"), text("body")) else {
+                return Ok(None);
+            };
+            tx.comment_with_body(&key, &body)?
+                .map(|id| json!({"comment_id": id}))
+        }
+        CommandType::EnsureIssue => confirm_issue(tx, settings, command, &params)?,
+    })
+}
+
+/// An `ensure_issue` is visible when the issue shows every requested field; a create (no key)
+/// when exactly one issue of that type and summary with the requested labels appeared in Jira
+/// since the batch was enqueued.
+fn confirm_issue(
+    tx: &Tx<'_>,
+    settings: &Settings,
+    command: &CommandRow,
+    params: &Value,
+) -> Result<Option<Value>> {
+    let text = |name: &str| params.get(name).and_then(Value::as_str);
+    let Some(type_name) = text("issue_type")
+        .and_then(|t| settings.issue_types.as_ref()?.get(t))
+        .map(|t| t.name.clone())
+    else {
+        return Ok(None);
+    };
+    let labels: Vec<&str> = params
+        .get("labels")
+        .and_then(Value::as_array)
+        .map(|l| l.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let matches = |issue: &crate::store::IssueRow| -> bool {
+        let field_ok = |name: &str, actual: Option<&str>| {
+            text(name).is_none_or(|wanted| Some(wanted) == actual)
+        };
+        issue.issue_type == type_name
+            && text("summary").is_none_or(|s| s == issue.summary)
+            && field_ok("description", issue.description.as_deref())
+            && field_ok("assignee", issue.assignee.as_deref())
+            && field_ok("duedate", issue.duedate.as_deref())
+            && field_ok("plan_start", issue.plan_start.as_deref())
+            && field_ok("plan_end", issue.plan_end.as_deref())
+            && field_ok("epic_key", issue.epic_key.as_deref())
+            && field_ok("sprint", issue.sprint.as_deref())
+            && text("priority").is_none_or(|p| {
+                settings.priority_map.get(p).map(String::as_str) == issue.priority.as_deref()
+            })
+            && labels
+                .iter()
+                .all(|l| issue.labels.iter().any(|have| have == l))
+    };
+    if let Some(key) = params
+        .get("key")
+        .filter(|k| !k.is_null() && !is_result_reference(k))
+    {
+        let Some(key) = key.as_str() else {
+            return Ok(None);
+        };
+        return Ok(tx
+            .issue(key)?
+            .filter(|issue| matches(issue))
+            .map(|_| json!({"key": key, "created": false})));
+    }
+    let Some(batch) = tx.batch(command.batch_id)? else {
+        return Ok(None);
+    };
+    let Some(summary) = text("summary") else {
+        return Ok(None);
+    };
+    // Jira's clock is not the hub's: look a little before the batch was enqueued.
+    let since = parse_utc(&batch.created_at).map_or(batch.created_at.clone(), |at| {
+        format_utc(at - JIRA_CLOCK_SKEW)
+    });
+    let candidates: Vec<_> = tx
+        .issues_like(&type_name, summary, &since)?
+        .into_iter()
+        .filter(|issue| matches(issue))
+        .collect();
+    Ok(match candidates.as_slice() {
+        [issue] => Some(json!({"key": issue.key, "created": true})),
+        _ => None,
+    })
+}

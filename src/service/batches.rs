@@ -1,0 +1,289 @@
+//! Batches of commands for Jira: enqueue (everything validated before anything is stored),
+//! views with the computed status and counters, cancel, and refresh batches.
+
+use super::{Hub, Result, ServiceError};
+use crate::domain::ValidationError;
+use crate::domain::command::{
+    BatchScope, CommandRequest, CommandStatus, batch_status, counters, estimate_seconds,
+    validate_commands,
+};
+use crate::domain::jql::{base_jql, project_jql};
+use crate::domain::settings::Settings;
+use crate::domain::time::format_utc;
+use crate::store::{BatchRow, CommandRow, Tx};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+/// `POST /batches`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct BatchRequest {
+    pub title: String,
+    pub author: String,
+    #[serde(default)]
+    pub project: Option<String>,
+    pub commands: Vec<CommandRequestBody>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct CommandRequestBody {
+    #[serde(rename = "type")]
+    pub command_type: String,
+    #[serde(default)]
+    pub params: Value,
+    #[serde(default)]
+    pub depends_on: Option<i64>,
+}
+
+/// A command as clients see it: the stored row (params as enqueued, `$result` references kept).
+pub type CommandView = CommandRow;
+
+/// A batch as clients see it (system.md §8).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BatchView {
+    pub id: i64,
+    pub title: String,
+    pub author: String,
+    pub project: Option<String>,
+    pub created_at: String,
+    pub cancelled_at: Option<String>,
+    pub estimate_seconds: Option<i64>,
+    pub status: crate::domain::command::BatchStatus,
+    pub status_label: &'static str,
+    pub counters: BTreeMap<&'static str, usize>,
+    pub commands: Vec<CommandView>,
+}
+
+pub(super) fn batch_view(tx: &Tx<'_>, batch: BatchRow) -> Result<BatchView> {
+    let commands = tx.commands_of_batch(batch.id)?;
+    let statuses: Vec<CommandStatus> = commands.iter().map(|c| c.status).collect();
+    let status = batch_status(&statuses, batch.cancelled_at.is_some());
+    Ok(BatchView {
+        id: batch.id,
+        title: batch.title,
+        author: batch.author,
+        project: batch.project,
+        created_at: batch.created_at,
+        cancelled_at: batch.cancelled_at,
+        estimate_seconds: batch.estimate_seconds,
+        status,
+        status_label: status.label(),
+        counters: counters(&statuses),
+        commands,
+    })
+}
+
+fn text_field(field: &str, value: &str, max: usize) -> Result<String> {
+    let trimmed = value.trim();
+    if trimmed.is_empty() {
+        return Err(ValidationError::new(field, "не может быть пустым").into());
+    }
+    if trimmed.chars().count() > max {
+        return Err(ValidationError::new(field, format!("длиннее {max} символов")).into());
+    }
+    Ok(trimmed.to_string())
+}
+
+pub(super) fn settings_in(tx: &Tx<'_>) -> Result<Settings> {
+    Ok(Settings::from_stored(&tx.settings_raw()?).0)
+}
+
+/// The base JQL as the projects and settings in this transaction make it.
+pub(super) fn base_jql_in(tx: &Tx<'_>, settings: &Settings) -> Result<Option<String>> {
+    let projects = tx.projects()?;
+    Ok(base_jql(
+        settings.project_key.as_deref(),
+        projects.iter().map(|p| p.label.as_str()),
+    ))
+}
+
+impl Hub {
+    /// Validates every command, then stores the batch; nothing is stored on a refusal.
+    pub fn enqueue_batch(&mut self, request: &BatchRequest) -> Result<BatchView> {
+        let title = text_field("title", &request.title, 200)?;
+        let author = text_field("author", &request.author, 100)?;
+        let now = self.now_text();
+        let view = self.store.transact(|tx| {
+            let settings = settings_in(tx)?;
+            let scope = match &request.project {
+                None => None,
+                Some(label) => {
+                    let project = tx
+                        .projects()?
+                        .into_iter()
+                        .find(|p| &p.label == label)
+                        .ok_or_else(|| {
+                            ServiceError::Invalid(ValidationError::new(
+                                "project",
+                                format!("проекта «{label}» нет"),
+                            ))
+                        })?;
+                    Some(BatchScope {
+                        label: project.label,
+                        board_id: project.board_id,
+                    })
+                }
+            };
+            let requests: Vec<CommandRequest> = request
+                .commands
+                .iter()
+                .map(|c| CommandRequest {
+                    command_type: c.command_type.clone(),
+                    params: c.params.clone(),
+                    depends_on: c.depends_on,
+                })
+                .collect();
+            let commands = validate_commands(&requests, &settings, scope.as_ref())?;
+            let estimate = estimate_seconds(&commands, &settings.pacing, tx.issue_count()?);
+            let batch_id = tx.insert_batch(
+                &title,
+                &author,
+                &now,
+                estimate,
+                scope.as_ref().map(|s| s.label.as_str()),
+            )?;
+            let mut ids: Vec<i64> = Vec::with_capacity(commands.len());
+            for command in &commands {
+                let depends_on = command.depends_on_seq.map(|seq| ids[(seq - 1) as usize]);
+                ids.push(tx.insert_command(
+                    batch_id,
+                    command.seq,
+                    command.command_type.as_str(),
+                    &command.params,
+                    depends_on,
+                )?);
+            }
+            let batch = tx
+                .batch(batch_id)?
+                .ok_or_else(|| ServiceError::NotFound(format!("пакета {batch_id} нет")))?;
+            batch_view(tx, batch)
+        })?;
+        tracing::info!(batch = view.id, commands = view.commands.len(), project = ?view.project, "batch enqueued");
+        Ok(view)
+    }
+
+    pub fn batch(&mut self, id: i64) -> Result<BatchView> {
+        self.store.read(|tx| {
+            let batch = tx
+                .batch(id)?
+                .ok_or_else(|| ServiceError::NotFound(format!("пакета {id} нет")))?;
+            batch_view(tx, batch)
+        })
+    }
+
+    /// Batches, newest first, of one project when given.
+    pub fn batches(&mut self, project: Option<&str>) -> Result<Vec<BatchView>> {
+        self.store.read(|tx| {
+            tx.batches(project, 500)?
+                .into_iter()
+                .map(|batch| batch_view(tx, batch))
+                .collect()
+        })
+    }
+
+    /// Cancels a batch: its queued commands become cancelled; a claimed one keeps its delivery and
+    /// takes the status its report brings. Cancelling again changes nothing; a batch that has
+    /// already finished cannot be cancelled.
+    pub fn cancel_batch(&mut self, id: i64) -> Result<BatchView> {
+        let now = self.now_text();
+        self.store.transact(|tx| {
+            let batch = tx
+                .batch(id)?
+                .ok_or_else(|| ServiceError::NotFound(format!("пакета {id} нет")))?;
+            if batch.cancelled_at.is_none() {
+                let commands = tx.commands_of_batch(id)?;
+                if commands.iter().all(|c| c.status.is_terminal()) {
+                    return Err(ServiceError::Conflict {
+                        field: "batch".into(),
+                        message: "пакет уже завершён, отменять нечего".into(),
+                    });
+                }
+                let cancelled = tx.cancel_batch(id, &now)?;
+                tracing::info!(batch = id, cancelled, "batch cancelled");
+            }
+            let batch = tx
+                .batch(id)?
+                .ok_or_else(|| ServiceError::NotFound(format!("пакета {id} нет")))?;
+            batch_view(tx, batch)
+        })
+    }
+
+    /// `POST /refresh`: a one-command batch refreshing the base JQL with every project's board,
+    /// or one project's label with its board.
+    pub fn enqueue_refresh(&mut self, project: Option<&str>, author: &str) -> Result<BatchView> {
+        let settings = self.settings()?;
+        let projects = self.store.projects()?;
+        let (jql, boards, title) = match project {
+            Some(label) => {
+                let project = projects
+                    .iter()
+                    .find(|p| p.label == label)
+                    .ok_or_else(|| ServiceError::NotFound(format!("проекта «{label}» нет")))?;
+                let key = settings.project_key.as_deref().ok_or_else(|| {
+                    ValidationError::new(
+                        "project_key",
+                        "не задан ключ проекта Jira (настройка project_key)",
+                    )
+                })?;
+                (
+                    project_jql(key, &project.label),
+                    project.board_id.into_iter().collect::<Vec<_>>(),
+                    format!("Обновление зеркала: {label}"),
+                )
+            }
+            None => {
+                let jql = base_jql(
+                    settings.project_key.as_deref(),
+                    projects.iter().map(|p| p.label.as_str()),
+                )
+                .ok_or_else(|| {
+                    ValidationError::new(
+                        "base_jql",
+                        "базовой JQL нет: нужны project_key и хотя бы один проект",
+                    )
+                })?;
+                let mut boards: Vec<i64> = projects.iter().filter_map(|p| p.board_id).collect();
+                boards.sort_unstable();
+                boards.dedup();
+                (jql, boards, "Обновление зеркала".to_string())
+            }
+        };
+        self.enqueue_batch(&BatchRequest {
+            title,
+            author: author.to_string(),
+            project: project.map(String::from),
+            commands: vec![CommandRequestBody {
+                command_type: "refresh".into(),
+                params: json!({"jql": jql, "boards": boards}),
+                depends_on: None,
+            }],
+        })
+    }
+
+    /// What the daemon's timer calls: enqueues a full refresh when `auto_refresh_minutes` have
+    /// passed since the last one was enqueued and none is queued or claimed.
+    pub fn auto_refresh(&mut self) -> Result<Option<BatchView>> {
+        let settings = self.settings()?;
+        let Some(minutes) = settings.auto_refresh_period_minutes() else {
+            return Ok(None);
+        };
+        let Some(jql) = self.base_jql()? else {
+            return Ok(None);
+        };
+        let now = self.clock.now();
+        let due = self.store.read(|tx| -> Result<bool> {
+            if tx.refresh_pending(&jql)? {
+                return Ok(false);
+            }
+            let last = tx.last_refresh_enqueued(&jql)?;
+            let last = last.as_deref().and_then(crate::domain::time::parse_utc);
+            Ok(last.is_none_or(|last| last + time::Duration::minutes(i64::from(minutes)) <= now))
+        })?;
+        if !due {
+            return Ok(None);
+        }
+        let view = self.enqueue_refresh(None, "jira-hub")?;
+        tracing::info!(batch = view.id, at = %format_utc(now), "automatic full refresh enqueued");
+        Ok(Some(view))
+    }
+}

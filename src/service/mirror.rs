@@ -1,0 +1,163 @@
+//! Reading the mirror: a project's slice (own issues and neighbours), one issue with its links,
+//! comments and notes, adding a note, sync runs, agents.
+
+use super::batches::settings_in;
+use super::{Hub, Result, ServiceError};
+use crate::domain::ValidationError;
+use crate::store::{AgentRow, CommentRow, IssueRow, NoteRow, RunRow};
+use serde::Serialize;
+use serde_json::Value;
+
+/// A slice row: the issue's mirror fields plus `neighbor` (relative to the project asked for)
+/// and `closed` (its status is one of `closed_statuses`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SliceRow {
+    #[serde(flatten)]
+    pub issue: IssueRow,
+    pub neighbor: bool,
+    pub closed: bool,
+}
+
+/// A link as seen from one issue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IssueLinkView {
+    pub jira_id: Option<String>,
+    pub link_type: String,
+    /// `outward` when this issue is the link's source, `inward` when it is the target.
+    pub direction: &'static str,
+    pub source_key: String,
+    pub target_key: String,
+    /// The issue at the other end.
+    pub other_key: String,
+    /// Whether the other issue is in the mirror.
+    pub other_in_mirror: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IssueView {
+    #[serde(flatten)]
+    pub issue: IssueRow,
+    pub closed: bool,
+    /// The issue's Jira `fields` as last received.
+    pub fields: Value,
+    pub links: Vec<IssueLinkView>,
+    pub comments: Vec<CommentRow>,
+    pub notes: Vec<NoteRow>,
+}
+
+/// A sync run with whether it is full.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SyncRunView {
+    #[serde(flatten)]
+    pub run: RunRow,
+    /// Its query is the base JQL as the projects make it now.
+    pub full: bool,
+}
+
+/// The longest note, in characters.
+const MAX_NOTE_CHARS: usize = 20_000;
+
+impl Hub {
+    /// `GET /projects/{label}/issues`.
+    pub fn project_issues(&mut self, label: &str) -> Result<Vec<SliceRow>> {
+        self.store.read(|tx| {
+            if !tx.projects()?.iter().any(|p| p.label == label) {
+                return Err(ServiceError::NotFound(format!("проекта «{label}» нет")));
+            }
+            let closed = settings_in(tx)?.closed_statuses;
+            Ok(tx
+                .slice(label)?
+                .into_iter()
+                .map(|(issue, neighbor)| SliceRow {
+                    closed: closed.contains(&issue.status),
+                    issue,
+                    neighbor,
+                })
+                .collect())
+        })
+    }
+
+    /// `GET /issues/{key}`.
+    pub fn issue(&mut self, key: &str) -> Result<IssueView> {
+        self.store.read(|tx| {
+            let issue = tx
+                .issue(key)?
+                .ok_or_else(|| ServiceError::NotFound(format!("задачи {key} нет в зеркале")))?;
+            let closed = settings_in(tx)?.closed_statuses.contains(&issue.status);
+            let mut links = Vec::new();
+            for link in tx.links_of(key)? {
+                let outward = link.source_key == key;
+                let other_key = if outward {
+                    link.target_key.clone()
+                } else {
+                    link.source_key.clone()
+                };
+                links.push(IssueLinkView {
+                    other_in_mirror: tx.issue(&other_key)?.is_some(),
+                    jira_id: link.jira_id,
+                    link_type: link.link_type,
+                    direction: if outward { "outward" } else { "inward" },
+                    source_key: link.source_key,
+                    target_key: link.target_key,
+                    other_key,
+                });
+            }
+            Ok(IssueView {
+                fields: tx.issue_fields(key)?.unwrap_or(Value::Null),
+                comments: tx.comments_of(key)?,
+                notes: tx.notes_of(key)?,
+                closed,
+                links,
+                issue,
+            })
+        })
+    }
+
+    /// `POST /issues/{key}/notes`: a note of the hub's own, never sent to Jira.
+    pub fn add_note(&mut self, key: &str, author: &str, body: &str) -> Result<NoteRow> {
+        let author = author.trim();
+        if author.is_empty() || author.chars().count() > 100 {
+            return Err(ValidationError::new("author", "автор — от 1 до 100 символов").into());
+        }
+        if body.trim().is_empty() {
+            return Err(ValidationError::new("body", "заметка не может быть пустой").into());
+        }
+        if body.chars().count() > MAX_NOTE_CHARS {
+            return Err(ValidationError::new(
+                "body",
+                format!("заметка длиннее {MAX_NOTE_CHARS} символов"),
+            )
+            .into());
+        }
+        let now = self.now_text();
+        self.store.transact(|tx| {
+            if tx.issue(key)?.is_none() {
+                return Err(ServiceError::NotFound(format!(
+                    "задачи {key} нет в зеркале"
+                )));
+            }
+            Ok(tx.add_note(key, author, body, &now)?)
+        })
+    }
+
+    /// `GET /sync-runs`, newest first.
+    pub fn sync_runs(&mut self) -> Result<Vec<SyncRunView>> {
+        self.store.read(|tx| {
+            let settings = settings_in(tx)?;
+            let base = super::batches::base_jql_in(tx, &settings)?;
+            Ok(tx
+                .runs(200)?
+                .into_iter()
+                .map(|run| SyncRunView {
+                    full: base.as_deref() == Some(run.query.as_str()),
+                    run,
+                })
+                .collect())
+        })
+    }
+
+    /// `GET /agents`.
+    pub fn agents(&mut self) -> Result<Vec<AgentRow>> {
+        self.store.read(|tx| Ok(tx.agents()?))
+    }
+}

@@ -1,0 +1,91 @@
+//! `agent_status` (who was seen, when, in what state) and `agent_request` (requests already
+//! applied, with their answers, for exactly-once handling).
+
+use super::Result;
+use super::tx::Tx;
+use rusqlite::{OptionalExtension, params};
+
+/// What one message tells about its agent.
+#[derive(Debug, Default)]
+pub struct AgentSeen<'a> {
+    pub agent: &'a str,
+    pub at: &'a str,
+    pub version: Option<&'a str>,
+    pub claimed: bool,
+    pub reported: bool,
+    /// From a heartbeat: whether Jira answered, and the agent's last error.
+    pub jira: Option<(bool, Option<&'a str>)>,
+}
+
+impl Tx<'_> {
+    pub fn touch_agent(&self, seen: &AgentSeen<'_>) -> Result<()> {
+        let (jira_ok, last_error, has_jira) = match seen.jira {
+            Some((ok, error)) => (Some(ok), error, true),
+            None => (None, None, false),
+        };
+        self.0
+            .prepare_cached(
+                "INSERT INTO agent_status (agent, version, last_seen_at, last_claim_at, last_report_at, jira_ok, last_error)
+                 VALUES (?1, ?2, ?3, CASE WHEN ?4 THEN ?3 END, CASE WHEN ?5 THEN ?3 END, ?6, ?7)
+                 ON CONFLICT (agent) DO UPDATE SET
+                    version = coalesce(excluded.version, version),
+                    last_seen_at = excluded.last_seen_at,
+                    last_claim_at = CASE WHEN ?4 THEN excluded.last_seen_at ELSE last_claim_at END,
+                    last_report_at = CASE WHEN ?5 THEN excluded.last_seen_at ELSE last_report_at END,
+                    jira_ok = CASE WHEN ?8 THEN excluded.jira_ok ELSE jira_ok END,
+                    last_error = CASE WHEN ?8 THEN excluded.last_error ELSE last_error END",
+            )?
+            .execute(params![
+                seen.agent,
+                seen.version,
+                seen.at,
+                seen.claimed,
+                seen.reported,
+                jira_ok,
+                last_error,
+                has_jira
+            ])?;
+        Ok(())
+    }
+
+    /// The answer given to request (`kind`, `id`) when it was applied.
+    pub fn handled_request(&self, kind: &str, id: &str) -> Result<Option<String>> {
+        Ok(self
+            .0
+            .prepare_cached("SELECT answer FROM agent_request WHERE kind = ?1 AND id = ?2")?
+            .query_row([kind, id], |row| row.get(0))
+            .optional()?)
+    }
+
+    pub fn record_request(
+        &self,
+        kind: &str,
+        id: &str,
+        agent: &str,
+        at: &str,
+        answer: &str,
+    ) -> Result<()> {
+        self.0
+            .prepare_cached(
+                "INSERT INTO agent_request (kind, id, agent, received_at, answer) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![kind, id, agent, at, answer])?;
+        Ok(())
+    }
+
+    pub fn agents(&self) -> Result<Vec<super::AgentRow>> {
+        let mut statement = self.0.prepare(
+            "SELECT agent, version, last_seen_at, jira_ok, last_error FROM agent_status ORDER BY last_seen_at DESC",
+        )?;
+        let rows = statement.query_map([], |row| {
+            Ok(super::AgentRow {
+                agent: row.get(0)?,
+                version: row.get(1)?,
+                last_seen_at: row.get(2)?,
+                jira_ok: row.get::<_, Option<i64>>(3)?.map(|v| v != 0),
+                last_error: row.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+}

@@ -1,0 +1,304 @@
+//! The `batch` and `command` tables.
+
+use super::tx::{Tx, json_column};
+use super::{Result, StoreError};
+use crate::domain::command::CommandStatus;
+use rusqlite::{OptionalExtension, Row, params};
+use serde_json::Value;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchRow {
+    pub id: i64,
+    pub title: String,
+    pub author: String,
+    pub created_at: String,
+    pub cancelled_at: Option<String>,
+    pub estimate_seconds: Option<i64>,
+    pub project: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CommandRow {
+    pub id: i64,
+    pub batch_id: i64,
+    pub seq: i64,
+    #[serde(rename = "type")]
+    pub command_type: String,
+    /// As enqueued: `$result` references are filled in only when handed out.
+    pub params: Value,
+    pub status: CommandStatus,
+    pub claimed_at: Option<String>,
+    pub deliveries: u32,
+    pub finished_at: Option<String>,
+    pub result: Option<Value>,
+    pub error: Option<String>,
+    pub jira_calls: i64,
+    pub rate_limited: i64,
+    pub pause_seconds: i64,
+    /// The id of the command whose result this one uses.
+    pub depends_on: Option<i64>,
+}
+
+const COMMAND_COLUMNS: &str = "c.id, c.batch_id, c.seq, c.type, c.params, c.status, c.claimed_at, c.deliveries, \
+     c.finished_at, c.result, c.error, c.jira_calls, c.rate_limited, c.pause_seconds, c.depends_on";
+
+fn command_from_row(row: &Row<'_>) -> rusqlite::Result<CommandRow> {
+    let status: String = row.get(5)?;
+    Ok(CommandRow {
+        id: row.get(0)?,
+        batch_id: row.get(1)?,
+        seq: row.get(2)?,
+        command_type: row.get(3)?,
+        params: json_column(row.get(4)?).unwrap_or(Value::Null),
+        // An unknown status (hand-edited) reads as failed: terminal, never handed out.
+        status: CommandStatus::parse(&status).unwrap_or(CommandStatus::Failed),
+        claimed_at: row.get(6)?,
+        deliveries: row.get(7)?,
+        finished_at: row.get(8)?,
+        result: json_column(row.get(9)?),
+        error: row.get(10)?,
+        jira_calls: row.get(11)?,
+        rate_limited: row.get(12)?,
+        pause_seconds: row.get(13)?,
+        depends_on: row.get(14)?,
+    })
+}
+
+fn batch_from_row(row: &Row<'_>) -> rusqlite::Result<BatchRow> {
+    Ok(BatchRow {
+        id: row.get(0)?,
+        title: row.get(1)?,
+        author: row.get(2)?,
+        created_at: row.get(3)?,
+        cancelled_at: row.get(4)?,
+        estimate_seconds: row.get(5)?,
+        project: row.get(6)?,
+    })
+}
+
+const BATCH_COLUMNS: &str =
+    "id, title, author, created_at, cancelled_at, estimate_seconds, project";
+
+/// What a finished command records.
+pub struct Finish<'a> {
+    pub status: CommandStatus,
+    pub finished_at: &'a str,
+    pub result: Option<&'a Value>,
+    pub error: Option<&'a str>,
+}
+
+impl Tx<'_> {
+    pub fn insert_batch(
+        &self,
+        title: &str,
+        author: &str,
+        created_at: &str,
+        estimate_seconds: i64,
+        project: Option<&str>,
+    ) -> Result<i64> {
+        self.0.execute(
+            "INSERT INTO batch (title, author, created_at, estimate_seconds, project) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![title, author, created_at, estimate_seconds, project],
+        )?;
+        Ok(self.0.last_insert_rowid())
+    }
+
+    pub fn insert_command(
+        &self,
+        batch_id: i64,
+        seq: i64,
+        command_type: &str,
+        params: &Value,
+        depends_on: Option<i64>,
+    ) -> Result<i64> {
+        self.0
+            .prepare_cached(
+                "INSERT INTO command (batch_id, seq, type, params, status, depends_on)
+                 VALUES (?1, ?2, ?3, ?4, 'queued', ?5)",
+            )?
+            .execute(params![
+                batch_id,
+                seq,
+                command_type,
+                params.to_string(),
+                depends_on
+            ])?;
+        Ok(self.0.last_insert_rowid())
+    }
+
+    pub fn batch(&self, id: i64) -> Result<Option<BatchRow>> {
+        Ok(self
+            .0
+            .query_row(
+                &format!("SELECT {BATCH_COLUMNS} FROM batch WHERE id = ?1"),
+                [id],
+                batch_from_row,
+            )
+            .optional()?)
+    }
+
+    /// Batches, newest first; of one project when `project` is given.
+    pub fn batches(&self, project: Option<&str>, limit: i64) -> Result<Vec<BatchRow>> {
+        let mut statement = self.0.prepare(&format!(
+            "SELECT {BATCH_COLUMNS} FROM batch WHERE ?1 IS NULL OR project = ?1 ORDER BY id DESC LIMIT ?2"
+        ))?;
+        let rows = statement.query_map(params![project, limit], batch_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    pub fn commands_of_batch(&self, batch_id: i64) -> Result<Vec<CommandRow>> {
+        let mut statement = self.0.prepare_cached(&format!(
+            "SELECT {COMMAND_COLUMNS} FROM command c WHERE c.batch_id = ?1 ORDER BY c.seq"
+        ))?;
+        let rows = statement.query_map([batch_id], command_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    pub fn command(&self, id: i64) -> Result<Option<CommandRow>> {
+        Ok(self
+            .0
+            .prepare_cached(&format!(
+                "SELECT {COMMAND_COLUMNS} FROM command c WHERE c.id = ?1"
+            ))?
+            .query_row([id], command_from_row)
+            .optional()?)
+    }
+
+    /// Walks the queued commands in claim order (oldest batch, then `seq`) until `visit` says
+    /// stop. Lazy: a claim of a few commands does not read the whole queue.
+    pub fn visit_queued(&self, mut visit: impl FnMut(CommandRow) -> Result<bool>) -> Result<()> {
+        let mut statement = self.0.prepare_cached(&format!(
+            "SELECT {COMMAND_COLUMNS} FROM command c JOIN batch b ON b.id = c.batch_id
+             WHERE c.status = 'queued' ORDER BY b.created_at, b.id, c.seq"
+        ))?;
+        let mut rows = statement.query([])?;
+        while let Some(row) = rows.next()? {
+            if !visit(command_from_row(row)?)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every claimed command (few: at most what the agents hold).
+    pub fn claimed_commands(&self) -> Result<Vec<CommandRow>> {
+        let mut statement = self.0.prepare_cached(&format!(
+            "SELECT {COMMAND_COLUMNS} FROM command c WHERE c.status = 'claimed' ORDER BY c.id"
+        ))?;
+        let rows = statement.query_map([], command_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Hands a command out: claimed, `claimed_at`, one more delivery, the pause it goes with.
+    pub fn mark_claimed(&self, id: i64, claimed_at: &str, pause_seconds: u32) -> Result<()> {
+        self.0
+            .prepare_cached(
+                "UPDATE command SET status = 'claimed', claimed_at = ?2, deliveries = deliveries + 1,
+                 pause_seconds = ?3 WHERE id = ?1",
+            )?
+            .execute(params![id, claimed_at, pause_seconds])?;
+        Ok(())
+    }
+
+    /// A report shows the agent still works on it: claimed again (if a timeout had re-queued
+    /// it), with a fresh lease.
+    pub fn renew_lease(&self, id: i64, now: &str) -> Result<()> {
+        self.0
+            .prepare_cached("UPDATE command SET status = 'claimed', claimed_at = ?2 WHERE id = ?1")?
+            .execute(params![id, now])?;
+        Ok(())
+    }
+
+    pub fn add_jira_counts(&self, id: i64, jira_calls: u32, rate_limited: u32) -> Result<()> {
+        self.0
+            .prepare_cached(
+                "UPDATE command SET jira_calls = jira_calls + ?2, rate_limited = rate_limited + ?3 WHERE id = ?1",
+            )?
+            .execute(params![id, jira_calls, rate_limited])?;
+        Ok(())
+    }
+
+    /// Moves a command to a terminal status. Refuses (an internal error) to touch one that is
+    /// terminal already: terminal statuses never change.
+    pub fn finish_command(&self, id: i64, finish: &Finish<'_>) -> Result<()> {
+        let changed = self
+            .0
+            .prepare_cached(
+                "UPDATE command SET status = ?2, finished_at = ?3, result = coalesce(?4, result), error = ?5
+                 WHERE id = ?1 AND status IN ('queued', 'claimed')",
+            )?
+            .execute(params![
+                id,
+                finish.status.as_str(),
+                finish.finished_at,
+                finish.result.map(Value::to_string),
+                finish.error
+            ])?;
+        if changed != 1 {
+            return Err(StoreError::Incompatible(format!(
+                "command {id} is already finished"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Puts a claimed command back in the queue (its report never came).
+    pub fn requeue(&self, id: i64) -> Result<()> {
+        self.0
+            .prepare_cached(
+                "UPDATE command SET status = 'queued' WHERE id = ?1 AND status = 'claimed'",
+            )?
+            .execute([id])?;
+        Ok(())
+    }
+
+    /// The commands that use this one's result.
+    pub fn dependents(&self, id: i64) -> Result<Vec<CommandRow>> {
+        let mut statement = self.0.prepare_cached(&format!(
+            "SELECT {COMMAND_COLUMNS} FROM command c WHERE c.depends_on = ?1 ORDER BY c.id"
+        ))?;
+        let rows = statement.query_map([id], command_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Marks the batch cancelled and its queued commands cancelled; returns how many were.
+    pub fn cancel_batch(&self, id: i64, at: &str) -> Result<usize> {
+        self.0.execute(
+            "UPDATE batch SET cancelled_at = ?2 WHERE id = ?1 AND cancelled_at IS NULL",
+            params![id, at],
+        )?;
+        Ok(self.0.execute(
+            "UPDATE command SET status = 'cancelled', finished_at = ?2 WHERE batch_id = ?1 AND status = 'queued'",
+            params![id, at],
+        )?)
+    }
+
+    /// Whether a refresh of `jql` is queued or claimed.
+    pub fn refresh_pending(&self, jql: &str) -> Result<bool> {
+        Ok(self.0.query_row(
+            "SELECT EXISTS (SELECT 1 FROM command WHERE type = 'refresh' AND status IN ('queued', 'claimed')
+                            AND json_extract(params, '$.jql') = ?1)",
+            [jql],
+            |row| row.get(0),
+        )?)
+    }
+
+    /// When the newest refresh of `jql` was enqueued.
+    pub fn last_refresh_enqueued(&self, jql: &str) -> Result<Option<String>> {
+        Ok(self.0.query_row(
+            "SELECT max(b.created_at) FROM command c JOIN batch b ON b.id = c.batch_id
+             WHERE c.type = 'refresh' AND json_extract(c.params, '$.jql') = ?1",
+            [jql],
+            |row| row.get(0),
+        )?)
+    }
+
+    /// How many commands are in each status.
+    pub fn command_counts(&self) -> Result<Vec<(String, i64)>> {
+        let mut statement = self
+            .0
+            .prepare("SELECT status, count(*) FROM command GROUP BY status")?;
+        let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+}

@@ -1,0 +1,469 @@
+//! The mirror: `issue`, `issue_link`, `issue_comment`, `issue_note`, `sync_run`, and the
+//! projects' `board_type` learned from refreshes.
+//!
+//! Notes belong to the hub, not to Jira: nothing here deletes one. When an issue leaves the
+//! mirror its notes stay, keyed by the issue key, and show again when it comes back; when Jira
+//! moves an issue to a new key (same Jira id), its notes follow it.
+
+use super::status::{RUN_COLUMNS, run_from_row};
+use super::tx::{Tx, json_column};
+use super::{Result, RunRow};
+use crate::jira::MirrorIssue;
+use rusqlite::{OptionalExtension, Row, params};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// An issue as the mirror holds it (the slice row and the issue view).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IssueRow {
+    pub key: String,
+    pub jira_id: Option<String>,
+    pub issue_type: String,
+    pub summary: String,
+    pub description: Option<String>,
+    pub status: String,
+    pub priority: Option<String>,
+    pub assignee: Option<String>,
+    pub reporter: Option<String>,
+    pub labels: Vec<String>,
+    pub epic_key: Option<String>,
+    pub sprint: Option<String>,
+    pub duedate: Option<String>,
+    pub plan_start: Option<String>,
+    pub plan_end: Option<String>,
+    pub created_at: Option<String>,
+    pub updated_at: Option<String>,
+    pub synced_at: String,
+}
+
+const ISSUE_COLUMNS: &str = "key, jira_id, issue_type, summary, description, status, priority, assignee, reporter, \
+     labels, epic_key, sprint, duedate, plan_start, plan_end, created_at, updated_at, synced_at";
+
+fn issue_from_row(row: &Row<'_>) -> rusqlite::Result<IssueRow> {
+    let labels: String = row.get(9)?;
+    Ok(IssueRow {
+        key: row.get(0)?,
+        jira_id: row.get(1)?,
+        issue_type: row.get(2)?,
+        summary: row.get(3)?,
+        description: row.get(4)?,
+        status: row.get(5)?,
+        priority: row.get(6)?,
+        assignee: row.get(7)?,
+        reporter: row.get(8)?,
+        labels: serde_json::from_str(&labels).unwrap_or_default(),
+        epic_key: row.get(10)?,
+        sprint: row.get(11)?,
+        duedate: row.get(12)?,
+        plan_start: row.get(13)?,
+        plan_end: row.get(14)?,
+        created_at: row.get(15)?,
+        updated_at: row.get(16)?,
+        synced_at: row.get(17)?,
+    })
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LinkRow {
+    pub jira_id: Option<String>,
+    pub source_key: String,
+    pub target_key: String,
+    pub link_type: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CommentRow {
+    pub id: String,
+    pub author: Option<String>,
+    pub body: String,
+    pub created: Option<String>,
+    pub updated: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NoteRow {
+    pub id: i64,
+    pub issue_key: String,
+    pub author: String,
+    pub body: String,
+    pub created_at: String,
+    pub updated_at: Option<String>,
+}
+
+/// What an upsert did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Upserted {
+    /// New, or its `fields` differ from what was stored.
+    pub changed: bool,
+    /// It came under a new key for a Jira id the mirror had under another.
+    pub moved_from_other_key: bool,
+}
+
+impl Tx<'_> {
+    /// Stores one mapped issue, its links and comments, as seen at `synced_at`.
+    pub fn upsert_issue(&self, issue: &MirrorIssue, synced_at: &str) -> Result<Upserted> {
+        let mut moved = false;
+        if let Some(jira_id) = &issue.jira_id {
+            let old_key: Option<String> = self
+                .0
+                .prepare_cached("SELECT key FROM issue WHERE jira_id = ?1 AND key <> ?2")?
+                .query_row(params![jira_id, issue.key], |row| row.get(0))
+                .optional()?;
+            if let Some(old_key) = old_key {
+                self.move_issue(&old_key, &issue.key)?;
+                moved = true;
+            }
+        }
+        let fields = issue.fields.to_string();
+        let before: Option<String> = self
+            .0
+            .prepare_cached("SELECT fields FROM issue WHERE key = ?1")?
+            .query_row([&issue.key], |row| row.get(0))
+            .optional()?;
+        let changed = before.as_deref() != Some(fields.as_str());
+        self.0
+            .prepare_cached(&format!(
+                "INSERT INTO issue ({ISSUE_COLUMNS}, fields) VALUES
+                 (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)
+                 ON CONFLICT (key) DO UPDATE SET jira_id = excluded.jira_id, issue_type = excluded.issue_type,
+                   summary = excluded.summary, description = excluded.description, status = excluded.status,
+                   priority = excluded.priority, assignee = excluded.assignee, reporter = excluded.reporter,
+                   labels = excluded.labels, epic_key = excluded.epic_key, sprint = excluded.sprint,
+                   duedate = excluded.duedate, plan_start = excluded.plan_start, plan_end = excluded.plan_end,
+                   created_at = excluded.created_at, updated_at = excluded.updated_at,
+                   synced_at = excluded.synced_at, fields = excluded.fields"
+            ))?
+            .execute(params![
+                issue.key,
+                issue.jira_id,
+                issue.issue_type,
+                issue.summary,
+                issue.description,
+                issue.status,
+                issue.priority,
+                issue.assignee,
+                issue.reporter,
+                json!(issue.labels).to_string(),
+                issue.epic_key,
+                issue.sprint,
+                issue.duedate,
+                issue.plan_start,
+                issue.plan_end,
+                issue.created_at,
+                issue.updated_at,
+                synced_at,
+                fields
+            ])?;
+        if let Some(links) = &issue.links {
+            let ids: Vec<&str> = links.iter().filter_map(|l| l.jira_id.as_deref()).collect();
+            // The issue carries every link that touches it: the others are gone from Jira.
+            self.0
+                .prepare_cached(
+                    "DELETE FROM issue_link WHERE (source_key = ?1 OR target_key = ?1)
+                     AND (jira_id IS NULL OR jira_id NOT IN (SELECT value FROM json_each(?2)))",
+                )?
+                .execute(params![issue.key, json!(ids).to_string()])?;
+            for link in links {
+                if let Some(id) = &link.jira_id {
+                    // The same Jira link under another shape (its type changed): one row per id.
+                    self.0
+                        .prepare_cached(
+                            "DELETE FROM issue_link WHERE jira_id = ?1
+                             AND NOT (source_key = ?2 AND target_key = ?3 AND link_type = ?4)",
+                        )?
+                        .execute(params![
+                            id,
+                            link.source_key,
+                            link.target_key,
+                            link.link_type
+                        ])?;
+                }
+                self.0
+                    .prepare_cached(
+                        "INSERT INTO issue_link (jira_id, source_key, target_key, link_type) VALUES (?1, ?2, ?3, ?4)
+                         ON CONFLICT (source_key, target_key, link_type) DO UPDATE SET jira_id = excluded.jira_id",
+                    )?
+                    .execute(params![link.jira_id, link.source_key, link.target_key, link.link_type])?;
+            }
+        }
+        if let Some(comments) = &issue.comments {
+            let ids: Vec<&str> = comments.iter().map(|c| c.id.as_str()).collect();
+            self.0
+                .prepare_cached(
+                    "DELETE FROM issue_comment WHERE issue_key = ?1 AND id NOT IN (SELECT value FROM json_each(?2))",
+                )?
+                .execute(params![issue.key, json!(ids).to_string()])?;
+            for comment in comments {
+                self.0
+                    .prepare_cached(
+                        "INSERT INTO issue_comment (id, issue_key, author, body, created, updated) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                         ON CONFLICT (id) DO UPDATE SET issue_key = excluded.issue_key, author = excluded.author,
+                           body = excluded.body, created = excluded.created, updated = excluded.updated",
+                    )?
+                    .execute(params![comment.id, issue.key, comment.author, comment.body, comment.created, comment.updated])?;
+            }
+        }
+        Ok(Upserted {
+            changed: changed || moved,
+            moved_from_other_key: moved,
+        })
+    }
+
+    /// Jira moved an issue to a new key: its notes and links follow; its old row goes.
+    fn move_issue(&self, old_key: &str, new_key: &str) -> Result<()> {
+        self.0.execute(
+            "UPDATE issue_note SET issue_key = ?2 WHERE issue_key = ?1",
+            [old_key, new_key],
+        )?;
+        self.0.execute(
+            "UPDATE OR REPLACE issue_link SET source_key = ?2 WHERE source_key = ?1",
+            [old_key, new_key],
+        )?;
+        self.0.execute(
+            "UPDATE OR REPLACE issue_link SET target_key = ?2 WHERE target_key = ?1",
+            [old_key, new_key],
+        )?;
+        self.0.execute(
+            "UPDATE issue_comment SET issue_key = ?2 WHERE issue_key = ?1",
+            [old_key, new_key],
+        )?;
+        self.0
+            .execute("DELETE FROM issue WHERE key = ?1", [old_key])?;
+        Ok(())
+    }
+
+    /// Removes the issues a full run did not return (not seen since `run_started_at`) with their
+    /// links and comments; their notes stay. Returns how many left.
+    pub fn prune_unseen(&self, run_started_at: &str) -> Result<usize> {
+        self.0.execute(
+            "DELETE FROM issue_comment WHERE issue_key IN (SELECT key FROM issue WHERE synced_at < ?1)",
+            [run_started_at],
+        )?;
+        self.0.execute(
+            "DELETE FROM issue_link WHERE source_key IN (SELECT key FROM issue WHERE synced_at < ?1)
+                                       OR target_key IN (SELECT key FROM issue WHERE synced_at < ?1)",
+            [run_started_at],
+        )?;
+        Ok(self
+            .0
+            .execute("DELETE FROM issue WHERE synced_at < ?1", [run_started_at])?)
+    }
+
+    pub fn issue(&self, key: &str) -> Result<Option<IssueRow>> {
+        Ok(self
+            .0
+            .prepare_cached(&format!("SELECT {ISSUE_COLUMNS} FROM issue WHERE key = ?1"))?
+            .query_row([key], issue_from_row)
+            .optional()?)
+    }
+
+    /// The raw `fields` of an issue as last received.
+    pub fn issue_fields(&self, key: &str) -> Result<Option<Value>> {
+        let text: Option<String> = self
+            .0
+            .query_row("SELECT fields FROM issue WHERE key = ?1", [key], |row| {
+                row.get(0)
+            })
+            .optional()?;
+        Ok(json_column(text))
+    }
+
+    /// Issues of a given type and summary created in Jira at or after `since` (to recognise an
+    /// issue that a create command made although its report never came).
+    pub fn issues_like(
+        &self,
+        issue_type: &str,
+        summary: &str,
+        since: &str,
+    ) -> Result<Vec<IssueRow>> {
+        let mut statement = self.0.prepare(&format!(
+            "SELECT {ISSUE_COLUMNS} FROM issue WHERE issue_type = ?1 AND summary = ?2 AND created_at >= ?3"
+        ))?;
+        let rows = statement.query_map([issue_type, summary, since], issue_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    pub fn issue_count(&self) -> Result<i64> {
+        Ok(self
+            .0
+            .query_row("SELECT count(*) FROM issue", [], |row| row.get(0))?)
+    }
+
+    pub fn link_exists(&self, source_key: &str, target_key: &str, link_type: &str) -> Result<bool> {
+        Ok(self.0.query_row(
+            "SELECT EXISTS (SELECT 1 FROM issue_link WHERE source_key = ?1 AND target_key = ?2 AND link_type = ?3)",
+            [source_key, target_key, link_type],
+            |row| row.get(0),
+        )?)
+    }
+
+    pub fn comment_with_body(&self, issue_key: &str, body: &str) -> Result<Option<String>> {
+        Ok(self
+            .0
+            .query_row(
+                "SELECT id FROM issue_comment WHERE issue_key = ?1 AND trim(body) = trim(?2) LIMIT 1",
+                [issue_key, body],
+                |row| row.get(0),
+            )
+            .optional()?)
+    }
+
+    /// The links that touch an issue, either side.
+    pub fn links_of(&self, key: &str) -> Result<Vec<LinkRow>> {
+        let mut statement = self.0.prepare(
+            "SELECT jira_id, source_key, target_key, link_type FROM issue_link
+             WHERE source_key = ?1 OR target_key = ?1 ORDER BY id",
+        )?;
+        let rows = statement.query_map([key], |row| {
+            Ok(LinkRow {
+                jira_id: row.get(0)?,
+                source_key: row.get(1)?,
+                target_key: row.get(2)?,
+                link_type: row.get(3)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    pub fn comments_of(&self, key: &str) -> Result<Vec<CommentRow>> {
+        let mut statement = self.0.prepare(
+            "SELECT id, author, body, created, updated FROM issue_comment WHERE issue_key = ?1
+             ORDER BY created, CAST(id AS INTEGER), id",
+        )?;
+        let rows = statement.query_map([key], |row| {
+            Ok(CommentRow {
+                id: row.get(0)?,
+                author: row.get(1)?,
+                body: row.get(2)?,
+                created: row.get(3)?,
+                updated: row.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    pub fn notes_of(&self, key: &str) -> Result<Vec<NoteRow>> {
+        let mut statement = self.0.prepare(
+            "SELECT id, issue_key, author, body, created_at, updated_at FROM issue_note WHERE issue_key = ?1 ORDER BY id",
+        )?;
+        let rows = statement.query_map([key], |row| {
+            Ok(NoteRow {
+                id: row.get(0)?,
+                issue_key: row.get(1)?,
+                author: row.get(2)?,
+                body: row.get(3)?,
+                created_at: row.get(4)?,
+                updated_at: row.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    pub fn add_note(&self, key: &str, author: &str, body: &str, at: &str) -> Result<NoteRow> {
+        self.0.execute(
+            "INSERT INTO issue_note (issue_key, author, body, created_at) VALUES (?1, ?2, ?3, ?4)",
+            [key, author, body, at],
+        )?;
+        Ok(NoteRow {
+            id: self.0.last_insert_rowid(),
+            issue_key: key.to_string(),
+            author: author.to_string(),
+            body: body.to_string(),
+            created_at: at.to_string(),
+            updated_at: None,
+        })
+    }
+
+    /// A project's slice (data-model «Свои и соседи»): its own issues (label in `labels`,
+    /// exact) and its neighbours (issues without the label linked to an own issue either way,
+    /// and the epics of own issues that are in the mirror), each with `neighbor`.
+    pub fn slice(&self, label: &str) -> Result<Vec<(IssueRow, bool)>> {
+        let mut statement = self.0.prepare_cached(&format!(
+            "WITH own AS (
+                 SELECT key FROM issue WHERE EXISTS (SELECT 1 FROM json_each(issue.labels) WHERE value = ?1)
+             ),
+             near AS (
+                 SELECT target_key AS key FROM issue_link WHERE source_key IN own
+                 UNION SELECT source_key FROM issue_link WHERE target_key IN own
+                 UNION SELECT epic_key FROM issue WHERE key IN own AND epic_key IS NOT NULL
+             )
+             SELECT {ISSUE_COLUMNS}, 0 FROM issue WHERE key IN own
+             UNION ALL
+             SELECT {ISSUE_COLUMNS}, 1 FROM issue WHERE key IN near AND key NOT IN own
+             ORDER BY 19, 1"
+        ))?;
+        let rows = statement.query_map([label], |row| {
+            Ok((issue_from_row(row)?, row.get::<_, bool>(18)?))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// The open (running) run of a refresh command.
+    pub fn open_run(&self, command_id: i64) -> Result<Option<RunRow>> {
+        Ok(self
+            .0
+            .prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS} FROM sync_run WHERE command_id = ?1 AND status = 'running' ORDER BY id DESC LIMIT 1"
+            ))?
+            .query_row([command_id], run_from_row)
+            .optional()?)
+    }
+
+    pub fn start_run(&self, command_id: i64, query: &str, started_at: &str) -> Result<RunRow> {
+        self.0.execute(
+            "INSERT INTO sync_run (command_id, query, started_at, status) VALUES (?1, ?2, ?3, 'running')",
+            params![command_id, query, started_at],
+        )?;
+        Ok(RunRow {
+            id: self.0.last_insert_rowid(),
+            command_id: Some(command_id),
+            query: query.to_string(),
+            started_at: started_at.to_string(),
+            finished_at: None,
+            status: "running".to_string(),
+            issues_seen: 0,
+            issues_changed: 0,
+            error: None,
+        })
+    }
+
+    pub fn count_run_issues(&self, run_id: i64, seen: i64, changed: i64) -> Result<()> {
+        self.0
+            .prepare_cached(
+                "UPDATE sync_run SET issues_seen = issues_seen + ?2, issues_changed = issues_changed + ?3 WHERE id = ?1",
+            )?
+            .execute(params![run_id, seen, changed])?;
+        Ok(())
+    }
+
+    pub fn finish_run(
+        &self,
+        run_id: i64,
+        status: &str,
+        finished_at: &str,
+        error: Option<&str>,
+    ) -> Result<()> {
+        self.0.execute(
+            "UPDATE sync_run SET status = ?2, finished_at = ?3, error = ?4 WHERE id = ?1",
+            params![run_id, status, finished_at, error],
+        )?;
+        Ok(())
+    }
+
+    /// Sync runs, newest first.
+    pub fn runs(&self, limit: i64) -> Result<Vec<RunRow>> {
+        let mut statement = self.0.prepare(&format!(
+            "SELECT {RUN_COLUMNS} FROM sync_run ORDER BY started_at DESC, id DESC LIMIT ?1"
+        ))?;
+        let rows = statement.query_map([limit], run_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Records the board types a refresh learned; returns how many projects changed.
+    pub fn set_board_type(&self, board_id: i64, board_type: &str) -> Result<usize> {
+        Ok(self.0.execute(
+            "UPDATE project SET board_type = ?2 WHERE board_id = ?1",
+            params![board_id, board_type],
+        )?)
+    }
+}

@@ -1,0 +1,58 @@
+//! A transaction handed to the service, so that an operation made of several reads and writes
+//! (a claim, a report) runs in one transaction while rusqlite stays inside this module. The
+//! queries are methods of [`Tx`], grouped by table in the sibling files.
+
+use super::{Result, Store, StoreError};
+use rusqlite::{Transaction, TransactionBehavior};
+
+/// An open transaction on the hub's database.
+pub struct Tx<'c>(pub(super) Transaction<'c>);
+
+impl Store {
+    /// Runs `f` in a write transaction taken at once (`BEGIN IMMEDIATE`); commits when it
+    /// succeeds, rolls back (nothing written) when it fails.
+    pub fn transact<T, E: From<StoreError>>(
+        &mut self,
+        f: impl FnOnce(&Tx<'_>) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(StoreError::from)?;
+        let tx = Tx(tx);
+        let value = f(&tx)?;
+        tx.0.commit().map_err(StoreError::from)?;
+        Ok(value)
+    }
+
+    /// Runs `f` on one consistent snapshot, without taking the write lock.
+    pub fn read<T, E: From<StoreError>>(
+        &mut self,
+        f: impl FnOnce(&Tx<'_>) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .map_err(StoreError::from)?;
+        let tx = Tx(tx);
+        let value = f(&tx)?;
+        tx.0.commit().map_err(StoreError::from)?;
+        Ok(value)
+    }
+}
+
+impl Tx<'_> {
+    /// Every stored setting, parsed (for rules that need them inside the transaction).
+    pub fn settings_raw(&self) -> Result<std::collections::BTreeMap<String, serde_json::Value>> {
+        super::settings::read_all(&self.0)
+    }
+
+    pub fn projects(&self) -> Result<Vec<crate::domain::project::Project>> {
+        super::projects::list(&self.0)
+    }
+}
+
+/// JSON text from a column, parsed; malformed JSON reads as a string so nothing is lost.
+pub(super) fn json_column(text: Option<String>) -> Option<serde_json::Value> {
+    text.map(|t| serde_json::from_str(&t).unwrap_or(serde_json::Value::String(t)))
+}

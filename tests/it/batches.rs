@@ -1,0 +1,527 @@
+//! Batches, claims, reports, timeouts and pacing through the service (system.md §5, §6;
+//! data-model «Пакеты и команды»).
+
+use crate::support::*;
+use jira_hub::domain::command::{BatchStatus, CommandStatus};
+use jira_hub::protocol::AgentAnswer;
+use jira_hub::service::ServiceError;
+use serde_json::{Value, json};
+
+fn comments(n: usize) -> Value {
+    let commands: Vec<Value> =
+        (1..=n).map(|i| json!({"type": "comment", "params": {"key": format!("AURORA-{i}"), "body": format!("текст {i}")}})).collect();
+    json!({"title": "план", "author": "ivanov", "commands": commands})
+}
+
+fn status_of(hub: &mut jira_hub::service::Hub, batch: i64) -> Vec<CommandStatus> {
+    hub.batch(batch)
+        .unwrap()
+        .commands
+        .iter()
+        .map(|c| c.status)
+        .collect()
+}
+
+/// «Статус пакета».
+#[test]
+fn batch_status_follows_its_commands() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    let agent = Agent::new("agent-1");
+    let view = hub.enqueue_batch(&batch(comments(3))).unwrap();
+    assert_eq!(
+        (view.status, view.status_label),
+        (BatchStatus::Queued, "в очереди")
+    );
+    assert_eq!(
+        view.estimate_seconds,
+        Some(1),
+        "3 calls × 300 ms, rounded up"
+    );
+    let claim = agent.claim(&mut hub, 2);
+    assert_eq!(claim.commands.len(), 2);
+    agent.report(&mut hub, json!([{"command_id": claim.commands[0].id, "delivery": 1, "status": "done", "result": {"comment_id": "1"}, "jira_calls": 1}]));
+    let view = hub.batch(view.id).unwrap();
+    assert_eq!(
+        status_of(&mut hub, view.id),
+        [
+            CommandStatus::Done,
+            CommandStatus::Claimed,
+            CommandStatus::Queued
+        ]
+    );
+    assert_eq!(
+        (view.status, view.status_label),
+        (BatchStatus::Running, "выполняется")
+    );
+
+    let claim2 = agent.claim(&mut hub, 5);
+    agent.report(&mut hub, json!([
+        {"command_id": claim.commands[1].id, "delivery": 1, "status": "failed", "error": "403"},
+        {"command_id": claim2.commands[0].id, "delivery": 1, "status": "skipped", "error": "уже есть"}]));
+    let view = hub.batch(view.id).unwrap();
+    assert_eq!(
+        (view.status, view.status_label),
+        (BatchStatus::Completed, "завершён")
+    );
+    assert_eq!(
+        (
+            view.counters["done"],
+            view.counters["failed"],
+            view.counters["skipped"]
+        ),
+        (1, 1, 1)
+    );
+    assert_eq!(view.counters.values().sum::<usize>(), 3);
+}
+
+/// «Отменённый пакет с выполненной командой».
+#[test]
+fn a_cancelled_batch_keeps_what_its_claimed_command_reports() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    let agent = Agent::new("agent-1");
+    let view = hub.enqueue_batch(&batch(comments(3))).unwrap();
+    let first = agent.claim(&mut hub, 1);
+    agent.report(&mut hub, json!([{"command_id": first.commands[0].id, "delivery": 1, "status": "done", "result": {}}]));
+    let second = agent.claim(&mut hub, 1);
+    let cancelled = hub.cancel_batch(view.id).unwrap();
+    assert!(cancelled.cancelled_at.is_some());
+    assert_eq!(
+        cancelled.status,
+        BatchStatus::Running,
+        "a claimed command is still out"
+    );
+    assert!(
+        agent.claim(&mut hub, 10).commands.is_empty(),
+        "nothing of a cancelled batch is handed out"
+    );
+    let answer = agent.report(&mut hub, json!([{"command_id": second.commands[0].id, "delivery": 1, "status": "done", "result": {}}]));
+    assert_eq!(answer.accepted, [second.commands[0].id]);
+    let view = hub.batch(view.id).unwrap();
+    assert_eq!(
+        (view.status, view.status_label),
+        (BatchStatus::Cancelled, "отменён")
+    );
+    assert_eq!((view.counters["done"], view.counters["cancelled"]), (2, 1));
+    assert!(
+        hub.cancel_batch(view.id).is_ok(),
+        "cancelling again changes nothing"
+    );
+
+    let done = hub.enqueue_batch(&batch(comments(1))).unwrap();
+    let claim = agent.claim(&mut hub, 1);
+    agent.report(
+        &mut hub,
+        json!([{"command_id": claim.commands[0].id, "delivery": 1, "status": "done"}]),
+    );
+    assert!(matches!(
+        hub.cancel_batch(done.id),
+        Err(ServiceError::Conflict { .. })
+    ));
+    assert!(matches!(
+        hub.cancel_batch(9999),
+        Err(ServiceError::NotFound(_))
+    ));
+}
+
+/// «Конфиг без ключей ошибки»: enqueueing a bug without a bug type is refused, nothing stored.
+#[test]
+fn validation_refuses_the_whole_batch() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = open_hub(&dir, &clock);
+    let mut config: Value =
+        serde_json::from_str(&std::fs::read_to_string(example_config()).unwrap()).unwrap();
+    config
+        .as_object_mut()
+        .unwrap()
+        .retain(|k, _| !k.starts_with("issue_type_bug"));
+    hub.init_from_config(&config, false).unwrap();
+    let request = batch(json!({"title": "t", "author": "a", "commands": [
+        {"type": "comment", "params": {"key": "AURORA-1", "body": "ok"}},
+        {"type": "ensure_issue", "params": {"issue_type": "bug", "summary": "Ошибка"}}]}));
+    let Err(ServiceError::Invalid(error)) = hub.enqueue_batch(&request) else {
+        panic!("bug must be refused")
+    };
+    assert_eq!(error.field, "commands[1].params.issue_type");
+    assert!(hub.batches(None).unwrap().is_empty(), "nothing stored");
+    for (body, field) in [
+        (
+            json!({"title": " ", "author": "a", "commands": []}),
+            "title",
+        ),
+        (
+            json!({"title": "t", "author": "a", "commands": []}),
+            "commands",
+        ),
+        (
+            json!({"title": "t", "author": "a", "project": "NOPE", "commands": [{"type": "comment", "params": {"key": "AURORA-1", "body": "x"}}]}),
+            "project",
+        ),
+    ] {
+        match hub.enqueue_batch(&batch(body)) {
+            Err(ServiceError::Invalid(e)) => assert_eq!(e.field, field),
+            other => panic!("{field}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_project_batch_carries_its_label_and_board() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    hub.create_project("STOCKS_DRRK", "Склады", Some(77))
+        .unwrap();
+    let view = hub
+        .enqueue_batch(&batch(
+            json!({"title": "t", "author": "a", "project": "STOCKS_DRRK", "commands": [
+            {"type": "ensure_issue", "params": {"issue_type": "task", "summary": "Новая"}}]}),
+        ))
+        .unwrap();
+    assert_eq!(view.project.as_deref(), Some("STOCKS_DRRK"));
+    assert_eq!(view.commands[0].params["labels"], json!(["STOCKS_DRRK"]));
+    assert_eq!(view.commands[0].params["board_id"], json!(77));
+    assert_eq!(hub.batches(Some("STOCKS_DRRK")).unwrap().len(), 1);
+    assert_eq!(hub.batches(Some("AWPCA")).unwrap().len(), 0);
+}
+
+#[test]
+fn dependencies_gate_and_substitute_results() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    let agent = Agent::new("agent-1");
+    let view = hub
+        .enqueue_batch(&batch(json!({"title": "t", "author": "a", "commands": [
+            {"type": "ensure_issue", "params": {"issue_type": "epic", "summary": "Эпик"}},
+            {"type": "ensure_issue", "params": {"issue_type": "task", "summary": "Задача", "epic_key": {"$result": "key"}}, "depends_on": 1},
+            {"type": "comment", "params": {"key": {"$result": "key"}, "body": "готово"}, "depends_on": 2},
+            {"type": "comment", "params": {"key": "AURORA-5", "body": "независимая"}}]})))
+        .unwrap();
+    let claim = agent.claim(&mut hub, 10);
+    let ids: Vec<i64> = claim.commands.iter().map(|c| c.id).collect();
+    assert_eq!(
+        ids,
+        [view.commands[0].id, view.commands[3].id],
+        "only commands whose dependency is done"
+    );
+    agent.report(&mut hub, json!([{"command_id": ids[0], "delivery": 1, "status": "done", "result": {"key": "AURORA-17", "created": true}}]));
+    let claim = agent.claim(&mut hub, 10);
+    assert_eq!(claim.commands.len(), 1);
+    assert_eq!(claim.commands[0].params["epic_key"], json!("AURORA-17"));
+    let stored = hub.batch(view.id).unwrap();
+    assert_eq!(
+        stored.commands[1].params["epic_key"],
+        json!({"$result": "key"}),
+        "stored as enqueued"
+    );
+    agent.report(&mut hub, json!([{"command_id": claim.commands[0].id, "delivery": 1, "status": "failed", "error": "нет прав"}]));
+    let stored = hub.batch(view.id).unwrap();
+    assert_eq!(stored.commands[2].status, CommandStatus::Skipped);
+    assert!(
+        stored.commands[2]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("failed"),
+        "{:?}",
+        stored.commands[2].error
+    );
+}
+
+#[test]
+fn claims_go_oldest_batch_first_capped_by_pacing() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    hub.update_settings(
+        json!({"pacing": {"max_commands_per_claim": 3}})
+            .as_object()
+            .unwrap(),
+    )
+    .unwrap();
+    let agent = Agent::new("agent-1");
+    let first = hub.enqueue_batch(&batch(comments(2))).unwrap();
+    clock.advance(time::Duration::seconds(1));
+    let second = hub.enqueue_batch(&batch(comments(2))).unwrap();
+    let claim = agent.claim(&mut hub, 50);
+    let order: Vec<(i64, i64)> = claim.commands.iter().map(|c| (c.batch_id, c.seq)).collect();
+    assert_eq!(order, [(first.id, 1), (first.id, 2), (second.id, 1)]);
+    assert!(claim.commands.iter().all(|c| c.delivery == 1));
+    let claim = agent.claim(&mut hub, 0);
+    assert!(claim.commands.is_empty());
+}
+
+#[test]
+fn settings_reach_the_agent_only_when_its_version_differs() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    let agent = Agent::new("agent-1");
+    let version = hub.settings().unwrap().settings_version;
+    let answer = |hub: &mut jira_hub::service::Hub, v| match hub
+        .handle_agent_request(&agent.claim_request(1, v))
+        .unwrap()
+    {
+        AgentAnswer::Claim(c) => c,
+        other => panic!("{other:?}"),
+    };
+    let fresh = answer(&mut hub, version);
+    assert!(fresh.settings.is_none());
+    hub.update_settings(
+        json!({"pacing": {"min_interval_ms": 1000}})
+            .as_object()
+            .unwrap(),
+    )
+    .unwrap();
+    let stale = answer(&mut hub, version);
+    assert_eq!(stale.settings_version, version + 1);
+    let settings = stale.settings.unwrap();
+    assert_eq!(settings["pacing"]["min_interval_ms"], json!(1000));
+    assert!(
+        settings.get("tokens").is_none()
+            && settings.get("relay_dir").is_none()
+            && settings.get("closed_statuses").is_none()
+    );
+}
+
+#[test]
+fn reports_are_idempotent_and_late_reports_count() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    hub.update_settings(
+        json!({"pacing": {"claim_timeout_seconds": 60, "max_deliveries": 3}})
+            .as_object()
+            .unwrap(),
+    )
+    .unwrap();
+    let agent = Agent::new("agent-1");
+    let view = hub.enqueue_batch(&batch(comments(1))).unwrap();
+    let id = agent.claim(&mut hub, 1).commands[0].id;
+    clock.advance(time::Duration::seconds(61));
+    assert_eq!(hub.expire_claims().unwrap().requeued, 1);
+    assert_eq!(status_of(&mut hub, view.id), [CommandStatus::Queued]);
+    // The first delivery did happen: its late report is taken.
+    let answer = agent.report(&mut hub, json!([{"command_id": id, "delivery": 1, "status": "done", "result": {"comment_id": "9"}, "jira_calls": 2}]));
+    assert_eq!(answer.accepted, [id]);
+    // Reported again: ignored, said so, nothing changes.
+    let again = agent.report(&mut hub, json!([{"command_id": id, "delivery": 1, "status": "failed", "error": "x", "jira_calls": 5}]));
+    assert!(again.accepted.is_empty());
+    assert!(
+        again.ignored[0].reason.contains("done"),
+        "{:?}",
+        again.ignored
+    );
+    let command = &hub.batch(view.id).unwrap().commands[0];
+    assert_eq!(
+        (command.status, command.jira_calls, command.deliveries),
+        (CommandStatus::Done, 2, 1)
+    );
+    // Unknown command, a delivery that never was.
+    let odd = agent.report(
+        &mut hub,
+        json!([{"command_id": 424242, "delivery": 1, "status": "done"}]),
+    );
+    assert_eq!(odd.ignored.len(), 1);
+    let other = hub.enqueue_batch(&batch(comments(1))).unwrap();
+    let other_id = other.commands[0].id;
+    let never = agent.report(
+        &mut hub,
+        json!([{"command_id": other_id, "delivery": 1, "status": "done"}]),
+    );
+    assert!(
+        never.ignored[0].reason.contains("выдачи 1"),
+        "{:?}",
+        never.ignored
+    );
+
+    // The same request id again gets the same answer and changes nothing.
+    let request =
+        agent.report_request(json!([{"command_id": other_id, "delivery": 1, "status": "done"}]));
+    let first = hub.handle_agent_request(&request).unwrap();
+    agent.claim(&mut hub, 1);
+    let second = hub.handle_agent_request(&request).unwrap();
+    assert_eq!(first, second);
+    assert_eq!(
+        status_of(&mut hub, other.id),
+        [CommandStatus::Claimed],
+        "the replay did not apply the result"
+    );
+}
+
+#[test]
+fn errors_are_cut_to_1500_characters() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    let agent = Agent::new("agent-1");
+    let view = hub.enqueue_batch(&batch(comments(1))).unwrap();
+    let id = agent.claim(&mut hub, 1).commands[0].id;
+    let error = "ошибка ".repeat(400);
+    agent.report(
+        &mut hub,
+        json!([{"command_id": id, "delivery": 1, "status": "failed", "error": error}]),
+    );
+    let stored = hub.batch(view.id).unwrap().commands[0]
+        .error
+        .clone()
+        .unwrap();
+    assert_eq!(stored.chars().count(), 1500);
+    assert!(error.starts_with(&stored));
+}
+
+#[test]
+fn timeouts_requeue_then_fail_after_max_deliveries() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    hub.update_settings(
+        json!({"pacing": {"claim_timeout_seconds": 60, "max_deliveries": 2}})
+            .as_object()
+            .unwrap(),
+    )
+    .unwrap();
+    let agent = Agent::new("agent-1");
+    let view = hub
+        .enqueue_batch(&batch(json!({"title": "t", "author": "a", "commands": [
+            {"type": "transition", "params": {"key": "AURORA-1", "status": "Готово"}},
+            {"type": "comment", "params": {"key": {"$result": "key"}, "body": "x"}, "depends_on": 1}]})))
+        .unwrap();
+    assert_eq!(agent.claim(&mut hub, 5).commands[0].delivery, 1);
+    clock.advance(time::Duration::seconds(59));
+    assert_eq!(hub.expire_claims().unwrap(), Default::default(), "not yet");
+    clock.advance(time::Duration::seconds(1));
+    let claim = agent.claim(&mut hub, 5);
+    assert_eq!(
+        claim.commands[0].delivery, 2,
+        "the claim itself takes back what timed out"
+    );
+    clock.advance(time::Duration::seconds(60));
+    let expired = hub.expire_claims().unwrap();
+    assert_eq!(expired.failed, 1);
+    let view = hub.batch(view.id).unwrap();
+    assert_eq!(view.commands[0].status, CommandStatus::Failed);
+    assert_eq!(view.commands[0].deliveries, 2);
+    assert_eq!(view.commands[1].status, CommandStatus::Skipped);
+    assert_eq!(view.status, BatchStatus::Completed);
+}
+
+#[test]
+fn a_lease_is_renewed_by_progress() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    hub.update_settings(
+        json!({"pacing": {"claim_timeout_seconds": 60}})
+            .as_object()
+            .unwrap(),
+    )
+    .unwrap();
+    let agent = Agent::new("agent-1");
+    hub.enqueue_refresh(None, "ivanov").unwrap();
+    let id = agent.claim(&mut hub, 1).commands[0].id;
+    for start in 0..3 {
+        clock.advance(time::Duration::seconds(50));
+        let page = json!({"start_at": start, "total": 3, "issues": [raw_issue(&format!("AURORA-{start}"), &format!("{start}"), &["AWPCA"], json!({}))]});
+        let answer = agent.report(
+            &mut hub,
+            json!([{"command_id": id, "delivery": 1, "status": "progress", "page": page}]),
+        );
+        assert_eq!(answer.accepted, [id]);
+        assert_eq!(
+            hub.expire_claims().unwrap(),
+            Default::default(),
+            "still leased after {start}"
+        );
+    }
+}
+
+#[test]
+fn pacing_backs_off_and_resets() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    hub.update_settings(
+        json!({"pacing": {"backoff_initial_seconds": 5, "backoff_max_seconds": 12}})
+            .as_object()
+            .unwrap(),
+    )
+    .unwrap();
+    let agent = Agent::new("agent-1");
+    hub.enqueue_batch(&batch(comments(10))).unwrap();
+    let mut pauses = Vec::new();
+    for limited in [1, 1, 2, 1, 0] {
+        let claim = agent.claim(&mut hub, 1);
+        pauses.push(claim.pause_seconds);
+        let id = claim.commands[0].id;
+        agent.report(&mut hub, json!([{"command_id": id, "delivery": 1, "status": "done", "rate_limited": limited, "jira_calls": 1 + limited}]));
+    }
+    pauses.push(agent.claim(&mut hub, 1).pause_seconds);
+    assert_eq!(pauses, [0, 5, 10, 12, 12, 0]);
+    let view = hub.batches(None).unwrap().remove(0);
+    assert_eq!(
+        view.commands[1].pause_seconds, 5,
+        "the pause is written on the commands it came with"
+    );
+    assert_eq!(view.commands[2].rate_limited, 2);
+}
+
+#[test]
+fn agents_and_heartbeats() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    let heartbeat = jira_hub::protocol::decode_value(json!({"kind": "heartbeat", "id": "h1", "agent": "agent-7",
+        "sent_at": "2026-11-29T10:00:00Z", "agent_version": "2.0.0", "jira_ok": false, "last_error": "401 Unauthorized"}))
+    .unwrap();
+    let answer = hub.handle_agent_request(&heartbeat).unwrap();
+    assert_eq!(
+        answer.to_json(),
+        json!({"kind": "heartbeat", "request_id": "h1"})
+    );
+    let agents = hub.agents().unwrap();
+    assert_eq!(agents[0].agent, "agent-7");
+    assert_eq!(agents[0].jira_ok, Some(false));
+    assert_eq!(agents[0].last_error.as_deref(), Some("401 Unauthorized"));
+}
+
+/// Two connections claiming at the same moment never get the same command.
+#[test]
+fn concurrent_claims_never_share_a_command() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    for _ in 0..10 {
+        hub.enqueue_batch(&batch(comments(20))).unwrap();
+    }
+    let handles: Vec<_> = (0..4)
+        .map(|t| {
+            let mut hub = hub.connect().unwrap();
+            std::thread::spawn(move || {
+                let agent = Agent::new(&format!("agent-{t}"));
+                let mut got = Vec::new();
+                loop {
+                    let claim = agent.claim(&mut hub, 7);
+                    if claim.commands.is_empty() {
+                        break got;
+                    }
+                    got.extend(claim.commands.iter().map(|c| c.id));
+                }
+            })
+        })
+        .collect();
+    let mut all: Vec<i64> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    let total = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), total, "a command was handed to two claims");
+    assert_eq!(total, 200);
+}

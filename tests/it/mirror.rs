@@ -1,0 +1,474 @@
+//! Refreshes and the mirror (system.md §4), slices (data-model «Свои и соседи»), confirmation of
+//! timed-out commands from the mirror, automatic refresh.
+
+use crate::support::*;
+use jira_hub::domain::command::CommandStatus;
+use jira_hub::service::{Hub, ServiceError};
+use serde_json::{Value, json};
+
+/// Runs one refresh through the protocol: claim, the pages, done.
+fn refresh(
+    hub: &mut Hub,
+    agent: &Agent,
+    project: Option<&str>,
+    pages: &[Vec<Value>],
+    boards: Value,
+) -> i64 {
+    let batch = hub.enqueue_refresh(project, "ivanov").unwrap();
+    let claim = agent.claim(hub, 1);
+    let command = &claim.commands[0];
+    assert_eq!(command.batch_id, batch.id);
+    let total: usize = pages.iter().map(Vec::len).sum();
+    let mut start = 0;
+    for page in pages {
+        let answer = agent.report(
+            hub,
+            json!([{"command_id": command.id, "delivery": command.delivery, "status": "progress",
+            "page": {"start_at": start, "total": total, "issues": page}}]),
+        );
+        assert_eq!(answer.accepted, [command.id], "{answer:?}");
+        start += page.len();
+    }
+    let answer = agent.report(
+        hub,
+        json!([{"command_id": command.id, "delivery": command.delivery, "status": "done",
+        "result": {"total": total, "boards": boards}, "jira_calls": pages.len() + 1}]),
+    );
+    assert_eq!(answer.accepted, [command.id]);
+    command.id
+}
+
+fn keys(rows: &[jira_hub::service::SliceRow]) -> Vec<(String, bool)> {
+    rows.iter()
+        .map(|r| (r.issue.key.clone(), r.neighbor))
+        .collect()
+}
+
+/// «Свои и соседи».
+#[test]
+fn own_issues_and_neighbours() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    hub.create_project("STOCKS_DRRK", "Склады", None).unwrap();
+    let agent = Agent::new("agent-1");
+    let link = |id: &str, outward: &str| json!([{"id": id, "type": {"name": "Blocks"}, "outwardIssue": {"key": outward}}]);
+    let inward = |id: &str, from: &str| json!([{"id": id, "type": {"name": "Blocks"}, "inwardIssue": {"key": from}}]);
+    let issues = vec![
+        raw_issue(
+            "AURORA-1",
+            "1",
+            &["STOCKS_DRRK"],
+            json!({"customfield_10101": "AURORA-9", "issuelinks": link("500", "AURORA-2")}),
+        ),
+        raw_issue(
+            "AURORA-2",
+            "2",
+            &["AWPCA"],
+            json!({"issuelinks": inward("500", "AURORA-1")}),
+        ),
+        raw_issue("AURORA-3", "3", &["AWPCA"], json!({})),
+        raw_issue(
+            "AURORA-9",
+            "9",
+            &["AWPCA"],
+            json!({"issuetype": {"name": "Эпик"}}),
+        ),
+    ];
+    refresh(&mut hub, &agent, None, &[issues], json!([]));
+    let slice = hub.project_issues("STOCKS_DRRK").unwrap();
+    assert_eq!(
+        keys(&slice),
+        [
+            ("AURORA-1".to_string(), false),
+            ("AURORA-2".to_string(), true),
+            ("AURORA-9".to_string(), true)
+        ]
+    );
+    let awpca = hub.project_issues("AWPCA").unwrap();
+    assert_eq!(
+        keys(&awpca),
+        [
+            ("AURORA-2".into(), false),
+            ("AURORA-3".into(), false),
+            ("AURORA-9".into(), false),
+            ("AURORA-1".into(), true)
+        ],
+        "the flag is relative to the project asked for"
+    );
+    assert!(matches!(
+        hub.project_issues("NOPE"),
+        Err(ServiceError::NotFound(_))
+    ));
+
+    // The link, carried by both issues, is stored once.
+    let issue = hub.issue("AURORA-1").unwrap();
+    assert_eq!(issue.links.len(), 1);
+    assert_eq!(
+        (issue.links[0].direction, issue.links[0].other_key.as_str()),
+        ("outward", "AURORA-2")
+    );
+    assert_eq!(hub.issue("AURORA-2").unwrap().links[0].direction, "inward");
+}
+
+#[test]
+fn a_full_refresh_removes_what_left_but_keeps_notes() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    let agent = Agent::new("agent-1");
+    let one = raw_issue(
+        "AURORA-1",
+        "1",
+        &["AWPCA"],
+        json!({"comment": {"comments": [{"id": "71", "body": "первый", "created": "2026-03-05T10:15:30.000+0300"}]}}),
+    );
+    let two = raw_issue(
+        "AURORA-2",
+        "2",
+        &["AWPCA"],
+        json!({"issuelinks": [{"id": "9", "type": {"name": "Blocks"}, "outwardIssue": {"key": "AURORA-1"}}]}),
+    );
+    refresh(
+        &mut hub,
+        &agent,
+        None,
+        &[vec![one.clone()], vec![two.clone()]],
+        json!([{"id": 4216, "type": "scrum"}]),
+    );
+    assert_eq!(
+        hub.projects().unwrap()[0].board_type.as_deref(),
+        Some("scrum"),
+        "board type learned from the refresh"
+    );
+    let note = hub.add_note("AURORA-2", "ivanov", "не забыть").unwrap();
+    assert_eq!(
+        hub.issue("AURORA-1").unwrap().comments[0]
+            .created
+            .as_deref(),
+        Some("2026-03-05T10:15:30.000+0300")
+    );
+
+    clock.advance(time::Duration::minutes(5));
+    refresh(&mut hub, &agent, None, &[vec![one.clone()]], json!([]));
+    assert!(
+        matches!(hub.issue("AURORA-2"), Err(ServiceError::NotFound(_))),
+        "left the scope"
+    );
+    assert!(
+        hub.issue("AURORA-1").unwrap().links.is_empty(),
+        "its links went with it"
+    );
+    let runs = hub.sync_runs().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert!(
+        runs.iter().all(|r| r.full && r.run.status == "done"),
+        "{runs:?}"
+    );
+    assert_eq!(runs[0].run.issues_seen, 1);
+
+    clock.advance(time::Duration::minutes(5));
+    refresh(&mut hub, &agent, None, &[vec![one, two]], json!([]));
+    let back = hub.issue("AURORA-2").unwrap();
+    assert_eq!(
+        back.notes,
+        [note],
+        "the note shows again when the issue comes back"
+    );
+}
+
+#[test]
+fn a_project_refresh_is_not_full_and_removes_nothing() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    hub.create_project("STOCKS_DRRK", "Склады", Some(77))
+        .unwrap();
+    let agent = Agent::new("agent-1");
+    refresh(
+        &mut hub,
+        &agent,
+        None,
+        &[vec![raw_issue("AURORA-1", "1", &["AWPCA"], json!({}))]],
+        json!([]),
+    );
+    clock.advance(time::Duration::minutes(1));
+    let batch = hub.enqueue_refresh(Some("STOCKS_DRRK"), "ivanov").unwrap();
+    assert_eq!(
+        batch.commands[0].params,
+        json!({"jql": "project = AURORA AND labels in (\"STOCKS_DRRK\")", "boards": [77]})
+    );
+    let claim = agent.claim(&mut hub, 1);
+    agent.report(&mut hub, json!([{"command_id": claim.commands[0].id, "delivery": 1, "status": "done", "result": {"total": 0, "boards": [{"id": 77, "type": "kanban"}]}}]));
+    assert!(hub.issue("AURORA-1").is_ok());
+    let runs = hub.sync_runs().unwrap();
+    assert!(!runs[0].full && runs[1].full);
+    assert_eq!(
+        hub.projects().unwrap()[1].board_type.as_deref(),
+        Some("kanban")
+    );
+}
+
+#[test]
+fn a_moved_issue_keeps_its_notes() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    let agent = Agent::new("agent-1");
+    refresh(
+        &mut hub,
+        &agent,
+        None,
+        &[vec![raw_issue("AURORA-1", "10001", &["AWPCA"], json!({}))]],
+        json!([]),
+    );
+    hub.add_note("AURORA-1", "ivanov", "заметка").unwrap();
+    clock.advance(time::Duration::minutes(1));
+    refresh(
+        &mut hub,
+        &agent,
+        None,
+        &[vec![raw_issue("AURORA-77", "10001", &["AWPCA"], json!({}))]],
+        json!([]),
+    );
+    assert!(matches!(
+        hub.issue("AURORA-1"),
+        Err(ServiceError::NotFound(_))
+    ));
+    let moved = hub.issue("AURORA-77").unwrap();
+    assert_eq!(moved.notes.len(), 1);
+    assert_eq!(moved.notes[0].issue_key, "AURORA-77");
+}
+
+#[test]
+fn a_failed_refresh_closes_its_run() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    let agent = Agent::new("agent-1");
+    hub.enqueue_refresh(None, "ivanov").unwrap();
+    let id = agent.claim(&mut hub, 1).commands[0].id;
+    agent.report(
+        &mut hub,
+        json!([{"command_id": id, "delivery": 1, "status": "failed", "error": "JQL error"}]),
+    );
+    let runs = hub.sync_runs().unwrap();
+    assert_eq!(
+        (runs[0].run.status.as_str(), runs[0].run.error.as_deref()),
+        ("failed", Some("JQL error"))
+    );
+}
+
+/// «refresh в очереди при миграции»: the rewritten refresh counts as full when it completes.
+#[test]
+fn a_migrated_queued_refresh_is_full() {
+    let dir = TestDir::new();
+    drop(build_db(&dir.db(), 3, &format!(
+        "{}{COMMON_ROWS}
+         INSERT INTO batch (title, author, created_at) VALUES ('refresh', 'hub', '2026-01-06T00:00:00Z');
+         INSERT INTO command (batch_id, seq, type, params, status) VALUES
+           (2, 1, 'refresh', '{{\"jql\":\"project = AURORA AND labels = AWPCA\",\"boards\":[4216]}}', 'queued');",
+        v3_settings_sql()
+    )));
+    let clock = clock();
+    let mut hub = open_hub(&dir, &clock);
+    let agent = Agent::new("agent-1");
+    let claim = agent.claim(&mut hub, 5);
+    let refresh_command = claim
+        .commands
+        .iter()
+        .find(|c| c.command_type == "refresh")
+        .unwrap();
+    assert_eq!(
+        refresh_command.params["jql"],
+        "project = AURORA AND labels in (\"AWPCA\")"
+    );
+    agent.report(&mut hub, json!([{"command_id": refresh_command.id, "delivery": 1, "status": "done",
+        "page": {"start_at": 0, "total": 1, "issues": [raw_issue("AURORA-1", "10001", &["AWPCA"], json!({}))]},
+        "result": {"total": 1, "boards": [{"id": 4216, "type": "scrum"}]}}]));
+    let runs = hub.sync_runs().unwrap();
+    assert!(runs[0].full, "{runs:?}");
+    assert!(
+        matches!(hub.issue("AURORA-2"), Err(ServiceError::NotFound(_))),
+        "a full run prunes"
+    );
+    assert_eq!(
+        hub.issue("AURORA-1").unwrap().notes.len(),
+        1,
+        "migrated notes are kept"
+    );
+}
+
+#[test]
+fn timed_out_commands_are_confirmed_from_the_mirror() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    hub.update_settings(
+        json!({"pacing": {"claim_timeout_seconds": 60}})
+            .as_object()
+            .unwrap(),
+    )
+    .unwrap();
+    let agent = Agent::new("agent-1");
+    let work = hub
+        .enqueue_batch(&batch(json!({"title": "t", "author": "a", "commands": [
+            {"type": "transition", "params": {"key": "AURORA-1", "status": "Готово"}},
+            {"type": "link", "params": {"from": "AURORA-1", "to": "AURORA-2", "type": "blocks"}},
+            {"type": "comment", "params": {"key": "AURORA-1", "body": "сделано"}},
+            {"type": "ensure_issue", "params": {"issue_type": "task", "summary": "Новая", "labels": ["AWPCA"], "priority": "high"}},
+            {"type": "ensure_issue", "params": {"issue_type": "task", "key": "AURORA-2", "summary": "Другое название"}},
+            {"type": "comment", "params": {"key": {"$result": "key"}, "body": "к новой"}, "depends_on": 4}]})))
+        .unwrap();
+    assert_eq!(agent.claim(&mut hub, 10).commands.len(), 5);
+    // The agent did the work but its reports were lost; a refresh shows the effects.
+    clock.advance(time::Duration::seconds(30));
+    let effects = vec![
+        raw_issue(
+            "AURORA-1",
+            "1",
+            &["AWPCA"],
+            json!({"status": {"name": "Готово"},
+            "issuelinks": [{"id": "31", "type": {"name": "Blocks"}, "outwardIssue": {"key": "AURORA-2"}}],
+            "comment": {"comments": [{"id": "5", "body": "сделано"}]}}),
+        ),
+        raw_issue(
+            "AURORA-2",
+            "2",
+            &["AWPCA"],
+            json!({
+            "issuelinks": [{"id": "31", "type": {"name": "Blocks"}, "inwardIssue": {"key": "AURORA-1"}}]}),
+        ),
+        raw_issue(
+            "AURORA-3",
+            "3",
+            &["AWPCA"],
+            json!({"summary": "Новая", "priority": {"name": "Высокий"}, "created": "2026-11-29T13:00:05.000+0300"}),
+        ),
+    ];
+    let batch_id = hub.enqueue_refresh(None, "ivanov").unwrap().id;
+    let claim = agent.claim(&mut hub, 1);
+    assert_eq!(claim.commands[0].batch_id, batch_id);
+    agent.report(&mut hub, json!([{"command_id": claim.commands[0].id, "delivery": 1, "status": "done",
+        "page": {"start_at": 0, "total": 3, "issues": effects}, "result": {"total": 3, "boards": []}}]));
+    clock.advance(time::Duration::seconds(31));
+    let expired = hub.expire_claims().unwrap();
+    assert_eq!(
+        (expired.confirmed_by_state, expired.requeued),
+        (4, 1),
+        "{expired:?}"
+    );
+    let view = hub.batch(work.id).unwrap();
+    let statuses: Vec<CommandStatus> = view.commands.iter().map(|c| c.status).collect();
+    use CommandStatus::*;
+    assert_eq!(
+        statuses,
+        [
+            ConfirmedByState,
+            ConfirmedByState,
+            ConfirmedByState,
+            ConfirmedByState,
+            Queued,
+            Queued
+        ]
+    );
+    assert_eq!(
+        view.commands[3].result,
+        Some(json!({"key": "AURORA-3", "created": true}))
+    );
+    // The dependent of a confirmed create gets the key it found.
+    let next = agent.claim(&mut hub, 10);
+    let dependent = next
+        .commands
+        .iter()
+        .find(|c| c.id == view.commands[5].id)
+        .unwrap();
+    assert_eq!(dependent.params["key"], "AURORA-3");
+}
+
+#[test]
+fn notes_need_an_issue_and_an_author() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    let agent = Agent::new("agent-1");
+    refresh(
+        &mut hub,
+        &agent,
+        None,
+        &[vec![raw_issue("AURORA-1", "1", &["AWPCA"], json!({}))]],
+        json!([]),
+    );
+    assert!(matches!(
+        hub.add_note("AURORA-404", "ivanov", "x"),
+        Err(ServiceError::NotFound(_))
+    ));
+    for (author, body, field) in [(" ", "x", "author"), ("ivanov", "  ", "body")] {
+        match hub.add_note("AURORA-1", author, body) {
+            Err(ServiceError::Invalid(e)) => assert_eq!(e.field, field),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(hub.issue("AURORA-1").unwrap().notes.is_empty());
+}
+
+#[test]
+fn closed_statuses_mark_slice_rows() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    let agent = Agent::new("agent-1");
+    refresh(
+        &mut hub,
+        &agent,
+        None,
+        &[vec![
+            raw_issue(
+                "AURORA-1",
+                "1",
+                &["AWPCA"],
+                json!({"status": {"name": "Готово"}}),
+            ),
+            raw_issue("AURORA-2", "2", &["AWPCA"], json!({})),
+        ]],
+        json!([]),
+    );
+    let closed: Vec<bool> = hub
+        .project_issues("AWPCA")
+        .unwrap()
+        .iter()
+        .map(|r| r.closed)
+        .collect();
+    assert_eq!(closed, [true, false]);
+}
+
+#[test]
+fn auto_refresh_enqueues_when_due_and_never_twice() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    hub.update_settings(json!({"auto_refresh_minutes": 30}).as_object().unwrap())
+        .unwrap();
+    let first = hub.auto_refresh().unwrap().expect("due: never refreshed");
+    assert_eq!(
+        first.commands[0].params["jql"],
+        "project = AURORA AND labels in (\"AWPCA\")"
+    );
+    clock.advance(time::Duration::minutes(45));
+    assert!(hub.auto_refresh().unwrap().is_none(), "one is still queued");
+    let agent = Agent::new("agent-1");
+    let id = agent.claim(&mut hub, 1).commands[0].id;
+    agent.report(&mut hub, json!([{"command_id": id, "delivery": 1, "status": "done", "result": {"total": 0, "boards": []}}]));
+    assert!(
+        hub.auto_refresh().unwrap().is_some(),
+        "45 minutes since the last one"
+    );
+    clock.advance(time::Duration::minutes(29));
+    let id = agent.claim(&mut hub, 1).commands[0].id;
+    agent.report(&mut hub, json!([{"command_id": id, "delivery": 1, "status": "done", "result": {"total": 0, "boards": []}}]));
+    assert!(hub.auto_refresh().unwrap().is_none(), "only 29 minutes");
+    hub.update_settings(json!({"auto_refresh_minutes": 0}).as_object().unwrap())
+        .unwrap();
+    clock.advance(time::Duration::hours(5));
+    assert!(hub.auto_refresh().unwrap().is_none(), "off");
+}
