@@ -50,8 +50,9 @@ pub struct MirrorIssue {
     pub plan_end: Option<String>,
     pub created_at: Option<String>,
     pub updated_at: Option<String>,
-    /// The issue's `fields` object as received.
-    pub fields: Value,
+    /// The issue's `fields` object as received, as JSON text (serialized straight from the
+    /// request, never cloned).
+    pub fields_json: String,
     /// The links on this issue; `None` when the answer did not carry `issuelinks` (then the
     /// stored links are left as they are).
     pub links: Option<Vec<MirrorLink>>,
@@ -154,34 +155,42 @@ const SPRINT_STRING_KEYS: [&str; 12] = [
 ];
 
 /// `com.atlassian.greenhopper.service.sprint.Sprint@1a2b[id=5,rapidViewId=4216,state=ACTIVE,name=Sprint 5,…,sequence=5]`
+///
+/// One pass over the comma-separated segments: a segment that starts with a known key and `=`
+/// begins a new pair; any other segment belongs to the value before it (a name with commas).
 fn parse_sprint_string(text: &str) -> Option<Sprint> {
     let body = text.get(text.find('[')? + 1..text.rfind(']')?)?;
-    let mut values: BTreeMap<&str, &str> = BTreeMap::new();
-    let mut rest = body;
-    while !rest.is_empty() {
-        let eq = rest.find('=')?;
-        let key = &rest[..eq];
-        let after = &rest[eq + 1..];
-        // The value runs to the next ",<known key>=".
-        let end = SPRINT_STRING_KEYS
-            .iter()
-            .filter_map(|k| after.find(&format!(",{k}=")))
-            .min()
-            .unwrap_or(after.len());
-        values.insert(key, &after[..end]);
-        rest = after.get(end + 1..).unwrap_or("");
+    let mut pairs: Vec<(&str, usize, usize)> = Vec::new();
+    let mut offset = 0;
+    for segment in body.split(',') {
+        let starts_pair = segment
+            .split_once('=')
+            .is_some_and(|(key, _)| SPRINT_STRING_KEYS.contains(&key));
+        let end = offset + segment.len();
+        match pairs.last_mut() {
+            Some(last) if !starts_pair => last.2 = end,
+            _ => {
+                let key_len = segment.find('=').unwrap_or(segment.len());
+                let value_start = (offset + key_len + 1).min(end);
+                pairs.push((&segment[..key_len], value_start, end));
+            }
+        }
+        offset = end + 1;
     }
-    let name = values.get("name")?.to_string();
-    let order = values
-        .get("sequence")
-        .or_else(|| values.get("id"))
+    let value = |key: &str| {
+        pairs
+            .iter()
+            .find(|(k, _, _)| *k == key)
+            .map(|(_, from, to)| &body[*from..*to])
+    };
+    let name = value("name")?.to_string();
+    let order = value("sequence")
+        .or_else(|| value("id"))
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     Some(Sprint {
         name,
-        closed: values
-            .get("state")
-            .is_some_and(|s| s.eq_ignore_ascii_case("closed")),
+        closed: value("state").is_some_and(|s| s.eq_ignore_ascii_case("closed")),
         order,
     })
 }
@@ -321,7 +330,7 @@ pub fn map_issue(
         updated_at: text(fields.get("updated")).and_then(|t| jira_time_to_utc(&t)),
         links: links_of(&key, fields),
         comments: comments_of(fields),
-        fields: Value::Object(fields.clone()),
+        fields_json: serde_json::to_string(fields).map_err(|e| format!("{key}: {e}"))?,
         key,
     })
 }
@@ -396,7 +405,11 @@ mod tests {
         assert_eq!(first.description, None);
         assert_eq!(first.links, Some(vec![]));
         assert_eq!(first.comments, None, "the search did not ask for comments");
-        assert_eq!(first.fields["summary"], "blarg from in example.rb");
+        let fields: Value = serde_json::from_str(&first.fields_json).unwrap();
+        assert_eq!(
+            fields, search["issues"][0]["fields"],
+            "the whole fields object is kept"
+        );
     }
 
     #[test]

@@ -102,8 +102,21 @@ pub struct Upserted {
 impl Tx<'_> {
     /// Stores one mapped issue, its links and comments, as seen at `synced_at`.
     pub fn upsert_issue(&self, issue: &MirrorIssue, synced_at: &str) -> Result<Upserted> {
+        let fields = issue.fields_json.as_str();
+        // What the mirror has under this key: its Jira id, and whether its fields are the same
+        // (compared inside SQLite, so the stored text never travels).
+        let existing: Option<(Option<String>, bool)> = self
+            .0
+            .prepare_cached("SELECT jira_id, fields = ?2 FROM issue WHERE key = ?1")?
+            .query_row(params![issue.key, fields], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })
+            .optional()?;
         let mut moved = false;
-        if let Some(jira_id) = &issue.jira_id {
+        let known_under_this_key = existing
+            .as_ref()
+            .is_some_and(|(id, _)| id.is_some() && *id == issue.jira_id);
+        if let (Some(jira_id), false) = (&issue.jira_id, known_under_this_key) {
             let old_key: Option<String> = self
                 .0
                 .prepare_cached("SELECT key FROM issue WHERE jira_id = ?1 AND key <> ?2")?
@@ -114,13 +127,7 @@ impl Tx<'_> {
                 moved = true;
             }
         }
-        let fields = issue.fields.to_string();
-        let before: Option<String> = self
-            .0
-            .prepare_cached("SELECT fields FROM issue WHERE key = ?1")?
-            .query_row([&issue.key], |row| row.get(0))
-            .optional()?;
-        let changed = before.as_deref() != Some(fields.as_str());
+        let changed = !existing.as_ref().is_some_and(|(_, same)| *same);
         self.0
             .prepare_cached(&format!(
                 "INSERT INTO issue ({ISSUE_COLUMNS}, fields) VALUES
@@ -155,29 +162,22 @@ impl Tx<'_> {
                 fields
             ])?;
         if let Some(links) = &issue.links {
-            let ids: Vec<&str> = links.iter().filter_map(|l| l.jira_id.as_deref()).collect();
-            // The issue carries every link that touches it: the others are gone from Jira.
+            // The issue carries every link that touches it. A stored row touching it stays only
+            // if it is one of those, same Jira id, same ends, same type: links deleted in Jira
+            // go, and so does the old row of a link whose type was renamed.
+            let current: Vec<Value> = links
+                .iter()
+                .map(|l| json!([l.jira_id, l.source_key, l.target_key, l.link_type]))
+                .collect();
             self.0
                 .prepare_cached(
-                    "DELETE FROM issue_link WHERE (source_key = ?1 OR target_key = ?1)
-                     AND (jira_id IS NULL OR jira_id NOT IN (SELECT value FROM json_each(?2)))",
+                    "DELETE FROM issue_link WHERE (source_key = ?1 OR target_key = ?1) AND NOT EXISTS (
+                         SELECT 1 FROM json_each(?2) AS j
+                         WHERE j.value ->> 0 IS issue_link.jira_id AND j.value ->> 1 = issue_link.source_key
+                           AND j.value ->> 2 = issue_link.target_key AND j.value ->> 3 = issue_link.link_type)",
                 )?
-                .execute(params![issue.key, json!(ids).to_string()])?;
+                .execute(params![issue.key, Value::Array(current).to_string()])?;
             for link in links {
-                if let Some(id) = &link.jira_id {
-                    // The same Jira link under another shape (its type changed): one row per id.
-                    self.0
-                        .prepare_cached(
-                            "DELETE FROM issue_link WHERE jira_id = ?1
-                             AND NOT (source_key = ?2 AND target_key = ?3 AND link_type = ?4)",
-                        )?
-                        .execute(params![
-                            id,
-                            link.source_key,
-                            link.target_key,
-                            link.link_type
-                        ])?;
-                }
                 self.0
                     .prepare_cached(
                         "INSERT INTO issue_link (jira_id, source_key, target_key, link_type) VALUES (?1, ?2, ?3, ?4)
@@ -188,11 +188,14 @@ impl Tx<'_> {
         }
         if let Some(comments) = &issue.comments {
             let ids: Vec<&str> = comments.iter().map(|c| c.id.as_str()).collect();
-            self.0
+            // A new issue has no stored comments yet (a moved one brought its own along).
+            if existing.is_some() || moved {
+                self.0
                 .prepare_cached(
                     "DELETE FROM issue_comment WHERE issue_key = ?1 AND id NOT IN (SELECT value FROM json_each(?2))",
                 )?
                 .execute(params![issue.key, json!(ids).to_string()])?;
+            }
             for comment in comments {
                 self.0
                     .prepare_cached(

@@ -7,5 +7,6 @@ mod cli;
 mod migrations;
 mod mirror;
 mod projects;
+mod properties;
 mod settings;
 mod support;

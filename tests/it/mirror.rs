@@ -472,3 +472,55 @@ fn auto_refresh_enqueues_when_due_and_never_twice() {
     clock.advance(time::Duration::hours(5));
     assert!(hub.auto_refresh().unwrap().is_none(), "off");
 }
+
+/// Both issues carry the same link: one row. A link type renamed in Jira (same link id): still
+/// one row, with the new name. A link deleted in Jira: gone.
+#[test]
+fn links_are_stored_once_and_follow_jira() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    let agent = Agent::new("agent-1");
+    let pair = |type_name: &str, linked: bool| {
+        let out = if linked {
+            json!([{"id": "9", "type": {"name": type_name}, "outwardIssue": {"key": "AURORA-2"}}])
+        } else {
+            json!([])
+        };
+        let inn = if linked {
+            json!([{"id": "9", "type": {"name": type_name}, "inwardIssue": {"key": "AURORA-1"}}])
+        } else {
+            json!([])
+        };
+        vec![
+            raw_issue("AURORA-1", "1", &["AWPCA"], json!({"issuelinks": out})),
+            raw_issue("AURORA-2", "2", &["AWPCA"], json!({"issuelinks": inn})),
+        ]
+    };
+    refresh(&mut hub, &agent, None, &[pair("Blocks", true)], json!([]));
+    let links = hub.issue("AURORA-1").unwrap().links;
+    assert_eq!(links.len(), 1);
+    refresh(
+        &mut hub,
+        &agent,
+        None,
+        &[pair("Блокирует", true)],
+        json!([]),
+    );
+    let links = hub.issue("AURORA-2").unwrap().links;
+    assert_eq!(
+        links
+            .iter()
+            .map(|l| l.link_type.as_str())
+            .collect::<Vec<_>>(),
+        ["Блокирует"]
+    );
+    refresh(
+        &mut hub,
+        &agent,
+        None,
+        &[pair("Блокирует", false)],
+        json!([]),
+    );
+    assert!(hub.issue("AURORA-1").unwrap().links.is_empty());
+}

@@ -20,6 +20,16 @@ impl TestDir {
         }
     }
 
+    /// On a memory filesystem when the machine has one (`/dev/shm`): for tests that make
+    /// thousands of transactions, each synced.
+    pub fn in_memory_fs() -> Self {
+        let shm = Path::new("/dev/shm");
+        match tempfile::tempdir_in(shm) {
+            Ok(dir) if shm.is_dir() => Self { dir },
+            _ => Self::new(),
+        }
+    }
+
     pub fn path(&self) -> &Path {
         self.dir.path()
     }

@@ -12,6 +12,7 @@ CREATE INDEX batch_project ON batch (project);
 CREATE INDEX command_batch_status ON command (batch_id, status);
 CREATE INDEX sync_run_command ON sync_run (command_id);
 CREATE INDEX issue_jira_id ON issue (jira_id);
+CREATE INDEX issue_link_jira_id ON issue_link (jira_id);
 
 -- Agent requests already applied, by (kind, id), with the answer given: a request that arrives
 -- again (a relay file seen after a crash, an HTTP retry) gets the same answer and changes nothing.

@@ -1,0 +1,323 @@
+//! The service core against plain SQLite, measured in one run (`cargo bench --bench service`):
+//!
+//! - ingest: 20,000 raw Jira issues (with links and comments) reported in pages of 1,000 through
+//!   `Hub::handle_agent_request`, against plain rusqlite inserts of the same, already mapped, rows
+//!   (one transaction per page, same database settings). Issues/s and peak RSS, each scenario
+//!   in a child process of its own so that the RSS is its own.
+//! - commands: 10,000 commands claimed and reported in groups of 100 through the service, against
+//!   one claim-and-report transaction pair per group with no logic.
+//!
+//! `BENCH_ISSUES` and `BENCH_COMMANDS` change the sizes.
+
+use jira_hub::clock::SystemClock;
+use jira_hub::jira::{FieldIds, map_issue};
+use jira_hub::protocol::{AgentAnswer, AgentRequest, decode_value};
+use jira_hub::service::{BatchRequest, Hub};
+use rusqlite::{Connection, params};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+const PAGE: usize = 1000;
+const GROUP: usize = 100;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(position) = args.iter().position(|a| a == "--child") {
+        let scenario = args.get(position + 1).ok_or("--child needs a scenario")?;
+        let dir = args.get(position + 2).ok_or("--child needs a folder")?;
+        return child(scenario, Path::new(dir));
+    }
+    let issues = size("BENCH_ISSUES", 20_000);
+    let commands = size("BENCH_COMMANDS", 10_000);
+    println!(
+        "ingest of {issues} issues in pages of {PAGE}; {commands} commands in groups of {GROUP}"
+    );
+    let mut results = Vec::new();
+    for scenario in [
+        "ingest-plain",
+        "ingest-hub",
+        "commands-plain",
+        "commands-hub",
+    ] {
+        let dir = tempfile::tempdir()?;
+        let output = Command::new(std::env::current_exe()?)
+            .args(["--child", scenario])
+            .arg(dir.path())
+            .output()?;
+        if !output.status.success() {
+            return Err(format!(
+                "{scenario} failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+            .into());
+        }
+        let line = String::from_utf8(output.stdout)?;
+        let mut parts = line.split_whitespace();
+        let rate: f64 = parts.next().ok_or("no rate")?.parse()?;
+        let peak_kib: u64 = parts.next().ok_or("no rss")?.parse()?;
+        println!(
+            "{scenario:<15} {rate:>10.0} /s   peak RSS {:>6.1} MiB",
+            peak_kib as f64 / 1024.0
+        );
+        results.push(rate);
+    }
+    println!(
+        "ingest:   hub / plain inserts = {:.2} (target >= 0.50)",
+        results[1] / results[0]
+    );
+    println!(
+        "commands: hub / plain claim+report = {:.2}",
+        results[3] / results[2]
+    );
+    Ok(())
+}
+
+fn size(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Runs one scenario and prints `<rate per second> <peak RSS in KiB>`.
+fn child(scenario: &str, dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let db = dir.join("data").join("hub.sqlite");
+    let (mut hub, _) = Hub::open(&db, Arc::new(SystemClock))?;
+    let config: Value =
+        serde_json::from_str(include_str!("../admin/jira-sync/config.example.json"))?;
+    hub.init_from_config(&config, false)?;
+    let rate = match scenario {
+        "ingest-plain" => ingest_plain(&db, size("BENCH_ISSUES", 20_000))?,
+        "ingest-hub" => ingest_hub(&mut hub, size("BENCH_ISSUES", 20_000))?,
+        "commands-plain" => commands_plain(&mut hub, &db, size("BENCH_COMMANDS", 10_000))?,
+        "commands-hub" => commands_hub(&mut hub, size("BENCH_COMMANDS", 10_000))?,
+        other => return Err(format!("unknown scenario {other}").into()),
+    };
+    println!("{rate} {}", peak_rss_kib()?);
+    Ok(())
+}
+
+fn peak_rss_kib() -> Result<u64, Box<dyn std::error::Error>> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .ok_or("no VmHWM")?;
+    Ok(line.split_whitespace().nth(1).ok_or("no value")?.parse()?)
+}
+
+/// A realistic raw issue: custom fields, a sprint, a description, two links and two comments.
+fn raw_issue(n: usize) -> Value {
+    let key = format!("AURORA-{n}");
+    json!({"id": (100_000 + n).to_string(), "key": key, "fields": {
+        "summary": format!("Задача номер {n}: подготовить отчёт по складу"),
+        "description": "Описание задачи. ".repeat(40),
+        "status": {"name": "В работе", "id": "3"},
+        "issuetype": {"name": "Задача", "id": "10002"},
+        "priority": {"name": "Средний", "id": "3"},
+        "assignee": {"name": "ivanov", "displayName": "Иван Иванов"},
+        "reporter": {"name": "petrov", "displayName": "Пётр Петров"},
+        "labels": ["AWPCA"],
+        "created": "2026-03-05T10:15:30.000+0300",
+        "updated": "2026-03-06T10:15:30.000+0300",
+        "duedate": "2026-04-01",
+        "customfield_10101": format!("AURORA-{}", n / 50 * 50 + 1),
+        "customfield_10105": ["com.atlassian.greenhopper.service.sprint.Sprint@1a2b[id=5,rapidViewId=4216,state=ACTIVE,name=Sprint 5,startDate=2026-03-01T10:00:00.000+03:00,endDate=<null>,completeDate=<null>,sequence=5]"],
+        "customfield_12001": "2026-03-01",
+        "customfield_12002": "2026-03-31",
+        "issuelinks": [
+            {"id": (n * 2).to_string(), "type": {"name": "Blocks"}, "outwardIssue": {"key": format!("AURORA-{}", n + 1)}},
+            {"id": (n.saturating_sub(1) * 2).to_string(), "type": {"name": "Blocks"}, "inwardIssue": {"key": format!("AURORA-{}", n.saturating_sub(1))}}
+        ],
+        "comment": {"comments": [
+            {"id": format!("{n}1"), "author": {"name": "ivanov"}, "body": "Первый комментарий", "created": "2026-03-05T10:15:30.000+0300"},
+            {"id": format!("{n}2"), "author": {"name": "petrov"}, "body": "Второй комментарий", "created": "2026-03-05T11:15:30.000+0300"}
+        ]}
+    }})
+}
+
+fn field_ids() -> FieldIds {
+    FieldIds {
+        epic_link: Some("customfield_10101".into()),
+        sprint: Some("customfield_10105".into()),
+        plan_start: Some("customfield_12001".into()),
+        plan_end: Some("customfield_12002".into()),
+    }
+}
+
+fn request(kind: &str, id: usize, body: Value) -> Result<AgentRequest, Box<dyn std::error::Error>> {
+    let mut value = json!({"kind": kind, "id": format!("{kind}-{id}"), "agent": "bench", "sent_at": "2026-11-29T10:00:00Z"});
+    for (k, v) in body.as_object().ok_or("body")? {
+        value[k] = v.clone();
+    }
+    Ok(decode_value(value)?)
+}
+
+fn ingest_hub(hub: &mut Hub, issues: usize) -> Result<f64, Box<dyn std::error::Error>> {
+    hub.enqueue_refresh(None, "bench")?;
+    let AgentAnswer::Claim(claim) = hub.handle_agent_request(&request(
+        "claim",
+        0,
+        json!({"agent_version": "1", "settings_version": 0, "max_commands": 1}),
+    )?)?
+    else {
+        return Err("not a claim answer".into());
+    };
+    let command = claim.commands.first().ok_or("no refresh handed out")?.id;
+    // Pages arrive one request at a time, decoded by the transport: only the service is timed
+    // (mapping the raw issues and storing them), as only the inserts are in the baseline.
+    let mut elapsed = std::time::Duration::ZERO;
+    for (page, start) in (0..issues).step_by(PAGE).enumerate() {
+        let raw: Vec<Value> = (start..(start + PAGE).min(issues)).map(raw_issue).collect();
+        let report = request(
+            "report",
+            page,
+            json!({"results": [{"command_id": command, "delivery": 1, "status": "progress",
+            "page": {"start_at": start, "total": issues, "issues": raw}}]}),
+        )?;
+        let timer = Instant::now();
+        hub.handle_agent_request(&report)?;
+        elapsed += timer.elapsed();
+    }
+    Ok(issues as f64 / elapsed.as_secs_f64())
+}
+
+fn ingest_plain(db: &Path, issues: usize) -> Result<f64, Box<dyn std::error::Error>> {
+    let mut conn = Connection::open(db)?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    let ids = field_ids();
+    let mut elapsed = std::time::Duration::ZERO;
+    for start in (0..issues).step_by(PAGE) {
+        // The baseline gets its rows already mapped: only the inserts are timed.
+        let mapped: Vec<_> = (start..(start + PAGE).min(issues))
+            .map(|n| map_issue(&raw_issue(n), &ids, &["Эпик"]))
+            .collect::<Result<_, _>>()?;
+        let timer = Instant::now();
+        let tx = conn.transaction()?;
+        {
+            let mut issue = tx.prepare(
+                "INSERT OR REPLACE INTO issue (key, jira_id, issue_type, summary, description, status, priority, assignee, reporter,
+                 labels, epic_key, sprint, duedate, plan_start, plan_end, created_at, updated_at, synced_at, fields)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
+            )?;
+            let mut link = tx.prepare(
+                "INSERT OR IGNORE INTO issue_link (jira_id, source_key, target_key, link_type) VALUES (?1, ?2, ?3, ?4)",
+            )?;
+            let mut comment = tx.prepare(
+                "INSERT OR REPLACE INTO issue_comment (id, issue_key, author, body, created, updated) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?;
+            for m in &mapped {
+                issue.execute(params![
+                    m.key,
+                    m.jira_id,
+                    m.issue_type,
+                    m.summary,
+                    m.description,
+                    m.status,
+                    m.priority,
+                    m.assignee,
+                    m.reporter,
+                    json!(m.labels).to_string(),
+                    m.epic_key,
+                    m.sprint,
+                    m.duedate,
+                    m.plan_start,
+                    m.plan_end,
+                    m.created_at,
+                    m.updated_at,
+                    "2026-11-29T10:00:00Z",
+                    m.fields_json
+                ])?;
+                for l in m.links.iter().flatten() {
+                    link.execute(params![l.jira_id, l.source_key, l.target_key, l.link_type])?;
+                }
+                for c in m.comments.iter().flatten() {
+                    comment
+                        .execute(params![c.id, m.key, c.author, c.body, c.created, c.updated])?;
+                }
+            }
+        }
+        tx.commit()?;
+        elapsed += timer.elapsed();
+    }
+    Ok(issues as f64 / elapsed.as_secs_f64())
+}
+
+fn enqueue(hub: &mut Hub, commands: usize) -> Result<(), Box<dyn std::error::Error>> {
+    for batch in 0..commands.div_ceil(GROUP) {
+        let list: Vec<Value> = (0..GROUP.min(commands - batch * GROUP))
+            .map(|i| json!({"type": "comment", "params": {"key": format!("AURORA-{}", i + 1), "body": "текст"}}))
+            .collect();
+        let request: BatchRequest =
+            serde_json::from_value(json!({"title": "bench", "author": "bench", "commands": list}))?;
+        hub.enqueue_batch(&request)?;
+    }
+    Ok(())
+}
+
+fn commands_hub(hub: &mut Hub, commands: usize) -> Result<f64, Box<dyn std::error::Error>> {
+    enqueue(hub, commands)?;
+    let started = Instant::now();
+    let mut done = 0;
+    for group in 0.. {
+        let claim = request(
+            "claim",
+            group,
+            json!({"agent_version": "1", "settings_version": 0, "max_commands": GROUP}),
+        )?;
+        let AgentAnswer::Claim(answer) = hub.handle_agent_request(&claim)? else {
+            return Err("not a claim answer".into());
+        };
+        if answer.commands.is_empty() {
+            break;
+        }
+        let results: Vec<Value> = answer
+            .commands
+            .iter()
+            .map(|c| json!({"command_id": c.id, "delivery": c.delivery, "status": "done", "result": {"comment_id": "1"}, "jira_calls": 1}))
+            .collect();
+        done += results.len();
+        hub.handle_agent_request(&request("report", group, json!({"results": results}))?)?;
+    }
+    assert_eq!(done, commands);
+    Ok(commands as f64 / started.elapsed().as_secs_f64())
+}
+
+fn commands_plain(
+    hub: &mut Hub,
+    db: &Path,
+    commands: usize,
+) -> Result<f64, Box<dyn std::error::Error>> {
+    enqueue(hub, commands)?;
+    let mut conn = Connection::open(db)?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    let started = Instant::now();
+    loop {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let ids: Vec<i64> = tx
+            .prepare(
+                "SELECT id FROM command WHERE status = 'queued' ORDER BY batch_id, seq LIMIT ?1",
+            )?
+            .query_map([GROUP], |row| row.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        for id in &ids {
+            tx.execute(
+                "UPDATE command SET status = 'claimed', deliveries = deliveries + 1 WHERE id = ?1",
+                [id],
+            )?;
+        }
+        tx.commit()?;
+        if ids.is_empty() {
+            break;
+        }
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        for id in &ids {
+            tx.execute("UPDATE command SET status = 'done', result = '{\"comment_id\":\"1\"}' WHERE id = ?1", [id])?;
+        }
+        tx.commit()?;
+    }
+    Ok(commands as f64 / started.elapsed().as_secs_f64())
+}
