@@ -7,7 +7,8 @@
 //! - commands: 10,000 commands claimed and reported in groups of 100 through the service, against
 //!   one claim-and-report transaction pair per group with no logic.
 //!
-//! `BENCH_ISSUES` and `BENCH_COMMANDS` change the sizes.
+//! Three rounds with the scenarios interleaved; medians are compared. `BENCH_ISSUES` and
+//! `BENCH_COMMANDS` change the sizes.
 
 use jira_hub::clock::SystemClock;
 use jira_hub::jira::{FieldIds, map_issue};
@@ -35,42 +36,57 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "ingest of {issues} issues in pages of {PAGE}; {commands} commands in groups of {GROUP}"
     );
-    let mut results = Vec::new();
-    for scenario in [
+    // Three rounds, scenarios interleaved, medians compared: the machine is shared and noisy.
+    let scenarios = [
         "ingest-plain",
         "ingest-hub",
         "commands-plain",
         "commands-hub",
-    ] {
-        let dir = tempfile::tempdir()?;
-        let output = Command::new(std::env::current_exe()?)
-            .args(["--child", scenario])
-            .arg(dir.path())
-            .output()?;
-        if !output.status.success() {
-            return Err(format!(
-                "{scenario} failed: {}",
-                String::from_utf8_lossy(&output.stderr)
-            )
-            .into());
+    ];
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); scenarios.len()];
+    let mut peaks: Vec<u64> = vec![0; scenarios.len()];
+    for _round in 0..3 {
+        for (i, scenario) in scenarios.iter().enumerate() {
+            let dir = tempfile::tempdir()?;
+            let output = Command::new(std::env::current_exe()?)
+                .args(["--child", scenario])
+                .arg(dir.path())
+                .output()?;
+            if !output.status.success() {
+                return Err(format!(
+                    "{scenario} failed: {}",
+                    String::from_utf8_lossy(&output.stderr)
+                )
+                .into());
+            }
+            let line = String::from_utf8(output.stdout)?;
+            let mut parts = line.split_whitespace();
+            rates[i].push(parts.next().ok_or("no rate")?.parse()?);
+            peaks[i] = peaks[i].max(parts.next().ok_or("no rss")?.parse()?);
         }
-        let line = String::from_utf8(output.stdout)?;
-        let mut parts = line.split_whitespace();
-        let rate: f64 = parts.next().ok_or("no rate")?.parse()?;
-        let peak_kib: u64 = parts.next().ok_or("no rss")?.parse()?;
+    }
+    let medians: Vec<f64> = rates
+        .iter_mut()
+        .map(|r| {
+            r.sort_by(f64::total_cmp);
+            r[r.len() / 2]
+        })
+        .collect();
+    for (i, scenario) in scenarios.iter().enumerate() {
+        let runs: Vec<String> = rates[i].iter().map(|r| format!("{r:.0}")).collect();
         println!(
-            "{scenario:<15} {rate:>10.0} /s   peak RSS {:>6.1} MiB",
-            peak_kib as f64 / 1024.0
+            "{scenario:<15} median {:>8.0} /s  runs {runs:?}  peak RSS {:>6.1} MiB",
+            medians[i],
+            peaks[i] as f64 / 1024.0
         );
-        results.push(rate);
     }
     println!(
         "ingest:   hub / plain inserts = {:.2} (target >= 0.50)",
-        results[1] / results[0]
+        medians[1] / medians[0]
     );
     println!(
         "commands: hub / plain claim+report = {:.2}",
-        results[3] / results[2]
+        medians[3] / medians[2]
     );
     Ok(())
 }

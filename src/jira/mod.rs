@@ -274,8 +274,61 @@ fn comments_of(fields: &serde_json::Map<String, Value>) -> Option<Vec<MirrorComm
     )
 }
 
-/// Maps one raw issue. `epic_type_names` are the issue type names that count as epics, for an
-/// epic given as `parent` (next-gen projects) rather than by the epic-link field.
+/// The standard fields the mapping reads (custom ones come from [`FieldIds`]).
+const USED_FIELDS: [&str; 14] = [
+    "summary",
+    "description",
+    "status",
+    "issuetype",
+    "priority",
+    "assignee",
+    "reporter",
+    "labels",
+    "duedate",
+    "created",
+    "updated",
+    "issuelinks",
+    "comment",
+    "parent",
+];
+
+/// Deserializes a `fields` object keeping only the members the mapping reads.
+struct UsedFields<'a> {
+    custom: &'a [&'a str],
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for UsedFields<'_> {
+    type Value = serde_json::Map<String, Value>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for UsedFields<'_> {
+    type Value = serde_json::Map<String, Value>;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("the fields object of a Jira issue")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut fields = serde_json::Map::new();
+        while let Some(name) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if USED_FIELDS.contains(&name.as_ref()) || self.custom.contains(&name.as_ref()) {
+                fields.insert(name.into_owned(), map.next_value()?);
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(fields)
+    }
+}
+
+/// Maps one raw issue given as parsed JSON.
 pub fn map_issue(
     raw: &Value,
     ids: &FieldIds,
@@ -286,6 +339,65 @@ pub fn map_issue(
         .get("fields")
         .and_then(Value::as_object)
         .ok_or_else(|| format!("{key}: no fields object"))?;
+    let fields_json = serde_json::to_string(fields).map_err(|e| format!("{key}: {e}"))?;
+    map_fields(
+        key,
+        text(raw.get("id")),
+        fields,
+        fields_json,
+        ids,
+        epic_type_names,
+    )
+}
+
+/// Maps one raw issue given as its JSON text (a refresh page): `fields` is kept exactly as the
+/// agent sent it, without being serialized again.
+pub fn map_issue_text(
+    raw: &str,
+    ids: &FieldIds,
+    epic_type_names: &[&str],
+) -> Result<MirrorIssue, String> {
+    #[derive(serde::Deserialize)]
+    struct Parts<'a> {
+        id: Option<Value>,
+        key: Option<Value>,
+        #[serde(borrow)]
+        fields: Option<&'a serde_json::value::RawValue>,
+    }
+    let parts: Parts<'_> =
+        serde_json::from_str(raw).map_err(|e| format!("an issue is not JSON: {e}"))?;
+    let key = text(parts.key.as_ref()).ok_or("an issue without a key")?;
+    let raw_fields = parts
+        .fields
+        .ok_or_else(|| format!("{key}: no fields object"))?;
+    // A Jira issue carries dozens of fields the mirror never reads: one pass over `fields`
+    // parses the members the mapping uses and skips the others without building them.
+    let custom: Vec<&str> = [&ids.epic_link, &ids.sprint, &ids.plan_start, &ids.plan_end]
+        .into_iter()
+        .filter_map(|id| id.as_deref())
+        .collect();
+    let mut deserializer = serde_json::Deserializer::from_str(raw_fields.get());
+    let fields =
+        serde::de::DeserializeSeed::deserialize(UsedFields { custom: &custom }, &mut deserializer)
+            .map_err(|_| format!("{key}: no fields object"))?;
+    map_fields(
+        key,
+        text(parts.id.as_ref()),
+        &fields,
+        raw_fields.get().to_string(),
+        ids,
+        epic_type_names,
+    )
+}
+
+fn map_fields(
+    key: String,
+    jira_id: Option<String>,
+    fields: &serde_json::Map<String, Value>,
+    fields_json: String,
+    ids: &FieldIds,
+    epic_type_names: &[&str],
+) -> Result<MirrorIssue, String> {
     let custom = |id: &Option<String>| {
         id.as_ref()
             .and_then(|id| fields.get(id))
@@ -312,7 +424,7 @@ pub fn map_issue(
         })
         .unwrap_or_default();
     Ok(MirrorIssue {
-        jira_id: text(raw.get("id")),
+        jira_id,
         issue_type: named(fields.get("issuetype")).unwrap_or_default(),
         summary: text(fields.get("summary")).unwrap_or_default(),
         description: text(fields.get("description")),
@@ -330,7 +442,7 @@ pub fn map_issue(
         updated_at: text(fields.get("updated")).and_then(|t| jira_time_to_utc(&t)),
         links: links_of(&key, fields),
         comments: comments_of(fields),
-        fields_json: serde_json::to_string(fields).map_err(|e| format!("{key}: {e}"))?,
+        fields_json,
         key,
     })
 }
@@ -508,5 +620,15 @@ mod tests {
         );
         assert!(map_issue(&json!({"fields": {}}), &ids(), &[]).is_err());
         assert!(map_issue(&json!({"key": "A-1"}), &ids(), &[]).is_err());
+        let text = r#"{"id": "5", "key": "A-1", "fields": {"summary": "Ы",  "labels": ["x"]}}"#;
+        let from_text = map_issue_text(text, &ids(), &[]).unwrap();
+        assert_eq!(
+            from_text.fields_json, r#"{"summary": "Ы",  "labels": ["x"]}"#,
+            "kept as received"
+        );
+        assert_eq!(from_text.summary, "Ы");
+        assert_eq!(from_text.jira_id.as_deref(), Some("5"));
+        assert!(map_issue_text("{", &ids(), &[]).is_err());
+        assert!(map_issue_text(r#"{"key": "A-1", "fields": []}"#, &ids(), &[]).is_err());
     }
 }

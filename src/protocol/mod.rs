@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use std::fmt;
 
 /// The kinds of request an agent sends.
@@ -79,12 +80,27 @@ pub enum ResultStatus {
     Progress,
 }
 
-/// One page of a refresh: raw Jira issues as the search API returned them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One page of a refresh: raw Jira issues as the search API returned them. Each issue stays raw
+/// JSON text until it is ingested, so a report file of 100 MB never becomes a tree of values
+/// several times its size.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Page {
     pub start_at: u64,
     pub total: u64,
-    pub issues: Vec<Value>,
+    pub issues: Vec<Box<RawValue>>,
+}
+
+impl PartialEq for Page {
+    fn eq(&self, other: &Self) -> bool {
+        self.start_at == other.start_at
+            && self.total == other.total
+            && self.issues.len() == other.issues.len()
+            && self
+                .issues
+                .iter()
+                .zip(&other.issues)
+                .all(|(a, b)| a.get() == b.get())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -250,9 +266,43 @@ pub fn is_valid_id(id: &str) -> bool {
 
 /// Decodes a request from its JSON text.
 pub fn decode_request(bytes: &[u8]) -> Result<AgentRequest, DecodeError> {
-    let value: Value =
-        serde_json::from_slice(bytes).map_err(|e| DecodeError::NotJson(e.to_string()))?;
-    decode_value(value)
+    decode_reader(bytes)
+}
+
+/// Decodes a request read from `reader` (a relay file), without holding the whole text: the
+/// envelope is checked on a light first pass over the top-level fields, then the typed request
+/// is read with its issues kept as raw JSON.
+pub fn decode_reader(reader: impl std::io::Read) -> Result<AgentRequest, DecodeError> {
+    let top: std::collections::BTreeMap<String, Box<RawValue>> =
+        serde_json::from_reader(std::io::BufReader::new(reader))
+            .map_err(|e| DecodeError::NotJson(e.to_string()))?;
+    let mut light = serde_json::Map::new();
+    for (key, raw) in &top {
+        // Everything but the results goes through the checks as values; results stay raw.
+        if key != "results" {
+            light.insert(
+                key.clone(),
+                serde_json::from_str(raw.get()).map_err(|e| DecodeError::NotJson(e.to_string()))?,
+            );
+        }
+    }
+    let kind = check_envelope(&light)?;
+    let request = match kind {
+        Kind::Report => {
+            let results = top
+                .get("results")
+                .ok_or_else(|| DecodeError::invalid("results", "missing"))?;
+            let results: Vec<CommandResult> =
+                serde_json::from_str(results.get()).map_err(|e| DecodeError::Invalid {
+                    field: "results".into(),
+                    message: e.to_string(),
+                })?;
+            let envelope: Envelope = typed(Value::Object(light))?;
+            AgentRequest::Report(ReportRequest { envelope, results })
+        }
+        _ => build(kind, Value::Object(light))?,
+    };
+    check_request(request)
 }
 
 /// Decodes a request from parsed JSON.
@@ -260,6 +310,20 @@ pub fn decode_value(value: Value) -> Result<AgentRequest, DecodeError> {
     let Some(object) = value.as_object() else {
         return Err(DecodeError::NotJson("expected an object".into()));
     };
+    let kind = check_envelope(object)?;
+    check_request(build(kind, value)?)
+}
+
+fn build(kind: Kind, value: Value) -> Result<AgentRequest, DecodeError> {
+    Ok(match kind {
+        Kind::Claim => AgentRequest::Claim(typed(value)?),
+        Kind::Report => AgentRequest::Report(typed(value)?),
+        Kind::Heartbeat => AgentRequest::Heartbeat(typed(value)?),
+    })
+}
+
+/// The kind, and that `id`, `agent` and `sent_at` are strings.
+fn check_envelope(object: &serde_json::Map<String, Value>) -> Result<Kind, DecodeError> {
     let kind = match object.get("kind") {
         None => return Err(DecodeError::invalid("kind", "missing")),
         Some(Value::String(kind)) => {
@@ -274,11 +338,11 @@ pub fn decode_value(value: Value) -> Result<AgentRequest, DecodeError> {
             None => return Err(DecodeError::invalid(field, "missing")),
         }
     }
-    let request = match kind {
-        Kind::Claim => AgentRequest::Claim(typed(value)?),
-        Kind::Report => AgentRequest::Report(typed(value)?),
-        Kind::Heartbeat => AgentRequest::Heartbeat(typed(value)?),
-    };
+    Ok(kind)
+}
+
+/// The envelope's values: the id's alphabet, the agent's name, the time.
+fn check_request(request: AgentRequest) -> Result<AgentRequest, DecodeError> {
     let envelope = request.envelope();
     if !is_valid_id(&envelope.id) {
         return Err(DecodeError::invalid(
@@ -352,6 +416,53 @@ mod tests {
         assert!(matches!(
             decode_value(heartbeat).unwrap(),
             AgentRequest::Heartbeat(_)
+        ));
+    }
+
+    #[test]
+    fn reading_a_file_gives_what_parsing_a_value_gives() {
+        let report = json!({"kind": "report", "id": "r1", "agent": "a", "sent_at": "2026-11-29T10:00:00Z", "token": "t",
+            "results": [{"command_id": 43, "delivery": 1, "status": "progress",
+                "page": {"start_at": 0, "total": 2, "issues": [{"key": "A-1", "fields": {}}, {"key": "A-2", "fields": {"x": [1]}}]}}]});
+        let text = serde_json::to_vec(&report).unwrap();
+        let from_file = decode_request(&text).unwrap();
+        assert_eq!(from_file, decode_value(report).unwrap());
+        let AgentRequest::Report(r) = from_file else {
+            panic!()
+        };
+        assert_eq!(
+            r.results[0].page.as_ref().unwrap().issues[1].get(),
+            r#"{"key":"A-2","fields":{"x":[1]}}"#
+        );
+        assert_eq!(r.envelope.token.as_deref(), Some("t"));
+        for (bad, field) in [
+            (
+                json!({"kind": "report", "id": "r1", "agent": "a", "sent_at": "2026-11-29T10:00:00Z"}),
+                "results",
+            ),
+            (
+                json!({"kind": "report", "id": "r 1", "agent": "a", "sent_at": "2026-11-29T10:00:00Z", "results": []}),
+                "id",
+            ),
+            (
+                json!({"kind": "report", "id": "r1", "agent": "a", "sent_at": "2026-11-29T10:00:00Z", "results": [{"command_id": 1}]}),
+                "results",
+            ),
+        ] {
+            assert_eq!(
+                decode_request(&serde_json::to_vec(&bad).unwrap())
+                    .unwrap_err()
+                    .field(),
+                field
+            );
+        }
+        assert!(matches!(
+            decode_request(b"[1, 2]"),
+            Err(DecodeError::NotJson(_))
+        ));
+        assert!(matches!(
+            decode_request(b"{\"kind\": \"claim\""),
+            Err(DecodeError::NotJson(_))
         ));
     }
 

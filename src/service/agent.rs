@@ -12,7 +12,7 @@ use crate::domain::command::{
 };
 use crate::domain::settings::Settings;
 use crate::domain::time::{format_utc, parse_utc};
-use crate::jira::{FieldIds, map_issue};
+use crate::jira::{FieldIds, map_issue_text};
 use crate::protocol::{
     AgentAnswer, AgentRequest, ClaimAnswer, ClaimRequest, ClaimedCommand, CommandResult,
     HeartbeatAnswer, HeartbeatRequest, Ignored, Kind, Page, ReportAnswer, ReportRequest,
@@ -409,7 +409,7 @@ fn ingest_page(
         .collect();
     let (mut seen, mut changed) = (0, 0);
     for raw in &page.issues {
-        match map_issue(raw, &ids, &epic_names) {
+        match map_issue_text(raw.get(), &ids, &epic_names) {
             Ok(issue) => {
                 let upserted = tx.upsert_issue(&issue, &now.text)?;
                 seen += 1;

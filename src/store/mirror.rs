@@ -103,29 +103,29 @@ impl Tx<'_> {
     /// Stores one mapped issue, its links and comments, as seen at `synced_at`.
     pub fn upsert_issue(&self, issue: &MirrorIssue, synced_at: &str) -> Result<Upserted> {
         let fields = issue.fields_json.as_str();
-        // What the mirror has under this key: its Jira id, and whether its fields are the same
-        // (compared inside SQLite, so the stored text never travels).
-        let existing: Option<(Option<String>, bool)> = self
-            .0
-            .prepare_cached("SELECT jira_id, fields = ?2 FROM issue WHERE key = ?1")?
-            .query_row(params![issue.key, fields], |row| {
-                Ok((row.get(0)?, row.get(1)?))
-            })
-            .optional()?;
-        let mut moved = false;
-        let known_under_this_key = existing
-            .as_ref()
-            .is_some_and(|(id, _)| id.is_some() && *id == issue.jira_id);
-        if let (Some(jira_id), false) = (&issue.jira_id, known_under_this_key) {
-            let old_key: Option<String> = self
-                .0
-                .prepare_cached("SELECT key FROM issue WHERE jira_id = ?1 AND key <> ?2")?
-                .query_row(params![jira_id, issue.key], |row| row.get(0))
-                .optional()?;
-            if let Some(old_key) = old_key {
-                self.move_issue(&old_key, &issue.key)?;
-                moved = true;
+        // One look at the mirror: the row under this key (are its fields the same? compared inside
+        // SQLite, so the stored text never travels) and a row under another key with this Jira id
+        // (Jira moved the issue).
+        let mut existing: Option<(Option<String>, bool)> = None;
+        let mut old_key: Option<String> = None;
+        {
+            let mut statement = self.0.prepare_cached(
+                "SELECT key, jira_id, fields = ?2 FROM issue WHERE key = ?1 OR (?3 IS NOT NULL AND jira_id = ?3)",
+            )?;
+            let mut rows = statement.query(params![issue.key, fields, issue.jira_id])?;
+            while let Some(row) = rows.next()? {
+                let key: String = row.get(0)?;
+                if key == issue.key {
+                    existing = Some((row.get(1)?, row.get(2)?));
+                } else {
+                    old_key = Some(key);
+                }
             }
+        }
+        let mut moved = false;
+        if let Some(old_key) = old_key {
+            self.move_issue(&old_key, &issue.key)?;
+            moved = true;
         }
         let changed = !existing.as_ref().is_some_and(|(_, same)| *same);
         self.0
@@ -162,21 +162,25 @@ impl Tx<'_> {
                 fields
             ])?;
         if let Some(links) = &issue.links {
-            // The issue carries every link that touches it. A stored row touching it stays only
-            // if it is one of those, same Jira id, same ends, same type: links deleted in Jira
-            // go, and so does the old row of a link whose type was renamed.
-            let current: Vec<Value> = links
-                .iter()
-                .map(|l| json!([l.jira_id, l.source_key, l.target_key, l.link_type]))
-                .collect();
-            self.0
-                .prepare_cached(
-                    "DELETE FROM issue_link WHERE (source_key = ?1 OR target_key = ?1) AND NOT EXISTS (
-                         SELECT 1 FROM json_each(?2) AS j
-                         WHERE j.value ->> 0 IS issue_link.jira_id AND j.value ->> 1 = issue_link.source_key
-                           AND j.value ->> 2 = issue_link.target_key AND j.value ->> 3 = issue_link.link_type)",
-                )?
-                .execute(params![issue.key, Value::Array(current).to_string()])?;
+            // A new issue has no links of its own stored yet (rows other issues stored for it
+            // are theirs to keep current): only a known issue's stale links are looked for.
+            if existing.is_some() || moved {
+                // The issue carries every link that touches it. A stored row touching it stays only
+                // if it is one of those, same Jira id, same ends, same type: links deleted in Jira
+                // go, and so does the old row of a link whose type was renamed.
+                let current: Vec<Value> = links
+                    .iter()
+                    .map(|l| json!([l.jira_id, l.source_key, l.target_key, l.link_type]))
+                    .collect();
+                self.0
+                    .prepare_cached(
+                        "DELETE FROM issue_link WHERE (source_key = ?1 OR target_key = ?1) AND NOT EXISTS (
+                             SELECT 1 FROM json_each(?2) AS j
+                             WHERE j.value ->> 0 IS issue_link.jira_id AND j.value ->> 1 = issue_link.source_key
+                               AND j.value ->> 2 = issue_link.target_key AND j.value ->> 3 = issue_link.link_type)",
+                    )?
+                    .execute(params![issue.key, Value::Array(current).to_string()])?;
+            }
             for link in links {
                 self.0
                     .prepare_cached(
