@@ -214,7 +214,7 @@ fn build_v1(path: &Path, megabytes: u64) -> Result<(), Box<dyn std::error::Error
                     format!("AURORA-{}", n / 50 + 1),
                     fields.to_string()
                 ])?;
-                if n % 4 == 0 {
+                if n.is_multiple_of(4) {
                     note.execute(params![key, words.sentence(30)])?;
                 }
                 if n > 1 {

@@ -7,13 +7,17 @@
 //! - [`domain`]: rules with no I/O (labels, settings, base JQL, the legacy config).
 //! - [`store`]: the SQLite database, its schema and migrations; the only module that speaks SQL.
 //! - [`service`]: one entry point per operation, used by every transport.
-//! - [`relay`]: the shared-folder transport.
+//! - [`protocol`]: the agent's messages. [`jira`]: raw Jira issues into mirror rows.
+//! - [`relay`]: the shared-folder transport. [`http`]: the HTTP API.
+//! - [`daemon`]: `serve`, which runs the relay, the timers and the HTTP listener.
 //! - [`cli`]: the command line.
 //! - [`clock`]: injected time.
 
 pub mod cli;
 pub mod clock;
+pub mod daemon;
 pub mod domain;
+pub mod http;
 pub mod jira;
 pub mod protocol;
 pub mod relay;

@@ -4,6 +4,7 @@
 
 mod admin;
 mod projects;
+mod relay;
 mod settings;
 mod status;
 
@@ -66,6 +67,47 @@ pub enum Command {
     Status,
     /// Make an online backup into backups/ now.
     Backup,
+    /// Run the daemon: the HTTP API, the relay watcher (when relay_dir is set), the timers.
+    Serve(ServeArgs),
+    /// Look at relay files by hand.
+    #[command(subcommand)]
+    Relay(RelayCommand),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// The HTTP listen address.
+    #[arg(long, env = "JIRA_HUB_LISTEN", default_value = "127.0.0.1:8740")]
+    pub listen: String,
+    /// How often the relay lists inbox/, in milliseconds (notifications only hurry it).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=600_000))]
+    pub relay_poll_ms: u64,
+    /// How long a relay file that is not complete JSON may keep arriving before it is refused.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    pub relay_grace_seconds: u64,
+    /// How long answers, archived and refused relay files are kept.
+    #[arg(long, default_value_t = 14, value_parser = clap::value_parser!(u64).range(1..=3650))]
+    pub relay_retention_days: u64,
+    /// Relay files larger than this are refused unread.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=16_384))]
+    pub relay_max_file_mb: u64,
+    /// List inbox/ on the timer only, without change notifications.
+    #[arg(long)]
+    pub relay_no_notify: bool,
+    /// Initialise a new database from this legacy config first (nothing happens to one that has settings).
+    #[arg(long)]
+    pub init_from: Option<PathBuf>,
+    /// When relay_dir is not set, set it to this folder (made if missing).
+    #[arg(long)]
+    pub default_relay_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RelayCommand {
+    /// A readable table of one relay file or a whole relay folder.
+    Inspect { path: PathBuf },
+    /// Check files against the protocol; exit 1 when any is invalid.
+    Validate { path: PathBuf },
 }
 
 #[derive(Debug, Subcommand)]
@@ -120,6 +162,28 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Tokens { rotate } => admin::tokens(&cli.db, rotate),
         Command::Status => status::status(&cli.db),
         Command::Backup => admin::backup(&cli.db),
+        Command::Serve(args) => crate::daemon::serve(&cli.db, args.into_options()),
+        Command::Relay(RelayCommand::Inspect { path }) => relay::inspect(&cli.db, &path),
+        Command::Relay(RelayCommand::Validate { path }) => relay::validate(&path),
+    }
+}
+
+impl ServeArgs {
+    fn into_options(self) -> crate::daemon::ServeOptions {
+        use std::time::Duration;
+        crate::daemon::ServeOptions {
+            listen: self.listen,
+            relay: crate::relay::RelayOptions {
+                poll_interval: Duration::from_millis(self.relay_poll_ms),
+                grace: Duration::from_secs(self.relay_grace_seconds),
+                retention: Duration::from_secs(self.relay_retention_days * 24 * 3600),
+                max_file_bytes: self.relay_max_file_mb * 1024 * 1024,
+                notify: !self.relay_no_notify,
+                ..crate::relay::RelayOptions::default()
+            },
+            init_from: self.init_from,
+            default_relay_dir: self.default_relay_dir,
+        }
     }
 }
 

@@ -233,14 +233,13 @@ pub fn validate_commands(
                     "неизвестный тип команды; допустимы refresh, ensure_issue, transition, link, comment",
                 )
             })?;
-            if let Some(dep) = request.depends_on {
-                if dep < 1 || dep >= seq {
+            if let Some(dep) = request.depends_on
+                && (dep < 1 || dep >= seq) {
                     return Err(ValidationError::new(
                         format!("{at}.depends_on"),
                         "ссылка должна указывать на более раннюю команду этого пакета (seq от 1)",
                     ));
                 }
-            }
             let mut params = request
                 .params
                 .as_object()
@@ -319,14 +318,12 @@ impl ParamsChecker<'_> {
                     }
                     Some(_) => return Err(self.error("boards", "ожидается список номеров досок")),
                 }
-                if let Some(scope) = scope {
-                    if let (Some(board), Some(Value::Array(boards))) =
+                if let Some(scope) = scope
+                    && let (Some(board), Some(Value::Array(boards))) =
                         (scope.board_id, params.get_mut("boards"))
-                    {
-                        if !boards.contains(&json!(board)) {
-                            boards.push(json!(board));
-                        }
-                    }
+                    && !boards.contains(&json!(board))
+                {
+                    boards.push(json!(board));
                 }
             }
             CommandType::EnsureIssue => self.ensure_issue(params, scope)?,
@@ -381,19 +378,19 @@ impl ParamsChecker<'_> {
         for name in ["description", "assignee", "sprint"] {
             self.optional_text(params, name)?;
         }
-        if let Some(priority) = self.optional_text(params, "priority")? {
-            if !self.settings.priority_map.contains_key(&priority) {
-                return Err(self.error(
-                    "priority",
-                    format!("приоритета «{priority}» нет в priority_map"),
-                ));
-            }
+        if let Some(priority) = self.optional_text(params, "priority")?
+            && !self.settings.priority_map.contains_key(&priority)
+        {
+            return Err(self.error(
+                "priority",
+                format!("приоритета «{priority}» нет в priority_map"),
+            ));
         }
         for name in ["duedate", "plan_start", "plan_end"] {
-            if let Some(date) = self.optional_text(params, name)? {
-                if time::Date::parse(&date, format_description!("[year]-[month]-[day]")).is_err() {
-                    return Err(self.error(name, "ожидается дата ГГГГ-ММ-ДД"));
-                }
+            if let Some(date) = self.optional_text(params, name)?
+                && time::Date::parse(&date, format_description!("[year]-[month]-[day]")).is_err()
+            {
+                return Err(self.error(name, "ожидается дата ГГГГ-ММ-ДД"));
             }
         }
         match params.get("board_id") {
@@ -420,10 +417,10 @@ impl ParamsChecker<'_> {
             if !labels.contains(&scope.label) {
                 labels.push(scope.label.clone());
             }
-            if let Some(board) = scope.board_id {
-                if params.get("board_id").is_none_or(Value::is_null) {
-                    params.insert("board_id".into(), json!(board));
-                }
+            if let Some(board) = scope.board_id
+                && params.get("board_id").is_none_or(Value::is_null)
+            {
+                params.insert("board_id".into(), json!(board));
             }
         }
         if params.contains_key("labels") || !labels.is_empty() {

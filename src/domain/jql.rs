@@ -125,10 +125,10 @@ pub fn parse_legacy_base_jql(jql: &str) -> Option<Vec<String>> {
     if prefix.iter().any(|t| is_word(t, "or") || is_word(t, "not")) {
         return None;
     }
-    if let Some(last) = prefix.last() {
-        if !is_word(last, "and") {
-            return None;
-        }
+    if let Some(last) = prefix.last()
+        && !is_word(last, "and")
+    {
+        return None;
     }
     let mut rest = tokens[at + 1..].iter().peekable();
     let mut labels = Vec::new();

@@ -466,13 +466,13 @@ fn validate_pacing(value: &Value) -> Result<Value, ValidationError> {
     let max = normalized
         .get("backoff_max_seconds")
         .and_then(Value::as_u64);
-    if let (Some(initial), Some(max)) = (initial, max) {
-        if max < initial {
-            return Err(ValidationError::new(
-                format!("{PACING}.backoff_max_seconds"),
-                format!("не может быть меньше backoff_initial_seconds ({initial})"),
-            ));
-        }
+    if let (Some(initial), Some(max)) = (initial, max)
+        && max < initial
+    {
+        return Err(ValidationError::new(
+            format!("{PACING}.backoff_max_seconds"),
+            format!("не может быть меньше backoff_initial_seconds ({initial})"),
+        ));
     }
     Ok(Value::Object(normalized))
 }

@@ -361,10 +361,8 @@ fn apply_result(
                     .as_deref()
                     .unwrap_or("агент не сообщил причину"),
             );
-            if is_refresh {
-                if let Some(run) = tx.open_run(command.id)? {
-                    tx.finish_run(run.id, "failed", &now.text, Some(&error))?;
-                }
+            if is_refresh && let Some(run) = tx.open_run(command.id)? {
+                tx.finish_run(run.id, "failed", &now.text, Some(&error))?;
             }
             let finish = Finish {
                 status,

@@ -108,6 +108,16 @@ impl Hub {
         self.store.path()
     }
 
+    /// The hub's clock (the relay names archive days by it).
+    pub fn now_utc(&self) -> time::OffsetDateTime {
+        self.clock.now()
+    }
+
+    /// When a request (`kind`, `id`) was applied, if it was.
+    pub fn request_handled_at(&mut self, kind: &str, id: &str) -> Result<Option<String>> {
+        Ok(self.store.read(|tx| tx.request_received_at(kind, id))?)
+    }
+
     fn now_text(&self) -> String {
         format_utc(self.clock.now())
     }
@@ -175,6 +185,14 @@ impl Hub {
         let created = self.store.insert_project(&project, &self.now_text())?;
         tracing::info!(label = %created.label, "project created");
         Ok(created)
+    }
+
+    /// The daemon's daily backup, when due; keeps the newest `backup_keep`.
+    pub fn periodic_backup(&self) -> Result<Option<PathBuf>> {
+        let keep = self.settings()?.backup_keep as usize;
+        Ok(self
+            .store
+            .periodic_backup(self.clock.now(), time::Duration::hours(24), keep)?)
     }
 
     /// An online backup into `backups/` now.

@@ -61,3 +61,42 @@ mod tests {
         assert_ne!(a, b);
     }
 }
+
+/// Compares two secrets in time that depends only on their lengths, not on where they differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+}
+
+impl Hub {
+    /// Whether `token` is the agent token (false when there is none yet).
+    pub fn agent_token_matches(&self, token: Option<&str>) -> Result<bool> {
+        let tokens = self.settings()?.tokens;
+        Ok(
+            matches!((tokens, token), (Some(t), Some(given)) if constant_time_eq(t.agent.as_bytes(), given.as_bytes())),
+        )
+    }
+
+    /// Whether `token` is the client token (false when there is none yet).
+    pub fn client_token_matches(&self, token: Option<&str>) -> Result<bool> {
+        let tokens = self.settings()?.tokens;
+        Ok(
+            matches!((tokens, token), (Some(t), Some(given)) if constant_time_eq(t.client.as_bytes(), given.as_bytes())),
+        )
+    }
+}
+
+#[cfg(test)]
+mod compare_tests {
+    use super::constant_time_eq;
+
+    #[test]
+    fn compares() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+        assert!(constant_time_eq(b"", b""));
+    }
+}

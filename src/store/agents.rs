@@ -57,6 +57,14 @@ impl Tx<'_> {
             .optional()?)
     }
 
+    pub fn request_received_at(&self, kind: &str, id: &str) -> Result<Option<String>> {
+        Ok(self
+            .0
+            .prepare_cached("SELECT received_at FROM agent_request WHERE kind = ?1 AND id = ?2")?
+            .query_row([kind, id], |row| row.get(0))
+            .optional()?)
+    }
+
     pub fn record_request(
         &self,
         kind: &str,

@@ -24,6 +24,31 @@ pub enum BackupKind {
     Migration { from: u32 },
     /// Asked for by an operator (`jira-hub backup`): `<stamp>-manual.sqlite`.
     Manual,
+    /// The daemon's daily copy: `<stamp>-periodic.sqlite`, the newest `backup_keep` kept.
+    Periodic,
+}
+
+const PERIODIC_SUFFIX: &str = "periodic";
+
+/// The periodic backups in `backups/`, oldest first (their names start with the time).
+fn periodic_backups(dir: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                        !n.starts_with('.')
+                            && n.contains(&format!("-{PERIODIC_SUFFIX}"))
+                            && n.ends_with(".sqlite")
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
 }
 
 pub fn backups_dir(db_path: &Path) -> PathBuf {
@@ -41,6 +66,7 @@ pub(super) fn write_backup(
     let stem = match kind {
         BackupKind::Migration { from } => format!("{}-schema-v{from}", backup_stamp(now)),
         BackupKind::Manual => format!("{}-manual", backup_stamp(now)),
+        BackupKind::Periodic => format!("{}-{PERIODIC_SUFFIX}", backup_stamp(now)),
     };
     let (partial, target) = free_name(&dir, &stem);
     let copied = copy_into(reader, &partial).and_then(|()| {
@@ -115,6 +141,41 @@ fn sync_dir(dir: &Path) -> Result<()> {
 }
 
 impl Store {
+    /// The daily backup when the newest periodic one is `every` old or more (by the time in its
+    /// name), then prunes periodic backups down to `keep`. Migration and manual backups are never
+    /// pruned. Returns the new backup, if one was made.
+    pub fn periodic_backup(
+        &self,
+        now: OffsetDateTime,
+        every: time::Duration,
+        keep: usize,
+    ) -> Result<Option<PathBuf>> {
+        let dir = self.backups_dir();
+        let newest = periodic_backups(&dir).pop();
+        let newest_at = newest
+            .as_ref()
+            .and_then(|p| p.file_name()?.to_str()?.get(..15).map(String::from))
+            .and_then(|stamp| {
+                time::PrimitiveDateTime::parse(
+                    &stamp,
+                    time::macros::format_description!("[year][month][day]-[hour][minute][second]"),
+                )
+                .ok()
+                .map(|t| t.assume_utc())
+            });
+        if newest_at.is_some_and(|at| now - at < every) {
+            return Ok(None);
+        }
+        let made = self.backup_now(BackupKind::Periodic, now)?;
+        let all = periodic_backups(&dir);
+        let excess = all.len().saturating_sub(keep.max(1));
+        for old in &all[..excess] {
+            std::fs::remove_file(old)
+                .map_err(io_error(format!("cannot remove {}", old.display())))?;
+        }
+        Ok(Some(made))
+    }
+
     /// An online backup now (`jira-hub backup`).
     pub fn backup_now(&self, kind: BackupKind, now: OffsetDateTime) -> Result<PathBuf> {
         write_backup(&self.reader()?, &self.path, kind, now)

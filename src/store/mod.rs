@@ -191,13 +191,13 @@ fn ensure_private_dir(dir: &Path, warnings: &mut Vec<String>) -> Result<()> {
         ));
         return Ok(());
     }
-    if mode & 0o777 != 0o700 {
-        if let Err(error) = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)) {
-            warnings.push(format!(
-                "cannot set mode 0700 on {} (it is {mode:o}): {error}",
-                dir.display()
-            ));
-        }
+    if mode & 0o777 != 0o700
+        && let Err(error) = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+    {
+        warnings.push(format!(
+            "cannot set mode 0700 on {} (it is {mode:o}): {error}",
+            dir.display()
+        ));
     }
     Ok(())
 }

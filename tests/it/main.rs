@@ -8,5 +8,6 @@ mod migrations;
 mod mirror;
 mod projects;
 mod properties;
+mod relay;
 mod settings;
 mod support;

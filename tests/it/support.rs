@@ -304,3 +304,115 @@ pub fn raw_issue(
     }
     serde_json::json!({"id": id, "key": key, "fields": fields})
 }
+
+/// A running `jira-hub serve`, killed when dropped.
+pub struct Daemon {
+    pub child: std::process::Child,
+    pub address: String,
+}
+
+impl Daemon {
+    /// Starts `serve` on `db` with a port of its own and the given extra arguments; waits until
+    /// it listens.
+    pub fn start(db: &Path, extra: &[&str]) -> Daemon {
+        use std::io::BufRead;
+        let mut args = vec!["serve", "--listen", "127.0.0.1:0", "--relay-poll-ms", "50"];
+        args.extend_from_slice(extra);
+        let mut child = hub_command(db, &args)
+            .env("RUST_LOG", "info")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        let first = lines.next().and_then(Result::ok).unwrap_or_default();
+        let address = first
+            .rsplit("http://")
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        assert!(
+            address.starts_with("127.0.0.1:"),
+            "serve did not start: {first:?}"
+        );
+        // Keep reading stdout so the daemon never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Daemon { child, address }
+    }
+
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+
+    pub fn wait(&mut self) -> std::process::ExitStatus {
+        self.child.wait().expect("wait")
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits (polling, bounded) until `path` exists; returns its JSON.
+pub fn wait_for_json(path: &Path, timeout: std::time::Duration) -> serde_json::Value {
+    let started = std::time::Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && let Ok(value) = serde_json::from_str(&text)
+        {
+            return value;
+        }
+        assert!(
+            started.elapsed() < timeout,
+            "{} did not appear in {timeout:?}",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Writes a relay file the way the protocol says: a `.` name, then a rename.
+pub fn drop_file(dir: &Path, name: &str, value: &serde_json::Value) {
+    let temp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&temp, serde_json::to_vec(value).expect("json")).expect("write");
+    std::fs::rename(&temp, dir.join(name)).expect("rename");
+}
+
+/// A hub initialised from the example config with `relay_dir` set to `<dir>/relay` (made).
+pub fn relay_hub(dir: &TestDir) -> (Hub, PathBuf, String) {
+    let clock = Arc::new(jira_hub::clock::SystemClock);
+    let (mut hub, _) = Hub::open(&dir.db(), clock).expect("open");
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(example_config()).expect("config"))
+            .expect("json");
+    hub.init_from_config(&config, false).expect("init");
+    let relay = dir.path().join("relay");
+    std::fs::create_dir_all(&relay).expect("relay dir");
+    let mut update = serde_json::Map::new();
+    update.insert("relay_dir".into(), relay.display().to_string().into());
+    // The daemon's own refreshes would join the tests' claims.
+    update.insert("auto_refresh_minutes".into(), 0.into());
+    hub.update_settings(&update).expect("relay_dir");
+    let token = hub.tokens().expect("tokens").expect("tokens").agent;
+    (hub, relay, token)
+}
+
+pub fn claim_file(id: &str, token: &str, max: u32) -> serde_json::Value {
+    serde_json::json!({"kind": "claim", "id": id, "agent": "agent-1", "sent_at": "2026-11-29T10:00:00Z",
+        "token": token, "agent_version": "1.4.0", "settings_version": 0, "max_commands": max})
+}
+
+pub fn report_file(id: &str, token: &str, results: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({"kind": "report", "id": id, "agent": "agent-1", "sent_at": "2026-11-29T10:00:00Z",
+        "token": token, "results": results})
+}

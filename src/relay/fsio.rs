@@ -1,0 +1,90 @@
+//! File operations of the relay, safe on a shared folder: a new file is written under a name
+//! starting with `.`, synced, then renamed to its final name (which must not exist: nothing is
+//! ever overwritten), and the folder is synced; moves never replace a file either.
+//!
+//! Only the hub writes into `outbox/`, `archive/` and `rejected/` (one daemon per database), so
+//! "check, then rename" cannot race with another writer there.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Writes `bytes` as `dir/name` unless that file exists. Returns whether it wrote.
+pub fn write_new(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<bool> {
+    let target = dir.join(name);
+    if target.exists() {
+        return Ok(false);
+    }
+    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let temp = dir.join(format!(".{name}.{}-{n}.tmp", std::process::id()));
+    let written = (|| {
+        let mut file = std::fs::File::create_new(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        drop(file);
+        if target.exists() {
+            return Ok(false);
+        }
+        std::fs::rename(&temp, &target)?;
+        sync_dir(dir)?;
+        Ok(true)
+    })();
+    if !matches!(written, Ok(true)) {
+        let _ = std::fs::remove_file(&temp);
+    }
+    written
+}
+
+/// A name in `dir` that no file has: `name`, else `name.1`, `name.2`, …
+pub fn free_name(dir: &Path, name: &str) -> PathBuf {
+    let first = dir.join(name);
+    if !first.exists() && first.symlink_metadata().is_err() {
+        return first;
+    }
+    (1..)
+        .map(|n| dir.join(format!("{name}.{n}")))
+        .find(|p| p.symlink_metadata().is_err())
+        .unwrap_or(first)
+}
+
+/// Moves `from` into `dir` under `name` (or a free variant of it); returns where it went.
+pub fn move_into(from: &Path, dir: &Path, name: &str) -> std::io::Result<PathBuf> {
+    let target = free_name(dir, name);
+    std::fs::rename(from, &target)?;
+    sync_dir(dir)?;
+    if let Some(parent) = from.parent() {
+        sync_dir(parent)?;
+    }
+    Ok(target)
+}
+
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn never_overwrites() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(write_new(dir.path(), "a.json", b"one").unwrap());
+        assert!(!write_new(dir.path(), "a.json", b"two").unwrap());
+        assert_eq!(std::fs::read(dir.path().join("a.json")).unwrap(), b"one");
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+            .collect();
+        assert!(leftovers.is_empty(), "no temporary file is left");
+
+        let other = tempfile::tempdir().unwrap();
+        std::fs::write(other.path().join("a.json"), b"x").unwrap();
+        let moved = move_into(&other.path().join("a.json"), dir.path(), "a.json").unwrap();
+        assert_eq!(moved, dir.path().join("a.json.1"));
+        assert_eq!(std::fs::read(dir.path().join("a.json")).unwrap(), b"one");
+    }
+}

@@ -1,0 +1,268 @@
+//! `jira-hub relay inspect` and `relay validate`: what an operator sees of relay files by hand.
+//! Each file is read as the protocol reads it: a request (`<kind>-<id>.json` in `inbox/`,
+//! `archive/`, `rejected/`), an answer (`outbox/`), or a refusal's reason (`*.error.json`).
+
+use super::parse_file_name;
+use crate::protocol::{
+    AgentRequest, ClaimAnswer, HeartbeatAnswer, ReportAnswer, ResultStatus, decode_reader,
+};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// What one file is and holds.
+#[derive(Debug, Clone)]
+pub struct FileReport {
+    pub path: PathBuf,
+    pub kind: String,
+    pub id: String,
+    pub agent: String,
+    /// Since the file was last modified, by this machine's clock.
+    pub age: String,
+    pub carries: String,
+    /// `Err(why)` when the file breaks the protocol.
+    pub valid: Result<(), String>,
+    /// For requests: the (kind, id) to look up in the hub's record.
+    pub request_key: Option<(String, String)>,
+}
+
+/// The files under `path`: the file itself, or the relay files of a folder (a relay folder's
+/// four folders, `archive/` days included), in name order.
+pub fn collect(path: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let meta = path.symlink_metadata()?;
+    if !meta.is_dir() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut files = Vec::new();
+    let mut stack = vec![path.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir)?.filter_map(Result::ok) {
+            let entry_path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                continue;
+            }
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(entry_path);
+            } else if name.ends_with(".json") {
+                files.push(entry_path);
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+fn age_of(path: &Path) -> String {
+    let Ok(age) = path
+        .symlink_metadata()
+        .and_then(|m| m.modified())
+        .map(|m| SystemTime::now().duration_since(m).unwrap_or_default())
+    else {
+        return "?".into();
+    };
+    let seconds = age.as_secs();
+    match seconds {
+        0..=119 => format!("{seconds}s"),
+        120..=7199 => format!("{}m", seconds / 60),
+        7200..=172_799 => format!("{}h", seconds / 3600),
+        _ => format!("{}d", seconds / 86_400),
+    }
+}
+
+/// Reads one file.
+pub fn inspect_file(path: &Path) -> FileReport {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let in_outbox = path
+        .parent()
+        .and_then(Path::file_name)
+        .is_some_and(|p| p == "outbox");
+    let mut report = FileReport {
+        path: path.to_path_buf(),
+        kind: "?".into(),
+        id: "?".into(),
+        agent: "-".into(),
+        age: age_of(path),
+        carries: String::new(),
+        valid: Ok(()),
+        request_key: None,
+    };
+    if let Some(original) = name.strip_suffix(".error.json") {
+        report.kind = "refusal".into();
+        match read_value(path) {
+            Ok(value) => {
+                report.carries = format!(
+                    "why {original} was refused: {} {}",
+                    value["code"].as_str().unwrap_or("?"),
+                    value["message"].as_str().unwrap_or("")
+                );
+            }
+            Err(error) => report.valid = Err(error),
+        }
+        return report;
+    }
+    let meta = match path.symlink_metadata() {
+        Ok(meta) => meta,
+        Err(error) => {
+            report.valid = Err(error.to_string());
+            return report;
+        }
+    };
+    if meta.file_type().is_symlink() || !meta.is_file() {
+        report.valid = Err("not a regular file".into());
+        return report;
+    }
+    let Some((kind, id)) = parse_file_name(&name) else {
+        report.valid = Err("the name is not <kind>-<id>.json".into());
+        return report;
+    };
+    report.kind = kind.to_string();
+    report.id = id.to_string();
+    if in_outbox || kind == "error" {
+        inspect_answer(path, kind, id, &mut report);
+    } else {
+        inspect_request(path, kind, id, &mut report);
+    }
+    report
+}
+
+fn read_value(path: &Path) -> Result<Value, String> {
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    serde_json::from_reader(std::io::BufReader::new(file)).map_err(|e| format!("not JSON: {e}"))
+}
+
+fn inspect_request(path: &Path, kind: &str, id: &str, report: &mut FileReport) {
+    let decoded = std::fs::File::open(path)
+        .map_err(|e| e.to_string())
+        .and_then(|f| decode_reader(f).map_err(|e| e.to_string()));
+    let request = match decoded {
+        Ok(request) => request,
+        Err(error) => {
+            report.valid = Err(error);
+            return;
+        }
+    };
+    let envelope = request.envelope();
+    report.agent = envelope.agent.clone();
+    report.request_key = Some((kind.to_string(), id.to_string()));
+    if request.kind().as_str() != kind {
+        report.valid = Err(format!("the name says {kind}, the body {}", request.kind()));
+    } else if envelope.id != id {
+        report.valid = Err(format!("the name says id {id}, the body {}", envelope.id));
+    } else if envelope.token.is_none() {
+        report.valid = Err("no token".into());
+    }
+    report.carries = match &request {
+        AgentRequest::Claim(claim) => {
+            format!(
+                "up to {} commands, agent {} has settings v{}",
+                claim.max_commands, claim.agent_version, claim.settings_version
+            )
+        }
+        AgentRequest::Report(r) => {
+            let count = |s: ResultStatus| r.results.iter().filter(|x| x.status == s).count();
+            let issues: usize = r
+                .results
+                .iter()
+                .filter_map(|x| x.page.as_ref())
+                .map(|p| p.issues.len())
+                .sum();
+            format!(
+                "{} results: done {}, failed {}, skipped {}, progress {} ({issues} issues)",
+                r.results.len(),
+                count(ResultStatus::Done),
+                count(ResultStatus::Failed),
+                count(ResultStatus::Skipped),
+                count(ResultStatus::Progress)
+            )
+        }
+        AgentRequest::Heartbeat(h) => match (&h.jira_ok, &h.last_error) {
+            (true, _) => format!("agent {}, Jira ok", h.agent_version),
+            (false, error) => format!(
+                "agent {}, Jira failing: {}",
+                h.agent_version,
+                error.as_deref().unwrap_or("?")
+            ),
+        },
+    };
+}
+
+fn inspect_answer(path: &Path, kind: &str, id: &str, report: &mut FileReport) {
+    let value = match read_value(path) {
+        Ok(value) => value,
+        Err(error) => {
+            report.valid = Err(error);
+            return;
+        }
+    };
+    if value["request_id"].as_str() != Some(id) {
+        report.valid = Err("request_id does not match the name".into());
+    }
+    let typed = match kind {
+        "claim" => serde_json::from_value::<ClaimAnswer>(value.clone()).map(|a| {
+            format!(
+                "answer: {} commands, pause {} s{}",
+                a.commands.len(),
+                a.pause_seconds,
+                if a.settings.is_some() {
+                    ", new settings"
+                } else {
+                    ""
+                }
+            )
+        }),
+        "report" => serde_json::from_value::<ReportAnswer>(value.clone()).map(|a| {
+            format!(
+                "answer: accepted {}, ignored {}",
+                a.accepted.len(),
+                a.ignored.len()
+            )
+        }),
+        "heartbeat" => serde_json::from_value::<HeartbeatAnswer>(value.clone())
+            .map(|_| "answer: acknowledged".to_string()),
+        "error" => Ok(format!(
+            "refusal: {} {}",
+            value["error"]["code"].as_str().unwrap_or("?"),
+            value["error"]["message"].as_str().unwrap_or("")
+        )),
+        other => {
+            report.valid = Err(format!("unknown kind {other}"));
+            return;
+        }
+    };
+    match typed {
+        Ok(carries) => report.carries = carries,
+        Err(error) => report.valid = Err(error.to_string()),
+    }
+}
+
+/// The table `relay inspect` prints.
+pub fn format_table(reports: &[(FileReport, Option<String>)], base: &Path) -> String {
+    let mut out = String::from("FILE\tKIND\tID\tAGENT\tAGE\tVALID\tAPPLIED\tCARRIES\n");
+    for (report, applied) in reports {
+        let shown = report.path.strip_prefix(base).unwrap_or(&report.path);
+        let shown = if shown.as_os_str().is_empty() {
+            report.path.as_path()
+        } else {
+            shown
+        };
+        out.push_str(&format!(
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
+            shown.display(),
+            report.kind,
+            report.id,
+            report.agent,
+            report.age,
+            match &report.valid {
+                Ok(()) => "valid".to_string(),
+                Err(why) => format!("INVALID: {why}"),
+            },
+            applied.as_deref().unwrap_or("-"),
+            report.carries
+        ));
+    }
+    out
+}

@@ -1,0 +1,313 @@
+//! The file relay with the real daemon and a real folder (system.md §7).
+
+use crate::support::*;
+use jira_hub::domain::command::CommandStatus;
+use serde_json::json;
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+#[test]
+fn claim_and_report_round_trip() {
+    let dir = TestDir::new();
+    let (mut hub, relay, token) = relay_hub(&dir);
+    let batch = hub
+        .enqueue_batch(&batch(json!({"title": "t", "author": "a", "commands": [
+        {"type": "comment", "params": {"key": "AURORA-1", "body": "один"}},
+        {"type": "comment", "params": {"key": "AURORA-2", "body": "два"}}]})))
+        .unwrap();
+    let _daemon = Daemon::start(&dir.db(), &[]);
+    drop_file(
+        &relay.join("inbox"),
+        "claim-c1.json",
+        &claim_file("c1", &token, 10),
+    );
+    let answer = wait_for_json(&relay.join("outbox/claim-c1.json"), WAIT);
+    assert_eq!(answer["request_id"], "c1");
+    let commands = answer["commands"].as_array().unwrap();
+    assert_eq!(commands.len(), 2);
+    let results: Vec<_> = commands
+        .iter()
+        .map(|c| json!({"command_id": c["id"], "delivery": c["delivery"], "status": "done", "result": {"comment_id": "7"}, "jira_calls": 1}))
+        .collect();
+    drop_file(
+        &relay.join("inbox"),
+        "report-r1.json",
+        &report_file("r1", &token, json!(results)),
+    );
+    let answer = wait_for_json(&relay.join("outbox/report-r1.json"), WAIT);
+    assert_eq!(answer["accepted"].as_array().unwrap().len(), 2);
+    let view = hub.batch(batch.id).unwrap();
+    assert!(
+        view.commands
+            .iter()
+            .all(|c| c.status == CommandStatus::Done)
+    );
+    assert!(
+        std::fs::read_dir(relay.join("inbox"))
+            .unwrap()
+            .next()
+            .is_none(),
+        "inbox is empty"
+    );
+    let days: Vec<_> = std::fs::read_dir(relay.join("archive"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .collect();
+    assert_eq!(days.len(), 1);
+    assert!(
+        days[0].path().join("claim-c1.json").exists()
+            && days[0].path().join("report-r1.json").exists()
+    );
+
+    // The same request file again: the same answer, nothing applied twice.
+    std::fs::remove_file(relay.join("outbox/claim-c1.json")).unwrap();
+    drop_file(
+        &relay.join("inbox"),
+        "claim-c1.json",
+        &claim_file("c1", &token, 10),
+    );
+    let again = wait_for_json(&relay.join("outbox/claim-c1.json"), WAIT);
+    assert_eq!(
+        again["commands"].as_array().unwrap().len(),
+        2,
+        "the recorded answer"
+    );
+    assert!(
+        hub.batch(batch.id)
+            .unwrap()
+            .commands
+            .iter()
+            .all(|c| c.deliveries == 1)
+    );
+}
+
+#[test]
+fn files_left_while_the_hub_was_down_are_processed() {
+    let dir = TestDir::new();
+    let (_hub, relay, token) = relay_hub(&dir);
+    for folder in ["inbox", "outbox", "archive", "rejected"] {
+        std::fs::create_dir_all(relay.join(folder)).unwrap();
+    }
+    drop_file(
+        &relay.join("inbox"),
+        "claim-early.json",
+        &claim_file("early", &token, 1),
+    );
+    drop_file(
+        &relay.join("inbox"),
+        "heartbeat-h1.json",
+        &json!({"kind": "heartbeat", "id": "h1", "agent": "agent-1",
+        "sent_at": "2026-11-29T10:00:00Z", "token": token, "agent_version": "1.4.0", "jira_ok": true}),
+    );
+    let _daemon = Daemon::start(&dir.db(), &["--relay-no-notify"]);
+    assert_eq!(
+        wait_for_json(&relay.join("outbox/claim-early.json"), WAIT)["kind"],
+        "claim"
+    );
+    assert_eq!(
+        wait_for_json(&relay.join("outbox/heartbeat-h1.json"), WAIT),
+        json!({"kind": "heartbeat", "request_id": "h1"})
+    );
+}
+
+/// A copy tool writes in place: the first half, a pause, the rest. Answered, not refused.
+#[test]
+fn a_file_written_in_two_halves_is_answered() {
+    use std::io::Write;
+    let dir = TestDir::new();
+    let (_hub, relay, token) = relay_hub(&dir);
+    let _daemon = Daemon::start(&dir.db(), &["--relay-grace-seconds", "10"]);
+    wait_for_dir(&relay.join("inbox"));
+    let text = serde_json::to_string(&claim_file("halves", &token, 1)).unwrap();
+    let (first, second) = text.split_at(text.len() / 2);
+    let mut file = std::fs::File::create(relay.join("inbox/claim-halves.json")).unwrap();
+    file.write_all(first.as_bytes()).unwrap();
+    file.sync_all().unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        !relay.join("rejected/claim-halves.json").exists(),
+        "refused while still arriving"
+    );
+    file.write_all(second.as_bytes()).unwrap();
+    drop(file);
+    assert_eq!(
+        wait_for_json(&relay.join("outbox/claim-halves.json"), WAIT)["request_id"],
+        "halves"
+    );
+}
+
+/// Waits until something (a file, a link, a folder) is at `path`.
+fn wait_for_path(path: &std::path::Path) {
+    let started = std::time::Instant::now();
+    while path.symlink_metadata().is_err() {
+        assert!(
+            started.elapsed() < WAIT,
+            "{} did not appear",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn wait_for_dir(path: &std::path::Path) {
+    let started = std::time::Instant::now();
+    while !path.is_dir() {
+        assert!(started.elapsed() < WAIT, "{} was not made", path.display());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn each_refusal_is_moved_with_its_reason() {
+    let dir = TestDir::new();
+    let (_hub, relay, token) = relay_hub(&dir);
+    let _daemon = Daemon::start(
+        &dir.db(),
+        &["--relay-grace-seconds", "1", "--relay-max-file-mb", "1"],
+    );
+    let inbox = relay.join("inbox");
+    wait_for_dir(&inbox);
+    let mut wrong_id = claim_file("other", &token, 1);
+    wrong_id["id"] = json!("other");
+    let cases: Vec<(&str, &str)> = vec![
+        ("claim-notjson.json", "not_json"),
+        ("launch-1.json", "unknown_kind"),
+        ("claim-badtoken.json", "bad_token"),
+        ("claim-notoken.json", "bad_token"),
+        ("claim-mismatch.json", "id_mismatch"),
+        ("report-kind.json", "kind_mismatch"),
+        ("claim-huge.json", "too_large"),
+        ("claim-link.json", "not_regular_file"),
+        ("claim-folder.json", "not_regular_file"),
+        ("claim-nofield.json", "invalid"),
+    ];
+    std::fs::write(inbox.join("claim-notjson.json"), "{ this is not").unwrap();
+    drop_file(
+        &inbox,
+        "launch-1.json",
+        &json!({"kind": "launch", "id": "1"}),
+    );
+    drop_file(
+        &inbox,
+        "claim-badtoken.json",
+        &claim_file("badtoken", "wrong-token", 1),
+    );
+    let mut no_token = claim_file("notoken", &token, 1);
+    no_token.as_object_mut().unwrap().remove("token");
+    drop_file(&inbox, "claim-notoken.json", &no_token);
+    drop_file(&inbox, "claim-mismatch.json", &wrong_id);
+    drop_file(&inbox, "report-kind.json", &claim_file("kind", &token, 1));
+    std::fs::write(inbox.join("claim-huge.json"), vec![b' '; 1_500_000]).unwrap();
+    let target = dir.path().join("elsewhere.json");
+    std::fs::write(
+        &target,
+        serde_json::to_vec(&claim_file("link", &token, 1)).unwrap(),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(&target, inbox.join("claim-link.json")).unwrap();
+    std::fs::create_dir(inbox.join("claim-folder.json")).unwrap();
+    let mut no_field = claim_file("nofield", &token, 1);
+    no_field.as_object_mut().unwrap().remove("max_commands");
+    drop_file(&inbox, "claim-nofield.json", &no_field);
+    // Names outside the pattern are left alone.
+    std::fs::write(inbox.join("README.txt"), "hello").unwrap();
+    std::fs::write(inbox.join(".nfs000123"), "x").unwrap();
+
+    for (name, code) in cases {
+        let reason = wait_for_json(
+            &relay.join("rejected").join(format!("{name}.error.json")),
+            WAIT,
+        );
+        assert_eq!(reason["code"], code, "{name}: {reason}");
+        wait_for_path(&relay.join("rejected").join(name));
+        let id = name.split_once('-').unwrap().1.trim_end_matches(".json");
+        let answer = wait_for_json(&relay.join("outbox").join(format!("error-{id}.json")), WAIT);
+        assert_eq!(
+            (answer["kind"].as_str(), answer["error"]["code"].as_str()),
+            (Some("error"), Some(code))
+        );
+    }
+    assert!(inbox.join("README.txt").exists() && inbox.join(".nfs000123").exists());
+    assert!(target.exists(), "the link's target is untouched");
+}
+
+#[test]
+fn a_missing_relay_dir_is_never_created_and_changes_are_followed() {
+    let dir = TestDir::new();
+    let (mut hub, _relay, token) = relay_hub(&dir);
+    let share = dir.path().join("share");
+    let mut update = serde_json::Map::new();
+    update.insert("relay_dir".into(), share.display().to_string().into());
+    hub.update_settings(&update).unwrap();
+    let _daemon = Daemon::start(&dir.db(), &[]);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!share.exists(), "an unmounted share is not created");
+    std::fs::create_dir(&share).unwrap();
+    wait_for_dir(&share.join("inbox"));
+    drop_file(
+        &share.join("inbox"),
+        "claim-s1.json",
+        &claim_file("s1", &token, 1),
+    );
+    wait_for_json(&share.join("outbox/claim-s1.json"), WAIT);
+
+    let moved = dir.path().join("moved");
+    std::fs::create_dir(&moved).unwrap();
+    update.insert("relay_dir".into(), moved.display().to_string().into());
+    hub.update_settings(&update).unwrap();
+    wait_for_dir(&moved.join("inbox"));
+    drop_file(
+        &moved.join("inbox"),
+        "claim-m1.json",
+        &claim_file("m1", &token, 1),
+    );
+    wait_for_json(&moved.join("outbox/claim-m1.json"), WAIT);
+}
+
+#[test]
+fn sigterm_stops_cleanly_and_a_second_daemon_is_refused() {
+    let dir = TestDir::new();
+    let (_hub, relay, token) = relay_hub(&dir);
+    let mut daemon = Daemon::start(&dir.db(), &[]);
+    let second = run(&dir.db(), &["serve", "--listen", "127.0.0.1:0"]);
+    assert_eq!(second.code, 1);
+    assert!(
+        second
+            .stderr
+            .contains("another jira-hub serve is already running"),
+        "{second:?}"
+    );
+    drop_file(
+        &relay.join("inbox"),
+        "claim-t1.json",
+        &claim_file("t1", &token, 1),
+    );
+    wait_for_json(&relay.join("outbox/claim-t1.json"), WAIT);
+    daemon.signal("TERM");
+    let status = daemon.wait();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    // The lock went with it: a new daemon starts.
+    let mut again = Daemon::start(&dir.db(), &[]);
+    again.signal("INT");
+    assert_eq!(again.wait().code(), Some(0));
+}
+
+#[test]
+fn health_over_a_real_socket() {
+    let dir = TestDir::new();
+    let (_hub, _relay, _token) = relay_hub(&dir);
+    let daemon = Daemon::start(&dir.db(), &[]);
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(&daemon.address).unwrap();
+    stream
+        .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(
+        response.ends_with(r#"{"status":"ok","schema_version":4}"#),
+        "{response}"
+    );
+}
