@@ -4,10 +4,12 @@
 
 mod batches;
 mod cli;
+mod crash;
 mod migrations;
 mod mirror;
 mod projects;
 mod properties;
 mod relay;
+mod samples;
 mod settings;
 mod support;
