@@ -239,9 +239,15 @@ fn inspect_answer(path: &Path, kind: &str, id: &str, report: &mut FileReport) {
     }
 }
 
-/// The table `relay inspect` prints.
+/// The table `relay inspect` prints: one row a file, columns padded to line up (the last
+/// column, what the file carries, runs to the end of the line).
 pub fn format_table(reports: &[(FileReport, Option<String>)], base: &Path) -> String {
-    let mut out = String::from("FILE\tKIND\tID\tAGENT\tAGE\tVALID\tAPPLIED\tCARRIES\n");
+    let mut rows: Vec<[String; 8]> = vec![
+        [
+            "FILE", "KIND", "ID", "AGENT", "AGE", "VALID", "APPLIED", "CARRIES",
+        ]
+        .map(String::from),
+    ];
     for (report, applied) in reports {
         let shown = report.path.strip_prefix(base).unwrap_or(&report.path);
         let shown = if shown.as_os_str().is_empty() {
@@ -249,20 +255,33 @@ pub fn format_table(reports: &[(FileReport, Option<String>)], base: &Path) -> St
         } else {
             shown
         };
-        out.push_str(&format!(
-            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
-            shown.display(),
-            report.kind,
-            report.id,
-            report.agent,
-            report.age,
+        rows.push([
+            shown.display().to_string(),
+            report.kind.clone(),
+            report.id.clone(),
+            report.agent.clone(),
+            report.age.clone(),
             match &report.valid {
                 Ok(()) => "valid".to_string(),
                 Err(why) => format!("INVALID: {why}"),
             },
-            applied.as_deref().unwrap_or("-"),
-            report.carries
-        ));
+            applied.clone().unwrap_or_else(|| "-".into()),
+            report.carries.clone(),
+        ]);
+    }
+    let widths: Vec<usize> = (0..7)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        for (c, cell) in row.iter().enumerate() {
+            if c < 7 {
+                out.push_str(&format!("{cell:<width$}  ", width = widths[c]));
+            } else {
+                out.push_str(cell);
+            }
+        }
+        out.push('\n');
     }
     out
 }

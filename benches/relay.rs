@@ -1,0 +1,325 @@
+//! The file relay with the real daemon (`cargo bench --bench relay`):
+//!
+//! - claim round trip: a claim file renamed into `inbox/` until its answer is in `outbox/`,
+//!   p50 and p99, with change notifications and with polling only (100 ms interval);
+//! - throughput: 10,000 commands claimed 100 at a time and reported through the relay, beside the
+//!   same workload through the service called directly, measured in the same run.
+//!
+//! `BENCH_RELAY_COMMANDS` and `BENCH_RELAY_TRIPS` change the sizes.
+
+use jira_hub::clock::SystemClock;
+use jira_hub::protocol::{AgentAnswer, decode_value};
+use jira_hub::service::{BatchRequest, Hub};
+use serde_json::{Value, json};
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+type Error = Box<dyn std::error::Error>;
+
+fn size(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() -> Result<(), Error> {
+    let trips = size("BENCH_RELAY_TRIPS", 200);
+    let commands = size("BENCH_RELAY_COMMANDS", 10_000);
+    let notify = round_trips(trips, &[])?;
+    report("claim round trip, notifications", &notify);
+    let polling = round_trips(trips / 4, &["--relay-no-notify", "--relay-poll-ms", "100"])?;
+    report("claim round trip, polling 100 ms", &polling);
+
+    let direct = throughput_direct(commands)?;
+    let relay = throughput_relay(commands)?;
+    println!("throughput, service called directly: {direct:>8.0} commands/s");
+    println!("throughput, through the relay:       {relay:>8.0} commands/s");
+    println!("relay / direct = {:.2} (target >= 0.50)", relay / direct);
+
+    let (file_bytes, peak_bytes, idle_bytes) = large_report(size("BENCH_RELAY_REPORT_MB", 100))?;
+    println!(
+        "report file of {:.0} MiB: daemon peak RSS {:.0} MiB (idle {:.0} MiB), {:.2}x the file",
+        file_bytes as f64 / 1048576.0,
+        peak_bytes as f64 / 1048576.0,
+        idle_bytes as f64 / 1048576.0,
+        peak_bytes as f64 / file_bytes as f64
+    );
+    Ok(())
+}
+
+/// The daemon's peak resident memory (VmHWM) and current (VmRSS), in bytes.
+fn memory_of(pid: u32) -> Result<(u64, u64), Error> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let field = |name: &str| -> Result<u64, Error> {
+        let line = status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .ok_or("no such field")?;
+        Ok(line
+            .split_whitespace()
+            .nth(1)
+            .ok_or("no value")?
+            .parse::<u64>()?
+            * 1024)
+    };
+    Ok((field("VmHWM:")?, field("VmRSS:")?))
+}
+
+/// A report of one refresh page of `megabytes` MiB through the daemon; returns the file size,
+/// the daemon's peak RSS, and its RSS before the file.
+fn large_report(megabytes: usize) -> Result<(u64, u64, u64), Error> {
+    let mut setup = setup()?;
+    setup.hub.enqueue_refresh(None, "bench")?;
+    let daemon = start(&setup.db, &[])?;
+    let inbox = setup.relay.join("inbox");
+    let outbox = setup.relay.join("outbox");
+    while !inbox.is_dir() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop_file(&inbox, "claim-big.json", &claim("big", &setup.token, 1))?;
+    let answer = wait_for(&outbox.join("claim-big.json"))?;
+    let command = answer["commands"][0]["id"]
+        .as_i64()
+        .ok_or("no refresh handed out")?;
+    let (_, idle) = memory_of(daemon.0.id())?;
+
+    // Written piece by piece, so that the bench itself never holds 100 MB of values.
+    let path = setup.relay.join("inbox/.report-big.json");
+    {
+        use std::io::Write;
+        let mut file = std::io::BufWriter::new(std::fs::File::create(&path)?);
+        write!(
+            file,
+            r#"{{"kind":"report","id":"big","agent":"bench","sent_at":"2026-11-29T10:00:00Z","token":"{}","results":[{{"command_id":{command},"delivery":1,"status":"progress","page":{{"start_at":0,"total":0,"issues":["#,
+            setup.token
+        )?;
+        let mut written = 0;
+        let mut n = 0;
+        while written < megabytes * 1024 * 1024 {
+            let issue = json!({"id": n.to_string(), "key": format!("AURORA-{n}"), "fields": {
+                "summary": format!("Задача {n}"), "status": {"name": "Открыт"}, "issuetype": {"name": "Задача"},
+                "labels": ["AWPCA"], "created": "2026-03-05T10:15:30.000+0300",
+                "description": "Описание задачи, достаточно длинное. ".repeat(60)}});
+            let text = serde_json::to_string(&issue)?;
+            if n > 0 {
+                file.write_all(b",")?;
+            }
+            file.write_all(text.as_bytes())?;
+            written += text.len() + 1;
+            n += 1;
+        }
+        write!(file, "]}}}}]}}")?;
+        file.flush()?;
+    }
+    let file_bytes = std::fs::metadata(&path)?.len();
+    std::fs::rename(&path, inbox.join("report-big.json"))?;
+    let answer = wait_for(&outbox.join("report-big.json"))?;
+    assert_eq!(answer["accepted"], json!([command]), "{answer}");
+    let (peak, _) = memory_of(daemon.0.id())?;
+    Ok((file_bytes, peak, idle))
+}
+
+fn report(label: &str, times: &[Duration]) {
+    let mut sorted = times.to_vec();
+    sorted.sort();
+    let at =
+        |q: f64| sorted[((sorted.len() as f64 - 1.0) * q).round() as usize].as_secs_f64() * 1000.0;
+    println!(
+        "{label:<34} p50 {:>7.2} ms   p99 {:>7.2} ms   ({} trips)",
+        at(0.5),
+        at(0.99),
+        sorted.len()
+    );
+}
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    db: PathBuf,
+    relay: PathBuf,
+    token: String,
+    hub: Hub,
+}
+
+fn setup() -> Result<Setup, Error> {
+    let dir = tempfile::tempdir()?;
+    let db = dir.path().join("data/hub.sqlite");
+    let (mut hub, _) = Hub::open(&db, Arc::new(SystemClock))?;
+    let config: Value =
+        serde_json::from_str(include_str!("../admin/jira-sync/config.example.json"))?;
+    hub.init_from_config(&config, false)?;
+    let relay = dir.path().join("relay");
+    std::fs::create_dir_all(&relay)?;
+    let update = json!({"relay_dir": relay.display().to_string(), "auto_refresh_minutes": 0,
+        "pacing": {"max_commands_per_claim": 100}});
+    hub.update_settings(update.as_object().ok_or("object")?)?;
+    let token = hub.tokens()?.ok_or("no tokens")?.agent;
+    Ok(Setup {
+        _dir: dir,
+        db,
+        relay,
+        token,
+        hub,
+    })
+}
+
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start(db: &Path, extra: &[&str]) -> Result<Daemon, Error> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_jira-hub"))
+        .arg("--db")
+        .arg(db)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let stdout = child.stdout.take().ok_or("stdout")?;
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    lines.next();
+    std::thread::spawn(move || for _ in lines {});
+    Ok(Daemon(child))
+}
+
+fn drop_file(inbox: &Path, name: &str, value: &Value) -> Result<(), Error> {
+    let temp = inbox.join(format!(".{name}"));
+    std::fs::write(&temp, serde_json::to_vec(value)?)?;
+    std::fs::rename(&temp, inbox.join(name))?;
+    Ok(())
+}
+
+/// Waits for `path` by polling its existence, then reads it.
+fn wait_for(path: &Path) -> Result<Value, Error> {
+    let started = Instant::now();
+    loop {
+        if path.exists()
+            && let Ok(value) = serde_json::from_slice(&std::fs::read(path)?)
+        {
+            return Ok(value);
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            return Err(format!("{} never came", path.display()).into());
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+fn claim(id: &str, token: &str, max: usize) -> Value {
+    json!({"kind": "claim", "id": id, "agent": "bench", "sent_at": "2026-11-29T10:00:00Z", "token": token,
+           "agent_version": "1", "settings_version": 0, "max_commands": max})
+}
+
+fn round_trips(trips: usize, extra: &[&str]) -> Result<Vec<Duration>, Error> {
+    let setup = setup()?;
+    let _daemon = start(&setup.db, extra)?;
+    let inbox = setup.relay.join("inbox");
+    let outbox = setup.relay.join("outbox");
+    while !inbox.is_dir() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut times = Vec::with_capacity(trips);
+    for n in 0..trips + 5 {
+        let name = format!("claim-t{n}.json");
+        let started = Instant::now();
+        drop_file(&inbox, &name, &claim(&format!("t{n}"), &setup.token, 0))?;
+        wait_for(&outbox.join(&name))?;
+        if n >= 5 {
+            times.push(started.elapsed());
+        }
+        std::fs::remove_file(outbox.join(&name))?;
+    }
+    Ok(times)
+}
+
+fn enqueue(hub: &mut Hub, commands: usize) -> Result<(), Error> {
+    for batch in 0..commands.div_ceil(100) {
+        let list: Vec<Value> = (0..100.min(commands - batch * 100))
+            .map(|i| json!({"type": "comment", "params": {"key": format!("AURORA-{}", i + 1), "body": "текст"}}))
+            .collect();
+        let request: BatchRequest =
+            serde_json::from_value(json!({"title": "bench", "author": "bench", "commands": list}))?;
+        hub.enqueue_batch(&request)?;
+    }
+    Ok(())
+}
+
+fn results(commands: &[Value]) -> Value {
+    Value::Array(
+        commands
+            .iter()
+            .map(|c| json!({"command_id": c["id"], "delivery": c["delivery"], "status": "done", "result": {"comment_id": "1"}, "jira_calls": 1}))
+            .collect(),
+    )
+}
+
+fn throughput_relay(commands: usize) -> Result<f64, Error> {
+    let mut setup = setup()?;
+    enqueue(&mut setup.hub, commands)?;
+    let _daemon = start(&setup.db, &[])?;
+    let inbox = setup.relay.join("inbox");
+    let outbox = setup.relay.join("outbox");
+    while !inbox.is_dir() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let started = Instant::now();
+    let mut done = 0;
+    for n in 0.. {
+        let name = format!("claim-c{n}.json");
+        drop_file(&inbox, &name, &claim(&format!("c{n}"), &setup.token, 100))?;
+        let answer = wait_for(&outbox.join(&name))?;
+        let handed = answer["commands"].as_array().ok_or("commands")?.clone();
+        if handed.is_empty() {
+            break;
+        }
+        let name = format!("report-r{n}.json");
+        let report = json!({"kind": "report", "id": format!("r{n}"), "agent": "bench", "sent_at": "2026-11-29T10:00:00Z",
+            "token": setup.token, "results": results(&handed)});
+        drop_file(&inbox, &name, &report)?;
+        wait_for(&outbox.join(&name))?;
+        done += handed.len();
+    }
+    assert_eq!(done, commands);
+    Ok(commands as f64 / started.elapsed().as_secs_f64())
+}
+
+fn throughput_direct(commands: usize) -> Result<f64, Error> {
+    let mut setup = setup()?;
+    enqueue(&mut setup.hub, commands)?;
+    let started = Instant::now();
+    let mut done = 0;
+    for n in 0.. {
+        let AgentAnswer::Claim(answer) = setup.hub.handle_agent_request(&decode_value(claim(
+            &format!("c{n}"),
+            &setup.token,
+            100,
+        ))?)?
+        else {
+            return Err("not a claim answer".into());
+        };
+        if answer.commands.is_empty() {
+            break;
+        }
+        let handed: Vec<Value> = answer
+            .commands
+            .iter()
+            .map(serde_json::to_value)
+            .collect::<Result<_, _>>()?;
+        let report = json!({"kind": "report", "id": format!("r{n}"), "agent": "bench", "sent_at": "2026-11-29T10:00:00Z",
+            "results": results(&handed)});
+        setup.hub.handle_agent_request(&decode_value(report)?)?;
+        done += handed.len();
+    }
+    assert_eq!(done, commands);
+    Ok(commands as f64 / started.elapsed().as_secs_f64())
+}
