@@ -267,3 +267,47 @@ fn usage_errors_exit_2_and_the_db_comes_from_the_environment() {
     assert!(output.status.success(), "{output:?}");
     assert!(db.exists());
 }
+
+/// The daemon's daily backup: made when the newest is a day old, the newest `backup_keep` kept,
+/// migration backups never pruned.
+#[test]
+fn periodic_backups_keep_backup_keep() {
+    let dir = TestDir::new();
+    drop(build_db(&dir.db(), 3, &v3_settings_sql()));
+    let clock = clock();
+    let mut hub = open_hub(&dir, &clock);
+    hub.update_settings(serde_json::json!({"backup_keep": 2}).as_object().unwrap())
+        .unwrap();
+    assert!(hub.periodic_backup().unwrap().is_some(), "none yet: due");
+    clock.advance(time::Duration::hours(23));
+    assert!(hub.periodic_backup().unwrap().is_none(), "not a day old");
+    for _ in 0..3 {
+        clock.advance(time::Duration::hours(24));
+        let made = hub.periodic_backup().unwrap().unwrap();
+        assert_eq!(
+            count(
+                &Connection::open(&made).unwrap(),
+                "SELECT count(*) FROM project"
+            ),
+            1
+        );
+    }
+    let backups = dir.backups();
+    let periodic: Vec<_> = backups
+        .iter()
+        .filter(|n| n.ends_with("-periodic.sqlite"))
+        .collect();
+    assert_eq!(periodic.len(), 2, "{backups:?}");
+    assert!(
+        periodic[1].starts_with("20261203-"),
+        "the newest are kept: {backups:?}"
+    );
+    assert_eq!(
+        backups
+            .iter()
+            .filter(|n| n.ends_with("-schema-v3.sqlite"))
+            .count(),
+        1,
+        "the migration backup stays"
+    );
+}

@@ -311,3 +311,44 @@ fn health_over_a_real_socket() {
         "{response}"
     );
 }
+
+#[test]
+fn old_relay_files_are_pruned_after_the_retention() {
+    let dir = TestDir::new();
+    let (_hub, relay, token) = relay_hub(&dir);
+    let month_ago = std::time::SystemTime::now() - Duration::from_secs(30 * 24 * 3600);
+    let old_day = relay.join("archive/2026-10-01");
+    std::fs::create_dir_all(&old_day).unwrap();
+    std::fs::create_dir_all(relay.join("outbox")).unwrap();
+    std::fs::create_dir_all(relay.join("rejected")).unwrap();
+    let old_files = [
+        old_day.join("claim-old.json"),
+        relay.join("outbox/claim-old.json"),
+        relay.join("rejected/claim-bad.json"),
+    ];
+    for path in &old_files {
+        std::fs::write(path, "{}").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(month_ago)
+            .unwrap();
+    }
+    let fresh = relay.join("outbox/claim-fresh.json");
+    std::fs::write(&fresh, "{}").unwrap();
+    let _daemon = Daemon::start(&dir.db(), &["--relay-retention-days", "7"]);
+    drop_file(
+        &relay.join("inbox"),
+        "claim-p1.json",
+        &claim_file("p1", &token, 1),
+    );
+    wait_for_json(&relay.join("outbox/claim-p1.json"), WAIT);
+    let started = std::time::Instant::now();
+    while old_files.iter().any(|p| p.exists()) {
+        assert!(started.elapsed() < WAIT, "old files were not pruned");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!old_day.exists(), "an emptied day folder goes too");
+    assert!(fresh.exists(), "recent files stay");
+}

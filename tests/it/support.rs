@@ -397,7 +397,11 @@ pub fn relay_hub(dir: &TestDir) -> (Hub, PathBuf, String) {
             .expect("json");
     hub.init_from_config(&config, false).expect("init");
     let relay = dir.path().join("relay");
-    std::fs::create_dir_all(&relay).expect("relay dir");
+    // A share as the agent finds it after the hub's first pass; the hub making the folders is
+    // tested on its own.
+    for folder in ["inbox", "outbox", "archive", "rejected"] {
+        std::fs::create_dir_all(relay.join(folder)).expect("relay dir");
+    }
     let mut update = serde_json::Map::new();
     update.insert("relay_dir".into(), relay.display().to_string().into());
     // The daemon's own refreshes would join the tests' claims.
