@@ -32,6 +32,7 @@ pub struct ServeOptions {
     pub init_from: Option<PathBuf>,
     /// Set `relay_dir` to this folder (created) when the setting is empty.
     pub default_relay_dir: Option<PathBuf>,
+    pub http: crate::http::HttpOptions,
 }
 
 pub fn serve(db: &Path, options: ServeOptions) -> anyhow::Result<ExitCode> {
@@ -157,7 +158,11 @@ async fn run(hub: Hub, options: ServeOptions, db: &Path) -> anyhow::Result<ExitC
             let _ = relay_waker.try_send(());
         }
     };
-    axum::serve(listener, crate::http::router())
+    let state = crate::http::AppState {
+        pool: Arc::new(crate::http::HubPool::new(hub.connect()?)),
+        options: options.http.clone(),
+    };
+    axum::serve(listener, crate::http::router(state))
         .with_graceful_shutdown(stop)
         .await
         .context("the HTTP server failed")?;

@@ -94,6 +94,12 @@ pub struct ServeArgs {
     /// List inbox/ on the timer only, without change notifications.
     #[arg(long)]
     pub relay_no_notify: bool,
+    /// The largest HTTP request body (a refresh page of 1,000 issues must fit).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub http_max_body_mb: u64,
+    /// An HTTP request that takes longer is answered 408.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub http_timeout_seconds: u64,
     /// Initialise a new database from this legacy config first (nothing happens to one that has settings).
     #[arg(long)]
     pub init_from: Option<PathBuf>,
@@ -183,6 +189,10 @@ impl ServeArgs {
             },
             init_from: self.init_from,
             default_relay_dir: self.default_relay_dir,
+            http: crate::http::HttpOptions {
+                max_body_bytes: (self.http_max_body_mb * 1024 * 1024) as usize,
+                request_timeout: Duration::from_secs(self.http_timeout_seconds),
+            },
         }
     }
 }

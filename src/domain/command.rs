@@ -47,7 +47,7 @@ impl CommandType {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CommandStatus {
     Queued,
@@ -98,7 +98,7 @@ impl CommandStatus {
 }
 
 /// A batch's status, computed from its commands and `cancelled_at`, never stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum BatchStatus {
     Queued,

@@ -15,7 +15,7 @@ pub const MAX_NAME_CHARS: usize = 100;
 pub const DUPLICATE_LABEL_MESSAGE: &str = "проект с такой меткой уже есть";
 
 /// A project as stored and shown.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Project {
     /// The Jira label; the project's identity, never changed after creation.
     pub label: String,

@@ -1,17 +1,414 @@
-//! The HTTP API (system.md §8): the axum router and the one place that maps errors to status
-//! codes. So far the daemon serves `GET /health`; the client and agent endpoints call the same
-//! service functions as the relay.
+//! The HTTP API (system.md §8): the axum router, built together with its OpenAPI document from
+//! one list of routes (so the document cannot drift from the routes), and the one place that
+//! maps errors to status codes.
+//!
+//! Handlers never touch SQLite on a runtime worker: they borrow a connection from [`HubPool`] on
+//! a blocking thread. Client endpoints take the client token, agent endpoints the agent token,
+//! both compared in constant time; the agent endpoints call the very function the relay calls.
 
-use axum::routing::get;
+mod agent;
+mod client;
+mod ops;
+
+use crate::service::{Hub, ServiceError};
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-/// The router, separate from the listener so that tests can drive it without a socket.
-pub fn router() -> Router {
-    Router::new().route("/health", get(health))
+/// Limits of the HTTP side: options of `serve`.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// The largest request body; a refresh page of 1,000 issues must fit.
+    pub max_body_bytes: usize,
+    /// A request that takes longer is answered 408.
+    pub request_timeout: Duration,
 }
 
-/// Alive: the process answers. No auth, no database.
-async fn health() -> Json<Value> {
-    Json(json!({"status": "ok", "schema_version": crate::store::CURRENT_SCHEMA_VERSION}))
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            max_body_bytes: 64 * 1024 * 1024,
+            request_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Blocking connections to the database, lent to one request at a time.
+pub struct HubPool {
+    /// Makes new connections when every idle one is lent.
+    base: Mutex<Hub>,
+    idle: Mutex<Vec<Hub>>,
+}
+
+impl HubPool {
+    pub fn new(hub: Hub) -> Self {
+        HubPool {
+            base: Mutex::new(hub),
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Runs `work` with a connection, on a blocking thread.
+    pub async fn run<T: Send + 'static>(
+        self: &Arc<Self>,
+        work: impl FnOnce(&mut Hub) -> Result<T, ServiceError> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let pool = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut hub = pool.checkout()?;
+            let result = work(&mut hub);
+            pool.checkin(hub);
+            result.map_err(ApiError::from)
+        })
+        .await
+        .map_err(|error| ApiError::internal(format!("a request task failed: {error}")))?
+    }
+
+    fn checkout(&self) -> Result<Hub, ApiError> {
+        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        match idle {
+            Some(hub) => Ok(hub),
+            None => self
+                .base
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .connect()
+                .map_err(ApiError::from),
+        }
+    }
+
+    fn checkin(&self, hub: Hub) {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < 16 {
+            idle.push(hub);
+        }
+    }
+}
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub pool: Arc<HubPool>,
+    pub options: HttpOptions,
+}
+
+/// The error body: `{"error": {"code", "field", "message"}}`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ErrorDetail {
+    /// `malformed`, `unauthorized`, `forbidden`, `not_found`, `conflict`, `invalid`, …
+    pub code: String,
+    /// The field at fault, when there is one.
+    pub field: Option<String>,
+    /// For people, in Russian where the spec quotes it.
+    pub message: String,
+}
+
+/// An error answer.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(
+        status: StatusCode,
+        code: &'static str,
+        field: Option<&str>,
+        message: impl Into<String>,
+    ) -> Self {
+        ApiError {
+            status,
+            code,
+            field: field.map(String::from),
+            message: message.into(),
+        }
+    }
+
+    fn internal(detail: String) -> Self {
+        tracing::error!(%detail, "internal error");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            None,
+            "внутренняя ошибка хаба, подробности в журнале",
+        )
+    }
+}
+
+/// The one mapping of service errors to statuses.
+impl From<ServiceError> for ApiError {
+    fn from(error: ServiceError) -> Self {
+        match error {
+            ServiceError::Invalid(e) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid",
+                Some(&e.field),
+                e.message,
+            ),
+            ServiceError::Conflict { field, message } => {
+                ApiError::new(StatusCode::CONFLICT, "conflict", Some(&field), message)
+            }
+            ServiceError::NotFound(message) => {
+                ApiError::new(StatusCode::NOT_FOUND, "not_found", None, message)
+            }
+            ServiceError::Internal(error) => {
+                if error.to_string().contains("database is locked") {
+                    tracing::warn!(%error, "database busy");
+                    ApiError::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "busy",
+                        None,
+                        "база занята, повторите запрос",
+                    )
+                } else {
+                    ApiError::internal(error.to_string())
+                }
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code.to_string(),
+                field: self.field,
+                message: self.message,
+            },
+        };
+        (self.status, Json(body)).into_response()
+    }
+}
+
+/// A JSON body whose rejections come back in the error shape: 400 malformed JSON, 415 not
+/// `application/json`, 413 too large, 422 JSON of the wrong shape.
+pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match Json::<T>::from_request(request, state).await {
+            Ok(Json(value)) => Ok(ApiJson(value)),
+            Err(rejection) => Err(json_rejection(rejection)),
+        }
+    }
+}
+
+fn json_rejection(rejection: JsonRejection) -> ApiError {
+    let status = rejection.status();
+    let text = rejection.body_text();
+    match rejection {
+        JsonRejection::JsonDataError(_) => {
+            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", None, text)
+        }
+        JsonRejection::JsonSyntaxError(_) => {
+            ApiError::new(StatusCode::BAD_REQUEST, "malformed", None, text)
+        }
+        JsonRejection::MissingJsonContentType(_) => ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            None,
+            "нужен Content-Type: application/json",
+        ),
+        _ if status == StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            None,
+            "тело запроса больше предела",
+        ),
+        _ => ApiError::new(StatusCode::BAD_REQUEST, "malformed", None, text),
+    }
+}
+
+/// Which token a request must carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Client,
+    Agent,
+}
+
+async fn authorize(parts: &Parts, state: &AppState, role: Role) -> Result<(), ApiError> {
+    let token = parts
+        .headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(|t| t.trim().to_string());
+    let Some(token) = token else {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            None,
+            "нужен заголовок Authorization: Bearer <токен>",
+        ));
+    };
+    let (client, agent) = state
+        .pool
+        .run(move |hub| {
+            Ok((
+                hub.client_token_matches(Some(&token))?,
+                hub.agent_token_matches(Some(&token))?,
+            ))
+        })
+        .await?;
+    match (role, client, agent) {
+        (Role::Client, true, _) | (Role::Agent, _, true) => Ok(()),
+        (Role::Client, false, true) => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            None,
+            "токен агента не даёт доступа к этому ресурсу",
+        )),
+        (Role::Agent, true, false) => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            None,
+            "токен клиента не даёт доступа к ресурсам агента",
+        )),
+        _ => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            None,
+            "неверный токен",
+        )),
+    }
+}
+
+/// A request carrying the client token.
+pub struct ClientAuth;
+
+impl FromRequestParts<AppState> for ClientAuth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        authorize(parts, state, Role::Client)
+            .await
+            .map(|()| ClientAuth)
+    }
+}
+
+/// A request carrying the agent token.
+pub struct AgentAuth;
+
+impl FromRequestParts<AppState> for AgentAuth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        authorize(parts, state, Role::Agent)
+            .await
+            .map(|()| AgentAuth)
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "jira-hub", description = "The hub between a team and its Jira behind an air gap (system.md §8)."),
+    modifiers(&BearerTokens),
+    components(schemas(ErrorBody, ErrorDetail))
+)]
+struct ApiDoc;
+
+/// Declares the bearer tokens in the document.
+struct BearerTokens;
+
+impl utoipa::Modify for BearerTokens {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        for name in ["client_token", "agent_token"] {
+            components.add_security_scheme(
+                name,
+                SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+            );
+        }
+    }
+}
+
+/// Every route with its document, from one list.
+fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(ops::health))
+        .routes(routes!(ops::ready))
+        .routes(routes!(ops::metrics))
+        .routes(routes!(client::get_settings, client::put_settings))
+        .routes(routes!(client::list_projects, client::create_project))
+        .routes(routes!(client::project_issues))
+        .routes(routes!(client::get_issue))
+        .routes(routes!(client::add_note))
+        .routes(routes!(client::list_batches, client::create_batch))
+        .routes(routes!(client::get_batch))
+        .routes(routes!(client::cancel_batch))
+        .routes(routes!(client::refresh))
+        .routes(routes!(client::sync_runs))
+        .routes(routes!(client::agents))
+        .routes(routes!(agent::claim))
+        .routes(routes!(agent::report))
+        .routes(routes!(agent::heartbeat))
+        .split_for_parts()
+}
+
+/// The OpenAPI document, as `GET /openapi.json` serves it.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    api().1
+}
+
+/// The router, separate from the listener so that tests drive it without a socket.
+pub fn router(state: AppState) -> Router {
+    let (routes, document) = api();
+    let document = Arc::new(document);
+    routes
+        .route(
+            "/openapi.json",
+            axum::routing::get(move || async move { Json(document.as_ref().clone()) }),
+        )
+        .fallback(|| async {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                None,
+                "нет такого ресурса",
+            )
+        })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                None,
+                "этот метод здесь не поддерживается",
+            )
+        })
+        .layer(axum::extract::DefaultBodyLimit::max(
+            state.options.max_body_bytes,
+        ))
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            state.options.request_timeout,
+        ))
+        .with_state(state)
 }

@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 use std::fmt;
 
 /// The kinds of request an agent sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     Claim,
@@ -45,7 +45,7 @@ impl fmt::Display for Kind {
 }
 
 /// What every request carries.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Envelope {
     /// The sender's unique id of this request; a request seen again gets the same answer.
     pub id: String,
@@ -58,7 +58,7 @@ pub struct Envelope {
     pub token: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ClaimRequest {
     #[serde(flatten)]
     pub envelope: Envelope,
@@ -70,7 +70,7 @@ pub struct ClaimRequest {
 }
 
 /// The outcome an agent reports for one command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ResultStatus {
     Done,
@@ -83,10 +83,12 @@ pub enum ResultStatus {
 /// One page of a refresh: raw Jira issues as the search API returned them. Each issue stays raw
 /// JSON text until it is ingested, so a report file of 100 MB never becomes a tree of values
 /// several times its size.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Page {
     pub start_at: u64,
     pub total: u64,
+    /// Raw Jira issues as the search API returned them.
+    #[schema(value_type = Vec<Object>)]
     pub issues: Vec<Box<RawValue>>,
 }
 
@@ -103,13 +105,14 @@ impl PartialEq for Page {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CommandResult {
     pub command_id: i64,
     /// Which delivery of the command this reports (the `delivery` of the claim answer).
     pub delivery: u32,
     pub status: ResultStatus,
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub result: Option<Value>,
     #[serde(default)]
     pub error: Option<String>,
@@ -124,14 +127,14 @@ pub struct CommandResult {
     pub page: Option<Page>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ReportRequest {
     #[serde(flatten)]
     pub envelope: Envelope,
     pub results: Vec<CommandResult>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct HeartbeatRequest {
     #[serde(flatten)]
     pub envelope: Envelope,
@@ -168,36 +171,38 @@ impl AgentRequest {
 }
 
 /// A command as a claim hands it out, with `$result` references already substituted.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ClaimedCommand {
     pub id: i64,
     pub batch_id: i64,
     pub seq: i64,
     #[serde(rename = "type")]
     pub command_type: String,
+    #[schema(value_type = Object)]
     pub params: Value,
     pub delivery: u32,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ClaimAnswer {
     pub kind: Kind,
     pub request_id: String,
     pub created_at: String,
     pub settings_version: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
     pub settings: Option<Value>,
     pub pause_seconds: u32,
     pub commands: Vec<ClaimedCommand>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Ignored {
     pub command_id: i64,
     pub reason: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ReportAnswer {
     pub kind: Kind,
     pub request_id: String,
@@ -205,7 +210,7 @@ pub struct ReportAnswer {
     pub ignored: Vec<Ignored>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct HeartbeatAnswer {
     pub kind: Kind,
     pub request_id: String,

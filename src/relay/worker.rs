@@ -329,6 +329,7 @@ impl Relay {
     fn refuse(&mut self, dir: &Path, name: &str, refusal: &Refusal) -> std::io::Result<()> {
         let now = crate::domain::time::format_utc(self.hub.now_utc());
         tracing::warn!(file = %name, code = refusal.code, reason = %refusal.message, "relay file refused");
+        crate::service::Metrics::add(&self.hub.metrics().relay_refused, 1);
         let rejected = dir.join("rejected");
         let target = free_name(&rejected, name);
         let target_name = target

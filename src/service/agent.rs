@@ -5,7 +5,7 @@
 //! again (a relay file after a crash, an HTTP retry) gets the same answer and changes nothing.
 
 use super::batches::{base_jql_in, settings_in};
-use super::{Hub, Result};
+use super::{Hub, Metrics, Result};
 use crate::domain::command::{
     CommandStatus, CommandType, backoff_pause, is_result_reference, substitute_result,
     truncate_error,
@@ -51,19 +51,21 @@ impl Hub {
         let streak = self.rate_limit_streak.load(Ordering::SeqCst);
         let kind = request.kind();
         let envelope = request.envelope().clone();
-        let (answer, rate_limited) =
+        let mut ingested = 0u64;
+        let (answer, rate_limited, replay) =
             self.store
-                .transact(|tx| -> Result<(AgentAnswer, Option<bool>)> {
+                .transact(|tx| -> Result<(AgentAnswer, Option<bool>, bool)> {
                     if let Some(stored) = tx.handled_request(kind.as_str(), &envelope.id)? {
                         let answer = serde_json::from_str(&stored).map_err(StoreError::from)?;
-                        return Ok((answer, None));
+                        return Ok((answer, None, true));
                     }
                     let (answer, rate_limited) = match request {
                         AgentRequest::Claim(claim) => {
                             (AgentAnswer::Claim(claim_in(tx, claim, &now, streak)?), None)
                         }
                         AgentRequest::Report(report) => {
-                            let (answer, rate_limited) = report_in(tx, report, &now)?;
+                            let (answer, rate_limited) =
+                                report_in(tx, report, &now, &mut ingested)?;
                             (AgentAnswer::Report(answer), rate_limited)
                         }
                         AgentRequest::Heartbeat(heartbeat) => (
@@ -79,8 +81,24 @@ impl Hub {
                         &now.text,
                         &text,
                     )?;
-                    Ok((answer, rate_limited))
+                    Ok((answer, rate_limited, false))
                 })?;
+        if !replay {
+            let metrics = &self.metrics;
+            match &answer {
+                AgentAnswer::Claim(claim) => {
+                    Metrics::add(&metrics.claims, 1);
+                    Metrics::add(&metrics.commands_handed_out, claim.commands.len() as u64);
+                }
+                AgentAnswer::Report(report) => {
+                    Metrics::add(&metrics.reports, 1);
+                    Metrics::add(&metrics.results_accepted, report.accepted.len() as u64);
+                    Metrics::add(&metrics.results_ignored, report.ignored.len() as u64);
+                    Metrics::add(&metrics.issues_ingested, ingested);
+                }
+                AgentAnswer::Heartbeat(_) => Metrics::add(&metrics.heartbeats, 1),
+            }
+        }
         // Pacing follows the reports: rate limiting makes the pause grow, a clean report resets it.
         match rate_limited {
             Some(true) => {
@@ -259,6 +277,7 @@ fn report_in(
     tx: &Tx<'_>,
     report: &ReportRequest,
     now: &Now,
+    ingested: &mut u64,
 ) -> Result<(ReportAnswer, Option<bool>)> {
     let settings = settings_in(tx)?;
     tx.touch_agent(&AgentSeen {
@@ -271,7 +290,7 @@ fn report_in(
     let mut ignored = Vec::new();
     let mut rate_limited = None;
     for result in &report.results {
-        match apply_result(tx, &settings, result, now)? {
+        match apply_result(tx, &settings, result, now, ingested)? {
             Ok(()) => {
                 accepted.push(result.command_id);
                 let limited = result.rate_limited > 0;
@@ -300,6 +319,7 @@ fn apply_result(
     settings: &Settings,
     result: &CommandResult,
     now: &Now,
+    ingested: &mut u64,
 ) -> Result<std::result::Result<(), String>> {
     let Some(command) = tx.command(result.command_id)? else {
         return Ok(Err(format!("команды {} нет", result.command_id)));
@@ -327,12 +347,12 @@ fn apply_result(
                 return Ok(Err("у progress нет page".into()));
             };
             tx.renew_lease(command.id, &now.text)?;
-            ingest_page(tx, settings, &command, page, now)?;
+            *ingested += ingest_page(tx, settings, &command, page, now)?;
         }
         ResultStatus::Done => {
             if is_refresh {
                 if let Some(page) = &result.page {
-                    ingest_page(tx, settings, &command, page, now)?;
+                    *ingested += ingest_page(tx, settings, &command, page, now)?;
                 }
                 complete_refresh(tx, settings, &command, result.result.as_ref(), now)?;
             }
@@ -397,7 +417,7 @@ fn ingest_page(
     command: &CommandRow,
     page: &Page,
     now: &Now,
-) -> Result<()> {
+) -> Result<u64> {
     let run = run_of(tx, command, now)?;
     let ids = FieldIds::from_setting(&settings.field_ids);
     let epic_names: Vec<&str> = settings
@@ -419,7 +439,7 @@ fn ingest_page(
         }
     }
     tx.count_run_issues(run.id, seen, changed)?;
-    Ok(())
+    Ok(seen as u64)
 }
 
 /// A refresh reported done: its run closes; the boards' types are recorded; a full run (its query

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
 /// `POST /batches`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 pub struct BatchRequest {
     pub title: String,
     pub author: String,
@@ -25,12 +25,14 @@ pub struct BatchRequest {
     pub commands: Vec<CommandRequestBody>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 pub struct CommandRequestBody {
     #[serde(rename = "type")]
     pub command_type: String,
     #[serde(default)]
+    #[schema(value_type = Object)]
     pub params: Value,
+    /// The `seq` (1-based) of an earlier command of the same batch.
     #[serde(default)]
     pub depends_on: Option<i64>,
 }
@@ -39,7 +41,7 @@ pub struct CommandRequestBody {
 pub type CommandView = CommandRow;
 
 /// A batch as clients see it (system.md §8).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct BatchView {
     pub id: i64,
     pub title: String,
@@ -49,7 +51,10 @@ pub struct BatchView {
     pub cancelled_at: Option<String>,
     pub estimate_seconds: Option<i64>,
     pub status: crate::domain::command::BatchStatus,
+    #[schema(value_type = String)]
     pub status_label: &'static str,
+    /// Commands per status, every status present.
+    #[schema(value_type = std::collections::HashMap<String, usize>)]
     pub counters: BTreeMap<&'static str, usize>,
     pub commands: Vec<CommandView>,
 }

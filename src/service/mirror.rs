@@ -10,7 +10,7 @@ use serde_json::Value;
 
 /// A slice row: the issue's mirror fields plus `neighbor` (relative to the project asked for)
 /// and `closed` (its status is one of `closed_statuses`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct SliceRow {
     #[serde(flatten)]
     pub issue: IssueRow,
@@ -19,11 +19,12 @@ pub struct SliceRow {
 }
 
 /// A link as seen from one issue.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct IssueLinkView {
     pub jira_id: Option<String>,
     pub link_type: String,
     /// `outward` when this issue is the link's source, `inward` when it is the target.
+    #[schema(value_type = String)]
     pub direction: &'static str,
     pub source_key: String,
     pub target_key: String,
@@ -33,12 +34,13 @@ pub struct IssueLinkView {
     pub other_in_mirror: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct IssueView {
     #[serde(flatten)]
     pub issue: IssueRow,
     pub closed: bool,
     /// The issue's Jira `fields` as last received.
+    #[schema(value_type = Object)]
     pub fields: Value,
     pub links: Vec<IssueLinkView>,
     pub comments: Vec<CommentRow>,
@@ -46,7 +48,7 @@ pub struct IssueView {
 }
 
 /// A sync run with whether it is full.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct SyncRunView {
     #[serde(flatten)]
     pub run: RunRow,

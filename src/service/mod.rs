@@ -5,12 +5,14 @@
 mod agent;
 mod batches;
 mod init;
+mod metrics;
 mod mirror;
 mod tokens;
 
 pub use agent::ExpiredClaims;
 pub use batches::{BatchRequest, BatchView, CommandRequestBody, CommandView};
 pub use init::InitReport;
+pub use metrics::Metrics;
 pub use mirror::{IssueLinkView, IssueView, SliceRow, SyncRunView};
 pub use tokens::TokenRole;
 
@@ -62,6 +64,8 @@ pub struct Hub {
     /// every `Hub` of one process ([`Hub::connect`]); a restart starts from no pause, and the
     /// agent's next 429 sets it again.
     rate_limit_streak: Arc<AtomicU32>,
+    /// What this process did, for `GET /metrics`; shared like the pacing state.
+    metrics: Arc<Metrics>,
 }
 
 /// What `jira-hub status` shows.
@@ -88,6 +92,7 @@ impl Hub {
                 store,
                 clock,
                 rate_limit_streak: Arc::new(AtomicU32::new(0)),
+                metrics: Arc::default(),
             },
             report,
         ))
@@ -101,11 +106,17 @@ impl Hub {
             store,
             clock: self.clock.clone(),
             rate_limit_streak: self.rate_limit_streak.clone(),
+            metrics: self.metrics.clone(),
         })
     }
 
     pub fn db_path(&self) -> &Path {
         self.store.path()
+    }
+
+    /// The process's counters.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// The hub's clock (the relay names archive days by it).

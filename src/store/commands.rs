@@ -17,7 +17,7 @@ pub struct BatchRow {
     pub project: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
 pub struct CommandRow {
     pub id: i64,
     pub batch_id: i64,
@@ -25,11 +25,13 @@ pub struct CommandRow {
     #[serde(rename = "type")]
     pub command_type: String,
     /// As enqueued: `$result` references are filled in only when handed out.
+    #[schema(value_type = Object)]
     pub params: Value,
     pub status: CommandStatus,
     pub claimed_at: Option<String>,
     pub deliveries: u32,
     pub finished_at: Option<String>,
+    #[schema(value_type = Option<Object>)]
     pub result: Option<Value>,
     pub error: Option<String>,
     pub jira_calls: i64,

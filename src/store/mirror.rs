@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 /// An issue as the mirror holds it (the slice row and the issue view).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct IssueRow {
     pub key: String,
     pub jira_id: Option<String>,
@@ -63,7 +63,7 @@ fn issue_from_row(row: &Row<'_>) -> rusqlite::Result<IssueRow> {
     })
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct LinkRow {
     pub jira_id: Option<String>,
     pub source_key: String,
@@ -71,7 +71,7 @@ pub struct LinkRow {
     pub link_type: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct CommentRow {
     pub id: String,
     pub author: Option<String>,
@@ -80,7 +80,7 @@ pub struct CommentRow {
     pub updated: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct NoteRow {
     pub id: i64,
     pub issue_key: String,

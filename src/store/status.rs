@@ -26,7 +26,7 @@ pub struct QueueCount {
     pub commands: i64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct AgentRow {
     pub agent: String,
     pub version: Option<String>,
@@ -35,7 +35,7 @@ pub struct AgentRow {
     pub last_error: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct RunRow {
     pub id: i64,
     /// The refresh command the run executes.

@@ -1,0 +1,80 @@
+//! The agent endpoints: the same messages as the relay files (with `kind`, without `token`),
+//! handed to the same service function.
+
+use super::{AgentAuth, ApiError, AppState};
+use crate::protocol::{
+    AgentAnswer, ClaimAnswer, ClaimRequest, HeartbeatAnswer, HeartbeatRequest, Kind, ReportAnswer,
+    ReportRequest, decode_request,
+};
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+
+/// Decodes the body as the relay decodes a file, checks its kind, applies it.
+async fn handle(
+    state: AppState,
+    body: Bytes,
+    expected: Kind,
+) -> Result<Json<AgentAnswer>, ApiError> {
+    let request = decode_request(&body).map_err(|error| match error {
+        crate::protocol::DecodeError::NotJson(message) => {
+            ApiError::new(StatusCode::BAD_REQUEST, "malformed", None, message)
+        }
+        other => ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid",
+            Some(other.field()).filter(|f| !f.is_empty()),
+            other.to_string(),
+        ),
+    })?;
+    if request.kind() != expected {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid",
+            Some("kind"),
+            format!("kind {} sent to the {expected} endpoint", request.kind()),
+        ));
+    }
+    let answer = state
+        .pool
+        .run(move |hub| hub.handle_agent_request(&request))
+        .await?;
+    Ok(Json(answer))
+}
+
+/// Hands out commands (system.md §6).
+#[utoipa::path(post, path = "/agent/claim", tag = "agent", request_body = ClaimRequest,
+    security(("agent_token" = [])),
+    responses((status = 200, body = ClaimAnswer), (status = 401, body = super::ErrorBody), (status = 422, body = super::ErrorBody)))]
+pub async fn claim(
+    _: AgentAuth,
+    State(state): State<AppState>,
+    body: Bytes,
+) -> Result<Json<AgentAnswer>, ApiError> {
+    handle(state, body, Kind::Claim).await
+}
+
+/// Takes results: done, failed, skipped, or a `progress` page of a refresh.
+#[utoipa::path(post, path = "/agent/report", tag = "agent", request_body = ReportRequest,
+    security(("agent_token" = [])),
+    responses((status = 200, body = ReportAnswer), (status = 401, body = super::ErrorBody), (status = 422, body = super::ErrorBody)))]
+pub async fn report(
+    _: AgentAuth,
+    State(state): State<AppState>,
+    body: Bytes,
+) -> Result<Json<AgentAnswer>, ApiError> {
+    handle(state, body, Kind::Report).await
+}
+
+/// The agent is alive; whether Jira answers it.
+#[utoipa::path(post, path = "/agent/heartbeat", tag = "agent", request_body = HeartbeatRequest,
+    security(("agent_token" = [])),
+    responses((status = 200, body = HeartbeatAnswer), (status = 401, body = super::ErrorBody)))]
+pub async fn heartbeat(
+    _: AgentAuth,
+    State(state): State<AppState>,
+    body: Bytes,
+) -> Result<Json<AgentAnswer>, ApiError> {
+    handle(state, body, Kind::Heartbeat).await
+}

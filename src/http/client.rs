@@ -1,0 +1,242 @@
+//! The client endpoints: settings, projects, the mirror by project, batches, refreshes.
+
+use super::{ApiError, ApiJson, AppState, ClientAuth};
+use crate::domain::project::Project;
+use crate::service::{BatchRequest, BatchView, IssueView, SliceRow, SyncRunView};
+use crate::store::{AgentRow, NoteRow};
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+/// Every setting but the tokens, with the computed `base_jql`.
+#[utoipa::path(get, path = "/settings", tag = "settings", security(("client_token" = [])),
+    responses((status = 200, body = Object), (status = 401, body = super::ErrorBody)))]
+pub async fn get_settings(
+    _: ClientAuth,
+    State(state): State<AppState>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(state.pool.run(|hub| hub.settings_view()).await?))
+}
+
+/// Writes settings, all or nothing; `settings_version` goes up by one.
+#[utoipa::path(put, path = "/settings", tag = "settings", security(("client_token" = [])), request_body = Object,
+    responses((status = 200, body = Object), (status = 422, description = "a key refused; nothing written", body = super::ErrorBody)))]
+pub async fn put_settings(
+    _: ClientAuth,
+    State(state): State<AppState>,
+    ApiJson(update): ApiJson<Map<String, Value>>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(
+        state
+            .pool
+            .run(move |hub| hub.update_settings(&update))
+            .await?,
+    ))
+}
+
+#[utoipa::path(get, path = "/projects", tag = "projects", security(("client_token" = [])),
+    responses((status = 200, body = Vec<Project>)))]
+pub async fn list_projects(
+    _: ClientAuth,
+    State(state): State<AppState>,
+) -> Result<Json<Vec<Project>>, ApiError> {
+    Ok(Json(state.pool.run(|hub| hub.projects()).await?))
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct NewProjectBody {
+    /// The Jira label.
+    pub label: String,
+    pub name: String,
+    #[serde(default)]
+    pub board_id: Option<i64>,
+}
+
+#[utoipa::path(post, path = "/projects", tag = "projects", security(("client_token" = [])), request_body = NewProjectBody,
+    responses((status = 201, body = Project), (status = 409, description = "«проект с такой меткой уже есть»", body = super::ErrorBody),
+              (status = 422, body = super::ErrorBody)))]
+pub async fn create_project(
+    _: ClientAuth,
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<NewProjectBody>,
+) -> Result<(StatusCode, Json<Project>), ApiError> {
+    let project = state
+        .pool
+        .run(move |hub| hub.create_project(&body.label, &body.name, body.board_id))
+        .await?;
+    Ok((StatusCode::CREATED, Json(project)))
+}
+
+/// The project's own issues and its neighbours, each with `neighbor`.
+#[utoipa::path(get, path = "/projects/{label}/issues", tag = "mirror", security(("client_token" = [])),
+    params(("label" = String, Path, description = "the project's label")),
+    responses((status = 200, body = Vec<SliceRow>), (status = 404, body = super::ErrorBody)))]
+pub async fn project_issues(
+    _: ClientAuth,
+    State(state): State<AppState>,
+    Path(label): Path<String>,
+) -> Result<Json<Vec<SliceRow>>, ApiError> {
+    Ok(Json(
+        state
+            .pool
+            .run(move |hub| hub.project_issues(&label))
+            .await?,
+    ))
+}
+
+#[utoipa::path(get, path = "/issues/{key}", tag = "mirror", security(("client_token" = [])),
+    params(("key" = String, Path, description = "the Jira key")),
+    responses((status = 200, body = IssueView), (status = 404, body = super::ErrorBody)))]
+pub async fn get_issue(
+    _: ClientAuth,
+    State(state): State<AppState>,
+    Path(key): Path<String>,
+) -> Result<Json<IssueView>, ApiError> {
+    Ok(Json(state.pool.run(move |hub| hub.issue(&key)).await?))
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct NoteBody {
+    pub author: String,
+    pub body: String,
+}
+
+/// A note of the hub's own, never sent to Jira.
+#[utoipa::path(post, path = "/issues/{key}/notes", tag = "mirror", security(("client_token" = [])), request_body = NoteBody,
+    params(("key" = String, Path, description = "the Jira key")),
+    responses((status = 201, body = NoteRow), (status = 404, body = super::ErrorBody), (status = 422, body = super::ErrorBody)))]
+pub async fn add_note(
+    _: ClientAuth,
+    State(state): State<AppState>,
+    Path(key): Path<String>,
+    ApiJson(note): ApiJson<NoteBody>,
+) -> Result<(StatusCode, Json<NoteRow>), ApiError> {
+    let note = state
+        .pool
+        .run(move |hub| hub.add_note(&key, &note.author, &note.body))
+        .await?;
+    Ok((StatusCode::CREATED, Json(note)))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub struct BatchFilter {
+    /// Only the batches of this project.
+    pub project: Option<String>,
+}
+
+#[utoipa::path(get, path = "/batches", tag = "batches", security(("client_token" = [])), params(BatchFilter),
+    responses((status = 200, body = Vec<BatchView>)))]
+pub async fn list_batches(
+    _: ClientAuth,
+    State(state): State<AppState>,
+    Query(filter): Query<BatchFilter>,
+) -> Result<Json<Vec<BatchView>>, ApiError> {
+    Ok(Json(
+        state
+            .pool
+            .run(move |hub| hub.batches(filter.project.as_deref()))
+            .await?,
+    ))
+}
+
+/// Validates every command, then stores the batch (nothing is stored on a refusal).
+#[utoipa::path(post, path = "/batches", tag = "batches", security(("client_token" = [])), request_body = BatchRequest,
+    responses((status = 201, body = BatchView), (status = 422, description = "names the command and field", body = super::ErrorBody)))]
+pub async fn create_batch(
+    _: ClientAuth,
+    State(state): State<AppState>,
+    ApiJson(request): ApiJson<BatchRequest>,
+) -> Result<(StatusCode, Json<BatchView>), ApiError> {
+    let view = state
+        .pool
+        .run(move |hub| hub.enqueue_batch(&request))
+        .await?;
+    Ok((StatusCode::CREATED, Json(view)))
+}
+
+#[utoipa::path(get, path = "/batches/{id}", tag = "batches", security(("client_token" = [])),
+    params(("id" = i64, Path, description = "the batch id")),
+    responses((status = 200, body = BatchView), (status = 404, body = super::ErrorBody)))]
+pub async fn get_batch(
+    _: ClientAuth,
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+) -> Result<Json<BatchView>, ApiError> {
+    Ok(Json(state.pool.run(move |hub| hub.batch(id)).await?))
+}
+
+#[utoipa::path(post, path = "/batches/{id}/cancel", tag = "batches", security(("client_token" = [])),
+    params(("id" = i64, Path, description = "the batch id")),
+    responses((status = 200, body = BatchView), (status = 404, body = super::ErrorBody), (status = 409, description = "already finished", body = super::ErrorBody)))]
+pub async fn cancel_batch(
+    _: ClientAuth,
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+) -> Result<Json<BatchView>, ApiError> {
+    Ok(Json(state.pool.run(move |hub| hub.cancel_batch(id)).await?))
+}
+
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+pub struct RefreshBody {
+    /// Refresh one project's label instead of the base JQL.
+    #[serde(default)]
+    pub project: Option<String>,
+    /// Who asked; `api` when not given.
+    #[serde(default)]
+    pub author: Option<String>,
+}
+
+/// Enqueues a one-command refresh batch.
+#[utoipa::path(post, path = "/refresh", tag = "batches", security(("client_token" = [])), request_body = RefreshBody,
+    responses((status = 201, body = BatchView), (status = 404, body = super::ErrorBody), (status = 422, body = super::ErrorBody)))]
+pub async fn refresh(
+    _: ClientAuth,
+    State(state): State<AppState>,
+    body: axum::body::Bytes,
+) -> Result<(StatusCode, Json<BatchView>), ApiError> {
+    // An empty body refreshes the base JQL.
+    let body: RefreshBody = if body.iter().all(u8::is_ascii_whitespace) {
+        RefreshBody::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| match e.classify() {
+            serde_json::error::Category::Data => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid",
+                None,
+                e.to_string(),
+            ),
+            _ => ApiError::new(StatusCode::BAD_REQUEST, "malformed", None, e.to_string()),
+        })?
+    };
+    let view = state
+        .pool
+        .run(move |hub| {
+            hub.enqueue_refresh(
+                body.project.as_deref(),
+                body.author.as_deref().unwrap_or("api"),
+            )
+        })
+        .await?;
+    Ok((StatusCode::CREATED, Json(view)))
+}
+
+/// Newest first, each with `full`.
+#[utoipa::path(get, path = "/sync-runs", tag = "mirror", security(("client_token" = [])),
+    responses((status = 200, body = Vec<SyncRunView>)))]
+pub async fn sync_runs(
+    _: ClientAuth,
+    State(state): State<AppState>,
+) -> Result<Json<Vec<SyncRunView>>, ApiError> {
+    Ok(Json(state.pool.run(|hub| hub.sync_runs()).await?))
+}
+
+#[utoipa::path(get, path = "/agents", tag = "agent", security(("client_token" = [])),
+    responses((status = 200, body = Vec<AgentRow>)))]
+pub async fn agents(
+    _: ClientAuth,
+    State(state): State<AppState>,
+) -> Result<Json<Vec<AgentRow>>, ApiError> {
+    Ok(Json(state.pool.run(|hub| hub.agents()).await?))
+}

@@ -1,0 +1,162 @@
+//! Operations: liveness, readiness, metrics. No token: they carry no business data.
+
+use super::{ApiError, AppState};
+use crate::service::Metrics;
+use axum::Json;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use serde_json::{Value, json};
+
+/// Alive: the process answers. No database.
+#[utoipa::path(get, path = "/health", tag = "operations",
+    responses((status = 200, description = "`{\"status\": \"ok\", \"schema_version\": 4}`", body = Object)))]
+pub async fn health() -> Json<Value> {
+    Json(json!({"status": "ok", "schema_version": crate::store::CURRENT_SCHEMA_VERSION}))
+}
+
+/// Ready: the database answers; the relay folder's state is reported (a missing share does not
+/// make the hub unready: HTTP still works).
+#[utoipa::path(get, path = "/ready", tag = "operations",
+    responses((status = 200, description = "ready", body = Object), (status = 503, description = "the database does not answer", body = super::ErrorBody)))]
+pub async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let relay_dir = state
+        .pool
+        .run(|hub| Ok(hub.settings()?.relay_dir))
+        .await
+        .map_err(|error| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not_ready",
+                None,
+                format!("база не отвечает: {}", error.message),
+            )
+        })?;
+    let relay = match &relay_dir {
+        None => "not set",
+        Some(dir) if std::path::Path::new(dir).join("inbox").is_dir() => "ok",
+        Some(_) => "missing",
+    };
+    Ok(Json(
+        json!({"status": "ready", "database": "ok", "relay": relay, "relay_dir": relay_dir}),
+    ))
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabel {
+    status: String,
+}
+
+/// Prometheus text: counters since start, and the queue and the last full refresh read now.
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
+pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
+    let (status, counters) = state
+        .pool
+        .run(|hub| {
+            let m = hub.metrics();
+            let counters = [
+                (
+                    "jira_hub_claims",
+                    "Claim requests applied",
+                    Metrics::get(&m.claims),
+                ),
+                (
+                    "jira_hub_commands_handed_out",
+                    "Commands handed out by claims",
+                    Metrics::get(&m.commands_handed_out),
+                ),
+                (
+                    "jira_hub_reports",
+                    "Report requests applied",
+                    Metrics::get(&m.reports),
+                ),
+                (
+                    "jira_hub_results_accepted",
+                    "Report results accepted",
+                    Metrics::get(&m.results_accepted),
+                ),
+                (
+                    "jira_hub_results_ignored",
+                    "Report results ignored",
+                    Metrics::get(&m.results_ignored),
+                ),
+                (
+                    "jira_hub_heartbeats",
+                    "Heartbeats applied",
+                    Metrics::get(&m.heartbeats),
+                ),
+                (
+                    "jira_hub_issues_ingested",
+                    "Raw Jira issues stored by refreshes",
+                    Metrics::get(&m.issues_ingested),
+                ),
+                (
+                    "jira_hub_relay_files_refused",
+                    "Relay files refused into rejected/",
+                    Metrics::get(&m.relay_refused),
+                ),
+            ];
+            Ok((hub.status()?, counters))
+        })
+        .await?;
+    let mut registry = Registry::default();
+    for (name, help, value) in counters {
+        registry.register(
+            name,
+            help,
+            prometheus_client::metrics::counter::ConstCounter::new(value),
+        );
+    }
+    let queue = Family::<StatusLabel, Gauge>::default();
+    for status_name in crate::domain::command::CommandStatus::ALL {
+        let count = status
+            .counts
+            .queue
+            .iter()
+            .find(|q| q.status == status_name.as_str())
+            .map_or(0, |q| q.commands);
+        queue
+            .get_or_create(&StatusLabel {
+                status: status_name.as_str().to_string(),
+            })
+            .set(count);
+    }
+    registry.register("jira_hub_commands", "Commands by status", queue);
+    let age = status
+        .last_full_refresh
+        .as_ref()
+        .and_then(|run| run.finished_at.as_deref())
+        .and_then(crate::domain::time::parse_utc)
+        .map(|at| (time::OffsetDateTime::now_utc() - at).whole_seconds());
+    let age_gauge = Gauge::<i64>::default();
+    age_gauge.set(age.unwrap_or(-1));
+    registry.register(
+        "jira_hub_last_full_refresh_age_seconds",
+        "Seconds since the last full refresh finished (-1: never)",
+        age_gauge,
+    );
+    let issues = Gauge::<i64>::default();
+    issues.set(status.counts.issues);
+    registry.register("jira_hub_mirror_issues", "Issues in the mirror", issues);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).map_err(|error| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            None,
+            error.to_string(),
+        )
+    })?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    ))
+}
