@@ -352,3 +352,177 @@ fn old_relay_files_are_pruned_after_the_retention() {
     assert!(!old_day.exists(), "an emptied day folder goes too");
     assert!(fresh.exists(), "recent files stay");
 }
+
+/// The data model's scenarios in HTTP terms, against the real binary over a real socket.
+#[test]
+fn data_model_scenarios_over_http() {
+    let dir = TestDir::new();
+    let (mut hub, _relay, _token) = relay_hub(&dir);
+    let tokens = hub.tokens().unwrap().unwrap();
+    let daemon = Daemon::start(&dir.db(), &[]);
+    let client = Some(tokens.client.as_str());
+    let get = |path: &str| http(&daemon.address, "GET", path, client, None);
+    let send = |method: &str, path: &str, body: serde_json::Value| {
+        http(&daemon.address, method, path, client, Some(&body))
+    };
+
+    let (status, settings) = get("/settings");
+    assert_eq!(status, 200);
+    let version = settings["settings_version"].as_i64().unwrap();
+    assert_eq!(
+        settings["closed_statuses"],
+        json!(["Готово", "Снято"]),
+        "«Закрытые статусы по умолчанию»"
+    );
+    // «Правка настроек поднимает версию».
+    let (status, _) = send("PUT", "/settings", json!({"pacing": {"max_deliveries": 5}}));
+    assert_eq!(status, 200);
+    let claim = json!({"kind": "claim", "id": "hc1", "agent": "agent-1", "sent_at": "2026-11-29T10:00:00Z",
+        "agent_version": "1.4.0", "settings_version": version, "max_commands": 1});
+    let (status, answer) = http(
+        &daemon.address,
+        "POST",
+        "/agent/claim",
+        Some(&tokens.agent),
+        Some(&claim),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(
+        (
+            answer["settings_version"].as_i64(),
+            answer["settings"]["pacing"]["max_deliveries"].as_i64()
+        ),
+        (Some(version + 1), Some(5))
+    );
+    // «Неверный relay_dir», «Запись базовой JQL».
+    let (status, body) = send("PUT", "/settings", json!({"relay_dir": "rshb/jira-bridge"}));
+    assert_eq!(
+        (status, body["error"]["field"].as_str()),
+        (422, Some("relay_dir"))
+    );
+    let (status, body) = send("PUT", "/settings", json!({"base_jql": "project = AURORA"}));
+    assert_eq!(
+        (status, body["error"]["message"].as_str()),
+        (422, Some("базовая JQL собирается из проектов"))
+    );
+    // Projects: «Метка с пробелом», «Та же метка другим регистром», «Метка — зарезервированное слово JQL»,
+    // «Создание проекта не трогает версию настроек».
+    assert_eq!(
+        send(
+            "POST",
+            "/projects",
+            json!({"label": "STOCKS DRRK", "name": "x"})
+        )
+        .1["error"]["field"],
+        "label"
+    );
+    let (status, body) = send("POST", "/projects", json!({"label": "awpca", "name": "x"}));
+    assert_eq!(
+        (status, body["error"]["message"].as_str()),
+        (409, Some("проект с такой меткой уже есть"))
+    );
+    assert_eq!(
+        send(
+            "POST",
+            "/projects",
+            json!({"label": "EMPTY", "name": "Пусто"})
+        )
+        .0,
+        201
+    );
+    let (_, settings) = get("/settings");
+    assert_eq!(settings["settings_version"], json!(version + 1));
+    assert_eq!(
+        settings["base_jql"],
+        "project = AURORA AND labels in (\"AWPCA\", \"EMPTY\")"
+    );
+    assert!(
+        !settings.to_string().contains(&tokens.client)
+            && !settings.to_string().contains(&tokens.agent)
+    );
+    // «Статус пакета» over HTTP.
+    let (status, batch) = send(
+        "POST",
+        "/batches",
+        json!({"title": "t", "author": "a", "commands": [
+        {"type": "comment", "params": {"key": "AURORA-1", "body": "x"}}]}),
+    );
+    assert_eq!(
+        (status, batch["status_label"].as_str()),
+        (201, Some("в очереди"))
+    );
+    hub.expire_claims().unwrap();
+}
+
+/// For the same state, a request through the relay and the same request over HTTP get the same
+/// answer: two copies of one database, one served through each transport.
+#[test]
+fn the_relay_and_http_answer_alike() {
+    let dir = TestDir::new();
+    let (mut hub, relay, token) = relay_hub(&dir);
+    hub.enqueue_batch(&batch(json!({"title": "t", "author": "a", "commands": [
+        {"type": "ensure_issue", "params": {"issue_type": "task", "summary": "Новая"}},
+        {"type": "comment", "params": {"key": {"$result": "key"}, "body": "x"}, "depends_on": 1}]}))).unwrap();
+    let copy = run_ok(&dir.db(), &["backup"]).stdout.trim().to_string();
+    let other = TestDir::new();
+    std::fs::create_dir_all(other.db().parent().unwrap()).unwrap();
+    std::fs::copy(&copy, other.db()).unwrap();
+    let mut other_hub = jira_hub::service::Hub::open(
+        &other.db(),
+        std::sync::Arc::new(jira_hub::clock::SystemClock),
+    )
+    .unwrap()
+    .0;
+    other_hub
+        .update_settings(json!({"relay_dir": null}).as_object().unwrap())
+        .unwrap();
+    // The copy's relay_dir was cleared (one version up): the same write here keeps the versions
+    // level; relay_dir never reaches the agent.
+    let same_dir = json!({"relay_dir": relay.display().to_string()});
+    hub.update_settings(same_dir.as_object().unwrap()).unwrap();
+    let _relay_daemon = Daemon::start(&dir.db(), &[]);
+    let http_daemon = Daemon::start(&other.db(), &[]);
+
+    let without_time = |mut v: serde_json::Value| {
+        v.as_object_mut().unwrap().remove("created_at");
+        v
+    };
+    let mut claim = claim_file("same-claim", &token, 5);
+    drop_file(&relay.join("inbox"), "claim-same-claim.json", &claim);
+    let by_file = wait_for_json(&relay.join("outbox/claim-same-claim.json"), WAIT);
+    claim.as_object_mut().unwrap().remove("token");
+    let (status, by_http) = http(
+        &http_daemon.address,
+        "POST",
+        "/agent/claim",
+        Some(&token),
+        Some(&claim),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(
+        without_time(by_file.clone()),
+        without_time(by_http),
+        "the claim answers differ"
+    );
+
+    let command = by_file["commands"][0]["id"].clone();
+    let mut report = report_file(
+        "same-report",
+        &token,
+        json!([
+        {"command_id": command, "delivery": 1, "status": "done", "result": {"key": "AURORA-50", "created": true}, "jira_calls": 2},
+        {"command_id": 999, "delivery": 1, "status": "done"}]),
+    );
+    drop_file(&relay.join("inbox"), "report-same-report.json", &report);
+    let by_file = wait_for_json(&relay.join("outbox/report-same-report.json"), WAIT);
+    report.as_object_mut().unwrap().remove("token");
+    let (_, by_http) = http(
+        &http_daemon.address,
+        "POST",
+        "/agent/report",
+        Some(&token),
+        Some(&report),
+    );
+    assert_eq!(by_file, by_http);
+    assert_eq!(by_file["accepted"], json!([command]));
+}

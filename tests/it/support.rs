@@ -420,3 +420,66 @@ pub fn report_file(id: &str, token: &str, results: serde_json::Value) -> serde_j
     serde_json::json!({"kind": "report", "id": id, "agent": "agent-1", "sent_at": "2026-11-29T10:00:00Z",
         "token": token, "results": results})
 }
+
+/// A minimal HTTP/1.1 client for tests against the real daemon: one request per connection.
+pub fn http(
+    address: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).expect("connect");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .expect("timeout");
+    let body = body
+        .map(|b| serde_json::to_vec(b).expect("json"))
+        .unwrap_or_default();
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if let Some(token) = token {
+        request.push_str(&format!("Authorization: Bearer {token}\r\n"));
+    }
+    if !body.is_empty() {
+        request.push_str("Content-Type: application/json\r\n");
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).expect("write");
+    stream.write_all(&body).expect("write body");
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).expect("read");
+    let text = String::from_utf8_lossy(&response);
+    let status: u16 = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status");
+    let (head, payload) = text.split_once("\r\n\r\n").expect("head");
+    // Bodies may come chunked.
+    let payload = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        let mut out = String::new();
+        let mut rest = payload;
+        while let Some((size, after)) = rest.split_once("\r\n") {
+            let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+            if size == 0 {
+                break;
+            }
+            out.push_str(&after[..size]);
+            rest = &after[size + 2..];
+        }
+        out
+    } else {
+        payload.to_string()
+    };
+    (
+        status,
+        serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)),
+    )
+}

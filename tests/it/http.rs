@@ -1,0 +1,683 @@
+//! The HTTP API driven without a socket (`tower::ServiceExt::oneshot`): every endpoint, every
+//! error case, the data-model's settings scenarios in HTTP terms, and the OpenAPI document
+//! against the real routes.
+
+use crate::support::*;
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use jira_hub::http::{AppState, HttpOptions, HubPool, router};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use tower::ServiceExt;
+
+struct Api {
+    router: axum::Router,
+    client: String,
+    agent: String,
+    _dir: TestDir,
+}
+
+fn api_with(options: HttpOptions) -> Api {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    hub.update_settings(json!({"auto_refresh_minutes": 0}).as_object().unwrap())
+        .unwrap();
+    let tokens = hub.tokens().unwrap().unwrap();
+    let state = AppState {
+        pool: Arc::new(HubPool::new(hub)),
+        options,
+    };
+    Api {
+        router: router(state),
+        client: tokens.client,
+        agent: tokens.agent,
+        _dir: dir,
+    }
+}
+
+fn api() -> Api {
+    api_with(HttpOptions::default())
+}
+
+impl Api {
+    async fn raw(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        content_type: Option<&str>,
+        body: Vec<u8>,
+    ) -> (StatusCode, Value) {
+        let mut request = Request::builder().method(method).uri(path);
+        if let Some(token) = token {
+            request = request.header("Authorization", format!("Bearer {token}"));
+        }
+        if let Some(content_type) = content_type {
+            request = request.header("Content-Type", content_type);
+        }
+        let response = self
+            .router
+            .clone()
+            .oneshot(request.body(Body::from(body)).unwrap())
+            .await
+            .unwrap();
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let value = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        (status, value)
+    }
+
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let (content_type, bytes) = match body {
+            Some(body) => (Some("application/json"), serde_json::to_vec(&body).unwrap()),
+            None => (None, Vec::new()),
+        };
+        self.raw(method, path, token, content_type, bytes).await
+    }
+
+    async fn client(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        self.call(method, path, Some(&self.client.clone()), body)
+            .await
+    }
+
+    async fn agent(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.call(Method::POST, path, Some(&self.agent.clone()), Some(body))
+            .await
+    }
+}
+
+fn claim_body(id: &str, version: i64) -> Value {
+    json!({"kind": "claim", "id": id, "agent": "agent-h", "sent_at": "2026-11-29T10:00:00Z", "agent_version": "1.4.0",
+           "settings_version": version, "max_commands": 10})
+}
+
+fn error_code(body: &Value) -> (&str, Option<&str>) {
+    (
+        body["error"]["code"].as_str().unwrap_or("?"),
+        body["error"]["field"].as_str(),
+    )
+}
+
+#[tokio::test]
+async fn tokens_guard_every_endpoint() {
+    let api = api();
+    let client_paths = [
+        (Method::GET, "/settings"),
+        (Method::PUT, "/settings"),
+        (Method::GET, "/projects"),
+        (Method::POST, "/projects"),
+        (Method::GET, "/projects/AWPCA/issues"),
+        (Method::GET, "/issues/AURORA-1"),
+        (Method::POST, "/issues/AURORA-1/notes"),
+        (Method::GET, "/batches"),
+        (Method::POST, "/batches"),
+        (Method::GET, "/batches/1"),
+        (Method::POST, "/batches/1/cancel"),
+        (Method::POST, "/refresh"),
+        (Method::GET, "/sync-runs"),
+        (Method::GET, "/agents"),
+    ];
+    for (method, path) in &client_paths {
+        let (status, body) = api.call(method.clone(), path, None, Some(json!({}))).await;
+        assert_eq!(
+            (status, error_code(&body).0),
+            (StatusCode::UNAUTHORIZED, "unauthorized"),
+            "{method} {path}"
+        );
+        let (status, _) = api
+            .call(method.clone(), path, Some("not-a-token"), Some(json!({})))
+            .await;
+        assert_eq!(
+            status,
+            StatusCode::UNAUTHORIZED,
+            "{method} {path} with a wrong token"
+        );
+        let (status, body) = api
+            .call(method.clone(), path, Some(&api.agent), Some(json!({})))
+            .await;
+        assert_eq!(
+            (status, error_code(&body).0),
+            (StatusCode::FORBIDDEN, "forbidden"),
+            "{method} {path} with the agent token"
+        );
+    }
+    for path in ["/agent/claim", "/agent/report", "/agent/heartbeat"] {
+        assert_eq!(
+            api.call(Method::POST, path, None, Some(json!({}))).await.0,
+            StatusCode::UNAUTHORIZED
+        );
+        assert_eq!(
+            api.call(Method::POST, path, Some(&api.client), Some(json!({})))
+                .await
+                .0,
+            StatusCode::FORBIDDEN
+        );
+    }
+    for path in ["/health", "/ready", "/metrics", "/openapi.json"] {
+        assert_eq!(
+            api.call(Method::GET, path, None, None).await.0,
+            StatusCode::OK,
+            "{path}"
+        );
+    }
+    let (_, body) = api.call(Method::GET, "/health", None, None).await;
+    assert_eq!(body, json!({"status": "ok", "schema_version": 4}));
+}
+
+/// The data model's settings scenarios, in HTTP terms.
+#[tokio::test]
+async fn settings_scenarios() {
+    let api = api();
+    let (status, settings) = api.client(Method::GET, "/settings", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        settings["base_jql"],
+        "project = AURORA AND labels in (\"AWPCA\")"
+    );
+    assert_eq!(settings["closed_statuses"], json!(["Готово", "Снято"]));
+    let text = settings.to_string();
+    assert!(
+        settings.get("tokens").is_none()
+            && !text.contains(&api.client)
+            && !text.contains(&api.agent),
+        "no token shown"
+    );
+    let version = settings["settings_version"].as_i64().unwrap();
+
+    // «Правка настроек поднимает версию»: and the next claim carries it.
+    let (status, after) = api
+        .client(
+            Method::PUT,
+            "/settings",
+            Some(json!({"pacing": {"min_interval_ms": 1000}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(after["settings_version"], json!(version + 1));
+    let (status, claim) = api.agent("/agent/claim", claim_body("c1", version)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(claim["settings_version"], json!(version + 1));
+    assert_eq!(claim["settings"]["pacing"]["min_interval_ms"], json!(1000));
+    assert!(
+        claim["settings"].get("closed_statuses").is_none()
+            && claim["settings"].get("relay_dir").is_none()
+    );
+
+    // Refusals: 422 naming the field, nothing written, version unchanged.
+    for (update, field, message) in [
+        (json!({"relay_dir": "rshb/jira-bridge"}), "relay_dir", None),
+        (
+            json!({"base_jql": "project = AURORA"}),
+            "base_jql",
+            Some("базовая JQL собирается из проектов"),
+        ),
+        (json!({"board_id": 4216}), "board_id", None),
+        (
+            json!({"closed_statuses": "Готово"}),
+            "closed_statuses",
+            None,
+        ),
+        (
+            json!({"backup_keep": 3, "pacing": {"max_deliveries": 0}}),
+            "pacing.max_deliveries",
+            None,
+        ),
+        (
+            json!({"tokens": {"agent": "x", "client": "y"}}),
+            "tokens",
+            None,
+        ),
+        (json!({"colour": "red"}), "colour", None),
+    ] {
+        let (status, body) = api
+            .client(Method::PUT, "/settings", Some(update.clone()))
+            .await;
+        assert_eq!(
+            (status, error_code(&body)),
+            (StatusCode::UNPROCESSABLE_ENTITY, ("invalid", Some(field))),
+            "{update}"
+        );
+        if let Some(message) = message {
+            assert_eq!(body["error"]["message"], message);
+        }
+    }
+    let (_, now) = api.client(Method::GET, "/settings", None).await;
+    assert_eq!(now["settings_version"], json!(version + 1));
+    assert_eq!(now["backup_keep"], json!(14), "all or nothing");
+
+    // «Создание проекта не трогает версию настроек».
+    let (status, project) = api
+        .client(
+            Method::POST,
+            "/projects",
+            Some(json!({"label": "STOCKS_DRRK", "name": "Склады"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(project["label"], "STOCKS_DRRK");
+    let (_, now) = api.client(Method::GET, "/settings", None).await;
+    assert_eq!(now["settings_version"], json!(version + 1));
+    assert_eq!(
+        now["base_jql"],
+        "project = AURORA AND labels in (\"AWPCA\", \"STOCKS_DRRK\")"
+    );
+}
+
+#[tokio::test]
+async fn malformed_bodies_and_unknown_routes() {
+    let api = api_with(HttpOptions {
+        max_body_bytes: 2048,
+        ..HttpOptions::default()
+    });
+    let token = api.client.clone();
+    let (status, body) = api
+        .raw(
+            Method::PUT,
+            "/settings",
+            Some(&token),
+            Some("application/json"),
+            b"{not json".to_vec(),
+        )
+        .await;
+    assert_eq!(
+        (status, error_code(&body).0),
+        (StatusCode::BAD_REQUEST, "malformed")
+    );
+    let (status, body) = api
+        .raw(
+            Method::PUT,
+            "/settings",
+            Some(&token),
+            Some("text/plain"),
+            b"{}".to_vec(),
+        )
+        .await;
+    assert_eq!(
+        (status, error_code(&body).0),
+        (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+    );
+    let (status, body) = api
+        .raw(
+            Method::PUT,
+            "/settings",
+            Some(&token),
+            Some("application/json"),
+            b"[1, 2]".to_vec(),
+        )
+        .await;
+    assert_eq!(
+        (status, error_code(&body).0),
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid")
+    );
+    let big = serde_json::to_vec(&json!({"closed_statuses": vec!["x".repeat(100); 100]})).unwrap();
+    let (status, body) = api
+        .raw(
+            Method::PUT,
+            "/settings",
+            Some(&token),
+            Some("application/json"),
+            big,
+        )
+        .await;
+    assert_eq!(
+        (status, error_code(&body).0),
+        (StatusCode::PAYLOAD_TOO_LARGE, "too_large")
+    );
+    let (status, body) = api.client(Method::GET, "/no/such/thing", None).await;
+    assert_eq!(
+        (status, error_code(&body).0),
+        (StatusCode::NOT_FOUND, "not_found")
+    );
+    let (status, body) = api.client(Method::DELETE, "/settings", None).await;
+    assert_eq!(
+        (status, error_code(&body).0),
+        (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed")
+    );
+    let (status, body) = api
+        .client(Method::POST, "/batches", Some(json!({"title": "t"})))
+        .await;
+    assert_eq!(
+        (status, error_code(&body).0),
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid"),
+        "missing fields"
+    );
+}
+
+#[tokio::test]
+async fn projects() {
+    let api = api();
+    let (status, body) = api
+        .client(
+            Method::POST,
+            "/projects",
+            Some(json!({"label": "awpca", "name": "Другой"})),
+        )
+        .await;
+    assert_eq!(
+        (status, error_code(&body)),
+        (StatusCode::CONFLICT, ("conflict", Some("label")))
+    );
+    assert_eq!(body["error"]["message"], "проект с такой меткой уже есть");
+    for label in ["STOCKS DRRK", "A\\B", "A\nB"] {
+        let (status, body) = api
+            .client(
+                Method::POST,
+                "/projects",
+                Some(json!({"label": label, "name": "x"})),
+            )
+            .await;
+        assert_eq!(
+            (status, error_code(&body)),
+            (StatusCode::UNPROCESSABLE_ENTITY, ("invalid", Some("label"))),
+            "{label:?}"
+        );
+    }
+    let (status, body) = api
+        .client(
+            Method::POST,
+            "/projects",
+            Some(json!({"label": "X", "name": "x", "board_id": 0})),
+        )
+        .await;
+    assert_eq!(
+        (status, error_code(&body).1),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("board_id"))
+    );
+    let (status, list) = api.client(Method::GET, "/projects", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list[0]["name"], "АРМ КА");
+}
+
+#[tokio::test]
+async fn batches_refreshes_and_the_mirror() {
+    let api = api();
+    let (status, batch) = api
+        .client(Method::POST, "/batches", Some(json!({"title": "план", "author": "ivanov", "project": "AWPCA", "commands": [
+            {"type": "ensure_issue", "params": {"issue_type": "task", "summary": "Новая"}},
+            {"type": "comment", "params": {"key": {"$result": "key"}, "body": "к ней"}, "depends_on": 1}]})))
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(
+        (batch["status"].as_str(), batch["status_label"].as_str()),
+        (Some("queued"), Some("в очереди"))
+    );
+    assert_eq!(batch["commands"][0]["params"]["labels"], json!(["AWPCA"]));
+    assert_eq!(batch["counters"]["queued"], json!(2));
+    let id = batch["id"].as_i64().unwrap();
+    let (status, body) = api
+        .client(
+            Method::POST,
+            "/batches",
+            Some(json!({"title": "t", "author": "a", "commands": [
+            {"type": "ensure_issue", "params": {"issue_type": "task"}}]})),
+        )
+        .await;
+    assert_eq!(
+        (status, error_code(&body).1),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("commands[0].params.summary")
+        )
+    );
+    assert_eq!(
+        api.client(Method::GET, &format!("/batches/{id}"), None)
+            .await
+            .1["id"],
+        json!(id)
+    );
+    assert_eq!(
+        api.client(Method::GET, "/batches?project=AWPCA", None)
+            .await
+            .1
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        api.client(Method::GET, "/batches?project=NOPE", None)
+            .await
+            .1
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
+    assert_eq!(
+        api.client(Method::GET, "/batches/999", None).await.0,
+        StatusCode::NOT_FOUND
+    );
+    let (status, cancelled) = api
+        .client(Method::POST, &format!("/batches/{id}/cancel"), None)
+        .await;
+    assert_eq!(
+        (status, cancelled["status"].as_str()),
+        (StatusCode::OK, Some("cancelled"))
+    );
+
+    let (status, refresh) = api.client(Method::POST, "/refresh", None).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(
+        refresh["commands"][0]["params"]["jql"],
+        "project = AURORA AND labels in (\"AWPCA\")"
+    );
+    assert_eq!(
+        api.client(Method::POST, "/refresh", Some(json!({"project": "NOPE"})))
+            .await
+            .0,
+        StatusCode::NOT_FOUND
+    );
+    let (_, claim) = api.agent("/agent/claim", claim_body("c1", 0)).await;
+    let command = &claim["commands"][0];
+    assert_eq!(command["type"], "refresh");
+    let issues = [
+        raw_issue(
+            "AURORA-1",
+            "1",
+            &["AWPCA"],
+            json!({"issuelinks": [{"id": "9", "type": {"name": "Blocks"}, "outwardIssue": {"key": "AURORA-2"}}]}),
+        ),
+        raw_issue(
+            "AURORA-2",
+            "2",
+            &["OTHER"],
+            json!({"issuelinks": [{"id": "9", "type": {"name": "Blocks"}, "inwardIssue": {"key": "AURORA-1"}}]}),
+        ),
+    ];
+    let (status, report) = api
+        .agent("/agent/report", json!({"kind": "report", "id": "r1", "agent": "agent-h", "sent_at": "2026-11-29T10:00:00Z", "results": [
+            {"command_id": command["id"], "delivery": 1, "status": "progress", "page": {"start_at": 0, "total": 2, "issues": issues}},
+            {"command_id": command["id"], "delivery": 1, "status": "done", "result": {"total": 2, "boards": [{"id": 4216, "type": "scrum"}]}}]}))
+        .await;
+    assert_eq!(
+        (status, report["accepted"].as_array().unwrap().len()),
+        (StatusCode::OK, 2)
+    );
+    let (status, slice) = api
+        .client(Method::GET, "/projects/AWPCA/issues", None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let rows: Vec<(&str, bool)> = slice
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["key"].as_str().unwrap(), r["neighbor"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(rows, [("AURORA-1", false), ("AURORA-2", true)]);
+    assert_eq!(
+        api.client(Method::GET, "/projects/NOPE/issues", None)
+            .await
+            .0,
+        StatusCode::NOT_FOUND
+    );
+    let (status, note) = api
+        .client(
+            Method::POST,
+            "/issues/AURORA-1/notes",
+            Some(json!({"author": "ivanov", "body": "заметка"})),
+        )
+        .await;
+    assert_eq!(
+        (status, note["body"].as_str()),
+        (StatusCode::CREATED, Some("заметка"))
+    );
+    assert_eq!(
+        api.client(
+            Method::POST,
+            "/issues/AURORA-1/notes",
+            Some(json!({"author": "", "body": "x"}))
+        )
+        .await
+        .0,
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+    assert_eq!(
+        api.client(
+            Method::POST,
+            "/issues/AURORA-404/notes",
+            Some(json!({"author": "a", "body": "x"}))
+        )
+        .await
+        .0,
+        StatusCode::NOT_FOUND
+    );
+    let (status, issue) = api.client(Method::GET, "/issues/AURORA-1", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        (
+            issue["links"].as_array().unwrap().len(),
+            issue["notes"].as_array().unwrap().len()
+        ),
+        (1, 1)
+    );
+    assert_eq!(issue["fields"]["summary"], "Задача AURORA-1");
+    assert_eq!(
+        api.client(Method::GET, "/issues/AURORA-404", None).await.0,
+        StatusCode::NOT_FOUND
+    );
+    let (_, runs) = api.client(Method::GET, "/sync-runs", None).await;
+    assert_eq!(
+        (runs[0]["full"].as_bool(), runs[0]["status"].as_str()),
+        (Some(true), Some("done"))
+    );
+    let (_, agents) = api.client(Method::GET, "/agents", None).await;
+    assert_eq!(agents[0]["agent"], "agent-h");
+    let (_, metrics) = api.call(Method::GET, "/metrics", None, None).await;
+    let metrics = metrics.as_str().unwrap().to_string();
+    for line in [
+        "jira_hub_claims_total 1",
+        "jira_hub_issues_ingested_total 2",
+        "jira_hub_commands{status=\"done\"} 1",
+        "jira_hub_mirror_issues 2",
+    ] {
+        assert!(metrics.contains(line), "{line} in {metrics}");
+    }
+}
+
+#[tokio::test]
+async fn agent_bodies_are_checked_like_relay_files() {
+    let api = api();
+    let (status, body) = api.agent("/agent/claim", json!({"kind": "heartbeat", "id": "h1", "agent": "a", "sent_at": "2026-11-29T10:00:00Z", "agent_version": "1", "jira_ok": true})).await;
+    assert_eq!(
+        (status, error_code(&body)),
+        (StatusCode::UNPROCESSABLE_ENTITY, ("invalid", Some("kind")))
+    );
+    let mut no_max = claim_body("c2", 0);
+    no_max.as_object_mut().unwrap().remove("max_commands");
+    let (status, body) = api.agent("/agent/claim", no_max).await;
+    assert_eq!(
+        (status, error_code(&body).1),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("max_commands"))
+    );
+    let (status, body) = api
+        .agent("/agent/claim", json!({"kind": "claim", "id": "bad id"}))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let agent = api.agent.clone();
+    let (status, _) = api
+        .raw(
+            Method::POST,
+            "/agent/heartbeat",
+            Some(&agent),
+            Some("application/json"),
+            b"{oops".to_vec(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    // The same id again: the same answer (exactly once, as over the relay).
+    let first = api.agent("/agent/claim", claim_body("same", 0)).await.1;
+    let second = api.agent("/agent/claim", claim_body("same", 0)).await.1;
+    assert_eq!(first, second);
+}
+
+/// Every route of the document answers (no fallback 404/405), and every endpoint of system.md
+/// §8 is in the document.
+#[tokio::test]
+async fn the_openapi_document_matches_the_routes() {
+    let api = api();
+    let (status, document) = api.call(Method::GET, "/openapi.json", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let paths = document["paths"].as_object().unwrap();
+    let mut documented = Vec::new();
+    for (path, item) in paths {
+        for method in item.as_object().unwrap().keys() {
+            documented.push(format!("{} {path}", method.to_uppercase()));
+            let concrete = path
+                .replace("{label}", "AWPCA")
+                .replace("{key}", "AURORA-1")
+                .replace("{id}", "1");
+            let token = if path.starts_with("/agent/") {
+                api.agent.clone()
+            } else {
+                api.client.clone()
+            };
+            let method = Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+            let (status, body) = api
+                .call(method.clone(), &concrete, Some(&token), Some(json!({})))
+                .await;
+            let fallback = body["error"]["message"] == "нет такого ресурса"
+                || status == StatusCode::METHOD_NOT_ALLOWED;
+            assert!(
+                !fallback,
+                "{method} {path} is documented but not routed: {status} {body}"
+            );
+        }
+    }
+    documented.sort();
+    let expected = [
+        "GET /agents",
+        "GET /batches",
+        "GET /batches/{id}",
+        "GET /health",
+        "GET /issues/{key}",
+        "GET /metrics",
+        "GET /projects",
+        "GET /projects/{label}/issues",
+        "GET /ready",
+        "GET /settings",
+        "GET /sync-runs",
+        "POST /agent/claim",
+        "POST /agent/heartbeat",
+        "POST /agent/report",
+        "POST /batches",
+        "POST /batches/{id}/cancel",
+        "POST /issues/{key}/notes",
+        "POST /projects",
+        "POST /refresh",
+        "PUT /settings",
+    ];
+    assert_eq!(documented, expected);
+    assert!(document["components"]["schemas"]["BatchView"].is_object());
+    assert!(document["components"]["securitySchemes"]["client_token"].is_object());
+}
