@@ -681,3 +681,20 @@ async fn the_openapi_document_matches_the_routes() {
     assert!(document["components"]["schemas"]["BatchView"].is_object());
     assert!(document["components"]["securitySchemes"]["client_token"].is_object());
 }
+
+#[tokio::test]
+async fn slow_requests_are_answered_408() {
+    let api = api_with(HttpOptions {
+        request_timeout: std::time::Duration::from_nanos(1),
+        ..HttpOptions::default()
+    });
+    let (status, body) = api
+        .client(
+            Method::POST,
+            "/batches",
+            Some(json!({"title": "t", "author": "a", "commands": [
+            {"type": "comment", "params": {"key": "AURORA-1", "body": "x"}}]})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::REQUEST_TIMEOUT, "{body}");
+}

@@ -526,3 +526,31 @@ fn the_relay_and_http_answer_alike() {
     assert_eq!(by_file, by_http);
     assert_eq!(by_file["accepted"], json!([command]));
 }
+
+/// SIGTERM while a request is in flight (its body half sent): the request is still answered,
+/// then the daemon exits 0.
+#[test]
+fn a_stop_drains_requests_in_flight() {
+    use std::io::{Read, Write};
+    let dir = TestDir::new();
+    let (hub, _relay, _token) = relay_hub(&dir);
+    let client = hub.tokens().unwrap().unwrap().client;
+    let mut daemon = Daemon::start(&dir.db(), &[]);
+    let body = serde_json::to_vec(&json!({"label": "DRAIN", "name": "В полёте"})).unwrap();
+    let mut stream = std::net::TcpStream::connect(&daemon.address).unwrap();
+    let head = format!(
+        "POST /projects HTTP/1.1\r\nHost: t\r\nConnection: close\r\nAuthorization: Bearer {client}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(&body[..5]).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    daemon.signal("TERM");
+    std::thread::sleep(Duration::from_millis(200));
+    stream.write_all(&body[5..]).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 201"), "{response}");
+    assert_eq!(daemon.wait().code(), Some(0));
+    assert!(hub.projects().unwrap().iter().any(|p| p.label == "DRAIN"));
+}
