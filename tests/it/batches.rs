@@ -238,12 +238,7 @@ fn claims_go_oldest_batch_first_capped_by_pacing() {
     let dir = TestDir::new();
     let clock = clock();
     let mut hub = ready_hub(&dir, &clock);
-    hub.update_settings(
-        json!({"pacing": {"max_commands_per_claim": 3}})
-            .as_object()
-            .unwrap(),
-    )
-    .unwrap();
+    set_settings(&mut hub, json!({"pacing": {"max_commands_per_claim": 3}}));
     let agent = Agent::new("agent-1");
     let first = hub.enqueue_batch(&batch(comments(2))).unwrap();
     clock.advance(time::Duration::seconds(1));
@@ -272,12 +267,7 @@ fn settings_reach_the_agent_only_when_its_version_differs() {
     };
     let fresh = answer(&mut hub, version);
     assert!(fresh.settings.is_none());
-    hub.update_settings(
-        json!({"pacing": {"min_interval_ms": 1000}})
-            .as_object()
-            .unwrap(),
-    )
-    .unwrap();
+    set_settings(&mut hub, json!({"pacing": {"min_interval_ms": 1000}}));
     let stale = answer(&mut hub, version);
     assert_eq!(stale.settings_version, version + 1);
     let settings = stale.settings.unwrap();
@@ -294,12 +284,10 @@ fn reports_are_idempotent_and_late_reports_count() {
     let dir = TestDir::new();
     let clock = clock();
     let mut hub = ready_hub(&dir, &clock);
-    hub.update_settings(
-        json!({"pacing": {"claim_timeout_seconds": 60, "max_deliveries": 3}})
-            .as_object()
-            .unwrap(),
-    )
-    .unwrap();
+    set_settings(
+        &mut hub,
+        json!({"pacing": {"claim_timeout_seconds": 60, "max_deliveries": 3}}),
+    );
     let agent = Agent::new("agent-1");
     let view = hub.enqueue_batch(&batch(comments(1))).unwrap();
     let id = agent.claim(&mut hub, 1).commands[0].id;
@@ -380,12 +368,10 @@ fn timeouts_requeue_then_fail_after_max_deliveries() {
     let dir = TestDir::new();
     let clock = clock();
     let mut hub = ready_hub(&dir, &clock);
-    hub.update_settings(
-        json!({"pacing": {"claim_timeout_seconds": 60, "max_deliveries": 2}})
-            .as_object()
-            .unwrap(),
-    )
-    .unwrap();
+    set_settings(
+        &mut hub,
+        json!({"pacing": {"claim_timeout_seconds": 60, "max_deliveries": 2}}),
+    );
     let agent = Agent::new("agent-1");
     let view = hub
         .enqueue_batch(&batch(json!({"title": "t", "author": "a", "commands": [
@@ -416,12 +402,7 @@ fn a_lease_is_renewed_by_progress() {
     let dir = TestDir::new();
     let clock = clock();
     let mut hub = ready_hub(&dir, &clock);
-    hub.update_settings(
-        json!({"pacing": {"claim_timeout_seconds": 60}})
-            .as_object()
-            .unwrap(),
-    )
-    .unwrap();
+    set_settings(&mut hub, json!({"pacing": {"claim_timeout_seconds": 60}}));
     let agent = Agent::new("agent-1");
     hub.enqueue_refresh(None, "ivanov").unwrap();
     let id = agent.claim(&mut hub, 1).commands[0].id;
@@ -446,12 +427,10 @@ fn pacing_backs_off_and_resets() {
     let dir = TestDir::new();
     let clock = clock();
     let mut hub = ready_hub(&dir, &clock);
-    hub.update_settings(
-        json!({"pacing": {"backoff_initial_seconds": 5, "backoff_max_seconds": 12}})
-            .as_object()
-            .unwrap(),
-    )
-    .unwrap();
+    set_settings(
+        &mut hub,
+        json!({"pacing": {"backoff_initial_seconds": 5, "backoff_max_seconds": 12}}),
+    );
     let agent = Agent::new("agent-1");
     hub.enqueue_batch(&batch(comments(10))).unwrap();
     let mut pauses = Vec::new();

@@ -21,8 +21,7 @@ fn api_with(options: HttpOptions) -> Api {
     let dir = TestDir::new();
     let clock = clock();
     let mut hub = ready_hub(&dir, &clock);
-    hub.update_settings(json!({"auto_refresh_minutes": 0}).as_object().unwrap())
-        .unwrap();
+    set_settings(&mut hub, json!({"auto_refresh_minutes": 0}));
     let tokens = hub.tokens().unwrap().unwrap();
     let state = AppState {
         pool: Arc::new(HubPool::new(hub)),

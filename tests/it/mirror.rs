@@ -304,12 +304,7 @@ fn timed_out_commands_are_confirmed_from_the_mirror() {
     let dir = TestDir::new();
     let clock = clock();
     let mut hub = ready_hub(&dir, &clock);
-    hub.update_settings(
-        json!({"pacing": {"claim_timeout_seconds": 60}})
-            .as_object()
-            .unwrap(),
-    )
-    .unwrap();
+    set_settings(&mut hub, json!({"pacing": {"claim_timeout_seconds": 60}}));
     let agent = Agent::new("agent-1");
     let work = hub
         .enqueue_batch(&batch(json!({"title": "t", "author": "a", "commands": [
@@ -447,8 +442,7 @@ fn auto_refresh_enqueues_when_due_and_never_twice() {
     let dir = TestDir::new();
     let clock = clock();
     let mut hub = ready_hub(&dir, &clock);
-    hub.update_settings(json!({"auto_refresh_minutes": 30}).as_object().unwrap())
-        .unwrap();
+    set_settings(&mut hub, json!({"auto_refresh_minutes": 30}));
     let first = hub.auto_refresh().unwrap().expect("due: never refreshed");
     assert_eq!(
         first.commands[0].params["jql"],
@@ -467,8 +461,7 @@ fn auto_refresh_enqueues_when_due_and_never_twice() {
     let id = agent.claim(&mut hub, 1).commands[0].id;
     agent.report(&mut hub, json!([{"command_id": id, "delivery": 1, "status": "done", "result": {"total": 0, "boards": []}}]));
     assert!(hub.auto_refresh().unwrap().is_none(), "only 29 minutes");
-    hub.update_settings(json!({"auto_refresh_minutes": 0}).as_object().unwrap())
-        .unwrap();
+    set_settings(&mut hub, json!({"auto_refresh_minutes": 0}));
     clock.advance(time::Duration::hours(5));
     assert!(hub.auto_refresh().unwrap().is_none(), "off");
 }

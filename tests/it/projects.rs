@@ -6,8 +6,7 @@ use serde_json::json;
 
 fn hub_with_key(dir: &TestDir, clock: &std::sync::Arc<jira_hub::clock::ManualClock>) -> Hub {
     let mut hub = open_hub(dir, clock);
-    hub.update_settings(json!({"project_key": "AURORA"}).as_object().unwrap())
-        .unwrap();
+    set_settings(&mut hub, json!({"project_key": "AURORA"}));
     hub
 }
 

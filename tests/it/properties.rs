@@ -101,12 +101,10 @@ fn run(ops: Vec<Op>) {
     let dir = TestDir::in_memory_fs();
     let clock = clock();
     let mut hub = ready_hub(&dir, &clock);
-    hub.update_settings(
-        json!({"pacing": {"claim_timeout_seconds": TIMEOUT_SECONDS, "max_deliveries": 3}})
-            .as_object()
-            .unwrap(),
-    )
-    .unwrap();
+    set_settings(
+        &mut hub,
+        json!({"pacing": {"claim_timeout_seconds": TIMEOUT_SECONDS, "max_deliveries": 3}}),
+    );
     let agent = Agent::new("agent-p");
     let mut deliveries: Vec<(i64, u32)> = Vec::new();
     let mut sent_reports = Vec::new();

@@ -473,9 +473,7 @@ fn the_relay_and_http_answer_alike() {
     )
     .unwrap()
     .0;
-    other_hub
-        .update_settings(json!({"relay_dir": null}).as_object().unwrap())
-        .unwrap();
+    set_settings(&mut other_hub, json!({"relay_dir": null}));
     // The copy's relay_dir was cleared (one version up): the same write here keeps the versions
     // level; relay_dir never reaches the agent.
     let same_dir = json!({"relay_dir": relay.display().to_string()});

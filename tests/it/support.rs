@@ -199,6 +199,12 @@ pub fn snapshot(db: &Path) -> Vec<String> {
     rows
 }
 
+/// Writes settings through the service (as `PUT /settings` would); panics on a refusal.
+pub fn set_settings(hub: &mut Hub, settings: serde_json::Value) {
+    hub.update_settings(settings.as_object().expect("an object"))
+        .expect("settings");
+}
+
 /// A hub initialised from the example config, with a clock the test moves.
 pub fn ready_hub(dir: &TestDir, clock: &Arc<ManualClock>) -> Hub {
     let mut hub = open_hub(dir, clock);
