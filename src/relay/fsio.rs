@@ -6,10 +6,15 @@
 //! "check, then rename" cannot race with another writer there.
 
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// The mode of files the hub writes into the relay folder: read and write for the owner and the
+/// share's group, nothing for others.
+pub const RELAY_FILE_MODE: u32 = 0o660;
 
 /// Writes `bytes` as `dir/name` unless that file exists. Returns whether it wrote.
 pub fn write_new(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<bool> {
@@ -21,6 +26,9 @@ pub fn write_new(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<bool> 
     let temp = dir.join(format!(".{name}.{}-{n}.tmp", std::process::id()));
     let written = (|| {
         let mut file = std::fs::File::create_new(&temp)?;
+        // The agent reads these across the share, often as another user of a shared group: the
+        // daemon's umask (0077 under systemd) must not make them unreadable.
+        file.set_permissions(std::fs::Permissions::from_mode(RELAY_FILE_MODE))?;
         file.write_all(bytes)?;
         file.sync_all()?;
         drop(file);
@@ -72,6 +80,8 @@ mod tests {
     fn never_overwrites() {
         let dir = tempfile::tempdir().unwrap();
         assert!(write_new(dir.path(), "a.json", b"one").unwrap());
+        let mode = std::fs::metadata(dir.path().join("a.json")).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, RELAY_FILE_MODE, "readable by the share's group whatever the umask");
         assert!(!write_new(dir.path(), "a.json", b"two").unwrap());
         assert_eq!(std::fs::read(dir.path().join("a.json")).unwrap(), b"one");
         let leftovers: Vec<_> = std::fs::read_dir(dir.path())
