@@ -80,8 +80,15 @@ mod tests {
     fn never_overwrites() {
         let dir = tempfile::tempdir().unwrap();
         assert!(write_new(dir.path(), "a.json", b"one").unwrap());
-        let mode = std::fs::metadata(dir.path().join("a.json")).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, RELAY_FILE_MODE, "readable by the share's group whatever the umask");
+        let mode = std::fs::metadata(dir.path().join("a.json"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(
+            mode, RELAY_FILE_MODE,
+            "readable by the share's group whatever the umask"
+        );
         assert!(!write_new(dir.path(), "a.json", b"two").unwrap());
         assert_eq!(std::fs::read(dir.path().join("a.json")).unwrap(), b"one");
         let leftovers: Vec<_> = std::fs::read_dir(dir.path())

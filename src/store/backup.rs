@@ -68,6 +68,9 @@ pub(super) fn write_backup(
         BackupKind::Manual => format!("{}-manual", backup_stamp(now)),
         BackupKind::Periodic => format!("{}-{PERIODIC_SUFFIX}", backup_stamp(now)),
     };
+    if matches!(kind, BackupKind::Migration { .. }) {
+        remove_stale_migration_partials(&dir);
+    }
     let (partial, target) = free_name(&dir, &stem);
     let copied = copy_into(reader, &partial).and_then(|()| {
         std::fs::rename(&partial, &target).map_err(io_error(format!(
@@ -81,6 +84,28 @@ pub(super) fn write_backup(
         return Err(error);
     }
     Ok(target)
+}
+
+/// Half-written migration backups of a process that died (a full disk, a kill). Only the
+/// process holding the database's write lock writes one, so any found now is stale.
+fn remove_stale_migration_partials(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') && name.contains("-schema-v") && name.ends_with(".sqlite.partial")
+        {
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => {
+                    tracing::warn!(file = %name, "removed a half-written migration backup left by a stopped process")
+                }
+                Err(error) => {
+                    tracing::warn!(file = %name, %error, "cannot remove a stale migration backup")
+                }
+            }
+        }
+    }
 }
 
 /// A name in `dir` that no file has yet: `<stem>.sqlite`, else `<stem>-2.sqlite`, …; with the

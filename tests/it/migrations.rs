@@ -503,3 +503,64 @@ fn a_shared_sticky_folder_is_left_alone_with_a_warning() {
     assert_eq!(mode(&shared_dir), 0o1777);
     assert_eq!(mode(&shared_dir.join("backups")), 0o700);
 }
+
+/// The disk fills while the backup is written (here: the file-size limit kills the process, as
+/// a full disk would stop it): the database stays at its old version, whole; the next start
+/// migrates, with one backup.
+#[test]
+fn a_migration_stopped_by_a_full_disk_leaves_the_old_version() {
+    let dir = TestDir::new();
+    let conn = build_db(&dir.db(), 1, COMMON_ROWS);
+    conn.execute_batch(
+        "WITH RECURSIVE n(i) AS (SELECT 100 UNION ALL SELECT i + 1 FROM n WHERE i < 2099)
+         INSERT INTO issue (key, issue_type, summary, status, fields, synced_at)
+         SELECT 'AURORA-' || i, 'Задача', 'задача ' || i, 'Открыт', printf('%.500c', 'x'), '2026-01-01T00:00:00Z' FROM n;
+         PRAGMA wal_checkpoint(TRUNCATE);",
+    )
+    .unwrap();
+    drop(conn);
+    let size = std::fs::metadata(dir.db()).unwrap().len();
+    let limit_kib = size / 1024 / 2;
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -f {limit_kib}; exec \"$0\" --db \"$1\" migrate"
+        ))
+        .arg(env!("CARGO_BIN_EXE_jira-hub"))
+        .arg(dir.db())
+        .env("RUST_LOG", "off")
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(
+        !status.success(),
+        "the write limit stopped the migration: {status:?}"
+    );
+    let conn = Connection::open(dir.db()).unwrap();
+    assert_eq!(setting(&conn, "schema_version").as_deref(), Some("1"));
+    assert_eq!(count(&conn, "SELECT count(*) FROM issue"), 2002);
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM pragma_table_info('command') WHERE name = 'deliveries'"
+        ),
+        0
+    );
+    drop(conn);
+    let left = dir.backups();
+    assert!(
+        !left.is_empty() && left.iter().all(|n| n.starts_with('.')),
+        "only a half-written backup: {left:?}"
+    );
+
+    run_ok(&dir.db(), &["migrate"]);
+    assert_eq!(
+        dir.backups().len(),
+        1,
+        "one backup, the stale half-written one gone: {:?}",
+        dir.backups()
+    );
+    let conn = Connection::open(dir.db()).unwrap();
+    assert_v4_shape(&conn);
+    assert_eq!(count(&conn, "SELECT count(*) FROM issue"), 2002);
+}
