@@ -162,8 +162,7 @@ async fn run(hub: Hub, options: ServeOptions, db: &Path) -> anyhow::Result<ExitC
         pool: Arc::new(crate::http::HubPool::new(hub.connect()?)),
         options: options.http.clone(),
     };
-    axum::serve(listener, crate::http::router(state))
-        .with_graceful_shutdown(stop)
+    crate::http::serve(listener, state, stop)
         .await
         .context("the HTTP server failed")?;
     shutdown.store(true, Ordering::SeqCst);

@@ -378,6 +378,18 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     api().1
 }
 
+/// Serves the router on `listener` until `shutdown` completes, then finishes the requests in
+/// hand (the daemon owns the listener and the shutdown future).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
 /// The router, separate from the listener so that tests drive it without a socket.
 pub fn router(state: AppState) -> Router {
     let (routes, document) = api();
