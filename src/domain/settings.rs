@@ -260,14 +260,6 @@ impl Settings {
         );
         view
     }
-
-    /// One key of the public view, for `jira-hub settings get KEY`.
-    pub fn public_value(&self, key: &str, base_jql: Option<&str>) -> Option<Value> {
-        match self.public_view(base_jql) {
-            Value::Object(mut map) => map.remove(key),
-            _ => None,
-        }
-    }
 }
 
 /// Checks a whole update (`PUT /settings` body) and returns the normalized values to store, in

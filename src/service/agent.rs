@@ -126,15 +126,6 @@ impl Hub {
         }
         Ok(expired)
     }
-
-    /// The pause the next claim answer carries.
-    pub fn current_pause_seconds(&self) -> Result<u32> {
-        let settings = self.settings()?;
-        Ok(backoff_pause(
-            &settings.pacing,
-            self.rate_limit_streak.load(Ordering::SeqCst),
-        ))
-    }
 }
 
 fn claim_in(tx: &Tx<'_>, claim: &ClaimRequest, now: &Now, streak: u32) -> Result<ClaimAnswer> {

@@ -110,10 +110,6 @@ impl Hub {
         })
     }
 
-    pub fn db_path(&self) -> &Path {
-        self.store.path()
-    }
-
     /// The process's counters.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics

@@ -294,13 +294,4 @@ impl Tx<'_> {
             |row| row.get(0),
         )?)
     }
-
-    /// How many commands are in each status.
-    pub fn command_counts(&self) -> Result<Vec<(String, i64)>> {
-        let mut statement = self
-            .0
-            .prepare("SELECT status, count(*) FROM command GROUP BY status")?;
-        let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-    }
 }
