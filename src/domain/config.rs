@@ -65,12 +65,10 @@ pub fn import_legacy_config(config: &Value) -> Result<ImportedConfig, Validation
             imported.push((key.to_string(), validate_setting(key, value)?));
         }
     }
-    imported.push((
-        settings::ISSUE_TYPES.to_string(),
-        issue_types_from_config(map)?,
-    ));
+    let (issue_types, mut type_warnings) = issue_types_from_config(map)?;
+    imported.push((settings::ISSUE_TYPES.to_string(), issue_types));
 
-    let legacy = legacy_projects(
+    let mut legacy = legacy_projects(
         map.get(settings::LEGACY_BASE_JQL),
         map.get(settings::LEGACY_BOARD_ID),
     );
@@ -81,6 +79,7 @@ pub fn import_legacy_config(config: &Value) -> Result<ImportedConfig, Validation
             || k == settings::LEGACY_BOARD_ID
     };
     let ignored_keys = map.keys().filter(|k| !known(k)).cloned().collect();
+    legacy.warnings.append(&mut type_warnings);
     Ok(ImportedConfig {
         settings: imported,
         projects: legacy.projects,
@@ -89,11 +88,19 @@ pub fn import_legacy_config(config: &Value) -> Result<ImportedConfig, Validation
     })
 }
 
-/// `issue_types` from `issue_type_<t>` and `issue_type_<t>_id`: task and epic always, bug only
-/// when the config has at least one of its two keys.
-fn issue_types_from_config(map: &Map<String, Value>) -> Result<Value, ValidationError> {
+/// Jira's own names of its standard issue types: the bug type, given by id only, takes its name.
+const DEFAULT_TYPE_NAMES: [(&str, &str); 3] = [("task", "Task"), ("epic", "Epic"), ("bug", "Bug")];
+
+/// `issue_types` from `issue_type_<t>` and `issue_type_<t>_id`: task and epic always, bug when
+/// the config has at least one of its two keys (data model). Task and epic need their names, as
+/// before; a bug type given by its id alone takes Jira's standard name (`Bug`), with a warning: the
+/// agent creates issues by id, and the name only matters for reading the mirror.
+fn issue_types_from_config(
+    map: &Map<String, Value>,
+) -> Result<(Value, Vec<String>), ValidationError> {
     let mut types = Map::new();
-    for logical in ["task", "epic", "bug"] {
+    let mut warnings = Vec::new();
+    for (logical, default_name) in DEFAULT_TYPE_NAMES {
         let name_key = format!("issue_type_{logical}");
         let id_key = format!("issue_type_{logical}_id");
         let name = map.get(&name_key);
@@ -101,8 +108,15 @@ fn issue_types_from_config(map: &Map<String, Value>) -> Result<Value, Validation
         if logical == "bug" && name.is_none() && id.is_none() {
             continue;
         }
-        let name = match name.and_then(Value::as_str).map(str::trim) {
-            Some(name) if !name.is_empty() => name.to_string(),
+        let name = match (name, id) {
+            (Some(Value::String(name)), _) if !name.trim().is_empty() => name.trim().to_string(),
+            (None | Some(Value::Null), Some(id)) if logical == "bug" && !id.is_null() => {
+                warnings.push(format!(
+                    "{name_key} не задан: тип {logical} назван {default_name:?}, как в Jira по умолчанию; \
+                     если в вашей Jira он называется иначе, поправьте настройку issue_types"
+                ));
+                default_name.to_string()
+            }
             _ => {
                 return Err(ValidationError::new(
                     name_key,
@@ -123,7 +137,10 @@ fn issue_types_from_config(map: &Map<String, Value>) -> Result<Value, Validation
         };
         types.insert(logical.to_string(), json!({"name": name, "id": id}));
     }
-    validate_setting(settings::ISSUE_TYPES, &Value::Object(types))
+    Ok((
+        validate_setting(settings::ISSUE_TYPES, &Value::Object(types))?,
+        warnings,
+    ))
 }
 
 /// Projects recovered from a legacy `base_jql` and `board_id`, with warnings for the log.
@@ -259,10 +276,24 @@ mod tests {
                 .is_none()
         );
 
+        // Either key brings bug in (data model); by id alone it takes Jira's standard name.
         config
             .as_object_mut()
             .unwrap()
             .insert("issue_type_bug_id".into(), json!("10004"));
+        let imported = import_legacy_config(&config).unwrap();
+        assert_eq!(
+            setting(&imported, "issue_types").unwrap()["bug"],
+            json!({"name": "Bug", "id": "10004"})
+        );
+        assert!(
+            imported
+                .warnings
+                .iter()
+                .any(|w| w.contains("issue_type_bug"))
+        );
+        // A name that is there but not a string is still refused, naming the key.
+        config["issue_type_bug"] = json!(5);
         assert_eq!(
             import_legacy_config(&config).unwrap_err().field,
             "issue_type_bug"

@@ -33,6 +33,8 @@ pub struct ExpiredClaims {
     pub confirmed_by_state: usize,
     pub requeued: usize,
     pub failed: usize,
+    /// Commands of a cancelled batch whose delivery never reported: cancelled, never redelivered.
+    pub cancelled: usize,
 }
 
 /// The time of one operation, as a value and as the text the store keeps.
@@ -184,21 +186,18 @@ fn claim_in(tx: &Tx<'_>, claim: &ClaimRequest, now: &Now, streak: u32) -> Result
             finished_at: &now.text,
             result: None,
             error: Some(&reason),
+            agent_finished_at: None,
         };
         tx.finish_command(command.id, &finish)?;
         skip_dependents(tx, &command, status, now)?;
     }
     let mut commands = Vec::with_capacity(ready.len());
     for (command, params) in ready {
-        tx.mark_claimed(command.id, &now.text, pause)?;
+        tx.mark_claimed(command.id, &now.text, &claim.envelope.agent, pause)?;
         if command.command_type == CommandType::Refresh.as_str()
             && tx.open_run(command.id)?.is_none()
         {
-            let query = params
-                .get("jql")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            tx.start_run(command.id, query, &now.text)?;
+            start_run(tx, &settings, &command, now)?;
         }
         commands.push(ClaimedCommand {
             id: command.id,
@@ -223,6 +222,23 @@ fn claim_in(tx: &Tx<'_>, claim: &ClaimRequest, now: &Now, streak: u32) -> Result
         pause_seconds: pause,
         commands,
     })
+}
+
+/// Opens the run of a refresh command, recording whether it is full: its query is the base JQL
+/// at this moment.
+fn start_run(
+    tx: &Tx<'_>,
+    settings: &Settings,
+    command: &CommandRow,
+    now: &Now,
+) -> Result<crate::store::RunRow> {
+    let query = command
+        .params
+        .get("jql")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let full = base_jql_in(tx, settings)?.is_some_and(|jql| jql == query);
+    Ok(tx.start_run(command.id, query, full, &now.text)?)
 }
 
 fn dependency_failed(dependency: &CommandRow) -> String {
@@ -255,6 +271,7 @@ fn skip_dependents(
             finished_at: &now.text,
             result: None,
             error: Some(&reason),
+            agent_finished_at: None,
         };
         tx.finish_command(dependent.id, &finish)?;
         skip_dependents(tx, &dependent, CommandStatus::Skipped, now)?;
@@ -328,12 +345,24 @@ fn apply_result(
         )));
     }
     let is_refresh = command.command_type == CommandType::Refresh.as_str();
+    // An ignored result changes nothing: the checks come before any write.
+    if result.status == ResultStatus::Progress {
+        if !is_refresh {
+            return Ok(Err("progress бывает только у команды refresh".into()));
+        }
+        if result.page.is_none() {
+            return Ok(Err("у progress нет page".into()));
+        }
+    }
     tx.add_jira_counts(command.id, result.jira_calls, result.rate_limited)?;
+    // The agent's clock is only shown; the hub's own time is what `finished_at` records.
+    let agent_finished_at = result
+        .finished_at
+        .as_deref()
+        .and_then(parse_utc)
+        .map(format_utc);
     match result.status {
         ResultStatus::Progress => {
-            if !is_refresh {
-                return Ok(Err("progress бывает только у команды refresh".into()));
-            }
             let Some(page) = &result.page else {
                 return Ok(Err("у progress нет page".into()));
             };
@@ -347,16 +376,12 @@ fn apply_result(
                 }
                 complete_refresh(tx, settings, &command, result.result.as_ref(), now)?;
             }
-            let finished_at = result
-                .finished_at
-                .as_deref()
-                .filter(|t| parse_utc(t).is_some())
-                .unwrap_or(&now.text);
             let finish = Finish {
                 status: CommandStatus::Done,
-                finished_at,
+                finished_at: &now.text,
                 result: Some(result.result.as_ref().unwrap_or(&Value::Null)),
                 error: None,
+                agent_finished_at: agent_finished_at.as_deref(),
             };
             tx.finish_command(command.id, &finish)?;
         }
@@ -380,6 +405,7 @@ fn apply_result(
                 finished_at: &now.text,
                 result: result.result.as_ref(),
                 error: Some(&error),
+                agent_finished_at: agent_finished_at.as_deref(),
             };
             tx.finish_command(command.id, &finish)?;
             skip_dependents(tx, &command, status, now)?;
@@ -394,12 +420,7 @@ fn run_of(tx: &Tx<'_>, command: &CommandRow, now: &Now) -> Result<crate::store::
     if let Some(run) = tx.open_run(command.id)? {
         return Ok(run);
     }
-    let query = command
-        .params
-        .get("jql")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    Ok(tx.start_run(command.id, query, &now.text)?)
+    start_run(tx, &settings_in(tx)?, command, now)
 }
 
 fn ingest_page(
@@ -456,7 +477,9 @@ fn complete_refresh(
             tx.set_board_type(id, board_type)?;
         }
     }
-    let full = base_jql_in(tx, settings)?.is_some_and(|jql| jql == run.query);
+    // Pruning needs a run that was full when it started and whose query is still the whole
+    // scope: a project added meanwhile has issues this run never asked for.
+    let full = run.full && base_jql_in(tx, settings)?.is_some_and(|jql| jql == run.query);
     if full {
         let removed = tx.prune_unseen(&run.started_at)?;
         if removed > 0 {
@@ -489,19 +512,47 @@ fn expire_in(tx: &Tx<'_>, settings: &Settings, now: &Now) -> Result<ExpiredClaim
     let timeout = time::Duration::seconds(i64::from(settings.pacing.claim_timeout_seconds));
     let mut expired = ExpiredClaims::default();
     for command in tx.claimed_commands()? {
-        let claimed_at = command.claimed_at.as_deref().and_then(parse_utc);
-        if claimed_at.is_some_and(|at| at + timeout > now.at) {
+        let lease = command
+            .lease_at
+            .as_deref()
+            .or(command.claimed_at.as_deref())
+            .and_then(parse_utc);
+        if lease.is_some_and(|at| at + timeout > now.at) {
             continue;
         }
+        let cancelled = tx
+            .batch(command.batch_id)?
+            .is_some_and(|batch| batch.cancelled_at.is_some());
         if let Some(result) = confirm_by_state(tx, settings, &command)? {
             let finish = Finish {
                 status: CommandStatus::ConfirmedByState,
                 finished_at: &now.text,
                 result: Some(&result),
                 error: None,
+                agent_finished_at: None,
             };
             tx.finish_command(command.id, &finish)?;
             expired.confirmed_by_state += 1;
+        } else if cancelled {
+            // The user cancelled the batch: a delivery that never reported is not sent to Jira
+            // again. Its dependents were cancelled with the batch.
+            let error = format!(
+                "пакет отменён; агент не отчитался за {} с о выдаче {}",
+                settings.pacing.claim_timeout_seconds, command.deliveries
+            );
+            if let Some(run) = tx.open_run(command.id)? {
+                tx.finish_run(run.id, "failed", &now.text, Some(&error))?;
+            }
+            let finish = Finish {
+                status: CommandStatus::Cancelled,
+                finished_at: &now.text,
+                result: None,
+                error: Some(&error),
+                agent_finished_at: None,
+            };
+            tx.finish_command(command.id, &finish)?;
+            skip_dependents(tx, &command, CommandStatus::Cancelled, now)?;
+            expired.cancelled += 1;
         } else if command.deliveries >= settings.pacing.max_deliveries {
             let error = format!(
                 "агент не отчитался за {} с после {} выдач",
@@ -515,6 +566,7 @@ fn expire_in(tx: &Tx<'_>, settings: &Settings, now: &Now) -> Result<ExpiredClaim
                 finished_at: &now.text,
                 result: None,
                 error: Some(&error),
+                agent_finished_at: None,
             };
             tx.finish_command(command.id, &finish)?;
             skip_dependents(tx, &command, CommandStatus::Failed, now)?;

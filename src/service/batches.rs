@@ -266,7 +266,9 @@ impl Hub {
     }
 
     /// What the daemon's timer calls: enqueues a full refresh when `auto_refresh_minutes` have
-    /// passed since the last one was enqueued and none is queued or claimed.
+    /// passed since the last one was enqueued and no refresh at all is queued or claimed ("never
+    /// two at once": a refresh enqueued before a project was added has another query, and a
+    /// project's refresh is part of the hub's scope too).
     pub fn auto_refresh(&mut self) -> Result<Option<BatchView>> {
         let settings = self.settings()?;
         let Some(minutes) = settings.auto_refresh_period_minutes() else {
@@ -277,7 +279,7 @@ impl Hub {
         };
         let now = self.clock.now();
         let due = self.store.read(|tx| -> Result<bool> {
-            if tx.refresh_pending(&jql)? {
+            if tx.any_refresh_pending()? {
                 return Ok(false);
             }
             let last = tx.last_refresh_enqueued(&jql)?;

@@ -52,7 +52,8 @@ pub struct IssueView {
 pub struct SyncRunView {
     #[serde(flatten)]
     pub run: RunRow,
-    /// Its query is the base JQL as the projects make it now.
+    /// Its query was the base JQL when the run started (recorded then: adding a project later
+    /// does not change what an earlier run was).
     pub full: bool,
 }
 
@@ -145,13 +146,11 @@ impl Hub {
     /// `GET /sync-runs`, newest first.
     pub fn sync_runs(&mut self) -> Result<Vec<SyncRunView>> {
         self.store.read(|tx| {
-            let settings = settings_in(tx)?;
-            let base = super::batches::base_jql_in(tx, &settings)?;
             Ok(tx
                 .runs(200)?
                 .into_iter()
                 .map(|run| SyncRunView {
-                    full: base.as_deref() == Some(run.query.as_str()),
+                    full: run.full,
                     run,
                 })
                 .collect())

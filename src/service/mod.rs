@@ -212,10 +212,7 @@ impl Hub {
     pub fn status(&self) -> Result<StatusReport> {
         let settings = self.settings()?;
         let base_jql = self.base_jql_for(&settings)?;
-        let last_full_refresh = match &base_jql {
-            Some(jql) => self.store.last_done_run(jql)?,
-            None => None,
-        };
+        let last_full_refresh = self.store.last_full_run()?;
         Ok(StatusReport {
             db_path: self.store.path().to_path_buf(),
             schema_version: store::CURRENT_SCHEMA_VERSION,

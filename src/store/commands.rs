@@ -28,9 +28,19 @@ pub struct CommandRow {
     #[schema(value_type = Object)]
     pub params: Value,
     pub status: CommandStatus,
+    /// The time of the last delivery (data model); a progress page does not move it.
     pub claimed_at: Option<String>,
+    /// When the lease of a claimed command was last renewed (its claim or any result); the claim
+    /// timeout counts from here.
+    #[serde(skip)]
+    pub lease_at: Option<String>,
+    /// The agent that claimed it last.
+    pub claimed_by: Option<String>,
     pub deliveries: u32,
+    /// The hub's time (UTC) when the command reached its terminal status.
     pub finished_at: Option<String>,
+    /// The finishing time the agent reported, in UTC: the agent's clock, shown only.
+    pub agent_finished_at: Option<String>,
     #[schema(value_type = Option<Object>)]
     pub result: Option<Value>,
     pub error: Option<String>,
@@ -42,7 +52,8 @@ pub struct CommandRow {
 }
 
 const COMMAND_COLUMNS: &str = "c.id, c.batch_id, c.seq, c.type, c.params, c.status, c.claimed_at, c.deliveries, \
-     c.finished_at, c.result, c.error, c.jira_calls, c.rate_limited, c.pause_seconds, c.depends_on";
+     c.finished_at, c.result, c.error, c.jira_calls, c.rate_limited, c.pause_seconds, c.depends_on, \
+     c.lease_at, c.claimed_by, c.agent_finished_at";
 
 fn command_from_row(row: &Row<'_>) -> rusqlite::Result<CommandRow> {
     let status: String = row.get(5)?;
@@ -63,6 +74,9 @@ fn command_from_row(row: &Row<'_>) -> rusqlite::Result<CommandRow> {
         rate_limited: row.get(12)?,
         pause_seconds: row.get(13)?,
         depends_on: row.get(14)?,
+        lease_at: row.get(15)?,
+        claimed_by: row.get(16)?,
+        agent_finished_at: row.get(17)?,
     })
 }
 
@@ -87,6 +101,8 @@ pub struct Finish<'a> {
     pub finished_at: &'a str,
     pub result: Option<&'a Value>,
     pub error: Option<&'a str>,
+    /// The agent's own finishing time (UTC), when an agent's result ended it.
+    pub agent_finished_at: Option<&'a str>,
 }
 
 impl Tx<'_> {
@@ -191,22 +207,29 @@ impl Tx<'_> {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
-    /// Hands a command out: claimed, `claimed_at`, one more delivery, the pause it goes with.
-    pub fn mark_claimed(&self, id: i64, claimed_at: &str, pause_seconds: u32) -> Result<()> {
+    /// Hands a command out: claimed, `claimed_at` and a new lease, one more delivery, who took
+    /// it, the pause it goes with.
+    pub fn mark_claimed(
+        &self,
+        id: i64,
+        claimed_at: &str,
+        agent: &str,
+        pause_seconds: u32,
+    ) -> Result<()> {
         self.0
             .prepare_cached(
-                "UPDATE command SET status = 'claimed', claimed_at = ?2, deliveries = deliveries + 1,
-                 pause_seconds = ?3 WHERE id = ?1",
+                "UPDATE command SET status = 'claimed', claimed_at = ?2, lease_at = ?2, claimed_by = ?3,
+                 deliveries = deliveries + 1, pause_seconds = ?4 WHERE id = ?1",
             )?
-            .execute(params![id, claimed_at, pause_seconds])?;
+            .execute(params![id, claimed_at, agent, pause_seconds])?;
         Ok(())
     }
 
     /// A report shows the agent still works on it: claimed again (if a timeout had re-queued
-    /// it), with a fresh lease.
+    /// it), with a fresh lease. `claimed_at`, the time of the delivery, stays.
     pub fn renew_lease(&self, id: i64, now: &str) -> Result<()> {
         self.0
-            .prepare_cached("UPDATE command SET status = 'claimed', claimed_at = ?2 WHERE id = ?1")?
+            .prepare_cached("UPDATE command SET status = 'claimed', lease_at = ?2 WHERE id = ?1")?
             .execute(params![id, now])?;
         Ok(())
     }
@@ -226,7 +249,8 @@ impl Tx<'_> {
         let changed = self
             .0
             .prepare_cached(
-                "UPDATE command SET status = ?2, finished_at = ?3, result = coalesce(?4, result), error = ?5
+                "UPDATE command SET status = ?2, finished_at = ?3, result = coalesce(?4, result), error = ?5,
+                 agent_finished_at = ?6
                  WHERE id = ?1 AND status IN ('queued', 'claimed')",
             )?
             .execute(params![
@@ -234,7 +258,8 @@ impl Tx<'_> {
                 finish.status.as_str(),
                 finish.finished_at,
                 finish.result.map(Value::to_string),
-                finish.error
+                finish.error,
+                finish.agent_finished_at
             ])?;
         if changed != 1 {
             return Err(StoreError::Incompatible(format!(
@@ -275,12 +300,11 @@ impl Tx<'_> {
         )?)
     }
 
-    /// Whether a refresh of `jql` is queued or claimed.
-    pub fn refresh_pending(&self, jql: &str) -> Result<bool> {
+    /// Whether any refresh is queued or claimed, whatever its query.
+    pub fn any_refresh_pending(&self) -> Result<bool> {
         Ok(self.0.query_row(
-            "SELECT EXISTS (SELECT 1 FROM command WHERE type = 'refresh' AND status IN ('queued', 'claimed')
-                            AND json_extract(params, '$.jql') = ?1)",
-            [jql],
+            "SELECT EXISTS (SELECT 1 FROM command WHERE type = 'refresh' AND status IN ('queued', 'claimed'))",
+            [],
             |row| row.get(0),
         )?)
     }

@@ -21,6 +21,12 @@ use time::{Duration, OffsetDateTime};
 
 pub const CURRENT_SCHEMA_VERSION: u32 = 4;
 
+/// Additive revisions of the v4 shape, counted in SQLite's `PRAGMA user_version`. The data model
+/// fixes the schema version at 4, so changes it does not describe (new columns with defaults, an
+/// index) are revisions of v4 rather than a v5: `schema_version` stays what the data model says,
+/// and every other tool that reads a v4 database still finds the tables it knows.
+pub const CURRENT_V4_REVISION: u32 = 1;
+
 /// What one step needs besides the transaction.
 struct StepContext {
     now: OffsetDateTime,
@@ -51,6 +57,17 @@ const STEPS: [Step; 4] = [
     },
 ];
 
+/// One revision of v4: from revision `to - 1` to `to`.
+struct Revision {
+    to: u32,
+    apply: fn(&Transaction<'_>, &StepContext) -> Result<Vec<String>>,
+}
+
+const REVISIONS: [Revision; 1] = [Revision {
+    to: 1,
+    apply: v4_revision_1,
+}];
+
 pub(super) struct MigrationOutcome {
     pub old_version: u32,
     pub backup: Option<PathBuf>,
@@ -61,7 +78,9 @@ pub(super) struct MigrationOutcome {
 pub(super) fn migrate(store: &mut Store, now: OffsetDateTime) -> Result<MigrationOutcome> {
     let seen = read_version(&store.conn)?;
     check_known(seen)?;
-    if seen == CURRENT_SCHEMA_VERSION {
+    let seen_revision = read_revision(&store.conn)?;
+    check_known_revision(seen_revision)?;
+    if seen == CURRENT_SCHEMA_VERSION && seen_revision == CURRENT_V4_REVISION {
         return Ok(MigrationOutcome {
             old_version: seen,
             backup: None,
@@ -76,7 +95,9 @@ pub(super) fn migrate(store: &mut Store, now: OffsetDateTime) -> Result<Migratio
     // Another process may have migrated between the first look and the lock.
     let version = read_version(&tx)?;
     check_known(version)?;
-    if version == CURRENT_SCHEMA_VERSION {
+    let revision = read_revision(&tx)?;
+    check_known_revision(revision)?;
+    if version == CURRENT_SCHEMA_VERSION && revision == CURRENT_V4_REVISION {
         tx.commit()?;
         return Ok(MigrationOutcome {
             old_version: version,
@@ -102,10 +123,15 @@ pub(super) fn migrate(store: &mut Store, now: OffsetDateTime) -> Result<Migratio
     } else {
         None
     };
-    let applied = apply_steps(&tx, version, now).and_then(|warnings| {
-        tx.commit()?;
-        Ok(warnings)
-    });
+    let applied = apply_steps(&tx, version, now)
+        .and_then(|mut warnings| {
+            warnings.extend(apply_revisions(&tx, revision, now)?);
+            Ok(warnings)
+        })
+        .and_then(|warnings| {
+            tx.commit()?;
+            Ok(warnings)
+        });
     match applied {
         Ok(warnings) => {
             if let Some(backup) = &backup {
@@ -150,6 +176,39 @@ fn apply_steps(tx: &Transaction<'_>, from: u32, now: OffsetDateTime) -> Result<V
         warnings.extend(step_warnings);
     }
     Ok(warnings)
+}
+
+/// The v4 revisions after `from` (0 on a database that was below v4 a moment ago).
+fn apply_revisions(tx: &Transaction<'_>, from: u32, now: OffsetDateTime) -> Result<Vec<String>> {
+    let context = StepContext { now };
+    let mut warnings = Vec::new();
+    for revision in REVISIONS.iter().filter(|r| r.to > from) {
+        let revision_warnings = (revision.apply)(tx, &context)
+            .and_then(|w| {
+                tx.pragma_update(None, "user_version", revision.to)?;
+                Ok(w)
+            })
+            .map_err(|source| StoreError::Migration {
+                from: CURRENT_SCHEMA_VERSION,
+                to: CURRENT_SCHEMA_VERSION,
+                source: Box::new(source),
+            })?;
+        warnings.extend(revision_warnings);
+    }
+    Ok(warnings)
+}
+
+fn read_revision(conn: &rusqlite::Connection) -> Result<u32> {
+    Ok(conn.pragma_query_value(None, "user_version", |row| row.get(0))?)
+}
+
+fn check_known_revision(revision: u32) -> Result<()> {
+    if revision > CURRENT_V4_REVISION {
+        return Err(StoreError::Incompatible(format!(
+            "база данных схемы v4 ревизии {revision}, новее, чем знает этот jira-hub (ревизия {CURRENT_V4_REVISION}): запустите более новый jira-hub"
+        )));
+    }
+    Ok(())
 }
 
 fn check_known(version: u32) -> Result<()> {
@@ -301,6 +360,30 @@ fn v3_to_v4(tx: &Transaction<'_>, context: &StepContext) -> Result<Vec<String>> 
         }
     }
     Ok(warnings)
+}
+
+/// Revision 1 of v4: the lease of a claimed command in its own column (`claimed_at` stays the time
+/// of the last delivery), the agent's own finishing time beside the hub's, who claimed a
+/// command, whether a sync run was full (a fact of the run, fixed when it starts), and an index
+/// for the dependents of a command.
+fn v4_revision_1(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
+    tx.execute_batch(include_str!("sql/v4r1.sql"))?;
+    // Runs recorded before the revision: full when their query is the base JQL of today's
+    // projects, as the hub judged them until now.
+    let project_key = read_setting(tx, PROJECT_KEY)?;
+    let mut select = tx.prepare("SELECT label FROM project ORDER BY created_at, label")?;
+    let labels = select
+        .query_map([], |row| row.get::<_, String>(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let base = base_jql(
+        project_key.as_ref().and_then(Value::as_str),
+        labels.iter().map(String::as_str),
+    );
+    tx.execute(
+        "UPDATE sync_run SET full = (?1 IS NOT NULL AND query = ?1)",
+        [base],
+    )?;
+    Ok(Vec::new())
 }
 
 fn read_setting(tx: &Transaction<'_>, key: &str) -> Result<Option<Value>> {

@@ -416,10 +416,17 @@ impl Tx<'_> {
             .optional()?)
     }
 
-    pub fn start_run(&self, command_id: i64, query: &str, started_at: &str) -> Result<RunRow> {
+    /// Opens a run; `full` is whether its query is the base JQL now (a fact of the run).
+    pub fn start_run(
+        &self,
+        command_id: i64,
+        query: &str,
+        full: bool,
+        started_at: &str,
+    ) -> Result<RunRow> {
         self.0.execute(
-            "INSERT INTO sync_run (command_id, query, started_at, status) VALUES (?1, ?2, ?3, 'running')",
-            params![command_id, query, started_at],
+            "INSERT INTO sync_run (command_id, query, started_at, status, full) VALUES (?1, ?2, ?3, 'running', ?4)",
+            params![command_id, query, started_at, full],
         )?;
         Ok(RunRow {
             id: self.0.last_insert_rowid(),
@@ -431,6 +438,7 @@ impl Tx<'_> {
             issues_seen: 0,
             issues_changed: 0,
             error: None,
+            full,
         })
     }
 

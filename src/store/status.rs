@@ -3,8 +3,7 @@
 use super::{Result, Store};
 use rusqlite::{OptionalExtension, Row};
 
-pub(super) const RUN_COLUMNS: &str =
-    "id, command_id, query, started_at, finished_at, status, issues_seen, issues_changed, error";
+pub(super) const RUN_COLUMNS: &str = "id, command_id, query, started_at, finished_at, status, issues_seen, issues_changed, error, full";
 
 pub(super) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRow> {
     Ok(RunRow {
@@ -17,6 +16,7 @@ pub(super) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRow> {
         issues_seen: row.get(6)?,
         issues_changed: row.get(7)?,
         error: row.get(8)?,
+        full: row.get(9)?,
     })
 }
 
@@ -47,6 +47,9 @@ pub struct RunRow {
     pub issues_seen: i64,
     pub issues_changed: i64,
     pub error: Option<String>,
+    /// Whether the run's query was the base JQL when it started.
+    #[serde(skip)]
+    pub full: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,16 +105,16 @@ impl Store {
         })
     }
 
-    /// The newest finished run of `query` with status `done`.
-    pub fn last_done_run(&self, query: &str) -> Result<Option<RunRow>> {
+    /// The newest full run that finished with status `done`.
+    pub fn last_full_run(&self) -> Result<Option<RunRow>> {
         Ok(self
             .conn
             .query_row(
                 &format!(
-                    "SELECT {RUN_COLUMNS} FROM sync_run WHERE query = ?1 AND status = 'done'
+                    "SELECT {RUN_COLUMNS} FROM sync_run WHERE full = 1 AND status = 'done'
                      ORDER BY finished_at DESC, id DESC LIMIT 1"
                 ),
-                [query],
+                [],
                 run_from_row,
             )
             .optional()?)

@@ -10,6 +10,7 @@ mod migrations;
 mod mirror;
 mod projects;
 mod properties;
+mod queue;
 mod relay;
 mod samples;
 mod settings;
