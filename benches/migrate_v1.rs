@@ -1,7 +1,7 @@
 //! Migration of a large v1 database against `cp` of the same file, measured in one run.
 //!
 //! `cargo bench --bench migrate_v1` builds a v1 database of about 1 GiB from
-//! `../shared/spec/history/schema-v1.sql` (issues with realistic `fields` JSON, links, notes,
+//! `tests/fixtures/history/schema-v1.sql` (issues with realistic `fields` JSON, links, notes,
 //! batches and commands), then times, alternately and three times each, `cp` of the file, `cp`
 //! followed by an fsync of the copy (the migration's backup is durable), and `jira-hub migrate` on a fresh copy of it (the real binary: backup through SQLite, v1→v4 steps,
 //! commit with `synchronous=FULL`). It prints the medians and the ratios.
@@ -163,7 +163,7 @@ impl Words {
 
 fn build_v1(path: &Path, megabytes: u64) -> Result<(), Box<dyn std::error::Error>> {
     let _ = std::fs::remove_file(path);
-    let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/spec/history/schema-v1.sql");
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/history/schema-v1.sql");
     let conn = Connection::open(path)?;
     conn.execute_batch(&std::fs::read_to_string(schema)?)?;
     conn.pragma_update(None, "synchronous", "OFF")?;

@@ -135,16 +135,16 @@ async fn run(hub: Hub, options: ServeOptions, db: &Path) -> anyhow::Result<ExitC
         .spawn(move || timers(timers_hub, timers_shutdown))?;
 
     let settings = hub.settings()?;
-    println!("jira-hub serving http://{address}");
-    println!("database:  {}", db.display());
-    println!(
+    outln!("jira-hub serving http://{address}");
+    outln!("database:  {}", db.display());
+    outln!(
         "relay_dir: {}",
         settings
             .relay_dir
             .as_deref()
             .unwrap_or("(not set: the agent can only use HTTP)")
     );
-    println!("tokens:    jira-hub --db {} tokens", db.display());
+    outln!("tokens:    jira-hub --db {} tokens", db.display());
     tracing::info!(%address, "listening");
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
 

@@ -13,6 +13,23 @@
 //! - [`cli`]: the command line.
 //! - [`clock`]: injected time.
 
+/// `println!` for command output that returns an error instead of panicking when stdout is
+/// closed early (`jira-hub status | head -1`); `main` ends quietly on that error.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)?
+    }};
+}
+
+/// `print!` with the same rule as [`outln!`].
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*)?
+    }};
+}
+
 pub mod cli;
 pub mod clock;
 pub mod daemon;

@@ -17,9 +17,37 @@ fn main() -> ExitCode {
         .init();
     match jira_hub::cli::run(cli) {
         Ok(code) => code,
+        // The reader went away (`jira-hub status | head -1`): nothing more to say to it.
+        Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("jira-hub: {error:#}");
+            eprintln!("jira-hub: {}", one_line(&error));
             ExitCode::from(1)
         }
     }
+}
+
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// The error and its causes on one line, each said once: a cause whose text its parent already
+/// quotes (`database error: unable to open database file` over `unable to open database file`)
+/// is not repeated.
+fn one_line(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }

@@ -9,7 +9,8 @@ mod settings;
 mod status;
 
 use crate::clock::SystemClock;
-use crate::service::Hub;
+use crate::service::{Hub, ServiceError};
+use crate::store::StoreError;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
@@ -197,8 +198,31 @@ impl ServeArgs {
     }
 }
 
-/// Opens the hub's database (creating or migrating it).
+/// Opens the hub's database, creating or migrating it: `init` and `migrate` (and `serve`).
 fn open_hub(db: &Path) -> anyhow::Result<(Hub, crate::store::OpenReport)> {
     Hub::open(db, Arc::new(SystemClock))
-        .with_context(|| format!("cannot open the database {}", db.display()))
+        .with_context(|| format!("не удалось открыть базу {}", db.display()))
+}
+
+/// Opens an existing database to change it (migrating it if needed); never creates one.
+fn open_existing_hub(db: &Path) -> anyhow::Result<Hub> {
+    match Hub::open_existing(db, Arc::new(SystemClock)) {
+        Ok((hub, _)) => Ok(hub),
+        Err(error @ ServiceError::Internal(StoreError::Missing(_))) => Err(error.into()),
+        Err(error) => {
+            Err(error).with_context(|| format!("не удалось открыть базу {}", db.display()))
+        }
+    }
+}
+
+/// Opens an existing database for reading: works on a read-only data directory and on a backup
+/// file, creates and writes nothing.
+fn open_read_only_hub(db: &Path) -> anyhow::Result<Hub> {
+    match Hub::open_read_only(db, Arc::new(SystemClock)) {
+        Ok(hub) => Ok(hub),
+        Err(error @ ServiceError::Internal(StoreError::Missing(_))) => Err(error.into()),
+        Err(error) => {
+            Err(error).with_context(|| format!("не удалось открыть базу {}", db.display()))
+        }
+    }
 }

@@ -1,12 +1,12 @@
 //! `projects list` and `projects add LABEL NAME [--board N]`, with the rules of `POST /projects`.
 
-use super::open_hub;
+use super::{open_existing_hub, open_read_only_hub};
 use crate::domain::project::Project;
 use std::path::Path;
 use std::process::ExitCode;
 
-fn print_project(project: &Project) {
-    println!(
+fn print_project(project: &Project) -> std::io::Result<()> {
+    outln!(
         "{}\t{}\tboard {}\t{}\t{}",
         project.label,
         project.name,
@@ -14,22 +14,23 @@ fn print_project(project: &Project) {
         project.board_type.as_deref().unwrap_or("-"),
         project.created_at
     );
+    Ok(())
 }
 
 pub fn list(db: &Path) -> anyhow::Result<ExitCode> {
-    let (hub, _) = open_hub(db)?;
+    let hub = open_read_only_hub(db)?;
     for project in hub.projects()? {
-        print_project(&project);
+        print_project(&project)?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn add(db: &Path, label: &str, name: &str, board: Option<i64>) -> anyhow::Result<ExitCode> {
-    let (mut hub, _) = open_hub(db)?;
+    let mut hub = open_existing_hub(db)?;
     let project = hub.create_project(label, name, board)?;
-    print_project(&project);
+    print_project(&project)?;
     if let Some(jql) = hub.base_jql()? {
-        println!("base JQL: {jql}");
+        outln!("base JQL: {jql}");
     }
     Ok(ExitCode::SUCCESS)
 }

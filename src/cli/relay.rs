@@ -1,17 +1,23 @@
 //! `relay inspect PATH` and `relay validate PATH`.
 
-use super::open_hub;
+use super::open_read_only_hub;
 use crate::relay::inspect::{collect, format_table, inspect_file};
 use anyhow::Context;
 use std::path::Path;
 use std::process::ExitCode;
 
 pub fn inspect(db: &Path, path: &Path) -> anyhow::Result<ExitCode> {
-    let files = collect(path).with_context(|| format!("cannot read {}", path.display()))?;
-    // Whether the hub applied a request comes from its database, when there is one.
-    let mut hub = if db.exists() {
-        Some(open_hub(db)?.0)
+    let files =
+        collect(path).with_context(|| format!("не удалось прочитать {}", path.display()))?;
+    // Whether the hub applied a request comes from its database, when there is one; the folder
+    // can be inspected without it (on the agent's side of the share, say).
+    let mut hub = if db.is_file() {
+        Some(open_read_only_hub(db)?)
     } else {
+        eprintln!(
+            "jira-hub: базы {} нет: применены ли запросы, не показано (укажите --db)",
+            db.display()
+        );
         None
     };
     let mut rows = Vec::new();
@@ -31,24 +37,25 @@ pub fn inspect(db: &Path, path: &Path) -> anyhow::Result<ExitCode> {
     } else {
         path.parent().unwrap_or(path)
     };
-    print!("{}", format_table(&rows, base));
+    out!("{}", format_table(&rows, base));
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn validate(path: &Path) -> anyhow::Result<ExitCode> {
-    let files = collect(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let files =
+        collect(path).with_context(|| format!("не удалось прочитать {}", path.display()))?;
     let mut invalid = 0;
     for file in &files {
         let report = inspect_file(file);
         match &report.valid {
-            Ok(()) => println!("ok       {}", file.display()),
+            Ok(()) => outln!("ok       {}", file.display()),
             Err(why) => {
                 invalid += 1;
-                println!("INVALID  {}: {why}", file.display());
+                outln!("INVALID  {}: {why}", file.display());
             }
         }
     }
-    println!("{} files, {} invalid", files.len(), invalid);
+    outln!("{} files, {} invalid", files.len(), invalid);
     Ok(if invalid == 0 {
         ExitCode::SUCCESS
     } else {

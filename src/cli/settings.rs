@@ -1,38 +1,40 @@
 //! `settings get [KEY]` and `settings set KEY JSON`: the same validation and versioning as
 //! `PUT /settings`, because both call the service.
 
-use super::open_hub;
+use super::{open_existing_hub, open_read_only_hub};
 use anyhow::{Context, bail};
 use serde_json::{Map, Value};
 use std::path::Path;
 use std::process::ExitCode;
 
 pub fn get(db: &Path, key: Option<&str>) -> anyhow::Result<ExitCode> {
-    let (hub, _) = open_hub(db)?;
+    let hub = open_read_only_hub(db)?;
     let view = hub.settings_view()?;
     let shown = match key {
         None => view,
         Some(key) => match view.get(key) {
             Some(value) => value.clone(),
-            None => bail!("{key}: no such setting (tokens are shown by jira-hub tokens)"),
+            // The same words as a write of an unknown key (the validation of PUT /settings).
+            None if key == "tokens" => bail!("{key}: токены показывает jira-hub tokens"),
+            None => bail!("{key}: неизвестная настройка"),
         },
     };
-    println!("{}", serde_json::to_string_pretty(&shown)?);
+    outln!("{}", serde_json::to_string_pretty(&shown)?);
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn set(db: &Path, key: &str, json: &str) -> anyhow::Result<ExitCode> {
     let value: Value = serde_json::from_str(json).with_context(|| {
-        format!("{key}: the value is not JSON (a string needs quotes, e.g. '\"{json}\"')")
+        format!("{key}: значение — не JSON (строку берут в кавычки: '\"{json}\"')")
     })?;
-    let (mut hub, _) = open_hub(db)?;
+    let mut hub = open_existing_hub(db)?;
     let mut update = Map::new();
     update.insert(key.to_string(), value);
     let view = hub.update_settings(&update)?;
-    println!(
+    outln!(
         "{key} = {}",
         view.get(key).map(Value::to_string).unwrap_or_default()
     );
-    println!("settings_version = {}", view["settings_version"]);
+    outln!("settings_version = {}", view["settings_version"]);
     Ok(ExitCode::SUCCESS)
 }

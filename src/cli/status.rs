@@ -1,29 +1,29 @@
 //! `jira-hub status`: what an operator wants to see first, in plain text.
 
-use super::open_hub;
+use super::open_read_only_hub;
 use crate::relay::describe_relay_dir;
 use std::path::Path;
 use std::process::ExitCode;
 
 pub fn status(db: &Path) -> anyhow::Result<ExitCode> {
-    let (hub, _) = open_hub(db)?;
+    let hub = open_read_only_hub(db)?;
     let status = hub.status()?;
-    println!(
+    outln!(
         "database:     {} (schema v{})",
         status.db_path.display(),
         status.schema_version
     );
     if !status.initialized {
-        println!("              not initialised: run jira-hub init --config FILE");
+        outln!("              not initialised: run jira-hub init --config FILE");
     }
-    println!(
+    outln!(
         "settings:     version {}, Jira project {}",
         status.settings_version,
         status.project_key.as_deref().unwrap_or("(not set)")
     );
-    println!("projects:     {}", status.projects.len());
+    outln!("projects:     {}", status.projects.len());
     for project in &status.projects {
-        println!(
+        outln!(
             "  {:<20} {}{}",
             project.label,
             project.name,
@@ -33,13 +33,14 @@ pub fn status(db: &Path) -> anyhow::Result<ExitCode> {
                 .unwrap_or_default()
         );
     }
-    println!(
+    outln!(
         "base JQL:     {}",
         status.base_jql.as_deref().unwrap_or("(none: no projects)")
     );
-    println!(
+    outln!(
         "mirror:       {} issues, {} notes",
-        status.counts.issues, status.counts.notes
+        status.counts.issues,
+        status.counts.notes
     );
     let queue: Vec<String> = status
         .counts
@@ -47,7 +48,7 @@ pub fn status(db: &Path) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|q| format!("{} {}", q.status, q.commands))
         .collect();
-    println!(
+    outln!(
         "queue:        {} batches; {}",
         status.counts.batches,
         if queue.is_empty() {
@@ -57,18 +58,18 @@ pub fn status(db: &Path) -> anyhow::Result<ExitCode> {
         }
     );
     match &status.last_full_refresh {
-        Some(run) => println!(
+        Some(run) => outln!(
             "full refresh: {} ({} issues)",
             run.finished_at.as_deref().unwrap_or(&run.started_at),
             run.issues_seen
         ),
-        None => println!("full refresh: never"),
+        None => outln!("full refresh: never"),
     }
     if status.counts.agents.is_empty() {
-        println!("agents:       none seen");
+        outln!("agents:       none seen");
     }
     for agent in &status.counts.agents {
-        println!(
+        outln!(
             "agent:        {} {} last seen {}{}",
             agent.agent,
             agent.version.as_deref().unwrap_or("?"),
@@ -83,7 +84,7 @@ pub fn status(db: &Path) -> anyhow::Result<ExitCode> {
             }
         );
     }
-    println!(
+    outln!(
         "relay:        {}",
         describe_relay_dir(status.relay_dir.as_deref())
     );

@@ -112,8 +112,8 @@ fn issue_types_from_config(
             (Some(Value::String(name)), _) if !name.trim().is_empty() => name.trim().to_string(),
             (None | Some(Value::Null), Some(id)) if logical == "bug" && !id.is_null() => {
                 warnings.push(format!(
-                    "{name_key} не задан: тип {logical} назван {default_name:?}, как в Jira по умолчанию; \
-                     если в вашей Jira он называется иначе, поправьте настройку issue_types"
+                    "{name_key} is not set: issue type {logical} is named {default_name:?}, Jira's default; \
+                     if your Jira names it otherwise, set issue_types"
                 ));
                 default_name.to_string()
             }

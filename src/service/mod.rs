@@ -87,15 +87,29 @@ impl Hub {
     /// Opens (creating or migrating) the database at `db_path`.
     pub fn open(db_path: &Path, clock: Arc<dyn Clock>) -> Result<(Hub, OpenReport)> {
         let (store, report) = Store::open(db_path, clock.now())?;
-        Ok((
-            Hub {
-                store,
-                clock,
-                rate_limit_streak: Arc::new(AtomicU32::new(0)),
-                metrics: Arc::default(),
-            },
-            report,
-        ))
+        Ok((Hub::with_store(store, clock), report))
+    }
+
+    /// Opens an existing database (migrating it if needed); a missing one is an error, not a new
+    /// database: a typo in `--db` must not go unnoticed.
+    pub fn open_existing(db_path: &Path, clock: Arc<dyn Clock>) -> Result<(Hub, OpenReport)> {
+        let (store, report) = Store::open_existing(db_path, clock.now())?;
+        Ok((Hub::with_store(store, clock), report))
+    }
+
+    /// Opens an existing database for reading only (a read-only data directory, a backup file):
+    /// nothing is created, migrated or written.
+    pub fn open_read_only(db_path: &Path, clock: Arc<dyn Clock>) -> Result<Hub> {
+        Ok(Hub::with_store(Store::open_read_only(db_path)?, clock))
+    }
+
+    fn with_store(store: Store, clock: Arc<dyn Clock>) -> Hub {
+        Hub {
+            store,
+            clock,
+            rate_limit_streak: Arc::new(AtomicU32::new(0)),
+            metrics: Arc::default(),
+        }
     }
 
     /// Another connection to the same database, sharing the clock and the pacing state: one per

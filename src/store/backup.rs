@@ -74,7 +74,7 @@ pub(super) fn write_backup(
     let (partial, target) = free_name(&dir, &stem);
     let copied = copy_into(reader, &partial).and_then(|()| {
         std::fs::rename(&partial, &target).map_err(io_error(format!(
-            "cannot rename the backup to {}",
+            "не удалось переименовать копию в {}",
             target.display()
         )))?;
         sync_dir(&dir)
@@ -144,7 +144,7 @@ fn copy_into(reader: &Connection, partial: &Path) -> Result<()> {
             StepResult::Done => {}
             other => {
                 return Err(StoreError::Io {
-                    context: format!("backup to {} did not finish", partial.display()),
+                    context: format!("копирование в {} не завершилось", partial.display()),
                     source: std::io::Error::other(format!("{other:?}")),
                 });
             }
@@ -156,13 +156,19 @@ fn copy_into(reader: &Connection, partial: &Path) -> Result<()> {
     std::fs::set_permissions(partial, std::fs::Permissions::from_mode(0o600))
         .and_then(|()| std::fs::File::open(partial))
         .and_then(|f| f.sync_all())
-        .map_err(io_error(format!("cannot sync {}", partial.display())))
+        .map_err(io_error(format!(
+            "не удалось записать на диск {}",
+            partial.display()
+        )))
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {
     std::fs::File::open(dir)
         .and_then(|f| f.sync_all())
-        .map_err(io_error(format!("cannot sync {}", dir.display())))
+        .map_err(io_error(format!(
+            "не удалось записать на диск {}",
+            dir.display()
+        )))
 }
 
 impl Store {
@@ -196,7 +202,7 @@ impl Store {
         let excess = all.len().saturating_sub(keep.max(1));
         for old in &all[..excess] {
             std::fs::remove_file(old)
-                .map_err(io_error(format!("cannot remove {}", old.display())))?;
+                .map_err(io_error(format!("не удалось удалить {}", old.display())))?;
         }
         Ok(Some(made))
     }

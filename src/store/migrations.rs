@@ -198,7 +198,7 @@ fn apply_revisions(tx: &Transaction<'_>, from: u32, now: OffsetDateTime) -> Resu
     Ok(warnings)
 }
 
-fn read_revision(conn: &rusqlite::Connection) -> Result<u32> {
+pub(super) fn read_revision(conn: &rusqlite::Connection) -> Result<u32> {
     Ok(conn.pragma_query_value(None, "user_version", |row| row.get(0))?)
 }
 
@@ -214,14 +214,14 @@ fn check_known_revision(revision: u32) -> Result<()> {
 fn check_known(version: u32) -> Result<()> {
     if version > CURRENT_SCHEMA_VERSION {
         return Err(StoreError::Incompatible(format!(
-            "the database has schema v{version}, newer than this hub knows (v{CURRENT_SCHEMA_VERSION}): run a newer jira-hub"
+            "база схемы v{version}, новее, чем знает этот jira-hub (v{CURRENT_SCHEMA_VERSION}): запустите более новый jira-hub"
         )));
     }
     Ok(())
 }
 
 /// The schema version: 0 for an empty file; an error for a database that is not a hub's.
-fn read_version(conn: &rusqlite::Connection) -> Result<u32> {
+pub(super) fn read_version(conn: &rusqlite::Connection) -> Result<u32> {
     let has_setting: bool = conn.query_row(
         "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'setting')",
         [],
@@ -234,7 +234,7 @@ fn read_version(conn: &rusqlite::Connection) -> Result<u32> {
             return Ok(0);
         }
         return Err(StoreError::Incompatible(
-            "the file is an SQLite database but not a jira-hub one (no setting table)".into(),
+            "файл — база SQLite, но не jira-hub (нет таблицы setting)".into(),
         ));
     }
     let value: Option<String> = conn
@@ -246,14 +246,14 @@ fn read_version(conn: &rusqlite::Connection) -> Result<u32> {
         .optional()?;
     let Some(value) = value else {
         return Err(StoreError::Incompatible(
-            "the database has a setting table but no schema_version".into(),
+            "в таблице setting нет schema_version".into(),
         ));
     };
     value
         .trim()
         .trim_matches('"')
         .parse()
-        .map_err(|_| StoreError::Incompatible(format!("schema_version {value} is not a number")))
+        .map_err(|_| StoreError::Incompatible(format!("schema_version {value} — не число")))
 }
 
 fn set_version(tx: &Transaction<'_>, version: u32) -> Result<()> {

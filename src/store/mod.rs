@@ -46,9 +46,12 @@ pub enum StoreError {
     /// The file is not a hub database, or of a schema this binary does not know.
     #[error("{0}")]
     Incompatible(String),
+    /// There is no database at this path, and the command does not create one.
+    #[error("базы данных нет: {0} (её создают jira-hub init, migrate и serve)")]
+    Missing(PathBuf),
     /// A migration step failed; the database is left at its old version.
     #[error(
-        "migration of the database from schema v{from} to v{to} failed, the database is left at v{from}: {source}"
+        "миграция базы со схемы v{from} на v{to} не удалась, база осталась на v{from}: {source}"
     )]
     Migration {
         from: u32,
@@ -62,9 +65,9 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
-    #[error("database error: {0}")]
+    #[error("ошибка базы данных: {0}")]
     Sqlite(#[from] rusqlite::Error),
-    #[error("stored JSON is malformed: {0}")]
+    #[error("испорченный JSON в базе: {0}")]
     Json(#[from] serde_json::Error),
 }
 
@@ -102,10 +105,11 @@ impl Store {
         ensure_private_dir(&data_dir, &mut warnings)?;
         ensure_private_dir(&backup::backups_dir(path), &mut warnings)?;
 
-        let conn = Connection::open(path)?;
+        let conn = Connection::open(path).map_err(not_a_database(path))?;
         conn.busy_timeout(MIGRATION_BUSY_TIMEOUT)?;
-        let journal: String =
-            conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
+        let journal: String = conn
+            .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+            .map_err(not_a_database(path))?;
         if !journal.eq_ignore_ascii_case("wal") {
             warnings.push(format!(
                 "the database is in journal mode {journal}, not WAL: is it on a network filesystem?"
@@ -133,6 +137,78 @@ impl Store {
                 warnings,
             },
         ))
+    }
+
+    /// Opens an existing database, migrating it if needed; never creates one.
+    pub fn open_existing(path: &Path, now: OffsetDateTime) -> Result<(Store, OpenReport)> {
+        if !path.is_file() {
+            return Err(StoreError::Missing(path.to_path_buf()));
+        }
+        Store::open(path, now)
+    }
+
+    /// Opens an existing database for reading only: nothing is created, migrated or written, so it
+    /// works on a read-only data directory and on a backup file. A database that needs a
+    /// migration is refused with what to do.
+    pub fn open_read_only(path: &Path) -> Result<Store> {
+        if !path.is_file() {
+            return Err(StoreError::Missing(path.to_path_buf()));
+        }
+        let conn = match Self::read_only_connection(path, false) {
+            Ok(conn) => conn,
+            // A WAL database in a folder this process cannot write (its `-shm` cannot be made):
+            // nobody writes there, so it is read as an immutable file.
+            Err(_) => Self::read_only_connection(path, true)?,
+        };
+        let version = migrations::read_version(&conn)?;
+        let revision = migrations::read_revision(&conn)?;
+        if version != CURRENT_SCHEMA_VERSION || revision != migrations::CURRENT_V4_REVISION {
+            if version > CURRENT_SCHEMA_VERSION || revision > migrations::CURRENT_V4_REVISION {
+                return Err(StoreError::Incompatible(format!(
+                    "база {} схемы v{version} (ревизия {revision}) новее, чем знает этот jira-hub: запустите более новый",
+                    path.display()
+                )));
+            }
+            return Err(StoreError::Incompatible(format!(
+                "база {} схемы v{version} (ревизия {revision}) требует миграции до v{CURRENT_SCHEMA_VERSION}: выполните jira-hub migrate",
+                path.display()
+            )));
+        }
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
+    fn read_only_connection(path: &Path, immutable: bool) -> Result<Connection> {
+        let mut uri = String::from("file:");
+        for c in path.display().to_string().chars() {
+            match c {
+                '%' => uri.push_str("%25"),
+                '?' => uri.push_str("%3F"),
+                '#' => uri.push_str("%23"),
+                c => uri.push(c),
+            }
+        }
+        uri.push_str(if immutable {
+            "?immutable=1"
+        } else {
+            "?mode=ro"
+        });
+        let conn = Connection::open_with_flags(
+            &uri,
+            OpenFlags::SQLITE_OPEN_READ_ONLY
+                | OpenFlags::SQLITE_OPEN_URI
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(not_a_database(path))?;
+        // Opening is lazy: the first read shows whether the file can be read at all.
+        conn.query_row("SELECT count(*) FROM sqlite_master", [], |row| {
+            row.get::<_, i64>(0)
+        })
+        .map_err(not_a_database(path))?;
+        Ok(conn)
     }
 
     /// The database file.
@@ -167,6 +243,19 @@ impl Store {
     }
 }
 
+/// A file that is not an SQLite database (or is encrypted, or damaged in its header) is a
+/// database this binary cannot run, not a passing error.
+fn not_a_database(path: &Path) -> impl Fn(rusqlite::Error) -> StoreError {
+    let path = path.to_path_buf();
+    move |error| match error.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::NotADatabase) => StoreError::Incompatible(format!(
+            "{} не база данных SQLite (или повреждена)",
+            path.display()
+        )),
+        _ => StoreError::Sqlite(error),
+    }
+}
+
 /// The data directory: the folder that holds the database file.
 pub fn data_dir_of(db_path: &Path) -> PathBuf {
     match db_path.parent() {
@@ -180,9 +269,10 @@ pub fn data_dir_of(db_path: &Path) -> PathBuf {
 /// break every other user of it; the hub warns instead.
 fn ensure_private_dir(dir: &Path, warnings: &mut Vec<String>) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::create_dir_all(dir).map_err(io_error(format!("cannot create {}", dir.display())))?;
-    let metadata =
-        std::fs::metadata(dir).map_err(io_error(format!("cannot read {}", dir.display())))?;
+    std::fs::create_dir_all(dir)
+        .map_err(io_error(format!("не удалось создать {}", dir.display())))?;
+    let metadata = std::fs::metadata(dir)
+        .map_err(io_error(format!("не удалось прочитать {}", dir.display())))?;
     let mode = metadata.permissions().mode() & 0o7777;
     if mode & 0o1000 != 0 && mode & 0o002 != 0 {
         warnings.push(format!(

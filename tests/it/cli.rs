@@ -156,10 +156,13 @@ fn init_refuses_a_bad_config_and_stores_nothing() {
     std::fs::write(&path, "{ not json").unwrap();
     let out = run(&dir.db(), &["init", "--config", path.to_str().unwrap()]);
     assert_eq!(out.code, 1);
-    assert!(out.stderr.contains("is not valid JSON"), "{out:?}");
+    assert!(out.stderr.contains("не JSON"), "{out:?}");
     let out = run(&dir.db(), &["init", "--config", "/nonexistent/config.json"]);
     assert_eq!(out.code, 1);
-    assert!(out.stderr.contains("cannot read the config"), "{out:?}");
+    assert!(
+        out.stderr.contains("не удалось прочитать конфиг"),
+        "{out:?}"
+    );
 }
 
 #[test]
@@ -167,7 +170,11 @@ fn tokens_rotate_one_at_a_time() {
     let dir = TestDir::new();
     let out = run(&dir.db(), &["tokens"]);
     assert_eq!(out.code, 1);
-    assert!(out.stderr.contains("run jira-hub init"), "{out:?}");
+    assert!(out.stderr.contains("базы данных нет"), "{out:?}");
+    run_ok(&dir.db(), &["migrate"]);
+    let out = run(&dir.db(), &["tokens"]);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("jira-hub init"), "{out:?}");
     run_ok(
         &dir.db(),
         &["init", "--config", example_config().to_str().unwrap()],
@@ -310,4 +317,178 @@ fn periodic_backups_keep_backup_keep() {
         1,
         "the migration backup stays"
     );
+}
+
+/// Only `init`, `migrate` and `serve` create a database: every other command, reading or
+/// writing, says there is none and leaves no file behind (a typo in `--db` must show).
+#[test]
+fn commands_other_than_init_migrate_serve_never_create_a_database() {
+    let dir = TestDir::new();
+    let db = dir.path().join("typo/hub.sqlite");
+    for args in [
+        &["status"][..],
+        &["settings", "get"],
+        &["settings", "get", "project_key"],
+        &["settings", "set", "backup_keep", "3"],
+        &["projects", "list"],
+        &["projects", "add", "AWPCA", "АРМ КА"],
+        &["tokens"],
+        &["tokens", "--rotate", "agent"],
+        &["backup"],
+    ] {
+        let out = run(&db, args);
+        assert_eq!(out.code, 1, "{args:?}: {out:?}");
+        assert!(
+            out.stderr.contains("базы данных нет") && out.stderr.contains("typo/hub.sqlite"),
+            "{args:?}: {out:?}"
+        );
+        assert_eq!(out.stderr.lines().count(), 1, "{args:?}: {out:?}");
+        assert!(!dir.path().join("typo").exists(), "{args:?} created it");
+    }
+}
+
+/// Read commands open the database read-only: they work on a backup file, change nothing in it,
+/// and (when the tests can drop root) on a data directory the reader cannot write.
+#[test]
+fn read_commands_work_on_a_backup_and_a_read_only_folder() {
+    let dir = TestDir::new();
+    run_ok(
+        &dir.db(),
+        &["init", "--config", example_config().to_str().unwrap()],
+    );
+    let backup = run_ok(&dir.db(), &["backup"]).stdout.trim().to_string();
+    run_ok(&dir.db(), &["settings", "set", "backup_keep", "3"]);
+    let before = std::fs::read(&backup).unwrap();
+    let out = run_ok(
+        std::path::Path::new(&backup),
+        &["settings", "get", "backup_keep"],
+    );
+    assert_eq!(out.stdout.trim(), "14", "the backup's own value");
+    run_ok(std::path::Path::new(&backup), &["status"]);
+    run_ok(std::path::Path::new(&backup), &["projects", "list"]);
+    assert_eq!(std::fs::read(&backup).unwrap(), before, "unchanged");
+    let backups = std::path::Path::new(&backup).parent().unwrap();
+    assert!(
+        std::fs::read_dir(backups).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .ends_with("-shm")),
+        "no -shm left beside the backup"
+    );
+
+    // A data directory nobody but root may write, read as another user.
+    let is_root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    let setpriv = std::path::Path::new("/usr/bin/setpriv");
+    if !is_root || !setpriv.exists() {
+        eprintln!("skipped: the read-only folder check needs root and setpriv to drop privileges");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let shared = tempfile::Builder::new()
+        .prefix("ro-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let data = shared.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let db = data.join("hub.sqlite");
+    std::fs::copy(&backup, &db).unwrap();
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let as_nobody = |args: &[&str]| {
+        let out = std::process::Command::new(setpriv)
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_jira-hub"))
+            .arg("--db")
+            .arg(&db)
+            .args(args)
+            .env_remove("JIRA_HUB_DB")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, stderr) = as_nobody(&["status"]);
+    assert_eq!(code, Some(0), "{stdout} {stderr}");
+    assert!(stdout.contains("AURORA"), "{stdout}");
+    let (code, stdout, _) = as_nobody(&["settings", "get", "project_key"]);
+    assert_eq!((code, stdout.trim()), (Some(0), "\"AURORA\""));
+    let (code, _, stderr) = as_nobody(&["settings", "set", "backup_keep", "5"]);
+    assert_eq!(code, Some(1), "a write is refused: {stderr}");
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A file that is not SQLite is a database this binary cannot run: `serve` exits 3, which the
+/// unit does not restart.
+#[test]
+fn serve_on_a_file_that_is_not_sqlite_exits_3() {
+    let dir = TestDir::new();
+    std::fs::create_dir_all(dir.db().parent().unwrap()).unwrap();
+    std::fs::write(
+        dir.db(),
+        "this is not a database, it is a note\n".repeat(200),
+    )
+    .unwrap();
+    let out = run(&dir.db(), &["serve", "--listen", "127.0.0.1:0"]);
+    assert_eq!(out.code, 3, "{out:?}");
+    assert!(out.stderr.contains("не база данных SQLite"), "{out:?}");
+    let out = run(&dir.db(), &["status"]);
+    assert_eq!(out.code, 1, "{out:?}");
+}
+
+/// `jira-hub status | head -1`: the reader goes away, the command ends quietly, no panic.
+#[test]
+fn a_closed_stdout_is_not_a_panic() {
+    let dir = TestDir::new();
+    run_ok(
+        &dir.db(),
+        &["init", "--config", example_config().to_str().unwrap()],
+    );
+    for args in [&["status"][..], &["settings", "get"], &["tokens"]] {
+        let mut child = hub_command(&dir.db(), args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+    }
+}
+
+/// An error's causes are said once, on one line.
+#[test]
+fn error_causes_are_not_repeated() {
+    let dir = TestDir::new();
+    let folder = dir.path().join("a-folder");
+    std::fs::create_dir(&folder).unwrap();
+    let out = run(&folder, &["migrate"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert_eq!(out.stderr.lines().count(), 1, "{out:?}");
+    assert_eq!(
+        out.stderr.matches("unable to open database file").count(),
+        1,
+        "{out:?}"
+    );
+}
+
+/// `settings get nosuch` and `settings set nosuch 1` say the same thing, in Russian.
+#[test]
+fn an_unknown_setting_is_named_the_same_way_by_get_and_set() {
+    let dir = TestDir::new();
+    run_ok(&dir.db(), &["migrate"]);
+    let get = run(&dir.db(), &["settings", "get", "nosuch"]);
+    let set = run(&dir.db(), &["settings", "set", "nosuch", "1"]);
+    assert_eq!((get.code, set.code), (1, 1));
+    assert_eq!(get.stderr, set.stderr);
+    assert_eq!(get.stderr.trim(), "jira-hub: nosuch: неизвестная настройка");
 }

@@ -404,8 +404,8 @@ fn a_failed_migration_leaves_the_old_version() {
     let out = run(&dir.db(), &["migrate"]);
     assert_eq!(out.code, 1, "{out:?}");
     assert!(
-        out.stderr.contains("from schema v3 to v4 failed")
-            && out.stderr.contains("left at v3")
+        out.stderr.contains("со схемы v3 на v4 не удалась")
+            && out.stderr.contains("осталась на v3")
             && out.stderr.contains("table project already exists"),
         "{out:?}"
     );
@@ -455,10 +455,11 @@ fn refuses_newer_and_foreign_databases() {
         "UPDATE setting SET value = '9' WHERE key = 'schema_version';",
     );
     drop(conn);
-    let out = run(&dir.db(), &["status"]);
+    let out = run(&dir.db(), &["migrate"]);
     assert_eq!(out.code, 1);
     assert!(
-        out.stderr.contains("schema v9, newer than this hub knows"),
+        out.stderr
+            .contains("схемы v9, новее, чем знает этот jira-hub"),
         "{out:?}"
     );
 
@@ -470,7 +471,7 @@ fn refuses_newer_and_foreign_databases() {
         .unwrap();
     let out = run(&foreign, &["migrate"]);
     assert_eq!(out.code, 1);
-    assert!(out.stderr.contains("not a jira-hub one"), "{out:?}");
+    assert!(out.stderr.contains("не jira-hub"), "{out:?}");
 }
 
 /// «Открытый каталог данных».
@@ -486,7 +487,7 @@ fn an_open_data_directory_is_narrowed_at_start() {
         )
         .unwrap();
     }
-    run_ok(&dir.db(), &["status"]);
+    run_ok(&dir.db(), &["migrate"]);
     assert_eq!(mode(&dir.path().join("data")), 0o700);
     assert_eq!(mode(&dir.path().join("data/backups")), 0o700);
 }
@@ -563,4 +564,71 @@ fn a_migration_stopped_by_a_full_disk_leaves_the_old_version() {
     let conn = Connection::open(dir.db()).unwrap();
     assert_v4_shape(&conn);
     assert_eq!(count(&conn, "SELECT count(*) FROM issue"), 2002);
+}
+
+/// A database of the first v4 release (revision 0 of v4, as the previous hub made it) gets the
+/// additive revision 1: a backup first, the lease of a claimed command in its own column, runs
+/// marked full when their query is the base JQL, the version still 4.
+#[test]
+fn a_first_release_v4_database_gets_revision_1() {
+    let dir = TestDir::new();
+    let v4 = include_str!("../../src/store/sql/v4.sql");
+    drop(build_db(
+        &dir.db(),
+        3,
+        &format!(
+            "{}{COMMON_ROWS}{v4}
+             UPDATE setting SET value = '4' WHERE key = 'schema_version';
+             INSERT INTO project (label, name, created_at) VALUES ('AWPCA', 'АРМ КА', '2026-01-01T00:00:00Z');
+             UPDATE command SET claimed_at = '2026-01-03T00:00:01Z', deliveries = 1 WHERE status = 'claimed';
+             INSERT INTO sync_run (query, started_at, status) VALUES
+               ('project = AURORA AND labels in (\"AWPCA\")', '2026-01-04T00:00:00Z', 'done'),
+               ('project = AURORA AND key = AURORA-1', '2026-01-05T00:00:00Z', 'done');",
+            v3_settings_sql()
+        ),
+    ));
+    let out = run_ok(&dir.db(), &["migrate"]);
+    assert!(out.stdout.contains("schema-v4"), "{out:?}");
+    assert_eq!(dir.backups().len(), 1);
+
+    let conn = Connection::open(dir.db()).unwrap();
+    assert_v4_shape(&conn);
+    let revision: i64 = conn
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(revision, 1);
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM command WHERE status = 'claimed' AND lease_at = claimed_at"
+        ),
+        1
+    );
+    let full: Vec<i64> = conn
+        .prepare("SELECT full FROM sync_run ORDER BY id")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(full, [1, 0]);
+    drop(conn);
+
+    // Opening again migrates nothing.
+    run_ok(&dir.db(), &["migrate"]);
+    assert_eq!(dir.backups().len(), 1);
+}
+
+/// A database of a newer revision of v4 is refused like a newer schema.
+#[test]
+fn a_newer_v4_revision_is_refused() {
+    let dir = TestDir::new();
+    run_ok(&dir.db(), &["migrate"]);
+    Connection::open(dir.db())
+        .unwrap()
+        .pragma_update(None, "user_version", 99)
+        .unwrap();
+    let out = run(&dir.db(), &["migrate"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("ревизии 99"), "{out:?}");
 }

@@ -138,6 +138,7 @@ fn labels_are_unique_case_insensitively() {
 #[test]
 fn cli_projects_add_and_list() {
     let dir = TestDir::new();
+    run_ok(&dir.db(), &["migrate"]);
     run_ok(&dir.db(), &["settings", "set", "project_key", "\"AURORA\""]);
     let out = run_ok(
         &dir.db(),

@@ -186,7 +186,7 @@ fn cli_settings_set_validates_like_the_api() {
     }
     let out = run(&dir.db(), &["settings", "set", "relay_dir", "/srv/relay"]);
     assert_eq!(out.code, 1);
-    assert!(out.stderr.contains("not JSON"), "{out:?}");
+    assert!(out.stderr.contains("не JSON"), "{out:?}");
     assert_eq!(snapshot(&dir.db()), before);
 
     let out = run_ok(

@@ -1,5 +1,5 @@
 //! Test helpers: temp dirs, the real binary, old-version databases built from the SQL history in
-//! `../shared/spec/history/`.
+//! `tests/fixtures/history/`.
 
 use jira_hub::clock::ManualClock;
 use jira_hub::service::Hub;
@@ -92,15 +92,10 @@ pub fn run_ok(db: &Path, args: &[&str]) -> Output {
     output
 }
 
-/// `../shared` beside the checkout (CI lays it there too).
-pub fn shared() -> PathBuf {
-    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    assert!(
-        shared.join("spec/history/schema-v1.sql").exists(),
-        "../shared/spec/history is missing beside the checkout: {}",
-        shared.display()
-    );
-    shared
+/// The old schemas and Jira responses the tests read, kept in the repository
+/// (`tests/fixtures/`, with their sources and licences).
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
 pub fn example_config() -> PathBuf {
@@ -109,7 +104,7 @@ pub fn example_config() -> PathBuf {
 
 /// The SQL that builds a database of schema `version` (1..=3), from the history files.
 pub fn history_sql(version: u32) -> String {
-    let history = shared().join("spec/history");
+    let history = fixtures().join("history");
     (1..=version)
         .map(|v| {
             std::fs::read_to_string(history.join(format!("schema-v{v}.sql"))).expect("history sql")
@@ -119,7 +114,7 @@ pub fn history_sql(version: u32) -> String {
 }
 
 pub fn v3_settings_sql() -> String {
-    std::fs::read_to_string(shared().join("spec/history/settings-v3.example.sql"))
+    std::fs::read_to_string(fixtures().join("history/settings-v3.example.sql"))
         .expect("settings sql")
 }
 
