@@ -8,6 +8,7 @@
 pub mod command;
 pub mod config;
 pub mod jql;
+pub mod json;
 pub mod project;
 pub mod settings;
 pub mod time;

@@ -21,11 +21,17 @@ async fn handle(
         crate::protocol::DecodeError::NotJson(message) => {
             ApiError::new(StatusCode::BAD_REQUEST, "malformed", None, message)
         }
-        other => ApiError::new(
+        crate::protocol::DecodeError::Invalid { field, message } => ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "invalid",
-            Some(other.field()).filter(|f| !f.is_empty()),
-            other.to_string(),
+            Some(field.as_str()).filter(|f| !f.is_empty()),
+            message,
+        ),
+        other @ crate::protocol::DecodeError::UnknownKind(_) => ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid",
+            Some("kind"),
+            other.message(),
         ),
     })?;
     if request.kind() != expected {
@@ -33,7 +39,10 @@ async fn handle(
             StatusCode::UNPROCESSABLE_ENTITY,
             "invalid",
             Some("kind"),
-            format!("kind {} sent to the {expected} endpoint", request.kind()),
+            format!(
+                "запрос вида {} прислан в конечную точку {expected}",
+                request.kind()
+            ),
         ));
     }
     let answer = state

@@ -11,7 +11,7 @@ mod client;
 mod ops;
 
 use crate::service::{Hub, ServiceError};
-use axum::extract::rejection::JsonRejection;
+use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
@@ -207,36 +207,55 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match Json::<T>::from_request(request, state).await {
-            Ok(Json(value)) => Ok(ApiJson(value)),
-            Err(rejection) => Err(json_rejection(rejection)),
+        let is_json = request
+            .headers()
+            .get(axum::http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .map(|v| v.trim().to_ascii_lowercase())
+            .is_some_and(|v| v == "application/json" || v.ends_with("+json"));
+        if !is_json {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                None,
+                "нужен Content-Type: application/json",
+            ));
         }
-    }
-}
-
-fn json_rejection(rejection: JsonRejection) -> ApiError {
-    let status = rejection.status();
-    let text = rejection.body_text();
-    match rejection {
-        JsonRejection::JsonDataError(_) => {
-            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", None, text)
-        }
-        JsonRejection::JsonSyntaxError(_) => {
-            ApiError::new(StatusCode::BAD_REQUEST, "malformed", None, text)
-        }
-        JsonRejection::MissingJsonContentType(_) => ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
-            None,
-            "нужен Content-Type: application/json",
-        ),
-        _ if status == StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "too_large",
-            None,
-            "тело запроса больше предела",
-        ),
-        _ => ApiError::new(StatusCode::BAD_REQUEST, "malformed", None, text),
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| {
+                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "too_large",
+                        None,
+                        "тело запроса больше предела",
+                    )
+                } else {
+                    ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        "malformed",
+                        None,
+                        "тело запроса не прочитано целиком",
+                    )
+                }
+            })?;
+        crate::domain::json::from_slice(&bytes)
+            .map(ApiJson)
+            .map_err(|error| {
+                let (status, code) = if error.syntax {
+                    (StatusCode::BAD_REQUEST, "malformed")
+                } else {
+                    (StatusCode::UNPROCESSABLE_ENTITY, "invalid")
+                };
+                ApiError::new(
+                    status,
+                    code,
+                    Some(error.field.as_str()).filter(|f| !f.is_empty()),
+                    error.message,
+                )
+            })
     }
 }
 

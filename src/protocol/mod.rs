@@ -234,9 +234,9 @@ impl AgentAnswer {
 /// Why a request could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
-    #[error("the request is not a JSON object: {0}")]
+    #[error("{0}")]
     NotJson(String),
-    #[error("kind: unknown kind {0:?}; expected claim, report or heartbeat")]
+    #[error("kind: {}", self.message())]
     UnknownKind(String),
     #[error("{field}: {message}")]
     Invalid { field: String, message: String },
@@ -249,6 +249,17 @@ impl DecodeError {
             DecodeError::NotJson(_) => "",
             DecodeError::UnknownKind(_) => "kind",
             DecodeError::Invalid { field, .. } => field,
+        }
+    }
+
+    /// What is wrong, without the field (which [`DecodeError::field`] names).
+    pub fn message(&self) -> String {
+        match self {
+            DecodeError::NotJson(message) => message.clone(),
+            DecodeError::UnknownKind(kind) => {
+                format!("неизвестный вид запроса {kind:?}; допустимы claim, report, heartbeat")
+            }
+            DecodeError::Invalid { message, .. } => message.clone(),
         }
     }
 
@@ -279,15 +290,23 @@ pub fn decode_request(bytes: &[u8]) -> Result<AgentRequest, DecodeError> {
 /// is read with its issues kept as raw JSON.
 pub fn decode_reader(reader: impl std::io::Read) -> Result<AgentRequest, DecodeError> {
     let top: std::collections::BTreeMap<String, Box<RawValue>> =
-        serde_json::from_reader(std::io::BufReader::new(reader))
-            .map_err(|e| DecodeError::NotJson(e.to_string()))?;
+        serde_json::from_reader(std::io::BufReader::new(reader)).map_err(|e| {
+            let error = crate::domain::json::plain_error(&e);
+            if error.syntax {
+                DecodeError::NotJson(error.message)
+            } else {
+                DecodeError::NotJson(format!("запрос — не JSON-объект: {}", error.message))
+            }
+        })?;
     let mut light = serde_json::Map::new();
     for (key, raw) in &top {
         // Everything but the results goes through the checks as values; results stay raw.
         if key != "results" {
             light.insert(
                 key.clone(),
-                serde_json::from_str(raw.get()).map_err(|e| DecodeError::NotJson(e.to_string()))?,
+                serde_json::from_str(raw.get()).map_err(|e| {
+                    DecodeError::NotJson(crate::domain::json::plain_error(&e).message)
+                })?,
             );
         }
     }
@@ -296,11 +315,17 @@ pub fn decode_reader(reader: impl std::io::Read) -> Result<AgentRequest, DecodeE
         Kind::Report => {
             let results = top
                 .get("results")
-                .ok_or_else(|| DecodeError::invalid("results", "missing"))?;
+                .ok_or_else(|| DecodeError::invalid("results", MISSING))?;
             let results: Vec<CommandResult> =
-                serde_json::from_str(results.get()).map_err(|e| DecodeError::Invalid {
-                    field: "results".into(),
-                    message: e.to_string(),
+                crate::domain::json::from_slice(results.get().as_bytes()).map_err(|e| {
+                    DecodeError::Invalid {
+                        field: if e.field.is_empty() {
+                            "results".into()
+                        } else {
+                            format!("results{}", e.field)
+                        },
+                        message: e.message,
+                    }
                 })?;
             let envelope: Envelope = typed(Value::Object(light))?;
             AgentRequest::Report(ReportRequest { envelope, results })
@@ -313,7 +338,7 @@ pub fn decode_reader(reader: impl std::io::Read) -> Result<AgentRequest, DecodeE
 /// Decodes a request from parsed JSON.
 pub fn decode_value(value: Value) -> Result<AgentRequest, DecodeError> {
     let Some(object) = value.as_object() else {
-        return Err(DecodeError::NotJson("expected an object".into()));
+        return Err(DecodeError::NotJson("запрос — не JSON-объект".into()));
     };
     let kind = check_envelope(object)?;
     check_request(build(kind, value)?)
@@ -330,7 +355,7 @@ fn build(kind: Kind, value: Value) -> Result<AgentRequest, DecodeError> {
 /// The kind, and that `id`, `agent` and `sent_at` are strings.
 fn check_envelope(object: &serde_json::Map<String, Value>) -> Result<Kind, DecodeError> {
     let kind = match object.get("kind") {
-        None => return Err(DecodeError::invalid("kind", "missing")),
+        None => return Err(DecodeError::invalid("kind", MISSING)),
         Some(Value::String(kind)) => {
             Kind::parse(kind).ok_or_else(|| DecodeError::UnknownKind(kind.clone()))?
         }
@@ -339,8 +364,8 @@ fn check_envelope(object: &serde_json::Map<String, Value>) -> Result<Kind, Decod
     for field in ["id", "agent", "sent_at"] {
         match object.get(field) {
             Some(Value::String(_)) => {}
-            Some(_) => return Err(DecodeError::invalid(field, "expected a string")),
-            None => return Err(DecodeError::invalid(field, "missing")),
+            Some(_) => return Err(DecodeError::invalid(field, "ожидалась строка")),
+            None => return Err(DecodeError::invalid(field, MISSING)),
         }
     }
     Ok(kind)
@@ -352,35 +377,35 @@ fn check_request(request: AgentRequest) -> Result<AgentRequest, DecodeError> {
     if !is_valid_id(&envelope.id) {
         return Err(DecodeError::invalid(
             "id",
-            "expected 1 to 64 characters of A-Z, a-z, 0-9, - and _",
+            "ожидалось от 1 до 64 символов из A-Z, a-z, 0-9, - и _",
         ));
     }
     if envelope.agent.trim().is_empty() || envelope.agent.chars().count() > 100 {
         return Err(DecodeError::invalid(
             "agent",
-            "expected a name of 1 to 100 characters",
+            "ожидалось имя от 1 до 100 символов",
         ));
     }
     if crate::domain::time::parse_utc(&envelope.sent_at).is_none() {
         return Err(DecodeError::invalid(
             "sent_at",
-            "expected an ISO-8601 time with offset",
+            "ожидалось время ISO-8601 со смещением",
         ));
     }
     Ok(request)
 }
 
+/// What a missing required member is called.
+const MISSING: &str = "обязательное поле отсутствует";
+
 fn typed<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, DecodeError> {
-    serde_json::from_value(value).map_err(|error| {
-        let message = error.to_string();
-        // serde names a missing field as "missing field `x`"; other errors carry no path.
-        let field = message
-            .split('`')
-            .nth(1)
-            .filter(|_| message.starts_with("missing field"))
-            .unwrap_or("body")
-            .to_string();
-        DecodeError::Invalid { field, message }
+    crate::domain::json::from_value(value).map_err(|error| DecodeError::Invalid {
+        field: if error.field.is_empty() {
+            "body".into()
+        } else {
+            error.field
+        },
+        message: error.message,
     })
 }
 
@@ -451,7 +476,7 @@ mod tests {
             ),
             (
                 json!({"kind": "report", "id": "r1", "agent": "a", "sent_at": "2026-11-29T10:00:00Z", "results": [{"command_id": 1}]}),
-                "results",
+                "results[0].delivery",
             ),
         ] {
             assert_eq!(

@@ -112,11 +112,11 @@ pub fn inspect_file(path: &Path) -> FileReport {
         }
     };
     if meta.file_type().is_symlink() || !meta.is_file() {
-        report.valid = Err("not a regular file".into());
+        report.valid = Err("не обычный файл (ссылка, папка или устройство)".into());
         return report;
     }
     let Some((kind, id)) = parse_file_name(&name) else {
-        report.valid = Err("the name is not <kind>-<id>.json".into());
+        report.valid = Err("имя не вида <kind>-<id>.json".into());
         return report;
     };
     report.kind = kind.to_string();
@@ -131,7 +131,8 @@ pub fn inspect_file(path: &Path) -> FileReport {
 
 fn read_value(path: &Path) -> Result<Value, String> {
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    serde_json::from_reader(std::io::BufReader::new(file)).map_err(|e| format!("not JSON: {e}"))
+    serde_json::from_reader(std::io::BufReader::new(file))
+        .map_err(|e| crate::domain::json::plain_error(&e).to_string())
 }
 
 fn inspect_request(path: &Path, kind: &str, id: &str, report: &mut FileReport) {
@@ -149,11 +150,11 @@ fn inspect_request(path: &Path, kind: &str, id: &str, report: &mut FileReport) {
     report.agent = envelope.agent.clone();
     report.request_key = Some((kind.to_string(), id.to_string()));
     if request.kind().as_str() != kind {
-        report.valid = Err(format!("the name says {kind}, the body {}", request.kind()));
+        report.valid = Err(format!("в имени файла {kind}, в теле {}", request.kind()));
     } else if envelope.id != id {
-        report.valid = Err(format!("the name says id {id}, the body {}", envelope.id));
+        report.valid = Err(format!("id в имени {id}, в теле {}", envelope.id));
     } else if envelope.token.is_none() {
-        report.valid = Err("no token".into());
+        report.valid = Err("нет токена агента".into());
     }
     report.carries = match &request {
         AgentRequest::Claim(claim) => {
@@ -199,7 +200,7 @@ fn inspect_answer(path: &Path, kind: &str, id: &str, report: &mut FileReport) {
         }
     };
     if value["request_id"].as_str() != Some(id) {
-        report.valid = Err("request_id does not match the name".into());
+        report.valid = Err("request_id не совпадает с именем файла".into());
     }
     let typed = match kind {
         "claim" => serde_json::from_value::<ClaimAnswer>(value.clone()).map(|a| {
@@ -229,13 +230,13 @@ fn inspect_answer(path: &Path, kind: &str, id: &str, report: &mut FileReport) {
             value["error"]["message"].as_str().unwrap_or("")
         )),
         other => {
-            report.valid = Err(format!("unknown kind {other}"));
+            report.valid = Err(format!("неизвестный вид {other}"));
             return;
         }
     };
     match typed {
         Ok(carries) => report.carries = carries,
-        Err(error) => report.valid = Err(error.to_string()),
+        Err(error) => report.valid = Err(crate::domain::json::plain_error(&error).to_string()),
     }
 }
 

@@ -267,7 +267,7 @@ impl Relay {
                 return Outcome::Refused(Refusal::new(
                     "invalid",
                     Some(error.field()).filter(|f| !f.is_empty()),
-                    error.to_string(),
+                    error.message(),
                 ));
             }
         };

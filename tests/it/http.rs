@@ -620,6 +620,77 @@ async fn agent_bodies_are_checked_like_relay_files() {
     assert_eq!(first, second);
 }
 
+/// Messages to people are Russian and name the field by its path, whatever the transport: a
+/// wrong-shape client body, an agent body, a body that is not JSON.
+#[tokio::test]
+async fn errors_name_the_field_by_path_in_russian() {
+    let api = api();
+    let (status, body) = api
+        .client(
+            Method::POST,
+            "/batches",
+            Some(json!({"title": "t", "author": "a", "commands": [{"type": "comment", "params": {}, "depends_on": "one"}]})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["error"]["field"], "commands[0].depends_on", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("неверный тип"),
+        "{body}"
+    );
+    let (status, body) = api
+        .client(Method::POST, "/batches", Some(json!({"title": "t"})))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(body["error"]["field"], "author", "{body}");
+    assert_eq!(body["error"]["message"], "обязательное поле отсутствует");
+
+    let mut report = json!({"kind": "report", "id": "r1", "agent": "a", "sent_at": "2026-11-29T10:00:00Z",
+        "results": [{"command_id": 1, "delivery": "first", "status": "done"}]});
+    let (status, body) = api.agent("/agent/report", report.clone()).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(body["error"]["field"], "results[0].delivery", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("ожидалось целое число")
+    );
+    report["results"][0]["delivery"] = json!(1);
+    report["results"][0]["status"] = json!("finished");
+    let (_, body) = api.agent("/agent/report", report).await;
+    assert_eq!(body["error"]["field"], "results[0].status", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("недопустимое значение «finished»"),
+        "{body}"
+    );
+
+    let token = api.client.clone();
+    let (status, body) = api
+        .raw(
+            Method::PUT,
+            "/settings",
+            Some(&token),
+            Some("application/json"),
+            b"{\"backup_keep\": 3".to_vec(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("JSON оборван"),
+        "{body}"
+    );
+}
+
 /// Every route of the document answers (no fallback 404/405), and every endpoint of system.md
 /// §8 is in the document.
 #[tokio::test]

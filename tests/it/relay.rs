@@ -220,6 +220,18 @@ fn each_refusal_is_moved_with_its_reason() {
             WAIT,
         );
         assert_eq!(reason["code"], code, "{name}: {reason}");
+        // Reasons are for people: Russian, whatever produced them (serde included).
+        let message = reason["message"].as_str().unwrap();
+        assert!(
+            message
+                .chars()
+                .any(|c| ('а'..='я').contains(&c.to_lowercase().next().unwrap())),
+            "{name}: {message}"
+        );
+        if name == "claim-nofield.json" {
+            assert_eq!(reason["field"], "max_commands", "{reason}");
+            assert_eq!(message, "обязательное поле отсутствует");
+        }
         wait_for_path(&relay.join("rejected").join(name));
         let id = name.split_once('-').unwrap().1.trim_end_matches(".json");
         let answer = wait_for_json(&relay.join("outbox").join(format!("error-{id}.json")), WAIT);
