@@ -8,8 +8,14 @@ use std::path::Path;
 use std::process::ExitCode;
 
 pub fn init(db: &Path, config_path: &Path, force: bool, if_new: bool) -> anyhow::Result<ExitCode> {
-    let text = std::fs::read_to_string(config_path)
-        .with_context(|| format!("не удалось прочитать конфиг {}", config_path.display()))?;
+    // `-` reads standard input: the service user may not be allowed to open the operator's file.
+    let text = if config_path == Path::new("-") {
+        std::io::read_to_string(std::io::stdin())
+            .context("не удалось прочитать конфиг со стандартного ввода")?
+    } else {
+        std::fs::read_to_string(config_path)
+            .with_context(|| format!("не удалось прочитать конфиг {}", config_path.display()))?
+    };
     let config: serde_json::Value = serde_json::from_str(&text)
         .with_context(|| format!("конфиг {} — не JSON", config_path.display()))?;
     let (mut hub, _) = open_hub(db)?;

@@ -41,7 +41,8 @@ pub struct Cli {
 pub enum Command {
     /// Create or migrate the database and import the settings of a legacy sync config.
     Init {
-        /// The legacy config (format: admin/jira-sync/config.example.json).
+        /// The legacy config (format: admin/jira-sync/config.example.json); `-` reads it from
+        /// standard input.
         #[arg(long)]
         config: PathBuf,
         /// Import over the settings an earlier init stored (tokens are kept).

@@ -492,3 +492,131 @@ fn an_unknown_setting_is_named_the_same_way_by_get_and_set() {
     assert_eq!(get.stderr, set.stderr);
     assert_eq!(get.stderr.trim(), "jira-hub: nosuch: неизвестная настройка");
 }
+
+/// The README's service steps 2–3 on this machine, into a scratch root: the user and its 0700
+/// data folder exist before `init` runs as that user, and `init --config -` reads a config the
+/// user could not open itself.
+#[test]
+fn the_service_steps_prepare_the_folder_before_init() {
+    let tools = [
+        "/usr/bin/systemd-sysusers",
+        "/usr/bin/systemd-tmpfiles",
+        "/usr/bin/setpriv",
+    ];
+    let is_root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    if !is_root || tools.iter().any(|t| !std::path::Path::new(t).exists()) {
+        eprintln!("skipped: needs root, systemd-sysusers, systemd-tmpfiles and setpriv");
+        return;
+    }
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let root = tempfile::Builder::new()
+        .prefix("svc-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(root.path().join("etc")).unwrap();
+    let repository = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let arg_root = format!("--root={}", root.path().display());
+    let status = std::process::Command::new(tools[0])
+        .arg(&arg_root)
+        .arg(repository.join("systemd/jira-hub.sysusers"))
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
+    let status = std::process::Command::new(tools[1])
+        .arg(&arg_root)
+        .arg("--create")
+        .arg(repository.join("systemd/jira-hub.tmpfiles"))
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
+    let passwd = std::fs::read_to_string(root.path().join("etc/passwd")).unwrap();
+    let user = passwd
+        .lines()
+        .find(|l| l.starts_with("jira-hub:"))
+        .expect("the user");
+    let uid: u32 = user.split(':').nth(2).unwrap().parse().unwrap();
+    let data = root.path().join("var/lib/jira-hub");
+    let meta = std::fs::metadata(&data).unwrap();
+    assert_eq!((meta.mode() & 0o7777, meta.uid()), (0o700, uid));
+
+    // The config stays root's own; init reads it from standard input as the service user.
+    let config = root.path().join("config.json");
+    std::fs::copy(example_config(), &config).unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let db = data.join("hub.sqlite");
+    let out = std::process::Command::new(tools[2])
+        .args([
+            format!("--reuid={uid}"),
+            format!("--regid={uid}"),
+            "--clear-groups".into(),
+        ])
+        .arg(env!("CARGO_BIN_EXE_jira-hub"))
+        .args(["init", "--config", "-"])
+        .env("JIRA_HUB_DB", &db)
+        .stdin(std::fs::File::open(&config).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(std::fs::metadata(&db).unwrap().uid(), uid);
+    let out = run_ok(&db, &["settings", "get", "project_key"]);
+    assert_eq!(out.stdout.trim(), "\"AURORA\"");
+}
+
+/// The README's restore: the daemon stopped, the current files moved aside with their WAL, the
+/// backup copied in; the daemon starts on the backup's state (a migration backup is migrated
+/// again).
+#[test]
+fn restoring_a_backup_as_the_readme_says() {
+    let dir = TestDir::new();
+    run_ok(
+        &dir.db(),
+        &["init", "--config", example_config().to_str().unwrap()],
+    );
+    run_ok(&dir.db(), &["projects", "add", "BEFORE", "До копии"]);
+    let backup = run_ok(&dir.db(), &["backup"]).stdout.trim().to_string();
+    run_ok(&dir.db(), &["projects", "add", "AFTER", "После копии"]);
+    {
+        // A running daemon leaves a WAL behind when it is killed.
+        let mut daemon = Daemon::start(&dir.db(), &[]);
+        daemon.signal("KILL");
+        daemon.wait();
+    }
+    let data = dir.path().join("data");
+    let replaced = data.join("replaced");
+    std::fs::create_dir(&replaced).unwrap();
+    for name in ["hub.sqlite", "hub.sqlite-wal", "hub.sqlite-shm"] {
+        if data.join(name).exists() {
+            std::fs::rename(data.join(name), replaced.join(name)).unwrap();
+        }
+    }
+    std::fs::copy(&backup, dir.db()).unwrap();
+    let daemon = Daemon::start(&dir.db(), &[]);
+    drop(daemon);
+    let projects = run_ok(&dir.db(), &["projects", "list"]).stdout;
+    assert!(
+        projects.contains("BEFORE") && !projects.contains("AFTER"),
+        "{projects}"
+    );
+    let old = run_ok(&replaced.join("hub.sqlite"), &["projects", "list"]).stdout;
+    assert!(old.contains("AFTER"), "the replaced state is kept: {old}");
+
+    // A migration backup (old schema) is migrated again when the daemon starts on it.
+    let dir = TestDir::new();
+    drop(build_db(&dir.db(), 3, &v3_settings_sql()));
+    run_ok(&dir.db(), &["migrate"]);
+    let migration_backup = dir.backup_path(&dir.backups()[0]);
+    std::fs::remove_file(dir.db()).unwrap();
+    std::fs::copy(&migration_backup, dir.db()).unwrap();
+    let out = run(&dir.db(), &["status"]);
+    assert_eq!(
+        out.code, 1,
+        "read-only status asks for a migration: {out:?}"
+    );
+    assert!(out.stderr.contains("jira-hub migrate"), "{out:?}");
+    drop(Daemon::start(&dir.db(), &[]));
+    assert!(run_ok(&dir.db(), &["status"]).stdout.contains("AWPCA"));
+}

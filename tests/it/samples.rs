@@ -86,3 +86,68 @@ fn every_request_sample_goes_through_the_daemon() {
     assert_eq!(inspect.code, 0);
     assert!(inspect.stdout.contains("applied 20"), "{}", inspect.stdout);
 }
+
+/// The first `sh` block after `heading` in a Markdown file.
+pub fn shell_block(markdown: &str, heading: &str) -> String {
+    let after = &markdown[markdown.find(heading).expect("heading")..];
+    let start = after.find("```sh\n").expect("a sh block") + "```sh\n".len();
+    let end = after[start..].find("```").expect("end of block");
+    after[start..start + end].to_string()
+}
+
+/// The walk-through of `relay-samples/README.md`, typed literally from the repository root, with
+/// the quick start's hub running: the claim gets its answer and `relay inspect` shows it.
+#[test]
+fn the_walk_through_works_as_written() {
+    let dir = TestDir::new();
+    let root = dir.path().join("checkout");
+    std::fs::create_dir_all(root.join("target/release")).unwrap();
+    std::fs::create_dir_all(root.join("admin")).unwrap();
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::os::unix::fs::symlink(samples(), root.join("relay-samples")).unwrap();
+    std::os::unix::fs::symlink(
+        repository.join("admin/jira-sync"),
+        root.join("admin/jira-sync"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(
+        env!("CARGO_BIN_EXE_jira-hub"),
+        root.join("target/release/jira-hub"),
+    )
+    .unwrap();
+    // The quick start, with this checkout's paths.
+    let db = root.join("data/hub.sqlite");
+    let relay = root.join("relay");
+    let _daemon = Daemon::start(
+        &db,
+        &[
+            "--init-from",
+            root.join("admin/jira-sync/config.example.json")
+                .to_str()
+                .unwrap(),
+            "--default-relay-dir",
+            relay.to_str().unwrap(),
+        ],
+    );
+    let readme = std::fs::read_to_string(samples().join("README.md")).unwrap();
+    let block = shell_block(&readme, "## A round trip by hand");
+    let out = std::process::Command::new("timeout")
+        .args(["120", "bash", "-euo", "pipefail", "-c", &block])
+        .current_dir(&root)
+        .env_remove("JIRA_HUB_DB")
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("claim-5c1c9a2e-agent1-0001.json"),
+        "{stdout}"
+    );
+    let answer = wait_for_json(
+        &relay.join("outbox/claim-5c1c9a2e-agent1-0001.json"),
+        Duration::from_secs(20),
+    );
+    assert_eq!(answer["commands"][0]["type"], "refresh", "{answer}");
+}
