@@ -38,7 +38,7 @@ pub struct ServeOptions {
 pub fn serve(db: &Path, options: ServeOptions) -> anyhow::Result<ExitCode> {
     let data_dir = data_dir_of(db);
     std::fs::create_dir_all(&data_dir)
-        .with_context(|| format!("cannot create {}", data_dir.display()))?;
+        .with_context(|| format!("не удалось создать {}", data_dir.display()))?;
     let lock_path = data_dir.join("jira-hub.lock");
     let lock = std::fs::File::options()
         .read(true)
@@ -46,16 +46,17 @@ pub fn serve(db: &Path, options: ServeOptions) -> anyhow::Result<ExitCode> {
         .create(true)
         .truncate(false)
         .open(&lock_path)
-        .with_context(|| format!("cannot open the lock file {}", lock_path.display()))?;
+        .with_context(|| format!("не удалось открыть файл блокировки {}", lock_path.display()))?;
     match lock.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => bail!(
-            "another jira-hub serve is already running on {} (it holds {})",
+            "на базе {} уже работает другой jira-hub serve (он держит {})",
             db.display(),
             lock_path.display()
         ),
         Err(std::fs::TryLockError::Error(error)) => {
-            return Err(error).with_context(|| format!("cannot lock {}", lock_path.display()));
+            return Err(error)
+                .with_context(|| format!("не удалось заблокировать {}", lock_path.display()));
         }
     }
 
@@ -66,8 +67,7 @@ pub fn serve(db: &Path, options: ServeOptions) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_CONFIGURATION));
         }
         Err(error) => {
-            return Err(error)
-                .with_context(|| format!("cannot open the database {}", db.display()));
+            return Err(error).with_context(|| format!("не удалось открыть базу {}", db.display()));
         }
     };
     if let Some(backup) = &report.backup {
@@ -79,7 +79,7 @@ pub fn serve(db: &Path, options: ServeOptions) -> anyhow::Result<ExitCode> {
         .worker_threads(2)
         .enable_all()
         .build()
-        .context("cannot start the async runtime")?;
+        .context("не удалось запустить асинхронную среду исполнения")?;
     let result = runtime.block_on(run(hub, options, db));
     drop(lock);
     result
@@ -91,9 +91,9 @@ fn prepare(hub: &mut Hub, options: &ServeOptions) -> anyhow::Result<()> {
         && hub.tokens()?.is_none()
     {
         let text = std::fs::read_to_string(config_path)
-            .with_context(|| format!("cannot read the config {}", config_path.display()))?;
+            .with_context(|| format!("не удалось прочитать конфиг {}", config_path.display()))?;
         let config: serde_json::Value = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not valid JSON", config_path.display()))?;
+            .with_context(|| format!("конфиг {} — не JSON", config_path.display()))?;
         hub.init_from_config(&config, false)?;
         tracing::info!(config = %config_path.display(), "new database initialised from the config");
     }
@@ -101,7 +101,7 @@ fn prepare(hub: &mut Hub, options: &ServeOptions) -> anyhow::Result<()> {
         && hub.settings()?.relay_dir.is_none()
     {
         std::fs::create_dir_all(relay)
-            .with_context(|| format!("cannot create {}", relay.display()))?;
+            .with_context(|| format!("не удалось создать {}", relay.display()))?;
         let absolute = std::fs::canonicalize(relay)?;
         let mut update = serde_json::Map::new();
         update.insert(
@@ -119,7 +119,7 @@ async fn run(hub: Hub, options: ServeOptions, db: &Path) -> anyhow::Result<ExitC
     let signals = Signals::install();
     let listener = tokio::net::TcpListener::bind(&options.listen)
         .await
-        .with_context(|| format!("cannot listen on {}", options.listen))?;
+        .with_context(|| format!("не удалось слушать {}", options.listen))?;
     let address = listener.local_addr()?;
     let shutdown = Arc::new(AtomicBool::new(false));
 
@@ -164,7 +164,7 @@ async fn run(hub: Hub, options: ServeOptions, db: &Path) -> anyhow::Result<ExitC
     };
     crate::http::serve(listener, state, stop)
         .await
-        .context("the HTTP server failed")?;
+        .context("HTTP-сервер остановился с ошибкой")?;
     shutdown.store(true, Ordering::SeqCst);
     tokio::task::spawn_blocking(move || {
         let _ = relay_thread.join();

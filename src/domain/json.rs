@@ -119,8 +119,9 @@ fn syntax_reason(text: &str) -> &'static str {
     }
 }
 
-/// serde's data messages: the field when the message names one, and the reason.
-fn data_reason(text: &str) -> (String, String) {
+/// serde's data messages (of any format: JSON, a query string): the field when the message names
+/// one, and the reason in Russian.
+pub fn data_reason(text: &str) -> (String, String) {
     let text = text.split(" at line ").next().unwrap_or(text);
     let quoted = |t: &str| t.split('`').nth(1).unwrap_or_default().to_string();
     if text.starts_with("missing field") {
@@ -172,7 +173,7 @@ fn data_reason(text: &str) -> (String, String) {
 }
 
 /// serde's words for kinds of values, in Russian; values themselves are kept.
-fn type_words(text: &str) -> String {
+pub fn type_words(text: &str) -> String {
     let text = text.trim();
     for (english, russian) in [
         ("a string", "строка"),

@@ -1,11 +1,11 @@
 //! The client endpoints: settings, projects, the mirror by project, batches, refreshes.
 
-use super::{ApiError, ApiJson, AppState, ClientAuth};
+use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, ClientAuth};
 use crate::domain::project::Project;
 use crate::service::{BatchRequest, BatchView, IssueView, SliceRow, SyncRunView};
 use crate::store::{AgentRow, NoteRow};
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -76,7 +76,7 @@ pub async fn create_project(
 pub async fn project_issues(
     _: ClientAuth,
     State(state): State<AppState>,
-    Path(label): Path<String>,
+    ApiPath(label): ApiPath<String>,
 ) -> Result<Json<Vec<SliceRow>>, ApiError> {
     Ok(Json(
         state
@@ -92,7 +92,7 @@ pub async fn project_issues(
 pub async fn get_issue(
     _: ClientAuth,
     State(state): State<AppState>,
-    Path(key): Path<String>,
+    ApiPath(key): ApiPath<String>,
 ) -> Result<Json<IssueView>, ApiError> {
     Ok(Json(state.pool.run(move |hub| hub.issue(&key)).await?))
 }
@@ -110,7 +110,7 @@ pub struct NoteBody {
 pub async fn add_note(
     _: ClientAuth,
     State(state): State<AppState>,
-    Path(key): Path<String>,
+    ApiPath(key): ApiPath<String>,
     ApiJson(note): ApiJson<NoteBody>,
 ) -> Result<(StatusCode, Json<NoteRow>), ApiError> {
     let note = state
@@ -131,7 +131,7 @@ pub struct BatchFilter {
 pub async fn list_batches(
     _: ClientAuth,
     State(state): State<AppState>,
-    Query(filter): Query<BatchFilter>,
+    ApiQuery(filter): ApiQuery<BatchFilter>,
 ) -> Result<Json<Vec<BatchView>>, ApiError> {
     Ok(Json(
         state
@@ -162,7 +162,7 @@ pub async fn create_batch(
 pub async fn get_batch(
     _: ClientAuth,
     State(state): State<AppState>,
-    Path(id): Path<i64>,
+    ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<BatchView>, ApiError> {
     Ok(Json(state.pool.run(move |hub| hub.batch(id)).await?))
 }
@@ -173,7 +173,7 @@ pub async fn get_batch(
 pub async fn cancel_batch(
     _: ClientAuth,
     State(state): State<AppState>,
-    Path(id): Path<i64>,
+    ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<BatchView>, ApiError> {
     Ok(Json(state.pool.run(move |hub| hub.cancel_batch(id)).await?))
 }

@@ -259,6 +259,94 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     }
 }
 
+/// A path parameter whose rejection comes back in the error shape, the parameter named.
+pub struct ApiPath<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        use axum::extract::path::ErrorKind;
+        use axum::extract::rejection::PathRejection;
+        // A route's only parameter, to name when the error itself names none.
+        let only_key = axum::extract::RawPathParams::from_request_parts(parts, state)
+            .await
+            .ok()
+            .and_then(|params| {
+                let keys: Vec<String> = params.iter().map(|(k, _)| k.to_string()).collect();
+                (keys.len() == 1).then(|| keys[0].clone())
+            });
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(value)) => Ok(ApiPath(value)),
+            Err(PathRejection::FailedToDeserializePathParams(error)) => {
+                let (field, message) = match error.into_kind() {
+                    ErrorKind::ParseErrorAtKey {
+                        key,
+                        value,
+                        expected_type,
+                    } => (
+                        Some(key),
+                        format!(
+                            "«{value}» — не {}",
+                            crate::domain::json::type_words(expected_type)
+                        ),
+                    ),
+                    ErrorKind::ParseError {
+                        value,
+                        expected_type,
+                    } => (
+                        only_key,
+                        format!(
+                            "«{value}» — не {}",
+                            crate::domain::json::type_words(expected_type)
+                        ),
+                    ),
+                    _ => (None, "неверный параметр пути".to_string()),
+                };
+                Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "malformed",
+                    field.as_deref(),
+                    message,
+                ))
+            }
+            Err(_) => Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "malformed",
+                None,
+                "неверный параметр пути",
+            )),
+        }
+    }
+}
+
+/// A query string whose rejection comes back in the error shape, the parameter named.
+pub struct ApiQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let query = parts.uri.query().unwrap_or_default();
+        serde_urlencoded::from_str(query).map(ApiQuery).map_err(
+            |error: serde_urlencoded::de::Error| {
+                let (field, message) = crate::domain::json::data_reason(&error.to_string());
+                let message = if message.starts_with("поле повторяется") {
+                    "параметр повторяется".to_string()
+                } else {
+                    message
+                };
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "malformed",
+                    Some(field.as_str()).filter(|f| !f.is_empty()),
+                    message,
+                )
+            },
+        )
+    }
+}
+
 /// Which token a request must carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {

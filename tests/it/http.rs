@@ -671,6 +671,24 @@ async fn errors_name_the_field_by_path_in_russian() {
         "{body}"
     );
 
+    // Path and query parameters too: the error shape, the parameter named.
+    let (status, body) = api.client(Method::GET, "/batches/abc", None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["field"], "id", "{body}");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("«abc»"),
+        "{body}"
+    );
+    let (status, body) = api
+        .client(Method::GET, "/batches?project=a&project=b", None)
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(
+        (&body["error"]["field"], &body["error"]["message"]),
+        (&json!("project"), &json!("параметр повторяется")),
+        "{body}"
+    );
+
     let token = api.client.clone();
     let (status, body) = api
         .raw(

@@ -285,9 +285,7 @@ fn sigterm_stops_cleanly_and_a_second_daemon_is_refused() {
     let second = run(&dir.db(), &["serve", "--listen", "127.0.0.1:0"]);
     assert_eq!(second.code, 1);
     assert!(
-        second
-            .stderr
-            .contains("another jira-hub serve is already running"),
+        second.stderr.contains("уже работает другой jira-hub serve"),
         "{second:?}"
     );
     drop_file(
