@@ -43,13 +43,17 @@ fn claim_and_report_round_trip() {
             .iter()
             .all(|c| c.status == CommandStatus::Done)
     );
-    assert!(
-        std::fs::read_dir(relay.join("inbox"))
-            .unwrap()
-            .next()
-            .is_none(),
-        "inbox is empty"
-    );
+    // The answer is written before the request leaves inbox/ (so a crash between the two
+    // re-answers from the record): wait for the move.
+    let started = std::time::Instant::now();
+    while std::fs::read_dir(relay.join("inbox"))
+        .unwrap()
+        .next()
+        .is_some()
+    {
+        assert!(started.elapsed() < WAIT, "inbox is not emptied");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let days: Vec<_> = std::fs::read_dir(relay.join("archive"))
         .unwrap()
         .filter_map(Result::ok)
