@@ -249,7 +249,19 @@ fn timers(mut hub: Hub, shutdown: Arc<AtomicBool>) {
         if let Some(every) = watchdog
             && due(&mut last[3], every)
         {
-            let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Watchdog]);
+            // The relay runs on a thread of its own: a relay stuck in a system call must not be
+            // hidden by this thread's pings. Without them systemd restarts the daemon.
+            match hub.metrics().relay_silent_for() {
+                Some(silent) if silent > crate::relay::RELAY_STALL_LIMIT => {
+                    tracing::error!(
+                        silent_seconds = silent.as_secs(),
+                        "the relay loop is stuck; the watchdog is no longer fed"
+                    );
+                }
+                _ => {
+                    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Watchdog]);
+                }
+            }
         }
         std::thread::sleep(Duration::from_millis(200));
     }

@@ -90,6 +90,10 @@ pub struct ServeArgs {
     /// How long answers, archived and refused relay files are kept.
     #[arg(long, default_value_t = 14, value_parser = clap::value_parser!(u64).range(1..=3650))]
     pub relay_retention_days: u64,
+    /// How long a relay file that is not complete JSON may keep changing before it is refused
+    /// all the same.
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=604_800))]
+    pub relay_arrival_limit_seconds: u64,
     /// Relay files larger than this are refused unread.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=16_384))]
     pub relay_max_file_mb: u64,
@@ -186,6 +190,7 @@ impl ServeArgs {
                 grace: Duration::from_secs(self.relay_grace_seconds),
                 retention: Duration::from_secs(self.relay_retention_days * 24 * 3600),
                 max_file_bytes: self.relay_max_file_mb * 1024 * 1024,
+                arrival_limit: Duration::from_secs(self.relay_arrival_limit_seconds),
                 notify: !self.relay_no_notify,
                 ..crate::relay::RelayOptions::default()
             },

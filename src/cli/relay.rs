@@ -1,7 +1,7 @@
 //! `relay inspect PATH` and `relay validate PATH`.
 
 use super::open_read_only_hub;
-use crate::relay::inspect::{collect, format_table, inspect_file};
+use crate::relay::inspect::{collect, escape_for_terminal, format_table, inspect_file};
 use anyhow::Context;
 use std::path::Path;
 use std::process::ExitCode;
@@ -48,10 +48,17 @@ pub fn validate(path: &Path) -> anyhow::Result<ExitCode> {
     for file in &files {
         let report = inspect_file(file);
         match &report.valid {
-            Ok(()) => outln!("ok       {}", file.display()),
+            Ok(()) => outln!(
+                "ok       {}",
+                escape_for_terminal(&file.display().to_string())
+            ),
             Err(why) => {
                 invalid += 1;
-                outln!("INVALID  {}: {why}", file.display());
+                outln!(
+                    "INVALID  {}: {}",
+                    escape_for_terminal(&file.display().to_string()),
+                    escape_for_terminal(why)
+                );
             }
         }
     }

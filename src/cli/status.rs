@@ -2,6 +2,7 @@
 
 use super::open_read_only_hub;
 use crate::relay::describe_relay_dir;
+use crate::relay::inspect::escape_for_terminal;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -69,8 +70,9 @@ pub fn status(db: &Path) -> anyhow::Result<ExitCode> {
         outln!("agents:       none seen");
     }
     for agent in &status.counts.agents {
-        outln!(
-            "agent:        {} {} last seen {}{}",
+        // What agents sent is shown, never obeyed: control characters are escaped.
+        let line = format!(
+            "{} {} last seen {}{}",
             agent.agent,
             agent.version.as_deref().unwrap_or("?"),
             agent.last_seen_at,
@@ -83,6 +85,7 @@ pub fn status(db: &Path) -> anyhow::Result<ExitCode> {
                 None => String::new(),
             }
         );
+        outln!("agent:        {}", escape_for_terminal(&line));
     }
     outln!(
         "relay:        {}",

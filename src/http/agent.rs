@@ -18,9 +18,17 @@ async fn handle(
     expected: Kind,
 ) -> Result<Json<AgentAnswer>, ApiError> {
     let request = decode_request(&body).map_err(|error| match error {
-        crate::protocol::DecodeError::NotJson(message) => {
+        crate::protocol::DecodeError::NotJson(message)
+        | crate::protocol::DecodeError::Incomplete(message) => {
             ApiError::new(StatusCode::BAD_REQUEST, "malformed", None, message)
         }
+        // The header carries the token over HTTP; decoding never checks one here.
+        crate::protocol::DecodeError::BadToken => ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            Some("token"),
+            "неверный токен",
+        ),
         crate::protocol::DecodeError::Invalid { field, message } => ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "invalid",

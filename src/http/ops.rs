@@ -19,14 +19,22 @@ pub async fn health() -> Json<Value> {
     Json(json!({"status": "ok", "schema_version": crate::store::CURRENT_SCHEMA_VERSION}))
 }
 
-/// Ready: the database answers; the relay folder's state is reported (a missing share does not
-/// make the hub unready: HTTP still works).
+/// Ready: the database answers and the relay loop is alive (a relay stuck in a system call
+/// makes the hub unready, as it stops the watchdog). The relay folder's state is reported; a
+/// missing share, or a folder of it that is a link, does not make the hub unready: HTTP works.
 #[utoipa::path(get, path = "/ready", tag = "operations",
-    responses((status = 200, description = "ready", body = Object), (status = 503, description = "the database does not answer", body = super::ErrorBody)))]
+    responses((status = 200, description = "ready", body = Object), (status = 503, description = "the database does not answer, or the relay loop is stuck", body = super::ErrorBody)))]
 pub async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let relay_dir = state
+    let (relay_dir, silent, problem) = state
         .pool
-        .run(|hub| Ok(hub.settings()?.relay_dir))
+        .run(|hub| {
+            let metrics = hub.metrics();
+            Ok((
+                hub.settings()?.relay_dir,
+                metrics.relay_silent_for(),
+                metrics.relay_problem(),
+            ))
+        })
         .await
         .map_err(|error| {
             ApiError::new(
@@ -36,13 +44,22 @@ pub async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiErro
                 format!("база не отвечает: {}", error.message),
             )
         })?;
-    let relay = match &relay_dir {
-        None => "not set",
-        Some(dir) if std::path::Path::new(dir).join("inbox").is_dir() => "ok",
-        Some(_) => "missing",
+    if let Some(silent) = silent.filter(|s| *s > crate::relay::RELAY_STALL_LIMIT) {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            None,
+            format!("реле не отвечает {} с", silent.as_secs()),
+        ));
+    }
+    let relay = match (&relay_dir, &problem) {
+        (None, _) => "not set",
+        (Some(_), Some(_)) => "unusable",
+        (Some(dir), None) if std::path::Path::new(dir).join("inbox").is_dir() => "ok",
+        (Some(_), None) => "missing",
     };
     Ok(Json(
-        json!({"status": "ready", "database": "ok", "relay": relay, "relay_dir": relay_dir}),
+        json!({"status": "ready", "database": "ok", "relay": relay, "relay_dir": relay_dir, "relay_problem": problem}),
     ))
 }
 

@@ -234,8 +234,15 @@ impl AgentAnswer {
 /// Why a request could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
+    /// The text ends early: it may still be arriving.
+    #[error("{0}")]
+    Incomplete(String),
+    /// Not JSON, or JSON that is not an object: growing the text cannot cure it.
     #[error("{0}")]
     NotJson(String),
+    /// The relay file's token is missing or wrong (checked before anything else is read).
+    #[error("token: неверный или отсутствующий токен агента")]
+    BadToken,
     #[error("kind: {}", self.message())]
     UnknownKind(String),
     #[error("{field}: {message}")]
@@ -246,7 +253,8 @@ impl DecodeError {
     /// The field at fault, for error answers.
     pub fn field(&self) -> &str {
         match self {
-            DecodeError::NotJson(_) => "",
+            DecodeError::Incomplete(_) | DecodeError::NotJson(_) => "",
+            DecodeError::BadToken => "token",
             DecodeError::UnknownKind(_) => "kind",
             DecodeError::Invalid { field, .. } => field,
         }
@@ -255,7 +263,8 @@ impl DecodeError {
     /// What is wrong, without the field (which [`DecodeError::field`] names).
     pub fn message(&self) -> String {
         match self {
-            DecodeError::NotJson(message) => message.clone(),
+            DecodeError::Incomplete(message) | DecodeError::NotJson(message) => message.clone(),
+            DecodeError::BadToken => "неверный или отсутствующий токен агента".to_string(),
             DecodeError::UnknownKind(kind) => {
                 format!("неизвестный вид запроса {kind:?}; допустимы claim, report, heartbeat")
             }
@@ -280,59 +289,164 @@ pub fn is_valid_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
-/// Decodes a request from its JSON text.
+/// Decodes a request from its JSON text (an HTTP body: the token is in a header).
 pub fn decode_request(bytes: &[u8]) -> Result<AgentRequest, DecodeError> {
-    decode_reader(bytes)
+    decode_bytes(bytes, TokenCheck::Skip)
 }
 
-/// Decodes a request read from `reader` (a relay file), without holding the whole text: the
-/// envelope is checked on a light first pass over the top-level fields, then the typed request
-/// is read with its issues kept as raw JSON.
-pub fn decode_reader(reader: impl std::io::Read) -> Result<AgentRequest, DecodeError> {
-    let top: std::collections::BTreeMap<String, Box<RawValue>> =
-        serde_json::from_reader(std::io::BufReader::new(reader)).map_err(|e| {
+/// How the body's `token` is checked while decoding.
+#[derive(Clone, Copy)]
+pub enum TokenCheck<'a> {
+    /// A relay file: the token must equal this agent token (`None`: the hub has none yet, so
+    /// nothing is authentic). It is checked before anything but the top-level members is read.
+    Expect(Option<&'a str>),
+    /// HTTP (the header carries it) or an operator's look (`relay inspect`).
+    Skip,
+}
+
+/// The members each kind of request reads; any other member is skipped unread (a newer agent may
+/// send more), so an unknown member of any size costs nothing but its bytes.
+fn known_members(kind: Kind) -> &'static [&'static str] {
+    match kind {
+        Kind::Claim => &[
+            "kind",
+            "id",
+            "agent",
+            "sent_at",
+            "token",
+            "agent_version",
+            "settings_version",
+            "max_commands",
+        ],
+        Kind::Report => &["kind", "id", "agent", "sent_at", "token"],
+        Kind::Heartbeat => &[
+            "kind",
+            "id",
+            "agent",
+            "sent_at",
+            "token",
+            "agent_version",
+            "jira_ok",
+            "last_error",
+        ],
+    }
+}
+
+/// The largest `result` of one command result: results are small objects (`{key, created}`,
+/// `{total, boards}`); issue pages travel as raw text in `page`.
+const MAX_RESULT_BYTES: usize = 1024 * 1024;
+
+/// Decodes a request from the bytes of a relay file or an HTTP body.
+///
+/// Memory stays a small multiple of the input: the top level is read as borrowed raw members,
+/// the token (for a relay file) is checked first, then only the members the kind knows are
+/// parsed, and a report's pages keep their issues as raw JSON text. A UTF-8 byte-order mark
+/// (Windows PowerShell writes one) is ignored. [`DecodeError::Incomplete`] is the one error that
+/// growing the text could cure.
+pub fn decode_bytes(bytes: &[u8], token: TokenCheck<'_>) -> Result<AgentRequest, DecodeError> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let top: std::collections::BTreeMap<String, &RawValue> = serde_json::from_slice(bytes)
+        .map_err(|e| {
             let error = crate::domain::json::plain_error(&e);
-            if error.syntax {
-                DecodeError::NotJson(error.message)
-            } else {
-                DecodeError::NotJson(format!("запрос — не JSON-объект: {}", error.message))
+            match e.classify() {
+                serde_json::error::Category::Eof => DecodeError::Incomplete(error.message),
+                serde_json::error::Category::Data => {
+                    DecodeError::NotJson("запрос — не JSON-объект".to_string())
+                }
+                _ => DecodeError::NotJson(error.message),
             }
         })?;
-    let mut light = serde_json::Map::new();
-    for (key, raw) in &top {
-        // Everything but the results goes through the checks as values; results stay raw.
-        if key != "results" {
-            light.insert(
-                key.clone(),
-                serde_json::from_str(raw.get()).map_err(|e| {
-                    DecodeError::NotJson(crate::domain::json::plain_error(&e).message)
-                })?,
-            );
+    if let TokenCheck::Expect(expected) = token {
+        let given = match top.get("token") {
+            Some(raw) => serde_json::from_str::<String>(raw.get()).ok(),
+            None => None,
+        };
+        let authentic = matches!((expected, given.as_deref()),
+            (Some(expected), Some(given)) if crate::domain::constant_time_eq(expected.as_bytes(), given.as_bytes()));
+        if !authentic {
+            return Err(DecodeError::BadToken);
         }
     }
-    let kind = check_envelope(&light)?;
+    let kind = match top.get("kind") {
+        None => return Err(DecodeError::invalid("kind", MISSING)),
+        Some(raw) => match serde_json::from_str::<String>(raw.get()) {
+            Ok(kind) => Kind::parse(&kind).ok_or(DecodeError::UnknownKind(kind))?,
+            Err(_) => return Err(DecodeError::UnknownKind(short(raw.get()))),
+        },
+    };
+    let mut light = serde_json::Map::new();
+    for &member in known_members(kind) {
+        let Some(raw) = top.get(member) else {
+            continue;
+        };
+        // The envelope's members are scalars: a container is the wrong type, refused unread.
+        let value = if raw.get().starts_with(['[', '{']) {
+            return Err(DecodeError::invalid(
+                member,
+                "неверный тип: ожидалось простое значение, а не массив или объект",
+            ));
+        } else {
+            serde_json::from_str(raw.get()).map_err(|e| DecodeError::Invalid {
+                field: member.to_string(),
+                message: crate::domain::json::plain_error(&e).message,
+            })?
+        };
+        light.insert(member.to_string(), value);
+    }
+    check_envelope(&light)?;
     let request = match kind {
         Kind::Report => {
             let results = top
                 .get("results")
                 .ok_or_else(|| DecodeError::invalid("results", MISSING))?;
-            let results: Vec<CommandResult> =
-                crate::domain::json::from_slice(results.get().as_bytes()).map_err(|e| {
-                    DecodeError::Invalid {
-                        field: if e.field.is_empty() {
-                            "results".into()
-                        } else {
-                            format!("results{}", e.field)
-                        },
-                        message: e.message,
-                    }
-                })?;
-            let envelope: Envelope = typed(Value::Object(light))?;
-            AgentRequest::Report(ReportRequest { envelope, results })
+            AgentRequest::Report(ReportRequest {
+                envelope: typed(Value::Object(light))?,
+                results: decode_results(results)?,
+            })
         }
         _ => build(kind, Value::Object(light))?,
     };
     check_request(request)
+}
+
+/// A report's results, each checked for the size of its `result` before it is parsed.
+fn decode_results(results: &RawValue) -> Result<Vec<CommandResult>, DecodeError> {
+    let at = |i: usize, field: &str| format!("results[{i}]{field}");
+    let items: Vec<&RawValue> =
+        serde_json::from_str(results.get()).map_err(|e| DecodeError::Invalid {
+            field: "results".into(),
+            message: crate::domain::json::plain_error(&e).message,
+        })?;
+    let mut decoded = Vec::with_capacity(items.len());
+    for (i, item) in items.into_iter().enumerate() {
+        if let Ok(members) =
+            serde_json::from_str::<std::collections::BTreeMap<String, &RawValue>>(item.get())
+            && members
+                .get("result")
+                .is_some_and(|r| r.get().len() > MAX_RESULT_BYTES)
+        {
+            return Err(DecodeError::invalid(
+                &at(i, ".result"),
+                format!("больше {MAX_RESULT_BYTES} байт"),
+            ));
+        }
+        let result: CommandResult = crate::domain::json::from_slice(item.get().as_bytes())
+            .map_err(|e| DecodeError::Invalid {
+                field: if e.field.is_empty() {
+                    at(i, "")
+                } else {
+                    at(i, &format!(".{}", e.field))
+                },
+                message: e.message,
+            })?;
+        decoded.push(result);
+    }
+    Ok(decoded)
+}
+
+/// The start of a raw value, for a message.
+fn short(raw: &str) -> String {
+    raw.chars().take(40).collect()
 }
 
 /// Decodes a request from parsed JSON.
@@ -378,6 +492,23 @@ fn check_request(request: AgentRequest) -> Result<AgentRequest, DecodeError> {
         return Err(DecodeError::invalid(
             "id",
             "ожидалось от 1 до 64 символов из A-Z, a-z, 0-9, - и _",
+        ));
+    }
+    let version = match &request {
+        AgentRequest::Claim(claim) => Some(&claim.agent_version),
+        AgentRequest::Heartbeat(heartbeat) => Some(&heartbeat.agent_version),
+        AgentRequest::Report(_) => None,
+    };
+    if version.is_some_and(|v| v.chars().any(char::is_control) || v.chars().count() > 100) {
+        return Err(DecodeError::invalid(
+            "agent_version",
+            "версия агента — до 100 символов без управляющих",
+        ));
+    }
+    if envelope.agent.chars().any(char::is_control) {
+        return Err(DecodeError::invalid(
+            "agent",
+            "имя агента не может содержать управляющие символы",
         ));
     }
     if envelope.agent.trim().is_empty() || envelope.agent.chars().count() > 100 {
@@ -492,7 +623,7 @@ mod tests {
         ));
         assert!(matches!(
             decode_request(b"{\"kind\": \"claim\""),
-            Err(DecodeError::NotJson(_))
+            Err(DecodeError::Incomplete(_))
         ));
     }
 

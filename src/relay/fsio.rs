@@ -68,6 +68,78 @@ pub fn move_into(from: &Path, dir: &Path, name: &str) -> std::io::Result<PathBuf
     Ok(target)
 }
 
+/// Opens a request file for reading without following a link and without blocking (a FIFO
+/// swapped in for the file must not hang the relay), and returns it with what `fstat` of the
+/// opened file says: the type checked is the type of what was opened.
+pub fn open_request(path: &Path) -> std::io::Result<(std::fs::File, super::decide::FileFacts)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    let meta = file.metadata()?;
+    Ok((
+        file,
+        super::decide::FileFacts {
+            regular: meta.is_file(),
+            len: meta.len(),
+            modified: meta.modified().ok(),
+        },
+    ))
+}
+
+/// Reads at most `limit` bytes of `file`, calling `beat` between chunks (a slow share must not
+/// look like a stuck relay).
+pub fn read_limited(
+    file: &mut std::fs::File,
+    limit: u64,
+    beat: &dyn Fn(),
+) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let mut chunk = vec![0u8; 1 << 20];
+    loop {
+        let room = limit
+            .saturating_sub(bytes.len() as u64)
+            .min(chunk.len() as u64) as usize;
+        if room == 0 {
+            break;
+        }
+        let n = match file.read(&mut chunk[..room]) {
+            Ok(n) => n,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        };
+        if n == 0 {
+            break;
+        }
+        bytes.extend_from_slice(&chunk[..n]);
+        beat();
+    }
+    Ok(bytes)
+}
+
+/// What `lstat` says of a name (a link is not regular, whatever it points to).
+pub fn lstat_facts(path: &Path) -> Option<super::decide::FileFacts> {
+    let meta = path.symlink_metadata().ok()?;
+    Some(super::decide::FileFacts {
+        regular: meta.file_type().is_file(),
+        len: meta.len(),
+        modified: meta.modified().ok(),
+    })
+}
+
+/// Removes whatever `path` names (a file, a link, a FIFO, a whole folder), without following
+/// links.
+pub fn remove_any(path: &Path) -> std::io::Result<()> {
+    match path.symlink_metadata() {
+        Ok(meta) if meta.file_type().is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
 pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }

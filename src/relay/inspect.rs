@@ -2,9 +2,10 @@
 //! Each file is read as the protocol reads it: a request (`<kind>-<id>.json` in `inbox/`,
 //! `archive/`, `rejected/`), an answer (`outbox/`), or a refusal's reason (`*.error.json`).
 
-use super::parse_file_name;
+use super::decide::{Decision, Limits, Observation, decide};
+use super::fsio::{lstat_facts, open_request, read_limited};
 use crate::protocol::{
-    AgentRequest, ClaimAnswer, HeartbeatAnswer, ReportAnswer, ResultStatus, decode_reader,
+    AgentRequest, ClaimAnswer, HeartbeatAnswer, ReportAnswer, ResultStatus, TokenCheck,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -104,59 +105,116 @@ pub fn inspect_file(path: &Path) -> FileReport {
         }
         return report;
     }
-    let meta = match path.symlink_metadata() {
-        Ok(meta) => meta,
-        Err(error) => {
-            report.valid = Err(error.to_string());
+    if in_outbox {
+        let Some((kind, id)) = answer_name(&name) else {
+            report.valid =
+                Err("имя ответа не вида <kind>-<id>.json или error-<kind>-<id>.json".into());
             return report;
-        }
-    };
-    if meta.file_type().is_symlink() || !meta.is_file() {
-        report.valid = Err("не обычный файл (ссылка, папка или устройство)".into());
-        return report;
-    }
-    let Some((kind, id)) = parse_file_name(&name) else {
-        report.valid = Err("имя не вида <kind>-<id>.json".into());
-        return report;
-    };
-    report.kind = kind.to_string();
-    report.id = id.to_string();
-    if in_outbox || kind == "error" {
+        };
+        report.kind = kind.to_string();
+        report.id = id.to_string();
         inspect_answer(path, kind, id, &mut report);
-    } else {
-        inspect_request(path, kind, id, &mut report);
+        return report;
     }
+    inspect_request(path, &name, &mut report);
     report
 }
 
-fn read_value(path: &Path) -> Result<Value, String> {
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    serde_json::from_reader(std::io::BufReader::new(file))
-        .map_err(|e| crate::domain::json::plain_error(&e).to_string())
+/// `<kind>-<id>.json` or `error-<kind>-<id>.json` of `outbox/` → (kind, id).
+fn answer_name(name: &str) -> Option<(&str, &str)> {
+    let stem = name.strip_suffix(".json")?;
+    if let Some(rest) = stem.strip_prefix("error-") {
+        // `error-<kind>-<id>`; an older hub wrote `error-<id>`.
+        let id = match rest.split_once('-') {
+            Some((kind, id)) if crate::protocol::Kind::parse(kind).is_some() => id,
+            _ => rest,
+        };
+        return crate::protocol::is_valid_id(id).then_some(("error", id));
+    }
+    let (kind, id) = stem.split_once('-')?;
+    (crate::protocol::Kind::parse(kind).is_some() && crate::protocol::is_valid_id(id))
+        .then_some((kind, id))
 }
 
-fn inspect_request(path: &Path, kind: &str, id: &str, report: &mut FileReport) {
-    let decoded = std::fs::File::open(path)
-        .map_err(|e| e.to_string())
-        .and_then(|f| decode_reader(f).map_err(|e| e.to_string()));
-    let request = match decoded {
-        Ok(request) => request,
-        Err(error) => {
-            report.valid = Err(error);
+/// The largest request `relay inspect` reads (the daemon's default limit).
+const INSPECT_MAX_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Reads a small JSON file of the hub's (an answer, a reason) the safe way: no link followed, no
+/// FIFO waited on, at most the inspect limit.
+fn read_value(path: &Path) -> Result<Value, String> {
+    let (mut file, facts) = open_request(path).map_err(|e| e.to_string())?;
+    if !facts.regular {
+        return Err("не обычный файл (ссылка, папка, канал или устройство)".into());
+    }
+    let bytes = read_limited(&mut file, INSPECT_MAX_BYTES, &|| {}).map_err(|e| e.to_string())?;
+    serde_json::from_slice(&bytes).map_err(|e| crate::domain::json::plain_error(&e).to_string())
+}
+
+/// A request, judged by the daemon's own decision function (without the token's value, which
+/// only the hub knows, and without the relay's memory of when the file was first seen).
+fn inspect_request(path: &Path, name: &str, report: &mut FileReport) {
+    let limits = Limits {
+        max_file_bytes: INSPECT_MAX_BYTES,
+        grace: std::time::Duration::MAX,
+        arrival_limit: std::time::Duration::MAX,
+    };
+    let mut observation = Observation {
+        name,
+        facts: lstat_facts(path),
+        bytes: None,
+        sighting: None,
+        now: std::time::Instant::now(),
+        token: TokenCheck::Skip,
+    };
+    let bytes;
+    let mut decision = decide(&observation, &limits);
+    if decision == Decision::Read {
+        match open_request(path) {
+            Ok((mut file, facts)) => {
+                observation.facts = Some(facts);
+                bytes = if facts.regular {
+                    read_limited(&mut file, INSPECT_MAX_BYTES + 1, &|| {}).unwrap_or_default()
+                } else {
+                    Vec::new()
+                };
+                if facts.regular {
+                    observation.bytes = Some(&bytes);
+                }
+                decision = decide(&observation, &limits);
+            }
+            Err(error) => {
+                report.valid = Err(error.to_string());
+                return;
+            }
+        }
+    }
+    let request = match decision {
+        Decision::Apply(request) => request,
+        Decision::Refuse(refusal) => {
+            report.valid = Err(match refusal.field {
+                Some(field) => format!("{field}: {}", refusal.message),
+                None => refusal.message,
+            });
+            return;
+        }
+        Decision::Wait | Decision::Read => {
+            report.valid = Err("не полный JSON: файл, возможно, ещё пишется".into());
+            return;
+        }
+        Decision::Skip => {
+            report.valid = Err("не файл реле".into());
             return;
         }
     };
     let envelope = request.envelope();
+    report.kind = request.kind().to_string();
+    report.id = envelope.id.clone();
     report.agent = envelope.agent.clone();
-    report.request_key = Some((kind.to_string(), id.to_string()));
-    if request.kind().as_str() != kind {
-        report.valid = Err(format!("в имени файла {kind}, в теле {}", request.kind()));
-    } else if envelope.id != id {
-        report.valid = Err(format!("id в имени {id}, в теле {}", envelope.id));
-    } else if envelope.token.is_none() {
-        report.valid = Err("нет токена агента".into());
+    report.request_key = Some((request.kind().to_string(), envelope.id.clone()));
+    if envelope.token.is_none() {
+        report.valid = Err("token: нет токена агента".into());
     }
-    report.carries = match &request {
+    report.carries = match request.as_ref() {
         AgentRequest::Claim(claim) => {
             format!(
                 "up to {} commands, agent {} has settings v{}",
@@ -256,19 +314,23 @@ pub fn format_table(reports: &[(FileReport, Option<String>)], base: &Path) -> St
         } else {
             shown
         };
-        rows.push([
-            shown.display().to_string(),
-            report.kind.clone(),
-            report.id.clone(),
-            report.agent.clone(),
-            report.age.clone(),
-            match &report.valid {
-                Ok(()) => "valid".to_string(),
-                Err(why) => format!("INVALID: {why}"),
-            },
-            applied.clone().unwrap_or_else(|| "-".into()),
-            report.carries.clone(),
-        ]);
+        // Whatever the share holds is shown, never obeyed: control characters are escaped.
+        rows.push(
+            [
+                shown.display().to_string(),
+                report.kind.clone(),
+                report.id.clone(),
+                report.agent.clone(),
+                report.age.clone(),
+                match &report.valid {
+                    Ok(()) => "valid".to_string(),
+                    Err(why) => format!("INVALID: {why}"),
+                },
+                applied.clone().unwrap_or_else(|| "-".into()),
+                report.carries.clone(),
+            ]
+            .map(|cell| escape_for_terminal(&cell)),
+        );
     }
     let widths: Vec<usize> = (0..7)
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
@@ -285,4 +347,32 @@ pub fn format_table(reports: &[(FileReport, Option<String>)], base: &Path) -> St
         out.push('\n');
     }
     out
+}
+
+/// Text from the share made safe for a terminal: control characters (escape sequences, carriage
+/// returns, NUL) and the invisible direction marks that reorder text are shown as `\u{…}`.
+pub fn escape_for_terminal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let invisible = matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}');
+        if c.is_control() || invisible {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes() {
+        assert_eq!(escape_for_terminal("plain текст"), "plain текст");
+        assert_eq!(escape_for_terminal("a\u{1b}[2Jb"), "a\\u{1b}[2Jb");
+        assert_eq!(escape_for_terminal("x\ny\0"), "x\\u{a}y\\u{0}");
+        assert_eq!(escape_for_terminal("\u{202E}evil"), "\\u{202e}evil");
+    }
 }

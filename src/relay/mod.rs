@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! inbox/     agent → hub   <kind>-<id>.json
-//! outbox/    hub → agent   <kind>-<id>.json answers, error-<id>.json for refused requests
+//! outbox/    hub → agent   <kind>-<id>.json answers, error-<kind>-<id>.json for refused requests
 //! archive/   applied requests, by day
 //! rejected/  refused requests, each beside <name>.error.json
 //! ```
@@ -12,15 +12,21 @@
 //! the protocol lives in `service`, shared with the HTTP API. `relay_dir` itself is never
 //! created (an unmounted share must not turn into a local folder nobody reads).
 
+pub mod decide;
 mod fsio;
 pub mod inspect;
 mod watch;
 mod worker;
 
-pub use worker::{Outcome, PassCounts, Refusal, Relay};
+pub use decide::Refusal;
+pub use worker::{Outcome, PassCounts, Relay, error_answer_name};
 
 use std::path::Path;
 use std::time::Duration;
+
+/// A relay loop silent for longer than this is stuck (a pass beats before every file and every
+/// megabyte read): `/ready` says so and the daemon stops feeding systemd's watchdog.
+pub const RELAY_STALL_LIMIT: Duration = Duration::from_secs(120);
 
 /// The four folders the relay keeps inside `relay_dir`.
 pub const FOLDERS: [&str; 4] = ["inbox", "outbox", "archive", "rejected"];
@@ -38,6 +44,12 @@ pub struct RelayOptions {
     pub prune_every: Duration,
     /// Files larger than this are refused without being read.
     pub max_file_bytes: u64,
+    /// How long a file that is not complete JSON may keep changing before it is refused all the
+    /// same (its mtime touched forever must not keep it waiting forever).
+    pub arrival_limit: Duration,
+    /// How many bytes one pass reads at most (at least one file is always read), so that big
+    /// files cannot hold up a pass; small files are read first.
+    pub read_budget_bytes: u64,
     /// Whether change notifications are used as a hint.
     pub notify: bool,
 }
@@ -50,17 +62,11 @@ impl Default for RelayOptions {
             retention: Duration::from_secs(14 * 24 * 3600),
             prune_every: Duration::from_secs(3600),
             max_file_bytes: 256 * 1024 * 1024,
+            arrival_limit: Duration::from_secs(600),
+            read_budget_bytes: 64 * 1024 * 1024,
             notify: true,
         }
     }
-}
-
-/// `<kind>-<id>.json` → (kind, id); `None` for any other name (skipped, never refused).
-pub fn parse_file_name(name: &str) -> Option<(&str, &str)> {
-    let stem = name.strip_suffix(".json")?;
-    let (kind, id) = stem.split_once('-')?;
-    let kind_ok = !kind.is_empty() && kind.bytes().all(|b| b.is_ascii_lowercase());
-    (kind_ok && crate::protocol::is_valid_id(id)).then_some((kind, id))
 }
 
 /// A one-line, human description of the relay folder for `jira-hub status`.
@@ -75,7 +81,11 @@ pub fn describe_relay_dir(relay_dir: Option<&str>) -> String {
         Ok(_) => {
             let counts: Vec<String> = FOLDERS
                 .iter()
-                .map(|folder| match std::fs::read_dir(path.join(folder)) {
+                .map(|folder| match path.join(folder).symlink_metadata() {
+                    Ok(meta) if !meta.file_type().is_dir() => {
+                        format!("{folder} NOT A REAL FOLDER (a link or a file: the relay will not use it)")
+                    }
+                    _ => match std::fs::read_dir(path.join(folder)) {
                     Ok(entries) => {
                         let files = entries
                             .filter_map(Result::ok)
@@ -84,40 +94,10 @@ pub fn describe_relay_dir(relay_dir: Option<&str>) -> String {
                         format!("{folder} {files}")
                     }
                     Err(_) => format!("{folder} absent"),
+                    },
                 })
                 .collect();
             format!("{dir}: {}", counts.join(", "))
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn file_names() {
-        assert_eq!(
-            parse_file_name("claim-5c1c-a_1.json"),
-            Some(("claim", "5c1c-a_1"))
-        );
-        assert_eq!(parse_file_name("report-1.json"), Some(("report", "1")));
-        assert_eq!(
-            parse_file_name("launch-1.json"),
-            Some(("launch", "1")),
-            "an unknown kind is refused later"
-        );
-        for skipped in [
-            "claim-1.json.tmp",
-            ".claim-1.json",
-            "claim.json",
-            "claim-.json",
-            "README.md",
-            ".nfs0001",
-            "Claim-1.json",
-            "claim-a b.json",
-        ] {
-            assert_eq!(parse_file_name(skipped), None, "{skipped}");
         }
     }
 }

@@ -1,15 +1,22 @@
-//! The relay loop: find request files in `inbox/`, decide whether each is complete, refused or to
-//! be applied, call the service, write the answer to `outbox/`, move the request to `archive/`
-//! (or `rejected/` with its reason beside it), prune old files.
+//! The relay loop: list `inbox/`, ask [`decide`](super::decide::decide) what each file is, and
+//! carry the decision out: read it (without following links, without blocking), apply it through
+//! the service and answer it, refuse it into `rejected/` with its reason, or leave it for later.
+//! It also follows `relay_dir`, keeps its four folders, and prunes old files.
 //!
 //! Order of effects for one request: the service applies it and records its id and answer in
 //! one transaction; then the answer is written; then the request leaves `inbox/`. A crash at any
 //! point leaves the file in `inbox/`, and handling it again gives the recorded answer without
 //! applying anything twice.
 
-use super::fsio::{free_name, move_into, sync_dir, write_new};
-use super::{FOLDERS, RelayOptions, parse_file_name};
-use crate::protocol::{AgentAnswer, DecodeError, Kind, decode_reader};
+use super::decide::{
+    Decision, FileFacts, Limits, NameVerdict, Observation, Refusal, Sighting, classify_name,
+    decide, observe,
+};
+use super::fsio::{
+    free_name, lstat_facts, move_into, open_request, read_limited, remove_any, sync_dir, write_new,
+};
+use super::{FOLDERS, RelayOptions};
+use crate::protocol::{AgentAnswer, TokenCheck};
 use crate::service::{Hub, ServiceError};
 use serde_json::json;
 use std::collections::HashMap;
@@ -17,33 +24,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
-use std::time::{Instant, SystemTime};
-
-/// Why a file was refused, for `<name>.error.json` and the `error-<id>.json` answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
-    pub code: &'static str,
-    pub field: Option<String>,
-    pub message: String,
-}
-
-impl Refusal {
-    fn new(code: &'static str, field: Option<&str>, message: impl Into<String>) -> Self {
-        Refusal {
-            code,
-            field: field.map(String::from),
-            message: message.into(),
-        }
-    }
-}
+use std::time::Instant;
 
 /// What happened to one file in one pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     Applied,
-    /// Not complete yet (not JSON, within the grace period), or the store was busy: next pass.
+    /// Not complete yet, the store was busy, or the pass's reading budget was spent: next pass.
     Later,
     Refused(Refusal),
+    /// Not a relay request, or gone.
+    Skipped,
 }
 
 /// Counts of one pass over `inbox/`.
@@ -54,13 +45,6 @@ pub struct PassCounts {
     pub waiting: usize,
 }
 
-/// When a file was first seen (by the hub's own monotonic clock) and how it looked then.
-struct FirstSeen {
-    at: Instant,
-    len: u64,
-    modified: Option<SystemTime>,
-}
-
 /// The relay: one per daemon, on a thread of its own (the service is blocking).
 pub struct Relay {
     hub: Hub,
@@ -68,11 +52,12 @@ pub struct Relay {
     shutdown: Arc<AtomicBool>,
     wake_tx: SyncSender<()>,
     wake_rx: Receiver<()>,
-    first_seen: HashMap<String, FirstSeen>,
+    /// What the relay remembers of each name of `inbox/`, by its own clock.
+    sightings: HashMap<String, Sighting>,
     /// The folder in use and its watcher (kept alive while it watches).
     current: Option<(PathBuf, Option<notify::RecommendedWatcher>)>,
-    /// Whether the configured folder was missing at the last look (to log changes only).
-    missing_reported: Option<String>,
+    /// What is wrong with the configured folder, as last logged (to log changes only).
+    problem_reported: Option<String>,
     last_prune: Option<Instant>,
 }
 
@@ -85,9 +70,9 @@ impl Relay {
             shutdown,
             wake_tx,
             wake_rx,
-            first_seen: HashMap::new(),
+            sightings: HashMap::new(),
             current: None,
-            missing_reported: None,
+            problem_reported: None,
             last_prune: None,
         }
     }
@@ -101,77 +86,103 @@ impl Relay {
     /// poll interval. The file in hand is always finished before stopping.
     pub fn run(mut self) {
         while !self.shutdown.load(Ordering::SeqCst) {
+            self.hub.metrics().relay_beat();
             if let Err(error) = self.pass() {
                 tracing::error!(error = %format!("{error:#}"), "relay pass failed; retrying");
             }
+            self.hub.metrics().relay_beat();
             let _ = self.wake_rx.recv_timeout(self.options.poll_interval);
         }
         tracing::info!("relay stopped");
     }
 
-    /// One pass: follow `relay_dir`, make the folders, handle what is in `inbox/`, prune.
+    fn limits(&self) -> Limits {
+        Limits {
+            max_file_bytes: self.options.max_file_bytes,
+            grace: self.options.grace,
+            arrival_limit: self.options.arrival_limit,
+        }
+    }
+
+    /// One pass: follow `relay_dir`, make the folders, handle what is in `inbox/` (small files
+    /// first, within a reading budget), prune.
     pub fn pass(&mut self) -> anyhow::Result<PassCounts> {
         let Some(dir) = self.relay_dir()? else {
             return Ok(PassCounts::default());
         };
+        let agent_token = self.hub.settings()?.tokens.map(|t| t.agent);
         let mut counts = PassCounts::default();
         let inbox = dir.join("inbox");
-        for name in list_candidates(&inbox)? {
+        let mut candidates = list_candidates(&inbox)?;
+        // Small requests overtake big ones: a heartbeat never waits behind a large report.
+        candidates.sort_by(|a, b| a.1.len.cmp(&b.1.len).then_with(|| a.0.cmp(&b.0)));
+        let mut budget = self.options.read_budget_bytes;
+        for (name, facts) in &candidates {
             if self.shutdown.load(Ordering::SeqCst) {
                 break;
             }
-            match self.handle_file(&dir, &name) {
+            self.hub.metrics().relay_beat();
+            match self.handle_file(&dir, name, *facts, agent_token.as_deref(), &mut budget) {
                 Outcome::Applied => counts.applied += 1,
                 Outcome::Later => counts.waiting += 1,
+                Outcome::Skipped => {}
                 Outcome::Refused(refusal) => {
                     counts.refused += 1;
-                    if let Err(error) = self.refuse(&dir, &name, &refusal) {
-                        tracing::error!(file = %name, %error, "cannot move a refused file to rejected/");
+                    if let Err(error) = self.refuse(&dir, name, &refusal) {
+                        tracing::error!(file = %escape(name), %error, "cannot move a refused file to rejected/");
                     }
                 }
             }
         }
-        self.first_seen
-            .retain(|name, _| inbox.join(name).symlink_metadata().is_ok());
+        self.sightings
+            .retain(|name, _| candidates.iter().any(|(listed, _)| listed == name));
         if self
             .last_prune
             .is_none_or(|at| at.elapsed() >= self.options.prune_every)
         {
             self.last_prune = Some(Instant::now());
-            if let Err(error) = prune(&dir, self.options.retention) {
-                tracing::warn!(%error, "relay pruning failed");
-            }
+            prune(&dir, self.options.retention, self.hub.now_utc(), &|| {
+                self.hub.metrics().relay_beat()
+            });
         }
         Ok(counts)
     }
 
     /// The relay folder to use now, with its four folders made, or `None` when there is none
-    /// (not set, or missing: an unmounted share is never created).
+    /// (not set; missing, since an unmounted share is never created; or a folder of it that is
+    /// not a real folder, which is never followed).
     fn relay_dir(&mut self) -> anyhow::Result<Option<PathBuf>> {
         let configured = self.hub.settings()?.relay_dir.map(PathBuf::from);
         let Some(dir) = configured else {
             self.current = None;
+            self.report_problem(None);
             return Ok(None);
         };
         if !dir.is_dir() {
-            let shown = dir.display().to_string();
-            if self.missing_reported.as_deref() != Some(shown.as_str()) {
-                tracing::warn!(relay_dir = %shown, "the relay folder is missing (is the share mounted?); retrying");
-                self.missing_reported = Some(shown);
-            }
+            self.report_problem(Some(format!(
+                "папки реле {} нет (общая папка не смонтирована?)",
+                dir.display()
+            )));
             self.current = None;
             return Ok(None);
         }
-        if self.missing_reported.take().is_some() {
-            tracing::info!(relay_dir = %dir.display(), "the relay folder is back");
-        }
         for folder in FOLDERS {
             let path = dir.join(folder);
-            if !path.is_dir() {
-                std::fs::create_dir(&path)
-                    .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
+            match path.symlink_metadata() {
+                Ok(meta) if meta.file_type().is_dir() => {}
+                Ok(_) => {
+                    self.report_problem(Some(format!(
+                        "{} — не настоящая папка (ссылка или файл): реле её не использует",
+                        path.display()
+                    )));
+                    self.current = None;
+                    return Ok(None);
+                }
+                Err(_) => std::fs::create_dir(&path)
+                    .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?,
             }
         }
+        self.report_problem(None);
         if self
             .current
             .as_ref()
@@ -184,151 +195,138 @@ impl Relay {
                 None
             };
             self.current = Some((dir.clone(), watcher));
-            self.first_seen.clear();
+            self.sightings.clear();
         }
         Ok(Some(dir))
     }
 
-    /// Decides and, when it can, applies one file of `inbox/`.
-    fn handle_file(&mut self, dir: &Path, name: &str) -> Outcome {
-        let Some((kind_text, id)) = parse_file_name(name) else {
-            return Outcome::Later;
-        };
-        let path = dir.join("inbox").join(name);
-        let meta = match path.symlink_metadata() {
-            Ok(meta) => meta,
-            Err(_) => return Outcome::Later,
-        };
-        if meta.file_type().is_symlink() || !meta.is_file() {
-            return Outcome::Refused(Refusal::new(
-                "not_regular_file",
-                None,
-                "не обычный файл (ссылка, папка или устройство)",
-            ));
-        }
-        let Some(kind) = Kind::parse(kind_text) else {
-            return Outcome::Refused(Refusal::new(
-                "unknown_kind",
-                Some("kind"),
-                format!(
-                    "неизвестный вид запроса «{kind_text}»; допустимы claim, report, heartbeat"
-                ),
-            ));
-        };
-        if meta.len() > self.options.max_file_bytes {
-            return Outcome::Refused(Refusal::new(
-                "too_large",
-                None,
-                format!(
-                    "файл {} байт больше предела {} байт",
-                    meta.len(),
-                    self.options.max_file_bytes
-                ),
-            ));
-        }
-        let decoded = std::fs::File::open(&path)
-            .map_err(|e| DecodeError::NotJson(e.to_string()))
-            .and_then(decode_reader);
-        let request = match decoded {
-            Ok(request) => request,
-            Err(DecodeError::NotJson(error)) => {
-                // It may still be arriving: wait, by the hub's own clock, until it stops changing
-                // for the grace period.
-                let now = Instant::now();
-                let modified = meta.modified().ok();
-                let seen = self
-                    .first_seen
-                    .entry(name.to_string())
-                    .or_insert(FirstSeen {
-                        at: now,
-                        len: meta.len(),
-                        modified,
-                    });
-                if seen.len != meta.len() || seen.modified != modified {
-                    *seen = FirstSeen {
-                        at: now,
-                        len: meta.len(),
-                        modified,
-                    };
+    /// Logs a change of the folder's state, and shows it to `/ready` and the metrics.
+    fn report_problem(&mut self, problem: Option<String>) {
+        if problem != self.problem_reported {
+            match &problem {
+                Some(problem) => {
+                    tracing::warn!(%problem, "the relay folder cannot be used; retrying")
                 }
-                if seen.at.elapsed() < self.options.grace {
+                None if self.problem_reported.is_some() => {
+                    tracing::info!("the relay folder can be used again")
+                }
+                None => {}
+            }
+            self.problem_reported = problem.clone();
+        }
+        self.hub.metrics().set_relay_problem(problem);
+    }
+
+    /// Decides about one file and carries the decision out.
+    fn handle_file(
+        &mut self,
+        dir: &Path,
+        name: &str,
+        listed: FileFacts,
+        agent_token: Option<&str>,
+        budget: &mut u64,
+    ) -> Outcome {
+        let path = dir.join("inbox").join(name);
+        let limits = self.limits();
+        let now = Instant::now();
+        let sighting = observe(self.sightings.get(name).copied(), &listed, now);
+        self.sightings.insert(name.to_string(), sighting);
+        let token = TokenCheck::Expect(agent_token);
+        let mut observation = Observation {
+            name,
+            facts: Some(listed),
+            bytes: None,
+            sighting: Some(sighting),
+            now,
+            token,
+        };
+        let decision = match decide(&observation, &limits) {
+            Decision::Read => {
+                // The pass reads at most its budget, but always at least one file.
+                if listed.len > *budget && *budget < self.options.read_budget_bytes {
                     return Outcome::Later;
                 }
-                return Outcome::Refused(Refusal::new(
-                    "not_json",
-                    None,
-                    format!(
-                        "не JSON и за {} с не дописан: {error}",
-                        self.options.grace.as_secs()
-                    ),
-                ));
+                let (mut file, facts) = match open_request(&path) {
+                    Ok(opened) => opened,
+                    // Swapped for a link between the listing and the open (O_NOFOLLOW).
+                    Err(error) if error.raw_os_error() == Some(libc::ELOOP) => {
+                        observation.facts = lstat_facts(&path);
+                        return self.outcome(decide(&observation, &limits), name, None);
+                    }
+                    Err(_) => return Outcome::Later,
+                };
+                let sighting = observe(Some(sighting), &facts, now);
+                self.sightings.insert(name.to_string(), sighting);
+                observation.facts = Some(facts);
+                observation.sighting = Some(sighting);
+                if !facts.regular || facts.len > limits.max_file_bytes {
+                    return self.outcome(decide(&observation, &limits), name, None);
+                }
+                let metrics = self.hub.metrics();
+                let bytes = match read_limited(&mut file, limits.max_file_bytes + 1, &|| {
+                    metrics.relay_beat()
+                }) {
+                    Ok(bytes) => bytes,
+                    Err(_) => return Outcome::Later,
+                };
+                drop(file);
+                *budget = budget.saturating_sub(bytes.len() as u64);
+                observation.bytes = Some(&bytes);
+                let decision = decide(&observation, &limits);
+                if decision == Decision::Wait
+                    && let Some(seen) = self.sightings.get_mut(name)
+                {
+                    seen.read_incomplete = true;
+                }
+                decision
             }
-            Err(error) => {
-                return Outcome::Refused(Refusal::new(
-                    "invalid",
-                    Some(error.field()).filter(|f| !f.is_empty()),
-                    error.message(),
-                ));
-            }
+            other => other,
         };
-        if request.kind() != kind {
-            return Outcome::Refused(Refusal::new(
-                "kind_mismatch",
-                Some("kind"),
-                format!("в имени файла {kind}, в теле {}", request.kind()),
-            ));
-        }
-        if request.envelope().id != id {
-            return Outcome::Refused(Refusal::new(
-                "id_mismatch",
-                Some("id"),
-                "id в теле не совпадает с именем файла",
-            ));
-        }
-        match self
-            .hub
-            .agent_token_matches(request.envelope().token.as_deref())
-        {
-            Ok(true) => {}
-            Ok(false) => {
-                return Outcome::Refused(Refusal::new(
-                    "bad_token",
-                    Some("token"),
-                    "неверный или отсутствующий токен агента",
-                ));
-            }
-            Err(error) => {
-                tracing::error!(%error, "cannot read the agent token; the file waits");
-                return Outcome::Later;
-            }
-        }
-        let answer = match self.hub.handle_agent_request(&request) {
-            Ok(answer) => answer,
-            Err(ServiceError::Internal(error)) => {
-                tracing::error!(file = %name, %error, "the request could not be applied now; it stays in inbox/");
-                return Outcome::Later;
-            }
-            Err(error) => {
-                return Outcome::Refused(Refusal::new("refused", None, error.to_string()));
-            }
-        };
-        match deliver(dir, name, &path, &answer, self.hub.now_utc()) {
-            Ok(()) => {
-                self.first_seen.remove(name);
-                Outcome::Applied
-            }
-            Err(error) => {
-                tracing::error!(file = %name, %error, "the answer could not be written; the request stays in inbox/ and is answered again");
-                Outcome::Later
+        self.outcome(decision, name, Some(&path))
+    }
+
+    /// Carries out a decision that needs no more reading.
+    fn outcome(&mut self, decision: Decision, name: &str, path: Option<&Path>) -> Outcome {
+        match decision {
+            Decision::Skip => Outcome::Skipped,
+            Decision::Read | Decision::Wait => Outcome::Later,
+            Decision::Refuse(refusal) => Outcome::Refused(refusal),
+            Decision::Apply(request) => {
+                let Some(path) = path else {
+                    return Outcome::Later;
+                };
+                let answer = match self.hub.handle_agent_request(&request) {
+                    Ok(answer) => answer,
+                    Err(ServiceError::Internal(error)) => {
+                        tracing::error!(file = %escape(name), %error, "the request could not be applied now; it stays in inbox/");
+                        return Outcome::Later;
+                    }
+                    Err(error) => {
+                        return Outcome::Refused(Refusal::new("refused", None, error.to_string()));
+                    }
+                };
+                let Some(dir) = path.parent().and_then(Path::parent) else {
+                    return Outcome::Later;
+                };
+                match deliver(dir, name, path, &answer, self.hub.now_utc()) {
+                    Ok(()) => {
+                        self.sightings.remove(name);
+                        Outcome::Applied
+                    }
+                    Err(error) => {
+                        tracing::error!(file = %escape(name), %error, "the answer could not be written; the request stays in inbox/ and is answered again");
+                        Outcome::Later
+                    }
+                }
             }
         }
     }
 
-    /// Moves a refused file to `rejected/` with its reason beside it, and answers
-    /// `error-<id>.json` when the name gives the id.
+    /// Moves a refused file to `rejected/` with its reason beside it, and answers it with
+    /// `error-<name>` (unique per request file) when its name carries a valid id.
     fn refuse(&mut self, dir: &Path, name: &str, refusal: &Refusal) -> std::io::Result<()> {
         let now = crate::domain::time::format_utc(self.hub.now_utc());
-        tracing::warn!(file = %name, code = refusal.code, reason = %refusal.message, "relay file refused");
+        tracing::warn!(file = %escape(name), code = refusal.code, reason = %refusal.message, "relay file refused");
         crate::service::Metrics::add(&self.hub.metrics().relay_refused, 1);
         let rejected = dir.join("rejected");
         let target = free_name(&rejected, name);
@@ -342,23 +340,46 @@ impl Relay {
             &format!("{target_name}.error.json"),
             pretty(&reason).as_bytes(),
         )?;
-        if let Some((_, id)) = parse_file_name(name) {
+        if let Some(answer_name) = error_answer_name(name) {
+            let id = answer_name
+                .strip_prefix("error-")
+                .and_then(|rest| rest.strip_suffix(".json"))
+                .and_then(|stem| stem.split_once('-'))
+                .map_or("", |(_, id)| id);
             let answer = json!({"kind": "error", "request_id": id, "file": name, "created_at": now,
                 "error": {"code": refusal.code, "field": refusal.field, "message": refusal.message}});
             write_new(
                 &dir.join("outbox"),
-                &format!("error-{id}.json"),
+                &answer_name,
                 pretty(&answer).as_bytes(),
             )?;
         }
         move_into(&dir.join("inbox").join(name), &rejected, &target_name)?;
-        self.first_seen.remove(name);
+        self.sightings.remove(name);
         Ok(())
+    }
+}
+
+/// The name of the refusal answer to `inbox/<kind>-<id>.json`: `error-<kind>-<id>.json`, so two
+/// refused files with one id (`claim-X`, `heartbeat-X`) get an answer each. `None` when the name
+/// carries no valid id (nothing could be waiting for it).
+pub fn error_answer_name(request_name: &str) -> Option<String> {
+    match classify_name(request_name) {
+        NameVerdict::Request { kind, id } => Some(format!("error-{kind}-{id}.json")),
+        NameVerdict::Refuse(refusal) if refusal.code == "unknown_kind" => {
+            Some(format!("error-{request_name}"))
+        }
+        _ => None,
     }
 }
 
 fn pretty(value: &serde_json::Value) -> String {
     serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+}
+
+/// A name for the log, with control characters escaped.
+fn escape(name: &str) -> String {
+    super::inspect::escape_for_terminal(name)
 }
 
 /// Writes the answer (unless an earlier pass did) and archives the request under its day.
@@ -371,7 +392,7 @@ fn deliver(
 ) -> std::io::Result<()> {
     let text = serde_json::to_vec_pretty(answer).map_err(std::io::Error::other)?;
     write_new(&dir.join("outbox"), name, &text)?;
-    let day = dir.join("archive").join(day_of(now));
+    let day = dir.join("archive").join(day_of(now.date()));
     if !day.is_dir() {
         std::fs::create_dir_all(&day)?;
         sync_dir(&dir.join("archive"))?;
@@ -380,8 +401,8 @@ fn deliver(
     Ok(())
 }
 
-fn day_of(now: time::OffsetDateTime) -> String {
-    let date = now.date();
+/// The archive folder of a day: `YYYY-MM-DD` of the hub's UTC clock when it archived.
+fn day_of(date: time::Date) -> String {
     format!(
         "{:04}-{:02}-{:02}",
         date.year(),
@@ -390,46 +411,102 @@ fn day_of(now: time::OffsetDateTime) -> String {
     )
 }
 
-/// The names in `inbox/` worth a look: not hidden, of the `<kind>-<id>.json` pattern, oldest
-/// name order (the agent's ids usually sort by time).
-fn list_candidates(inbox: &Path) -> std::io::Result<Vec<String>> {
-    let mut names: Vec<String> = std::fs::read_dir(inbox)?
+/// The entries of `inbox/` that are or look like requests, with what `lstat` says of them.
+/// Names that are not UTF-8 are not ours (every relay name is ASCII).
+fn list_candidates(inbox: &Path) -> std::io::Result<Vec<(String, FileFacts)>> {
+    Ok(std::fs::read_dir(inbox)?
         .filter_map(Result::ok)
         .filter_map(|entry| entry.file_name().into_string().ok())
-        .filter(|name| !name.starts_with('.') && parse_file_name(name).is_some())
-        .collect();
-    names.sort();
-    Ok(names)
+        .filter(|name| classify_name(name) != NameVerdict::NotOurs)
+        .filter_map(|name| {
+            let facts = lstat_facts(&inbox.join(&name))?;
+            Some((name, facts))
+        })
+        .collect())
 }
 
-/// Removes answers, archived and refused files older than `retention`.
-fn prune(dir: &Path, retention: std::time::Duration) -> std::io::Result<()> {
-    let old = |path: &Path| {
-        path.symlink_metadata()
-            .and_then(|m| m.modified())
-            .is_ok_and(|modified| modified.elapsed().is_ok_and(|age| age > retention))
+/// Removes answers, archived and refused files older than `retention`, aged by the hub's own
+/// records, never by the agent's mtimes: `archive/<day>/` by its day, a refused file by the
+/// `refused_at` of its reason, `outbox/` (written by the hub) by mtime. Whatever an entry is
+/// (a file, a FIFO, a folder) it goes whole; an entry that cannot be removed is logged and the
+/// rest goes on.
+fn prune(dir: &Path, retention: std::time::Duration, now: time::OffsetDateTime, beat: &dyn Fn()) {
+    let cutoff = now - retention;
+    let remove = |path: &Path| {
+        beat();
+        if let Err(error) = remove_any(path) {
+            tracing::warn!(path = %path.display(), %error, "an old relay file could not be pruned");
+        }
     };
-    for folder in ["outbox", "rejected"] {
-        for entry in std::fs::read_dir(dir.join(folder))?.filter_map(Result::ok) {
-            let path = entry.path();
-            if path.is_file() && old(&path) {
-                std::fs::remove_file(&path)?;
+    // outbox/: the hub's answers.
+    for entry in read_entries(&dir.join("outbox")) {
+        let modified = entry
+            .symlink_metadata()
+            .and_then(|m| m.modified())
+            .map(time::OffsetDateTime::from);
+        if modified.is_ok_and(|at| at < cutoff) {
+            remove(&entry);
+        }
+    }
+    // archive/<day>/: by the day the hub archived into.
+    let format = time::macros::format_description!("[year]-[month]-[day]");
+    for entry in read_entries(&dir.join("archive")) {
+        let day = entry
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| time::Date::parse(n, &format).ok());
+        match day {
+            Some(day)
+                if day
+                    .next_day()
+                    .is_some_and(|end| end.midnight().assume_utc() < cutoff) =>
+            {
+                remove(&entry)
+            }
+            Some(_) => {}
+            None => {
+                tracing::debug!(path = %entry.display(), "not an archive day folder; left alone")
             }
         }
     }
-    for entry in std::fs::read_dir(dir.join("archive"))?.filter_map(Result::ok) {
-        let day = entry.path();
-        if !day.is_dir() {
+    // rejected/: each refused entry beside its reason, aged by the reason's `refused_at`.
+    let rejected = dir.join("rejected");
+    for entry in read_entries(&rejected) {
+        let Some(name) = entry.file_name().and_then(|n| n.to_str()) else {
             continue;
-        }
-        for file in std::fs::read_dir(&day)?.filter_map(Result::ok) {
-            if old(&file.path()) {
-                std::fs::remove_file(file.path())?;
-            }
-        }
-        if std::fs::read_dir(&day)?.next().is_none() {
-            std::fs::remove_dir(&day)?;
+        };
+        let Some(refused) = name.strip_suffix(".error.json") else {
+            continue;
+        };
+        let refused_at = std::fs::read(&entry)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+            .and_then(|reason| {
+                reason["refused_at"]
+                    .as_str()
+                    .and_then(crate::domain::time::parse_utc)
+            })
+            .or_else(|| {
+                entry
+                    .symlink_metadata()
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .map(time::OffsetDateTime::from)
+            });
+        if refused_at.is_some_and(|at| at < cutoff) {
+            remove(&rejected.join(refused));
+            remove(&entry);
         }
     }
-    Ok(())
+}
+
+/// The entries of a folder, as paths; none when it cannot be read.
+fn read_entries(dir: &Path) -> Vec<PathBuf> {
+    match std::fs::read_dir(dir) {
+        Ok(entries) => entries.filter_map(Result::ok).map(|e| e.path()).collect(),
+        Err(error) => {
+            tracing::warn!(dir = %dir.display(), %error, "cannot list a relay folder to prune it");
+            Vec::new()
+        }
+    }
 }

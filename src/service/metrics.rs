@@ -18,6 +18,11 @@ pub struct Metrics {
     pub issues_ingested: AtomicU64,
     /// Relay files refused into `rejected/`.
     pub relay_refused: AtomicU64,
+    /// When the relay loop last showed it is alive (milliseconds since the Unix epoch; 0 before
+    /// it started): a relay stuck in a system call must show in `/ready` and stop the watchdog.
+    pub relay_beat_ms: AtomicU64,
+    /// Why the relay cannot use its folder now (a folder of the share that is a link), if so.
+    pub relay_problem: std::sync::Mutex<Option<String>>,
 }
 
 impl Metrics {
@@ -27,5 +32,36 @@ impl Metrics {
 
     pub fn get(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
+    }
+
+    /// The relay loop is alive now.
+    pub fn relay_beat(&self) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        self.relay_beat_ms.store(now, Ordering::Relaxed);
+    }
+
+    /// How long ago the relay loop was last alive; `None` before it started.
+    pub fn relay_silent_for(&self) -> Option<std::time::Duration> {
+        let beat = self.relay_beat_ms.load(Ordering::Relaxed);
+        if beat == 0 {
+            return None;
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        Some(std::time::Duration::from_millis(now.saturating_sub(beat)))
+    }
+
+    /// Records why the relay cannot use its folder (or that it can again).
+    pub fn set_relay_problem(&self, problem: Option<String>) {
+        if let Ok(mut slot) = self.relay_problem.lock() {
+            *slot = problem;
+        }
+    }
+
+    pub fn relay_problem(&self) -> Option<String> {
+        self.relay_problem.lock().ok().and_then(|p| p.clone())
     }
 }

@@ -63,12 +63,7 @@ mod tests {
 }
 
 /// Compares two secrets in time that depends only on their lengths, not on where they differ.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
-}
+use crate::domain::constant_time_eq;
 
 impl Hub {
     /// Whether `token` is the agent token (false when there is none yet).

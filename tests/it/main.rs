@@ -5,6 +5,7 @@
 mod batches;
 mod cli;
 mod crash;
+mod hostile;
 mod http;
 mod migrations;
 mod mirror;

@@ -237,8 +237,9 @@ fn each_refusal_is_moved_with_its_reason() {
             assert_eq!(message, "обязательное поле отсутствует");
         }
         wait_for_path(&relay.join("rejected").join(name));
-        let id = name.split_once('-').unwrap().1.trim_end_matches(".json");
-        let answer = wait_for_json(&relay.join("outbox").join(format!("error-{id}.json")), WAIT);
+        let answer_name = jira_hub::relay::error_answer_name(name).unwrap();
+        assert_eq!(answer_name, format!("error-{name}"));
+        let answer = wait_for_json(&relay.join("outbox").join(answer_name), WAIT);
         assert_eq!(
             (answer["kind"].as_str(), answer["error"]["code"].as_str()),
             (Some("error"), Some(code))
@@ -326,28 +327,41 @@ fn health_over_a_real_socket() {
     );
 }
 
+fn set_mtime(path: &std::path::Path, at: std::time::SystemTime) {
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(at)
+        .unwrap();
+}
+
+/// Retention ages files by the hub's own records: the archive day, the `refused_at` of a
+/// refusal, the hub's answers; whatever an old entry is (a FIFO, a folder, a day folder with a
+/// sub-folder), it goes, and the rest of the pruning goes on.
 #[test]
 fn old_relay_files_are_pruned_after_the_retention() {
     let dir = TestDir::new();
     let (_hub, relay, token) = relay_hub(&dir);
     let month_ago = std::time::SystemTime::now() - Duration::from_secs(30 * 24 * 3600);
     let old_day = relay.join("archive/2026-10-01");
-    std::fs::create_dir_all(&old_day).unwrap();
+    std::fs::create_dir_all(old_day.join("sub/deeper")).unwrap();
     std::fs::create_dir_all(relay.join("outbox")).unwrap();
-    std::fs::create_dir_all(relay.join("rejected")).unwrap();
-    let old_files = [
-        old_day.join("claim-old.json"),
-        relay.join("outbox/claim-old.json"),
-        relay.join("rejected/claim-bad.json"),
-    ];
-    for path in &old_files {
-        std::fs::write(path, "{}").unwrap();
-        std::fs::File::options()
-            .write(true)
-            .open(path)
-            .unwrap()
-            .set_modified(month_ago)
-            .unwrap();
+    std::fs::create_dir_all(relay.join("rejected/claim-folder.json")).unwrap();
+    std::fs::write(old_day.join("claim-old.json"), "{}").unwrap();
+    std::fs::write(relay.join("outbox/claim-old.json"), "{}").unwrap();
+    set_mtime(&relay.join("outbox/claim-old.json"), month_ago);
+    let status = std::process::Command::new("mkfifo")
+        .arg(relay.join("rejected/claim-fifo.json"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    for refused in ["claim-fifo.json", "claim-folder.json"] {
+        std::fs::write(
+            relay.join(format!("rejected/{refused}.error.json")),
+            serde_json::to_vec(&json!({"file": refused, "refused_at": "2026-10-01T00:00:00Z", "code": "not_regular_file"})).unwrap(),
+        )
+        .unwrap();
     }
     let fresh = relay.join("outbox/claim-fresh.json");
     std::fs::write(&fresh, "{}").unwrap();
@@ -358,13 +372,71 @@ fn old_relay_files_are_pruned_after_the_retention() {
         &claim_file("p1", &token, 1),
     );
     wait_for_json(&relay.join("outbox/claim-p1.json"), WAIT);
+    let old = [
+        old_day.clone(),
+        relay.join("outbox/claim-old.json"),
+        relay.join("rejected/claim-fifo.json"),
+        relay.join("rejected/claim-fifo.json.error.json"),
+        relay.join("rejected/claim-folder.json"),
+        relay.join("rejected/claim-folder.json.error.json"),
+    ];
     let started = std::time::Instant::now();
-    while old_files.iter().any(|p| p.exists()) {
-        assert!(started.elapsed() < WAIT, "old files were not pruned");
+    while old.iter().any(|p| p.symlink_metadata().is_ok()) {
+        assert!(
+            started.elapsed() < WAIT,
+            "old files were not pruned: {:?}",
+            old.iter()
+                .filter(|p| p.symlink_metadata().is_ok())
+                .collect::<Vec<_>>()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(!old_day.exists(), "an emptied day folder goes too");
     assert!(fresh.exists(), "recent files stay");
+}
+
+/// Files that arrive with old mtimes (copies keep them; clocks differ across the air gap) are
+/// kept for the retention from when the hub moved them: a restart does not delete the evidence.
+#[test]
+fn files_that_arrive_with_old_mtimes_are_kept() {
+    let dir = TestDir::new();
+    let (_hub, relay, token) = relay_hub(&dir);
+    let month_ago = std::time::SystemTime::now() - Duration::from_secs(30 * 24 * 3600);
+    let inbox = relay.join("inbox");
+    std::fs::create_dir_all(&inbox).unwrap();
+    for (name, value) in [
+        ("claim-oldvalid.json", claim_file("oldvalid", &token, 1)),
+        ("claim-oldbad.json", claim_file("oldbad", "wrong-token", 1)),
+    ] {
+        std::fs::write(inbox.join(name), serde_json::to_vec(&value).unwrap()).unwrap();
+        set_mtime(&inbox.join(name), month_ago);
+    }
+    {
+        let _daemon = Daemon::start(&dir.db(), &["--relay-retention-days", "7"]);
+        wait_for_json(&relay.join("outbox/claim-oldvalid.json"), WAIT);
+        wait_for_json(&relay.join("rejected/claim-oldbad.json.error.json"), WAIT);
+        wait_for_path(&relay.join("rejected/claim-oldbad.json"));
+    }
+    // The next start prunes; nothing of today's goes.
+    let daemon = Daemon::start(&dir.db(), &["--relay-retention-days", "7"]);
+    drop_file(&inbox, "claim-later.json", &claim_file("later", &token, 1));
+    wait_for_json(&relay.join("outbox/claim-later.json"), WAIT);
+    drop(daemon);
+    let archived: Vec<_> = std::fs::read_dir(relay.join("archive"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .flat_map(|day| {
+            std::fs::read_dir(day.path())
+                .unwrap()
+                .filter_map(Result::ok)
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        archived.contains(&"claim-oldvalid.json".to_string()),
+        "{archived:?}"
+    );
+    assert!(relay.join("rejected/claim-oldbad.json").exists());
+    assert!(relay.join("rejected/claim-oldbad.json.error.json").exists());
 }
 
 /// The data model's scenarios in HTTP terms, against the real binary over a real socket.

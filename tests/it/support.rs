@@ -352,6 +352,10 @@ impl Daemon {
         assert!(status.success());
     }
 
+    pub fn child_id(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn wait(&mut self) -> std::process::ExitStatus {
         self.child.wait().expect("wait")
     }

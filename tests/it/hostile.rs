@@ -1,0 +1,275 @@
+//! The share as an attacker with write access to it would use it (issue 9): FIFOs swapped in for
+//! files, files far larger than they claim to be, files that never complete, links where folders
+//! should be, names that almost match, two requests with one id, control characters for the
+//! operator's terminal. The daemon stays responsive, bounded in memory, and loses nothing.
+
+use crate::support::*;
+use serde_json::json;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn vm_hwm_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn mkfifo(path: &Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// A heartbeat round trip through the relay, proving the daemon still answers.
+fn heartbeat(relay: &Path, token: &str, id: &str) -> serde_json::Value {
+    let value = json!({"kind": "heartbeat", "id": id, "agent": "agent-1", "sent_at": "2026-11-29T10:00:00Z",
+        "token": token, "agent_version": "1", "jira_ok": true});
+    drop_file(
+        &relay.join("inbox"),
+        &format!("heartbeat-{id}.json"),
+        &value,
+    );
+    wait_for_json(&relay.join(format!("outbox/heartbeat-{id}.json")), WAIT)
+}
+
+/// A FIFO renamed over a request file, again and again while the relay works: the relay never
+/// blocks in `open` (it opens without blocking and checks what it opened), refuses what is not
+/// a regular file, keeps answering, and stops on SIGTERM. A hostile file with a wrong token and a
+/// large member costs a small multiple of its size.
+#[test]
+fn fifos_and_big_hostile_files_do_not_hang_or_bloat_the_relay() {
+    let dir = TestDir::new();
+    let (_hub, relay, token) = relay_hub(&dir);
+    let mut daemon = Daemon::start(&dir.db(), &["--relay-grace-seconds", "2"]);
+    let inbox = relay.join("inbox");
+    heartbeat(&relay, &token, "before");
+
+    // Swap FIFOs and half-written files over one name for a while.
+    let swapper = {
+        let inbox = inbox.clone();
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let mut n = 0;
+            while started.elapsed() < Duration::from_secs(3) {
+                let fifo = inbox.join(format!(".fifo-{n}"));
+                mkfifo(&fifo);
+                let _ = std::fs::rename(&fifo, inbox.join("claim-swap.json"));
+                let half = inbox.join(format!(".half-{n}"));
+                std::fs::write(&half, br#"{"kind": "claim", "id": "sw"#).unwrap();
+                let _ = std::fs::rename(&half, inbox.join("claim-swap.json"));
+                n += 1;
+            }
+            n
+        })
+    };
+    let swaps = swapper.join().unwrap();
+    assert!(swaps > 10, "{swaps} swaps");
+    heartbeat(&relay, &token, "during");
+    let ready = http(&daemon.address, "GET", "/ready", None, None);
+    assert_eq!(ready.0, 200, "{ready:?}");
+
+    // 32 MiB with a wrong token and a big array member.
+    let before = vm_hwm_kib(daemon.child_id());
+    let mut hostile = br#"{"kind": "report", "id": "big", "agent": "a", "sent_at": "2026-11-29T10:00:00Z", "token": "wrong", "x": ["#.to_vec();
+    while hostile.len() < 32 << 20 {
+        hostile.extend_from_slice(br#"{"a":[1,2,3,{"b":"cccccccc"}]},"#);
+    }
+    hostile.extend_from_slice(br#"0], "results": []}"#);
+    let size_kib = hostile.len() as u64 / 1024;
+    std::fs::write(inbox.join(".big"), &hostile).unwrap();
+    std::fs::rename(inbox.join(".big"), inbox.join("report-big.json")).unwrap();
+    let reason = wait_for_json(&relay.join("rejected/report-big.json.error.json"), WAIT);
+    assert_eq!(reason["code"], "bad_token", "{reason}");
+    let grew = vm_hwm_kib(daemon.child_id()).saturating_sub(before);
+    assert!(
+        grew < 4 * size_kib,
+        "peak memory grew by {grew} KiB for a {size_kib} KiB file"
+    );
+    heartbeat(&relay, &token, "after");
+
+    daemon.signal("TERM");
+    let status = daemon.wait();
+    assert_eq!(status.code(), Some(0), "SIGTERM stops it");
+}
+
+/// A large file that is still arriving does not hold up small requests, and is not read again
+/// until it changes; complete JSON that breaks the protocol is refused at once, a byte-order mark
+/// is accepted.
+#[test]
+fn small_requests_overtake_big_incomplete_ones() {
+    let dir = TestDir::new();
+    let (_hub, relay, token) = relay_hub(&dir);
+    let _daemon = Daemon::start(&dir.db(), &["--relay-grace-seconds", "600"]);
+    let inbox = relay.join("inbox");
+    for n in 0..3 {
+        let mut big = br#"{"kind": "report", "id": "x", "agent": "a", "sent_at": "2026-11-29T10:00:00Z", "results": [], "pad": ""#.to_vec();
+        big.resize(big.len() + (40 << 20), b'a');
+        std::fs::write(inbox.join(format!("report-arriving{n}.json")), &big).unwrap();
+    }
+    for n in 0..5 {
+        heartbeat(&relay, &token, &format!("small{n}"));
+    }
+    for n in 0..3 {
+        assert!(
+            inbox.join(format!("report-arriving{n}.json")).exists(),
+            "still waiting for the rest of it"
+        );
+    }
+    // What growing cannot cure is refused without waiting out the 600 s grace period.
+    for (name, text) in [
+        ("claim-array.json", "[1,2]".to_string()),
+        ("claim-null.json", "null".to_string()),
+        ("claim-number.json", "42".to_string()),
+        (
+            "claim-deep.json",
+            format!("{}{}", "[".repeat(300), "]".repeat(300)),
+        ),
+        (
+            "claim-surrogate.json",
+            format!(r#"{{"token": "{token}", "kind": "claim", "id": "\udc00"}}"#),
+        ),
+    ] {
+        std::fs::write(inbox.join(name), text).unwrap();
+        let reason = wait_for_json(&relay.join(format!("rejected/{name}.error.json")), WAIT);
+        assert_ne!(reason["code"], "bad_token", "{name}: {reason}");
+    }
+    // Windows PowerShell 5.1 writes a byte-order mark.
+    let mut with_bom = b"\xEF\xBB\xBF".to_vec();
+    with_bom.extend(serde_json::to_vec(&claim_file("bom", &token, 1)).unwrap());
+    std::fs::write(inbox.join(".bom"), with_bom).unwrap();
+    std::fs::rename(inbox.join(".bom"), inbox.join("claim-bom.json")).unwrap();
+    let answer = wait_for_json(&relay.join("outbox/claim-bom.json"), WAIT);
+    assert_eq!(answer["request_id"], "bom");
+}
+
+/// A folder of the share replaced by a link is never used: nothing is written through it, the
+/// hub says so in `/ready` and `status`, and goes back to work when the folder is real again.
+#[test]
+fn folders_of_the_share_that_are_links_are_not_followed() {
+    let dir = TestDir::new();
+    let (_hub, relay, token) = relay_hub(&dir);
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::remove_dir(relay.join("rejected")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, relay.join("rejected")).unwrap();
+    let daemon = Daemon::start(&dir.db(), &[]);
+    drop_file(
+        &relay.join("inbox"),
+        "claim-bad.json",
+        &claim_file("bad", "wrong-token", 1),
+    );
+    let started = Instant::now();
+    loop {
+        let (status, body) = http(&daemon.address, "GET", "/ready", None, None);
+        if body["relay"] == "unusable" {
+            assert_eq!(status, 200);
+            assert!(
+                body["relay_problem"].as_str().unwrap().contains("rejected"),
+                "{body}"
+            );
+            break;
+        }
+        assert!(started.elapsed() < WAIT, "{body}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = run_ok(&dir.db(), &["status"]);
+    assert!(
+        status.stdout.contains("NOT A REAL FOLDER"),
+        "{}",
+        status.stdout
+    );
+    assert!(
+        std::fs::read_dir(&elsewhere).unwrap().next().is_none(),
+        "nothing was written through the link"
+    );
+    assert!(relay.join("inbox/claim-bad.json").exists());
+
+    std::fs::remove_file(relay.join("rejected")).unwrap();
+    std::fs::create_dir(relay.join("rejected")).unwrap();
+    wait_for_json(&relay.join("rejected/claim-bad.json.error.json"), WAIT);
+    heartbeat(&relay, &token, "back");
+    assert!(std::fs::read_dir(&elsewhere).unwrap().next().is_none());
+}
+
+/// Two refused requests with one id each get their own answer; names that almost match are
+/// refused with their reason, never left in `inbox/`; names clearly not ours are left alone.
+#[test]
+fn refusals_are_answered_per_file_and_near_misses_refused() {
+    let dir = TestDir::new();
+    let (_hub, relay, _token) = relay_hub(&dir);
+    let _daemon = Daemon::start(&dir.db(), &[]);
+    let inbox = relay.join("inbox");
+    drop_file(&inbox, "claim-X.json", &claim_file("X", "wrong", 1));
+    drop_file(
+        &inbox,
+        "heartbeat-X.json",
+        &json!({"kind": "heartbeat", "id": "X", "agent": "a", "sent_at": "2026-11-29T10:00:00Z", "token": "wrong", "agent_version": "1", "jira_ok": true}),
+    );
+    let claim = wait_for_json(&relay.join("outbox/error-claim-X.json"), WAIT);
+    let heartbeat = wait_for_json(&relay.join("outbox/error-heartbeat-X.json"), WAIT);
+    assert_eq!(claim["file"], "claim-X.json");
+    assert_eq!(heartbeat["file"], "heartbeat-X.json");
+    assert_eq!(claim["request_id"], "X");
+
+    let long = format!("claim-{}.json", "x".repeat(65));
+    for name in ["CLAIM-x.json", "claim-ид.json", long.as_str(), "claim.json"] {
+        std::fs::write(inbox.join(name), "{}").unwrap();
+        let reason = wait_for_json(&relay.join(format!("rejected/{name}.error.json")), WAIT);
+        assert_eq!(reason["code"], "bad_name", "{name}: {reason}");
+    }
+    for name in [".nfs000123", "notes.txt", "claim-1.json.part"] {
+        std::fs::write(inbox.join(name), "x").unwrap();
+    }
+    drop_file(&inbox, "claim-later.json", &claim_file("later", "wrong", 1));
+    wait_for_json(&relay.join("outbox/error-claim-later.json"), WAIT);
+    for name in [".nfs000123", "notes.txt", "claim-1.json.part"] {
+        assert!(inbox.join(name).exists(), "{name} is left alone");
+    }
+}
+
+/// What the share holds is shown to the operator, never obeyed: `relay inspect` escapes control
+/// characters; an agent name with control characters is refused.
+#[test]
+fn inspect_escapes_and_control_characters_in_names_are_refused() {
+    let dir = TestDir::new();
+    let (_hub, relay, token) = relay_hub(&dir);
+    let mut evil = claim_file("evil", &token, 1);
+    evil["agent"] = json!("agent\u{1b}[2J\u{1b}]0;pwned\u{7}");
+    drop_file(&relay.join("inbox"), "claim-evil.json", &evil);
+    // A heartbeat's last error may hold anything Jira said; inspect shows it escaped.
+    drop_file(
+        &relay.join("inbox"),
+        "heartbeat-shown.json",
+        &json!({"kind": "heartbeat", "id": "shown", "agent": "agent-1", "sent_at": "2026-11-29T10:00:00Z",
+                "token": token, "agent_version": "1", "jira_ok": false, "last_error": "boom\u{1b}[31m\rred"}),
+    );
+    let out = run_ok(
+        &dir.db(),
+        &["relay", "inspect", relay.join("inbox").to_str().unwrap()],
+    );
+    assert!(!out.stdout.contains('\u{1b}'), "{:?}", out.stdout);
+    assert!(!out.stdout.contains('\r'), "{:?}", out.stdout);
+    assert!(
+        out.stdout.contains("boom\\u{1b}[31m\\u{d}red"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("управляющие символы"), "{}", out.stdout);
+
+    let _daemon = Daemon::start(&dir.db(), &[]);
+    let reason = wait_for_json(&relay.join("rejected/claim-evil.json.error.json"), WAIT);
+    assert_eq!(
+        (reason["code"].as_str(), reason["field"].as_str()),
+        (Some("invalid"), Some("agent")),
+        "{reason}"
+    );
+    let agents = run_ok(&dir.db(), &["status"]).stdout;
+    assert!(!agents.contains('\u{1b}'));
+}
