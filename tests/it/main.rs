@@ -5,6 +5,7 @@
 mod batches;
 mod cli;
 mod crash;
+mod fake_jira;
 mod http;
 mod migrations;
 mod mirror;
