@@ -92,6 +92,7 @@ pub enum Fault {
 /// One request as the fake saw it.
 #[derive(Debug, Clone)]
 pub struct Seen {
+    /// When it arrived.
     pub at: SystemTime,
     pub method: String,
     pub path: String,
@@ -772,6 +773,8 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    // A request counts from its arrival: a pause must see no request start inside it.
+    let arrived = SystemTime::now();
     let path = uri.path().to_string();
     let raw_query = uri.query().unwrap_or("").to_string();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
@@ -802,7 +805,7 @@ async fn handle(
     };
     let record = |status: u16| {
         lock(&state).seen.push(Seen {
-            at: SystemTime::now(),
+            at: arrived,
             method: method.to_string(),
             path: path.clone(),
             query: raw_query.clone(),
