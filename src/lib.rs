@@ -11,8 +11,10 @@
 //! - [`relay`]: the shared-folder transport. [`http`]: the HTTP API.
 //! - [`daemon`]: `serve`, which runs the relay, the timers and the HTTP listener.
 //! - [`cli`]: the command line.
+//! - [`agent`]: `jira-hub agent`, the program inside Jira's network (protocol and domain only).
 //! - [`clock`]: injected time.
 
+pub mod agent;
 pub mod cli;
 pub mod clock;
 pub mod daemon;

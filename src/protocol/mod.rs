@@ -85,8 +85,11 @@ pub enum ResultStatus {
 /// several times its size.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Page {
+    /// How many issues of this refresh the agent sent before this page.
     pub start_at: u64,
-    pub total: u64,
+    /// The size of the whole result when Jira tells it; Jira Cloud's search does not (null).
+    #[serde(default)]
+    pub total: Option<u64>,
     /// Raw Jira issues as the search API returned them.
     #[schema(value_type = Vec<Object>)]
     pub issues: Vec<Box<RawValue>>,
@@ -181,6 +184,10 @@ pub struct ClaimedCommand {
     #[schema(value_type = Object)]
     pub params: Value,
     pub delivery: u32,
+    /// When the command's batch was enqueued (UTC RFC 3339), when the hub says: the agent's
+    /// duplicate search for a create looks back from there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enqueued_at: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -415,7 +422,7 @@ mod tests {
         };
         assert_eq!(r.results.len(), 3);
         assert_eq!(r.results[1].status, ResultStatus::Progress);
-        assert_eq!(r.results[1].page.as_ref().unwrap().total, 5234);
+        assert_eq!(r.results[1].page.as_ref().unwrap().total, Some(5234));
         let heartbeat = json!({"kind": "heartbeat", "id": "h", "agent": "a", "sent_at": "2026-11-29T10:00:00Z",
             "agent_version": "1.4.0", "jira_ok": false, "last_error": "401", "future_field": 1});
         assert!(matches!(

@@ -207,6 +207,7 @@ fn claim_in(tx: &Tx<'_>, claim: &ClaimRequest, now: &Now, streak: u32) -> Result
             command_type: command.command_type,
             params,
             delivery: command.deliveries + 1,
+            enqueued_at: None,
         });
     }
     if !commands.is_empty() {
