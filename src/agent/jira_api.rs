@@ -162,13 +162,16 @@ impl Jira {
         if let Some(d) = self.deployment {
             return Ok(d);
         }
-        self.server_info()?;
+        self.server_info(true)?;
         Ok(self.deployment.unwrap_or(Deployment::Server))
     }
 
     /// `GET serverInfo`: whether Jira answers; learns the deployment type.
-    pub fn server_info(&mut self) -> Result<(), JiraError> {
-        let info: Value = self.read_json("/rest/api/2/serverInfo")?;
+    /// A heartbeat's probe makes one try (`retry: false`): a Jira that is down is reported at once.
+    pub fn server_info(&mut self, retry: bool) -> Result<(), JiraError> {
+        let retries = if retry { self.max_retries } else { 0 };
+        let reply = self.read_with("/rest/api/2/serverInfo", retries)?;
+        let info: Value = parse(&reply)?;
         if self.setting == DeploymentSetting::Auto {
             let cloud = info.get("deploymentType").and_then(Value::as_str) == Some("Cloud");
             let deployment = if cloud {
@@ -245,6 +248,10 @@ impl Jira {
 
     /// A read: retried on lost connections, 429, 5xx, up to `max_retries`.
     pub fn read(&mut self, path: &str) -> Result<Reply, JiraError> {
+        self.read_with(path, self.max_retries)
+    }
+
+    fn read_with(&mut self, path: &str, max_retries: u32) -> Result<Reply, JiraError> {
         let mut attempt = 0;
         loop {
             let (failure, retry_after) = match self.once("GET", path, None) {
@@ -263,7 +270,7 @@ impl Jira {
                     });
                 }
             };
-            if attempt >= self.max_retries {
+            if attempt >= max_retries {
                 return Err(JiraError::Unavailable(failure));
             }
             if !self.wait_after(retry_after.as_deref(), attempt) {

@@ -141,7 +141,7 @@ impl Agent {
     /// `serverInfo` for `jira_ok`, then the heartbeat message.
     fn heartbeat(&mut self) {
         self.last_heartbeat = Some(Instant::now());
-        let jira_ok = match self.jira.server_info() {
+        let jira_ok = match self.jira.server_info(false) {
             Ok(()) => true,
             Err(JiraError::Stopped) => return,
             Err(error) => {
@@ -196,6 +196,12 @@ impl Agent {
             return false;
         }
         for command in &answer.commands {
+            if self
+                .last_heartbeat
+                .is_none_or(|t| t.elapsed() >= self.heartbeat_every)
+            {
+                self.heartbeat();
+            }
             if self.stopping() {
                 tracing::info!(
                     command = command.id,

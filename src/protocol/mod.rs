@@ -479,6 +479,38 @@ mod tests {
     }
 
     #[test]
+    fn a_cloud_page_has_no_total_and_a_claim_may_say_when_it_was_enqueued() {
+        for page in [
+            json!({"start_at": 100, "total": null, "issues": []}),
+            json!({"start_at": 100, "issues": []}),
+        ] {
+            let report = json!({"kind": "report", "id": "r1", "agent": "a", "sent_at": "2026-11-29T10:00:00Z",
+                "results": [{"command_id": 43, "delivery": 1, "status": "progress", "page": page}]});
+            let AgentRequest::Report(r) =
+                decode_request(&serde_json::to_vec(&report).unwrap()).unwrap()
+            else {
+                panic!()
+            };
+            assert_eq!(r.results[0].page.as_ref().unwrap().total, None);
+        }
+        let command: ClaimedCommand =
+            serde_json::from_value(json!({"id": 1, "batch_id": 1, "seq": 1,
+            "type": "comment", "params": {}, "delivery": 1, "enqueued_at": "2026-11-29T10:00:00Z"}))
+            .unwrap();
+        assert_eq!(command.enqueued_at.as_deref(), Some("2026-11-29T10:00:00Z"));
+        let older: ClaimedCommand = serde_json::from_value(
+            json!({"id": 1, "batch_id": 1, "seq": 1, "type": "comment", "params": {}, "delivery": 1}),
+        )
+        .unwrap();
+        assert_eq!(older.enqueued_at, None);
+        assert!(
+            !serde_json::to_string(&older)
+                .unwrap()
+                .contains("enqueued_at")
+        );
+    }
+
+    #[test]
     fn refusals_name_the_field() {
         let mut unknown = claim();
         unknown["kind"] = json!("claims");
