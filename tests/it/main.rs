@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 //! (migrations racing, a live WAL, exit codes), the service API where they do not.
 
+mod agent_e2e;
 mod batches;
 mod cli;
 mod crash;
