@@ -137,6 +137,11 @@ fn end_to_end(fake: &FakeJira, n: usize) -> Result<(Duration, u64), Error> {
             "idle_poll_ms": 50, "answer_timeout_seconds": 30, "request_timeout_seconds": 60,
         }))?,
     )?;
+    // The agent refuses nothing but warns about a config others can read.
+    std::fs::set_permissions(
+        &agent_config,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )?;
     let agent = Process(
         Command::new(env!("CARGO_BIN_EXE_jira-hub"))
             .arg("agent")

@@ -68,6 +68,8 @@ impl Stack {
         }
         let path = dir.path().join("agent.json");
         std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
         let log = dir.path().join("agent.log");
         Stack {
             dir,
