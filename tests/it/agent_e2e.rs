@@ -311,16 +311,22 @@ fn killed_agents_and_dropped_connections_leave_every_effect_once() {
     stack
         .fake
         .fault(Endpoint::AddComment, Fault::DropAfterApply, 1);
+    stack.fake.set_latency(Duration::from_millis(100));
     let id = stack.enqueue(plan("chaos"));
     let mut random = Random::new();
-    for _ in 0..3 {
+    // Each Jira call takes 100 ms, so the batch takes seconds: kills land at its start, amid its
+    // writes (applied, unanswered), or after.
+    let mut kills_mid_batch = 0;
+    for _ in 0..5 {
         stack.spawn_agent();
-        std::thread::sleep(Duration::from_millis(300 + random.below(2500)));
+        std::thread::sleep(Duration::from_millis(200 + random.below(1800)));
         stack.kill_agent();
         if stack.batch(id)["status"] == "completed" {
             break;
         }
+        kills_mid_batch += 1;
     }
+    eprintln!("{kills_mid_batch} kills before the batch completed");
     stack.spawn_agent();
     let view = stack.wait_completed(id);
     assert_landed_once(&stack.fake, "chaos", &view);

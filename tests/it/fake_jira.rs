@@ -226,6 +226,7 @@ struct StateInner {
     bearer: String,
     max_results: usize,
     search_lag: Duration,
+    latency: Duration,
     issues: BTreeMap<u64, Issue>,
     by_key: HashMap<String, u64>,
     projects: HashMap<String, u64>,
@@ -269,6 +270,7 @@ impl FakeJira {
             bearer: format!("Bearer {TOKEN}"),
             max_results: 1000,
             search_lag: Duration::ZERO,
+            latency: Duration::ZERO,
             issues: BTreeMap::new(),
             by_key: HashMap::new(),
             projects: HashMap::from([(PROJECT.to_string(), 1)]),
@@ -364,6 +366,12 @@ impl FakeJira {
     /// Cloud: an issue created less than `lag` ago does not show in search.
     pub fn set_search_lag(&self, lag: Duration) {
         lock(&self.state).search_lag = lag;
+    }
+
+    /// Every normal answer takes this long: half before the request is applied, half after (so
+    /// a client killed meanwhile may have written without hearing of it).
+    pub fn set_latency(&self, latency: Duration) {
+        lock(&self.state).latency = latency;
     }
 
     /// Answers 429 (`Retry-After: 1`) to requests beyond `per_second` in any one-second window.
@@ -818,7 +826,17 @@ async fn handle(
         return reply.into_response();
     }
     let reply = match fault {
-        None => lock(&state).apply(endpoint, &request),
+        None => {
+            let half = lock(&state).latency / 2;
+            if !half.is_zero() {
+                tokio::time::sleep(half).await;
+            }
+            let reply = lock(&state).apply(endpoint, &request);
+            if !half.is_zero() {
+                tokio::time::sleep(half).await;
+            }
+            reply
+        }
         Some(Fault::TooManyRequests { retry_after, html }) => {
             let mut reply = if html {
                 Reply {
