@@ -3,6 +3,7 @@
 //! Output for people goes to stdout; refusals come back as errors that `main` prints in one line.
 
 mod admin;
+mod agent;
 mod projects;
 mod relay;
 mod settings;
@@ -74,6 +75,16 @@ pub enum Command {
     /// Look at relay files by hand.
     #[command(subcommand)]
     Relay(RelayCommand),
+    /// Run the agent inside Jira's network: claim commands from the hub, run them in Jira,
+    /// report (opens no database; --db is ignored).
+    Agent {
+        /// The agent's config (format: admin/agent.example.json).
+        #[arg(long)]
+        config: PathBuf,
+        /// One heartbeat, one claim, its commands executed and reported, then exit.
+        #[arg(long)]
+        once: bool,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -177,6 +188,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => crate::daemon::serve(&cli.db, args.into_options()),
         Command::Relay(RelayCommand::Inspect { path }) => relay::inspect(&cli.db, &path),
         Command::Relay(RelayCommand::Validate { path }) => relay::validate(&path),
+        Command::Agent { config, once } => agent::agent(&config, once),
     }
 }
 

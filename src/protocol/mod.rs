@@ -85,8 +85,11 @@ pub enum ResultStatus {
 /// several times its size.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Page {
+    /// How many issues of this refresh the agent sent before this page.
     pub start_at: u64,
-    pub total: u64,
+    /// The size of the whole result when Jira tells it; Jira Cloud's search does not (null).
+    #[serde(default)]
+    pub total: Option<u64>,
     /// Raw Jira issues as the search API returned them.
     #[schema(value_type = Vec<Object>)]
     pub issues: Vec<Box<RawValue>>,
@@ -181,6 +184,10 @@ pub struct ClaimedCommand {
     #[schema(value_type = Object)]
     pub params: Value,
     pub delivery: u32,
+    /// When the command's batch was enqueued (UTC RFC 3339), when the hub says: the agent's
+    /// duplicate search for a create looks back from there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enqueued_at: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -571,7 +578,7 @@ mod tests {
         };
         assert_eq!(r.results.len(), 3);
         assert_eq!(r.results[1].status, ResultStatus::Progress);
-        assert_eq!(r.results[1].page.as_ref().unwrap().total, 5234);
+        assert_eq!(r.results[1].page.as_ref().unwrap().total, Some(5234));
         let heartbeat = json!({"kind": "heartbeat", "id": "h", "agent": "a", "sent_at": "2026-11-29T10:00:00Z",
             "agent_version": "1.4.0", "jira_ok": false, "last_error": "401", "future_field": 1});
         assert!(matches!(
@@ -625,6 +632,38 @@ mod tests {
             decode_request(b"{\"kind\": \"claim\""),
             Err(DecodeError::Incomplete(_))
         ));
+    }
+
+    #[test]
+    fn a_cloud_page_has_no_total_and_a_claim_may_say_when_it_was_enqueued() {
+        for page in [
+            json!({"start_at": 100, "total": null, "issues": []}),
+            json!({"start_at": 100, "issues": []}),
+        ] {
+            let report = json!({"kind": "report", "id": "r1", "agent": "a", "sent_at": "2026-11-29T10:00:00Z",
+                "results": [{"command_id": 43, "delivery": 1, "status": "progress", "page": page}]});
+            let AgentRequest::Report(r) =
+                decode_request(&serde_json::to_vec(&report).unwrap()).unwrap()
+            else {
+                panic!()
+            };
+            assert_eq!(r.results[0].page.as_ref().unwrap().total, None);
+        }
+        let command: ClaimedCommand =
+            serde_json::from_value(json!({"id": 1, "batch_id": 1, "seq": 1,
+            "type": "comment", "params": {}, "delivery": 1, "enqueued_at": "2026-11-29T10:00:00Z"}))
+            .unwrap();
+        assert_eq!(command.enqueued_at.as_deref(), Some("2026-11-29T10:00:00Z"));
+        let older: ClaimedCommand = serde_json::from_value(
+            json!({"id": 1, "batch_id": 1, "seq": 1, "type": "comment", "params": {}, "delivery": 1}),
+        )
+        .unwrap();
+        assert_eq!(older.enqueued_at, None);
+        assert!(
+            !serde_json::to_string(&older)
+                .unwrap()
+                .contains("enqueued_at")
+        );
     }
 
     #[test]

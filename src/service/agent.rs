@@ -194,6 +194,8 @@ fn claim_in(tx: &Tx<'_>, claim: &ClaimRequest, now: &Now, streak: u32) -> Result
     let mut commands = Vec::with_capacity(ready.len());
     for (command, params) in ready {
         tx.mark_claimed(command.id, &now.text, &claim.envelope.agent, pause)?;
+        // The agent looks for an issue a lost create may have made no earlier than this.
+        let enqueued_at = tx.batch(command.batch_id)?.map(|batch| batch.created_at);
         if command.command_type == CommandType::Refresh.as_str()
             && tx.open_run(command.id)?.is_none()
         {
@@ -206,6 +208,7 @@ fn claim_in(tx: &Tx<'_>, claim: &ClaimRequest, now: &Now, streak: u32) -> Result
             command_type: command.command_type,
             params,
             delivery: command.deliveries + 1,
+            enqueued_at,
         });
     }
     if !commands.is_empty() {

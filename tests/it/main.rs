@@ -2,9 +2,11 @@
 #![allow(clippy::unwrap_used)] // a test that cannot unwrap has failed
 //! (migrations racing, a live WAL, exit codes), the service API where they do not.
 
+mod agent_e2e;
 mod batches;
 mod cli;
 mod crash;
+mod fake_jira;
 mod hostile;
 mod http;
 mod migrations;

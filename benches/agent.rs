@@ -1,0 +1,208 @@
+//! The agent end to end (`cargo bench --bench agent`): a full refresh of 25,000 issues from the
+//! simulated Jira (Data Center mode) through the real agent and the file relay into the real
+//! hub daemon, both release builds, measured against the fake's own page rate read directly in
+//! the same run (a plain loop of the same search pages: the baseline).
+//!
+//! Prints issues/s end to end and for the baseline, their ratio, the share of the end-to-end time
+//! spent outside the fake (agent + relay + hub; target <= 50%), and the agent's peak RSS (VmHWM,
+//! target < 100 MB). `BENCH_AGENT_ISSUES` changes the size.
+
+#[path = "../tests/it/fake_jira.rs"]
+mod fake_jira;
+
+use fake_jira::{FakeJira, Mode, PROJECT};
+use jira_hub::clock::SystemClock;
+use jira_hub::domain::command::BatchStatus;
+use jira_hub::service::Hub;
+use serde_json::{Value, json};
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+type Error = Box<dyn std::error::Error>;
+
+const LABEL: &str = "AWPCA";
+const PAGE: usize = 1000;
+
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn main() -> Result<(), Error> {
+    let n: usize = std::env::var("BENCH_AGENT_ISSUES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(25_000);
+    let fake = FakeJira::start(Mode::DataCenter);
+    fake.seed_issues(PROJECT, LABEL, n);
+
+    let (e2e, peak_rss) = end_to_end(&fake, n)?;
+    let baseline = baseline(&fake, n)?;
+    let e2e_rate = n as f64 / e2e.as_secs_f64();
+    let base_rate = n as f64 / baseline.as_secs_f64();
+    println!("refresh of {n} issues, Data Center fake, relay transport");
+    println!(
+        "  end to end (hub + agent + fake): {:>7.2} s  {e2e_rate:>8.0} issues/s",
+        e2e.as_secs_f64()
+    );
+    println!(
+        "  fake alone (same pages, direct): {:>7.2} s  {base_rate:>8.0} issues/s",
+        baseline.as_secs_f64()
+    );
+    println!("  end to end / fake alone = {:.2}", e2e_rate / base_rate);
+    let outside = 1.0 - baseline.as_secs_f64() / e2e.as_secs_f64();
+    println!(
+        "  time outside the fake (agent + relay + hub): {:.0}% (target <= 50%)",
+        outside * 100.0
+    );
+    println!(
+        "  agent peak RSS (VmHWM): {:.1} MB (target < 100 MB)",
+        peak_rss as f64 / 1_000_000.0
+    );
+    Ok(())
+}
+
+/// The same pages the agent reads (keyset, 1000 a page, every field), one request each.
+fn baseline(fake: &FakeJira, n: usize) -> Result<Duration, Error> {
+    let auth = fake_jira::basic_auth();
+    let base = format!("project = {PROJECT} AND labels in (\"{LABEL}\")");
+    let started = Instant::now();
+    let mut last: Option<u64> = None;
+    let mut seen = 0;
+    loop {
+        let jql = match last {
+            None => format!("{base} ORDER BY id ASC"),
+            Some(id) => format!("({base}) AND id > {id} ORDER BY id ASC"),
+        };
+        let path = format!(
+            "/rest/api/2/search?jql={}&startAt=0&maxResults={PAGE}&fields=*all",
+            fake_jira::encode(&jql)
+        );
+        let answer = fake_jira::call(
+            &fake.url(),
+            "GET",
+            &path,
+            Some(&auth),
+            None,
+            Duration::from_secs(60),
+        )?;
+        let page: Value = serde_json::from_str(&answer.body)?;
+        let issues = page["issues"].as_array().ok_or("no issues")?;
+        seen += issues.len();
+        if issues.len() < PAGE {
+            break;
+        }
+        last = issues
+            .last()
+            .and_then(|i| i["id"].as_str())
+            .and_then(|id| id.parse().ok());
+    }
+    if seen != n {
+        return Err(format!("baseline saw {seen} of {n}").into());
+    }
+    Ok(started.elapsed())
+}
+
+/// Hub daemon + agent over the relay: from enqueueing the refresh to the batch completed.
+fn end_to_end(fake: &FakeJira, n: usize) -> Result<(Duration, u64), Error> {
+    let dir = tempfile::tempdir()?;
+    let db = dir.path().join("data/hub.sqlite");
+    let (mut hub, _) = Hub::open(&db, Arc::new(SystemClock))?;
+    let config: Value =
+        serde_json::from_str(include_str!("../admin/jira-sync/config.example.json"))?;
+    hub.init_from_config(&config, false)?;
+    let relay = dir.path().join("relay");
+    for folder in ["inbox", "outbox", "archive", "rejected"] {
+        std::fs::create_dir_all(relay.join(folder))?;
+    }
+    let update = json!({"relay_dir": relay.display().to_string(), "auto_refresh_minutes": 0,
+        "pacing": {"min_interval_ms": 0, "claim_timeout_seconds": 60}});
+    hub.update_settings(update.as_object().ok_or("object")?)?;
+    let token = hub.tokens()?.ok_or("no tokens")?.agent;
+
+    let _daemon = daemon(&db)?;
+    let agent_config = dir.path().join("agent.json");
+    std::fs::write(
+        &agent_config,
+        serde_json::to_vec(&json!({
+            "jira_url": fake.url(), "jira_user": "agent", "jira_password": "secret",
+            "relay_dir": relay.display().to_string(), "agent_token": token, "name": "bench",
+            "idle_poll_ms": 50, "answer_timeout_seconds": 30, "request_timeout_seconds": 60,
+        }))?,
+    )?;
+    // The agent refuses nothing but warns about a config others can read.
+    std::fs::set_permissions(
+        &agent_config,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )?;
+    let agent = Process(
+        Command::new(env!("CARGO_BIN_EXE_jira-hub"))
+            .arg("agent")
+            .arg("--config")
+            .arg(&agent_config)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()?,
+    );
+    // Let the agent start (and its first idle claim go) before the clock runs.
+    std::thread::sleep(Duration::from_millis(500));
+
+    let started = Instant::now();
+    let batch = hub.enqueue_refresh(None, "bench")?;
+    loop {
+        let view = hub.batch(batch.id)?;
+        if view.status == BatchStatus::Completed {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(600) {
+            return Err(format!("the refresh did not complete: {view:?}").into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let elapsed = started.elapsed();
+    let peak = peak_rss(agent.0.id())?;
+    let mirrored = hub.project_issues(LABEL)?.len();
+    if mirrored != n {
+        return Err(format!("the mirror has {mirrored} of {n} issues").into());
+    }
+    Ok((elapsed, peak))
+}
+
+fn daemon(db: &Path) -> Result<Process, Error> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_jira-hub"))
+        .arg("--db")
+        .arg(db)
+        .args(["serve", "--listen", "127.0.0.1:0", "--relay-poll-ms", "50"])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let stdout = child.stdout.take().ok_or("stdout")?;
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    lines.next();
+    std::thread::spawn(move || for _ in lines {});
+    Ok(Process(child))
+}
+
+/// Peak resident memory (VmHWM) of a live process, in bytes.
+fn peak_rss(pid: u32) -> Result<u64, Error> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .ok_or("no VmHWM")?;
+    let kb: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .ok_or("VmHWM value")?
+        .parse()?;
+    Ok(kb * 1024)
+}

@@ -1,0 +1,608 @@
+//! The agent's configuration: the JSON file given to `jira-hub agent --config FILE`, the secrets
+//! that may come from the environment, from files or from systemd credentials, the defaults of
+//! every tunable, and [`Secret`], the newtype that keeps credentials out of logs and `Debug`.
+//!
+//! Unknown keys are ignored (with one warning listing them) so that the legacy sync tool's config
+//! (`admin/jira-sync/config.example.json`) loads as it is. Every refusal names the key at fault.
+
+use serde_json::{Map, Value};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A credential. Its `Debug` and `Display` never show the value; [`Secret::expose`] does, for
+/// the one place that puts it on the wire.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// How the agent logs in to Jira.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JiraAuth {
+    /// `jira_user` + `jira_password` (Jira Cloud takes an API token as the password).
+    Basic { user: String, password: Secret },
+    /// `jira_token`: a Data Center personal access token, sent as `Authorization: Bearer`.
+    Bearer(Secret),
+}
+
+/// How the agent reaches the hub.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HubTransport {
+    /// The shared folder (system.md §7), as the agent sees it.
+    Relay(PathBuf),
+    /// The hub's HTTP API, e.g. `https://hub.example.org:8740`.
+    Http(String),
+}
+
+/// Which Jira the agent talks to; `Auto` asks `serverInfo`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeploymentSetting {
+    Auto,
+    Server,
+    Cloud,
+}
+
+/// The agent's whole configuration, validated, defaults filled in.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// Jira's base URL, without a trailing `/`.
+    pub jira_url: String,
+    pub jira_auth: JiraAuth,
+    pub transport: HubTransport,
+    pub agent_token: Secret,
+    /// The agent instance's name (default: the host name).
+    pub name: String,
+    /// An extra PEM bundle of trusted roots, added to the system's.
+    pub ca_file: Option<PathBuf>,
+    pub connect_timeout: Duration,
+    pub request_timeout: Duration,
+    pub heartbeat: Duration,
+    /// How long to wait before the next claim when the queue was empty.
+    pub idle_poll: Duration,
+    /// Relay: a request with no answer after this long is written again when it left `inbox/`.
+    pub answer_timeout: Duration,
+    pub max_commands: u32,
+    pub page_size: u32,
+    pub max_retries: u32,
+    /// Cloud's search is eventually consistent: how long a duplicate check keeps looking for a
+    /// create of this process that timed out. `None`: 60 s on Cloud, 0 on Server/DC.
+    pub search_lag: Option<Duration>,
+    pub deployment: DeploymentSetting,
+}
+
+/// The environment the loader reads: variables and the systemd credentials folder. Tests pass
+/// their own.
+pub struct Environment<'a> {
+    pub var: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Environment<'_> {
+    fn get(&self, name: &str) -> Option<String> {
+        (self.var)(name).filter(|v| !v.is_empty())
+    }
+}
+
+/// Keys of the legacy sync config that the agent does not use; they are ignored silently.
+const LEGACY_KEYS: [&str; 20] = [
+    "project_key",
+    "base_jql",
+    "board_id",
+    "issue_type_task",
+    "issue_type_task_id",
+    "issue_type_epic",
+    "issue_type_epic_id",
+    "issue_type_bug",
+    "issue_type_bug_id",
+    "field_ids",
+    "priority_map",
+    "link_types",
+    "transitions_map",
+    "pacing",
+    "backup_keep",
+    "auto_refresh_minutes",
+    "sync_interval_seconds",
+    "log_file",
+    "closed_statuses",
+    "jira_login",
+];
+
+const KNOWN_KEYS: [&str; 25] = [
+    "jira_url",
+    "jira_user",
+    "jira_password",
+    "jira_password_file",
+    "jira_token",
+    "jira_token_file",
+    "agent_token",
+    "agent_token_file",
+    "relay_dir",
+    "hub_url",
+    "name",
+    "ca_file",
+    "connect_timeout_seconds",
+    "request_timeout_seconds",
+    "heartbeat_seconds",
+    "idle_poll_ms",
+    "answer_timeout_seconds",
+    "max_commands",
+    "page_size",
+    "max_retries",
+    "search_lag_seconds",
+    "deployment",
+    "$comment",
+    "_comment",
+    "comment",
+];
+
+/// A refusal of the config: which key and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {message}")]
+pub struct ConfigError {
+    pub key: String,
+    pub message: String,
+}
+
+fn refuse(key: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        key: key.to_string(),
+        message: message.into(),
+    }
+}
+
+impl AgentConfig {
+    /// Reads and validates the config file, taking secrets from the process's environment and
+    /// from `$CREDENTIALS_DIRECTORY`. Warns when the file is readable by group or others.
+    pub fn load(path: &Path) -> anyhow::Result<AgentConfig> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read the config {}: {e}", path.display()))?;
+        warn_if_readable_by_others(path);
+        let var = |name: &str| std::env::var(name).ok();
+        let config = Self::from_text(&text, &Environment { var: &var })
+            .map_err(|e| anyhow::anyhow!("config {}: {e}", path.display()))?;
+        Ok(config)
+    }
+
+    /// Parses and validates a config's text.
+    pub fn from_text(text: &str, env: &Environment<'_>) -> Result<AgentConfig, ConfigError> {
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| refuse("(file)", format!("not valid JSON: {e}")))?;
+        let Value::Object(map) = value else {
+            return Err(refuse("(file)", "expected a JSON object"));
+        };
+        let unknown: Vec<&str> = map
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !KNOWN_KEYS.contains(k) && !LEGACY_KEYS.contains(k))
+            .collect();
+        if !unknown.is_empty() {
+            tracing::warn!(keys = ?unknown, "unknown config keys are ignored");
+        }
+        Self::from_map(&map, env)
+    }
+
+    fn from_map(
+        map: &Map<String, Value>,
+        env: &Environment<'_>,
+    ) -> Result<AgentConfig, ConfigError> {
+        let jira_url = url(map, "jira_url")?.ok_or_else(|| {
+            refuse(
+                "jira_url",
+                "required (Jira's base URL, e.g. https://jira.example.org)",
+            )
+        })?;
+        let credentials = env.get("CREDENTIALS_DIRECTORY").map(PathBuf::from);
+        let secret = |key: &str, env_var: &str, file_key: &str, credential: &str| {
+            find_secret(
+                map,
+                env,
+                credentials.as_deref(),
+                key,
+                env_var,
+                file_key,
+                credential,
+            )
+        };
+        let jira_token = secret(
+            "jira_token",
+            "JIRA_HUB_AGENT_JIRA_TOKEN",
+            "jira_token_file",
+            "jira_token",
+        )?;
+        let user = string(map, "jira_user")?.or(string(map, "jira_login")?);
+        let jira_auth = match jira_token {
+            Some(token) => JiraAuth::Bearer(token),
+            None => {
+                let user = user.ok_or_else(|| {
+                    refuse(
+                        "jira_user",
+                        "required, with jira_password (or set jira_token)",
+                    )
+                })?;
+                let password = secret(
+                    "jira_password",
+                    "JIRA_HUB_AGENT_JIRA_PASSWORD",
+                    "jira_password_file",
+                    "jira_password",
+                )?
+                .ok_or_else(|| {
+                    refuse(
+                        "jira_password",
+                        "required with jira_user (or jira_password_file, $JIRA_HUB_AGENT_JIRA_PASSWORD, the credential jira_password)",
+                    )
+                })?;
+                JiraAuth::Basic { user, password }
+            }
+        };
+        let relay_dir = string(map, "relay_dir")?.or_else(|| env.get("JIRA_HUB_AGENT_RELAY_DIR"));
+        let hub_url = match url(map, "hub_url")? {
+            Some(u) => Some(u),
+            None => env.get("JIRA_HUB_AGENT_HUB_URL"),
+        };
+        let transport = match (relay_dir, hub_url) {
+            (Some(_), Some(_)) => {
+                return Err(refuse("hub_url", "give relay_dir or hub_url, not both"));
+            }
+            (Some(dir), None) => HubTransport::Relay(PathBuf::from(dir)),
+            (None, Some(url)) => HubTransport::Http(url.trim_end_matches('/').to_string()),
+            (None, None) => {
+                return Err(refuse(
+                    "relay_dir",
+                    "required: the shared folder (relay_dir) or the hub's URL (hub_url)",
+                ));
+            }
+        };
+        let agent_token = secret(
+            "agent_token",
+            "JIRA_HUB_AGENT_TOKEN",
+            "agent_token_file",
+            "agent_token",
+        )?
+        .ok_or_else(|| {
+            refuse(
+                "agent_token",
+                "required (or agent_token_file, $JIRA_HUB_AGENT_TOKEN, the credential agent_token): `jira-hub tokens` prints it",
+            )
+        })?;
+        let name = match string(map, "name")? {
+            Some(name) => name,
+            None => {
+                hostname().ok_or_else(|| refuse("name", "required: the host name is unknown"))?
+            }
+        };
+        if name.trim().is_empty() || name.chars().count() > 100 {
+            return Err(refuse("name", "expected 1 to 100 characters"));
+        }
+        let deployment = match string(map, "deployment")?.as_deref() {
+            None | Some("auto") => DeploymentSetting::Auto,
+            Some("server") | Some("datacenter") | Some("dc") => DeploymentSetting::Server,
+            Some("cloud") => DeploymentSetting::Cloud,
+            Some(other) => {
+                return Err(refuse(
+                    "deployment",
+                    format!("unknown {other:?}; expected \"auto\", \"server\" or \"cloud\""),
+                ));
+            }
+        };
+        let secs = |key: &str, default: u64, min: u64, max: u64| -> Result<Duration, ConfigError> {
+            Ok(Duration::from_secs(
+                integer(map, key, min, max)?.unwrap_or(default),
+            ))
+        };
+        Ok(AgentConfig {
+            jira_url: jira_url.trim_end_matches('/').to_string(),
+            jira_auth,
+            transport,
+            agent_token,
+            name,
+            ca_file: string(map, "ca_file")?.map(PathBuf::from),
+            connect_timeout: secs("connect_timeout_seconds", 10, 1, 3600)?,
+            request_timeout: secs("request_timeout_seconds", 60, 1, 3600)?,
+            heartbeat: secs("heartbeat_seconds", 60, 1, 86_400)?,
+            idle_poll: Duration::from_millis(
+                integer(map, "idle_poll_ms", 10, 3_600_000)?.unwrap_or(2000),
+            ),
+            answer_timeout: secs("answer_timeout_seconds", 60, 1, 86_400)?,
+            max_commands: integer(map, "max_commands", 1, 1000)?.unwrap_or(20) as u32,
+            page_size: integer(map, "page_size", 1, 5000)?.unwrap_or(1000) as u32,
+            max_retries: integer(map, "max_retries", 0, 100)?.unwrap_or(5) as u32,
+            search_lag: integer(map, "search_lag_seconds", 0, 3600)?.map(Duration::from_secs),
+            deployment,
+        })
+    }
+
+    /// The Jira base URL and the transport, for the start-up log line (no secrets).
+    pub fn describe(&self) -> String {
+        let transport = match &self.transport {
+            HubTransport::Relay(dir) => format!("relay {}", dir.display()),
+            HubTransport::Http(url) => format!("hub {url}"),
+        };
+        format!(
+            "agent {} → Jira {} via {transport}",
+            self.name, self.jira_url
+        )
+    }
+}
+
+fn string(map: &Map<String, Value>, key: &str) -> Result<Option<String>, ConfigError> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(refuse(key, "expected a string")),
+    }
+}
+
+fn url(map: &Map<String, Value>, key: &str) -> Result<Option<String>, ConfigError> {
+    let Some(value) = string(map, key)? else {
+        return Ok(None);
+    };
+    let value = value.trim().to_string();
+    if !(value.starts_with("http://") || value.starts_with("https://")) || value.contains(' ') {
+        return Err(refuse(key, "expected an http:// or https:// URL"));
+    }
+    Ok(Some(value))
+}
+
+fn integer(
+    map: &Map<String, Value>,
+    key: &str,
+    min: u64,
+    max: u64,
+) -> Result<Option<u64>, ConfigError> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => match value.as_u64() {
+            Some(n) if (min..=max).contains(&n) => Ok(Some(n)),
+            _ => Err(refuse(
+                key,
+                format!("expected an integer from {min} to {max}"),
+            )),
+        },
+    }
+}
+
+/// A secret, looked up in order: the environment variable, the `*_file` key, the systemd
+/// credential, the value in the config itself. A file's content is trimmed of its final newline.
+fn find_secret(
+    map: &Map<String, Value>,
+    env: &Environment<'_>,
+    credentials: Option<&Path>,
+    key: &str,
+    env_var: &str,
+    file_key: &str,
+    credential: &str,
+) -> Result<Option<Secret>, ConfigError> {
+    if let Some(value) = env.get(env_var) {
+        return Ok(Some(Secret::new(value)));
+    }
+    if let Some(file) = string(map, file_key)? {
+        let text = std::fs::read_to_string(&file)
+            .map_err(|e| refuse(file_key, format!("cannot read {file}: {e}")))?;
+        let text = text.trim_end_matches(['\n', '\r']).to_string();
+        if text.is_empty() {
+            return Err(refuse(file_key, format!("{file} is empty")));
+        }
+        return Ok(Some(Secret::new(text)));
+    }
+    if let Some(dir) = credentials {
+        let path = dir.join(credential);
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            let text = text.trim_end_matches(['\n', '\r']).to_string();
+            if !text.is_empty() {
+                return Ok(Some(Secret::new(text)));
+            }
+        }
+    }
+    Ok(string(map, key)?.map(Secret::new))
+}
+
+fn warn_if_readable_by_others(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(meta) = std::fs::metadata(path)
+        && meta.permissions().mode() & 0o077 != 0
+    {
+        tracing::warn!(
+            file = %path.display(),
+            mode = format!("{:o}", meta.permissions().mode() & 0o777),
+            "the agent's config may hold secrets and is readable by group or others: chmod 600 it"
+        );
+    }
+}
+
+/// The host name, from the kernel.
+fn hostname() -> Option<String> {
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    fn load(value: Value) -> Result<AgentConfig, ConfigError> {
+        AgentConfig::from_text(&value.to_string(), &Environment { var: &no_env })
+    }
+
+    fn minimal() -> Value {
+        json!({"jira_url": "http://127.0.0.1:9/", "jira_user": "agent", "jira_password": "secret",
+               "relay_dir": "/tmp/x/relay", "agent_token": "tok", "name": "agent-1"})
+    }
+
+    #[test]
+    fn defaults_and_the_e2e_shape() {
+        let mut value = minimal();
+        value["idle_poll_ms"] = json!(100);
+        value["answer_timeout_seconds"] = json!(5);
+        value["request_timeout_seconds"] = json!(2);
+        value["search_lag_seconds"] = json!(3);
+        let config = load(value).unwrap();
+        assert_eq!(config.jira_url, "http://127.0.0.1:9");
+        assert_eq!(config.transport, HubTransport::Relay("/tmp/x/relay".into()));
+        assert_eq!(config.idle_poll, Duration::from_millis(100));
+        assert_eq!(config.answer_timeout, Duration::from_secs(5));
+        assert_eq!(config.request_timeout, Duration::from_secs(2));
+        assert_eq!(config.search_lag, Some(Duration::from_secs(3)));
+        assert_eq!(config.connect_timeout, Duration::from_secs(10));
+        assert_eq!(config.heartbeat, Duration::from_secs(60));
+        assert_eq!(
+            (config.max_commands, config.page_size, config.max_retries),
+            (20, 1000, 5)
+        );
+        assert_eq!(config.deployment, DeploymentSetting::Auto);
+        let config = load(minimal()).unwrap();
+        assert_eq!(config.search_lag, None);
+        assert_eq!(config.idle_poll, Duration::from_millis(2000));
+    }
+
+    #[test]
+    fn refusals_name_the_key() {
+        for (key, value) in [
+            ("jira_url", json!(null)),
+            ("jira_url", json!("ftp://x")),
+            ("jira_password", json!(null)),
+            ("agent_token", json!(null)),
+            ("relay_dir", json!(null)),
+            ("idle_poll_ms", json!("fast")),
+            ("max_commands", json!(0)),
+            ("deployment", json!("onprem")),
+            ("name", json!(7)),
+        ] {
+            let mut config = minimal();
+            config[key] = value;
+            assert_eq!(load(config).unwrap_err().key, key);
+        }
+        let mut both = minimal();
+        both["hub_url"] = json!("http://hub:8740");
+        assert_eq!(load(both).unwrap_err().key, "hub_url");
+        assert_eq!(load(json!("x")).unwrap_err().key, "(file)");
+    }
+
+    #[test]
+    fn the_legacy_sync_config_loads_as_it_is() {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("admin/jira-sync/config.example.json");
+        let text = std::fs::read_to_string(path).unwrap();
+        let env = |name: &str| match name {
+            "JIRA_HUB_AGENT_RELAY_DIR" => Some("/srv/jira-bridge".to_string()),
+            "JIRA_HUB_AGENT_TOKEN" => Some("from-env".to_string()),
+            _ => None,
+        };
+        let config = AgentConfig::from_text(&text, &Environment { var: &env }).unwrap();
+        assert_eq!(config.jira_url, "https://jira.example.org");
+        assert_eq!(
+            config.jira_auth,
+            JiraAuth::Basic {
+                user: "svc-jira-sync".into(),
+                password: Secret::new("change-me")
+            }
+        );
+        assert_eq!(config.agent_token.expose(), "from-env");
+        // Without a transport it is refused naming the key to add.
+        assert_eq!(
+            AgentConfig::from_text(&text, &Environment { var: &no_env })
+                .unwrap_err()
+                .key,
+            "relay_dir"
+        );
+    }
+
+    #[test]
+    fn the_shipped_example_loads_with_credentials() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("jira_password"), "pw").unwrap();
+        std::fs::write(dir.path().join("agent_token"), "at").unwrap();
+        let credentials = dir.path().to_string_lossy().into_owned();
+        let env = move |name: &str| (name == "CREDENTIALS_DIRECTORY").then(|| credentials.clone());
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("admin/agent.example.json");
+        let text = std::fs::read_to_string(path).unwrap();
+        let config = AgentConfig::from_text(&text, &Environment { var: &env }).unwrap();
+        assert_eq!(
+            config.transport,
+            HubTransport::Relay("/srv/jira-bridge".into())
+        );
+        assert_eq!(config.agent_token.expose(), "at");
+        assert_eq!(config.name, "agent-1");
+    }
+
+    #[test]
+    fn secrets_from_env_files_and_credentials_never_show() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("jira_password"), "from-credential\n").unwrap();
+        std::fs::write(dir.path().join("token.txt"), "from-file\n").unwrap();
+        let credentials = dir.path().to_string_lossy().into_owned();
+        let env = move |name: &str| match name {
+            "CREDENTIALS_DIRECTORY" => Some(credentials.clone()),
+            "JIRA_HUB_AGENT_TOKEN" => Some("from-env".to_string()),
+            _ => None,
+        };
+        let mut value = minimal();
+        value["agent_token_file"] = json!(dir.path().join("token.txt"));
+        let config =
+            AgentConfig::from_text(&value.to_string(), &Environment { var: &env }).unwrap();
+        assert_eq!(
+            config.agent_token.expose(),
+            "from-env",
+            "the environment wins"
+        );
+        let JiraAuth::Basic { password, .. } = &config.jira_auth else {
+            panic!()
+        };
+        assert_eq!(
+            password.expose(),
+            "from-credential",
+            "the credential beats the inline value"
+        );
+        let shown = format!("{config:?}");
+        for secret in ["from-env", "from-credential", "secret", "tok"] {
+            assert!(
+                !shown.contains(&format!("\"{secret}\"")),
+                "{secret} in {shown}"
+            );
+        }
+        assert!(shown.contains("Secret(***)"));
+        value.as_object_mut().unwrap().remove("agent_token_file");
+        let config =
+            AgentConfig::from_text(&value.to_string(), &Environment { var: &no_env }).unwrap();
+        assert_eq!(config.agent_token.expose(), "tok");
+        value["jira_token"] = json!("pat");
+        let config =
+            AgentConfig::from_text(&value.to_string(), &Environment { var: &no_env }).unwrap();
+        assert_eq!(config.jira_auth, JiraAuth::Bearer(Secret::new("pat")));
+        value["agent_token_file"] = json!("/nonexistent/token");
+        assert_eq!(
+            AgentConfig::from_text(&value.to_string(), &Environment { var: &no_env })
+                .unwrap_err()
+                .key,
+            "agent_token_file"
+        );
+    }
+}

@@ -1,0 +1,167 @@
+//! The JQL the agent writes: quoting of values, the keyset form of a refresh query (paging by id
+//! instead of deep offsets), the duplicate check of a create, and URL encoding of query
+//! parameters. Only forms that both Jira and the simulated Jira of the tests understand:
+//! clauses joined by `AND`, one parenthesised group, `ORDER BY id ASC`.
+
+/// A JQL string literal: `"…"` with `"` and `\` escaped.
+pub fn quote(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() + 2);
+    out.push('"');
+    for c in value.chars() {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
+}
+
+/// The query without its `ORDER BY …` tail (outside quotes), trimmed.
+pub fn without_order_by(jql: &str) -> &str {
+    let bytes = jql.as_bytes();
+    let mut in_quote: Option<u8> = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        match in_quote {
+            Some(q) => {
+                if b == b'\\' {
+                    i += 1;
+                } else if b == q {
+                    in_quote = None;
+                }
+            }
+            None => {
+                if b == b'"' || b == b'\'' {
+                    in_quote = Some(b);
+                } else if (i == 0 || bytes[i - 1].is_ascii_whitespace() || bytes[i - 1] == b')')
+                    && is_order_by(&jql[i..])
+                {
+                    return jql[..i].trim();
+                }
+            }
+        }
+        i += 1;
+    }
+    jql.trim()
+}
+
+fn is_order_by(rest: &str) -> bool {
+    let mut words = rest.split_whitespace();
+    matches!(
+        (words.next(), words.next()),
+        (Some(a), Some(b)) if a.eq_ignore_ascii_case("order") && b.len() >= 2 && b[..2].eq_ignore_ascii_case("by")
+    )
+}
+
+/// One page's query of a keyset search: `(<jql without ORDER BY>) AND id > <last> ORDER BY id
+/// ASC`, or without the `id` clause for the first page.
+pub fn keyset(jql: &str, after_id: Option<u64>) -> String {
+    let base = without_order_by(jql);
+    let filter = if base.is_empty() {
+        String::new()
+    } else {
+        format!("({base})")
+    };
+    match (after_id, filter.is_empty()) {
+        (None, true) => "ORDER BY id ASC".to_string(),
+        (None, false) => format!("{filter} ORDER BY id ASC"),
+        (Some(id), true) => format!("id > {id} ORDER BY id ASC"),
+        (Some(id), false) => format!("{filter} AND id > {id} ORDER BY id ASC"),
+    }
+}
+
+/// The duplicate check of a create: this user's issues of the project created since
+/// `since_ms` (epoch milliseconds), with the first requested label when there is one.
+pub fn duplicates(project_key: &str, since_ms: i64, first_label: Option<&str>) -> String {
+    let mut jql = format!(
+        "project = {} AND reporter = currentUser() AND created >= {since_ms}",
+        project_clause_value(project_key)
+    );
+    if let Some(label) = first_label {
+        jql.push_str(&format!(" AND labels = {}", quote(label)));
+    }
+    jql
+}
+
+/// A project key as written in JQL: bare when it is a plain key, quoted otherwise.
+fn project_clause_value(key: &str) -> String {
+    if !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        key.to_string()
+    } else {
+        quote(key)
+    }
+}
+
+/// Percent-encoding of a query parameter's value (everything but RFC 3986's unreserved).
+pub fn encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() * 3);
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting() {
+        assert_eq!(quote("AWPCA"), r#""AWPCA""#);
+        assert_eq!(quote(r#"a"b\c"#), r#""a\"b\\c""#);
+        assert_eq!(quote("Метка"), "\"Метка\"");
+    }
+
+    #[test]
+    fn order_by_goes_and_keyset_comes() {
+        let jql = r#"project = AURORA AND labels in ("AWPCA", "STOCKS") ORDER BY key ASC"#;
+        assert_eq!(
+            without_order_by(jql),
+            r#"project = AURORA AND labels in ("AWPCA", "STOCKS")"#
+        );
+        assert_eq!(
+            without_order_by(r#"labels = "x order by y" order   by id"#),
+            r#"labels = "x order by y""#
+        );
+        assert_eq!(without_order_by("project = A"), "project = A");
+        assert_eq!(
+            without_order_by("(project = A)ORDER BY id"),
+            "(project = A)"
+        );
+        assert_eq!(without_order_by("reorder = 1"), "reorder = 1");
+        assert_eq!(
+            keyset(jql, None),
+            r#"(project = AURORA AND labels in ("AWPCA", "STOCKS")) ORDER BY id ASC"#
+        );
+        assert_eq!(
+            keyset(jql, Some(10_500)),
+            r#"(project = AURORA AND labels in ("AWPCA", "STOCKS")) AND id > 10500 ORDER BY id ASC"#
+        );
+        assert_eq!(keyset("ORDER BY key", Some(3)), "id > 3 ORDER BY id ASC");
+    }
+
+    #[test]
+    fn duplicate_check() {
+        assert_eq!(
+            duplicates("AURORA", 1_764_000_000_000, Some(r#"A"B"#)),
+            r#"project = AURORA AND reporter = currentUser() AND created >= 1764000000000 AND labels = "A\"B""#
+        );
+        assert_eq!(
+            duplicates("AURORA", 5, None),
+            "project = AURORA AND reporter = currentUser() AND created >= 5"
+        );
+    }
+
+    #[test]
+    fn url_encoding() {
+        assert_eq!(encode(r#"a = "b c"&x"#), "a%20%3D%20%22b%20c%22%26x");
+        assert_eq!(encode("*all"), "%2Aall");
+        assert_eq!(encode("я"), "%D1%8F");
+    }
+}

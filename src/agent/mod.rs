@@ -1,0 +1,310 @@
+//! The agent (`jira-hub agent --config FILE`): the program inside Jira's network. It heartbeats,
+//! claims commands from the hub (through the shared folder or the hub's HTTP API), runs them
+//! against Jira one paced call at a time, and reports each result as soon as it is known.
+//!
+//! It shares only the wire types ([`crate::protocol`]) and pure rules ([`crate::domain`]) with
+//! the hub: it never touches the hub's store, service, relay or HTTP server.
+//!
+//! - [`config`]: the config file, secrets, defaults.
+//! - `net`: the HTTP client (TLS roots, proxy, timeouts).
+//! - `jira_api`: paced Jira calls, retries, error words, the two searches.
+//! - `jql`: the JQL the agent writes.
+//! - `commands`: what each command does in Jira, without duplicates.
+//! - `transport`: the relay folder and HTTP ways to the hub.
+
+pub mod commands;
+pub mod config;
+pub mod jira_api;
+pub mod jql;
+pub mod net;
+pub mod transport;
+
+pub use config::AgentConfig;
+
+use crate::protocol::{ClaimedCommand, CommandResult, Page, ResultStatus};
+use commands::{AgentSettings, Executor, Outcome};
+use config::JiraAuth;
+use jira_api::{Jira, JiraError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use transport::{HubLink, LinkError};
+
+/// Runs the agent until `shutdown` is set: heartbeats, claims, executes, reports.
+pub fn run(config: AgentConfig, shutdown: Arc<AtomicBool>) -> anyhow::Result<()> {
+    Agent::new(&config, shutdown)?.run(false)
+}
+
+/// One cycle: a heartbeat, a claim, its commands executed and reported; then returns.
+pub fn run_once(config: AgentConfig, shutdown: Arc<AtomicBool>) -> anyhow::Result<()> {
+    Agent::new(&config, shutdown)?.run(true)
+}
+
+/// Tells systemd's watchdog the agent is alive (at most once a second; nothing without systemd).
+pub(crate) fn alive() {
+    static LAST: Mutex<Option<Instant>> = Mutex::new(None);
+    if std::env::var_os("NOTIFY_SOCKET").is_none() {
+        return;
+    }
+    let Ok(mut last) = LAST.lock() else { return };
+    if last.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+        let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Watchdog]);
+        *last = Some(Instant::now());
+    }
+}
+
+struct Agent {
+    jira: Jira,
+    hub: HubLink,
+    shutdown: Arc<AtomicBool>,
+    settings: AgentSettings,
+    settings_version: i64,
+    last_error: Option<String>,
+    last_heartbeat: Option<Instant>,
+    heartbeat_every: Duration,
+    idle_poll: Duration,
+    max_commands: u32,
+    page_size: u32,
+    max_retries: u32,
+    search_lag: Option<Duration>,
+}
+
+impl Agent {
+    fn new(config: &AgentConfig, shutdown: Arc<AtomicBool>) -> anyhow::Result<Agent> {
+        let client = net::Client::new(config)?;
+        let authorization = match &config.jira_auth {
+            JiraAuth::Basic { user, password } => net::basic_auth(user, password.expose()),
+            JiraAuth::Bearer(token) => format!("Bearer {}", token.expose()),
+        };
+        let jira = Jira::new(
+            client.clone(),
+            &config.jira_url,
+            config::Secret::new(authorization),
+            config.deployment,
+            config.max_retries,
+            shutdown.clone(),
+        );
+        let hub = HubLink::new(config, client, shutdown.clone());
+        tracing::info!(version = transport::AGENT_VERSION, "{}", config.describe());
+        Ok(Agent {
+            jira,
+            hub,
+            shutdown,
+            settings: AgentSettings::default(),
+            settings_version: 0,
+            last_error: None,
+            last_heartbeat: None,
+            heartbeat_every: config.heartbeat,
+            idle_poll: config.idle_poll,
+            max_commands: config.max_commands,
+            page_size: config.page_size,
+            max_retries: config.max_retries,
+            search_lag: config.search_lag,
+        })
+    }
+
+    fn stopping(&self) -> bool {
+        self.shutdown.load(Ordering::SeqCst)
+    }
+
+    fn run(mut self, once: bool) -> anyhow::Result<()> {
+        let mut ready = false;
+        while !self.stopping() {
+            alive();
+            if self
+                .last_heartbeat
+                .is_none_or(|t| t.elapsed() >= self.heartbeat_every)
+            {
+                self.heartbeat();
+                if !ready {
+                    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+                    ready = true;
+                }
+            }
+            let worked = self.cycle();
+            if once {
+                break;
+            }
+            if !worked {
+                let stop = self.shutdown.clone();
+                net::sleep_unless(self.idle_poll, &|| {
+                    alive();
+                    stop.load(Ordering::SeqCst)
+                });
+            }
+        }
+        let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
+        tracing::info!("the agent stops");
+        Ok(())
+    }
+
+    /// `serverInfo` for `jira_ok`, then the heartbeat message.
+    fn heartbeat(&mut self) {
+        self.last_heartbeat = Some(Instant::now());
+        let jira_ok = match self.jira.server_info(false) {
+            Ok(()) => true,
+            Err(JiraError::Stopped) => return,
+            Err(error) => {
+                tracing::warn!(%error, "Jira does not answer serverInfo");
+                self.last_error = Some(format!("serverInfo: {error}"));
+                false
+            }
+        };
+        self.jira.take_counters();
+        match self.hub.heartbeat(jira_ok, self.last_error.clone()) {
+            Ok(()) => {
+                if jira_ok {
+                    self.last_error = None;
+                }
+            }
+            Err(LinkError::Stopped) => {}
+            Err(error) => tracing::warn!(%error, "heartbeat"),
+        }
+    }
+
+    /// One claim and its commands. Returns whether there was work.
+    fn cycle(&mut self) -> bool {
+        let answer = match self.hub.claim(self.settings_version, self.max_commands) {
+            Ok(answer) => answer,
+            Err(LinkError::Stopped) => return false,
+            Err(error) => {
+                tracing::warn!(%error, "claim");
+                self.last_error = Some(error.to_string());
+                return false;
+            }
+        };
+        if let Some(settings) = &answer.settings {
+            self.settings = AgentSettings::from_value(settings);
+            self.settings_version = answer.settings_version;
+            self.jira.set_min_interval(Duration::from_millis(u64::from(
+                self.settings.pacing.min_interval_ms,
+            )));
+            tracing::info!(
+                settings_version = self.settings_version,
+                "settings from the hub"
+            );
+        }
+        if answer.pause_seconds > 0 {
+            tracing::info!(
+                pause_seconds = answer.pause_seconds,
+                "the hub asks for a pause before the next Jira call"
+            );
+            self.jira
+                .pause(Duration::from_secs(u64::from(answer.pause_seconds)));
+        }
+        if answer.commands.is_empty() {
+            return false;
+        }
+        for command in &answer.commands {
+            if self
+                .last_heartbeat
+                .is_none_or(|t| t.elapsed() >= self.heartbeat_every)
+            {
+                self.heartbeat();
+            }
+            if self.stopping() {
+                tracing::info!(
+                    command = command.id,
+                    "stopping: the command is left for the hub to hand out again"
+                );
+                break;
+            }
+            self.execute(command);
+        }
+        true
+    }
+
+    fn execute(&mut self, command: &ClaimedCommand) {
+        tracing::info!(command = command.id, r#type = %command.command_type, delivery = command.delivery, "executing");
+        self.jira.take_counters();
+        let hub = &self.hub;
+        let mut start_at = 0u64;
+        let outcome = {
+            let jira = &mut self.jira;
+            // Pages are reported through the hub as they come, each with the calls made so far.
+            let counters = jira.counters_handle();
+            let mut executor = Executor {
+                jira,
+                settings: &self.settings,
+                page_size: self.page_size,
+                max_retries: self.max_retries,
+                search_lag: self.search_lag,
+            };
+            let mut on_page = |page: jira_api::SearchPage| -> Result<(), JiraError> {
+                let count = page.issues.len() as u64;
+                let spent = counters.take();
+                let result = CommandResult {
+                    command_id: command.id,
+                    delivery: command.delivery,
+                    status: ResultStatus::Progress,
+                    result: None,
+                    error: None,
+                    jira_calls: spent.calls,
+                    rate_limited: spent.rate_limited,
+                    finished_at: None,
+                    page: Some(Page {
+                        start_at,
+                        total: page.total,
+                        issues: page.issues,
+                    }),
+                };
+                match hub.report(vec![result]) {
+                    Ok(answer) => {
+                        if let Some(ignored) =
+                            answer.ignored.iter().find(|i| i.command_id == command.id)
+                        {
+                            return Err(JiraError::Unavailable(format!(
+                                "the hub no longer takes this refresh: {}",
+                                ignored.reason
+                            )));
+                        }
+                    }
+                    Err(LinkError::Stopped) => return Err(JiraError::Stopped),
+                    Err(error) => return Err(JiraError::Unavailable(error.to_string())),
+                }
+                start_at += count;
+                Ok(())
+            };
+            executor.execute(command, &mut on_page)
+        };
+        let spent = self.jira.take_counters();
+        let (status, result, error) = match outcome {
+            Outcome::Done(value) => (ResultStatus::Done, Some(value), None),
+            Outcome::Failed(message) => {
+                tracing::warn!(command = command.id, error = %message, "command failed");
+                (ResultStatus::Failed, None, Some(message))
+            }
+            Outcome::Stopped => {
+                tracing::info!(
+                    command = command.id,
+                    "stopping: the command is left for the hub to hand out again"
+                );
+                return;
+            }
+        };
+        let finished_at = crate::domain::time::format_utc(time::OffsetDateTime::now_utc());
+        let report = CommandResult {
+            command_id: command.id,
+            delivery: command.delivery,
+            status,
+            result,
+            error,
+            jira_calls: spent.calls,
+            rate_limited: spent.rate_limited,
+            finished_at: Some(finished_at),
+            page: None,
+        };
+        match self.hub.report(vec![report]) {
+            Ok(answer) => {
+                for ignored in &answer.ignored {
+                    tracing::info!(command = ignored.command_id, reason = %ignored.reason, "the hub ignored a result");
+                }
+                tracing::info!(command = command.id, ?status, "reported");
+            }
+            Err(error) => {
+                tracing::warn!(command = command.id, %error, "the report was not acknowledged");
+                self.last_error = Some(error.to_string());
+            }
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! The agent's HTTP client (ureq, blocking): TLS with the system's roots plus an optional PEM
+//! bundle, the proxy from `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY`, timeouts, and one answer type
+//! whatever the status. It also sorts failures into "the request never left" (safe to repeat)
+//! and "it may have reached the server" (a write must be checked before it is repeated).
+
+use super::config::AgentConfig;
+use std::time::Duration;
+
+/// The largest answer body read (a search page of 1,000 issues with every field fits).
+const MAX_BODY_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// An HTTP answer, whatever its status.
+pub struct Reply {
+    pub status: u16,
+    /// `Retry-After`, as sent.
+    pub retry_after: Option<String>,
+    pub content_type: String,
+    pub body: Vec<u8>,
+}
+
+/// Why a request got no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetError {
+    /// The request cannot have reached the server (no connection was made).
+    NotSent(String),
+    /// The connection dropped or timed out after the request may have been received.
+    Ambiguous(String),
+}
+
+impl std::fmt::Display for NetError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NetError::NotSent(e) => write!(f, "no connection: {e}"),
+            NetError::Ambiguous(e) => write!(f, "no answer: {e}"),
+        }
+    }
+}
+
+/// A configured client, shared by the Jira calls and the hub's HTTP transport.
+#[derive(Clone)]
+pub struct Client {
+    agent: ureq::Agent,
+}
+
+impl Client {
+    pub fn new(config: &AgentConfig) -> anyhow::Result<Client> {
+        use ureq::tls::{Certificate, RootCerts, TlsConfig};
+        let mut roots: Vec<Certificate<'static>> = Vec::new();
+        let native = rustls_native_certs::load_native_certs();
+        for error in &native.errors {
+            tracing::warn!(%error, "a system root certificate could not be loaded");
+        }
+        roots.extend(
+            native
+                .certs
+                .iter()
+                .map(|der| Certificate::from_der(der.as_ref()).to_owned()),
+        );
+        if let Some(ca_file) = &config.ca_file {
+            let pem = std::fs::read(ca_file)
+                .map_err(|e| anyhow::anyhow!("ca_file: cannot read {}: {e}", ca_file.display()))?;
+            let before = roots.len();
+            for item in ureq::tls::parse_pem(&pem) {
+                match item {
+                    Ok(ureq::tls::PemItem::Certificate(cert)) => roots.push(cert),
+                    Ok(_) => {}
+                    Err(e) => {
+                        anyhow::bail!("ca_file: {} is not a PEM bundle: {e}", ca_file.display())
+                    }
+                }
+            }
+            if roots.len() == before {
+                anyhow::bail!("ca_file: {} holds no certificate", ca_file.display());
+            }
+        }
+        let root_certs = if roots.is_empty() {
+            tracing::warn!("no system root certificates found: using the built-in Mozilla roots");
+            RootCerts::WebPki
+        } else {
+            RootCerts::new_with_certs(&roots)
+        };
+        let tls = TlsConfig::builder().root_certs(root_certs).build();
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .tls_config(tls)
+            .proxy(ureq::Proxy::try_from_env())
+            .timeout_connect(Some(config.connect_timeout))
+            .timeout_global(Some(config.request_timeout))
+            .max_redirects(0)
+            .user_agent(format!("jira-hub-agent/{}", env!("CARGO_PKG_VERSION")))
+            .build()
+            .new_agent();
+        Ok(Client { agent })
+    }
+
+    /// Sends one request and reads the whole answer.
+    pub fn send(
+        &self,
+        method: &str,
+        url: &str,
+        authorization: &str,
+        body: Option<&[u8]>,
+    ) -> Result<Reply, NetError> {
+        let outcome = match (method, body) {
+            ("GET", _) => self
+                .agent
+                .get(url)
+                .header("Authorization", authorization)
+                .header("Accept", "application/json")
+                .call(),
+            ("DELETE", _) => self
+                .agent
+                .delete(url)
+                .header("Authorization", authorization)
+                .call(),
+            (method, body) => {
+                let request = match method {
+                    "PUT" => self.agent.put(url),
+                    _ => self.agent.post(url),
+                };
+                request
+                    .header("Authorization", authorization)
+                    .header("Accept", "application/json")
+                    .header("Content-Type", "application/json")
+                    .send(body.unwrap_or(b"{}"))
+            }
+        };
+        let mut response = outcome.map_err(classify)?;
+        let status = response.status().as_u16();
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let retry_after = header("retry-after");
+        let content_type = header("content-type").unwrap_or_default();
+        let body = response
+            .body_mut()
+            .with_config()
+            .limit(MAX_BODY_BYTES)
+            .read_to_vec()
+            .map_err(|e| NetError::Ambiguous(e.to_string()))?;
+        Ok(Reply {
+            status,
+            retry_after,
+            content_type,
+            body,
+        })
+    }
+}
+
+fn classify(error: ureq::Error) -> NetError {
+    use ureq::Error as E;
+    let text = error.to_string();
+    match error {
+        E::HostNotFound | E::ConnectionFailed | E::BadUri(_) | E::InvalidProxyUrl => {
+            NetError::NotSent(text)
+        }
+        E::ConnectProxyFailed(_) | E::Tls(_) | E::Rustls(_) | E::Pem(_) => NetError::NotSent(text),
+        E::Timeout(ureq::Timeout::Resolve | ureq::Timeout::Connect) => NetError::NotSent(text),
+        E::Timeout(_) => NetError::Ambiguous(text),
+        E::Io(io) => match io.kind() {
+            std::io::ErrorKind::ConnectionRefused
+            | std::io::ErrorKind::AddrNotAvailable
+            | std::io::ErrorKind::NotFound => NetError::NotSent(text),
+            _ => NetError::Ambiguous(text),
+        },
+        _ => NetError::Ambiguous(text),
+    }
+}
+
+/// `Authorization: Basic …` for a user and password.
+pub fn basic_auth(user: &str, password: &str) -> String {
+    format!("Basic {}", base64(format!("{user}:{password}").as_bytes()))
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Sleeps `total` in short steps, stopping early when `stop` says so. Returns false when stopped.
+pub fn sleep_unless(total: Duration, stop: &dyn Fn() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + total;
+    loop {
+        if stop() {
+            return false;
+        }
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            return true;
+        }
+        std::thread::sleep((deadline - now).min(Duration::from_millis(100)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn basic_auth_is_base64() {
+        assert_eq!(
+            basic_auth("Aladdin", "open sesame"),
+            "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ=="
+        );
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+    }
+}

@@ -1,0 +1,21 @@
+//! `jira-hub agent --config FILE [--once]`: loads the agent's config, turns SIGTERM/SIGINT into a
+//! clean stop, and runs [`crate::agent`]. Opens no database.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+pub fn agent(config: &Path, once: bool) -> anyhow::Result<ExitCode> {
+    let config = crate::agent::AgentConfig::load(config)?;
+    let shutdown = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(signal, shutdown.clone())?;
+    }
+    if once {
+        crate::agent::run_once(config, shutdown)?;
+    } else {
+        crate::agent::run(config, shutdown)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

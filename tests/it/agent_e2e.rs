@@ -1,0 +1,442 @@
+//! End to end: the real hub daemon, the real agent binary (`jira-hub agent`), the simulated Jira
+//! (`fake_jira.rs`), over the file relay and over HTTP. Every wait is bounded; nothing asserts on
+//! how fast things went.
+
+use crate::fake_jira::{EPIC_LINK_FIELD, Endpoint, FakeJira, Fault, Mode, PROJECT};
+use crate::support::*;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime};
+
+/// Generous: debug builds on two cores, tests in parallel.
+const WAIT: Duration = Duration::from_secs(150);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Transport {
+    Relay,
+    Http,
+}
+
+/// A running `jira-hub agent`, killed (SIGKILL) when dropped.
+struct AgentProcess(std::process::Child);
+
+impl Drop for AgentProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Hub daemon + fake Jira + agent, in one temp dir.
+struct Stack {
+    dir: TestDir,
+    daemon: Daemon,
+    client_token: String,
+    fake: FakeJira,
+    config: PathBuf,
+    log: PathBuf,
+    agent: Option<AgentProcess>,
+}
+
+impl Stack {
+    fn start(mode: Mode, transport: Transport) -> Stack {
+        let dir = TestDir::in_memory_fs();
+        let (mut hub, relay, agent_token) = relay_hub(&dir);
+        // The fake's workflow and link types; fast pacing, short claim timeouts, short backoff.
+        set_settings(
+            &mut hub,
+            json!({
+                "transitions_map": {"В работе": "11", "Готово": "21", "Снято": "31"},
+                "link_types": {"blocks": "Blocker", "relates": "Related", "duplicates": "Duplicate"},
+                "pacing": {"min_interval_ms": 0, "max_commands_per_claim": 50,
+                           "claim_timeout_seconds": 10, "max_deliveries": 10,
+                           "backoff_initial_seconds": 1, "backoff_max_seconds": 2},
+            }),
+        );
+        let client_token = hub.tokens().unwrap().unwrap().client;
+        drop(hub);
+        let daemon = Daemon::start(&dir.db(), &[]);
+        let fake = FakeJira::start(mode);
+        let mut config = json!({
+            "jira_url": fake.url(), "jira_user": "agent", "jira_password": "secret",
+            "agent_token": agent_token, "name": "agent-1", "idle_poll_ms": 100,
+            "answer_timeout_seconds": 5, "request_timeout_seconds": 2, "search_lag_seconds": 3,
+        });
+        match transport {
+            Transport::Relay => config["relay_dir"] = relay.display().to_string().into(),
+            Transport::Http => config["hub_url"] = format!("http://{}", daemon.address).into(),
+        }
+        let path = dir.path().join("agent.json");
+        std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        let log = dir.path().join("agent.log");
+        Stack {
+            dir,
+            daemon,
+            client_token,
+            fake,
+            config: path,
+            log,
+            agent: None,
+        }
+    }
+
+    fn spawn_agent(&mut self) -> u32 {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_jira-hub"))
+            .arg("agent")
+            .arg("--config")
+            .arg(&self.config)
+            .current_dir(self.dir.path())
+            .env_remove("JIRA_HUB_DB")
+            .env("RUST_LOG", "info")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start the agent");
+        let pid = child.id();
+        self.agent = Some(AgentProcess(child));
+        pid
+    }
+
+    /// `kill -9`: no chance to finish anything.
+    fn kill_agent(&mut self) {
+        self.agent = None;
+    }
+
+    fn client(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        http(
+            &self.daemon.address,
+            method,
+            path,
+            Some(&self.client_token),
+            body.as_ref(),
+        )
+    }
+
+    fn enqueue(&self, batch: Value) -> i64 {
+        let (status, view) = self.client("POST", "/batches", Some(batch));
+        assert_eq!(status, 201, "{view}");
+        view["id"].as_i64().unwrap()
+    }
+
+    fn refresh(&self) -> i64 {
+        let (status, view) = self.client("POST", "/refresh", Some(json!({})));
+        assert_eq!(status, 201, "{view}");
+        view["id"].as_i64().unwrap()
+    }
+
+    fn batch(&self, id: i64) -> Value {
+        let (status, view) = self.client("GET", &format!("/batches/{id}"), None);
+        assert_eq!(status, 200, "{view}");
+        view
+    }
+
+    /// Waits until the batch is `completed`; panics with the batch and the agent's log if not.
+    fn wait_completed(&self, id: i64) -> Value {
+        let started = Instant::now();
+        loop {
+            let view = self.batch(id);
+            if view["status"] == "completed" {
+                return view;
+            }
+            if started.elapsed() > WAIT || view["status"] == "cancelled" {
+                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+                let tail: String = log
+                    .lines()
+                    .rev()
+                    .take(40)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                panic!("batch {id} did not complete: {view:#}\nagent log tail:\n{tail}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn mirror(&self, label: &str) -> Vec<Value> {
+        let (status, issues) = self.client("GET", &format!("/projects/{label}/issues"), None);
+        assert_eq!(status, 200, "{issues}");
+        issues.as_array().unwrap().clone()
+    }
+}
+
+/// Epic → task in it → transition → link → comment, each step on the result of the one before.
+fn plan(tag: &str) -> Value {
+    json!({"title": format!("план {tag}"), "author": "ivanov", "project": "AWPCA", "commands": [
+        {"type": "ensure_issue", "params": {"issue_type": "epic", "summary": format!("Эпик {tag}")}},
+        {"type": "ensure_issue", "params": {"issue_type": "task", "summary": format!("Задача {tag}"),
+            "description": "сделать и проверить", "epic_key": {"$result": "key"}}, "depends_on": 1},
+        {"type": "transition", "params": {"key": {"$result": "key"}, "status": "В работе"}, "depends_on": 2},
+        {"type": "link", "params": {"from": {"$result": "key"}, "to": format!("{PROJECT}-1"), "type": "blocks"}, "depends_on": 2},
+        {"type": "comment", "params": {"key": {"$result": "key"}, "body": format!("Комментарий {tag}")}, "depends_on": 2},
+    ]})
+}
+
+/// Every effect of [`plan`] is in Jira exactly once; returns (epic, task).
+fn assert_landed_once(fake: &FakeJira, tag: &str, view: &Value) -> (String, String) {
+    for command in view["commands"].as_array().unwrap() {
+        assert!(
+            command["status"] == "done" || command["status"] == "confirmed_by_state",
+            "{command:#}"
+        );
+    }
+    let epics = fake.keys_with_summary(&format!("Эпик {tag}"));
+    let tasks = fake.keys_with_summary(&format!("Задача {tag}"));
+    assert_eq!(epics.len(), 1, "one epic: {epics:?}");
+    assert_eq!(tasks.len(), 1, "one task: {tasks:?}");
+    let (epic, task) = (epics[0].clone(), tasks[0].clone());
+    let issue = fake.issue(&task).unwrap();
+    assert_eq!(issue["fields"]["issuetype"]["name"], "Задача");
+    assert_eq!(
+        fake.issue(&epic).unwrap()["fields"]["issuetype"]["name"],
+        "Эпик"
+    );
+    assert_eq!(
+        issue["fields"][EPIC_LINK_FIELD],
+        epic.as_str(),
+        "in its epic"
+    );
+    assert!(
+        issue["fields"]["labels"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("AWPCA")),
+        "the project's label: {}",
+        issue["fields"]["labels"]
+    );
+    assert_eq!(fake.status_of(&task).unwrap(), "В работе");
+    let links: Vec<_> = fake
+        .links()
+        .into_iter()
+        .filter(|l| l.source == task || l.target == task)
+        .collect();
+    assert_eq!(links.len(), 1, "one link: {links:?}");
+    assert_eq!(
+        (
+            links[0].type_name.as_str(),
+            links[0].source.as_str(),
+            links[0].target.as_str()
+        ),
+        ("Blocker", task.as_str(), format!("{PROJECT}-1").as_str()),
+        "the task blocks {PROJECT}-1, not the other way round"
+    );
+    let comments = fake.comments(&task);
+    assert_eq!(comments.len(), 1, "one comment: {comments:?}");
+    assert_eq!(comments[0]["body"], format!("Комментарий {tag}").as_str());
+    (epic, task)
+}
+
+fn batch_lands_and_refresh_mirrors(transport: Transport) {
+    let mut stack = Stack::start(Mode::DataCenter, transport);
+    stack.fake.seed_issues(PROJECT, "AWPCA", 1);
+    stack.spawn_agent();
+    let tag = format!("{transport:?}");
+    let id = stack.enqueue(plan(&tag));
+    let view = stack.wait_completed(id);
+    let (epic, task) = assert_landed_once(&stack.fake, &tag, &view);
+    assert_eq!(view["commands"][1]["result"]["created"], true);
+
+    let refresh = stack.refresh();
+    stack.wait_completed(refresh);
+    let mirror = stack.mirror("AWPCA");
+    let mut keys: Vec<&str> = mirror.iter().map(|i| i["key"].as_str().unwrap()).collect();
+    keys.sort();
+    let mut expected = vec![format!("{PROJECT}-1"), epic, task.clone()];
+    expected.sort();
+    assert_eq!(keys, expected);
+    let (_, issue) = stack.client("GET", &format!("/issues/{task}"), None);
+    assert_eq!(issue["status"], "В работе", "{issue:#}");
+}
+
+#[test]
+fn a_batch_lands_once_and_a_refresh_mirrors_it_over_the_relay() {
+    batch_lands_and_refresh_mirrors(Transport::Relay);
+}
+
+#[test]
+fn a_batch_lands_once_and_a_refresh_mirrors_it_over_http() {
+    batch_lands_and_refresh_mirrors(Transport::Http);
+}
+
+/// A small xorshift, seeded from the clock and printed, so that a failure can be replayed.
+struct Random(u64);
+
+impl Random {
+    fn new() -> Random {
+        let seed = std::env::var("E2E_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                SystemTime::now()
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as u64
+                    | 1
+            });
+        eprintln!("E2E_SEED={seed}");
+        Random(seed)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+#[test]
+fn killed_agents_and_dropped_connections_leave_every_effect_once() {
+    let mut stack = Stack::start(Mode::DataCenter, Transport::Relay);
+    stack.fake.seed_issues(PROJECT, "AWPCA", 1);
+    // Every write is applied and then its answer lost, once each.
+    stack
+        .fake
+        .fault(Endpoint::CreateIssue, Fault::DropAfterApply, 2);
+    stack
+        .fake
+        .fault(Endpoint::DoTransition, Fault::DropAfterApply, 1);
+    stack
+        .fake
+        .fault(Endpoint::CreateLink, Fault::DropAfterApply, 1);
+    stack
+        .fake
+        .fault(Endpoint::AddComment, Fault::DropAfterApply, 1);
+    stack.fake.set_latency(Duration::from_millis(100));
+    let id = stack.enqueue(plan("chaos"));
+    let mut random = Random::new();
+    // Each Jira call takes 100 ms, so the batch takes seconds: kills land at its start, amid its
+    // writes (applied, unanswered), or after.
+    let mut kills_mid_batch = 0;
+    for _ in 0..5 {
+        stack.spawn_agent();
+        std::thread::sleep(Duration::from_millis(200 + random.below(1800)));
+        stack.kill_agent();
+        if stack.batch(id)["status"] == "completed" {
+            break;
+        }
+        kills_mid_batch += 1;
+    }
+    eprintln!("{kills_mid_batch} kills before the batch completed");
+    stack.spawn_agent();
+    let view = stack.wait_completed(id);
+    assert_landed_once(&stack.fake, "chaos", &view);
+    assert_eq!(stack.fake.faults_pending(), 0, "every fault was served");
+}
+
+/// Counts the mirror of AWPCA after a full refresh of `n` issues.
+fn refresh_all(stack: &Stack, n: usize) -> Value {
+    let id = stack.refresh();
+    let view = stack.wait_completed(id);
+    let command = view["commands"][0].clone();
+    assert_eq!(command["status"], "done", "{command:#}");
+    let mirror = stack.mirror("AWPCA");
+    assert_eq!(mirror.len(), n, "the whole project reached the mirror");
+    assert!(mirror.iter().all(|i| i["neighbor"] == false));
+    let mut keys: Vec<&str> = mirror.iter().map(|i| i["key"].as_str().unwrap()).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    assert_eq!(keys.len(), n, "no issue twice");
+    command
+}
+
+#[test]
+fn a_data_center_refresh_of_25000_pages_past_the_10000_window() {
+    let mut stack = Stack::start(Mode::DataCenter, Transport::Relay);
+    stack.fake.seed_issues(PROJECT, "AWPCA", 25_000);
+    stack.spawn_agent();
+    refresh_all(&stack, 25_000);
+    let searches = stack.fake.calls(Endpoint::Search);
+    assert!(searches >= 25, "pages of at most 1000: {searches}");
+}
+
+/// Cloud (token paging, no total) under a rate limit (3 requests/s, and the first searches
+/// answered 429 with and without `Retry-After`, JSON and HTML): nothing lost, the rate limiting
+/// recorded on the command; then the pause the hub hands out after a rate-limited report is
+/// honoured: no Jira call inside it.
+#[test]
+fn a_rate_limited_cloud_refresh_of_25000_loses_nothing_and_honours_the_pause() {
+    let mut stack = Stack::start(Mode::Cloud, Transport::Relay);
+    stack.fake.seed_issues(PROJECT, "AWPCA", 25_000);
+    stack.fake.rate_limit(Some(3));
+    stack.fake.fault(
+        Endpoint::SearchJql,
+        Fault::TooManyRequests {
+            retry_after: Some(1),
+            html: false,
+        },
+        1,
+    );
+    stack.fake.fault(
+        Endpoint::SearchJql,
+        Fault::TooManyRequests {
+            retry_after: None,
+            html: true,
+        },
+        1,
+    );
+    stack.spawn_agent();
+    let command = refresh_all(&stack, 25_000);
+    assert!(
+        command["rate_limited"].as_i64().unwrap() >= 2,
+        "rate limiting is recorded on the command: {command:#}"
+    );
+
+    // A rate-limited report makes the hub hand out a pause with the next claim: the command that
+    // comes with it must not reach Jira before the pause is over.
+    stack.fake.fault(
+        Endpoint::AddComment,
+        Fault::TooManyRequests {
+            retry_after: Some(1),
+            html: false,
+        },
+        1,
+    );
+    let comment = |body: &str| {
+        json!({"title": body, "author": "ivanov", "commands": [
+            {"type": "comment", "params": {"key": format!("{PROJECT}-1"), "body": body}}]})
+    };
+    let first = stack.wait_completed(stack.enqueue(comment("первый")));
+    assert!(
+        first["commands"][0]["rate_limited"].as_i64().unwrap() > 0,
+        "{first:#}"
+    );
+    let view = stack.wait_completed(stack.enqueue(comment("после паузы")));
+    let command = &view["commands"][0];
+    assert_eq!(command["status"], "done", "{command:#}");
+    let pause = command["pause_seconds"].as_i64().unwrap();
+    assert!(pause > 0, "a pause was handed out with it: {command:#}");
+    let claimed_at: SystemTime =
+        jira_hub::domain::time::parse_utc(command["claimed_at"].as_str().unwrap())
+            .unwrap()
+            .into();
+    let until = claimed_at + Duration::from_secs(pause as u64);
+    let inside: Vec<_> = stack
+        .fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.at > claimed_at && r.at < until)
+        .collect();
+    assert!(
+        inside.is_empty(),
+        "Jira calls during the {pause} s pause handed out at {}: {inside:?}",
+        command["claimed_at"]
+    );
+    let after: Vec<_> = stack
+        .fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.at >= until)
+        .collect();
+    assert!(!after.is_empty(), "the comment went out after the pause");
+    assert_eq!(stack.fake.comments(&format!("{PROJECT}-1")).len(), 2);
+}
