@@ -273,3 +273,204 @@ fn inspect_escapes_and_control_characters_in_names_are_refused() {
     let agents = run_ok(&dir.db(), &["status"]).stdout;
     assert!(!agents.contains('\u{1b}'));
 }
+
+/// A corpus of hostile files, generated from valid requests by truncating, flipping and
+/// inserting bytes, swapping members for other JSON, nesting deeply, adding byte-order marks and
+/// zero bytes, under valid and almost-valid names, dropped at once while another thread keeps
+/// swapping FIFOs, folders and links over names: every file ends answered or refused with its
+/// reason, nothing stays in `inbox/`, the daemon answers throughout, and its memory stays bounded.
+#[test]
+fn a_corpus_of_hostile_files_is_decided_with_bounded_memory() {
+    use proptest::prelude::*;
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+
+    let dir = TestDir::new();
+    let (_hub, relay, token) = relay_hub(&dir);
+    let inbox = relay.join("inbox");
+    let valid = |kind: &str, id: &str| -> Vec<u8> {
+        let value = match kind {
+            "claim" => claim_file(id, &token, 3),
+            "report" => report_file(
+                id,
+                &token,
+                json!([{"command_id": 1, "delivery": 1, "status": "progress",
+                        "page": {"start_at": 0, "total": null, "issues": [{"id": "1", "key": "AURORA-1", "fields": {"summary": "x", "labels": ["AWPCA"]}}]}}]),
+            ),
+            _ => {
+                json!({"kind": "heartbeat", "id": id, "agent": "agent-1", "sent_at": "2026-11-29T10:00:00Z",
+                        "token": token, "agent_version": "1", "jira_ok": true})
+            }
+        };
+        serde_json::to_vec(&value).unwrap()
+    };
+    #[derive(Debug, Clone)]
+    enum Mutation {
+        Keep,
+        Truncate(usize),
+        Flip(usize, u8),
+        Insert(usize, Vec<u8>),
+        Member(String, serde_json::Value),
+        Deep(usize),
+        Bom,
+        Zeros(usize),
+    }
+    let json_value = prop_oneof![
+        Just(json!(null)),
+        any::<i64>().prop_map(|n| json!(n)),
+        ".{0,20}".prop_map(|s| json!(s)),
+        prop::collection::vec(any::<u8>(), 0..10).prop_map(|v| json!(v)),
+        Just(json!({"nested": {"deeper": [1, 2, {"x": "y"}]}})),
+        Just(json!("a".repeat(100_000))),
+    ];
+    let member = prop_oneof![
+        Just("kind"),
+        Just("id"),
+        Just("agent"),
+        Just("sent_at"),
+        Just("token"),
+        Just("max_commands"),
+        Just("results"),
+        Just("settings_version"),
+        Just("extra"),
+    ];
+    let mutation = prop_oneof![
+        Just(Mutation::Keep),
+        (0usize..400).prop_map(Mutation::Truncate),
+        (0usize..400, any::<u8>()).prop_map(|(at, b)| Mutation::Flip(at, b)),
+        (0usize..400, prop::collection::vec(any::<u8>(), 1..8))
+            .prop_map(|(at, b)| Mutation::Insert(at, b)),
+        (member, json_value).prop_map(|(m, v)| Mutation::Member(m.to_string(), v)),
+        (100usize..5000).prop_map(Mutation::Deep),
+        Just(Mutation::Bom),
+        (1usize..100).prop_map(Mutation::Zeros),
+    ];
+    let kind = prop_oneof![Just("claim"), Just("report"), Just("heartbeat")];
+    let name_style = prop_oneof![
+        4 => Just(0u8), // kind-id.json
+        1 => Just(1u8), // upper case kind
+        1 => Just(2u8), // id too long
+        1 => Just(3u8), // unknown kind
+    ];
+    let case = (kind, mutation, name_style);
+    let mut runner = TestRunner::deterministic();
+    let mut names = Vec::new();
+    let mut total_bytes = 0usize;
+    for n in 0..240 {
+        let (kind, mutation, style) = case.new_tree(&mut runner).unwrap().current();
+        let id = format!("f{n}");
+        let mut bytes = valid(kind, &id);
+        match mutation {
+            Mutation::Keep => {}
+            Mutation::Truncate(at) => bytes.truncate(at.min(bytes.len())),
+            Mutation::Flip(at, b) => {
+                let at = at % bytes.len();
+                bytes[at] ^= b | 1;
+            }
+            Mutation::Insert(at, inserted) => {
+                let at = at % bytes.len();
+                bytes.splice(at..at, inserted);
+            }
+            Mutation::Member(member, value) => {
+                let mut parsed: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+                parsed[member.as_str()] = value;
+                bytes = serde_json::to_vec(&parsed).unwrap();
+            }
+            Mutation::Deep(depth) => {
+                let mut parsed: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+                parsed["extra"] = json!(0);
+                let text = serde_json::to_string(&parsed).unwrap().replace(
+                    "\"extra\":0",
+                    &format!("\"extra\":{}{}", "[".repeat(depth), "]".repeat(depth)),
+                );
+                bytes = text.into_bytes();
+            }
+            Mutation::Bom => {
+                bytes.splice(0..0, *b"\xEF\xBB\xBF");
+            }
+            Mutation::Zeros(count) => {
+                let at = bytes.len() / 2;
+                bytes.splice(at..at, std::iter::repeat_n(0u8, count));
+            }
+        }
+        let name = match style {
+            0 => format!("{kind}-{id}.json"),
+            1 => format!("{}-{id}.json", kind.to_uppercase()),
+            2 => format!("{kind}-{}{id}.json", "x".repeat(64)),
+            _ => format!("{kind}z-{id}.json"),
+        };
+        total_bytes += bytes.len();
+        std::fs::write(inbox.join(format!(".{name}")), &bytes).unwrap();
+        std::fs::rename(inbox.join(format!(".{name}")), inbox.join(&name)).unwrap();
+        names.push(name);
+    }
+    let daemon = Daemon::start(
+        &dir.db(),
+        &[
+            "--relay-grace-seconds",
+            "1",
+            "--relay-arrival-limit-seconds",
+            "3",
+        ],
+    );
+    let baseline = vm_hwm_kib(daemon.child_id());
+    // Types swapped under the relay's feet while it works through the corpus.
+    let swapper = {
+        let inbox = inbox.clone();
+        std::thread::spawn(move || {
+            for n in 0..60 {
+                let name = format!("claim-swap{n}.json");
+                std::fs::write(inbox.join(&name), b"{\"kind\": \"claim\"").unwrap();
+                let fifo = inbox.join(format!(".swapfifo{n}"));
+                mkfifo(&fifo);
+                let _ = std::fs::rename(&fifo, inbox.join(&name));
+                let folder = inbox.join(format!(".swapdir{n}"));
+                std::fs::create_dir(&folder).unwrap();
+                let _ = std::fs::rename(&folder, inbox.join(format!("report-swap{n}.json")));
+                let _ = std::os::unix::fs::symlink(
+                    "/dev/zero",
+                    inbox.join(format!("heartbeat-swap{n}.json")),
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    heartbeat(&relay, &token, "amid");
+    swapper.join().unwrap();
+    // Everything of ours leaves inbox/: answered into archive/ or refused into rejected/.
+    let started = Instant::now();
+    loop {
+        let left: Vec<String> = std::fs::read_dir(&inbox)
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.starts_with('.'))
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "stuck in inbox/: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for name in &names {
+        let refused = relay.join(format!("rejected/{name}.error.json")).exists();
+        let answered = relay.join(format!("outbox/{name}")).exists();
+        assert!(
+            refused || answered,
+            "{name} was neither answered nor refused"
+        );
+    }
+    heartbeat(&relay, &token, "after-corpus");
+    let grew = vm_hwm_kib(daemon.child_id()).saturating_sub(baseline);
+    assert!(
+        grew < 64 * 1024,
+        "peak memory grew by {grew} KiB for a corpus of {} KiB",
+        total_bytes / 1024
+    );
+    let ready = http(&daemon.address, "GET", "/ready", None, None);
+    assert_eq!(ready.0, 200, "{ready:?}");
+    run_ok(&dir.db(), &["status"]);
+}
