@@ -219,7 +219,43 @@ impl Agent {
         self.jira.take_counters();
         let hub = &self.hub;
         let mut start_at = 0u64;
-        let outcome = {
+        // A refresh's pages go to the hub from a thread of their own while the next page is read
+        // from Jira: the two waits overlap instead of adding up. At most one page waits in the
+        // channel and one is on its way, so memory stays a few pages whatever the result set.
+        let failure: std::sync::Mutex<Option<JiraError>> = std::sync::Mutex::new(None);
+        let fail = |error: JiraError| {
+            if let Ok(mut slot) = failure.lock() {
+                slot.get_or_insert(error);
+            }
+        };
+        let outcome = std::thread::scope(|scope| {
+            let (pages, queued) = std::sync::mpsc::sync_channel::<CommandResult>(1);
+            let reporter = scope.spawn(|| {
+                for result in queued {
+                    let command_id = result.command_id;
+                    match hub.report(vec![result]) {
+                        Ok(answer) => {
+                            if let Some(ignored) =
+                                answer.ignored.iter().find(|i| i.command_id == command_id)
+                            {
+                                fail(JiraError::Unavailable(format!(
+                                    "the hub no longer takes this refresh: {}",
+                                    ignored.reason
+                                )));
+                                return;
+                            }
+                        }
+                        Err(LinkError::Stopped) => {
+                            fail(JiraError::Stopped);
+                            return;
+                        }
+                        Err(error) => {
+                            fail(JiraError::Unavailable(error.to_string()));
+                            return;
+                        }
+                    }
+                }
+            });
             let jira = &mut self.jira;
             // Pages are reported through the hub as they come, each with the calls made so far.
             let counters = jira.counters_handle();
@@ -230,7 +266,11 @@ impl Agent {
                 max_retries: self.max_retries,
                 search_lag: self.search_lag,
             };
+            let taken = || failure.lock().ok().and_then(|mut slot| slot.take());
             let mut on_page = |page: jira_api::SearchPage| -> Result<(), JiraError> {
+                if let Some(error) = taken() {
+                    return Err(error);
+                }
                 let count = page.issues.len() as u64;
                 let spent = counters.take();
                 let result = CommandResult {
@@ -248,25 +288,25 @@ impl Agent {
                         issues: page.issues,
                     }),
                 };
-                match hub.report(vec![result]) {
-                    Ok(answer) => {
-                        if let Some(ignored) =
-                            answer.ignored.iter().find(|i| i.command_id == command.id)
-                        {
-                            return Err(JiraError::Unavailable(format!(
-                                "the hub no longer takes this refresh: {}",
-                                ignored.reason
-                            )));
-                        }
-                    }
-                    Err(LinkError::Stopped) => return Err(JiraError::Stopped),
-                    Err(error) => return Err(JiraError::Unavailable(error.to_string())),
+                if pages.send(result).is_err() {
+                    // The reporter stopped: its reason is in `failure`.
+                    return Err(taken().unwrap_or(JiraError::Stopped));
                 }
                 start_at += count;
                 Ok(())
             };
-            executor.execute(command, &mut on_page)
-        };
+            let outcome = executor.execute(command, &mut on_page);
+            // Every page reaches the hub before the command's own result.
+            drop(pages);
+            let _ = reporter.join();
+            match taken() {
+                Some(JiraError::Stopped) => Outcome::Stopped,
+                Some(error) if matches!(outcome, Outcome::Done(_)) => {
+                    Outcome::Failed(error.to_string())
+                }
+                _ => outcome,
+            }
+        });
         let spent = self.jira.take_counters();
         let (status, result, error) = match outcome {
             Outcome::Done(value) => (ResultStatus::Done, Some(value), None),
