@@ -96,6 +96,11 @@ pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse,
                     Metrics::get(&m.issues_ingested),
                 ),
                 (
+                    "jira_hub_issues_not_stored",
+                    "Raw Jira issues of refresh pages left out of the mirror",
+                    Metrics::get(&m.issues_not_stored),
+                ),
+                (
                     "jira_hub_relay_files_refused",
                     "Relay files refused into rejected/",
                     Metrics::get(&m.relay_refused),

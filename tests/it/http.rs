@@ -786,3 +786,62 @@ async fn slow_requests_are_answered_408() {
         .await;
     assert_eq!(status, StatusCode::REQUEST_TIMEOUT, "{body}");
 }
+
+/// Jira's `fields` nested deeper than the hub can read back (serde_json's recursion limit): that
+/// issue is not stored, the rest of the page is, and what is stored comes back as objects.
+#[tokio::test]
+async fn fields_nested_too_deep_are_not_stored() {
+    let api = api();
+    let (status, _) = api.client(Method::POST, "/refresh", None).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (_, claim) = api.agent("/agent/claim", claim_body("deep-c", 0)).await;
+    let command = claim["commands"][0].clone();
+    let mut deep = json!("дно");
+    for _ in 0..200 {
+        deep = json!({"inner": deep});
+    }
+    let issues = [
+        raw_issue("AURORA-1", "1", &["AWPCA"], json!({})),
+        raw_issue(
+            "AURORA-2",
+            "2",
+            &["AWPCA"],
+            json!({"customfield_99999": deep}),
+        ),
+        raw_issue("AURORA-3", "3", &["AWPCA"], json!({})),
+    ];
+    // Sent as text: serde_json would not build a value this deep.
+    let body = format!(
+        r#"{{"kind": "report", "id": "deep-r", "agent": "agent-h", "sent_at": "2026-11-29T10:00:00Z", "results": [
+            {{"command_id": {}, "delivery": 1, "status": "progress", "page": {{"start_at": 0, "total": 3, "issues": [{}, {}, {}]}}}}]}}"#,
+        command["id"], issues[0], issues[1], issues[2]
+    );
+    let agent = api.agent.clone();
+    let (status, report) = api
+        .raw(
+            Method::POST,
+            "/agent/report",
+            Some(&agent),
+            Some("application/json"),
+            body.into_bytes(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{report}");
+    assert_eq!(report["accepted"], json!([command["id"]]));
+    for key in ["AURORA-1", "AURORA-3"] {
+        let (status, issue) = api
+            .client(Method::GET, &format!("/issues/{key}"), None)
+            .await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(issue["fields"].is_object(), "{key}: {}", issue["fields"]);
+    }
+    let (status, body) = api.client(Method::GET, "/issues/AURORA-2", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let (_, metrics) = api.call(Method::GET, "/metrics", None, None).await;
+    let metrics = metrics.as_str().unwrap().to_string();
+    assert!(
+        metrics.contains("jira_hub_issues_not_stored_total 1")
+            && metrics.contains("jira_hub_issues_ingested_total 2"),
+        "{metrics}"
+    );
+}
