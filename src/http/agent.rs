@@ -1,20 +1,19 @@
 //! The agent endpoints: the same messages as the relay files (with `kind`, without `token`),
 //! handed to the same service function.
 
-use super::{AgentAuth, ApiError, AppState};
+use super::{AgentAuth, ApiBytes, ApiError, AppState};
 use crate::protocol::{
     AgentAnswer, ClaimAnswer, ClaimRequest, HeartbeatAnswer, HeartbeatRequest, Kind, ReportAnswer,
     ReportRequest, decode_request,
 };
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 
 /// Decodes the body as the relay decodes a file, checks its kind, applies it.
 async fn handle(
     state: AppState,
-    body: Bytes,
+    body: axum::body::Bytes,
     expected: Kind,
 ) -> Result<Json<AgentAnswer>, ApiError> {
     let request = decode_request(&body).map_err(|error| match error {
@@ -59,7 +58,7 @@ async fn handle(
 pub async fn claim(
     _: AgentAuth,
     State(state): State<AppState>,
-    body: Bytes,
+    ApiBytes(body): ApiBytes,
 ) -> Result<Json<AgentAnswer>, ApiError> {
     handle(state, body, Kind::Claim).await
 }
@@ -71,7 +70,7 @@ pub async fn claim(
 pub async fn report(
     _: AgentAuth,
     State(state): State<AppState>,
-    body: Bytes,
+    ApiBytes(body): ApiBytes,
 ) -> Result<Json<AgentAnswer>, ApiError> {
     handle(state, body, Kind::Report).await
 }
@@ -83,7 +82,7 @@ pub async fn report(
 pub async fn heartbeat(
     _: AgentAuth,
     State(state): State<AppState>,
-    body: Bytes,
+    ApiBytes(body): ApiBytes,
 ) -> Result<Json<AgentAnswer>, ApiError> {
     handle(state, body, Kind::Heartbeat).await
 }

@@ -194,21 +194,13 @@ pub struct RefreshBody {
 pub async fn refresh(
     _: ClientAuth,
     State(state): State<AppState>,
-    body: axum::body::Bytes,
+    super::ApiBytes(body): super::ApiBytes,
 ) -> Result<(StatusCode, Json<BatchView>), ApiError> {
     // An empty body refreshes the base JQL.
     let body: RefreshBody = if body.iter().all(u8::is_ascii_whitespace) {
         RefreshBody::default()
     } else {
-        serde_json::from_slice(&body).map_err(|e| match e.classify() {
-            serde_json::error::Category::Data => ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid",
-                None,
-                e.to_string(),
-            ),
-            _ => ApiError::new(StatusCode::BAD_REQUEST, "malformed", None, e.to_string()),
-        })?
+        super::decode_json(&body)?
     };
     let view = state
         .pool

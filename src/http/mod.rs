@@ -199,6 +199,60 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// What a body that could not be read is answered: 413 over the limit, 400 otherwise.
+fn body_rejection(rejection: axum::extract::rejection::BytesRejection) -> ApiError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            None,
+            "тело запроса больше предела",
+        )
+    } else {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "malformed",
+            None,
+            "тело запроса не прочитано целиком",
+        )
+    }
+}
+
+/// A JSON decoding error as an answer: 400 not JSON, 422 JSON of the wrong shape.
+fn json_rejection(error: crate::domain::json::JsonError) -> ApiError {
+    let (status, code) = if error.syntax {
+        (StatusCode::BAD_REQUEST, "malformed")
+    } else {
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid")
+    };
+    ApiError::new(
+        status,
+        code,
+        Some(error.field.as_str()).filter(|f| !f.is_empty()),
+        error.message,
+    )
+}
+
+/// Decodes a JSON body already read, with [`json_rejection`]'s answers.
+pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    crate::domain::json::from_slice(bytes).map_err(json_rejection)
+}
+
+/// A raw body (the agent endpoints, `/refresh`) whose rejections come back in the error shape:
+/// axum's own 413 of [`axum::extract::DefaultBodyLimit`] is plain text.
+pub struct ApiBytes(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for ApiBytes {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        Bytes::from_request(request, state)
+            .await
+            .map(ApiBytes)
+            .map_err(body_rejection)
+    }
+}
+
 /// A JSON body whose rejections come back in the error shape: 400 malformed JSON, 415 not
 /// `application/json`, 413 too large, 422 JSON of the wrong shape.
 pub struct ApiJson<T>(pub T);
@@ -222,40 +276,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
                 "нужен Content-Type: application/json",
             ));
         }
-        let bytes = Bytes::from_request(request, state)
-            .await
-            .map_err(|rejection| {
-                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::new(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        "too_large",
-                        None,
-                        "тело запроса больше предела",
-                    )
-                } else {
-                    ApiError::new(
-                        StatusCode::BAD_REQUEST,
-                        "malformed",
-                        None,
-                        "тело запроса не прочитано целиком",
-                    )
-                }
-            })?;
-        crate::domain::json::from_slice(&bytes)
-            .map(ApiJson)
-            .map_err(|error| {
-                let (status, code) = if error.syntax {
-                    (StatusCode::BAD_REQUEST, "malformed")
-                } else {
-                    (StatusCode::UNPROCESSABLE_ENTITY, "invalid")
-                };
-                ApiError::new(
-                    status,
-                    code,
-                    Some(error.field.as_str()).filter(|f| !f.is_empty()),
-                    error.message,
-                )
-            })
+        let ApiBytes(bytes) = ApiBytes::from_request(request, state).await?;
+        decode_json(&bytes).map(ApiJson)
     }
 }
 
@@ -359,8 +381,13 @@ async fn authorize(parts: &Parts, state: &AppState, role: Role) -> Result<(), Ap
         .headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(|t| t.trim().to_string());
+        .and_then(|v| {
+            // The scheme is case-insensitive (RFC 9110 §11.1): `bearer x` and `BEARER x` work.
+            let (scheme, token) = v.trim().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then_some(token)
+        })
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty());
     let Some(token) = token else {
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
@@ -497,6 +524,25 @@ pub async fn serve(
         .await
 }
 
+/// Answers 408 in the error shape when a request takes longer than the limit (the body read
+/// included: extractors run inside).
+async fn time_limit(
+    axum::extract::State(limit): axum::extract::State<Duration>,
+    request: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "timeout",
+            None,
+            "запрос не уложился в отведённое время",
+        )
+        .into_response(),
+    }
+}
+
 /// The router, separate from the listener so that tests drive it without a socket.
 pub fn router(state: AppState) -> Router {
     let (routes, document) = api();
@@ -525,9 +571,9 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::extract::DefaultBodyLimit::max(
             state.options.max_body_bytes,
         ))
-        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
+        .layer(axum::middleware::from_fn_with_state(
             state.options.request_timeout,
+            time_limit,
         ))
         .with_state(state)
 }

@@ -785,6 +785,124 @@ async fn slow_requests_are_answered_408() {
         )
         .await;
     assert_eq!(status, StatusCode::REQUEST_TIMEOUT, "{body}");
+    assert_eq!(error_code(&body), ("timeout", None), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("время"));
+}
+
+/// Sends `request` as it is (any headers) and reads the answer.
+async fn send(api: &Api, request: Request<Body>) -> (StatusCode, Value) {
+    let response = api.router.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let value = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    (status, value)
+}
+
+/// Every rejection answers `{"error": {code, field, message}}` with a Russian message: the auth
+/// scheme in any case, a body on GET, axum's own 413 on the endpoints that read raw bytes, a
+/// refresh body of the wrong shape.
+#[tokio::test]
+async fn every_rejection_has_the_error_shape() {
+    let api = api_with(HttpOptions {
+        max_body_bytes: 2048,
+        ..HttpOptions::default()
+    });
+    let russian = |body: &Value| {
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message
+                .chars()
+                .any(|c| ('а'..='я').contains(&c.to_lowercase().next().unwrap_or(c))),
+            "not Russian: {body}"
+        );
+    };
+    for scheme in ["bearer", "BEARER", "Bearer", "bEaReR"] {
+        let request = Request::get("/settings")
+            .header("Authorization", format!("{scheme} {}", api.client))
+            .body(Body::empty())
+            .unwrap();
+        assert_eq!(send(&api, request).await.0, StatusCode::OK, "{scheme}");
+    }
+    for header in ["Basic abc", "Bearer", "Bearer ", "Token x", ""] {
+        let request = Request::get("/settings")
+            .header("Authorization", header)
+            .body(Body::empty())
+            .unwrap();
+        let (status, body) = send(&api, request).await;
+        assert_eq!(
+            (status, error_code(&body).0),
+            (StatusCode::UNAUTHORIZED, "unauthorized"),
+            "{header:?}"
+        );
+        russian(&body);
+    }
+    // A body on GET is ignored.
+    let request = Request::get("/settings")
+        .header("Authorization", format!("Bearer {}", api.client))
+        .header("Content-Type", "application/json")
+        .body(Body::from("{\"x\": 1}"))
+        .unwrap();
+    assert_eq!(send(&api, request).await.0, StatusCode::OK);
+    // axum's own limit on the endpoints that take raw bytes.
+    let big = json!({"kind": "claim", "pad": "x".repeat(4096)});
+    for (path, token) in [
+        ("/agent/claim", api.agent.clone()),
+        ("/agent/report", api.agent.clone()),
+        ("/agent/heartbeat", api.agent.clone()),
+        ("/refresh", api.client.clone()),
+    ] {
+        let (status, body) = api
+            .call(Method::POST, path, Some(&token), Some(big.clone()))
+            .await;
+        assert_eq!(
+            (status, error_code(&body).0),
+            (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            "{path}: {body}"
+        );
+        russian(&body);
+    }
+    // The refresh body speaks Russian and names the field like every other body.
+    let (status, body) = api
+        .client(Method::POST, "/refresh", Some(json!({"project": 5})))
+        .await;
+    assert_eq!(
+        (status, error_code(&body)),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ("invalid", Some("project"))
+        ),
+        "{body}"
+    );
+    russian(&body);
+    let token = api.client.clone();
+    let (status, body) = api
+        .raw(
+            Method::POST,
+            "/refresh",
+            Some(&token),
+            Some("application/json"),
+            b"{oops".to_vec(),
+        )
+        .await;
+    assert_eq!(
+        (status, error_code(&body).0),
+        (StatusCode::BAD_REQUEST, "malformed")
+    );
+    russian(&body);
+    // An empty agent body.
+    let agent = api.agent.clone();
+    let (status, body) = api
+        .raw(Method::POST, "/agent/claim", Some(&agent), None, Vec::new())
+        .await;
+    assert_eq!(
+        (status, error_code(&body).0),
+        (StatusCode::BAD_REQUEST, "malformed"),
+        "{body}"
+    );
+    russian(&body);
 }
 
 /// Jira's `fields` nested deeper than the hub can read back (serde_json's recursion limit): that
