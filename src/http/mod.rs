@@ -9,6 +9,7 @@
 mod agent;
 mod client;
 mod ops;
+mod server;
 
 use crate::service::{Hub, ServiceError};
 use axum::body::Bytes;
@@ -32,6 +33,12 @@ pub struct HttpOptions {
     pub max_body_bytes: usize,
     /// A request that takes longer is answered 408.
     pub request_timeout: Duration,
+    /// Open connections at most; at the cap a new one closes the oldest idle one.
+    pub max_connections: usize,
+    /// A connection whose request headers take longer is closed.
+    pub header_timeout: Duration,
+    /// A connection with no request in hand for this long is closed.
+    pub idle_timeout: Duration,
 }
 
 impl Default for HttpOptions {
@@ -39,6 +46,9 @@ impl Default for HttpOptions {
         HttpOptions {
             max_body_bytes: 64 * 1024 * 1024,
             request_timeout: Duration::from_secs(60),
+            max_connections: 256,
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -513,15 +523,15 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 }
 
 /// Serves the router on `listener` until `shutdown` completes, then finishes the requests in
-/// hand (the daemon owns the listener and the shutdown future).
+/// hand (the daemon owns the listener and the shutdown future). Connections are capped and timed
+/// out as [`HttpOptions`] says (see `server.rs`).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let options = state.options.clone();
+    server::serve(listener, router(state), options, shutdown).await
 }
 
 /// Answers 408 in the error shape when a request takes longer than the limit (the body read

@@ -4,6 +4,7 @@
 
 mod batches;
 mod cli;
+mod connections;
 mod crash;
 mod http;
 mod migrations;
