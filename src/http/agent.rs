@@ -1,7 +1,7 @@
 //! The agent endpoints: the same messages as the relay files (with `kind`, without `token`),
 //! handed to the same service function.
 
-use super::{AgentAuth, ApiBytes, ApiError, AppState};
+use super::{AgentAuth, ApiBytes, ApiError, AppState, ErrorCode};
 use crate::protocol::{
     AgentAnswer, ClaimAnswer, ClaimRequest, HeartbeatAnswer, HeartbeatRequest, Kind, ReportAnswer,
     ReportRequest, decode_request,
@@ -18,17 +18,17 @@ async fn handle(
 ) -> Result<Json<AgentAnswer>, ApiError> {
     let request = decode_request(&body).map_err(|error| match error {
         crate::protocol::DecodeError::NotJson(message) => {
-            ApiError::new(StatusCode::BAD_REQUEST, "malformed", None, message)
+            ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::Malformed, None, message)
         }
         crate::protocol::DecodeError::Invalid { field, message } => ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid",
+            ErrorCode::Invalid,
             Some(field.as_str()).filter(|f| !f.is_empty()),
             message,
         ),
         other @ crate::protocol::DecodeError::UnknownKind(_) => ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid",
+            ErrorCode::Invalid,
             Some("kind"),
             other.message(),
         ),
@@ -36,7 +36,7 @@ async fn handle(
     if request.kind() != expected {
         return Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid",
+            ErrorCode::Invalid,
             Some("kind"),
             format!(
                 "запрос вида {} прислан в конечную точку {expected}",

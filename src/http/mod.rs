@@ -8,6 +8,7 @@
 
 mod agent;
 mod client;
+mod document;
 mod ops;
 mod server;
 
@@ -118,10 +119,37 @@ pub struct ErrorBody {
     pub error: ErrorDetail,
 }
 
+/// What went wrong, for programs; the status says the same more coarsely.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// 400: not JSON, a bad path or query parameter, a body not read whole.
+    Malformed,
+    /// 422: JSON of the wrong shape, or a value the hub refuses (the field named).
+    Invalid,
+    /// 401: no token, or an unknown one.
+    Unauthorized,
+    /// 403: the other side's token.
+    Forbidden,
+    NotFound,
+    Conflict,
+    MethodNotAllowed,
+    UnsupportedMediaType,
+    /// 413: the body is over `--http-max-body-mb`.
+    TooLarge,
+    /// 408: the request took longer than `--http-timeout-seconds`.
+    Timeout,
+    /// 503: the database stayed locked; retry.
+    Busy,
+    /// 503 of `/ready`: the database does not answer.
+    NotReady,
+    /// 500: a fault of the hub, details in its log.
+    Internal,
+}
+
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ErrorDetail {
-    /// `malformed`, `unauthorized`, `forbidden`, `not_found`, `conflict`, `invalid`, …
-    pub code: String,
+    pub code: ErrorCode,
     /// The field at fault, when there is one.
     pub field: Option<String>,
     /// For people, in Russian where the spec quotes it.
@@ -132,7 +160,7 @@ pub struct ErrorDetail {
 #[derive(Debug)]
 pub struct ApiError {
     pub status: StatusCode,
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub field: Option<String>,
     pub message: String,
 }
@@ -140,7 +168,7 @@ pub struct ApiError {
 impl ApiError {
     pub fn new(
         status: StatusCode,
-        code: &'static str,
+        code: ErrorCode,
         field: Option<&str>,
         message: impl Into<String>,
     ) -> Self {
@@ -156,7 +184,7 @@ impl ApiError {
         tracing::error!(%detail, "internal error");
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
+            ErrorCode::Internal,
             None,
             "внутренняя ошибка хаба, подробности в журнале",
         )
@@ -169,22 +197,25 @@ impl From<ServiceError> for ApiError {
         match error {
             ServiceError::Invalid(e) => ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid",
+                ErrorCode::Invalid,
                 Some(&e.field),
                 e.message,
             ),
-            ServiceError::Conflict { field, message } => {
-                ApiError::new(StatusCode::CONFLICT, "conflict", Some(&field), message)
-            }
+            ServiceError::Conflict { field, message } => ApiError::new(
+                StatusCode::CONFLICT,
+                ErrorCode::Conflict,
+                Some(&field),
+                message,
+            ),
             ServiceError::NotFound(message) => {
-                ApiError::new(StatusCode::NOT_FOUND, "not_found", None, message)
+                ApiError::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, None, message)
             }
             ServiceError::Internal(error) => {
                 if error.to_string().contains("database is locked") {
                     tracing::warn!(%error, "database busy");
                     ApiError::new(
                         StatusCode::SERVICE_UNAVAILABLE,
-                        "busy",
+                        ErrorCode::Busy,
                         None,
                         "база занята, повторите запрос",
                     )
@@ -200,7 +231,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = ErrorBody {
             error: ErrorDetail {
-                code: self.code.to_string(),
+                code: self.code,
                 field: self.field,
                 message: self.message,
             },
@@ -214,14 +245,14 @@ fn body_rejection(rejection: axum::extract::rejection::BytesRejection) -> ApiErr
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "too_large",
+            ErrorCode::TooLarge,
             None,
             "тело запроса больше предела",
         )
     } else {
         ApiError::new(
             StatusCode::BAD_REQUEST,
-            "malformed",
+            ErrorCode::Malformed,
             None,
             "тело запроса не прочитано целиком",
         )
@@ -231,9 +262,9 @@ fn body_rejection(rejection: axum::extract::rejection::BytesRejection) -> ApiErr
 /// A JSON decoding error as an answer: 400 not JSON, 422 JSON of the wrong shape.
 fn json_rejection(error: crate::domain::json::JsonError) -> ApiError {
     let (status, code) = if error.syntax {
-        (StatusCode::BAD_REQUEST, "malformed")
+        (StatusCode::BAD_REQUEST, ErrorCode::Malformed)
     } else {
-        (StatusCode::UNPROCESSABLE_ENTITY, "invalid")
+        (StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::Invalid)
     };
     ApiError::new(
         status,
@@ -281,7 +312,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
         if !is_json {
             return Err(ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
+                ErrorCode::UnsupportedMediaType,
                 None,
                 "нужен Content-Type: application/json",
             ));
@@ -337,14 +368,14 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath
                 };
                 Err(ApiError::new(
                     StatusCode::BAD_REQUEST,
-                    "malformed",
+                    ErrorCode::Malformed,
                     field.as_deref(),
                     message,
                 ))
             }
             Err(_) => Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
-                "malformed",
+                ErrorCode::Malformed,
                 None,
                 "неверный параметр пути",
             )),
@@ -370,7 +401,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
                 };
                 ApiError::new(
                     StatusCode::BAD_REQUEST,
-                    "malformed",
+                    ErrorCode::Malformed,
                     Some(field.as_str()).filter(|f| !f.is_empty()),
                     message,
                 )
@@ -401,7 +432,7 @@ async fn authorize(parts: &Parts, state: &AppState, role: Role) -> Result<(), Ap
     let Some(token) = token else {
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
-            "unauthorized",
+            ErrorCode::Unauthorized,
             None,
             "нужен заголовок Authorization: Bearer <токен>",
         ));
@@ -419,19 +450,19 @@ async fn authorize(parts: &Parts, state: &AppState, role: Role) -> Result<(), Ap
         (Role::Client, true, _) | (Role::Agent, _, true) => Ok(()),
         (Role::Client, false, true) => Err(ApiError::new(
             StatusCode::FORBIDDEN,
-            "forbidden",
+            ErrorCode::Forbidden,
             None,
             "токен агента не даёт доступа к этому ресурсу",
         )),
         (Role::Agent, true, false) => Err(ApiError::new(
             StatusCode::FORBIDDEN,
-            "forbidden",
+            ErrorCode::Forbidden,
             None,
             "токен клиента не даёт доступа к ресурсам агента",
         )),
         _ => Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
-            "unauthorized",
+            ErrorCode::Unauthorized,
             None,
             "неверный токен",
         )),
@@ -474,7 +505,7 @@ impl FromRequestParts<AppState> for AgentAuth {
 #[openapi(
     info(title = "jira-hub", description = "The hub between a team and its Jira behind an air gap (system.md §8)."),
     modifiers(&BearerTokens),
-    components(schemas(ErrorBody, ErrorDetail))
+    components(schemas(ErrorBody, ErrorDetail, ErrorCode))
 )]
 struct ApiDoc;
 
@@ -518,8 +549,8 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
 }
 
 /// The OpenAPI document, as `GET /openapi.json` serves it.
-pub fn openapi() -> utoipa::openapi::OpenApi {
-    api().1
+pub fn openapi() -> serde_json::Value {
+    document::finish(api().1)
 }
 
 /// Serves the router on `listener` until `shutdown` completes, then finishes the requests in
@@ -545,7 +576,7 @@ async fn time_limit(
         Ok(response) => response,
         Err(_) => ApiError::new(
             StatusCode::REQUEST_TIMEOUT,
-            "timeout",
+            ErrorCode::Timeout,
             None,
             "запрос не уложился в отведённое время",
         )
@@ -556,7 +587,7 @@ async fn time_limit(
 /// The router, separate from the listener so that tests drive it without a socket.
 pub fn router(state: AppState) -> Router {
     let (routes, document) = api();
-    let document = Arc::new(document);
+    let document = Arc::new(document::finish(document));
     routes
         .route(
             "/openapi.json",
@@ -565,7 +596,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(|| async {
             ApiError::new(
                 StatusCode::NOT_FOUND,
-                "not_found",
+                ErrorCode::NotFound,
                 None,
                 "нет такого ресурса",
             )
@@ -573,7 +604,7 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(|| async {
             ApiError::new(
                 StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
+                ErrorCode::MethodNotAllowed,
                 None,
                 "этот метод здесь не поддерживается",
             )

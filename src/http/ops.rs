@@ -1,6 +1,6 @@
 //! Operations: liveness, readiness, metrics. No token: they carry no business data.
 
-use super::{ApiError, AppState};
+use super::{ApiError, AppState, ErrorCode};
 use crate::service::Metrics;
 use axum::Json;
 use axum::extract::State;
@@ -31,7 +31,7 @@ pub async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiErro
         .map_err(|error| {
             ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "not_ready",
+                ErrorCode::NotReady,
                 None,
                 format!("база не отвечает: {}", error.message),
             )
@@ -53,7 +53,8 @@ struct StatusLabel {
 
 /// Prometheus text: counters since start, and the queue and the last full refresh read now.
 #[utoipa::path(get, path = "/metrics", tag = "operations",
-    responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
+    responses((status = 200, description = "Prometheus text format", content_type = "application/openmetrics-text"),
+        (status = 503, description = "the database stayed locked (code `busy`)", body = super::ErrorBody)))]
 pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
     let (status, counters) = state
         .pool
@@ -152,7 +153,7 @@ pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse,
     prometheus_client::encoding::text::encode(&mut text, &registry).map_err(|error| {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
+            ErrorCode::Internal,
             None,
             error.to_string(),
         )
