@@ -1063,6 +1063,13 @@ async fn the_openapi_document_makes_valid_requests() {
                 .keys()
                 .cloned()
                 .collect();
+            for status in declared.iter().filter(|s| s.as_str() >= "400") {
+                assert_eq!(
+                    operation["responses"][status]["content"]["application/json"]["schema"]["$ref"],
+                    "#/components/schemas/ErrorBody",
+                    "{method} {path} {status}"
+                );
+            }
             let security = operation["security"].to_string();
             let token = if security.contains("agent_token") {
                 Some(api.agent.clone())
