@@ -117,6 +117,15 @@ pub struct ServeArgs {
     /// An HTTP request that takes longer is answered 408.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub http_timeout_seconds: u64,
+    /// Open HTTP connections at most; at the cap a new one closes the oldest idle one.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    pub http_max_connections: u64,
+    /// A connection that has not sent its request headers within this time is closed.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub http_header_timeout_seconds: u64,
+    /// A keep-alive connection with no request for this long is closed.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub http_idle_timeout_seconds: u64,
     /// Initialise a new database from this legacy config first (nothing happens to one that has settings).
     #[arg(long)]
     pub init_from: Option<PathBuf>,
@@ -211,6 +220,9 @@ impl ServeArgs {
             http: crate::http::HttpOptions {
                 max_body_bytes: (self.http_max_body_mb * 1024 * 1024) as usize,
                 request_timeout: Duration::from_secs(self.http_timeout_seconds),
+                max_connections: self.http_max_connections as usize,
+                header_timeout: Duration::from_secs(self.http_header_timeout_seconds),
+                idle_timeout: Duration::from_secs(self.http_idle_timeout_seconds),
             },
         }
     }

@@ -1,43 +1,42 @@
 //! The agent endpoints: the same messages as the relay files (with `kind`, without `token`),
 //! handed to the same service function.
 
-use super::{AgentAuth, ApiError, AppState};
+use super::{AgentAuth, ApiBytes, ApiError, AppState, ErrorCode};
 use crate::protocol::{
     AgentAnswer, ClaimAnswer, ClaimRequest, HeartbeatAnswer, HeartbeatRequest, Kind, ReportAnswer,
     ReportRequest, decode_request,
 };
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 
 /// Decodes the body as the relay decodes a file, checks its kind, applies it.
 async fn handle(
     state: AppState,
-    body: Bytes,
+    body: axum::body::Bytes,
     expected: Kind,
 ) -> Result<Json<AgentAnswer>, ApiError> {
     let request = decode_request(&body).map_err(|error| match error {
         crate::protocol::DecodeError::NotJson(message)
         | crate::protocol::DecodeError::Incomplete(message) => {
-            ApiError::new(StatusCode::BAD_REQUEST, "malformed", None, message)
+            ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::Malformed, None, message)
         }
         // The header carries the token over HTTP; decoding never checks one here.
         crate::protocol::DecodeError::BadToken => ApiError::new(
             StatusCode::UNAUTHORIZED,
-            "unauthorized",
+            ErrorCode::Unauthorized,
             Some("token"),
             "неверный токен",
         ),
         crate::protocol::DecodeError::Invalid { field, message } => ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid",
+            ErrorCode::Invalid,
             Some(field.as_str()).filter(|f| !f.is_empty()),
             message,
         ),
         other @ crate::protocol::DecodeError::UnknownKind(_) => ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid",
+            ErrorCode::Invalid,
             Some("kind"),
             other.message(),
         ),
@@ -45,7 +44,7 @@ async fn handle(
     if request.kind() != expected {
         return Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid",
+            ErrorCode::Invalid,
             Some("kind"),
             format!(
                 "запрос вида {} прислан в конечную точку {expected}",
@@ -67,7 +66,7 @@ async fn handle(
 pub async fn claim(
     _: AgentAuth,
     State(state): State<AppState>,
-    body: Bytes,
+    ApiBytes(body): ApiBytes,
 ) -> Result<Json<AgentAnswer>, ApiError> {
     handle(state, body, Kind::Claim).await
 }
@@ -79,7 +78,7 @@ pub async fn claim(
 pub async fn report(
     _: AgentAuth,
     State(state): State<AppState>,
-    body: Bytes,
+    ApiBytes(body): ApiBytes,
 ) -> Result<Json<AgentAnswer>, ApiError> {
     handle(state, body, Kind::Report).await
 }
@@ -91,7 +90,7 @@ pub async fn report(
 pub async fn heartbeat(
     _: AgentAuth,
     State(state): State<AppState>,
-    body: Bytes,
+    ApiBytes(body): ApiBytes,
 ) -> Result<Json<AgentAnswer>, ApiError> {
     handle(state, body, Kind::Heartbeat).await
 }

@@ -22,7 +22,7 @@ pub async fn get_settings(
 
 /// Writes settings, all or nothing; `settings_version` goes up by one.
 #[utoipa::path(put, path = "/settings", tag = "settings", security(("client_token" = [])), request_body = Object,
-    responses((status = 200, body = Object), (status = 422, description = "a key refused; nothing written", body = super::ErrorBody)))]
+    responses((status = 200, body = Object), (status = 415, description = "not `application/json` (code `unsupported_media_type`)", body = super::ErrorBody), (status = 422, description = "a key refused; nothing written", body = super::ErrorBody)))]
 pub async fn put_settings(
     _: ClientAuth,
     State(state): State<AppState>,
@@ -55,7 +55,7 @@ pub struct NewProjectBody {
 }
 
 #[utoipa::path(post, path = "/projects", tag = "projects", security(("client_token" = [])), request_body = NewProjectBody,
-    responses((status = 201, body = Project), (status = 409, description = "«проект с такой меткой уже есть»", body = super::ErrorBody),
+    responses((status = 201, body = Project), (status = 415, description = "not `application/json` (code `unsupported_media_type`)", body = super::ErrorBody), (status = 409, description = "«проект с такой меткой уже есть»", body = super::ErrorBody),
               (status = 422, body = super::ErrorBody)))]
 pub async fn create_project(
     _: ClientAuth,
@@ -106,7 +106,7 @@ pub struct NoteBody {
 /// A note of the hub's own, never sent to Jira.
 #[utoipa::path(post, path = "/issues/{key}/notes", tag = "mirror", security(("client_token" = [])), request_body = NoteBody,
     params(("key" = String, Path, description = "the Jira key")),
-    responses((status = 201, body = NoteRow), (status = 404, body = super::ErrorBody), (status = 422, body = super::ErrorBody)))]
+    responses((status = 201, body = NoteRow), (status = 415, description = "not `application/json` (code `unsupported_media_type`)", body = super::ErrorBody), (status = 404, body = super::ErrorBody), (status = 422, body = super::ErrorBody)))]
 pub async fn add_note(
     _: ClientAuth,
     State(state): State<AppState>,
@@ -143,7 +143,7 @@ pub async fn list_batches(
 
 /// Validates every command, then stores the batch (nothing is stored on a refusal).
 #[utoipa::path(post, path = "/batches", tag = "batches", security(("client_token" = [])), request_body = BatchRequest,
-    responses((status = 201, body = BatchView), (status = 422, description = "names the command and field", body = super::ErrorBody)))]
+    responses((status = 201, body = BatchView), (status = 415, description = "not `application/json` (code `unsupported_media_type`)", body = super::ErrorBody), (status = 422, description = "names the command and field", body = super::ErrorBody)))]
 pub async fn create_batch(
     _: ClientAuth,
     State(state): State<AppState>,
@@ -194,21 +194,13 @@ pub struct RefreshBody {
 pub async fn refresh(
     _: ClientAuth,
     State(state): State<AppState>,
-    body: axum::body::Bytes,
+    super::ApiBytes(body): super::ApiBytes,
 ) -> Result<(StatusCode, Json<BatchView>), ApiError> {
     // An empty body refreshes the base JQL.
     let body: RefreshBody = if body.iter().all(u8::is_ascii_whitespace) {
         RefreshBody::default()
     } else {
-        serde_json::from_slice(&body).map_err(|e| match e.classify() {
-            serde_json::error::Category::Data => ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid",
-                None,
-                e.to_string(),
-            ),
-            _ => ApiError::new(StatusCode::BAD_REQUEST, "malformed", None, e.to_string()),
-        })?
+        super::decode_json(&body)?
     };
     let view = state
         .pool

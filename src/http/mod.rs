@@ -8,7 +8,9 @@
 
 mod agent;
 mod client;
+mod document;
 mod ops;
+mod server;
 
 use crate::service::{Hub, ServiceError};
 use axum::body::Bytes;
@@ -32,6 +34,12 @@ pub struct HttpOptions {
     pub max_body_bytes: usize,
     /// A request that takes longer is answered 408.
     pub request_timeout: Duration,
+    /// Open connections at most; at the cap a new one closes the oldest idle one.
+    pub max_connections: usize,
+    /// A connection whose request headers take longer is closed.
+    pub header_timeout: Duration,
+    /// A connection with no request in hand for this long is closed.
+    pub idle_timeout: Duration,
 }
 
 impl Default for HttpOptions {
@@ -39,6 +47,9 @@ impl Default for HttpOptions {
         HttpOptions {
             max_body_bytes: 64 * 1024 * 1024,
             request_timeout: Duration::from_secs(60),
+            max_connections: 256,
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -108,10 +119,37 @@ pub struct ErrorBody {
     pub error: ErrorDetail,
 }
 
+/// What went wrong, for programs; the status says the same more coarsely.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// 400: not JSON, a bad path or query parameter, a body not read whole.
+    Malformed,
+    /// 422: JSON of the wrong shape, or a value the hub refuses (the field named).
+    Invalid,
+    /// 401: no token, or an unknown one.
+    Unauthorized,
+    /// 403: the other side's token.
+    Forbidden,
+    NotFound,
+    Conflict,
+    MethodNotAllowed,
+    UnsupportedMediaType,
+    /// 413: the body is over `--http-max-body-mb`.
+    TooLarge,
+    /// 408: the request took longer than `--http-timeout-seconds`.
+    Timeout,
+    /// 503: the database stayed locked; retry.
+    Busy,
+    /// 503 of `/ready`: the database does not answer.
+    NotReady,
+    /// 500: a fault of the hub, details in its log.
+    Internal,
+}
+
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ErrorDetail {
-    /// `malformed`, `unauthorized`, `forbidden`, `not_found`, `conflict`, `invalid`, …
-    pub code: String,
+    pub code: ErrorCode,
     /// The field at fault, when there is one.
     pub field: Option<String>,
     /// For people, in Russian where the spec quotes it.
@@ -122,7 +160,7 @@ pub struct ErrorDetail {
 #[derive(Debug)]
 pub struct ApiError {
     pub status: StatusCode,
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub field: Option<String>,
     pub message: String,
 }
@@ -130,7 +168,7 @@ pub struct ApiError {
 impl ApiError {
     pub fn new(
         status: StatusCode,
-        code: &'static str,
+        code: ErrorCode,
         field: Option<&str>,
         message: impl Into<String>,
     ) -> Self {
@@ -146,7 +184,7 @@ impl ApiError {
         tracing::error!(%detail, "internal error");
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
+            ErrorCode::Internal,
             None,
             "внутренняя ошибка хаба, подробности в журнале",
         )
@@ -159,22 +197,25 @@ impl From<ServiceError> for ApiError {
         match error {
             ServiceError::Invalid(e) => ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid",
+                ErrorCode::Invalid,
                 Some(&e.field),
                 e.message,
             ),
-            ServiceError::Conflict { field, message } => {
-                ApiError::new(StatusCode::CONFLICT, "conflict", Some(&field), message)
-            }
+            ServiceError::Conflict { field, message } => ApiError::new(
+                StatusCode::CONFLICT,
+                ErrorCode::Conflict,
+                Some(&field),
+                message,
+            ),
             ServiceError::NotFound(message) => {
-                ApiError::new(StatusCode::NOT_FOUND, "not_found", None, message)
+                ApiError::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, None, message)
             }
             ServiceError::Internal(error) => {
                 if error.to_string().contains("database is locked") {
                     tracing::warn!(%error, "database busy");
                     ApiError::new(
                         StatusCode::SERVICE_UNAVAILABLE,
-                        "busy",
+                        ErrorCode::Busy,
                         None,
                         "база занята, повторите запрос",
                     )
@@ -190,12 +231,66 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = ErrorBody {
             error: ErrorDetail {
-                code: self.code.to_string(),
+                code: self.code,
                 field: self.field,
                 message: self.message,
             },
         };
         (self.status, Json(body)).into_response()
+    }
+}
+
+/// What a body that could not be read is answered: 413 over the limit, 400 otherwise.
+fn body_rejection(rejection: axum::extract::rejection::BytesRejection) -> ApiError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::TooLarge,
+            None,
+            "тело запроса больше предела",
+        )
+    } else {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::Malformed,
+            None,
+            "тело запроса не прочитано целиком",
+        )
+    }
+}
+
+/// A JSON decoding error as an answer: 400 not JSON, 422 JSON of the wrong shape.
+fn json_rejection(error: crate::domain::json::JsonError) -> ApiError {
+    let (status, code) = if error.syntax {
+        (StatusCode::BAD_REQUEST, ErrorCode::Malformed)
+    } else {
+        (StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::Invalid)
+    };
+    ApiError::new(
+        status,
+        code,
+        Some(error.field.as_str()).filter(|f| !f.is_empty()),
+        error.message,
+    )
+}
+
+/// Decodes a JSON body already read, with [`json_rejection`]'s answers.
+pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    crate::domain::json::from_slice(bytes).map_err(json_rejection)
+}
+
+/// A raw body (the agent endpoints, `/refresh`) whose rejections come back in the error shape:
+/// axum's own 413 of [`axum::extract::DefaultBodyLimit`] is plain text.
+pub struct ApiBytes(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for ApiBytes {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        Bytes::from_request(request, state)
+            .await
+            .map(ApiBytes)
+            .map_err(body_rejection)
     }
 }
 
@@ -217,45 +312,13 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
         if !is_json {
             return Err(ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
+                ErrorCode::UnsupportedMediaType,
                 None,
                 "нужен Content-Type: application/json",
             ));
         }
-        let bytes = Bytes::from_request(request, state)
-            .await
-            .map_err(|rejection| {
-                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::new(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        "too_large",
-                        None,
-                        "тело запроса больше предела",
-                    )
-                } else {
-                    ApiError::new(
-                        StatusCode::BAD_REQUEST,
-                        "malformed",
-                        None,
-                        "тело запроса не прочитано целиком",
-                    )
-                }
-            })?;
-        crate::domain::json::from_slice(&bytes)
-            .map(ApiJson)
-            .map_err(|error| {
-                let (status, code) = if error.syntax {
-                    (StatusCode::BAD_REQUEST, "malformed")
-                } else {
-                    (StatusCode::UNPROCESSABLE_ENTITY, "invalid")
-                };
-                ApiError::new(
-                    status,
-                    code,
-                    Some(error.field.as_str()).filter(|f| !f.is_empty()),
-                    error.message,
-                )
-            })
+        let ApiBytes(bytes) = ApiBytes::from_request(request, state).await?;
+        decode_json(&bytes).map(ApiJson)
     }
 }
 
@@ -305,14 +368,14 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath
                 };
                 Err(ApiError::new(
                     StatusCode::BAD_REQUEST,
-                    "malformed",
+                    ErrorCode::Malformed,
                     field.as_deref(),
                     message,
                 ))
             }
             Err(_) => Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
-                "malformed",
+                ErrorCode::Malformed,
                 None,
                 "неверный параметр пути",
             )),
@@ -338,7 +401,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
                 };
                 ApiError::new(
                     StatusCode::BAD_REQUEST,
-                    "malformed",
+                    ErrorCode::Malformed,
                     Some(field.as_str()).filter(|f| !f.is_empty()),
                     message,
                 )
@@ -359,12 +422,17 @@ async fn authorize(parts: &Parts, state: &AppState, role: Role) -> Result<(), Ap
         .headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(|t| t.trim().to_string());
+        .and_then(|v| {
+            // The scheme is case-insensitive (RFC 9110 §11.1): `bearer x` and `BEARER x` work.
+            let (scheme, token) = v.trim().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then_some(token)
+        })
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty());
     let Some(token) = token else {
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
-            "unauthorized",
+            ErrorCode::Unauthorized,
             None,
             "нужен заголовок Authorization: Bearer <токен>",
         ));
@@ -382,19 +450,19 @@ async fn authorize(parts: &Parts, state: &AppState, role: Role) -> Result<(), Ap
         (Role::Client, true, _) | (Role::Agent, _, true) => Ok(()),
         (Role::Client, false, true) => Err(ApiError::new(
             StatusCode::FORBIDDEN,
-            "forbidden",
+            ErrorCode::Forbidden,
             None,
             "токен агента не даёт доступа к этому ресурсу",
         )),
         (Role::Agent, true, false) => Err(ApiError::new(
             StatusCode::FORBIDDEN,
-            "forbidden",
+            ErrorCode::Forbidden,
             None,
             "токен клиента не даёт доступа к ресурсам агента",
         )),
         _ => Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
-            "unauthorized",
+            ErrorCode::Unauthorized,
             None,
             "неверный токен",
         )),
@@ -437,7 +505,7 @@ impl FromRequestParts<AppState> for AgentAuth {
 #[openapi(
     info(title = "jira-hub", description = "The hub between a team and its Jira behind an air gap (system.md §8)."),
     modifiers(&BearerTokens),
-    components(schemas(ErrorBody, ErrorDetail))
+    components(schemas(ErrorBody, ErrorDetail, ErrorCode))
 )]
 struct ApiDoc;
 
@@ -481,26 +549,45 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
 }
 
 /// The OpenAPI document, as `GET /openapi.json` serves it.
-pub fn openapi() -> utoipa::openapi::OpenApi {
-    api().1
+pub fn openapi() -> serde_json::Value {
+    document::finish(api().1)
 }
 
 /// Serves the router on `listener` until `shutdown` completes, then finishes the requests in
-/// hand (the daemon owns the listener and the shutdown future).
+/// hand (the daemon owns the listener and the shutdown future). Connections are capped and timed
+/// out as [`HttpOptions`] says (see `server.rs`).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let options = state.options.clone();
+    server::serve(listener, router(state), options, shutdown).await
+}
+
+/// Answers 408 in the error shape when a request takes longer than the limit (the body read
+/// included: extractors run inside).
+async fn time_limit(
+    axum::extract::State(limit): axum::extract::State<Duration>,
+    request: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            ErrorCode::Timeout,
+            None,
+            "запрос не уложился в отведённое время",
+        )
+        .into_response(),
+    }
 }
 
 /// The router, separate from the listener so that tests drive it without a socket.
 pub fn router(state: AppState) -> Router {
     let (routes, document) = api();
-    let document = Arc::new(document);
+    let document = Arc::new(document::finish(document));
     routes
         .route(
             "/openapi.json",
@@ -509,7 +596,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(|| async {
             ApiError::new(
                 StatusCode::NOT_FOUND,
-                "not_found",
+                ErrorCode::NotFound,
                 None,
                 "нет такого ресурса",
             )
@@ -517,7 +604,7 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(|| async {
             ApiError::new(
                 StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
+                ErrorCode::MethodNotAllowed,
                 None,
                 "этот метод здесь не поддерживается",
             )
@@ -525,9 +612,9 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::extract::DefaultBodyLimit::max(
             state.options.max_body_bytes,
         ))
-        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
+        .layer(axum::middleware::from_fn_with_state(
             state.options.request_timeout,
+            time_limit,
         ))
         .with_state(state)
 }

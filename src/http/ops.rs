@@ -1,6 +1,6 @@
 //! Operations: liveness, readiness, metrics. No token: they carry no business data.
 
-use super::{ApiError, AppState};
+use super::{ApiError, AppState, ErrorCode};
 use crate::service::Metrics;
 use axum::Json;
 use axum::extract::State;
@@ -39,7 +39,7 @@ pub async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiErro
         .map_err(|error| {
             ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "not_ready",
+                ErrorCode::NotReady,
                 None,
                 format!("база не отвечает: {}", error.message),
             )
@@ -47,7 +47,7 @@ pub async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiErro
     if let Some(silent) = silent.filter(|s| *s > crate::relay::RELAY_STALL_LIMIT) {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "not_ready",
+            ErrorCode::NotReady,
             None,
             format!("реле не отвечает {} с", silent.as_secs()),
         ));
@@ -70,7 +70,8 @@ struct StatusLabel {
 
 /// Prometheus text: counters since start, and the queue and the last full refresh read now.
 #[utoipa::path(get, path = "/metrics", tag = "operations",
-    responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
+    responses((status = 200, description = "Prometheus text format", content_type = "application/openmetrics-text"),
+        (status = 503, description = "the database stayed locked (code `busy`)", body = super::ErrorBody)))]
 pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
     let (status, counters) = state
         .pool
@@ -111,6 +112,11 @@ pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse,
                     "jira_hub_issues_ingested",
                     "Raw Jira issues stored by refreshes",
                     Metrics::get(&m.issues_ingested),
+                ),
+                (
+                    "jira_hub_issues_not_stored",
+                    "Raw Jira issues of refresh pages left out of the mirror",
+                    Metrics::get(&m.issues_not_stored),
                 ),
                 (
                     "jira_hub_relay_files_refused",
@@ -164,7 +170,7 @@ pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse,
     prometheus_client::encoding::text::encode(&mut text, &registry).map_err(|error| {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
+            ErrorCode::Internal,
             None,
             error.to_string(),
         )

@@ -390,6 +390,39 @@ pub fn map_issue_text(
     )
 }
 
+/// The deepest nesting of a `fields` object the hub stores: `serde_json` refuses to read back
+/// (its recursion limit) a text nested deeper than this, and the mirror must give back as a JSON
+/// object whatever it stored. The object itself is level 1.
+pub const MAX_FIELDS_DEPTH: usize = 127;
+
+/// How deeply the arrays and objects of a JSON text nest (0 for a scalar), found by one pass over
+/// its bytes without building anything: the text is valid JSON already.
+pub fn json_depth(text: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for byte in text.bytes() {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 fn map_fields(
     key: String,
     jira_id: Option<String>,
@@ -398,6 +431,12 @@ fn map_fields(
     ids: &FieldIds,
     epic_type_names: &[&str],
 ) -> Result<MirrorIssue, String> {
+    let depth = json_depth(&fields_json);
+    if depth > MAX_FIELDS_DEPTH {
+        return Err(format!(
+            "{key}: fields nest {depth} levels deep, more than the {MAX_FIELDS_DEPTH} the mirror can give back"
+        ));
+    }
     let custom = |id: &Option<String>| {
         id.as_ref()
             .and_then(|id| fields.get(id))
@@ -451,6 +490,19 @@ fn map_fields(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn nested(levels: usize) -> String {
+        format!("{}{}", "[".repeat(levels), "]".repeat(levels))
+    }
+
+    #[test]
+    fn the_depth_limit_is_what_serde_json_reads_back() {
+        assert_eq!(json_depth(&nested(MAX_FIELDS_DEPTH)), MAX_FIELDS_DEPTH);
+        assert!(serde_json::from_str::<Value>(&nested(MAX_FIELDS_DEPTH)).is_ok());
+        assert!(serde_json::from_str::<Value>(&nested(MAX_FIELDS_DEPTH + 1)).is_err());
+        assert_eq!(json_depth(r#"{"a": "[[[{{\"]]", "b": [{"c": 1}]}"#), 3);
+        assert_eq!(json_depth("1"), 0);
+    }
 
     fn ids() -> FieldIds {
         FieldIds {

@@ -53,7 +53,7 @@ impl Hub {
         let streak = self.rate_limit_streak.load(Ordering::SeqCst);
         let kind = request.kind();
         let envelope = request.envelope().clone();
-        let mut ingested = 0u64;
+        let mut ingested = Ingested::default();
         let (answer, rate_limited, replay) =
             self.store
                 .transact(|tx| -> Result<(AgentAnswer, Option<bool>, bool)> {
@@ -96,7 +96,8 @@ impl Hub {
                     Metrics::add(&metrics.reports, 1);
                     Metrics::add(&metrics.results_accepted, report.accepted.len() as u64);
                     Metrics::add(&metrics.results_ignored, report.ignored.len() as u64);
-                    Metrics::add(&metrics.issues_ingested, ingested);
+                    Metrics::add(&metrics.issues_ingested, ingested.stored);
+                    Metrics::add(&metrics.issues_not_stored, ingested.not_stored);
                 }
                 AgentAnswer::Heartbeat(_) => Metrics::add(&metrics.heartbeats, 1),
             }
@@ -288,7 +289,7 @@ fn report_in(
     tx: &Tx<'_>,
     report: &ReportRequest,
     now: &Now,
-    ingested: &mut u64,
+    ingested: &mut Ingested,
 ) -> Result<(ReportAnswer, Option<bool>)> {
     let settings = settings_in(tx)?;
     tx.touch_agent(&AgentSeen {
@@ -330,7 +331,7 @@ fn apply_result(
     settings: &Settings,
     result: &CommandResult,
     now: &Now,
-    ingested: &mut u64,
+    ingested: &mut Ingested,
 ) -> Result<std::result::Result<(), String>> {
     let Some(command) = tx.command(result.command_id)? else {
         return Ok(Err(format!("команды {} нет", result.command_id)));
@@ -370,12 +371,12 @@ fn apply_result(
                 return Ok(Err("у progress нет page".into()));
             };
             tx.renew_lease(command.id, &now.text)?;
-            *ingested += ingest_page(tx, settings, &command, page, now)?;
+            ingest_page(tx, settings, &command, page, now, ingested)?;
         }
         ResultStatus::Done => {
             if is_refresh {
                 if let Some(page) = &result.page {
-                    *ingested += ingest_page(tx, settings, &command, page, now)?;
+                    ingest_page(tx, settings, &command, page, now, ingested)?;
                 }
                 complete_refresh(tx, settings, &command, result.result.as_ref(), now)?;
             }
@@ -426,13 +427,22 @@ fn run_of(tx: &Tx<'_>, command: &CommandRow, now: &Now) -> Result<crate::store::
     start_run(tx, &settings_in(tx)?, command, now)
 }
 
+/// What the pages of one report did to the mirror, for the metrics.
+#[derive(Debug, Default)]
+struct Ingested {
+    stored: u64,
+    /// Issues of a page the hub could not map or could not give back (logged each).
+    not_stored: u64,
+}
+
 fn ingest_page(
     tx: &Tx<'_>,
     settings: &Settings,
     command: &CommandRow,
     page: &Page,
     now: &Now,
-) -> Result<u64> {
+    ingested: &mut Ingested,
+) -> Result<()> {
     let run = run_of(tx, command, now)?;
     let ids = FieldIds::from_setting(&settings.field_ids);
     let epic_names: Vec<&str> = settings
@@ -449,12 +459,14 @@ fn ingest_page(
                 changed += i64::from(upserted.changed);
             }
             Err(reason) => {
+                ingested.not_stored += 1;
                 tracing::warn!(command = command.id, %reason, "an issue of a refresh page was not stored")
             }
         }
     }
     tx.count_run_issues(run.id, seen, changed)?;
-    Ok(seen as u64)
+    ingested.stored += seen as u64;
+    Ok(())
 }
 
 /// A refresh reported done: its run closes; the boards' types are recorded; a full run (its query

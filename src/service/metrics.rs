@@ -16,6 +16,9 @@ pub struct Metrics {
     pub heartbeats: AtomicU64,
     /// Raw Jira issues stored in the mirror by refresh pages.
     pub issues_ingested: AtomicU64,
+    /// Raw Jira issues of refresh pages left out of the mirror (no key, no `fields` object,
+    /// `fields` nested deeper than the hub can read back).
+    pub issues_not_stored: AtomicU64,
     /// Relay files refused into `rejected/`.
     pub relay_refused: AtomicU64,
     /// When the relay loop last showed it is alive (milliseconds since the Unix epoch; 0 before

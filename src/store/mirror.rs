@@ -6,7 +6,7 @@
 //! moves an issue to a new key (same Jira id), its notes follow it.
 
 use super::status::{RUN_COLUMNS, run_from_row};
-use super::tx::{Tx, json_column};
+use super::tx::Tx;
 use super::{Result, RunRow};
 use crate::jira::MirrorIssue;
 use rusqlite::{OptionalExtension, Row, params};
@@ -272,7 +272,15 @@ impl Tx<'_> {
                 row.get(0)
             })
             .optional()?;
-        Ok(json_column(text))
+        // Only a text the mirror can give back as an object is stored now; a row an older version
+        // stored nested too deep to read shows as an empty object, never as a string.
+        Ok(text.map(|text| match serde_json::from_str::<Value>(&text) {
+            Ok(value @ Value::Object(_)) => value,
+            Ok(_) | Err(_) => {
+                tracing::warn!(%key, "the stored fields of an issue cannot be read back");
+                Value::Object(serde_json::Map::new())
+            }
+        }))
     }
 
     /// Issues of a given type and summary created in Jira at or after `since` (to recognise an

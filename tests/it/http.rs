@@ -785,4 +785,440 @@ async fn slow_requests_are_answered_408() {
         )
         .await;
     assert_eq!(status, StatusCode::REQUEST_TIMEOUT, "{body}");
+    assert_eq!(error_code(&body), ("timeout", None), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("время"));
+}
+
+/// Sends `request` as it is (any headers) and reads the answer.
+async fn send(api: &Api, request: Request<Body>) -> (StatusCode, Value) {
+    let response = api.router.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let value = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    (status, value)
+}
+
+/// Every rejection answers `{"error": {code, field, message}}` with a Russian message: the auth
+/// scheme in any case, a body on GET, axum's own 413 on the endpoints that read raw bytes, a
+/// refresh body of the wrong shape.
+#[tokio::test]
+async fn every_rejection_has_the_error_shape() {
+    let api = api_with(HttpOptions {
+        max_body_bytes: 2048,
+        ..HttpOptions::default()
+    });
+    let russian = |body: &Value| {
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message
+                .chars()
+                .any(|c| ('а'..='я').contains(&c.to_lowercase().next().unwrap_or(c))),
+            "not Russian: {body}"
+        );
+    };
+    for scheme in ["bearer", "BEARER", "Bearer", "bEaReR"] {
+        let request = Request::get("/settings")
+            .header("Authorization", format!("{scheme} {}", api.client))
+            .body(Body::empty())
+            .unwrap();
+        assert_eq!(send(&api, request).await.0, StatusCode::OK, "{scheme}");
+    }
+    for header in ["Basic abc", "Bearer", "Bearer ", "Token x", ""] {
+        let request = Request::get("/settings")
+            .header("Authorization", header)
+            .body(Body::empty())
+            .unwrap();
+        let (status, body) = send(&api, request).await;
+        assert_eq!(
+            (status, error_code(&body).0),
+            (StatusCode::UNAUTHORIZED, "unauthorized"),
+            "{header:?}"
+        );
+        russian(&body);
+    }
+    // A body on GET is ignored.
+    let request = Request::get("/settings")
+        .header("Authorization", format!("Bearer {}", api.client))
+        .header("Content-Type", "application/json")
+        .body(Body::from("{\"x\": 1}"))
+        .unwrap();
+    assert_eq!(send(&api, request).await.0, StatusCode::OK);
+    // axum's own limit on the endpoints that take raw bytes.
+    let big = json!({"kind": "claim", "pad": "x".repeat(4096)});
+    for (path, token) in [
+        ("/agent/claim", api.agent.clone()),
+        ("/agent/report", api.agent.clone()),
+        ("/agent/heartbeat", api.agent.clone()),
+        ("/refresh", api.client.clone()),
+    ] {
+        let (status, body) = api
+            .call(Method::POST, path, Some(&token), Some(big.clone()))
+            .await;
+        assert_eq!(
+            (status, error_code(&body).0),
+            (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            "{path}: {body}"
+        );
+        russian(&body);
+    }
+    // The refresh body speaks Russian and names the field like every other body.
+    let (status, body) = api
+        .client(Method::POST, "/refresh", Some(json!({"project": 5})))
+        .await;
+    assert_eq!(
+        (status, error_code(&body)),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ("invalid", Some("project"))
+        ),
+        "{body}"
+    );
+    russian(&body);
+    let token = api.client.clone();
+    let (status, body) = api
+        .raw(
+            Method::POST,
+            "/refresh",
+            Some(&token),
+            Some("application/json"),
+            b"{oops".to_vec(),
+        )
+        .await;
+    assert_eq!(
+        (status, error_code(&body).0),
+        (StatusCode::BAD_REQUEST, "malformed")
+    );
+    russian(&body);
+    // An empty agent body.
+    let agent = api.agent.clone();
+    let (status, body) = api
+        .raw(Method::POST, "/agent/claim", Some(&agent), None, Vec::new())
+        .await;
+    assert_eq!(
+        (status, error_code(&body).0),
+        (StatusCode::BAD_REQUEST, "malformed"),
+        "{body}"
+    );
+    russian(&body);
+}
+
+/// Jira's `fields` nested deeper than the hub can read back (serde_json's recursion limit): that
+/// issue is not stored, the rest of the page is, and what is stored comes back as objects.
+#[tokio::test]
+async fn fields_nested_too_deep_are_not_stored() {
+    let api = api();
+    let (status, _) = api.client(Method::POST, "/refresh", None).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (_, claim) = api.agent("/agent/claim", claim_body("deep-c", 0)).await;
+    let command = claim["commands"][0].clone();
+    let mut deep = json!("дно");
+    for _ in 0..200 {
+        deep = json!({"inner": deep});
+    }
+    let issues = [
+        raw_issue("AURORA-1", "1", &["AWPCA"], json!({})),
+        raw_issue(
+            "AURORA-2",
+            "2",
+            &["AWPCA"],
+            json!({"customfield_99999": deep}),
+        ),
+        raw_issue("AURORA-3", "3", &["AWPCA"], json!({})),
+    ];
+    // Sent as text: serde_json would not build a value this deep.
+    let body = format!(
+        r#"{{"kind": "report", "id": "deep-r", "agent": "agent-h", "sent_at": "2026-11-29T10:00:00Z", "results": [
+            {{"command_id": {}, "delivery": 1, "status": "progress", "page": {{"start_at": 0, "total": 3, "issues": [{}, {}, {}]}}}}]}}"#,
+        command["id"], issues[0], issues[1], issues[2]
+    );
+    let agent = api.agent.clone();
+    let (status, report) = api
+        .raw(
+            Method::POST,
+            "/agent/report",
+            Some(&agent),
+            Some("application/json"),
+            body.into_bytes(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{report}");
+    assert_eq!(report["accepted"], json!([command["id"]]));
+    for key in ["AURORA-1", "AURORA-3"] {
+        let (status, issue) = api
+            .client(Method::GET, &format!("/issues/{key}"), None)
+            .await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(issue["fields"].is_object(), "{key}: {}", issue["fields"]);
+    }
+    let (status, body) = api.client(Method::GET, "/issues/AURORA-2", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let (_, metrics) = api.call(Method::GET, "/metrics", None, None).await;
+    let metrics = metrics.as_str().unwrap().to_string();
+    assert!(
+        metrics.contains("jira_hub_issues_not_stored_total 1")
+            && metrics.contains("jira_hub_issues_ingested_total 2"),
+        "{metrics}"
+    );
+}
+
+/// Follows a `$ref` of the document.
+fn resolve<'a>(document: &'a Value, schema: &'a Value) -> &'a Value {
+    match schema["$ref"].as_str() {
+        Some(reference) => resolve(
+            document,
+            document
+                .pointer(reference.trim_start_matches('#'))
+                .unwrap_or_else(|| panic!("{reference} is not in the document")),
+        ),
+        None => schema,
+    }
+}
+
+/// A value that the schema says is valid: its example, constant or first choice; for an object
+/// its required members.
+fn example_of(document: &Value, schema: &Value) -> Value {
+    let schema = resolve(document, schema);
+    if let Some(example) = schema.get("example") {
+        return example.clone();
+    }
+    if let Some(constant) = schema.get("const") {
+        return constant.clone();
+    }
+    if let Some(first) = schema["enum"].get(0) {
+        return first.clone();
+    }
+    for choice in ["oneOf", "anyOf"] {
+        if let Some(first) = schema[choice].get(0) {
+            return example_of(document, first);
+        }
+    }
+    if let Some(parts) = schema["allOf"].as_array() {
+        let mut whole = serde_json::Map::new();
+        for part in parts {
+            if let Value::Object(members) = example_of(document, part) {
+                whole.extend(members);
+            }
+        }
+        return Value::Object(whole);
+    }
+    let kind = match &schema["type"] {
+        Value::String(t) => t.clone(),
+        Value::Array(types) => types
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|t| *t != "null")
+            .unwrap_or("null")
+            .to_string(),
+        _ => "object".to_string(),
+    };
+    match kind.as_str() {
+        "object" => {
+            let mut object = serde_json::Map::new();
+            for name in schema["required"].as_array().into_iter().flatten() {
+                let name = name.as_str().unwrap();
+                object.insert(
+                    name.to_string(),
+                    example_of(document, &schema["properties"][name]),
+                );
+            }
+            Value::Object(object)
+        }
+        "array" => json!([example_of(document, &schema["items"])]),
+        "string" => match schema["format"].as_str() {
+            Some("date-time") => json!("2026-11-29T10:00:00Z"),
+            Some("date") => json!("2026-04-01"),
+            _ => json!("x"),
+        },
+        "integer" | "number" => json!(schema["minimum"].as_i64().unwrap_or(1)),
+        "boolean" => json!(true),
+        _ => Value::Null,
+    }
+}
+
+/// A value of the wrong type for `schema`.
+fn wrong_type_for(document: &Value, schema: &Value) -> Value {
+    let schema = resolve(document, schema);
+    match &schema["type"] {
+        Value::String(t) if t == "string" => json!(12345),
+        Value::Array(types) if types.contains(&json!("string")) => json!(12345),
+        _ => json!("не того типа"),
+    }
+}
+
+/// Every operation of `/openapi.json`, sent a body built from its schema and broken ones, answers
+/// no 5xx and only statuses it declares; the agent claim body built from the schema is accepted.
+#[tokio::test]
+async fn the_openapi_document_makes_valid_requests() {
+    let api = api();
+    let (_, document) = api.call(Method::GET, "/openapi.json", None, None).await;
+    let mut tried = 0;
+    for (path, item) in document["paths"].as_object().unwrap() {
+        for (method, operation) in item.as_object().unwrap() {
+            let declared: Vec<String> = operation["responses"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect();
+            for status in declared.iter().filter(|s| s.as_str() >= "400") {
+                assert_eq!(
+                    operation["responses"][status]["content"]["application/json"]["schema"]["$ref"],
+                    "#/components/schemas/ErrorBody",
+                    "{method} {path} {status}"
+                );
+            }
+            let security = operation["security"].to_string();
+            let token = if security.contains("agent_token") {
+                Some(api.agent.clone())
+            } else if security.contains("client_token") {
+                Some(api.client.clone())
+            } else {
+                None
+            };
+            let method = Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+            let concrete = path
+                .replace("{label}", "AWPCA")
+                .replace("{key}", "AURORA-1")
+                .replace("{id}", "1");
+            // (path, content type, body, what it is)
+            let mut requests: Vec<(String, Option<&str>, Vec<u8>, String)> = Vec::new();
+            if path.contains("{id}") {
+                requests.push((
+                    path.replace("{id}", "abc"),
+                    None,
+                    Vec::new(),
+                    "a path parameter of the wrong type".into(),
+                ));
+            }
+            let schema = &operation["requestBody"]["content"]["application/json"]["schema"];
+            if schema.is_null() {
+                requests.push((concrete.clone(), None, Vec::new(), "no body".into()));
+            } else {
+                let valid = example_of(&document, schema);
+                let bytes = serde_json::to_vec(&valid).unwrap();
+                requests.push((
+                    concrete.clone(),
+                    Some("application/json"),
+                    bytes.clone(),
+                    format!("the example {valid}"),
+                ));
+                requests.push((
+                    concrete.clone(),
+                    Some("text/plain"),
+                    bytes.clone(),
+                    "the wrong content type".into(),
+                ));
+                requests.push((concrete.clone(), None, bytes, "no content type".into()));
+                requests.push((
+                    concrete.clone(),
+                    Some("application/json"),
+                    Vec::new(),
+                    "an empty body".into(),
+                ));
+                requests.push((
+                    concrete.clone(),
+                    Some("application/json"),
+                    b"[1, 2]".to_vec(),
+                    "an array".into(),
+                ));
+                let resolved = resolve(&document, schema);
+                let resolved = if resolved["oneOf"].is_array() {
+                    resolve(&document, &resolved["oneOf"][0])
+                } else {
+                    resolved
+                };
+                for (name, property) in resolved["properties"].as_object().into_iter().flatten() {
+                    let mut broken = valid.clone();
+                    broken[name] = wrong_type_for(&document, property);
+                    requests.push((
+                        concrete.clone(),
+                        Some("application/json"),
+                        serde_json::to_vec(&broken).unwrap(),
+                        format!("{name} of the wrong type"),
+                    ));
+                }
+                for name in resolved["required"].as_array().into_iter().flatten() {
+                    let mut broken = valid.clone();
+                    broken
+                        .as_object_mut()
+                        .unwrap()
+                        .remove(name.as_str().unwrap());
+                    requests.push((
+                        concrete.clone(),
+                        Some("application/json"),
+                        serde_json::to_vec(&broken).unwrap(),
+                        format!("without {name}"),
+                    ));
+                }
+            }
+            for (target, content_type, body, what) in requests {
+                let (status, answer) = api
+                    .raw(
+                        method.clone(),
+                        &target,
+                        token.as_deref(),
+                        content_type,
+                        body,
+                    )
+                    .await;
+                tried += 1;
+                assert!(
+                    !status.is_server_error(),
+                    "{method} {target} with {what}: {status} {answer}"
+                );
+                assert!(
+                    declared.contains(&status.as_str().to_string()),
+                    "{method} {target} with {what}: {status} is not declared ({declared:?}): {answer}"
+                );
+                if !status.is_success() && status != StatusCode::OK {
+                    assert!(
+                        answer["error"]["code"].is_string(),
+                        "{method} {target} with {what}: {answer}"
+                    );
+                }
+                if path == "/agent/claim" && what.starts_with("the example") {
+                    assert_eq!(status, StatusCode::OK, "{answer}");
+                }
+            }
+        }
+    }
+    assert!(tried > 100, "{tried} requests");
+    // The declared error codes are the ones the hub uses.
+    let codes = &document["components"]["schemas"]["ErrorCode"]["enum"];
+    for code in [
+        "malformed",
+        "invalid",
+        "unauthorized",
+        "timeout",
+        "too_large",
+        "busy",
+    ] {
+        assert!(codes.as_array().unwrap().contains(&json!(code)), "{code}");
+    }
+    // Every reference leads somewhere.
+    fn every_ref(document: &Value, value: &Value) {
+        match value {
+            Value::Object(object) => {
+                if object.contains_key("$ref") {
+                    resolve(document, value);
+                }
+                object.values().for_each(|v| every_ref(document, v));
+            }
+            Value::Array(items) => items.iter().for_each(|v| every_ref(document, v)),
+            _ => {}
+        }
+    }
+    every_ref(&document, &document);
+    let claim = &document["components"]["schemas"]["ClaimRequest"];
+    assert!(
+        claim["required"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("kind"))
+    );
+    assert!(claim["properties"].get("token").is_none());
+    assert_eq!(claim["properties"]["sent_at"]["format"], "date-time");
 }

@@ -5,6 +5,7 @@
 mod agent_e2e;
 mod batches;
 mod cli;
+mod connections;
 mod crash;
 mod fake_jira;
 mod hostile;

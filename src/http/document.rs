@@ -1,0 +1,422 @@
+//! The finishing pass over the generated OpenAPI document: what the derives cannot say.
+//!
+//! The agent's request bodies are written here as HTTP carries them (`kind` a required constant,
+//! no `token`: the relay's wire types carry it, HTTP has it in a header). Settings, command
+//! params (one schema per command type) and the error answers every operation can give are
+//! declared once, here, by rule: the time limit (408) applies to every route, a token to the
+//! routes that name one (401, 403, 503 when the database stays busy), a body or a parameter can
+//! be malformed (400), a body too large (413) or of the wrong shape (422). Every `*_at` member is
+//! a time the hub wrote in RFC 3339, so it gets `format: date-time`.
+
+use serde_json::{Map, Value, json};
+
+/// The document as `GET /openapi.json` serves it.
+pub fn finish(document: utoipa::openapi::OpenApi) -> Value {
+    let mut document = serde_json::to_value(document).unwrap_or_else(|error| {
+        tracing::error!(%error, "the OpenAPI document cannot be serialized");
+        json!({})
+    });
+    if let Some(schemas) = document
+        .pointer_mut("/components/schemas")
+        .and_then(Value::as_object_mut)
+    {
+        schemas.remove("Envelope");
+        for (name, schema) in schemas_written_here() {
+            schemas.insert(name.to_string(), schema);
+        }
+        for name in ["CommandRow", "ClaimedCommand"] {
+            if let Some(properties) = schemas
+                .get_mut(name)
+                .and_then(|s| s.get_mut("properties"))
+                .and_then(Value::as_object_mut)
+            {
+                properties.insert("type".into(), json!({"$ref": reference("CommandType")}));
+                properties.insert("params".into(), params_of_any_type());
+            }
+        }
+        for schema in schemas.values_mut() {
+            mark_times(schema);
+        }
+    }
+    if let Some(settings) = document.pointer_mut("/paths/~1settings") {
+        set_json_schema(settings.pointer_mut("/get/responses/200"), "Settings");
+        set_json_schema(settings.pointer_mut("/put/responses/200"), "Settings");
+        set_json_schema(settings.pointer_mut("/put/requestBody"), "SettingsUpdate");
+    }
+    if let Some(body) = document.pointer_mut("/paths/~1refresh/post/requestBody") {
+        // An empty body refreshes the base JQL.
+        body["required"] = json!(false);
+    }
+    if let Some(paths) = document.get_mut("paths").and_then(Value::as_object_mut) {
+        for item in paths.values_mut() {
+            for operation in item
+                .as_object_mut()
+                .into_iter()
+                .flat_map(|i| i.values_mut())
+            {
+                declare_errors(operation);
+            }
+        }
+    }
+    document
+}
+
+fn reference(name: &str) -> String {
+    format!("#/components/schemas/{name}")
+}
+
+fn set_json_schema(target: Option<&mut Value>, name: &str) {
+    if let Some(target) = target {
+        target["content"] = json!({"application/json": {"schema": {"$ref": reference(name)}}});
+    }
+}
+
+/// The error answers an operation can give, by rule (see the file's doc).
+fn declare_errors(operation: &mut Value) {
+    let Some(object) = operation.as_object() else {
+        return;
+    };
+    let has_token = object
+        .get("security")
+        .and_then(Value::as_array)
+        .is_some_and(|s| !s.is_empty());
+    let has_body = object.contains_key("requestBody");
+    let has_parameters = object
+        .get("parameters")
+        .and_then(Value::as_array)
+        .is_some_and(|p| !p.is_empty());
+    let mut errors = vec![(
+        "408",
+        "The request took longer than `--http-timeout-seconds` (code `timeout`).",
+    )];
+    if has_token {
+        errors.extend([
+            ("401", "No token, or an unknown one (code `unauthorized`)."),
+            ("403", "The other side's token (code `forbidden`)."),
+            ("503", "The database stayed locked; retry (code `busy`)."),
+        ]);
+    }
+    if has_body || has_parameters {
+        errors.push((
+            "400",
+            "Not JSON, or a bad path or query parameter (code `malformed`).",
+        ));
+    }
+    if has_body {
+        errors.extend([
+            (
+                "413",
+                "The body is over `--http-max-body-mb` (code `too_large`).",
+            ),
+            (
+                "422",
+                "JSON of the wrong shape or a refused value, the field named (code `invalid`).",
+            ),
+        ]);
+    }
+    let responses = operation
+        .as_object_mut()
+        .map(|o| o.entry("responses").or_insert_with(|| json!({})));
+    let Some(responses) = responses.and_then(Value::as_object_mut) else {
+        return;
+    };
+    for (status, description) in errors {
+        responses
+            .entry(status)
+            .or_insert_with(|| error_response(description));
+    }
+    // Derived entries without a description get the code's words.
+    for (status, response) in responses.iter_mut() {
+        let error = status.parse::<u16>().is_ok_and(|s| s >= 400);
+        if error && response["description"].as_str().is_none_or(str::is_empty) {
+            response["description"] = json!("An error in the error shape; the message is Russian.");
+        }
+    }
+}
+
+fn error_response(description: &str) -> Value {
+    json!({
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": reference("ErrorBody")}}}
+    })
+}
+
+/// Adds `format: date-time` to every string member named `*_at`, at any depth.
+fn mark_times(schema: &mut Value) {
+    match schema {
+        Value::Object(object) => {
+            if let Some(Value::Object(properties)) = object.get_mut("properties") {
+                for (name, property) in properties.iter_mut() {
+                    let is_string = match property.get("type") {
+                        Some(Value::String(t)) => t == "string",
+                        Some(Value::Array(types)) => types.contains(&json!("string")),
+                        _ => false,
+                    };
+                    if name.ends_with("_at") && is_string {
+                        property["format"] = json!("date-time");
+                    }
+                }
+            }
+            for value in object.values_mut() {
+                mark_times(value);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(mark_times),
+        _ => {}
+    }
+}
+
+/// The members every agent request carries over HTTP, with `kind` fixed to `kind`.
+fn envelope(kind: &str, example_id: &str) -> Map<String, Value> {
+    let mut properties = Map::new();
+    properties.insert(
+        "kind".into(),
+        json!({"type": "string", "const": kind, "enum": [kind],
+               "description": "The request's kind; it must match the endpoint."}),
+    );
+    properties.insert(
+        "id".into(),
+        json!({"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$", "example": example_id,
+               "description": "The sender's unique id of this request; a request seen again gets the same answer."}),
+    );
+    properties.insert(
+        "agent".into(),
+        json!({"type": "string", "minLength": 1, "maxLength": 100, "example": "agent-1",
+               "description": "The agent instance's name, as shown in `agent_status`."}),
+    );
+    properties.insert(
+        "sent_at".into(),
+        json!({"type": "string", "format": "date-time", "example": "2026-11-29T10:00:00Z",
+               "description": "When the agent sent it (its own clock; only shown)."}),
+    );
+    properties
+}
+
+fn agent_request(
+    kind: &str,
+    example_id: &str,
+    description: &str,
+    more: Value,
+    required: &[&str],
+) -> Value {
+    let mut properties = envelope(kind, example_id);
+    if let Value::Object(more) = more {
+        properties.extend(more);
+    }
+    let mut all = vec!["kind", "id", "agent", "sent_at"];
+    all.extend_from_slice(required);
+    json!({
+        "type": "object",
+        "description": description,
+        "required": all,
+        "properties": properties,
+    })
+}
+
+/// An issue key, or `{"$result": "key"}` where the command depends on one that creates it.
+fn key_or_result() -> Value {
+    json!({"oneOf": [
+        {"type": "string", "pattern": "^[A-Z][A-Z0-9_]*-[0-9]+$", "example": "AURORA-1"},
+        {"$ref": reference("ResultRef")}
+    ]})
+}
+
+const COMMAND_TYPES: [(&str, &str, &str); 5] = [
+    ("refresh", "RefreshCommand", "RefreshParams"),
+    ("ensure_issue", "EnsureIssueCommand", "EnsureIssueParams"),
+    ("transition", "TransitionCommand", "TransitionParams"),
+    ("link", "LinkCommand", "LinkParams"),
+    ("comment", "CommentCommand", "CommentParams"),
+];
+
+fn params_of_any_type() -> Value {
+    json!({
+        "description": "The command's params, by its `type`.",
+        "oneOf": COMMAND_TYPES.iter().map(|(_, _, params)| json!({"$ref": reference(params)})).collect::<Vec<_>>()
+    })
+}
+
+fn schemas_written_here() -> Vec<(&'static str, Value)> {
+    let text = |example: &str| json!({"type": "string", "minLength": 1, "example": example});
+    let date = json!({"type": "string", "format": "date", "example": "2026-04-01"});
+    let string_map = |description: &str| json!({"type": "object", "additionalProperties": {"type": "string"}, "description": description});
+    let issue_type = json!({
+        "type": "object", "required": ["name"],
+        "properties": {"name": {"type": "string"}, "id": {"type": ["string", "null"], "description": "Jira's id of the type, when known."}}
+    });
+    let mut schemas = vec![
+        (
+            "ClaimRequest",
+            agent_request(
+                "claim",
+                "claim-1",
+                "`POST /agent/claim`: hand me commands.",
+                json!({
+                    "agent_version": text("1.4.0"),
+                    "settings_version": {"type": "integer", "format": "int64", "example": 0,
+                        "description": "The settings version the agent holds; the answer carries the settings when it differs."},
+                    "max_commands": {"type": "integer", "format": "int32", "minimum": 0, "maximum": 4294967295u64, "example": 10,
+                        "description": "How many commands the agent takes at most; capped by `pacing.max_commands_per_claim`."}
+                }),
+                &["agent_version", "settings_version", "max_commands"],
+            ),
+        ),
+        (
+            "ReportRequest",
+            agent_request(
+                "report",
+                "report-1",
+                "`POST /agent/report`: results of commands, or pages of a refresh.",
+                json!({"results": {"type": "array", "items": {"$ref": reference("CommandResult")}}}),
+                &["results"],
+            ),
+        ),
+        (
+            "HeartbeatRequest",
+            agent_request(
+                "heartbeat",
+                "heartbeat-1",
+                "`POST /agent/heartbeat`: the agent is alive; whether Jira answers it.",
+                json!({
+                    "agent_version": text("1.4.0"),
+                    "jira_ok": {"type": "boolean", "example": true},
+                    "last_error": {"type": ["string", "null"]}
+                }),
+                &["agent_version", "jira_ok"],
+            ),
+        ),
+        (
+            "ResultRef",
+            json!({"type": "object", "required": ["$result"], "additionalProperties": false,
+                   "description": "The key from the result of the command this one depends on.",
+                   "properties": {"$result": {"type": "string", "const": "key", "enum": ["key"]}}}),
+        ),
+        (
+            "CommandType",
+            json!({"type": "string", "enum": COMMAND_TYPES.iter().map(|(t, _, _)| *t).collect::<Vec<_>>()}),
+        ),
+        (
+            "RefreshParams",
+            json!({"type": "object", "required": ["jql"], "additionalProperties": false,
+                   "properties": {"jql": text("project = AURORA"),
+                                  "boards": {"type": "array", "items": {"type": "integer", "minimum": 1}}}}),
+        ),
+        (
+            "EnsureIssueParams",
+            json!({"type": "object", "required": ["issue_type", "summary"], "additionalProperties": false,
+            "description": "Creates an issue, or updates the one named by `key`.",
+            "properties": {
+                "issue_type": {"type": "string", "enum": ["task", "epic", "bug"], "description": "A type configured in `issue_types`."},
+                "key": key_or_result(),
+                "summary": text("Новая задача"),
+                "description": {"type": ["string", "null"]},
+                "labels": {"type": "array", "items": {"type": "string"}},
+                "epic_key": key_or_result(),
+                "priority": {"type": ["string", "null"], "description": "A key of `priority_map`."},
+                "assignee": {"type": ["string", "null"]},
+                "duedate": date.clone(),
+                "plan_start": date.clone(),
+                "plan_end": date,
+                "sprint": {"type": ["string", "null"]},
+                "board_id": {"type": ["integer", "null"], "minimum": 1}
+            }}),
+        ),
+        (
+            "TransitionParams",
+            json!({"type": "object", "required": ["key", "status"], "additionalProperties": false,
+                   "properties": {"key": key_or_result(), "status": {"type": "string", "description": "A key of `transitions_map`."}}}),
+        ),
+        (
+            "LinkParams",
+            json!({"type": "object", "required": ["from", "to", "type"], "additionalProperties": false,
+                   "properties": {"from": key_or_result(), "to": key_or_result(),
+                                  "type": {"type": "string", "description": "A key of `link_types`."}}}),
+        ),
+        (
+            "CommentParams",
+            json!({"type": "object", "required": ["key", "body"], "additionalProperties": false,
+                   "properties": {"key": key_or_result(), "body": text("Комментарий")}}),
+        ),
+        (
+            "CommandRequestBody",
+            json!({
+                "description": "One command of a batch; `params` by `type`.",
+                "oneOf": COMMAND_TYPES.iter().map(|(_, command, _)| json!({"$ref": reference(command)})).collect::<Vec<_>>(),
+                "discriminator": {"propertyName": "type", "mapping": COMMAND_TYPES.iter()
+                    .map(|(t, command, _)| (t.to_string(), json!(reference(command))))
+                    .collect::<Map<String, Value>>()}
+            }),
+        ),
+        ("IssueTypeSetting", issue_type),
+        (
+            "IssueTypesSetting",
+            json!({"type": "object", "required": ["task", "epic"],
+                   "properties": {"task": {"$ref": reference("IssueTypeSetting")},
+                                  "epic": {"$ref": reference("IssueTypeSetting")},
+                                  "bug": {"$ref": reference("IssueTypeSetting")}}}),
+        ),
+        (
+            "Pacing",
+            json!({"type": "object", "description": "Missing members take their defaults.",
+            "properties": {
+                "min_interval_ms": {"type": "integer", "minimum": 0},
+                "max_commands_per_claim": {"type": "integer", "minimum": 1},
+                "claim_timeout_seconds": {"type": "integer", "minimum": 1},
+                "max_deliveries": {"type": "integer", "minimum": 1},
+                "backoff_initial_seconds": {"type": "integer", "minimum": 0},
+                "backoff_max_seconds": {"type": "integer", "minimum": 0}
+            }}),
+        ),
+    ];
+    let writable = json!({
+        "project_key": {"type": ["string", "null"], "example": "AURORA"},
+        "field_ids": string_map("Where custom fields live: `epic_link`, `sprint`, `plan_start`, `plan_end`."),
+        "issue_types": {"oneOf": [{"$ref": reference("IssueTypesSetting")}, {"type": "null"}]},
+        "priority_map": string_map("Priority names by logical name."),
+        "link_types": string_map("Jira link type names by logical name."),
+        "transitions_map": string_map("Jira statuses by the names batches use."),
+        "pacing": {"$ref": reference("Pacing")},
+        "backup_keep": {"type": "integer", "minimum": 1, "maximum": 100000},
+        "auto_refresh_minutes": {"type": ["integer", "null"], "minimum": 0, "maximum": 525600},
+        "relay_dir": {"type": ["string", "null"], "description": "An absolute path; null turns the relay off."},
+        "closed_statuses": {"type": "array", "items": {"type": "string"}}
+    });
+    let mut view = writable.clone();
+    if let Some(view) = view.as_object_mut() {
+        view.insert(
+            "base_jql".into(),
+            json!({"type": ["string", "null"], "readOnly": true, "description": "Computed from the projects."}),
+        );
+        view.insert(
+            "settings_version".into(),
+            json!({"type": "integer", "format": "int64", "readOnly": true}),
+        );
+    }
+    let required: Vec<String> = view
+        .as_object()
+        .map(|v| v.keys().cloned().collect())
+        .unwrap_or_default();
+    schemas.push((
+        "Settings",
+        json!({"type": "object", "description": "Every setting but the tokens.", "required": required, "properties": view}),
+    ));
+    schemas.push((
+        "SettingsUpdate",
+        json!({"type": "object", "additionalProperties": false,
+               "description": "The settings to write, all or nothing; `settings_version` goes up by one.",
+               "properties": writable}),
+    ));
+    for (command_type, command, params) in COMMAND_TYPES {
+        schemas.push((
+            command,
+            json!({"type": "object", "required": ["type", "params"],
+            "properties": {
+                "type": {"type": "string", "const": command_type, "enum": [command_type]},
+                "params": {"$ref": reference(params)},
+                "depends_on": {"type": ["integer", "null"], "format": "int64",
+                    "description": "The `seq` (1-based) of an earlier command of the same batch."}
+            }}),
+        ));
+    }
+    schemas
+}
