@@ -251,8 +251,8 @@ fn timers(mut hub: Hub, shutdown: Arc<AtomicBool>) {
         {
             // The relay runs on a thread of its own: a relay stuck in a system call must not be
             // hidden by this thread's pings. Without them systemd restarts the daemon.
-            match hub.metrics().relay_silent_for() {
-                Some(silent) if silent > crate::relay::RELAY_STALL_LIMIT => {
+            match hub.metrics().relay_stalled_for() {
+                Some(silent) => {
                     tracing::error!(
                         silent_seconds = silent.as_secs(),
                         "the relay loop is stuck; the watchdog is no longer fed"

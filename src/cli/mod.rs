@@ -1,5 +1,6 @@
-//! The command line (system.md §2): clap definitions and one function per subcommand. Every
-//! subcommand opens the database through [`open_hub`], which creates or migrates it first.
+//! The command line (system.md §2): clap definitions and one function per subcommand. Only
+//! `init`, `migrate` and `serve` create or migrate a database (`open_hub`); the other commands
+//! open an existing one (`open_existing_hub`), read-only when they only read (`open_read_only_hub`).
 //! Output for people goes to stdout; refusals come back as errors that `main` prints in one line.
 
 mod admin;

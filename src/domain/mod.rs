@@ -43,10 +43,9 @@ impl fmt::Display for ValidationError {
 
 impl std::error::Error for ValidationError {}
 
-/// Compares two secrets in time that depends on their lengths only, not on where they differ.
+/// Compares two secrets in time that depends on their lengths only, not on where they differ
+/// (`subtle`, made for exactly this).
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+    use subtle::ConstantTimeEq;
+    a.ct_eq(b).into()
 }

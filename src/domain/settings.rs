@@ -96,11 +96,21 @@ impl IssueTypes {
     }
 }
 
-/// The two secrets: the agent's and the clients'.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The two secrets: the agent's and the clients'. `Debug` never shows them (a `{:?}` in a log
+/// line must not leak a token); only `jira-hub init` and `jira-hub tokens` print them.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tokens {
     pub agent: String,
     pub client: String,
+}
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokens")
+            .field("agent", &"***")
+            .field("client", &"***")
+            .finish()
+    }
 }
 
 /// All settings, typed, with defaults filled in.

@@ -274,7 +274,8 @@ fn json_rejection(error: crate::domain::json::JsonError) -> ApiError {
     )
 }
 
-/// Decodes a JSON body already read, with [`json_rejection`]'s answers.
+/// Decodes a JSON body already read; a refusal names the field, in Russian (400 for what is not
+/// JSON, 422 for JSON of the wrong shape).
 pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     crate::domain::json::from_slice(bytes).map_err(json_rejection)
 }

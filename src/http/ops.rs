@@ -25,13 +25,13 @@ pub async fn health() -> Json<Value> {
 #[utoipa::path(get, path = "/ready", tag = "operations",
     responses((status = 200, description = "ready", body = Object), (status = 503, description = "the database does not answer, or the relay loop is stuck", body = super::ErrorBody)))]
 pub async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let (relay_dir, silent, problem) = state
+    let (relay_dir, stalled, problem) = state
         .pool
         .run(|hub| {
             let metrics = hub.metrics();
             Ok((
                 hub.settings()?.relay_dir,
-                metrics.relay_silent_for(),
+                metrics.relay_stalled_for(),
                 metrics.relay_problem(),
             ))
         })
@@ -44,7 +44,7 @@ pub async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiErro
                 format!("база не отвечает: {}", error.message),
             )
         })?;
-    if let Some(silent) = silent.filter(|s| *s > crate::relay::RELAY_STALL_LIMIT) {
+    if let Some(silent) = stalled {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::NotReady,

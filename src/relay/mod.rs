@@ -24,10 +24,6 @@ pub use worker::{Outcome, PassCounts, Relay, error_answer_name};
 use std::path::Path;
 use std::time::Duration;
 
-/// A relay loop silent for longer than this is stuck (a pass beats before every file and every
-/// megabyte read): `/ready` says so and the daemon stops feeding systemd's watchdog.
-pub const RELAY_STALL_LIMIT: Duration = Duration::from_secs(120);
-
 /// The four folders the relay keeps inside `relay_dir`.
 pub const FOLDERS: [&str; 4] = ["inbox", "outbox", "archive", "rejected"];
 

@@ -4,6 +4,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// A relay loop silent for longer than this is stuck (a pass beats before every file and every
+/// megabyte read): `/ready` says so and the daemon stops feeding systemd's watchdog.
+pub const RELAY_STALL_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
 #[derive(Debug, Default)]
 pub struct Metrics {
     /// Claim requests applied (replays of a handled id are not counted again).
@@ -26,6 +30,8 @@ pub struct Metrics {
     pub relay_beat_ms: AtomicU64,
     /// Why the relay cannot use its folder now (a folder of the share that is a link), if so.
     pub relay_problem: std::sync::Mutex<Option<String>>,
+    /// Warnings about stored settings already logged by this process (each is told once).
+    pub settings_warnings_told: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl Metrics {
@@ -55,6 +61,13 @@ impl Metrics {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
         Some(std::time::Duration::from_millis(now.saturating_sub(beat)))
+    }
+
+    /// How long the relay loop has been silent, when that is longer than
+    /// [`RELAY_STALL_LIMIT`]: it is stuck.
+    pub fn relay_stalled_for(&self) -> Option<std::time::Duration> {
+        self.relay_silent_for()
+            .filter(|silent| *silent > RELAY_STALL_LIMIT)
     }
 
     /// Records why the relay cannot use its folder (or that it can again).

@@ -146,8 +146,16 @@ impl Hub {
     /// All settings, typed, defaults filled in; stored values that no longer validate are logged.
     pub fn settings(&self) -> Result<Settings> {
         let (settings, warnings) = Settings::from_stored(&self.store.settings_raw()?);
-        for warning in warnings {
-            tracing::warn!("{warning}");
+        // Settings are read on every relay pass and HTTP request: a bad stored value is told
+        // once per process (and again if it changes), not on every read.
+        if !warnings.is_empty()
+            && let Ok(mut told) = self.metrics.settings_warnings_told.lock()
+        {
+            for warning in warnings {
+                if told.insert(warning.clone()) {
+                    tracing::warn!("{warning}");
+                }
+            }
         }
         Ok(settings)
     }

@@ -2,7 +2,7 @@
 //!
 //! [`Store::open`] is the one way in: it creates the data directory (mode 0700), opens the file
 //! in WAL mode with `synchronous=FULL`, a busy timeout and foreign keys on, and creates or migrates
-//! the schema (see [`migrations`]). The submodules group the queries by table. The store knows
+//! the schema (see `migrations.rs`). The submodules group the queries by table. The store knows
 //! the shape of rows, not the rules: validation lives in `domain`, orchestration in `service`.
 //!
 //! A `Store` owns one blocking connection; it is `Send` but not `Sync`. Async callers run it on a
