@@ -18,7 +18,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::sync::{Arc, Mutex};
@@ -59,14 +59,22 @@ pub struct HubPool {
     /// Makes new connections when every idle one is lent.
     base: Mutex<Hub>,
     idle: Mutex<Vec<Hub>>,
+    /// The counters every connection of the process shares, for `/metrics`.
+    metrics: Arc<crate::service::Metrics>,
 }
 
 impl HubPool {
     pub fn new(hub: Hub) -> Self {
         HubPool {
+            metrics: hub.shared_metrics(),
             base: Mutex::new(hub),
             idle: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The process's counters (shared by every connection).
+    pub fn metrics(&self) -> Arc<crate::service::Metrics> {
+        self.metrics.clone()
     }
 
     /// Runs `work` with a connection, on a blocking thread.
@@ -613,6 +621,9 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::extract::DefaultBodyLimit::max(
             state.options.max_body_bytes,
         ))
+        .layer(Extension(Arc::new(ops::Exporter::new(
+            state.pool.metrics(),
+        ))))
         .layer(axum::middleware::from_fn_with_state(
             state.options.request_timeout,
             time_limit,

@@ -2,15 +2,18 @@
 
 use super::{ApiError, AppState, ErrorCode};
 use crate::service::Metrics;
-use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
-use prometheus_client::encoding::EncodeLabelSet;
+use axum::{Extension, Json};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
 
 /// Alive: the process answers. No database.
 #[utoipa::path(get, path = "/health", tag = "operations",
@@ -63,6 +66,124 @@ pub async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiErro
     ))
 }
 
+/// What `/metrics` reads from the database at each scrape, kept for the collector.
+#[derive(Debug, Default, Clone)]
+struct Figures {
+    /// Commands by status.
+    queue: Vec<(&'static str, i64)>,
+    /// Seconds since the last full refresh finished; `None`: never.
+    last_full_refresh_age: Option<i64>,
+    mirror_issues: i64,
+}
+
+/// The process's metrics registry, built once with the router: one collector that reads the
+/// service's counters (shared by the relay, the timers and HTTP) and the figures the handler last
+/// read from the database.
+#[derive(Debug)]
+pub struct Exporter {
+    registry: Registry,
+    figures: Arc<Mutex<Figures>>,
+}
+
+impl Exporter {
+    pub fn new(metrics: Arc<Metrics>) -> Self {
+        let figures = Arc::new(Mutex::new(Figures::default()));
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(HubCollector {
+            metrics,
+            figures: figures.clone(),
+        }));
+        Exporter { registry, figures }
+    }
+}
+
+#[derive(Debug)]
+struct HubCollector {
+    metrics: Arc<Metrics>,
+    figures: Arc<Mutex<Figures>>,
+}
+
+impl Collector for HubCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let m = &self.metrics;
+        let counters = [
+            ("jira_hub_claims", "Claim requests applied", &m.claims),
+            (
+                "jira_hub_commands_handed_out",
+                "Commands handed out by claims",
+                &m.commands_handed_out,
+            ),
+            ("jira_hub_reports", "Report requests applied", &m.reports),
+            (
+                "jira_hub_results_accepted",
+                "Report results accepted",
+                &m.results_accepted,
+            ),
+            (
+                "jira_hub_results_ignored",
+                "Report results ignored",
+                &m.results_ignored,
+            ),
+            ("jira_hub_heartbeats", "Heartbeats applied", &m.heartbeats),
+            (
+                "jira_hub_issues_ingested",
+                "Raw Jira issues stored by refreshes",
+                &m.issues_ingested,
+            ),
+            (
+                "jira_hub_issues_not_stored",
+                "Raw Jira issues of refresh pages left out of the mirror",
+                &m.issues_not_stored,
+            ),
+            (
+                "jira_hub_relay_files_refused",
+                "Relay files refused into rejected/",
+                &m.relay_refused,
+            ),
+        ];
+        for (name, help, value) in counters {
+            let counter = ConstCounter::new(Metrics::get(value));
+            let metric = encoder.encode_descriptor(name, help, None, counter.metric_type())?;
+            counter.encode(metric)?;
+        }
+        let figures = self.figures.lock().map(|f| f.clone()).unwrap_or_default();
+        let queue = Family::<StatusLabel, Gauge>::default();
+        for (status, count) in &figures.queue {
+            queue
+                .get_or_create(&StatusLabel {
+                    status: (*status).to_string(),
+                })
+                .set(*count);
+        }
+        let metric = encoder.encode_descriptor(
+            "jira_hub_commands",
+            "Commands by status",
+            None,
+            queue.metric_type(),
+        )?;
+        queue.encode(metric)?;
+        let age = Gauge::<i64>::default();
+        age.set(figures.last_full_refresh_age.unwrap_or(-1));
+        let metric = encoder.encode_descriptor(
+            "jira_hub_last_full_refresh_age_seconds",
+            "Seconds since the last full refresh finished (-1: never)",
+            None,
+            age.metric_type(),
+        )?;
+        age.encode(metric)?;
+        let issues = Gauge::<i64>::default();
+        issues.set(figures.mirror_issues);
+        let metric = encoder.encode_descriptor(
+            "jira_hub_mirror_issues",
+            "Issues in the mirror",
+            None,
+            issues.metric_type(),
+        )?;
+        issues.encode(metric)?;
+        Ok(())
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabel {
     status: String,
@@ -72,102 +193,44 @@ struct StatusLabel {
 #[utoipa::path(get, path = "/metrics", tag = "operations",
     responses((status = 200, description = "Prometheus text format", content_type = "application/openmetrics-text"),
         (status = 503, description = "the database stayed locked (code `busy`)", body = super::ErrorBody)))]
-pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
-    let (status, counters) = state
-        .pool
-        .run(|hub| {
-            let m = hub.metrics();
-            let counters = [
-                (
-                    "jira_hub_claims",
-                    "Claim requests applied",
-                    Metrics::get(&m.claims),
-                ),
-                (
-                    "jira_hub_commands_handed_out",
-                    "Commands handed out by claims",
-                    Metrics::get(&m.commands_handed_out),
-                ),
-                (
-                    "jira_hub_reports",
-                    "Report requests applied",
-                    Metrics::get(&m.reports),
-                ),
-                (
-                    "jira_hub_results_accepted",
-                    "Report results accepted",
-                    Metrics::get(&m.results_accepted),
-                ),
-                (
-                    "jira_hub_results_ignored",
-                    "Report results ignored",
-                    Metrics::get(&m.results_ignored),
-                ),
-                (
-                    "jira_hub_heartbeats",
-                    "Heartbeats applied",
-                    Metrics::get(&m.heartbeats),
-                ),
-                (
-                    "jira_hub_issues_ingested",
-                    "Raw Jira issues stored by refreshes",
-                    Metrics::get(&m.issues_ingested),
-                ),
-                (
-                    "jira_hub_issues_not_stored",
-                    "Raw Jira issues of refresh pages left out of the mirror",
-                    Metrics::get(&m.issues_not_stored),
-                ),
-                (
-                    "jira_hub_relay_files_refused",
-                    "Relay files refused into rejected/",
-                    Metrics::get(&m.relay_refused),
-                ),
-            ];
-            Ok((hub.status()?, counters))
-        })
-        .await?;
-    let mut registry = Registry::default();
-    for (name, help, value) in counters {
-        registry.register(
-            name,
-            help,
-            prometheus_client::metrics::counter::ConstCounter::new(value),
-        );
-    }
-    let queue = Family::<StatusLabel, Gauge>::default();
-    for status_name in crate::domain::command::CommandStatus::ALL {
-        let count = status
-            .counts
-            .queue
+pub async fn metrics(
+    State(state): State<AppState>,
+    Extension(exporter): Extension<Arc<Exporter>>,
+) -> Result<impl IntoResponse, ApiError> {
+    let status = state.pool.run(|hub| hub.status()).await?;
+    let figures = Figures {
+        queue: crate::domain::command::CommandStatus::ALL
             .iter()
-            .find(|q| q.status == status_name.as_str())
-            .map_or(0, |q| q.commands);
-        queue
-            .get_or_create(&StatusLabel {
-                status: status_name.as_str().to_string(),
+            .map(|status_name| {
+                let count = status
+                    .counts
+                    .queue
+                    .iter()
+                    .find(|q| q.status == status_name.as_str())
+                    .map_or(0, |q| q.commands);
+                (status_name.as_str(), count)
             })
-            .set(count);
-    }
-    registry.register("jira_hub_commands", "Commands by status", queue);
-    let age = status
-        .last_full_refresh
-        .as_ref()
-        .and_then(|run| run.finished_at.as_deref())
-        .and_then(crate::domain::time::parse_utc)
-        .map(|at| (time::OffsetDateTime::now_utc() - at).whole_seconds());
-    let age_gauge = Gauge::<i64>::default();
-    age_gauge.set(age.unwrap_or(-1));
-    registry.register(
-        "jira_hub_last_full_refresh_age_seconds",
-        "Seconds since the last full refresh finished (-1: never)",
-        age_gauge,
-    );
-    let issues = Gauge::<i64>::default();
-    issues.set(status.counts.issues);
-    registry.register("jira_hub_mirror_issues", "Issues in the mirror", issues);
+            .collect(),
+        last_full_refresh_age: status
+            .last_full_refresh
+            .as_ref()
+            .and_then(|run| run.finished_at.as_deref())
+            .and_then(crate::domain::time::parse_utc)
+            .map(|at| (time::OffsetDateTime::now_utc() - at).whole_seconds()),
+        mirror_issues: status.counts.issues,
+    };
     let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, &registry).map_err(|error| {
+    {
+        // One scrape at a time: the figures and their encoding belong together.
+        let mut slot = exporter
+            .figures
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *slot = figures;
+        drop(slot);
+        prometheus_client::encoding::text::encode(&mut text, &exporter.registry)
+    }
+    .map_err(|error| {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             ErrorCode::Internal,

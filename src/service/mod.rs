@@ -129,6 +129,11 @@ impl Hub {
         &self.metrics
     }
 
+    /// The process's counters, to keep (an exporter registered once reads them at every scrape).
+    pub fn shared_metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
+    }
+
     /// The hub's clock (the relay names archive days by it).
     pub fn now_utc(&self) -> time::OffsetDateTime {
         self.clock.now()
