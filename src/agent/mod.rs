@@ -108,7 +108,10 @@ impl Agent {
     }
 
     fn run(mut self, once: bool) -> anyhow::Result<()> {
-        let mut ready = false;
+        // Ready once the config is good and the clients are built: an unmounted share or a hub
+        // that does not answer yet is waited for (and logged) while running, not by failing the
+        // unit's start; the loop keeps the watchdog fed meanwhile.
+        let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
         while !self.stopping() {
             alive();
             if self
@@ -116,10 +119,6 @@ impl Agent {
                 .is_none_or(|t| t.elapsed() >= self.heartbeat_every)
             {
                 self.heartbeat();
-                if !ready {
-                    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
-                    ready = true;
-                }
             }
             let worked = self.cycle();
             if once {
