@@ -40,9 +40,12 @@ pub enum ServiceError {
     /// The thing asked for does not exist (HTTP 404).
     #[error("{0}")]
     NotFound(String),
-    /// The store failed; nothing was half-written (HTTP 500).
+    /// The store failed; nothing was half-written (HTTP 500; 503 when it is `Busy`).
     #[error(transparent)]
     Internal(StoreError),
+    /// The system's random source failed (a token could not be made; HTTP 500).
+    #[error("не удалось получить случайные байты от системы: {0}")]
+    Random(getrandom::Error),
 }
 
 impl From<StoreError> for ServiceError {
