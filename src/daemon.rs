@@ -1,28 +1,66 @@
 //! `jira-hub serve`: opens (and migrates) the store, holds the one-daemon lock, starts the relay
-//! on a thread of its own, the timers on another, and the HTTP listener on tokio; owns shutdown.
+//! on a thread of its own, the timers as tokio tasks, and the HTTP listener; owns shutdown.
 //!
 //! Readiness goes to systemd (`READY=1`) only after the migration and the bind. SIGTERM and
-//! SIGINT stop the listener (requests in hand finish), let the relay finish the file in hand,
-//! and exit 0.
+//! SIGINT trigger the one [`Shutdown`]: the listener stops (requests in hand finish), the timers
+//! end after the call in hand, the relay finishes the file in hand, and the daemon exits 0.
 
 use crate::clock::SystemClock;
 use crate::relay::{Relay, RelayOptions};
 use crate::service::Hub;
+use crate::shutdown::Shutdown;
 use crate::store::{StoreError, data_dir_of};
-use anyhow::{Context, bail};
+use anyhow::{Context, anyhow};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
-
-/// Exit status for a configuration the daemon cannot run with (systemd must not restart it).
-pub const EXIT_CONFIGURATION: u8 = 3;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// How often the timers run their tasks.
-const CLAIM_SWEEP_EVERY: Duration = Duration::from_secs(5);
-const AUTO_REFRESH_EVERY: Duration = Duration::from_secs(30);
-const BACKUP_CHECK_EVERY: Duration = Duration::from_secs(60);
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimerPeriods {
+    /// Claims whose lease ended go back to the queue (or fail, or are confirmed by state).
+    pub claim_sweep: Duration,
+    /// A full refresh is enqueued when `auto_refresh_minutes` says one is due.
+    pub auto_refresh: Duration,
+    /// The daily backup is made when the last one is a day old.
+    pub backup_check: Duration,
+    /// systemd's watchdog is fed (half its `WATCHDOG_USEC`), when it watches.
+    pub watchdog: Option<Duration>,
+}
+
+impl TimerPeriods {
+    /// The daemon's periods, the watchdog's from systemd's environment.
+    pub fn from_environment() -> Self {
+        let mut watchdog_usec = 0;
+        let watchdog = sd_notify::watchdog_enabled(false, &mut watchdog_usec)
+            .then(|| Duration::from_micros(watchdog_usec / 2));
+        TimerPeriods {
+            watchdog,
+            ..TimerPeriods::default()
+        }
+    }
+}
+
+impl Default for TimerPeriods {
+    fn default() -> Self {
+        TimerPeriods {
+            claim_sweep: Duration::from_secs(5),
+            auto_refresh: Duration::from_secs(30),
+            backup_check: Duration::from_secs(60),
+            watchdog: None,
+        }
+    }
+}
+
+/// Why `serve` did not run; the CLI maps it to the exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The database is one this binary cannot run (not SQLite, a newer schema).
+    #[error("{0}")]
+    Unrunnable(String),
+    #[error(transparent)]
+    Failed(#[from] anyhow::Error),
+}
 
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -35,7 +73,7 @@ pub struct ServeOptions {
     pub http: crate::http::HttpOptions,
 }
 
-pub fn serve(db: &Path, options: ServeOptions) -> anyhow::Result<ExitCode> {
+pub fn serve(db: &Path, options: ServeOptions) -> Result<(), ServeError> {
     let data_dir = data_dir_of(db);
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("не удалось создать {}", data_dir.display()))?;
@@ -49,25 +87,30 @@ pub fn serve(db: &Path, options: ServeOptions) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("не удалось открыть файл блокировки {}", lock_path.display()))?;
     match lock.try_lock() {
         Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => bail!(
-            "на базе {} уже работает другой jira-hub serve (он держит {})",
-            db.display(),
-            lock_path.display()
-        ),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            return Err(anyhow!(
+                "на базе {} уже работает другой jira-hub serve (он держит {})",
+                db.display(),
+                lock_path.display()
+            )
+            .into());
+        }
         Err(std::fs::TryLockError::Error(error)) => {
             return Err(error)
-                .with_context(|| format!("не удалось заблокировать {}", lock_path.display()));
+                .with_context(|| format!("не удалось заблокировать {}", lock_path.display()))
+                .map_err(ServeError::from);
         }
     }
 
     let (mut hub, report) = match Hub::open(db, Arc::new(SystemClock)) {
         Ok(opened) => opened,
         Err(crate::service::ServiceError::Internal(StoreError::Incompatible(why))) => {
-            eprintln!("jira-hub: {why}");
-            return Ok(ExitCode::from(EXIT_CONFIGURATION));
+            return Err(ServeError::Unrunnable(why));
         }
         Err(error) => {
-            return Err(error).with_context(|| format!("не удалось открыть базу {}", db.display()));
+            return Err(error)
+                .with_context(|| format!("не удалось открыть базу {}", db.display()))
+                .map_err(ServeError::from);
         }
     };
     if let Some(backup) = &report.backup {
@@ -82,7 +125,7 @@ pub fn serve(db: &Path, options: ServeOptions) -> anyhow::Result<ExitCode> {
         .context("не удалось запустить асинхронную среду исполнения")?;
     let result = runtime.block_on(run(hub, options, db));
     drop(lock);
-    result
+    Ok(result?)
 }
 
 /// `--init-from` and `--default-relay-dir`: what the quick start needs on a fresh clone.
@@ -113,7 +156,7 @@ fn prepare(hub: &mut Hub, options: &ServeOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn run(hub: Hub, options: ServeOptions, db: &Path) -> anyhow::Result<ExitCode> {
+async fn run(hub: Hub, options: ServeOptions, db: &Path) -> anyhow::Result<()> {
     // Handlers first: a signal that comes as soon as the daemon says it is ready must stop it
     // cleanly, not kill it.
     let signals = Signals::install();
@@ -121,18 +164,26 @@ async fn run(hub: Hub, options: ServeOptions, db: &Path) -> anyhow::Result<ExitC
         .await
         .with_context(|| format!("не удалось слушать {}", options.listen))?;
     let address = listener.local_addr()?;
-    let shutdown = Arc::new(AtomicBool::new(false));
+    let shutdown = Shutdown::new();
 
     let relay = Relay::new(hub.connect()?, options.relay.clone(), shutdown.clone());
     let relay_waker = relay.waker();
     let relay_thread = std::thread::Builder::new()
         .name("relay".into())
         .spawn(move || relay.run())?;
-    let timers_hub = hub.connect()?;
-    let timers_shutdown = shutdown.clone();
-    let timers_thread = std::thread::Builder::new()
-        .name("timers".into())
-        .spawn(move || timers(timers_hub, timers_shutdown))?;
+    // The relay thread blocks on its own channel: the stop wakes it there.
+    tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move {
+            shutdown.triggered().await;
+            let _ = relay_waker.try_send(());
+        }
+    });
+    let timers = tokio::spawn(run_timers(
+        hub.connect()?,
+        TimerPeriods::from_environment(),
+        shutdown.clone(),
+    ));
 
     let settings = hub.settings()?;
     outln!("jira-hub serving http://{address}");
@@ -148,31 +199,38 @@ async fn run(hub: Hub, options: ServeOptions, db: &Path) -> anyhow::Result<ExitC
     tracing::info!(%address, "listening");
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
 
-    let stop = {
+    tokio::spawn({
         let shutdown = shutdown.clone();
         async move {
-            signals.wait().await;
-            tracing::info!("stopping");
-            let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
-            shutdown.store(true, Ordering::SeqCst);
-            let _ = relay_waker.try_send(());
+            tokio::select! {
+                () = signals.wait() => {
+                    tracing::info!("stopping");
+                    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
+                    shutdown.trigger();
+                }
+                () = shutdown.triggered() => {}
+            }
         }
-    };
+    });
     let state = crate::http::AppState {
         pool: Arc::new(crate::http::HubPool::new(hub.connect()?)),
         options: options.http.clone(),
     };
-    crate::http::serve(listener, state, stop)
-        .await
-        .context("HTTP-сервер остановился с ошибкой")?;
-    shutdown.store(true, Ordering::SeqCst);
+    let stop = {
+        let shutdown = shutdown.clone();
+        async move { shutdown.triggered().await }
+    };
+    let served = crate::http::serve(listener, state, stop).await;
+    // The server may also end on an error: everything else stops with it.
+    shutdown.trigger();
+    let _ = timers.await;
     tokio::task::spawn_blocking(move || {
         let _ = relay_thread.join();
-        let _ = timers_thread.join();
     })
     .await?;
+    served.context("HTTP-сервер остановился с ошибкой")?;
     tracing::info!("stopped");
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// SIGTERM and SIGINT, listened for from the start.
@@ -213,56 +271,93 @@ impl Signals {
     }
 }
 
-/// The periodic work: claim timeouts, automatic refresh, the daily backup, the watchdog.
-fn timers(mut hub: Hub, shutdown: Arc<AtomicBool>) {
-    let mut watchdog_usec = 0;
-    let watchdog = sd_notify::watchdog_enabled(false, &mut watchdog_usec)
-        .then(|| Duration::from_micros(watchdog_usec / 2));
-    let mut last: [Option<Instant>; 4] = [None; 4];
-    let due = |slot: &mut Option<Instant>, every: Duration| {
-        let now = Instant::now();
-        if slot.is_none_or(|at| now.duration_since(at) >= every) {
-            *slot = Some(now);
-            true
-        } else {
-            false
-        }
-    };
-    while !shutdown.load(Ordering::SeqCst) {
-        if due(&mut last[0], CLAIM_SWEEP_EVERY)
-            && let Err(error) = hub.expire_claims()
-        {
+/// The periodic work until `shutdown`: claim timeouts, automatic refresh, the daily backup, the
+/// watchdog, each a task on its `tokio::time::interval`, each hub call on the blocking pool (one
+/// at a time: they share `hub`). Time is tokio's, so a test with paused time runs them at once.
+pub async fn run_timers(hub: Hub, every: TimerPeriods, shutdown: Shutdown) {
+    let hub = Arc::new(Mutex::new(hub));
+    let sweep = repeat(&hub, every.claim_sweep, &shutdown, |hub| {
+        if let Err(error) = hub.expire_claims() {
             tracing::error!(%error, "claim timeout sweep failed");
         }
-        if due(&mut last[1], AUTO_REFRESH_EVERY)
-            && let Err(error) = hub.auto_refresh()
-        {
+    });
+    let refresh = repeat(&hub, every.auto_refresh, &shutdown, |hub| {
+        if let Err(error) = hub.auto_refresh() {
             tracing::error!(%error, "automatic refresh failed");
         }
-        if due(&mut last[2], BACKUP_CHECK_EVERY) {
-            match hub.periodic_backup() {
-                Ok(Some(path)) => tracing::info!(backup = %path.display(), "periodic backup made"),
-                Ok(None) => {}
-                Err(error) => tracing::error!(%error, "periodic backup failed"),
-            }
+    });
+    let backup = repeat(&hub, every.backup_check, &shutdown, |hub| {
+        match hub.periodic_backup() {
+            Ok(Some(path)) => tracing::info!(backup = %path.display(), "periodic backup made"),
+            Ok(None) => {}
+            Err(error) => tracing::error!(%error, "periodic backup failed"),
         }
-        if let Some(every) = watchdog
-            && due(&mut last[3], every)
-        {
-            // The relay runs on a thread of its own: a relay stuck in a system call must not be
-            // hidden by this thread's pings. Without them systemd restarts the daemon.
-            match hub.metrics().relay_stalled_for() {
-                Some(silent) => {
-                    tracing::error!(
-                        silent_seconds = silent.as_secs(),
-                        "the relay loop is stuck; the watchdog is no longer fed"
-                    );
-                }
-                _ => {
+    });
+    let watchdog = async {
+        if let Some(period) = every.watchdog {
+            repeat(&hub, period, &shutdown, |hub| {
+                if watchdog_may_ping(hub.metrics().relay_silent_for()) {
                     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Watchdog]);
                 }
-            }
+            })
+            .await;
         }
-        std::thread::sleep(Duration::from_millis(200));
+    };
+    tokio::join!(sweep, refresh, backup, watchdog);
+}
+
+/// Whether the watchdog may be fed. The relay runs on a thread of its own: a relay stuck in a
+/// system call must not be hidden by the timers' pings; without them systemd restarts the daemon.
+pub fn watchdog_may_ping(relay_silent_for: Option<Duration>) -> bool {
+    match relay_silent_for {
+        Some(silent) if silent > crate::service::RELAY_STALL_LIMIT => {
+            tracing::error!(
+                silent_seconds = silent.as_secs(),
+                "the relay loop is stuck; the watchdog is no longer fed"
+            );
+            false
+        }
+        _ => true,
+    }
+}
+
+/// Runs `job` on the blocking pool at once and then every `period`, until `shutdown`; a late
+/// tick is delayed, never bunched up.
+async fn repeat(hub: &Arc<Mutex<Hub>>, period: Duration, shutdown: &Shutdown, job: fn(&mut Hub)) {
+    let mut interval = tokio::time::interval(period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            biased;
+            () = shutdown.triggered() => break,
+            _ = interval.tick() => {}
+        }
+        let hub = hub.clone();
+        let ran = tokio::task::spawn_blocking(move || {
+            // A job that panicked poisons nothing the next one relies on: the store is
+            // transactional.
+            let mut hub = hub
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            job(&mut hub);
+        })
+        .await;
+        if let Err(error) = ran {
+            tracing::error!(%error, "a timer task failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_silent_relay_stops_the_watchdog() {
+        assert!(watchdog_may_ping(None));
+        assert!(watchdog_may_ping(Some(crate::service::RELAY_STALL_LIMIT)));
+        assert!(!watchdog_may_ping(Some(
+            crate::service::RELAY_STALL_LIMIT + Duration::from_secs(1)
+        )));
     }
 }

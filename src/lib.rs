@@ -41,4 +41,5 @@ pub mod jira;
 pub mod protocol;
 pub mod relay;
 pub mod service;
+pub mod shutdown;
 pub mod store;

@@ -1,7 +1,9 @@
-//! The `jira-hub` binary: parse the command line, set up logging, run, map errors to exit codes
-//! (0 success, 1 runtime error or refusal, 2 usage error from clap).
+//! The `jira-hub` binary: parse the command line, set up logging, run, and decide the exit code,
+//! here and nowhere else: 0 success, 1 runtime error or refusal, 2 usage error (clap), 3 a
+//! database this binary cannot run (systemd's unit does not restart on it).
 
 use clap::Parser;
+use jira_hub::cli::{CliError, Outcome};
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
@@ -16,12 +18,17 @@ fn main() -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .init();
     match jira_hub::cli::run(cli) {
-        Ok(code) => code,
+        Ok(Outcome::Success) => ExitCode::SUCCESS,
+        Ok(Outcome::Negative) => ExitCode::from(1),
         // The reader went away (`jira-hub status | head -1`): nothing more to say to it.
-        Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
-        Err(error) => {
+        Err(CliError::Failed(error)) if is_broken_pipe(&error) => ExitCode::SUCCESS,
+        Err(CliError::Failed(error)) => {
             eprintln!("jira-hub: {}", one_line(&error));
             ExitCode::from(1)
+        }
+        Err(CliError::Unrunnable(why)) => {
+            eprintln!("jira-hub: {why}");
+            ExitCode::from(3)
         }
     }
 }

@@ -1,13 +1,13 @@
 //! `init`, `migrate`, `tokens`, `backup`: setting a hub up and looking after its files.
 
+use super::Outcome;
 use super::{RotateWhich, open_existing_hub, open_hub, open_read_only_hub};
 use crate::service::{ServiceError, TokenRole};
 use crate::store::data_dir_of;
 use anyhow::{Context, bail};
 use std::path::Path;
-use std::process::ExitCode;
 
-pub fn init(db: &Path, config_path: &Path, force: bool, if_new: bool) -> anyhow::Result<ExitCode> {
+pub fn init(db: &Path, config_path: &Path, force: bool, if_new: bool) -> anyhow::Result<Outcome> {
     // `-` reads standard input: the service user may not be allowed to open the operator's file.
     let text = if config_path == Path::new("-") {
         std::io::read_to_string(std::io::stdin())
@@ -22,7 +22,7 @@ pub fn init(db: &Path, config_path: &Path, force: bool, if_new: bool) -> anyhow:
     let report = match hub.init_from_config(&config, force) {
         Err(ServiceError::Conflict { field, .. }) if if_new && field == "settings" => {
             outln!("{} already has settings; nothing changed", db.display());
-            return Ok(ExitCode::SUCCESS);
+            return Ok(Outcome::Success);
         }
         result => result?,
     };
@@ -58,10 +58,10 @@ pub fn init(db: &Path, config_path: &Path, force: bool, if_new: bool) -> anyhow:
     outln!("settings_version: {}", report.settings_version);
     outln!("agent token:  {}", report.tokens.agent);
     outln!("client token: {}", report.tokens.client);
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }
 
-pub fn migrate(db: &Path) -> anyhow::Result<ExitCode> {
+pub fn migrate(db: &Path) -> anyhow::Result<Outcome> {
     let (_, report) = open_hub(db)?;
     if report.old_version == report.new_version {
         outln!("schema v{}: up to date", report.new_version);
@@ -80,10 +80,10 @@ pub fn migrate(db: &Path) -> anyhow::Result<ExitCode> {
     for warning in &report.warnings {
         outln!("warning: {warning}");
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }
 
-pub fn tokens(db: &Path, rotate: Option<RotateWhich>) -> anyhow::Result<ExitCode> {
+pub fn tokens(db: &Path, rotate: Option<RotateWhich>) -> anyhow::Result<Outcome> {
     let tokens = match rotate {
         Some(which) => open_existing_hub(db)?.rotate_token(match which {
             RotateWhich::Agent => TokenRole::Agent,
@@ -96,12 +96,12 @@ pub fn tokens(db: &Path, rotate: Option<RotateWhich>) -> anyhow::Result<ExitCode
     };
     outln!("agent:  {}", tokens.agent);
     outln!("client: {}", tokens.client);
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }
 
-pub fn backup(db: &Path) -> anyhow::Result<ExitCode> {
+pub fn backup(db: &Path) -> anyhow::Result<Outcome> {
     let hub = open_existing_hub(db)?;
     let path = hub.backup_now()?;
     outln!("{}", path.display());
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }

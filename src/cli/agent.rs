@@ -1,12 +1,12 @@
 //! `jira-hub agent --config FILE [--once]`: loads the agent's config, turns SIGTERM/SIGINT into a
 //! clean stop, and runs [`crate::agent`]. Opens no database.
 
+use super::Outcome;
 use std::path::Path;
-use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-pub fn agent(config: &Path, once: bool) -> anyhow::Result<ExitCode> {
+pub fn agent(config: &Path, once: bool) -> anyhow::Result<Outcome> {
     let config = crate::agent::AgentConfig::load(config)?;
     let shutdown = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
@@ -17,5 +17,5 @@ pub fn agent(config: &Path, once: bool) -> anyhow::Result<ExitCode> {
     } else {
         crate::agent::run(config, shutdown)?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }

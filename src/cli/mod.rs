@@ -16,7 +16,6 @@ use crate::store::StoreError;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::sync::Arc;
 
 #[derive(Debug, Parser)]
@@ -175,31 +174,59 @@ pub enum RotateWhich {
     Client,
 }
 
+/// How a command that ran ended; `main` turns it into the exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Done (exit 0).
+    Success,
+    /// It ran and its answer is no, already printed (`relay validate` found invalid files):
+    /// exit 1, like a refusal.
+    Negative,
+}
+
+/// Why a command failed; `main` turns it into the exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The database is one this binary cannot run (not SQLite, a newer schema): exit 3, which
+    /// systemd is told not to restart.
+    #[error("{0}")]
+    Unrunnable(String),
+    /// A runtime error or a refusal (exit 1), with its causes.
+    #[error(transparent)]
+    Failed(#[from] anyhow::Error),
+}
+
 /// Runs one parsed command.
-pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    match cli.command {
+pub fn run(cli: Cli) -> Result<Outcome, CliError> {
+    Ok(match cli.command {
         Command::Init {
             config,
             force,
             if_new,
-        } => admin::init(&cli.db, &config, force, if_new),
-        Command::Migrate => admin::migrate(&cli.db),
-        Command::Settings(SettingsCommand::Get { key }) => settings::get(&cli.db, key.as_deref()),
+        } => admin::init(&cli.db, &config, force, if_new)?,
+        Command::Migrate => admin::migrate(&cli.db)?,
+        Command::Settings(SettingsCommand::Get { key }) => settings::get(&cli.db, key.as_deref())?,
         Command::Settings(SettingsCommand::Set { key, json }) => {
-            settings::set(&cli.db, &key, &json)
+            settings::set(&cli.db, &key, &json)?
         }
-        Command::Projects(ProjectsCommand::List) => projects::list(&cli.db),
+        Command::Projects(ProjectsCommand::List) => projects::list(&cli.db)?,
         Command::Projects(ProjectsCommand::Add { label, name, board }) => {
-            projects::add(&cli.db, &label, &name, board)
+            projects::add(&cli.db, &label, &name, board)?
         }
-        Command::Tokens { rotate } => admin::tokens(&cli.db, rotate),
-        Command::Status => status::status(&cli.db),
-        Command::Backup => admin::backup(&cli.db),
-        Command::Serve(args) => crate::daemon::serve(&cli.db, args.into_options()),
-        Command::Relay(RelayCommand::Inspect { path }) => relay::inspect(&cli.db, &path),
-        Command::Relay(RelayCommand::Validate { path }) => relay::validate(&path),
-        Command::Agent { config, once } => agent::agent(&config, once),
-    }
+        Command::Tokens { rotate } => admin::tokens(&cli.db, rotate)?,
+        Command::Status => status::status(&cli.db)?,
+        Command::Backup => admin::backup(&cli.db)?,
+        Command::Serve(args) => match crate::daemon::serve(&cli.db, args.into_options()) {
+            Ok(()) => Outcome::Success,
+            Err(crate::daemon::ServeError::Unrunnable(why)) => {
+                return Err(CliError::Unrunnable(why));
+            }
+            Err(crate::daemon::ServeError::Failed(error)) => return Err(error.into()),
+        },
+        Command::Relay(RelayCommand::Inspect { path }) => relay::inspect(&cli.db, &path)?,
+        Command::Relay(RelayCommand::Validate { path }) => relay::validate(&path)?,
+        Command::Agent { config, once } => agent::agent(&config, once)?,
+    })
 }
 
 impl ServeArgs {

@@ -1,9 +1,9 @@
 //! `projects list` and `projects add LABEL NAME [--board N]`, with the rules of `POST /projects`.
 
+use super::Outcome;
 use super::{open_existing_hub, open_read_only_hub};
 use crate::domain::project::Project;
 use std::path::Path;
-use std::process::ExitCode;
 
 fn print_project(project: &Project) -> std::io::Result<()> {
     outln!(
@@ -17,20 +17,20 @@ fn print_project(project: &Project) -> std::io::Result<()> {
     Ok(())
 }
 
-pub fn list(db: &Path) -> anyhow::Result<ExitCode> {
+pub fn list(db: &Path) -> anyhow::Result<Outcome> {
     let hub = open_read_only_hub(db)?;
     for project in hub.projects()? {
         print_project(&project)?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }
 
-pub fn add(db: &Path, label: &str, name: &str, board: Option<i64>) -> anyhow::Result<ExitCode> {
+pub fn add(db: &Path, label: &str, name: &str, board: Option<i64>) -> anyhow::Result<Outcome> {
     let mut hub = open_existing_hub(db)?;
     let project = hub.create_project(label, name, board)?;
     print_project(&project)?;
     if let Some(jql) = hub.base_jql()? {
         outln!("base JQL: {jql}");
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }

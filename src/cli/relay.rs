@@ -1,12 +1,12 @@
 //! `relay inspect PATH` and `relay validate PATH`.
 
+use super::Outcome;
 use super::open_read_only_hub;
 use crate::relay::inspect::{collect, escape_for_terminal, format_table, inspect_file};
 use anyhow::Context;
 use std::path::Path;
-use std::process::ExitCode;
 
-pub fn inspect(db: &Path, path: &Path) -> anyhow::Result<ExitCode> {
+pub fn inspect(db: &Path, path: &Path) -> anyhow::Result<Outcome> {
     let files =
         collect(path).with_context(|| format!("не удалось прочитать {}", path.display()))?;
     // Whether the hub applied a request comes from its database, when there is one; the folder
@@ -38,10 +38,10 @@ pub fn inspect(db: &Path, path: &Path) -> anyhow::Result<ExitCode> {
         path.parent().unwrap_or(path)
     };
     out!("{}", format_table(&rows, base));
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }
 
-pub fn validate(path: &Path) -> anyhow::Result<ExitCode> {
+pub fn validate(path: &Path) -> anyhow::Result<Outcome> {
     let files =
         collect(path).with_context(|| format!("не удалось прочитать {}", path.display()))?;
     let mut invalid = 0;
@@ -64,8 +64,8 @@ pub fn validate(path: &Path) -> anyhow::Result<ExitCode> {
     }
     outln!("{} files, {} invalid", files.len(), invalid);
     Ok(if invalid == 0 {
-        ExitCode::SUCCESS
+        Outcome::Success
     } else {
-        ExitCode::from(1)
+        Outcome::Negative
     })
 }

@@ -1,13 +1,13 @@
 //! `settings get [KEY]` and `settings set KEY JSON`: the same validation and versioning as
 //! `PUT /settings`, because both call the service.
 
+use super::Outcome;
 use super::{open_existing_hub, open_read_only_hub};
 use anyhow::{Context, bail};
 use serde_json::{Map, Value};
 use std::path::Path;
-use std::process::ExitCode;
 
-pub fn get(db: &Path, key: Option<&str>) -> anyhow::Result<ExitCode> {
+pub fn get(db: &Path, key: Option<&str>) -> anyhow::Result<Outcome> {
     let hub = open_read_only_hub(db)?;
     let view = hub.settings_view()?;
     let shown = match key {
@@ -20,10 +20,10 @@ pub fn get(db: &Path, key: Option<&str>) -> anyhow::Result<ExitCode> {
         },
     };
     outln!("{}", serde_json::to_string_pretty(&shown)?);
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }
 
-pub fn set(db: &Path, key: &str, json: &str) -> anyhow::Result<ExitCode> {
+pub fn set(db: &Path, key: &str, json: &str) -> anyhow::Result<Outcome> {
     let value: Value = serde_json::from_str(json).with_context(|| {
         format!("{key}: значение — не JSON (строку берут в кавычки: '\"{json}\"')")
     })?;
@@ -36,5 +36,5 @@ pub fn set(db: &Path, key: &str, json: &str) -> anyhow::Result<ExitCode> {
         view.get(key).map(Value::to_string).unwrap_or_default()
     );
     outln!("settings_version = {}", view["settings_version"]);
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }

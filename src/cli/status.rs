@@ -1,12 +1,12 @@
 //! `jira-hub status`: what an operator wants to see first, in plain text.
 
+use super::Outcome;
 use super::open_read_only_hub;
 use crate::relay::describe_relay_dir;
 use crate::relay::inspect::escape_for_terminal;
 use std::path::Path;
-use std::process::ExitCode;
 
-pub fn status(db: &Path) -> anyhow::Result<ExitCode> {
+pub fn status(db: &Path) -> anyhow::Result<Outcome> {
     let hub = open_read_only_hub(db)?;
     let status = hub.status()?;
     outln!(
@@ -91,5 +91,5 @@ pub fn status(db: &Path) -> anyhow::Result<ExitCode> {
         "relay:        {}",
         describe_relay_dir(status.relay_dir.as_deref())
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }

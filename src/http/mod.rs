@@ -218,19 +218,17 @@ impl From<ServiceError> for ApiError {
             ServiceError::NotFound(message) => {
                 ApiError::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, None, message)
             }
-            ServiceError::Internal(error) => {
-                if error.to_string().contains("database is locked") {
-                    tracing::warn!(%error, "database busy");
-                    ApiError::new(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        ErrorCode::Busy,
-                        None,
-                        "база занята, повторите запрос",
-                    )
-                } else {
-                    ApiError::internal(error.to_string())
-                }
+            ServiceError::Internal(error @ crate::store::StoreError::Busy(_)) => {
+                tracing::warn!(%error, "database busy");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    ErrorCode::Busy,
+                    None,
+                    "база занята, повторите запрос",
+                )
             }
+            ServiceError::Internal(error) => ApiError::internal(error.to_string()),
+            error @ ServiceError::Random(_) => ApiError::internal(error.to_string()),
         }
     }
 }

@@ -19,7 +19,7 @@ mod watch;
 mod worker;
 
 pub use decide::Refusal;
-pub use worker::{Outcome, PassCounts, Relay, error_answer_name};
+pub use worker::{Outcome, PassCounts, Relay, RelayError, error_answer_name};
 
 use std::path::Path;
 use std::time::Duration;

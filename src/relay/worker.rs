@@ -18,11 +18,10 @@ use super::fsio::{
 use super::{FOLDERS, RelayOptions};
 use crate::protocol::{AgentAnswer, TokenCheck};
 use crate::service::{Hub, ServiceError};
+use crate::shutdown::Shutdown;
 use serde_json::json;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::time::Instant;
 
@@ -45,11 +44,26 @@ pub struct PassCounts {
     pub waiting: usize,
 }
 
+/// Why a pass could not look at the folder (a file's own trouble is an [`Outcome`], not this).
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    /// The settings could not be read.
+    #[error(transparent)]
+    Service(#[from] ServiceError),
+    /// A folder of the relay could not be made or listed.
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// The relay: one per daemon, on a thread of its own (the service is blocking).
 pub struct Relay {
     hub: Hub,
     options: RelayOptions,
-    shutdown: Arc<AtomicBool>,
+    shutdown: Shutdown,
     wake_tx: SyncSender<()>,
     wake_rx: Receiver<()>,
     /// What the relay remembers of each name of `inbox/`, by its own clock.
@@ -62,7 +76,7 @@ pub struct Relay {
 }
 
 impl Relay {
-    pub fn new(hub: Hub, options: RelayOptions, shutdown: Arc<AtomicBool>) -> Self {
+    pub fn new(hub: Hub, options: RelayOptions, shutdown: Shutdown) -> Self {
         let (wake_tx, wake_rx) = sync_channel(1);
         Relay {
             hub,
@@ -77,7 +91,7 @@ impl Relay {
         }
     }
 
-    /// A handle that wakes the loop (on shutdown, say).
+    /// A handle that wakes the loop (the daemon wakes it when the stop is triggered).
     pub fn waker(&self) -> SyncSender<()> {
         self.wake_tx.clone()
     }
@@ -85,10 +99,10 @@ impl Relay {
     /// Runs until shutdown: a pass over the folder, then a wait for a notification or the
     /// poll interval. The file in hand is always finished before stopping.
     pub fn run(mut self) {
-        while !self.shutdown.load(Ordering::SeqCst) {
+        while !self.shutdown.is_triggered() {
             self.hub.metrics().relay_beat();
             if let Err(error) = self.pass() {
-                tracing::error!(error = %format!("{error:#}"), "relay pass failed; retrying");
+                tracing::error!(%error, "relay pass failed; retrying");
             }
             self.hub.metrics().relay_beat();
             let _ = self.wake_rx.recv_timeout(self.options.poll_interval);
@@ -104,25 +118,34 @@ impl Relay {
         }
     }
 
-    /// One pass: follow `relay_dir`, make the folders, handle what is in `inbox/` (small files
-    /// first, within a reading budget), prune.
-    pub fn pass(&mut self) -> anyhow::Result<PassCounts> {
+    /// One pass now, by the monotonic clock.
+    pub fn pass(&mut self) -> Result<PassCounts, RelayError> {
+        self.pass_at(Instant::now())
+    }
+
+    /// One pass at the instant `now` (tests pass their own, so grace periods need no waiting):
+    /// follow `relay_dir`, make the folders, handle what is in `inbox/` (small files first,
+    /// within a reading budget), prune.
+    pub fn pass_at(&mut self, now: Instant) -> Result<PassCounts, RelayError> {
         let Some(dir) = self.relay_dir()? else {
             return Ok(PassCounts::default());
         };
         let agent_token = self.hub.settings()?.tokens.map(|t| t.agent);
         let mut counts = PassCounts::default();
         let inbox = dir.join("inbox");
-        let mut candidates = list_candidates(&inbox)?;
+        let mut candidates = list_candidates(&inbox).map_err(|source| RelayError::Io {
+            context: format!("cannot list {}", inbox.display()),
+            source,
+        })?;
         // Small requests overtake big ones: a heartbeat never waits behind a large report.
         candidates.sort_by(|a, b| a.1.len.cmp(&b.1.len).then_with(|| a.0.cmp(&b.0)));
         let mut budget = self.options.read_budget_bytes;
         for (name, facts) in &candidates {
-            if self.shutdown.load(Ordering::SeqCst) {
+            if self.shutdown.is_triggered() {
                 break;
             }
             self.hub.metrics().relay_beat();
-            match self.handle_file(&dir, name, *facts, agent_token.as_deref(), &mut budget) {
+            match self.handle_file(&dir, name, *facts, agent_token.as_deref(), &mut budget, now) {
                 Outcome::Applied => counts.applied += 1,
                 Outcome::Later => counts.waiting += 1,
                 Outcome::Skipped => {}
@@ -138,9 +161,9 @@ impl Relay {
             .retain(|name, _| candidates.iter().any(|(listed, _)| listed == name));
         if self
             .last_prune
-            .is_none_or(|at| at.elapsed() >= self.options.prune_every)
+            .is_none_or(|at| now.saturating_duration_since(at) >= self.options.prune_every)
         {
-            self.last_prune = Some(Instant::now());
+            self.last_prune = Some(now);
             prune(&dir, self.options.retention, self.hub.now_utc(), &|| {
                 self.hub.metrics().relay_beat()
             });
@@ -151,7 +174,7 @@ impl Relay {
     /// The relay folder to use now, with its four folders made, or `None` when there is none
     /// (not set; missing, since an unmounted share is never created; or a folder of it that is
     /// not a real folder, which is never followed).
-    fn relay_dir(&mut self) -> anyhow::Result<Option<PathBuf>> {
+    fn relay_dir(&mut self) -> Result<Option<PathBuf>, RelayError> {
         let configured = self.hub.settings()?.relay_dir.map(PathBuf::from);
         let Some(dir) = configured else {
             self.current = None;
@@ -178,8 +201,10 @@ impl Relay {
                     self.current = None;
                     return Ok(None);
                 }
-                Err(_) => std::fs::create_dir(&path)
-                    .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?,
+                Err(_) => std::fs::create_dir(&path).map_err(|source| RelayError::Io {
+                    context: format!("cannot create {}", path.display()),
+                    source,
+                })?,
             }
         }
         self.report_problem(None);
@@ -225,10 +250,10 @@ impl Relay {
         listed: FileFacts,
         agent_token: Option<&str>,
         budget: &mut u64,
+        now: Instant,
     ) -> Outcome {
         let path = dir.join("inbox").join(name);
         let limits = self.limits();
-        let now = Instant::now();
         let sighting = observe(self.sightings.get(name).copied(), &listed, now);
         self.sightings.insert(name.to_string(), sighting);
         let token = TokenCheck::Expect(agent_token);
@@ -297,7 +322,7 @@ impl Relay {
                 };
                 let answer = match self.hub.handle_agent_request(&request) {
                     Ok(answer) => answer,
-                    Err(ServiceError::Internal(error)) => {
+                    Err(error @ (ServiceError::Internal(_) | ServiceError::Random(_))) => {
                         tracing::error!(file = %escape(name), %error, "the request could not be applied now; it stays in inbox/");
                         return Outcome::Later;
                     }

@@ -12,7 +12,7 @@ mod tokens;
 pub use agent::ExpiredClaims;
 pub use batches::{BatchRequest, BatchView, CommandRequestBody, CommandView};
 pub use init::InitReport;
-pub use metrics::Metrics;
+pub use metrics::{Metrics, RELAY_STALL_LIMIT};
 pub use mirror::{IssueLinkView, IssueView, SliceRow, SyncRunView};
 pub use tokens::TokenRole;
 
@@ -40,9 +40,12 @@ pub enum ServiceError {
     /// The thing asked for does not exist (HTTP 404).
     #[error("{0}")]
     NotFound(String),
-    /// The store failed; nothing was half-written (HTTP 500).
+    /// The store failed; nothing was half-written (HTTP 500; 503 when it is `Busy`).
     #[error(transparent)]
     Internal(StoreError),
+    /// The system's random source failed (a token could not be made; HTTP 500).
+    #[error("не удалось получить случайные байты от системы: {0}")]
+    Random(getrandom::Error),
 }
 
 impl From<StoreError> for ServiceError {

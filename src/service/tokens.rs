@@ -14,12 +14,7 @@ pub enum TokenRole {
 /// 32 random bytes as 64 hex digits.
 pub(super) fn generate_token() -> Result<String> {
     let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|error| {
-        ServiceError::Internal(crate::store::StoreError::Io {
-            context: "cannot read the system's random source".into(),
-            source: std::io::Error::other(error.to_string()),
-        })
-    })?;
+    getrandom::fill(&mut bytes).map_err(ServiceError::Random)?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 

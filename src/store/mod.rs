@@ -37,7 +37,8 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// of a large database takes a while).
 const MIGRATION_BUSY_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// Errors of the store; callers branch on `Conflict`, the rest are reported as they are.
+/// Errors of the store; callers branch on `Conflict` and `Busy`, the rest are reported as they
+/// are.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// A uniqueness rule the store checks under its write lock (a project label).
@@ -65,10 +66,26 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// Another connection held the lock past the busy timeout (`SQLITE_BUSY`, `SQLITE_LOCKED`):
+    /// nothing was written, the same request may succeed later.
+    #[error("база данных занята: {0}")]
+    Busy(#[source] rusqlite::Error),
     #[error("ошибка базы данных: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    Sqlite(#[source] rusqlite::Error),
     #[error("испорченный JSON в базе: {0}")]
     Json(#[from] serde_json::Error),
+}
+
+/// SQLite's own code decides whether an error is a busy database, never its message.
+impl From<rusqlite::Error> for StoreError {
+    fn from(error: rusqlite::Error) -> Self {
+        match error.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+                StoreError::Busy(error)
+            }
+            _ => StoreError::Sqlite(error),
+        }
+    }
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -252,7 +269,7 @@ fn not_a_database(path: &Path) -> impl Fn(rusqlite::Error) -> StoreError {
             "{} не база данных SQLite (или повреждена)",
             path.display()
         )),
-        _ => StoreError::Sqlite(error),
+        _ => StoreError::from(error),
     }
 }
 
@@ -290,4 +307,34 @@ fn ensure_private_dir(dir: &Path, warnings: &mut Vec<String>) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A write lock held by another connection past the busy timeout is `Busy`, by SQLite's
+    /// code.
+    #[test]
+    fn a_locked_database_is_busy() {
+        let dir = std::env::temp_dir().join(format!("jira-hub-busy-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let db = dir.join("hub.sqlite");
+        let now = OffsetDateTime::UNIX_EPOCH;
+        let (mut first, _) = Store::open(&db, now).expect("open");
+        let (mut second, _) = Store::open(&db, now).expect("open again");
+        second
+            .conn
+            .busy_timeout(Duration::from_millis(1))
+            .expect("timeout");
+        let holding = first
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .expect("lock");
+        let error = second.write(|_| Ok(())).expect_err("locked");
+        assert!(matches!(error, StoreError::Busy(_)), "{error:?}");
+        drop(holding);
+        second.write(|_| Ok(())).expect("free again");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

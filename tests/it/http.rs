@@ -1222,3 +1222,35 @@ async fn the_openapi_document_makes_valid_requests() {
     assert!(claim["properties"].get("token").is_none());
     assert_eq!(claim["properties"]["sent_at"]["format"], "date-time");
 }
+
+/// A busy database is 503 `busy` by SQLite's code, whatever the message says; a message that
+/// merely mentions a lock is not.
+#[test]
+fn busy_is_decided_by_the_error_code_not_its_text() {
+    use jira_hub::http::{ApiError, ErrorCode};
+    use jira_hub::service::ServiceError;
+    use jira_hub::store::StoreError;
+    let sqlite = |code: std::os::raw::c_int, message: &str| {
+        StoreError::from(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(code),
+            Some(message.to_string()),
+        ))
+    };
+    for code in [rusqlite::ffi::SQLITE_BUSY, rusqlite::ffi::SQLITE_LOCKED] {
+        let error = sqlite(code, "held by another connection");
+        assert!(matches!(error, StoreError::Busy(_)), "{error:?}");
+        let answer = ApiError::from(ServiceError::Internal(error));
+        assert_eq!(
+            (answer.status.as_u16(), answer.code),
+            (503, ErrorCode::Busy)
+        );
+    }
+    let answer = ApiError::from(ServiceError::Internal(sqlite(
+        rusqlite::ffi::SQLITE_IOERR,
+        "database is locked",
+    )));
+    assert_eq!(
+        (answer.status.as_u16(), answer.code),
+        (500, ErrorCode::Internal)
+    );
+}

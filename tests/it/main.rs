@@ -19,3 +19,4 @@ mod relay;
 mod samples;
 mod settings;
 mod support;
+mod timers;

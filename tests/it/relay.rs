@@ -115,30 +115,73 @@ fn files_left_while_the_hub_was_down_are_processed() {
     );
 }
 
-/// A copy tool writes in place: the first half, a pause, the rest. Answered, not refused.
+/// A relay worker on the test's database with the given grace, driven pass by pass at instants
+/// the test chooses (no daemon, no waiting).
+fn worker(hub: &jira_hub::service::Hub, grace: Duration) -> jira_hub::relay::Relay {
+    jira_hub::relay::Relay::new(
+        hub.connect().unwrap(),
+        jira_hub::relay::RelayOptions {
+            grace,
+            notify: false,
+            ..jira_hub::relay::RelayOptions::default()
+        },
+        jira_hub::shutdown::Shutdown::new(),
+    )
+}
+
+/// A copy tool writes in place: the first half, a pause, the rest. It waits while it may still
+/// be arriving and is answered, not refused; one that stops arriving is refused at the grace.
+/// The worker's clock is the test's: the grace passes without waiting for it.
 #[test]
 fn a_file_written_in_two_halves_is_answered() {
     use std::io::Write;
     let dir = TestDir::new();
-    let (_hub, relay, token) = relay_hub(&dir);
-    let _daemon = Daemon::start(&dir.db(), &["--relay-grace-seconds", "10"]);
-    wait_for_dir(&relay.join("inbox"));
+    let (hub, relay, token) = relay_hub(&dir);
+    let mut worker = worker(&hub, Duration::from_secs(10));
     let text = serde_json::to_string(&claim_file("halves", &token, 1)).unwrap();
     let (first, second) = text.split_at(text.len() / 2);
     let mut file = std::fs::File::create(relay.join("inbox/claim-halves.json")).unwrap();
     file.write_all(first.as_bytes()).unwrap();
     file.sync_all().unwrap();
-    std::thread::sleep(Duration::from_secs(3));
-    assert!(
-        !relay.join("rejected/claim-halves.json").exists(),
-        "refused while still arriving"
+    let stalled = text[..text.len() / 2].replace("halves", "stalled");
+    std::fs::write(relay.join("inbox/claim-stalled.json"), &stalled).unwrap();
+
+    let t0 = std::time::Instant::now();
+    let waiting =
+        |counts: jira_hub::relay::PassCounts| (counts.applied, counts.refused, counts.waiting);
+    assert_eq!(waiting(worker.pass_at(t0).unwrap()), (0, 0, 2));
+    assert_eq!(
+        waiting(worker.pass_at(t0 + Duration::from_secs(9)).unwrap()),
+        (0, 0, 2),
+        "within the grace both wait"
     );
+    assert!(!relay.join("rejected/claim-halves.json").exists());
     file.write_all(second.as_bytes()).unwrap();
     drop(file);
     assert_eq!(
-        wait_for_json(&relay.join("outbox/claim-halves.json"), WAIT)["request_id"],
+        waiting(worker.pass_at(t0 + Duration::from_secs(10)).unwrap()),
+        (1, 1, 0),
+        "the completed file is applied; the stalled one refused at the grace"
+    );
+    assert_eq!(
+        read_json(&relay.join("outbox/claim-halves.json"))["request_id"],
         "halves"
     );
+    let reason = read_json(&relay.join("rejected/claim-stalled.json.error.json"));
+    assert_eq!(reason["code"], "not_json", "{reason}");
+}
+
+fn read_json(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// Waits until nothing is at `path`.
+fn wait_for_gone(path: &std::path::Path) {
+    let started = std::time::Instant::now();
+    while path.symlink_metadata().is_ok() {
+        assert!(started.elapsed() < WAIT, "{} stayed", path.display());
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// Waits until something (a file, a link, a folder) is at `path`.
@@ -257,8 +300,27 @@ fn a_missing_relay_dir_is_never_created_and_changes_are_followed() {
     let mut update = serde_json::Map::new();
     update.insert("relay_dir".into(), share.display().to_string().into());
     hub.update_settings(&update).unwrap();
-    let _daemon = Daemon::start(&dir.db(), &[]);
-    std::thread::sleep(Duration::from_millis(500));
+    // The worker's pass, then the daemon's: each sees the share missing and leaves it so.
+    let mut worker = worker(&hub, Duration::from_secs(30));
+    assert_eq!(worker.pass().unwrap(), Default::default());
+    assert!(!share.exists(), "an unmounted share is not created");
+    assert!(
+        hub.metrics().relay_problem().is_some(),
+        "the worker reports the missing share"
+    );
+    let daemon = Daemon::start(&dir.db(), &[]);
+    let started = std::time::Instant::now();
+    loop {
+        let (_, ready) = http(&daemon.address, "GET", "/ready", None, None);
+        if ready["relay"] == "unusable" {
+            break;
+        }
+        assert!(
+            started.elapsed() < WAIT,
+            "the daemon never saw the share: {ready}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert!(!share.exists(), "an unmounted share is not created");
     std::fs::create_dir(&share).unwrap();
     wait_for_dir(&share.join("inbox"));
@@ -415,11 +477,14 @@ fn files_that_arrive_with_old_mtimes_are_kept() {
         wait_for_json(&relay.join("outbox/claim-oldvalid.json"), WAIT);
         wait_for_json(&relay.join("rejected/claim-oldbad.json.error.json"), WAIT);
         wait_for_path(&relay.join("rejected/claim-oldbad.json"));
+        // Answered first, archived next: the kill must come after both.
+        wait_for_gone(&inbox.join("claim-oldvalid.json"));
     }
     // The next start prunes; nothing of today's goes.
     let daemon = Daemon::start(&dir.db(), &["--relay-retention-days", "7"]);
     drop_file(&inbox, "claim-later.json", &claim_file("later", &token, 1));
     wait_for_json(&relay.join("outbox/claim-later.json"), WAIT);
+    wait_for_gone(&inbox.join("claim-later.json"));
     drop(daemon);
     let archived: Vec<_> = std::fs::read_dir(relay.join("archive"))
         .unwrap()
@@ -612,28 +677,41 @@ fn the_relay_and_http_answer_alike() {
 }
 
 /// SIGTERM while a request is in flight (its body half sent): the request is still answered,
-/// then the daemon exits 0.
+/// then the daemon exits 0. Each step waits for a state: the handler reading the body (hyper's
+/// `100 Continue`), the listener closed by the stop.
 #[test]
 fn a_stop_drains_requests_in_flight() {
-    use std::io::{Read, Write};
+    use std::io::{BufRead, Read, Write};
     let dir = TestDir::new();
     let (hub, _relay, _token) = relay_hub(&dir);
     let client = hub.tokens().unwrap().unwrap().client;
     let mut daemon = Daemon::start(&dir.db(), &[]);
     let body = serde_json::to_vec(&json!({"label": "DRAIN", "name": "В полёте"})).unwrap();
     let mut stream = std::net::TcpStream::connect(&daemon.address).unwrap();
+    stream.set_read_timeout(Some(WAIT)).unwrap();
     let head = format!(
-        "POST /projects HTTP/1.1\r\nHost: t\r\nConnection: close\r\nAuthorization: Bearer {client}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        "POST /projects HTTP/1.1\r\nHost: t\r\nConnection: close\r\nAuthorization: Bearer {client}\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n",
         body.len()
     );
     stream.write_all(head.as_bytes()).unwrap();
     stream.write_all(&body[..5]).unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    assert!(line.starts_with("HTTP/1.1 100"), "{line}");
+    reader.read_line(&mut line).unwrap();
     daemon.signal("TERM");
-    std::thread::sleep(Duration::from_millis(200));
+    let started = std::time::Instant::now();
+    while std::net::TcpStream::connect(&daemon.address).is_ok() {
+        assert!(
+            started.elapsed() < WAIT,
+            "the listener stays open after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     stream.write_all(&body[5..]).unwrap();
     let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
+    reader.read_to_string(&mut response).unwrap();
     assert!(response.starts_with("HTTP/1.1 201"), "{response}");
     assert_eq!(daemon.wait().code(), Some(0));
     assert!(hub.projects().unwrap().iter().any(|p| p.label == "DRAIN"));
