@@ -186,16 +186,21 @@ async fn run(hub: Hub, options: ServeOptions, db: &Path) -> anyhow::Result<()> {
     ));
 
     let settings = hub.settings()?;
-    outln!("jira-hub serving http://{address}");
-    outln!("database:  {}", db.display());
-    outln!(
-        "relay_dir: {}",
+    // The banner is for a person at a terminal; a closed stdout must not stop the daemon.
+    let banner = format!(
+        "jira-hub serving http://{address}\ndatabase:  {}\nrelay_dir: {}\ntokens:    jira-hub --db {} tokens\n",
+        db.display(),
         settings
             .relay_dir
             .as_deref()
-            .unwrap_or("(not set: the agent can only use HTTP)")
+            .unwrap_or("(not set: the agent can only use HTTP)"),
+        db.display()
     );
-    outln!("tokens:    jira-hub --db {} tokens", db.display());
+    {
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(banner.as_bytes()).and_then(|()| stdout.flush());
+    }
     tracing::info!(%address, "listening");
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
 
