@@ -101,8 +101,15 @@ impl Relay {
     pub fn run(mut self) {
         while !self.shutdown.is_triggered() {
             self.hub.metrics().relay_beat();
-            if let Err(error) = self.pass() {
-                tracing::error!(%error, "relay pass failed; retrying");
+            match self.pass() {
+                Ok(counts) if counts != PassCounts::default() => tracing::debug!(
+                    applied = counts.applied,
+                    refused = counts.refused,
+                    waiting = counts.waiting,
+                    "relay pass"
+                ),
+                Ok(_) => {}
+                Err(error) => tracing::error!(%error, "relay pass failed; retrying"),
             }
             self.hub.metrics().relay_beat();
             let _ = self.wake_rx.recv_timeout(self.options.poll_interval);
