@@ -199,7 +199,9 @@ async fn run(hub: Hub, options: ServeOptions, db: &Path) -> anyhow::Result<()> {
     {
         use std::io::Write as _;
         let mut stdout = std::io::stdout().lock();
-        let _ = stdout.write_all(banner.as_bytes()).and_then(|()| stdout.flush());
+        let _ = stdout
+            .write_all(banner.as_bytes())
+            .and_then(|()| stdout.flush());
     }
     tracing::info!(%address, "listening");
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);

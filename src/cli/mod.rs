@@ -18,10 +18,18 @@ use clap::{Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// `--version`: the release, the commit it was built from, and the database schema it runs.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("JIRA_HUB_COMMIT"),
+    ", database schema v4 revision 1)"
+);
+
 #[derive(Debug, Parser)]
 #[command(
     name = "jira-hub",
-    version,
+    version = VERSION,
     about = "The hub between a team and its Jira behind an air gap"
 )]
 pub struct Cli {
@@ -87,50 +95,52 @@ pub enum Command {
     },
 }
 
+/// Every option can also come from the environment (`JIRA_HUB_<OPTION>`), so a unit can keep
+/// them in an `EnvironmentFile=`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
     /// The HTTP listen address.
     #[arg(long, env = "JIRA_HUB_LISTEN", default_value = "127.0.0.1:8740")]
     pub listen: String,
     /// How often the relay lists inbox/, in milliseconds (notifications only hurry it).
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=600_000))]
+    #[arg(long, env = "JIRA_HUB_RELAY_POLL_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=600_000))]
     pub relay_poll_ms: u64,
     /// How long a relay file that is not complete JSON may keep arriving before it is refused.
-    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    #[arg(long, env = "JIRA_HUB_RELAY_GRACE_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=86_400))]
     pub relay_grace_seconds: u64,
     /// How long answers, archived and refused relay files are kept.
-    #[arg(long, default_value_t = 14, value_parser = clap::value_parser!(u64).range(1..=3650))]
+    #[arg(long, env = "JIRA_HUB_RELAY_RETENTION_DAYS", default_value_t = 14, value_parser = clap::value_parser!(u64).range(1..=3650))]
     pub relay_retention_days: u64,
     /// How long a relay file that is not complete JSON may keep changing before it is refused
     /// all the same.
-    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=604_800))]
+    #[arg(long, env = "JIRA_HUB_RELAY_ARRIVAL_LIMIT_SECONDS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=604_800))]
     pub relay_arrival_limit_seconds: u64,
     /// Relay files larger than this are refused unread.
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=16_384))]
+    #[arg(long, env = "JIRA_HUB_RELAY_MAX_FILE_MB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=16_384))]
     pub relay_max_file_mb: u64,
     /// List inbox/ on the timer only, without change notifications.
-    #[arg(long)]
+    #[arg(long, env = "JIRA_HUB_RELAY_NO_NOTIFY")]
     pub relay_no_notify: bool,
     /// The largest HTTP request body (a refresh page of 1,000 issues must fit).
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    #[arg(long, env = "JIRA_HUB_HTTP_MAX_BODY_MB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub http_max_body_mb: u64,
     /// An HTTP request that takes longer is answered 408.
-    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    #[arg(long, env = "JIRA_HUB_HTTP_TIMEOUT_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub http_timeout_seconds: u64,
     /// Open HTTP connections at most; at the cap a new one closes the oldest idle one.
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    #[arg(long, env = "JIRA_HUB_HTTP_MAX_CONNECTIONS", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=65_536))]
     pub http_max_connections: u64,
     /// A connection that has not sent its request headers within this time is closed.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    #[arg(long, env = "JIRA_HUB_HTTP_HEADER_TIMEOUT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub http_header_timeout_seconds: u64,
     /// A keep-alive connection with no request for this long is closed.
-    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    #[arg(long, env = "JIRA_HUB_HTTP_IDLE_TIMEOUT_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub http_idle_timeout_seconds: u64,
     /// Initialise a new database from this legacy config first (nothing happens to one that has settings).
-    #[arg(long)]
+    #[arg(long, env = "JIRA_HUB_INIT_FROM")]
     pub init_from: Option<PathBuf>,
     /// When relay_dir is not set, set it to this folder (made if missing).
-    #[arg(long)]
+    #[arg(long, env = "JIRA_HUB_DEFAULT_RELAY_DIR")]
     pub default_relay_dir: Option<PathBuf>,
 }
 
@@ -282,5 +292,19 @@ fn open_read_only_hub(db: &Path) -> anyhow::Result<Hub> {
         Err(error) => {
             Err(error).with_context(|| format!("не удалось открыть базу {}", db.display()))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_version_names_the_schema_this_binary_runs() {
+        let schema = format!(
+            "database schema v{} revision {}",
+            crate::store::CURRENT_SCHEMA_VERSION,
+            crate::store::CURRENT_V4_REVISION
+        );
+        assert!(super::VERSION.contains(&schema), "{}", super::VERSION);
+        assert!(super::VERSION.contains("(commit "), "{}", super::VERSION);
     }
 }

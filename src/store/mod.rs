@@ -21,7 +21,7 @@ mod tx;
 pub use agents::AgentSeen;
 pub use backup::BackupKind;
 pub use commands::{BatchRow, CommandRow, Finish};
-pub use migrations::CURRENT_SCHEMA_VERSION;
+pub use migrations::{CURRENT_SCHEMA_VERSION, CURRENT_V4_REVISION};
 pub use mirror::{CommentRow, IssueRow, LinkRow, NoteRow, Upserted};
 pub use status::{AgentRow, QueueCount, RunRow, StatusCounts};
 pub use tx::Tx;

@@ -620,3 +620,23 @@ fn restoring_a_backup_as_the_readme_says() {
     drop(Daemon::start(&dir.db(), &[]));
     assert!(run_ok(&dir.db(), &["status"]).stdout.contains("AWPCA"));
 }
+
+/// Every `serve` option can come from the environment (`JIRA_HUB_<OPTION>`), for a unit's
+/// `EnvironmentFile=`: an out-of-range value from there is refused like one on the command line.
+#[test]
+fn serve_options_come_from_the_environment() {
+    let dir = TestDir::new();
+    let out = hub_command(&dir.db(), &["serve", "--listen", "127.0.0.1:0"])
+        .env("JIRA_HUB_RELAY_POLL_MS", "5")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("relay-poll-ms"), "{stderr}");
+    let out = hub_command(&dir.db(), &["--version"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("commit ") && stdout.contains("schema v4"),
+        "{stdout}"
+    );
+}
