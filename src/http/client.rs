@@ -2,8 +2,9 @@
 
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, ClientAuth};
 use crate::domain::project::Project;
-use crate::service::{BatchRequest, BatchView, IssueView, SliceRow, SyncRunView};
-use crate::store::{AgentRow, NoteRow};
+use crate::service::{
+    AgentView, BatchRequest, BatchView, IssueView, NoteView, SliceRow, SyncRunView,
+};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -106,13 +107,13 @@ pub struct NoteBody {
 /// A note of the hub's own, never sent to Jira.
 #[utoipa::path(post, path = "/issues/{key}/notes", tag = "mirror", security(("client_token" = [])), request_body = NoteBody,
     params(("key" = String, Path, description = "the Jira key")),
-    responses((status = 201, body = NoteRow), (status = 415, description = "not `application/json` (code `unsupported_media_type`)", body = super::ErrorBody), (status = 404, body = super::ErrorBody), (status = 422, body = super::ErrorBody)))]
+    responses((status = 201, body = NoteView), (status = 415, description = "not `application/json` (code `unsupported_media_type`)", body = super::ErrorBody), (status = 404, body = super::ErrorBody), (status = 422, body = super::ErrorBody)))]
 pub async fn add_note(
     _: ClientAuth,
     State(state): State<AppState>,
     ApiPath(key): ApiPath<String>,
     ApiJson(note): ApiJson<NoteBody>,
-) -> Result<(StatusCode, Json<NoteRow>), ApiError> {
+) -> Result<(StatusCode, Json<NoteView>), ApiError> {
     let note = state
         .pool
         .run(move |hub| hub.add_note(&key, &note.author, &note.body))
@@ -225,10 +226,10 @@ pub async fn sync_runs(
 }
 
 #[utoipa::path(get, path = "/agents", tag = "agent", security(("client_token" = [])),
-    responses((status = 200, body = Vec<AgentRow>)))]
+    responses((status = 200, body = Vec<AgentView>)))]
 pub async fn agents(
     _: ClientAuth,
     State(state): State<AppState>,
-) -> Result<Json<Vec<AgentRow>>, ApiError> {
+) -> Result<Json<Vec<AgentView>>, ApiError> {
     Ok(Json(state.pool.run(|hub| hub.agents()).await?))
 }

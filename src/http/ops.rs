@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 #[utoipa::path(get, path = "/health", tag = "operations",
     responses((status = 200, description = "`{\"status\": \"ok\", \"schema_version\": 4}`", body = Object)))]
 pub async fn health() -> Json<Value> {
-    Json(json!({"status": "ok", "schema_version": crate::store::CURRENT_SCHEMA_VERSION}))
+    Json(json!({"status": "ok", "schema_version": crate::service::SCHEMA_VERSION}))
 }
 
 /// Ready: the database answers and the relay loop is alive (a relay stuck in a system call
@@ -153,8 +153,8 @@ pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse,
     let age = status
         .last_full_refresh
         .as_ref()
-        .and_then(|run| run.finished_at.as_deref())
-        .and_then(crate::domain::time::parse_utc)
+        .and_then(|run| run.finished_at.as_ref())
+        .and_then(|at| crate::domain::time::parse_utc(at.as_str()))
         .map(|at| (time::OffsetDateTime::now_utc() - at).whole_seconds());
     let age_gauge = Gauge::<i64>::default();
     age_gauge.set(age.unwrap_or(-1));

@@ -8,13 +8,20 @@ mod init;
 mod metrics;
 mod mirror;
 mod tokens;
+mod views;
 
 pub use agent::ExpiredClaims;
-pub use batches::{BatchRequest, BatchView, CommandRequestBody, CommandView};
+pub use batches::{BatchRequest, CommandRequestBody};
 pub use init::InitReport;
 pub use metrics::Metrics;
-pub use mirror::{IssueLinkView, IssueView, SliceRow, SyncRunView};
 pub use tokens::TokenRole;
+pub use views::{
+    AgentView, BatchView, CommandView, CommentView, IssueLinkView, IssueView, NoteView, RunView,
+    SliceRow, SyncRunView,
+};
+
+/// The database schema version this binary runs (`GET /health` shows it).
+pub const SCHEMA_VERSION: u32 = store::CURRENT_SCHEMA_VERSION;
 
 use crate::clock::Clock;
 use crate::domain::ValidationError;
@@ -22,7 +29,7 @@ use crate::domain::jql::base_jql;
 use crate::domain::project::{Project, validate_new_project};
 use crate::domain::settings::{Settings, validate_update};
 use crate::domain::time::format_utc;
-use crate::store::{self, BackupKind, OpenReport, RunRow, StatusCounts, Store, StoreError};
+use crate::store::{self, BackupKind, OpenReport, StatusCounts, Store, StoreError};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -78,7 +85,7 @@ pub struct StatusReport {
     pub projects: Vec<Project>,
     pub base_jql: Option<String>,
     pub counts: StatusCounts,
-    pub last_full_refresh: Option<RunRow>,
+    pub last_full_refresh: Option<RunView>,
     pub relay_dir: Option<String>,
     pub initialized: bool,
 }
@@ -226,10 +233,13 @@ impl Hub {
     pub fn status(&self) -> Result<StatusReport> {
         let settings = self.settings()?;
         let base_jql = self.base_jql_for(&settings)?;
-        let last_full_refresh = self.store.last_full_run()?;
+        let last_full_refresh = self
+            .store
+            .last_full_run()?
+            .map(|run| SyncRunView::from(run).run);
         Ok(StatusReport {
             db_path: self.store.path().to_path_buf(),
-            schema_version: store::CURRENT_SCHEMA_VERSION,
+            schema_version: SCHEMA_VERSION,
             settings_version: settings.settings_version,
             initialized: settings.tokens.is_some(),
             project_key: settings.project_key,
