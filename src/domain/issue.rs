@@ -2,6 +2,7 @@
 //! for both sides: `jira` maps a raw issue to it, `store` keeps it beside its own columns, and
 //! the service's views show it flattened.
 
+use super::time::Utc;
 use serde::Serialize;
 
 /// The fields of an issue the mirror keeps in columns (system.md §4).
@@ -22,8 +23,10 @@ pub struct MirrorFields {
     pub duedate: Option<String>,
     pub plan_start: Option<String>,
     pub plan_end: Option<String>,
-    /// Jira's `created`, in ISO-8601 UTC.
-    pub created_at: Option<String>,
-    /// Jira's `updated`, in ISO-8601 UTC.
-    pub updated_at: Option<String>,
+    /// Jira's `created`, in UTC.
+    #[schema(value_type = Option<String>)]
+    pub created_at: Option<Utc>,
+    /// Jira's `updated`, in UTC.
+    #[schema(value_type = Option<String>)]
+    pub updated_at: Option<Utc>,
 }

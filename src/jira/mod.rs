@@ -5,7 +5,7 @@
 //! Missing or null fields are never errors; only an issue without a `key` or `fields` is.
 
 use crate::domain::issue::MirrorFields;
-use crate::domain::time::format_utc;
+use crate::domain::time::{Utc, format_utc};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use time::OffsetDateTime;
@@ -408,6 +408,11 @@ pub fn json_depth(text: &str) -> usize {
     deepest
 }
 
+/// Jira's time, typed.
+fn jira_utc(text: &str) -> Option<Utc> {
+    Utc::parse(&jira_time_to_utc(text)?)
+}
+
 fn map_fields(
     key: String,
     jira_id: Option<String>,
@@ -464,8 +469,8 @@ fn map_fields(
             duedate: date(fields.get("duedate")),
             plan_start: date(custom(&ids.plan_start)),
             plan_end: date(custom(&ids.plan_end)),
-            created_at: text(fields.get("created")).and_then(|t| jira_time_to_utc(&t)),
-            updated_at: text(fields.get("updated")).and_then(|t| jira_time_to_utc(&t)),
+            created_at: text(fields.get("created")).and_then(|t| jira_utc(&t)),
+            updated_at: text(fields.get("updated")).and_then(|t| jira_utc(&t)),
             key,
         },
         links,
@@ -554,7 +559,7 @@ mod tests {
         assert_eq!(first.mirrored.priority.as_deref(), Some("Major"));
         assert_eq!(first.mirrored.assignee.as_deref(), Some("admin"));
         assert_eq!(
-            first.mirrored.created_at.as_deref(),
+            first.mirrored.created_at.as_ref().map(Utc::as_str),
             Some("2011-12-15T02:35:06.000000Z")
         );
         assert_eq!(first.mirrored.description, None);

@@ -94,7 +94,7 @@ impl Hub {
             )
             .into());
         }
-        let now = self.now_text();
+        let now = crate::domain::time::Utc::new(self.now_utc());
         self.store.transact(|tx| {
             if tx.issue(key)?.is_none() {
                 return Err(ServiceError::NotFound(format!(

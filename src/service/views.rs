@@ -97,7 +97,8 @@ pub struct SliceRow {
     #[serde(flatten)]
     pub issue: MirrorFields,
     /// When a refresh last brought the issue.
-    pub synced_at: String,
+    #[schema(value_type = String)]
+    pub synced_at: Utc,
     pub neighbor: bool,
     pub closed: bool,
 }
@@ -147,8 +148,10 @@ pub struct NoteView {
     pub issue_key: String,
     pub author: String,
     pub body: String,
-    pub created_at: String,
-    pub updated_at: Option<String>,
+    #[schema(value_type = String)]
+    pub created_at: Utc,
+    #[schema(value_type = Option<String>)]
+    pub updated_at: Option<Utc>,
 }
 
 impl From<NoteRow> for NoteView {
@@ -169,7 +172,8 @@ pub struct IssueView {
     #[serde(flatten)]
     pub issue: MirrorFields,
     /// When a refresh last brought the issue.
-    pub synced_at: String,
+    #[schema(value_type = String)]
+    pub synced_at: Utc,
     pub closed: bool,
     /// The issue's Jira `fields` as last received.
     #[schema(value_type = Object)]
@@ -230,7 +234,8 @@ impl From<RunRow> for SyncRunView {
 pub struct AgentView {
     pub agent: String,
     pub version: Option<String>,
-    pub last_seen_at: String,
+    #[schema(value_type = String)]
+    pub last_seen_at: Utc,
     pub jira_ok: Option<bool>,
     pub last_error: Option<String>,
 }
@@ -248,6 +253,6 @@ impl From<AgentRow> for AgentView {
 }
 
 /// An issue row's parts as views show them: its mirrored fields and when it was synced.
-pub(super) fn issue_parts(row: IssueRow) -> (MirrorFields, String) {
+pub(super) fn issue_parts(row: IssueRow) -> (MirrorFields, Utc) {
     (row.mirrored, row.synced_at)
 }

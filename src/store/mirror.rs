@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 #[derive(Debug, Clone, PartialEq)]
 pub struct IssueRow {
     pub mirrored: MirrorFields,
-    pub synced_at: String,
+    pub synced_at: Utc,
 }
 
 const ISSUE_COLUMNS: &str = "key, jira_id, issue_type, summary, description, status, priority, assignee, reporter, \
@@ -74,8 +74,8 @@ pub struct NoteRow {
     pub issue_key: String,
     pub author: String,
     pub body: String,
-    pub created_at: String,
-    pub updated_at: Option<String>,
+    pub created_at: Utc,
+    pub updated_at: Option<Utc>,
 }
 
 /// What an upsert did.
@@ -363,17 +363,17 @@ impl Tx<'_> {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
-    pub fn add_note(&self, key: &str, author: &str, body: &str, at: &str) -> Result<NoteRow> {
+    pub fn add_note(&self, key: &str, author: &str, body: &str, at: &Utc) -> Result<NoteRow> {
         self.0.execute(
             "INSERT INTO issue_note (issue_key, author, body, created_at) VALUES (?1, ?2, ?3, ?4)",
-            [key, author, body, at],
+            params![key, author, body, at],
         )?;
         Ok(NoteRow {
             id: self.0.last_insert_rowid(),
             issue_key: key.to_string(),
             author: author.to_string(),
             body: body.to_string(),
-            created_at: at.to_string(),
+            created_at: at.clone(),
             updated_at: None,
         })
     }

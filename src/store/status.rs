@@ -33,7 +33,7 @@ pub struct QueueCount {
 pub struct AgentRow {
     pub agent: String,
     pub version: Option<String>,
-    pub last_seen_at: String,
+    pub last_seen_at: Utc,
     pub jira_ok: Option<bool>,
     pub last_error: Option<String>,
 }
