@@ -1,11 +1,11 @@
 //! `projects list` and `projects add LABEL NAME [--board N]`, with the rules of `POST /projects`.
 
 use super::{open_existing_hub, open_read_only_hub};
-use crate::domain::project::Project;
+use crate::service::ProjectView;
 use std::path::Path;
 use std::process::ExitCode;
 
-fn print_project(project: &Project) -> std::io::Result<()> {
+fn print_project(project: &ProjectView) -> std::io::Result<()> {
     outln!(
         "{}\t{}\tboard {}\t{}\t{}",
         project.label,

@@ -1,9 +1,8 @@
 //! The client endpoints: settings, projects, the mirror by project, batches, refreshes.
 
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, ClientAuth};
-use crate::domain::project::Project;
 use crate::service::{
-    AgentView, BatchRequest, BatchView, IssueView, NoteView, SliceRow, SyncRunView,
+    AgentView, BatchRequest, BatchView, IssueView, NoteView, ProjectView, SliceRow, SyncRunView,
 };
 use axum::Json;
 use axum::extract::State;
@@ -38,11 +37,11 @@ pub async fn put_settings(
 }
 
 #[utoipa::path(get, path = "/projects", tag = "projects", security(("client_token" = [])),
-    responses((status = 200, body = Vec<Project>)))]
+    responses((status = 200, body = Vec<ProjectView>)))]
 pub async fn list_projects(
     _: ClientAuth,
     State(state): State<AppState>,
-) -> Result<Json<Vec<Project>>, ApiError> {
+) -> Result<Json<Vec<ProjectView>>, ApiError> {
     Ok(Json(state.pool.run(|hub| hub.projects()).await?))
 }
 
@@ -56,13 +55,13 @@ pub struct NewProjectBody {
 }
 
 #[utoipa::path(post, path = "/projects", tag = "projects", security(("client_token" = [])), request_body = NewProjectBody,
-    responses((status = 201, body = Project), (status = 415, description = "not `application/json` (code `unsupported_media_type`)", body = super::ErrorBody), (status = 409, description = "«проект с такой меткой уже есть»", body = super::ErrorBody),
+    responses((status = 201, body = ProjectView), (status = 415, description = "not `application/json` (code `unsupported_media_type`)", body = super::ErrorBody), (status = 409, description = "«проект с такой меткой уже есть»", body = super::ErrorBody),
               (status = 422, body = super::ErrorBody)))]
 pub async fn create_project(
     _: ClientAuth,
     State(state): State<AppState>,
     ApiJson(body): ApiJson<NewProjectBody>,
-) -> Result<(StatusCode, Json<Project>), ApiError> {
+) -> Result<(StatusCode, Json<ProjectView>), ApiError> {
     let project = state
         .pool
         .run(move |hub| hub.create_project(&body.label, &body.name, body.board_id))

@@ -16,8 +16,8 @@ pub use init::InitReport;
 pub use metrics::Metrics;
 pub use tokens::TokenRole;
 pub use views::{
-    AgentView, BatchView, CommandView, CommentView, IssueLinkView, IssueView, NoteView, RunView,
-    SliceRow, SyncRunView,
+    AgentView, BatchView, CommandView, CommentView, IssueLinkView, IssueView, NoteView,
+    ProjectView, RunView, SliceRow, SyncRunView,
 };
 
 /// The database schema version this binary runs (`GET /health` shows it).
@@ -26,9 +26,9 @@ pub const SCHEMA_VERSION: u32 = store::CURRENT_SCHEMA_VERSION;
 use crate::clock::Clock;
 use crate::domain::ValidationError;
 use crate::domain::jql::base_jql;
-use crate::domain::project::{Project, validate_new_project};
+use crate::domain::project::validate_new_project;
 use crate::domain::settings::{Settings, validate_update};
-use crate::domain::time::format_utc;
+use crate::domain::time::{Utc, format_utc};
 use crate::store::{self, BackupKind, OpenReport, StatusCounts, Store, StoreError};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -82,7 +82,7 @@ pub struct StatusReport {
     pub schema_version: u32,
     pub settings_version: i64,
     pub project_key: Option<String>,
-    pub projects: Vec<Project>,
+    pub projects: Vec<ProjectView>,
     pub base_jql: Option<String>,
     pub counts: StatusCounts,
     pub last_full_refresh: Option<RunView>,
@@ -198,8 +198,13 @@ impl Hub {
         Ok((settings.settings_version, settings.agent_view()))
     }
 
-    pub fn projects(&self) -> Result<Vec<Project>> {
-        Ok(self.store.projects()?)
+    pub fn projects(&self) -> Result<Vec<ProjectView>> {
+        Ok(self
+            .store
+            .projects()?
+            .into_iter()
+            .map(ProjectView::from)
+            .collect())
     }
 
     /// `POST /projects`: validates, then creates unless the label exists case-insensitively.
@@ -208,11 +213,13 @@ impl Hub {
         label: &str,
         name: &str,
         board_id: Option<i64>,
-    ) -> Result<Project> {
+    ) -> Result<ProjectView> {
         let project = validate_new_project(label, name, board_id)?;
-        let created = self.store.insert_project(&project, &self.now_text())?;
+        let created = self
+            .store
+            .insert_project(&project, &Utc::new(self.clock.now()))?;
         tracing::info!(label = %created.label, "project created");
-        Ok(created)
+        Ok(created.into())
     }
 
     /// The daemon's daily backup, when due; keeps the newest `backup_keep`.
@@ -243,7 +250,7 @@ impl Hub {
             settings_version: settings.settings_version,
             initialized: settings.tokens.is_some(),
             project_key: settings.project_key,
-            projects: self.store.projects()?,
+            projects: self.projects()?,
             base_jql,
             counts: self.store.status_counts()?,
             last_full_refresh,

@@ -5,6 +5,7 @@
 
 use crate::domain::command::{BatchStatus, CommandStatus, CommandType, RunStatus};
 use crate::domain::issue::MirrorFields;
+use crate::domain::project::Project;
 use crate::domain::time::Utc;
 use crate::store::{AgentRow, CommandRow, CommentRow, IssueRow, NoteRow, RunRow};
 use serde::Serialize;
@@ -225,6 +226,34 @@ impl From<RunRow> for SyncRunView {
                 issues_changed: row.issues_changed,
                 error: row.error,
             },
+        }
+    }
+}
+
+/// A project of the bridge: a Jira label inside the hub's Jira project.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct ProjectView {
+    /// The Jira label; the project's identity, never changed after creation.
+    pub label: String,
+    /// A human name, trimmed.
+    pub name: String,
+    /// The Jira board the project plans on, when it has one.
+    pub board_id: Option<i64>,
+    /// `scrum` or `kanban`, learned only from a refresh result; `None` until then.
+    pub board_type: Option<String>,
+    /// ISO-8601 UTC with microseconds; orders the labels in the base JQL.
+    #[schema(value_type = String)]
+    pub created_at: Utc,
+}
+
+impl From<Project> for ProjectView {
+    fn from(project: Project) -> ProjectView {
+        ProjectView {
+            label: project.label,
+            name: project.name,
+            board_id: project.board_id,
+            board_type: project.board_type,
+            created_at: project.created_at,
         }
     }
 }
