@@ -16,8 +16,8 @@ pub use init::InitReport;
 pub use metrics::Metrics;
 pub use tokens::TokenRole;
 pub use views::{
-    AgentView, BatchView, CommandView, CommentView, IssueLinkView, IssueView, NoteView,
-    ProjectView, RunView, SliceRow, SyncRunView,
+    AgentView, BatchView, CommandView, CommentView, CountsView, IssueLinkView, IssueView, NoteView,
+    ProjectView, QueueCount, RunView, SliceRow, SyncRunView,
 };
 
 /// The database schema version this binary runs (`GET /health` shows it).
@@ -29,7 +29,7 @@ use crate::domain::jql::base_jql;
 use crate::domain::project::validate_new_project;
 use crate::domain::settings::{Settings, validate_update};
 use crate::domain::time::{Utc, format_utc};
-use crate::store::{self, BackupKind, OpenReport, StatusCounts, Store, StoreError};
+use crate::store::{self, BackupKind, OpenReport, Store, StoreError};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -84,7 +84,7 @@ pub struct StatusReport {
     pub project_key: Option<String>,
     pub projects: Vec<ProjectView>,
     pub base_jql: Option<String>,
-    pub counts: StatusCounts,
+    pub counts: CountsView,
     pub last_full_refresh: Option<RunView>,
     pub relay_dir: Option<String>,
     pub initialized: bool,
@@ -252,7 +252,7 @@ impl Hub {
             project_key: settings.project_key,
             projects: self.projects()?,
             base_jql,
-            counts: self.store.status_counts()?,
+            counts: self.store.status_counts()?.into(),
             last_full_refresh,
             relay_dir: settings.relay_dir,
         })

@@ -7,7 +7,7 @@ use crate::domain::command::{BatchStatus, CommandStatus, CommandType, RunStatus}
 use crate::domain::issue::MirrorFields;
 use crate::domain::project::Project;
 use crate::domain::time::Utc;
-use crate::store::{AgentRow, CommandRow, CommentRow, IssueRow, NoteRow, RunRow};
+use crate::store::{AgentRow, CommandRow, CommentRow, IssueRow, NoteRow, RunRow, StatusCounts};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -277,6 +277,43 @@ impl From<AgentRow> for AgentView {
             last_seen_at: row.last_seen_at,
             jira_ok: row.jira_ok,
             last_error: row.last_error,
+        }
+    }
+}
+
+/// Commands of one status, as `jira-hub status` and the metrics count them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueCount {
+    /// The status as stored (one the hub does not know is shown as it is).
+    pub status: String,
+    pub commands: i64,
+}
+
+/// The counts `jira-hub status` and `GET /metrics` show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CountsView {
+    pub queue: Vec<QueueCount>,
+    pub agents: Vec<AgentView>,
+    pub issues: i64,
+    pub notes: i64,
+    pub batches: i64,
+}
+
+impl From<StatusCounts> for CountsView {
+    fn from(counts: StatusCounts) -> CountsView {
+        CountsView {
+            queue: counts
+                .queue
+                .into_iter()
+                .map(|q| QueueCount {
+                    status: q.status,
+                    commands: q.commands,
+                })
+                .collect(),
+            agents: counts.agents.into_iter().map(AgentView::from).collect(),
+            issues: counts.issues,
+            notes: counts.notes,
+            batches: counts.batches,
         }
     }
 }
