@@ -193,7 +193,7 @@ fn claim_in(tx: &Tx<'_>, claim: &ClaimRequest, now: &Now, streak: u32) -> Result
     for (command, status, reason) in blocked {
         let finish = Finish {
             status,
-            finished_at: now.text(),
+            finished_at: &now.utc,
             result: None,
             error: Some(&reason),
             agent_finished_at: None,
@@ -203,7 +203,7 @@ fn claim_in(tx: &Tx<'_>, claim: &ClaimRequest, now: &Now, streak: u32) -> Result
     }
     let mut commands = Vec::with_capacity(ready.len());
     for (command, params) in ready {
-        tx.mark_claimed(command.id, now.text(), &claim.envelope.agent, pause)?;
+        tx.mark_claimed(command.id, &now.utc, &claim.envelope.agent, pause)?;
         // The agent looks for an issue a lost create may have made no earlier than this.
         let enqueued_at = tx
             .batch(command.batch_id)?
@@ -281,7 +281,7 @@ fn skip_dependents(
         let reason = dependency_failed(&ended);
         let finish = Finish {
             status: CommandStatus::Skipped,
-            finished_at: now.text(),
+            finished_at: &now.utc,
             result: None,
             error: Some(&reason),
             agent_finished_at: None,
@@ -373,13 +373,13 @@ fn apply_result(
         .finished_at
         .as_deref()
         .and_then(parse_utc)
-        .map(format_utc);
+        .map(Utc::new);
     match result.status {
         ResultStatus::Progress => {
             let Some(page) = &result.page else {
                 return Ok(Err("у progress нет page".into()));
             };
-            tx.renew_lease(command.id, now.text())?;
+            tx.renew_lease(command.id, &now.utc)?;
             ingest_page(tx, settings, &command, page, now, ingested)?;
         }
         ResultStatus::Done => {
@@ -391,10 +391,10 @@ fn apply_result(
             }
             let finish = Finish {
                 status: CommandStatus::Done,
-                finished_at: now.text(),
+                finished_at: &now.utc,
                 result: Some(result.result.as_ref().unwrap_or(&Value::Null)),
                 error: None,
-                agent_finished_at: agent_finished_at.as_deref(),
+                agent_finished_at: agent_finished_at.as_ref(),
             };
             tx.finish_command(command.id, &finish)?;
         }
@@ -411,14 +411,14 @@ fn apply_result(
                     .unwrap_or("агент не сообщил причину"),
             );
             if is_refresh && let Some(run) = tx.open_run(command.id)? {
-                tx.finish_run(run.id, RunStatus::Failed, now.text(), Some(&error))?;
+                tx.finish_run(run.id, RunStatus::Failed, &now.utc, Some(&error))?;
             }
             let finish = Finish {
                 status,
-                finished_at: now.text(),
+                finished_at: &now.utc,
                 result: result.result.as_ref(),
                 error: Some(&error),
-                agent_finished_at: agent_finished_at.as_deref(),
+                agent_finished_at: agent_finished_at.as_ref(),
             };
             tx.finish_command(command.id, &finish)?;
             skip_dependents(tx, &command, status, now)?;
@@ -463,7 +463,7 @@ fn ingest_page(
     for raw in &page.issues {
         match map_issue_text(raw.get(), &ids, &epic_names) {
             Ok(issue) => {
-                let upserted = tx.upsert_issue(&issue, now.text())?;
+                let upserted = tx.upsert_issue(&issue, &now.utc)?;
                 seen += 1;
                 changed += i64::from(upserted.changed);
             }
@@ -505,7 +505,7 @@ fn complete_refresh(
     // scope: a project added meanwhile has issues this run never asked for.
     let full = run.full && base_jql_in(tx, settings)?.is_some_and(|jql| jql == run.query);
     if full {
-        let removed = tx.prune_unseen(run.started_at.as_str())?;
+        let removed = tx.prune_unseen(&run.started_at)?;
         if removed > 0 {
             tracing::info!(
                 removed,
@@ -513,7 +513,7 @@ fn complete_refresh(
             );
         }
     }
-    tx.finish_run(run.id, RunStatus::Done, now.text(), None)?;
+    tx.finish_run(run.id, RunStatus::Done, &now.utc, None)?;
     Ok(())
 }
 
@@ -550,7 +550,7 @@ fn expire_in(tx: &Tx<'_>, settings: &Settings, now: &Now) -> Result<ExpiredClaim
         if let Some(result) = confirm_by_state(tx, settings, &command)? {
             let finish = Finish {
                 status: CommandStatus::ConfirmedByState,
-                finished_at: now.text(),
+                finished_at: &now.utc,
                 result: Some(&result),
                 error: None,
                 agent_finished_at: None,
@@ -565,11 +565,11 @@ fn expire_in(tx: &Tx<'_>, settings: &Settings, now: &Now) -> Result<ExpiredClaim
                 settings.pacing.claim_timeout_seconds, command.deliveries
             );
             if let Some(run) = tx.open_run(command.id)? {
-                tx.finish_run(run.id, RunStatus::Failed, now.text(), Some(&error))?;
+                tx.finish_run(run.id, RunStatus::Failed, &now.utc, Some(&error))?;
             }
             let finish = Finish {
                 status: CommandStatus::Cancelled,
-                finished_at: now.text(),
+                finished_at: &now.utc,
                 result: None,
                 error: Some(&error),
                 agent_finished_at: None,
@@ -583,11 +583,11 @@ fn expire_in(tx: &Tx<'_>, settings: &Settings, now: &Now) -> Result<ExpiredClaim
                 settings.pacing.claim_timeout_seconds, command.deliveries
             );
             if let Some(run) = tx.open_run(command.id)? {
-                tx.finish_run(run.id, RunStatus::Failed, now.text(), Some(&error))?;
+                tx.finish_run(run.id, RunStatus::Failed, &now.utc, Some(&error))?;
             }
             let finish = Finish {
                 status: CommandStatus::Failed,
-                finished_at: now.text(),
+                finished_at: &now.utc,
                 result: None,
                 error: Some(&error),
                 agent_finished_at: None,

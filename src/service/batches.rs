@@ -85,7 +85,7 @@ impl Hub {
     pub fn enqueue_batch(&mut self, request: &BatchRequest) -> Result<BatchView> {
         let title = text_field("title", &request.title, 200)?;
         let author = text_field("author", &request.author, 100)?;
-        let now = self.now_text();
+        let now = self.now();
         let view = self.store.transact(|tx| {
             let settings = settings_in(tx)?;
             let scope = match &request.project {
@@ -168,7 +168,7 @@ impl Hub {
     /// takes the status its report brings. Cancelling again changes nothing; a batch that has
     /// already finished cannot be cancelled.
     pub fn cancel_batch(&mut self, id: i64) -> Result<BatchView> {
-        let now = self.now_text();
+        let now = self.now();
         self.store.transact(|tx| {
             let batch = tx
                 .batch(id)?

@@ -94,7 +94,7 @@ impl Hub {
             )
             .into());
         }
-        let now = crate::domain::time::Utc::new(self.now_utc());
+        let now = self.now();
         self.store.transact(|tx| {
             if tx.issue(key)?.is_none() {
                 return Err(ServiceError::NotFound(format!(

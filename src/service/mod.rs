@@ -28,7 +28,7 @@ use crate::domain::ValidationError;
 use crate::domain::jql::base_jql;
 use crate::domain::project::validate_new_project;
 use crate::domain::settings::{Settings, validate_update};
-use crate::domain::time::{Utc, format_utc};
+use crate::domain::time::Utc;
 use crate::store::{self, BackupKind, OpenReport, Store, StoreError};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -146,8 +146,9 @@ impl Hub {
         Ok(self.store.read(|tx| tx.request_received_at(kind, id))?)
     }
 
-    fn now_text(&self) -> String {
-        format_utc(self.clock.now())
+    /// The time now, as the store writes it.
+    fn now(&self) -> Utc {
+        Utc::new(self.clock.now())
     }
 
     /// All settings, typed, defaults filled in; stored values that no longer validate are logged.
@@ -215,9 +216,7 @@ impl Hub {
         board_id: Option<i64>,
     ) -> Result<ProjectView> {
         let project = validate_new_project(label, name, board_id)?;
-        let created = self
-            .store
-            .insert_project(&project, &Utc::new(self.clock.now()))?;
+        let created = self.store.insert_project(&project, &self.now())?;
         tracing::info!(label = %created.label, "project created");
         Ok(created.into())
     }

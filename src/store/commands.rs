@@ -96,11 +96,11 @@ const BATCH_COLUMNS: &str =
 /// What a finished command records.
 pub struct Finish<'a> {
     pub status: CommandStatus,
-    pub finished_at: &'a str,
+    pub finished_at: &'a Utc,
     pub result: Option<&'a Value>,
     pub error: Option<&'a str>,
     /// The agent's own finishing time (UTC), when an agent's result ended it.
-    pub agent_finished_at: Option<&'a str>,
+    pub agent_finished_at: Option<&'a Utc>,
 }
 
 impl Tx<'_> {
@@ -108,7 +108,7 @@ impl Tx<'_> {
         &self,
         title: &str,
         author: &str,
-        created_at: &str,
+        created_at: &Utc,
         estimate_seconds: i64,
         project: Option<&str>,
     ) -> Result<i64> {
@@ -210,7 +210,7 @@ impl Tx<'_> {
     pub fn mark_claimed(
         &self,
         id: i64,
-        claimed_at: &str,
+        claimed_at: &Utc,
         agent: &str,
         pause_seconds: u32,
     ) -> Result<()> {
@@ -225,7 +225,7 @@ impl Tx<'_> {
 
     /// A report shows the agent still works on it: claimed again (if a timeout had re-queued
     /// it), with a fresh lease. `claimed_at`, the time of the delivery, stays.
-    pub fn renew_lease(&self, id: i64, now: &str) -> Result<()> {
+    pub fn renew_lease(&self, id: i64, now: &Utc) -> Result<()> {
         self.0
             .prepare_cached("UPDATE command SET status = 'claimed', lease_at = ?2 WHERE id = ?1")?
             .execute(params![id, now])?;
@@ -287,7 +287,7 @@ impl Tx<'_> {
     }
 
     /// Marks the batch cancelled and its queued commands cancelled; returns how many were.
-    pub fn cancel_batch(&self, id: i64, at: &str) -> Result<usize> {
+    pub fn cancel_batch(&self, id: i64, at: &Utc) -> Result<usize> {
         self.0.execute(
             "UPDATE batch SET cancelled_at = ?2 WHERE id = ?1 AND cancelled_at IS NULL",
             params![id, at],

@@ -89,7 +89,7 @@ pub struct Upserted {
 
 impl Tx<'_> {
     /// Stores one mapped issue, its links and comments, as seen at `synced_at`.
-    pub fn upsert_issue(&self, mirror_issue: &MirrorIssue, synced_at: &str) -> Result<Upserted> {
+    pub fn upsert_issue(&self, mirror_issue: &MirrorIssue, synced_at: &Utc) -> Result<Upserted> {
         let fields = mirror_issue.fields_json.as_str();
         let issue = &mirror_issue.mirrored;
         // One look at the mirror: the row under this key (are its fields the same? compared inside
@@ -230,7 +230,7 @@ impl Tx<'_> {
 
     /// Removes the issues a full run did not return (not seen since `run_started_at`) with their
     /// links and comments; their notes stay. Returns how many left.
-    pub fn prune_unseen(&self, run_started_at: &str) -> Result<usize> {
+    pub fn prune_unseen(&self, run_started_at: &Utc) -> Result<usize> {
         self.0.execute(
             "DELETE FROM issue_comment WHERE issue_key IN (SELECT key FROM issue WHERE synced_at < ?1)",
             [run_started_at],
@@ -452,7 +452,7 @@ impl Tx<'_> {
         &self,
         run_id: i64,
         status: RunStatus,
-        finished_at: &str,
+        finished_at: &Utc,
         error: Option<&str>,
     ) -> Result<()> {
         self.0.execute(
