@@ -227,23 +227,23 @@ fn ingest_plain(db: &Path, issues: usize) -> Result<f64, Box<dyn std::error::Err
             )?;
             for m in &mapped {
                 issue.execute(params![
-                    m.key,
-                    m.jira_id,
-                    m.issue_type,
-                    m.summary,
-                    m.description,
-                    m.status,
-                    m.priority,
-                    m.assignee,
-                    m.reporter,
-                    json!(m.labels).to_string(),
-                    m.epic_key,
-                    m.sprint,
-                    m.duedate,
-                    m.plan_start,
-                    m.plan_end,
-                    m.created_at,
-                    m.updated_at,
+                    m.mirrored.key,
+                    m.mirrored.jira_id,
+                    m.mirrored.issue_type,
+                    m.mirrored.summary,
+                    m.mirrored.description,
+                    m.mirrored.status,
+                    m.mirrored.priority,
+                    m.mirrored.assignee,
+                    m.mirrored.reporter,
+                    json!(m.mirrored.labels).to_string(),
+                    m.mirrored.epic_key,
+                    m.mirrored.sprint,
+                    m.mirrored.duedate,
+                    m.mirrored.plan_start,
+                    m.mirrored.plan_end,
+                    m.mirrored.created_at,
+                    m.mirrored.updated_at,
                     "2026-11-29T10:00:00Z",
                     m.fields_json
                 ])?;
@@ -251,8 +251,14 @@ fn ingest_plain(db: &Path, issues: usize) -> Result<f64, Box<dyn std::error::Err
                     link.execute(params![l.jira_id, l.source_key, l.target_key, l.link_type])?;
                 }
                 for c in m.comments.iter().flatten() {
-                    comment
-                        .execute(params![c.id, m.key, c.author, c.body, c.created, c.updated])?;
+                    comment.execute(params![
+                        c.id,
+                        m.mirrored.key,
+                        c.author,
+                        c.body,
+                        c.created,
+                        c.updated
+                    ])?;
                 }
             }
         }

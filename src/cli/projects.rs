@@ -2,10 +2,10 @@
 
 use super::Outcome;
 use super::{open_existing_hub, open_read_only_hub};
-use crate::domain::project::Project;
+use crate::service::ProjectView;
 use std::path::Path;
 
-fn print_project(project: &Project) -> std::io::Result<()> {
+fn print_project(project: &ProjectView) -> std::io::Result<()> {
     outln!(
         "{}\t{}\tboard {}\t{}\t{}",
         project.label,

@@ -61,7 +61,7 @@ pub fn status(db: &Path) -> anyhow::Result<Outcome> {
     match &status.last_full_refresh {
         Some(run) => outln!(
             "full refresh: {} ({} issues)",
-            run.finished_at.as_deref().unwrap_or(&run.started_at),
+            run.finished_at.as_ref().unwrap_or(&run.started_at),
             run.issues_seen
         ),
         None => outln!("full refresh: never"),

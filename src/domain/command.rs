@@ -13,8 +13,25 @@ use time::macros::format_description;
 /// The longest error kept on a command, in characters.
 pub const MAX_ERROR_CHARS: usize = 1500;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+/// A command's type; its wire name (`ensure_issue`) is the serde and strum name.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    utoipa::ToSchema,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum CommandType {
     Refresh,
     EnsureIssue,
@@ -24,31 +41,35 @@ pub enum CommandType {
 }
 
 impl CommandType {
-    pub const ALL: [CommandType; 5] = [
-        CommandType::Refresh,
-        CommandType::EnsureIssue,
-        CommandType::Transition,
-        CommandType::Link,
-        CommandType::Comment,
-    ];
+    pub const ALL: &[CommandType] = <CommandType as strum::VariantArray>::VARIANTS;
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            CommandType::Refresh => "refresh",
-            CommandType::EnsureIssue => "ensure_issue",
-            CommandType::Transition => "transition",
-            CommandType::Link => "link",
-            CommandType::Comment => "comment",
-        }
+        self.into()
     }
 
     pub fn parse(text: &str) -> Option<CommandType> {
-        CommandType::ALL.into_iter().find(|t| t.as_str() == text)
+        text.parse().ok()
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, utoipa::ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    utoipa::ToSchema,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum CommandStatus {
     Queued,
     Claimed,
@@ -60,30 +81,14 @@ pub enum CommandStatus {
 }
 
 impl CommandStatus {
-    pub const ALL: [CommandStatus; 7] = [
-        CommandStatus::Queued,
-        CommandStatus::Claimed,
-        CommandStatus::Done,
-        CommandStatus::Failed,
-        CommandStatus::Skipped,
-        CommandStatus::Cancelled,
-        CommandStatus::ConfirmedByState,
-    ];
+    pub const ALL: &[CommandStatus] = <CommandStatus as strum::VariantArray>::VARIANTS;
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            CommandStatus::Queued => "queued",
-            CommandStatus::Claimed => "claimed",
-            CommandStatus::Done => "done",
-            CommandStatus::Failed => "failed",
-            CommandStatus::Skipped => "skipped",
-            CommandStatus::Cancelled => "cancelled",
-            CommandStatus::ConfirmedByState => "confirmed_by_state",
-        }
+        self.into()
     }
 
     pub fn parse(text: &str) -> Option<CommandStatus> {
-        CommandStatus::ALL.into_iter().find(|s| s.as_str() == text)
+        text.parse().ok()
     }
 
     /// Terminal statuses never change again.
@@ -97,9 +102,49 @@ impl CommandStatus {
     }
 }
 
-/// A batch's status, computed from its commands and `cancelled_at`, never stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+/// A sync run's status (the `sync_run` table of a refresh command).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    utoipa::ToSchema,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum RunStatus {
+    Running,
+    Done,
+    Failed,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// A batch's status, computed from its commands and `cancelled_at`, never stored.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    utoipa::ToSchema,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum BatchStatus {
     Queued,
     Running,
@@ -109,12 +154,7 @@ pub enum BatchStatus {
 
 impl BatchStatus {
     pub fn as_str(self) -> &'static str {
-        match self {
-            BatchStatus::Queued => "queued",
-            BatchStatus::Running => "running",
-            BatchStatus::Cancelled => "cancelled",
-            BatchStatus::Completed => "completed",
-        }
+        self.into()
     }
 
     /// The label people see (system.md §5).
@@ -560,6 +600,56 @@ mod tests {
     use super::*;
     use crate::domain::settings::{IssueType, IssueTypes};
     use CommandStatus::*;
+
+    /// strum's names (the store, `as_str`, `parse`) are serde's (the API) and the old tables'.
+    #[test]
+    fn wire_names_are_the_same_everywhere() {
+        let types: Vec<&str> = CommandType::ALL.iter().map(|t| t.as_str()).collect();
+        assert_eq!(
+            types,
+            ["refresh", "ensure_issue", "transition", "link", "comment"]
+        );
+        for t in CommandType::ALL {
+            assert_eq!(json!(t), json!(t.as_str()));
+            assert_eq!(CommandType::parse(t.as_str()), Some(*t));
+            assert_eq!(t.to_string(), t.as_str());
+        }
+        let statuses: Vec<&str> = CommandStatus::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(
+            statuses,
+            [
+                "queued",
+                "claimed",
+                "done",
+                "failed",
+                "skipped",
+                "cancelled",
+                "confirmed_by_state"
+            ]
+        );
+        for s in CommandStatus::ALL {
+            assert_eq!(json!(s), json!(s.as_str()));
+            assert_eq!(CommandStatus::parse(s.as_str()), Some(*s));
+        }
+        for (b, name) in [
+            (BatchStatus::Queued, "queued"),
+            (BatchStatus::Running, "running"),
+            (BatchStatus::Cancelled, "cancelled"),
+            (BatchStatus::Completed, "completed"),
+        ] {
+            assert_eq!((b.as_str(), json!(b)), (name, json!(name)));
+        }
+        for (r, name) in [
+            (RunStatus::Running, "running"),
+            (RunStatus::Done, "done"),
+            (RunStatus::Failed, "failed"),
+        ] {
+            assert_eq!((r.as_str(), json!(r)), (name, json!(name)));
+            assert_eq!(name.parse::<RunStatus>().ok(), Some(r));
+        }
+        assert_eq!(CommandType::parse("Refresh"), None);
+        assert_eq!(CommandStatus::parse("DONE"), None);
+    }
 
     fn settings() -> Settings {
         Settings {

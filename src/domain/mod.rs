@@ -7,6 +7,7 @@
 
 pub mod command;
 pub mod config;
+pub mod issue;
 pub mod jql;
 pub mod json;
 pub mod project;

@@ -5,7 +5,7 @@
 //! `NOCASE` folds ASCII only and would let `Проект` and `проект` live side by side.
 
 use super::ValidationError;
-use serde::Serialize;
+use super::time::Utc;
 
 /// The longest label and name, counted in characters (not bytes: labels are often Cyrillic).
 pub const MAX_LABEL_CHARS: usize = 100;
@@ -14,8 +14,8 @@ pub const MAX_NAME_CHARS: usize = 100;
 /// The project message the data model quotes for a case-insensitive duplicate.
 pub const DUPLICATE_LABEL_MESSAGE: &str = "проект с такой меткой уже есть";
 
-/// A project as stored and shown.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+/// A project as stored (the service shows it as a `ProjectView`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Project {
     /// The Jira label; the project's identity, never changed after creation.
     pub label: String,
@@ -26,7 +26,7 @@ pub struct Project {
     /// `scrum` or `kanban`, learned only from a refresh result; `None` until then.
     pub board_type: Option<String>,
     /// ISO-8601 UTC with microseconds; orders the labels in the base JQL.
-    pub created_at: String,
+    pub created_at: Utc,
 }
 
 /// A request to create a project, already validated by [`validate_new_project`].

@@ -1,9 +1,9 @@
 //! The client endpoints: settings, projects, the mirror by project, batches, refreshes.
 
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, ClientAuth};
-use crate::domain::project::Project;
-use crate::service::{BatchRequest, BatchView, IssueView, SliceRow, SyncRunView};
-use crate::store::{AgentRow, NoteRow};
+use crate::service::{
+    AgentView, BatchRequest, BatchView, IssueView, NoteView, ProjectView, SliceRow, SyncRunView,
+};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -37,11 +37,11 @@ pub async fn put_settings(
 }
 
 #[utoipa::path(get, path = "/projects", tag = "projects", security(("client_token" = [])),
-    responses((status = 200, body = Vec<Project>)))]
+    responses((status = 200, body = Vec<ProjectView>)))]
 pub async fn list_projects(
     _: ClientAuth,
     State(state): State<AppState>,
-) -> Result<Json<Vec<Project>>, ApiError> {
+) -> Result<Json<Vec<ProjectView>>, ApiError> {
     Ok(Json(state.pool.run(|hub| hub.projects()).await?))
 }
 
@@ -55,13 +55,13 @@ pub struct NewProjectBody {
 }
 
 #[utoipa::path(post, path = "/projects", tag = "projects", security(("client_token" = [])), request_body = NewProjectBody,
-    responses((status = 201, body = Project), (status = 415, description = "not `application/json` (code `unsupported_media_type`)", body = super::ErrorBody), (status = 409, description = "«проект с такой меткой уже есть»", body = super::ErrorBody),
+    responses((status = 201, body = ProjectView), (status = 415, description = "not `application/json` (code `unsupported_media_type`)", body = super::ErrorBody), (status = 409, description = "«проект с такой меткой уже есть»", body = super::ErrorBody),
               (status = 422, body = super::ErrorBody)))]
 pub async fn create_project(
     _: ClientAuth,
     State(state): State<AppState>,
     ApiJson(body): ApiJson<NewProjectBody>,
-) -> Result<(StatusCode, Json<Project>), ApiError> {
+) -> Result<(StatusCode, Json<ProjectView>), ApiError> {
     let project = state
         .pool
         .run(move |hub| hub.create_project(&body.label, &body.name, body.board_id))
@@ -106,13 +106,13 @@ pub struct NoteBody {
 /// A note of the hub's own, never sent to Jira.
 #[utoipa::path(post, path = "/issues/{key}/notes", tag = "mirror", security(("client_token" = [])), request_body = NoteBody,
     params(("key" = String, Path, description = "the Jira key")),
-    responses((status = 201, body = NoteRow), (status = 415, description = "not `application/json` (code `unsupported_media_type`)", body = super::ErrorBody), (status = 404, body = super::ErrorBody), (status = 422, body = super::ErrorBody)))]
+    responses((status = 201, body = NoteView), (status = 415, description = "not `application/json` (code `unsupported_media_type`)", body = super::ErrorBody), (status = 404, body = super::ErrorBody), (status = 422, body = super::ErrorBody)))]
 pub async fn add_note(
     _: ClientAuth,
     State(state): State<AppState>,
     ApiPath(key): ApiPath<String>,
     ApiJson(note): ApiJson<NoteBody>,
-) -> Result<(StatusCode, Json<NoteRow>), ApiError> {
+) -> Result<(StatusCode, Json<NoteView>), ApiError> {
     let note = state
         .pool
         .run(move |hub| hub.add_note(&key, &note.author, &note.body))
@@ -225,10 +225,10 @@ pub async fn sync_runs(
 }
 
 #[utoipa::path(get, path = "/agents", tag = "agent", security(("client_token" = [])),
-    responses((status = 200, body = Vec<AgentRow>)))]
+    responses((status = 200, body = Vec<AgentView>)))]
 pub async fn agents(
     _: ClientAuth,
     State(state): State<AppState>,
-) -> Result<Json<Vec<AgentRow>>, ApiError> {
+) -> Result<Json<Vec<AgentView>>, ApiError> {
     Ok(Json(state.pool.run(|hub| hub.agents()).await?))
 }

@@ -24,7 +24,7 @@ pub fn finish(document: utoipa::openapi::OpenApi) -> Value {
         for (name, schema) in schemas_written_here() {
             schemas.insert(name.to_string(), schema);
         }
-        for name in ["CommandRow", "ClaimedCommand"] {
+        for name in ["CommandView", "ClaimedCommand"] {
             if let Some(properties) = schemas
                 .get_mut(name)
                 .and_then(|s| s.get_mut("properties"))

@@ -218,7 +218,7 @@ impl From<ServiceError> for ApiError {
             ServiceError::NotFound(message) => {
                 ApiError::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, None, message)
             }
-            ServiceError::Internal(error @ crate::store::StoreError::Busy(_)) => {
+            ServiceError::Busy(error) => {
                 tracing::warn!(%error, "database busy");
                 ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 #[utoipa::path(get, path = "/health", tag = "operations",
     responses((status = 200, description = "`{\"status\": \"ok\", \"schema_version\": 4}`", body = Object)))]
 pub async fn health() -> Json<Value> {
-    Json(json!({"status": "ok", "schema_version": crate::store::CURRENT_SCHEMA_VERSION}))
+    Json(json!({"status": "ok", "schema_version": crate::service::SCHEMA_VERSION}))
 }
 
 /// Ready: the database answers and the relay loop is alive (a relay stuck in a system call
@@ -214,8 +214,8 @@ pub async fn metrics(
         last_full_refresh_age: status
             .last_full_refresh
             .as_ref()
-            .and_then(|run| run.finished_at.as_deref())
-            .and_then(crate::domain::time::parse_utc)
+            .and_then(|run| run.finished_at.as_ref())
+            .and_then(|at| crate::domain::time::parse_utc(at.as_str()))
             .map(|at| (time::OffsetDateTime::now_utc() - at).whole_seconds()),
         mirror_issues: status.counts.issues,
     };

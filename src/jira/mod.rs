@@ -4,7 +4,8 @@
 //!
 //! Missing or null fields are never errors; only an issue without a `key` or `fields` is.
 
-use crate::domain::time::format_utc;
+use crate::domain::issue::MirrorFields;
+use crate::domain::time::{Utc, format_utc};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use time::OffsetDateTime;
@@ -30,26 +31,10 @@ impl FieldIds {
     }
 }
 
-/// One issue as the mirror stores it.
+/// One issue as the mirror stores it: its mirrored fields, its raw `fields`, links, comments.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MirrorIssue {
-    pub key: String,
-    pub jira_id: Option<String>,
-    pub issue_type: String,
-    pub summary: String,
-    pub description: Option<String>,
-    pub status: String,
-    pub priority: Option<String>,
-    pub assignee: Option<String>,
-    pub reporter: Option<String>,
-    pub labels: Vec<String>,
-    pub epic_key: Option<String>,
-    pub sprint: Option<String>,
-    pub duedate: Option<String>,
-    pub plan_start: Option<String>,
-    pub plan_end: Option<String>,
-    pub created_at: Option<String>,
-    pub updated_at: Option<String>,
+    pub mirrored: MirrorFields,
     /// The issue's `fields` object as received, as JSON text (serialized straight from the
     /// request, never cloned).
     pub fields_json: String,
@@ -423,6 +408,11 @@ pub fn json_depth(text: &str) -> usize {
     deepest
 }
 
+/// Jira's time, typed.
+fn jira_utc(text: &str) -> Option<Utc> {
+    Utc::parse(&jira_time_to_utc(text)?)
+}
+
 fn map_fields(
     key: String,
     jira_id: Option<String>,
@@ -462,27 +452,30 @@ fn map_fields(
                 .collect()
         })
         .unwrap_or_default();
+    let links = links_of(&key, fields);
     Ok(MirrorIssue {
-        jira_id,
-        issue_type: named(fields.get("issuetype")).unwrap_or_default(),
-        summary: text(fields.get("summary")).unwrap_or_default(),
-        description: text(fields.get("description")),
-        status: named(fields.get("status")).unwrap_or_default(),
-        priority: named(fields.get("priority")),
-        assignee: user(fields.get("assignee")),
-        reporter: user(fields.get("reporter")),
-        labels,
-        epic_key,
-        sprint: latest_sprint(custom(&ids.sprint)),
-        duedate: date(fields.get("duedate")),
-        plan_start: date(custom(&ids.plan_start)),
-        plan_end: date(custom(&ids.plan_end)),
-        created_at: text(fields.get("created")).and_then(|t| jira_time_to_utc(&t)),
-        updated_at: text(fields.get("updated")).and_then(|t| jira_time_to_utc(&t)),
-        links: links_of(&key, fields),
+        mirrored: MirrorFields {
+            jira_id,
+            issue_type: named(fields.get("issuetype")).unwrap_or_default(),
+            summary: text(fields.get("summary")).unwrap_or_default(),
+            description: text(fields.get("description")),
+            status: named(fields.get("status")).unwrap_or_default(),
+            priority: named(fields.get("priority")),
+            assignee: user(fields.get("assignee")),
+            reporter: user(fields.get("reporter")),
+            labels,
+            epic_key,
+            sprint: latest_sprint(custom(&ids.sprint)),
+            duedate: date(fields.get("duedate")),
+            plan_start: date(custom(&ids.plan_start)),
+            plan_end: date(custom(&ids.plan_end)),
+            created_at: text(fields.get("created")).and_then(|t| jira_utc(&t)),
+            updated_at: text(fields.get("updated")).and_then(|t| jira_utc(&t)),
+            key,
+        },
+        links,
         comments: comments_of(fields),
         fields_json,
-        key,
     })
 }
 
@@ -553,20 +546,23 @@ mod tests {
             .collect();
         assert_eq!(issues.len(), 11);
         let first = &issues[0];
-        assert_eq!(first.key, "SAMPLEPROJECT-13");
-        assert_eq!(first.jira_id.as_deref(), Some("10014"));
-        assert_eq!(first.summary, "blarg from in example.rb");
+        assert_eq!(first.mirrored.key, "SAMPLEPROJECT-13");
+        assert_eq!(first.mirrored.jira_id.as_deref(), Some("10014"));
+        assert_eq!(first.mirrored.summary, "blarg from in example.rb");
         assert_eq!(
-            (first.issue_type.as_str(), first.status.as_str()),
+            (
+                first.mirrored.issue_type.as_str(),
+                first.mirrored.status.as_str()
+            ),
             ("Task", "Open")
         );
-        assert_eq!(first.priority.as_deref(), Some("Major"));
-        assert_eq!(first.assignee.as_deref(), Some("admin"));
+        assert_eq!(first.mirrored.priority.as_deref(), Some("Major"));
+        assert_eq!(first.mirrored.assignee.as_deref(), Some("admin"));
         assert_eq!(
-            first.created_at.as_deref(),
+            first.mirrored.created_at.as_ref().map(Utc::as_str),
             Some("2011-12-15T02:35:06.000000Z")
         );
-        assert_eq!(first.description, None);
+        assert_eq!(first.mirrored.description, None);
         assert_eq!(first.links, Some(vec![]));
         assert_eq!(first.comments, None, "the search did not ask for comments");
         let fields: Value = serde_json::from_str(&first.fields_json).unwrap();
@@ -618,12 +614,12 @@ mod tests {
             "comment": {"comments": [{"id": "777", "author": {"name": "ivanov"}, "body": "текст", "created": "2026-03-05T10:15:30.000+0300"}]}
         }});
         let issue = map_issue(&raw, &ids(), &["Эпик"]).unwrap();
-        assert_eq!(issue.assignee.as_deref(), Some("Иван Иванов"));
-        assert_eq!(issue.epic_key.as_deref(), Some("AURORA-9"));
-        assert_eq!(issue.duedate.as_deref(), Some("2026-04-01"));
-        assert_eq!(issue.plan_start.as_deref(), Some("2026-03-01"));
-        assert_eq!(issue.plan_end.as_deref(), Some("2026-03-31"));
-        assert_eq!(issue.labels, ["AWPCA", "x"]);
+        assert_eq!(issue.mirrored.assignee.as_deref(), Some("Иван Иванов"));
+        assert_eq!(issue.mirrored.epic_key.as_deref(), Some("AURORA-9"));
+        assert_eq!(issue.mirrored.duedate.as_deref(), Some("2026-04-01"));
+        assert_eq!(issue.mirrored.plan_start.as_deref(), Some("2026-03-01"));
+        assert_eq!(issue.mirrored.plan_end.as_deref(), Some("2026-03-31"));
+        assert_eq!(issue.mirrored.labels, ["AWPCA", "x"]);
         assert_eq!(
             issue.links.unwrap(),
             [
@@ -652,19 +648,23 @@ mod tests {
         assert_eq!(
             map_issue(&next_gen, &ids(), &["Эпик"])
                 .unwrap()
+                .mirrored
                 .epic_key
                 .as_deref(),
             Some("AURORA-8")
         );
         let subtask = json!({"key": "AURORA-6", "fields": {"parent": {"key": "AURORA-1", "fields": {"issuetype": {"name": "Задача"}}}}});
         assert_eq!(
-            map_issue(&subtask, &ids(), &["Эпик"]).unwrap().epic_key,
+            map_issue(&subtask, &ids(), &["Эпик"])
+                .unwrap()
+                .mirrored
+                .epic_key,
             None
         );
         let bare = map_issue(&json!({"key": "AURORA-7", "fields": {}}), &ids(), &[]).unwrap();
         assert_eq!(
             (
-                bare.summary.as_str(),
+                bare.mirrored.summary.as_str(),
                 bare.links.clone(),
                 bare.comments.clone()
             ),
@@ -678,8 +678,8 @@ mod tests {
             from_text.fields_json, r#"{"summary": "Ы",  "labels": ["x"]}"#,
             "kept as received"
         );
-        assert_eq!(from_text.summary, "Ы");
-        assert_eq!(from_text.jira_id.as_deref(), Some("5"));
+        assert_eq!(from_text.mirrored.summary, "Ы");
+        assert_eq!(from_text.mirrored.jira_id.as_deref(), Some("5"));
         assert!(map_issue_text("{", &ids(), &[]).is_err());
         assert!(map_issue_text(r#"{"key": "A-1", "fields": []}"#, &ids(), &[]).is_err());
     }

@@ -8,11 +8,24 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
-use std::fmt;
 
 /// The kinds of request an agent sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Kind {
     Claim,
     Report,
@@ -21,26 +34,12 @@ pub enum Kind {
 
 impl Kind {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Claim => "claim",
-            Kind::Report => "report",
-            Kind::Heartbeat => "heartbeat",
-        }
+        self.into()
     }
 
+    /// The kind of this exact (lowercase) name.
     pub fn parse(text: &str) -> Option<Kind> {
-        match text {
-            "claim" => Some(Kind::Claim),
-            "report" => Some(Kind::Report),
-            "heartbeat" => Some(Kind::Heartbeat),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        text.parse().ok()
     }
 }
 
@@ -58,8 +57,8 @@ pub struct Envelope {
     pub token: Option<String>,
 }
 
-impl fmt::Debug for Envelope {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl std::fmt::Debug for Envelope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Envelope")
             .field("id", &self.id)
             .field("agent", &self.agent)
@@ -560,6 +559,21 @@ fn typed<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, DecodeError>
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn kind_names_are_lowercase_and_exact() {
+        for (kind, name) in [
+            (Kind::Claim, "claim"),
+            (Kind::Report, "report"),
+            (Kind::Heartbeat, "heartbeat"),
+        ] {
+            assert_eq!((kind.as_str(), kind.to_string()), (name, name.to_string()));
+            assert_eq!(json!(kind), json!(name));
+            assert_eq!(Kind::parse(name), Some(kind));
+        }
+        assert_eq!(Kind::parse("Claim"), None);
+        assert_eq!(Kind::parse("claims"), None);
+    }
 
     fn claim() -> Value {
         json!({"kind": "claim", "id": "5c1c-a_1", "agent": "agent-1", "sent_at": "2026-11-29T10:00:00Z",

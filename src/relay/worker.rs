@@ -329,7 +329,11 @@ impl Relay {
                 };
                 let answer = match self.hub.handle_agent_request(&request) {
                     Ok(answer) => answer,
-                    Err(error @ (ServiceError::Internal(_) | ServiceError::Random(_))) => {
+                    Err(
+                        error @ (ServiceError::Internal(_)
+                        | ServiceError::Busy(_)
+                        | ServiceError::Random(_)),
+                    ) => {
                         tracing::error!(file = %escape(name), %error, "the request could not be applied now; it stays in inbox/");
                         return Outcome::Later;
                     }

@@ -7,11 +7,12 @@
 use super::batches::{base_jql_in, settings_in};
 use super::{Hub, Metrics, Result};
 use crate::domain::command::{
-    CommandStatus, CommandType, backoff_pause, is_result_reference, substitute_result,
+    CommandStatus, CommandType, RunStatus, backoff_pause, is_result_reference, substitute_result,
     truncate_error,
 };
+use crate::domain::issue::MirrorFields;
 use crate::domain::settings::Settings;
-use crate::domain::time::{format_utc, parse_utc};
+use crate::domain::time::{Utc, format_utc, parse_utc};
 use crate::jira::{FieldIds, map_issue_text};
 use crate::protocol::{
     AgentAnswer, AgentRequest, ClaimAnswer, ClaimRequest, ClaimedCommand, CommandResult,
@@ -37,19 +38,30 @@ pub struct ExpiredClaims {
     pub cancelled: usize,
 }
 
-/// The time of one operation, as a value and as the text the store keeps.
+/// The time of one operation, as a value and as the text the store keeps (one reading of the
+/// clock).
 struct Now {
     at: OffsetDateTime,
-    text: String,
+    utc: Utc,
+}
+
+impl Now {
+    fn of(at: OffsetDateTime) -> Now {
+        Now {
+            at,
+            utc: Utc::new(at),
+        }
+    }
+
+    fn text(&self) -> &str {
+        self.utc.as_str()
+    }
 }
 
 impl Hub {
     /// Applies one agent request exactly once and answers it.
     pub fn handle_agent_request(&mut self, request: &AgentRequest) -> Result<AgentAnswer> {
-        let now = Now {
-            at: self.clock.now(),
-            text: self.now_text(),
-        };
+        let now = Now::of(self.clock.now());
         let streak = self.rate_limit_streak.load(Ordering::SeqCst);
         let kind = request.kind();
         let envelope = request.envelope().clone();
@@ -80,7 +92,7 @@ impl Hub {
                         kind.as_str(),
                         &envelope.id,
                         &envelope.agent,
-                        &now.text,
+                        now.text(),
                         &text,
                     )?;
                     Ok((answer, rate_limited, false))
@@ -116,10 +128,7 @@ impl Hub {
     /// The timer's sweep: claimed commands whose report is overdue are confirmed from the mirror,
     /// re-queued, or failed once they used up their deliveries.
     pub fn expire_claims(&mut self) -> Result<ExpiredClaims> {
-        let now = Now {
-            at: self.clock.now(),
-            text: self.now_text(),
-        };
+        let now = Now::of(self.clock.now());
         let expired = self.store.transact(|tx| {
             let settings = settings_in(tx)?;
             expire_in(tx, &settings, &now)
@@ -136,7 +145,7 @@ fn claim_in(tx: &Tx<'_>, claim: &ClaimRequest, now: &Now, streak: u32) -> Result
     expire_in(tx, &settings, now)?;
     tx.touch_agent(&AgentSeen {
         agent: &claim.envelope.agent,
-        at: &now.text,
+        at: now.text(),
         version: Some(&claim.agent_version),
         claimed: true,
         ..AgentSeen::default()
@@ -184,7 +193,7 @@ fn claim_in(tx: &Tx<'_>, claim: &ClaimRequest, now: &Now, streak: u32) -> Result
     for (command, status, reason) in blocked {
         let finish = Finish {
             status,
-            finished_at: &now.text,
+            finished_at: &now.utc,
             result: None,
             error: Some(&reason),
             agent_finished_at: None,
@@ -194,19 +203,19 @@ fn claim_in(tx: &Tx<'_>, claim: &ClaimRequest, now: &Now, streak: u32) -> Result
     }
     let mut commands = Vec::with_capacity(ready.len());
     for (command, params) in ready {
-        tx.mark_claimed(command.id, &now.text, &claim.envelope.agent, pause)?;
+        tx.mark_claimed(command.id, &now.utc, &claim.envelope.agent, pause)?;
         // The agent looks for an issue a lost create may have made no earlier than this.
-        let enqueued_at = tx.batch(command.batch_id)?.map(|batch| batch.created_at);
-        if command.command_type == CommandType::Refresh.as_str()
-            && tx.open_run(command.id)?.is_none()
-        {
+        let enqueued_at = tx
+            .batch(command.batch_id)?
+            .map(|batch| batch.created_at.to_string());
+        if command.command_type == CommandType::Refresh && tx.open_run(command.id)?.is_none() {
             start_run(tx, &settings, &command, now)?;
         }
         commands.push(ClaimedCommand {
             id: command.id,
             batch_id: command.batch_id,
             seq: command.seq,
-            command_type: command.command_type,
+            command_type: command.command_type.as_str().to_string(),
             params,
             delivery: command.deliveries + 1,
             enqueued_at,
@@ -220,7 +229,7 @@ fn claim_in(tx: &Tx<'_>, claim: &ClaimRequest, now: &Now, streak: u32) -> Result
     Ok(ClaimAnswer {
         kind: Kind::Claim,
         request_id: claim.envelope.id.clone(),
-        created_at: now.text.clone(),
+        created_at: now.text().to_string(),
         settings_version: settings.settings_version,
         settings: settings_outdated.then(|| settings.agent_view()),
         pause_seconds: pause,
@@ -242,7 +251,7 @@ fn start_run(
         .and_then(Value::as_str)
         .unwrap_or_default();
     let full = base_jql_in(tx, settings)?.is_some_and(|jql| jql == query);
-    Ok(tx.start_run(command.id, query, full, &now.text)?)
+    Ok(tx.start_run(command.id, query, full, &now.utc)?)
 }
 
 fn dependency_failed(dependency: &CommandRow) -> String {
@@ -272,7 +281,7 @@ fn skip_dependents(
         let reason = dependency_failed(&ended);
         let finish = Finish {
             status: CommandStatus::Skipped,
-            finished_at: &now.text,
+            finished_at: &now.utc,
             result: None,
             error: Some(&reason),
             agent_finished_at: None,
@@ -294,7 +303,7 @@ fn report_in(
     let settings = settings_in(tx)?;
     tx.touch_agent(&AgentSeen {
         agent: &report.envelope.agent,
-        at: &now.text,
+        at: now.text(),
         reported: true,
         ..AgentSeen::default()
     })?;
@@ -348,7 +357,7 @@ fn apply_result(
             result.delivery, command.deliveries
         )));
     }
-    let is_refresh = command.command_type == CommandType::Refresh.as_str();
+    let is_refresh = command.command_type == CommandType::Refresh;
     // An ignored result changes nothing: the checks come before any write.
     if result.status == ResultStatus::Progress {
         if !is_refresh {
@@ -364,13 +373,13 @@ fn apply_result(
         .finished_at
         .as_deref()
         .and_then(parse_utc)
-        .map(format_utc);
+        .map(Utc::new);
     match result.status {
         ResultStatus::Progress => {
             let Some(page) = &result.page else {
                 return Ok(Err("у progress нет page".into()));
             };
-            tx.renew_lease(command.id, &now.text)?;
+            tx.renew_lease(command.id, &now.utc)?;
             ingest_page(tx, settings, &command, page, now, ingested)?;
         }
         ResultStatus::Done => {
@@ -382,10 +391,10 @@ fn apply_result(
             }
             let finish = Finish {
                 status: CommandStatus::Done,
-                finished_at: &now.text,
+                finished_at: &now.utc,
                 result: Some(result.result.as_ref().unwrap_or(&Value::Null)),
                 error: None,
-                agent_finished_at: agent_finished_at.as_deref(),
+                agent_finished_at: agent_finished_at.as_ref(),
             };
             tx.finish_command(command.id, &finish)?;
         }
@@ -402,14 +411,14 @@ fn apply_result(
                     .unwrap_or("агент не сообщил причину"),
             );
             if is_refresh && let Some(run) = tx.open_run(command.id)? {
-                tx.finish_run(run.id, "failed", &now.text, Some(&error))?;
+                tx.finish_run(run.id, RunStatus::Failed, &now.utc, Some(&error))?;
             }
             let finish = Finish {
                 status,
-                finished_at: &now.text,
+                finished_at: &now.utc,
                 result: result.result.as_ref(),
                 error: Some(&error),
-                agent_finished_at: agent_finished_at.as_deref(),
+                agent_finished_at: agent_finished_at.as_ref(),
             };
             tx.finish_command(command.id, &finish)?;
             skip_dependents(tx, &command, status, now)?;
@@ -454,7 +463,7 @@ fn ingest_page(
     for raw in &page.issues {
         match map_issue_text(raw.get(), &ids, &epic_names) {
             Ok(issue) => {
-                let upserted = tx.upsert_issue(&issue, &now.text)?;
+                let upserted = tx.upsert_issue(&issue, &now.utc)?;
                 seen += 1;
                 changed += i64::from(upserted.changed);
             }
@@ -504,7 +513,7 @@ fn complete_refresh(
             );
         }
     }
-    tx.finish_run(run.id, "done", &now.text, None)?;
+    tx.finish_run(run.id, RunStatus::Done, &now.utc, None)?;
     Ok(())
 }
 
@@ -512,7 +521,7 @@ fn heartbeat_in(tx: &Tx<'_>, heartbeat: &HeartbeatRequest, now: &Now) -> Result<
     let last_error = heartbeat.last_error.as_deref().map(truncate_error);
     tx.touch_agent(&AgentSeen {
         agent: &heartbeat.envelope.agent,
-        at: &now.text,
+        at: now.text(),
         version: Some(&heartbeat.agent_version),
         jira: Some((heartbeat.jira_ok, last_error.as_deref())),
         ..AgentSeen::default()
@@ -529,9 +538,9 @@ fn expire_in(tx: &Tx<'_>, settings: &Settings, now: &Now) -> Result<ExpiredClaim
     for command in tx.claimed_commands()? {
         let lease = command
             .lease_at
-            .as_deref()
-            .or(command.claimed_at.as_deref())
-            .and_then(parse_utc);
+            .as_ref()
+            .or(command.claimed_at.as_ref())
+            .map(Utc::at);
         if lease.is_some_and(|at| at + timeout > now.at) {
             continue;
         }
@@ -541,7 +550,7 @@ fn expire_in(tx: &Tx<'_>, settings: &Settings, now: &Now) -> Result<ExpiredClaim
         if let Some(result) = confirm_by_state(tx, settings, &command)? {
             let finish = Finish {
                 status: CommandStatus::ConfirmedByState,
-                finished_at: &now.text,
+                finished_at: &now.utc,
                 result: Some(&result),
                 error: None,
                 agent_finished_at: None,
@@ -556,11 +565,11 @@ fn expire_in(tx: &Tx<'_>, settings: &Settings, now: &Now) -> Result<ExpiredClaim
                 settings.pacing.claim_timeout_seconds, command.deliveries
             );
             if let Some(run) = tx.open_run(command.id)? {
-                tx.finish_run(run.id, "failed", &now.text, Some(&error))?;
+                tx.finish_run(run.id, RunStatus::Failed, &now.utc, Some(&error))?;
             }
             let finish = Finish {
                 status: CommandStatus::Cancelled,
-                finished_at: &now.text,
+                finished_at: &now.utc,
                 result: None,
                 error: Some(&error),
                 agent_finished_at: None,
@@ -574,11 +583,11 @@ fn expire_in(tx: &Tx<'_>, settings: &Settings, now: &Now) -> Result<ExpiredClaim
                 settings.pacing.claim_timeout_seconds, command.deliveries
             );
             if let Some(run) = tx.open_run(command.id)? {
-                tx.finish_run(run.id, "failed", &now.text, Some(&error))?;
+                tx.finish_run(run.id, RunStatus::Failed, &now.utc, Some(&error))?;
             }
             let finish = Finish {
                 status: CommandStatus::Failed,
-                finished_at: &now.text,
+                finished_at: &now.utc,
                 result: None,
                 error: Some(&error),
                 agent_finished_at: None,
@@ -614,10 +623,7 @@ fn confirm_by_state(
         }
     };
     let text = |name: &str| params.get(name).and_then(Value::as_str).map(String::from);
-    let Some(command_type) = CommandType::parse(&command.command_type) else {
-        return Ok(None);
-    };
-    Ok(match command_type {
+    Ok(match command.command_type {
         CommandType::Refresh => None,
         CommandType::Transition => {
             let (Some(key), Some(status)) = (text("key"), text("status")) else {
@@ -625,7 +631,7 @@ fn confirm_by_state(
             };
             let issue = tx.issue(&key)?;
             issue
-                .filter(|i| i.status == status)
+                .filter(|i| i.mirrored.status == status)
                 .map(|_| json!({"status": status}))
         }
         CommandType::Link => {
@@ -671,7 +677,7 @@ fn confirm_issue(
         .and_then(Value::as_array)
         .map(|l| l.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    let matches = |issue: &crate::store::IssueRow| -> bool {
+    let matches = |issue: &MirrorFields| -> bool {
         let field_ok = |name: &str, actual: Option<&str>| {
             text(name).is_none_or(|wanted| Some(wanted) == actual)
         };
@@ -700,7 +706,7 @@ fn confirm_issue(
         };
         return Ok(tx
             .issue(key)?
-            .filter(|issue| matches(issue))
+            .filter(|issue| matches(&issue.mirrored))
             .map(|_| json!({"key": key, "created": false})));
     }
     let Some(batch) = tx.batch(command.batch_id)? else {
@@ -710,16 +716,17 @@ fn confirm_issue(
         return Ok(None);
     };
     // Jira's clock is not the hub's: look a little before the batch was enqueued.
-    let since = parse_utc(&batch.created_at).map_or(batch.created_at.clone(), |at| {
+    // (A stored text that is not a time is compared as it is, as before it was typed.)
+    let since = parse_utc(batch.created_at.as_str()).map_or(batch.created_at.to_string(), |at| {
         format_utc(at - JIRA_CLOCK_SKEW)
     });
     let candidates: Vec<_> = tx
         .issues_like(&type_name, summary, &since)?
         .into_iter()
-        .filter(|issue| matches(issue))
+        .filter(|issue| matches(&issue.mirrored))
         .collect();
     Ok(match candidates.as_slice() {
-        [issue] => Some(json!({"key": issue.key, "created": true})),
+        [issue] => Some(json!({"key": issue.mirrored.key, "created": true})),
         _ => None,
     })
 }

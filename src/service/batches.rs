@@ -1,6 +1,7 @@
 //! Batches of commands for Jira: enqueue (everything validated before anything is stored),
 //! views with the computed status and counters, cancel, and refresh batches.
 
+use super::views::{BatchView, CommandView};
 use super::{Hub, Result, ServiceError};
 use crate::domain::ValidationError;
 use crate::domain::command::{
@@ -10,10 +11,9 @@ use crate::domain::command::{
 use crate::domain::jql::{base_jql, project_jql};
 use crate::domain::settings::Settings;
 use crate::domain::time::format_utc;
-use crate::store::{BatchRow, CommandRow, Tx};
-use serde::{Deserialize, Serialize};
+use crate::store::{BatchRow, Tx};
+use serde::Deserialize;
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
 
 /// `POST /batches`.
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
@@ -37,28 +37,6 @@ pub struct CommandRequestBody {
     pub depends_on: Option<i64>,
 }
 
-/// A command as clients see it: the stored row (params as enqueued, `$result` references kept).
-pub type CommandView = CommandRow;
-
-/// A batch as clients see it (system.md §8).
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
-pub struct BatchView {
-    pub id: i64,
-    pub title: String,
-    pub author: String,
-    pub project: Option<String>,
-    pub created_at: String,
-    pub cancelled_at: Option<String>,
-    pub estimate_seconds: Option<i64>,
-    pub status: crate::domain::command::BatchStatus,
-    #[schema(value_type = String)]
-    pub status_label: &'static str,
-    /// Commands per status, every status present.
-    #[schema(value_type = std::collections::HashMap<String, usize>)]
-    pub counters: BTreeMap<&'static str, usize>,
-    pub commands: Vec<CommandView>,
-}
-
 pub(super) fn batch_view(tx: &Tx<'_>, batch: BatchRow) -> Result<BatchView> {
     let commands = tx.commands_of_batch(batch.id)?;
     let statuses: Vec<CommandStatus> = commands.iter().map(|c| c.status).collect();
@@ -74,7 +52,7 @@ pub(super) fn batch_view(tx: &Tx<'_>, batch: BatchRow) -> Result<BatchView> {
         status,
         status_label: status.label(),
         counters: counters(&statuses),
-        commands,
+        commands: commands.into_iter().map(CommandView::from).collect(),
     })
 }
 
@@ -107,7 +85,7 @@ impl Hub {
     pub fn enqueue_batch(&mut self, request: &BatchRequest) -> Result<BatchView> {
         let title = text_field("title", &request.title, 200)?;
         let author = text_field("author", &request.author, 100)?;
-        let now = self.now_text();
+        let now = self.now();
         let view = self.store.transact(|tx| {
             let settings = settings_in(tx)?;
             let scope = match &request.project {
@@ -153,7 +131,7 @@ impl Hub {
                 ids.push(tx.insert_command(
                     batch_id,
                     command.seq,
-                    command.command_type.as_str(),
+                    command.command_type,
                     &command.params,
                     depends_on,
                 )?);
@@ -190,7 +168,7 @@ impl Hub {
     /// takes the status its report brings. Cancelling again changes nothing; a batch that has
     /// already finished cannot be cancelled.
     pub fn cancel_batch(&mut self, id: i64) -> Result<BatchView> {
-        let now = self.now_text();
+        let now = self.now();
         self.store.transact(|tx| {
             let batch = tx
                 .batch(id)?
@@ -283,7 +261,7 @@ impl Hub {
                 return Ok(false);
             }
             let last = tx.last_refresh_enqueued(&jql)?;
-            let last = last.as_deref().and_then(crate::domain::time::parse_utc);
+            let last = last.as_ref().map(crate::domain::time::Utc::at);
             Ok(last.is_none_or(|last| last + time::Duration::minutes(i64::from(minutes)) <= now))
         })?;
         if !due {

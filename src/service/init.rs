@@ -5,7 +5,7 @@ use super::tokens::generate_tokens;
 use super::{Hub, Result, ServiceError};
 use crate::domain::config::import_legacy_config;
 use crate::domain::settings::Tokens;
-use crate::domain::time::format_utc;
+use crate::domain::time::Utc;
 use crate::store::settings::{InitOutcome, InitWrite};
 use serde_json::Value;
 use time::Duration;
@@ -32,8 +32,8 @@ impl Hub {
     pub fn init_from_config(&mut self, config: &Value, force: bool) -> Result<InitReport> {
         let imported = import_legacy_config(config)?;
         let now = self.clock.now();
-        let created_at: Vec<String> = (0..imported.projects.len())
-            .map(|i| format_utc(now + Duration::microseconds(i as i64)))
+        let created_at: Vec<Utc> = (0..imported.projects.len())
+            .map(|i| Utc::new(now + Duration::microseconds(i as i64)))
             .collect();
         let new_tokens = generate_tokens()?;
         let outcome = self.store.init_settings(&InitWrite {

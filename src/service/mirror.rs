@@ -2,60 +2,12 @@
 //! comments and notes, adding a note, sync runs, agents.
 
 use super::batches::settings_in;
+use super::views::{
+    AgentView, CommentView, IssueLinkView, IssueView, NoteView, SliceRow, SyncRunView, issue_parts,
+};
 use super::{Hub, Result, ServiceError};
 use crate::domain::ValidationError;
-use crate::store::{AgentRow, CommentRow, IssueRow, NoteRow, RunRow};
-use serde::Serialize;
 use serde_json::Value;
-
-/// A slice row: the issue's mirror fields plus `neighbor` (relative to the project asked for)
-/// and `closed` (its status is one of `closed_statuses`).
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
-pub struct SliceRow {
-    #[serde(flatten)]
-    pub issue: IssueRow,
-    pub neighbor: bool,
-    pub closed: bool,
-}
-
-/// A link as seen from one issue.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-pub struct IssueLinkView {
-    pub jira_id: Option<String>,
-    pub link_type: String,
-    /// `outward` when this issue is the link's source, `inward` when it is the target.
-    #[schema(value_type = String)]
-    pub direction: &'static str,
-    pub source_key: String,
-    pub target_key: String,
-    /// The issue at the other end.
-    pub other_key: String,
-    /// Whether the other issue is in the mirror.
-    pub other_in_mirror: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
-pub struct IssueView {
-    #[serde(flatten)]
-    pub issue: IssueRow,
-    pub closed: bool,
-    /// The issue's Jira `fields` as last received.
-    #[schema(value_type = Object)]
-    pub fields: Value,
-    pub links: Vec<IssueLinkView>,
-    pub comments: Vec<CommentRow>,
-    pub notes: Vec<NoteRow>,
-}
-
-/// A sync run with whether it is full.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-pub struct SyncRunView {
-    #[serde(flatten)]
-    pub run: RunRow,
-    /// Its query was the base JQL when the run started (recorded then: adding a project later
-    /// does not change what an earlier run was).
-    pub full: bool,
-}
 
 /// The longest note, in characters.
 const MAX_NOTE_CHARS: usize = 20_000;
@@ -71,10 +23,14 @@ impl Hub {
             Ok(tx
                 .slice(label)?
                 .into_iter()
-                .map(|(issue, neighbor)| SliceRow {
-                    closed: closed.contains(&issue.status),
-                    issue,
-                    neighbor,
+                .map(|(row, neighbor)| {
+                    let (issue, synced_at) = issue_parts(row);
+                    SliceRow {
+                        closed: closed.contains(&issue.status),
+                        issue,
+                        synced_at,
+                        neighbor,
+                    }
                 })
                 .collect())
         })
@@ -86,6 +42,7 @@ impl Hub {
             let issue = tx
                 .issue(key)?
                 .ok_or_else(|| ServiceError::NotFound(format!("задачи {key} нет в зеркале")))?;
+            let (issue, synced_at) = issue_parts(issue);
             let closed = settings_in(tx)?.closed_statuses.contains(&issue.status);
             let mut links = Vec::new();
             for link in tx.links_of(key)? {
@@ -107,17 +64,22 @@ impl Hub {
             }
             Ok(IssueView {
                 fields: tx.issue_fields(key)?.unwrap_or(Value::Null),
-                comments: tx.comments_of(key)?,
-                notes: tx.notes_of(key)?,
+                comments: tx
+                    .comments_of(key)?
+                    .into_iter()
+                    .map(CommentView::from)
+                    .collect(),
+                notes: tx.notes_of(key)?.into_iter().map(NoteView::from).collect(),
                 closed,
                 links,
                 issue,
+                synced_at,
             })
         })
     }
 
     /// `POST /issues/{key}/notes`: a note of the hub's own, never sent to Jira.
-    pub fn add_note(&mut self, key: &str, author: &str, body: &str) -> Result<NoteRow> {
+    pub fn add_note(&mut self, key: &str, author: &str, body: &str) -> Result<NoteView> {
         let author = author.trim();
         if author.is_empty() || author.chars().count() > 100 {
             return Err(ValidationError::new("author", "автор — от 1 до 100 символов").into());
@@ -132,33 +94,26 @@ impl Hub {
             )
             .into());
         }
-        let now = self.now_text();
+        let now = self.now();
         self.store.transact(|tx| {
             if tx.issue(key)?.is_none() {
                 return Err(ServiceError::NotFound(format!(
                     "задачи {key} нет в зеркале"
                 )));
             }
-            Ok(tx.add_note(key, author, body, &now)?)
+            Ok(tx.add_note(key, author, body, &now)?.into())
         })
     }
 
     /// `GET /sync-runs`, newest first.
     pub fn sync_runs(&mut self) -> Result<Vec<SyncRunView>> {
-        self.store.read(|tx| {
-            Ok(tx
-                .runs(200)?
-                .into_iter()
-                .map(|run| SyncRunView {
-                    full: run.full,
-                    run,
-                })
-                .collect())
-        })
+        self.store
+            .read(|tx| Ok(tx.runs(200)?.into_iter().map(SyncRunView::from).collect()))
     }
 
     /// `GET /agents`.
-    pub fn agents(&mut self) -> Result<Vec<AgentRow>> {
-        self.store.read(|tx| Ok(tx.agents()?))
+    pub fn agents(&mut self) -> Result<Vec<AgentView>> {
+        self.store
+            .read(|tx| Ok(tx.agents()?.into_iter().map(AgentView::from).collect()))
     }
 }

@@ -8,21 +8,28 @@ mod init;
 mod metrics;
 mod mirror;
 mod tokens;
+mod views;
 
 pub use agent::ExpiredClaims;
-pub use batches::{BatchRequest, BatchView, CommandRequestBody, CommandView};
+pub use batches::{BatchRequest, CommandRequestBody};
 pub use init::InitReport;
 pub use metrics::{Metrics, RELAY_STALL_LIMIT};
-pub use mirror::{IssueLinkView, IssueView, SliceRow, SyncRunView};
 pub use tokens::TokenRole;
+pub use views::{
+    AgentView, BatchView, CommandView, CommentView, CountsView, IssueLinkView, IssueView, NoteView,
+    ProjectView, QueueCount, RunView, SliceRow, SyncRunView,
+};
+
+/// The database schema version this binary runs (`GET /health` shows it).
+pub const SCHEMA_VERSION: u32 = store::CURRENT_SCHEMA_VERSION;
 
 use crate::clock::Clock;
 use crate::domain::ValidationError;
 use crate::domain::jql::base_jql;
-use crate::domain::project::{Project, validate_new_project};
+use crate::domain::project::validate_new_project;
 use crate::domain::settings::{Settings, validate_update};
-use crate::domain::time::format_utc;
-use crate::store::{self, BackupKind, OpenReport, RunRow, StatusCounts, Store, StoreError};
+use crate::domain::time::Utc;
+use crate::store::{self, BackupKind, OpenReport, Store, StoreError};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -40,7 +47,10 @@ pub enum ServiceError {
     /// The thing asked for does not exist (HTTP 404).
     #[error("{0}")]
     NotFound(String),
-    /// The store failed; nothing was half-written (HTTP 500; 503 when it is `Busy`).
+    /// The database stayed locked by another connection; nothing was written (HTTP 503: retry).
+    #[error(transparent)]
+    Busy(StoreError),
+    /// The store failed; nothing was half-written (HTTP 500).
     #[error(transparent)]
     Internal(StoreError),
     /// The system's random source failed (a token could not be made; HTTP 500).
@@ -52,6 +62,7 @@ impl From<StoreError> for ServiceError {
     fn from(error: StoreError) -> Self {
         match error {
             StoreError::Conflict { field, message } => ServiceError::Conflict { field, message },
+            busy @ StoreError::Busy(_) => ServiceError::Busy(busy),
             other => ServiceError::Internal(other),
         }
     }
@@ -78,10 +89,10 @@ pub struct StatusReport {
     pub schema_version: u32,
     pub settings_version: i64,
     pub project_key: Option<String>,
-    pub projects: Vec<Project>,
+    pub projects: Vec<ProjectView>,
     pub base_jql: Option<String>,
-    pub counts: StatusCounts,
-    pub last_full_refresh: Option<RunRow>,
+    pub counts: CountsView,
+    pub last_full_refresh: Option<RunView>,
     pub relay_dir: Option<String>,
     pub initialized: bool,
 }
@@ -147,8 +158,9 @@ impl Hub {
         Ok(self.store.read(|tx| tx.request_received_at(kind, id))?)
     }
 
-    fn now_text(&self) -> String {
-        format_utc(self.clock.now())
+    /// The time now, as the store writes it.
+    fn now(&self) -> Utc {
+        Utc::new(self.clock.now())
     }
 
     /// All settings, typed, defaults filled in; stored values that no longer validate are logged.
@@ -207,8 +219,13 @@ impl Hub {
         Ok((settings.settings_version, settings.agent_view()))
     }
 
-    pub fn projects(&self) -> Result<Vec<Project>> {
-        Ok(self.store.projects()?)
+    pub fn projects(&self) -> Result<Vec<ProjectView>> {
+        Ok(self
+            .store
+            .projects()?
+            .into_iter()
+            .map(ProjectView::from)
+            .collect())
     }
 
     /// `POST /projects`: validates, then creates unless the label exists case-insensitively.
@@ -217,11 +234,11 @@ impl Hub {
         label: &str,
         name: &str,
         board_id: Option<i64>,
-    ) -> Result<Project> {
+    ) -> Result<ProjectView> {
         let project = validate_new_project(label, name, board_id)?;
-        let created = self.store.insert_project(&project, &self.now_text())?;
+        let created = self.store.insert_project(&project, &self.now())?;
         tracing::info!(label = %created.label, "project created");
-        Ok(created)
+        Ok(created.into())
     }
 
     /// The daemon's daily backup, when due; keeps the newest `backup_keep`.
@@ -242,16 +259,19 @@ impl Hub {
     pub fn status(&self) -> Result<StatusReport> {
         let settings = self.settings()?;
         let base_jql = self.base_jql_for(&settings)?;
-        let last_full_refresh = self.store.last_full_run()?;
+        let last_full_refresh = self
+            .store
+            .last_full_run()?
+            .map(|run| SyncRunView::from(run).run);
         Ok(StatusReport {
             db_path: self.store.path().to_path_buf(),
-            schema_version: store::CURRENT_SCHEMA_VERSION,
+            schema_version: SCHEMA_VERSION,
             settings_version: settings.settings_version,
             initialized: settings.tokens.is_some(),
             project_key: settings.project_key,
-            projects: self.store.projects()?,
+            projects: self.projects()?,
             base_jql,
-            counts: self.store.status_counts()?,
+            counts: self.store.status_counts()?.into(),
             last_full_refresh,
             relay_dir: settings.relay_dir,
         })

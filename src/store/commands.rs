@@ -2,7 +2,8 @@
 
 use super::tx::{Tx, json_column};
 use super::{Result, StoreError};
-use crate::domain::command::CommandStatus;
+use crate::domain::command::{CommandStatus, CommandType};
+use crate::domain::time::Utc;
 use rusqlite::{OptionalExtension, Row, params};
 use serde_json::Value;
 
@@ -11,37 +12,34 @@ pub struct BatchRow {
     pub id: i64,
     pub title: String,
     pub author: String,
-    pub created_at: String,
-    pub cancelled_at: Option<String>,
+    pub created_at: Utc,
+    pub cancelled_at: Option<Utc>,
     pub estimate_seconds: Option<i64>,
     pub project: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
+/// A `command` row; the service shows it as a `CommandView`.
+#[derive(Debug, Clone, PartialEq)]
 pub struct CommandRow {
     pub id: i64,
     pub batch_id: i64,
     pub seq: i64,
-    #[serde(rename = "type")]
-    pub command_type: String,
+    pub command_type: CommandType,
     /// As enqueued: `$result` references are filled in only when handed out.
-    #[schema(value_type = Object)]
     pub params: Value,
     pub status: CommandStatus,
     /// The time of the last delivery (data model); a progress page does not move it.
-    pub claimed_at: Option<String>,
+    pub claimed_at: Option<Utc>,
     /// When the lease of a claimed command was last renewed (its claim or any result); the claim
     /// timeout counts from here.
-    #[serde(skip)]
-    pub lease_at: Option<String>,
+    pub lease_at: Option<Utc>,
     /// The agent that claimed it last.
     pub claimed_by: Option<String>,
     pub deliveries: u32,
     /// The hub's time (UTC) when the command reached its terminal status.
-    pub finished_at: Option<String>,
+    pub finished_at: Option<Utc>,
     /// The finishing time the agent reported, in UTC: the agent's clock, shown only.
-    pub agent_finished_at: Option<String>,
-    #[schema(value_type = Option<Object>)]
+    pub agent_finished_at: Option<Utc>,
     pub result: Option<Value>,
     pub error: Option<String>,
     pub jira_calls: i64,
@@ -98,11 +96,11 @@ const BATCH_COLUMNS: &str =
 /// What a finished command records.
 pub struct Finish<'a> {
     pub status: CommandStatus,
-    pub finished_at: &'a str,
+    pub finished_at: &'a Utc,
     pub result: Option<&'a Value>,
     pub error: Option<&'a str>,
     /// The agent's own finishing time (UTC), when an agent's result ended it.
-    pub agent_finished_at: Option<&'a str>,
+    pub agent_finished_at: Option<&'a Utc>,
 }
 
 impl Tx<'_> {
@@ -110,7 +108,7 @@ impl Tx<'_> {
         &self,
         title: &str,
         author: &str,
-        created_at: &str,
+        created_at: &Utc,
         estimate_seconds: i64,
         project: Option<&str>,
     ) -> Result<i64> {
@@ -125,7 +123,7 @@ impl Tx<'_> {
         &self,
         batch_id: i64,
         seq: i64,
-        command_type: &str,
+        command_type: CommandType,
         params: &Value,
         depends_on: Option<i64>,
     ) -> Result<i64> {
@@ -137,7 +135,7 @@ impl Tx<'_> {
             .execute(params![
                 batch_id,
                 seq,
-                command_type,
+                command_type.as_str(),
                 params.to_string(),
                 depends_on
             ])?;
@@ -212,7 +210,7 @@ impl Tx<'_> {
     pub fn mark_claimed(
         &self,
         id: i64,
-        claimed_at: &str,
+        claimed_at: &Utc,
         agent: &str,
         pause_seconds: u32,
     ) -> Result<()> {
@@ -227,7 +225,7 @@ impl Tx<'_> {
 
     /// A report shows the agent still works on it: claimed again (if a timeout had re-queued
     /// it), with a fresh lease. `claimed_at`, the time of the delivery, stays.
-    pub fn renew_lease(&self, id: i64, now: &str) -> Result<()> {
+    pub fn renew_lease(&self, id: i64, now: &Utc) -> Result<()> {
         self.0
             .prepare_cached("UPDATE command SET status = 'claimed', lease_at = ?2 WHERE id = ?1")?
             .execute(params![id, now])?;
@@ -289,7 +287,7 @@ impl Tx<'_> {
     }
 
     /// Marks the batch cancelled and its queued commands cancelled; returns how many were.
-    pub fn cancel_batch(&self, id: i64, at: &str) -> Result<usize> {
+    pub fn cancel_batch(&self, id: i64, at: &Utc) -> Result<usize> {
         self.0.execute(
             "UPDATE batch SET cancelled_at = ?2 WHERE id = ?1 AND cancelled_at IS NULL",
             params![id, at],
@@ -310,7 +308,7 @@ impl Tx<'_> {
     }
 
     /// When the newest refresh of `jql` was enqueued.
-    pub fn last_refresh_enqueued(&self, jql: &str) -> Result<Option<String>> {
+    pub fn last_refresh_enqueued(&self, jql: &str) -> Result<Option<Utc>> {
         Ok(self.0.query_row(
             "SELECT max(b.created_at) FROM command c JOIN batch b ON b.id = c.batch_id
              WHERE c.type = 'refresh' AND json_extract(c.params, '$.jql') = ?1",

@@ -8,32 +8,18 @@
 use super::status::{RUN_COLUMNS, run_from_row};
 use super::tx::Tx;
 use super::{Result, RunRow};
+use crate::domain::command::RunStatus;
+use crate::domain::issue::MirrorFields;
+use crate::domain::time::Utc;
 use crate::jira::MirrorIssue;
 use rusqlite::{OptionalExtension, Row, params};
-use serde::Serialize;
 use serde_json::{Value, json};
 
-/// An issue as the mirror holds it (the slice row and the issue view).
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+/// An issue as the mirror holds it: its mirrored fields and when it was last synced.
+#[derive(Debug, Clone, PartialEq)]
 pub struct IssueRow {
-    pub key: String,
-    pub jira_id: Option<String>,
-    pub issue_type: String,
-    pub summary: String,
-    pub description: Option<String>,
-    pub status: String,
-    pub priority: Option<String>,
-    pub assignee: Option<String>,
-    pub reporter: Option<String>,
-    pub labels: Vec<String>,
-    pub epic_key: Option<String>,
-    pub sprint: Option<String>,
-    pub duedate: Option<String>,
-    pub plan_start: Option<String>,
-    pub plan_end: Option<String>,
-    pub created_at: Option<String>,
-    pub updated_at: Option<String>,
-    pub synced_at: String,
+    pub mirrored: MirrorFields,
+    pub synced_at: Utc,
 }
 
 const ISSUE_COLUMNS: &str = "key, jira_id, issue_type, summary, description, status, priority, assignee, reporter, \
@@ -42,28 +28,30 @@ const ISSUE_COLUMNS: &str = "key, jira_id, issue_type, summary, description, sta
 fn issue_from_row(row: &Row<'_>) -> rusqlite::Result<IssueRow> {
     let labels: String = row.get(9)?;
     Ok(IssueRow {
-        key: row.get(0)?,
-        jira_id: row.get(1)?,
-        issue_type: row.get(2)?,
-        summary: row.get(3)?,
-        description: row.get(4)?,
-        status: row.get(5)?,
-        priority: row.get(6)?,
-        assignee: row.get(7)?,
-        reporter: row.get(8)?,
-        labels: serde_json::from_str(&labels).unwrap_or_default(),
-        epic_key: row.get(10)?,
-        sprint: row.get(11)?,
-        duedate: row.get(12)?,
-        plan_start: row.get(13)?,
-        plan_end: row.get(14)?,
-        created_at: row.get(15)?,
-        updated_at: row.get(16)?,
+        mirrored: MirrorFields {
+            key: row.get(0)?,
+            jira_id: row.get(1)?,
+            issue_type: row.get(2)?,
+            summary: row.get(3)?,
+            description: row.get(4)?,
+            status: row.get(5)?,
+            priority: row.get(6)?,
+            assignee: row.get(7)?,
+            reporter: row.get(8)?,
+            labels: serde_json::from_str(&labels).unwrap_or_default(),
+            epic_key: row.get(10)?,
+            sprint: row.get(11)?,
+            duedate: row.get(12)?,
+            plan_start: row.get(13)?,
+            plan_end: row.get(14)?,
+            created_at: row.get(15)?,
+            updated_at: row.get(16)?,
+        },
         synced_at: row.get(17)?,
     })
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkRow {
     pub jira_id: Option<String>,
     pub source_key: String,
@@ -71,7 +59,7 @@ pub struct LinkRow {
     pub link_type: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommentRow {
     pub id: String,
     pub author: Option<String>,
@@ -80,14 +68,14 @@ pub struct CommentRow {
     pub updated: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NoteRow {
     pub id: i64,
     pub issue_key: String,
     pub author: String,
     pub body: String,
-    pub created_at: String,
-    pub updated_at: Option<String>,
+    pub created_at: Utc,
+    pub updated_at: Option<Utc>,
 }
 
 /// What an upsert did.
@@ -101,8 +89,9 @@ pub struct Upserted {
 
 impl Tx<'_> {
     /// Stores one mapped issue, its links and comments, as seen at `synced_at`.
-    pub fn upsert_issue(&self, issue: &MirrorIssue, synced_at: &str) -> Result<Upserted> {
-        let fields = issue.fields_json.as_str();
+    pub fn upsert_issue(&self, mirror_issue: &MirrorIssue, synced_at: &Utc) -> Result<Upserted> {
+        let fields = mirror_issue.fields_json.as_str();
+        let issue = &mirror_issue.mirrored;
         // One look at the mirror: the row under this key (are its fields the same? compared inside
         // SQLite, so the stored text never travels) and a row under another key with this Jira id
         // (Jira moved the issue).
@@ -161,7 +150,7 @@ impl Tx<'_> {
                 synced_at,
                 fields
             ])?;
-        if let Some(links) = &issue.links {
+        if let Some(links) = &mirror_issue.links {
             // A new issue has no links of its own stored yet (rows other issues stored for it
             // are theirs to keep current): only a known issue's stale links are looked for.
             if existing.is_some() || moved {
@@ -190,7 +179,7 @@ impl Tx<'_> {
                     .execute(params![link.jira_id, link.source_key, link.target_key, link.link_type])?;
             }
         }
-        if let Some(comments) = &issue.comments {
+        if let Some(comments) = &mirror_issue.comments {
             let ids: Vec<&str> = comments.iter().map(|c| c.id.as_str()).collect();
             // A new issue has no stored comments yet (a moved one brought its own along).
             if existing.is_some() || moved {
@@ -241,7 +230,7 @@ impl Tx<'_> {
 
     /// Removes the issues a full run did not return (not seen since `run_started_at`) with their
     /// links and comments; their notes stay. Returns how many left.
-    pub fn prune_unseen(&self, run_started_at: &str) -> Result<usize> {
+    pub fn prune_unseen(&self, run_started_at: &Utc) -> Result<usize> {
         self.0.execute(
             "DELETE FROM issue_comment WHERE issue_key IN (SELECT key FROM issue WHERE synced_at < ?1)",
             [run_started_at],
@@ -374,17 +363,17 @@ impl Tx<'_> {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
-    pub fn add_note(&self, key: &str, author: &str, body: &str, at: &str) -> Result<NoteRow> {
+    pub fn add_note(&self, key: &str, author: &str, body: &str, at: &Utc) -> Result<NoteRow> {
         self.0.execute(
             "INSERT INTO issue_note (issue_key, author, body, created_at) VALUES (?1, ?2, ?3, ?4)",
-            [key, author, body, at],
+            params![key, author, body, at],
         )?;
         Ok(NoteRow {
             id: self.0.last_insert_rowid(),
             issue_key: key.to_string(),
             author: author.to_string(),
             body: body.to_string(),
-            created_at: at.to_string(),
+            created_at: at.clone(),
             updated_at: None,
         })
     }
@@ -430,7 +419,7 @@ impl Tx<'_> {
         command_id: i64,
         query: &str,
         full: bool,
-        started_at: &str,
+        started_at: &Utc,
     ) -> Result<RunRow> {
         self.0.execute(
             "INSERT INTO sync_run (command_id, query, started_at, status, full) VALUES (?1, ?2, ?3, 'running', ?4)",
@@ -440,9 +429,9 @@ impl Tx<'_> {
             id: self.0.last_insert_rowid(),
             command_id: Some(command_id),
             query: query.to_string(),
-            started_at: started_at.to_string(),
+            started_at: started_at.clone(),
             finished_at: None,
-            status: "running".to_string(),
+            status: RunStatus::Running,
             issues_seen: 0,
             issues_changed: 0,
             error: None,
@@ -462,13 +451,13 @@ impl Tx<'_> {
     pub fn finish_run(
         &self,
         run_id: i64,
-        status: &str,
-        finished_at: &str,
+        status: RunStatus,
+        finished_at: &Utc,
         error: Option<&str>,
     ) -> Result<()> {
         self.0.execute(
             "UPDATE sync_run SET status = ?2, finished_at = ?3, error = ?4 WHERE id = ?1",
-            params![run_id, status, finished_at, error],
+            params![run_id, status.as_str(), finished_at, error],
         )?;
         Ok(())
     }

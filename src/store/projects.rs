@@ -4,6 +4,7 @@
 
 use super::{Result, Store, StoreError};
 use crate::domain::project::{DUPLICATE_LABEL_MESSAGE, NewProject, Project, labels_collide};
+use crate::domain::time::Utc;
 use rusqlite::{Connection, Row, Transaction, params};
 
 fn project_from_row(row: &Row<'_>) -> rusqlite::Result<Project> {
@@ -33,7 +34,7 @@ pub(super) fn list(conn: &Connection) -> Result<Vec<Project>> {
 pub(super) fn insert_in(
     tx: &Transaction<'_>,
     project: &NewProject,
-    created_at: &str,
+    created_at: &Utc,
 ) -> Result<Project> {
     let mut statement = tx.prepare("SELECT label FROM project")?;
     let labels = statement
@@ -55,7 +56,7 @@ pub(super) fn insert_in(
         name: project.name.clone(),
         board_id: project.board_id,
         board_type: None,
-        created_at: created_at.to_string(),
+        created_at: created_at.clone(),
     })
 }
 
@@ -66,7 +67,7 @@ impl Store {
 
     /// Creates a project; never touches `settings_version` (data-model «Создание проекта не
     /// трогает версию настроек»).
-    pub fn insert_project(&mut self, project: &NewProject, created_at: &str) -> Result<Project> {
+    pub fn insert_project(&mut self, project: &NewProject, created_at: &Utc) -> Result<Project> {
         self.write(|tx| insert_in(tx, project, created_at))
     }
 }

@@ -85,7 +85,7 @@ pub struct InitWrite<'a> {
     pub new_tokens: Tokens,
     pub projects: &'a [NewProject],
     /// Creation times, one per project, increasing.
-    pub created_at: &'a [String],
+    pub created_at: &'a [crate::domain::time::Utc],
     /// Overwrite settings a previous `init` stored.
     pub force: bool,
 }

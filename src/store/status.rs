@@ -1,6 +1,8 @@
 //! Read-only summaries for `jira-hub status`: the queue by status, the agents, the sync runs.
 
 use super::{Result, Store};
+use crate::domain::command::RunStatus;
+use crate::domain::time::Utc;
 use rusqlite::{OptionalExtension, Row};
 
 pub(super) const RUN_COLUMNS: &str = "id, command_id, query, started_at, finished_at, status, issues_seen, issues_changed, error, full";
@@ -26,29 +28,30 @@ pub struct QueueCount {
     pub commands: i64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+/// An `agent_status` row; the service shows it as an `AgentView`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentRow {
     pub agent: String,
     pub version: Option<String>,
-    pub last_seen_at: String,
+    pub last_seen_at: Utc,
     pub jira_ok: Option<bool>,
     pub last_error: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+/// A `sync_run` row; the service shows it as a `SyncRunView`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunRow {
     pub id: i64,
     /// The refresh command the run executes.
     pub command_id: Option<i64>,
     pub query: String,
-    pub started_at: String,
-    pub finished_at: Option<String>,
-    pub status: String,
+    pub started_at: Utc,
+    pub finished_at: Option<Utc>,
+    pub status: RunStatus,
     pub issues_seen: i64,
     pub issues_changed: i64,
     pub error: Option<String>,
     /// Whether the run's query was the base JQL when it started.
-    #[serde(skip)]
     pub full: bool,
 }
 

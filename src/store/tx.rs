@@ -3,6 +3,8 @@
 //! queries are methods of [`Tx`], grouped by table in the sibling files.
 
 use super::{Result, Store, StoreError};
+use crate::domain::command::{CommandType, RunStatus};
+use crate::domain::time::Utc;
 use rusqlite::{Transaction, TransactionBehavior};
 
 /// An open transaction on the hub's database.
@@ -55,4 +57,39 @@ impl Tx<'_> {
 /// JSON text from a column, parsed; malformed JSON reads as a string so nothing is lost.
 pub(super) fn json_column(text: Option<String>) -> Option<serde_json::Value> {
     text.map(|t| serde_json::from_str(&t).unwrap_or(serde_json::Value::String(t)))
+}
+
+/// A stored time, typed; a text that is not a time (edited by hand) is kept with a warning.
+impl rusqlite::types::FromSql for Utc {
+    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let text = String::column_result(value)?;
+        Ok(Utc::parse(&text).unwrap_or_else(|| {
+            tracing::warn!(%text, "a stored time is not an RFC 3339 time");
+            Utc::not_a_time(text)
+        }))
+    }
+}
+
+impl rusqlite::types::ToSql for Utc {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(rusqlite::types::ToSqlOutput::Borrowed(
+            rusqlite::types::ValueRef::Text(self.as_str().as_bytes()),
+        ))
+    }
+}
+
+/// A command type by its wire name; an unknown one is an error of the row.
+impl rusqlite::types::FromSql for CommandType {
+    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let text = value.as_str()?;
+        text.parse()
+            .map_err(|error| rusqlite::types::FromSqlError::Other(Box::new(error)))
+    }
+}
+
+/// A run status; an unknown one (edited by hand) reads as failed, like a command's.
+impl rusqlite::types::FromSql for RunStatus {
+    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        Ok(value.as_str()?.parse().unwrap_or(RunStatus::Failed))
+    }
 }

@@ -1239,13 +1239,13 @@ fn busy_is_decided_by_the_error_code_not_its_text() {
     for code in [rusqlite::ffi::SQLITE_BUSY, rusqlite::ffi::SQLITE_LOCKED] {
         let error = sqlite(code, "held by another connection");
         assert!(matches!(error, StoreError::Busy(_)), "{error:?}");
-        let answer = ApiError::from(ServiceError::Internal(error));
+        let answer = ApiError::from(ServiceError::from(error));
         assert_eq!(
             (answer.status.as_u16(), answer.code),
             (503, ErrorCode::Busy)
         );
     }
-    let answer = ApiError::from(ServiceError::Internal(sqlite(
+    let answer = ApiError::from(ServiceError::from(sqlite(
         rusqlite::ffi::SQLITE_IOERR,
         "database is locked",
     )));

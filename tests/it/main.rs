@@ -4,6 +4,7 @@
 
 mod agent_e2e;
 mod batches;
+mod boundaries;
 mod cli;
 mod connections;
 mod crash;

@@ -162,7 +162,8 @@ fn a_full_refresh_removes_what_left_but_keeps_notes() {
     let runs = hub.sync_runs().unwrap();
     assert_eq!(runs.len(), 2);
     assert!(
-        runs.iter().all(|r| r.full && r.run.status == "done"),
+        runs.iter()
+            .all(|r| r.full && r.run.status == jira_hub::domain::command::RunStatus::Done),
         "{runs:?}"
     );
     assert_eq!(runs[0].run.issues_seen, 1);

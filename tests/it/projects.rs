@@ -10,7 +10,7 @@ fn hub_with_key(dir: &TestDir, clock: &std::sync::Arc<jira_hub::clock::ManualClo
     hub
 }
 
-fn field_of(result: Result<jira_hub::domain::project::Project, ServiceError>) -> String {
+fn field_of(result: Result<jira_hub::service::ProjectView, ServiceError>) -> String {
     match result {
         Err(ServiceError::Invalid(e)) => e.field,
         other => panic!("expected a validation error, got {other:?}"),

@@ -88,7 +88,7 @@ fn snapshot(hub: &mut Hub) -> BTreeMap<i64, Seen> {
                 Seen {
                     status: command.status,
                     deliveries: command.deliveries,
-                    claimed_at: command.claimed_at,
+                    claimed_at: command.claimed_at.map(|at| at.to_string()),
                     depends_on: command.depends_on,
                 },
             );

@@ -4,6 +4,7 @@
 
 use crate::support::*;
 use jira_hub::domain::command::{BatchStatus, CommandStatus};
+use jira_hub::domain::time::Utc;
 use serde_json::json;
 use time::Duration;
 
@@ -99,17 +100,18 @@ fn finished_at_is_the_hubs_utc_time() {
     );
     let command = &hub.batch(view.id).unwrap().commands[0];
     assert_eq!(
-        command.claimed_at.as_deref(),
+        command.claimed_at.as_ref().map(Utc::as_str),
         Some("2026-11-29T10:00:00.000000Z")
     );
-    let finished = command.finished_at.as_deref().unwrap();
+    let finished = command.finished_at.as_ref().unwrap().as_str();
     assert!(finished.starts_with("2026-11-29T10:00:05"), "{finished}");
     assert!(finished.ends_with('Z'), "{finished}");
     assert!(
         command
             .agent_finished_at
-            .as_deref()
+            .as_ref()
             .unwrap()
+            .as_str()
             .starts_with("2026-11-29T09:00:03"),
         "{command:?}"
     );
@@ -136,7 +138,7 @@ fn progress_renews_the_lease_not_the_delivery_time() {
     assert_eq!(hub.expire_claims().unwrap(), Default::default());
     let command = &hub.batch(view.id).unwrap().commands[0];
     assert_eq!(
-        command.claimed_at.as_deref(),
+        command.claimed_at.as_ref().map(Utc::as_str),
         Some("2026-11-29T10:00:00.000000Z"),
         "the delivery happened once, at the claim"
     );

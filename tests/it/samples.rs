@@ -79,7 +79,7 @@ fn every_request_sample_goes_through_the_daemon() {
         .batches(None)
         .unwrap()
         .into_iter()
-        .find(|b| b.commands[0].command_type == "ensure_issue")
+        .find(|b| b.commands[0].command_type == jira_hub::domain::command::CommandType::EnsureIssue)
         .unwrap();
     assert_eq!(second.commands[0].status, CommandStatus::Failed);
     let inspect = run(&dir.db(), &["relay", "inspect", relay.to_str().unwrap()]);

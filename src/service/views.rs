@@ -1,0 +1,324 @@
+//! What the service answers: the views every transport shows (the HTTP API's JSON, the CLI).
+//! Store rows never leave the service: each view is made here from its rows, so a column can
+//! change without changing the API, and no column (a lease, a run's `full` flag) shows by
+//! accident. Only views (and the domain values they carry) derive `Serialize` and `ToSchema`.
+
+use crate::domain::command::{BatchStatus, CommandStatus, CommandType, RunStatus};
+use crate::domain::issue::MirrorFields;
+use crate::domain::project::Project;
+use crate::domain::time::Utc;
+use crate::store::{AgentRow, CommandRow, CommentRow, IssueRow, NoteRow, RunRow, StatusCounts};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// A command as clients see it: params as enqueued, `$result` references kept.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct CommandView {
+    pub id: i64,
+    pub batch_id: i64,
+    pub seq: i64,
+    #[serde(rename = "type")]
+    pub command_type: CommandType,
+    /// As enqueued: `$result` references are filled in only when handed out.
+    #[schema(value_type = Object)]
+    pub params: Value,
+    pub status: CommandStatus,
+    /// The time of the last delivery (data model); a progress page does not move it.
+    #[schema(value_type = Option<String>)]
+    pub claimed_at: Option<Utc>,
+    /// The agent that claimed it last.
+    pub claimed_by: Option<String>,
+    pub deliveries: u32,
+    /// The hub's time (UTC) when the command reached its terminal status.
+    #[schema(value_type = Option<String>)]
+    pub finished_at: Option<Utc>,
+    /// The finishing time the agent reported, in UTC: the agent's clock, shown only.
+    #[schema(value_type = Option<String>)]
+    pub agent_finished_at: Option<Utc>,
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<Value>,
+    pub error: Option<String>,
+    pub jira_calls: i64,
+    pub rate_limited: i64,
+    pub pause_seconds: i64,
+    /// The id of the command whose result this one uses.
+    pub depends_on: Option<i64>,
+}
+
+impl From<CommandRow> for CommandView {
+    fn from(row: CommandRow) -> CommandView {
+        CommandView {
+            id: row.id,
+            batch_id: row.batch_id,
+            seq: row.seq,
+            command_type: row.command_type,
+            params: row.params,
+            status: row.status,
+            claimed_at: row.claimed_at,
+            claimed_by: row.claimed_by,
+            deliveries: row.deliveries,
+            finished_at: row.finished_at,
+            agent_finished_at: row.agent_finished_at,
+            result: row.result,
+            error: row.error,
+            jira_calls: row.jira_calls,
+            rate_limited: row.rate_limited,
+            pause_seconds: row.pause_seconds,
+            depends_on: row.depends_on,
+        }
+    }
+}
+
+/// A batch as clients see it (system.md §8).
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct BatchView {
+    pub id: i64,
+    pub title: String,
+    pub author: String,
+    pub project: Option<String>,
+    #[schema(value_type = String)]
+    pub created_at: Utc,
+    #[schema(value_type = Option<String>)]
+    pub cancelled_at: Option<Utc>,
+    pub estimate_seconds: Option<i64>,
+    pub status: BatchStatus,
+    #[schema(value_type = String)]
+    pub status_label: &'static str,
+    /// Commands per status, every status present.
+    #[schema(value_type = std::collections::HashMap<String, usize>)]
+    pub counters: BTreeMap<&'static str, usize>,
+    pub commands: Vec<CommandView>,
+}
+
+/// A slice row: the issue's mirror fields plus `neighbor` (relative to the project asked for)
+/// and `closed` (its status is one of `closed_statuses`).
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct SliceRow {
+    #[serde(flatten)]
+    pub issue: MirrorFields,
+    /// When a refresh last brought the issue.
+    #[schema(value_type = String)]
+    pub synced_at: Utc,
+    pub neighbor: bool,
+    pub closed: bool,
+}
+
+/// A link as seen from one issue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct IssueLinkView {
+    pub jira_id: Option<String>,
+    pub link_type: String,
+    /// `outward` when this issue is the link's source, `inward` when it is the target.
+    #[schema(value_type = String)]
+    pub direction: &'static str,
+    pub source_key: String,
+    pub target_key: String,
+    /// The issue at the other end.
+    pub other_key: String,
+    /// Whether the other issue is in the mirror.
+    pub other_in_mirror: bool,
+}
+
+/// A Jira comment of an issue, its times as Jira wrote them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct CommentView {
+    pub id: String,
+    pub author: Option<String>,
+    pub body: String,
+    pub created: Option<String>,
+    pub updated: Option<String>,
+}
+
+impl From<CommentRow> for CommentView {
+    fn from(row: CommentRow) -> CommentView {
+        CommentView {
+            id: row.id,
+            author: row.author,
+            body: row.body,
+            created: row.created,
+            updated: row.updated,
+        }
+    }
+}
+
+/// A note of the hub's own on an issue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct NoteView {
+    pub id: i64,
+    pub issue_key: String,
+    pub author: String,
+    pub body: String,
+    #[schema(value_type = String)]
+    pub created_at: Utc,
+    #[schema(value_type = Option<String>)]
+    pub updated_at: Option<Utc>,
+}
+
+impl From<NoteRow> for NoteView {
+    fn from(row: NoteRow) -> NoteView {
+        NoteView {
+            id: row.id,
+            issue_key: row.issue_key,
+            author: row.author,
+            body: row.body,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct IssueView {
+    #[serde(flatten)]
+    pub issue: MirrorFields,
+    /// When a refresh last brought the issue.
+    #[schema(value_type = String)]
+    pub synced_at: Utc,
+    pub closed: bool,
+    /// The issue's Jira `fields` as last received.
+    #[schema(value_type = Object)]
+    pub fields: Value,
+    pub links: Vec<IssueLinkView>,
+    pub comments: Vec<CommentView>,
+    pub notes: Vec<NoteView>,
+}
+
+/// A sync run (the refresh it executes, what it saw).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct RunView {
+    pub id: i64,
+    /// The refresh command the run executes.
+    pub command_id: Option<i64>,
+    pub query: String,
+    #[schema(value_type = String)]
+    pub started_at: Utc,
+    #[schema(value_type = Option<String>)]
+    pub finished_at: Option<Utc>,
+    pub status: RunStatus,
+    pub issues_seen: i64,
+    pub issues_changed: i64,
+    pub error: Option<String>,
+}
+
+/// A sync run with whether it is full.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct SyncRunView {
+    #[serde(flatten)]
+    pub run: RunView,
+    /// Its query was the base JQL when the run started (recorded then: adding a project later
+    /// does not change what an earlier run was).
+    pub full: bool,
+}
+
+impl From<RunRow> for SyncRunView {
+    fn from(row: RunRow) -> SyncRunView {
+        SyncRunView {
+            full: row.full,
+            run: RunView {
+                id: row.id,
+                command_id: row.command_id,
+                query: row.query,
+                started_at: row.started_at,
+                finished_at: row.finished_at,
+                status: row.status,
+                issues_seen: row.issues_seen,
+                issues_changed: row.issues_changed,
+                error: row.error,
+            },
+        }
+    }
+}
+
+/// A project of the bridge: a Jira label inside the hub's Jira project.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct ProjectView {
+    /// The Jira label; the project's identity, never changed after creation.
+    pub label: String,
+    /// A human name, trimmed.
+    pub name: String,
+    /// The Jira board the project plans on, when it has one.
+    pub board_id: Option<i64>,
+    /// `scrum` or `kanban`, learned only from a refresh result; `None` until then.
+    pub board_type: Option<String>,
+    /// ISO-8601 UTC with microseconds; orders the labels in the base JQL.
+    #[schema(value_type = String)]
+    pub created_at: Utc,
+}
+
+impl From<Project> for ProjectView {
+    fn from(project: Project) -> ProjectView {
+        ProjectView {
+            label: project.label,
+            name: project.name,
+            board_id: project.board_id,
+            board_type: project.board_type,
+            created_at: project.created_at,
+        }
+    }
+}
+
+/// An agent as the hub last saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct AgentView {
+    pub agent: String,
+    pub version: Option<String>,
+    #[schema(value_type = String)]
+    pub last_seen_at: Utc,
+    pub jira_ok: Option<bool>,
+    pub last_error: Option<String>,
+}
+
+impl From<AgentRow> for AgentView {
+    fn from(row: AgentRow) -> AgentView {
+        AgentView {
+            agent: row.agent,
+            version: row.version,
+            last_seen_at: row.last_seen_at,
+            jira_ok: row.jira_ok,
+            last_error: row.last_error,
+        }
+    }
+}
+
+/// Commands of one status, as `jira-hub status` and the metrics count them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueCount {
+    /// The status as stored (one the hub does not know is shown as it is).
+    pub status: String,
+    pub commands: i64,
+}
+
+/// The counts `jira-hub status` and `GET /metrics` show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CountsView {
+    pub queue: Vec<QueueCount>,
+    pub agents: Vec<AgentView>,
+    pub issues: i64,
+    pub notes: i64,
+    pub batches: i64,
+}
+
+impl From<StatusCounts> for CountsView {
+    fn from(counts: StatusCounts) -> CountsView {
+        CountsView {
+            queue: counts
+                .queue
+                .into_iter()
+                .map(|q| QueueCount {
+                    status: q.status,
+                    commands: q.commands,
+                })
+                .collect(),
+            agents: counts.agents.into_iter().map(AgentView::from).collect(),
+            issues: counts.issues,
+            notes: counts.notes,
+            batches: counts.batches,
+        }
+    }
+}
+
+/// An issue row's parts as views show them: its mirrored fields and when it was synced.
+pub(super) fn issue_parts(row: IssueRow) -> (MirrorFields, Utc) {
+    (row.mirrored, row.synced_at)
+}
