@@ -30,7 +30,7 @@ pub struct TimerPeriods {
 
 impl TimerPeriods {
     /// The daemon's periods, the watchdog's from systemd's environment.
-    pub fn from_environment() -> Self {
+    pub(crate) fn from_environment() -> Self {
         let mut watchdog_usec = 0;
         let watchdog = sd_notify::watchdog_enabled(false, &mut watchdog_usec)
             .then(|| Duration::from_micros(watchdog_usec / 2));
@@ -54,7 +54,7 @@ impl Default for TimerPeriods {
 
 /// Why `serve` did not run; the CLI maps it to the exit code.
 #[derive(Debug, thiserror::Error)]
-pub enum ServeError {
+pub(crate) enum ServeError {
     /// The database is one this binary cannot run (not SQLite, a newer schema).
     #[error("{0}")]
     Unrunnable(String),
@@ -63,7 +63,7 @@ pub enum ServeError {
 }
 
 #[derive(Debug, Clone)]
-pub struct ServeOptions {
+pub(crate) struct ServeOptions {
     pub listen: String,
     pub relay: RelayOptions,
     /// Initialise a new database from this legacy config (as `init --if-new`).
@@ -73,7 +73,7 @@ pub struct ServeOptions {
     pub http: crate::http::HttpOptions,
 }
 
-pub fn serve(db: &Path, options: ServeOptions) -> Result<(), ServeError> {
+pub(crate) fn serve(db: &Path, options: ServeOptions) -> Result<(), ServeError> {
     let data_dir = data_dir_of(db);
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("не удалось создать {}", data_dir.display()))?;
@@ -315,7 +315,7 @@ pub async fn run_timers(hub: Hub, every: TimerPeriods, shutdown: Shutdown) {
 
 /// Whether the watchdog may be fed. The relay runs on a thread of its own: a relay stuck in a
 /// system call must not be hidden by the timers' pings; without them systemd restarts the daemon.
-pub fn watchdog_may_ping(relay_silent_for: Option<Duration>) -> bool {
+pub(crate) fn watchdog_may_ping(relay_silent_for: Option<Duration>) -> bool {
     match relay_silent_for {
         Some(silent) if silent > crate::service::RELAY_STALL_LIMIT => {
             tracing::error!(

@@ -11,7 +11,7 @@
 //! - [`relay`]: the shared-folder transport. [`http`]: the HTTP API.
 //! - [`daemon`]: `serve`, which runs the relay, the timers and the HTTP listener.
 //! - [`cli`]: the command line.
-//! - [`agent`]: `jira-hub agent`, the program inside Jira's network (protocol and domain only).
+//! - `agent`: `jira-hub agent`, the program inside Jira's network (protocol and domain only).
 //! - [`clock`]: injected time.
 
 /// `println!` for command output that returns an error instead of panicking when stdout is
@@ -31,7 +31,7 @@ macro_rules! out {
     }};
 }
 
-pub mod agent;
+pub(crate) mod agent;
 pub mod cli;
 pub mod clock;
 pub mod daemon;

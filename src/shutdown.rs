@@ -29,12 +29,12 @@ impl Shutdown {
     }
 
     /// Whether the stop was asked for (for loops that are not async).
-    pub fn is_triggered(&self) -> bool {
+    pub(crate) fn is_triggered(&self) -> bool {
         *self.sender.borrow()
     }
 
     /// Completes once the stop is asked for (at once if it was).
-    pub async fn triggered(&self) {
+    pub(crate) async fn triggered(&self) {
         let mut receiver = self.sender.subscribe();
         // The sender lives in `self`, so waiting cannot fail while it is borrowed here.
         let _ = receiver.wait_for(|stopping| *stopping).await;

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 /// The settings a claim answer hands the agent (the hub's agent view), read leniently: a member
 /// that does not parse keeps its default.
 #[derive(Debug, Clone, Default)]
-pub struct AgentSettings {
+pub(crate) struct AgentSettings {
     pub project_key: Option<String>,
     pub field_ids: BTreeMap<String, String>,
     pub issue_types: Option<IssueTypes>,
@@ -28,7 +28,7 @@ pub struct AgentSettings {
 }
 
 impl AgentSettings {
-    pub fn from_value(value: &Value) -> AgentSettings {
+    pub(crate) fn from_value(value: &Value) -> AgentSettings {
         fn member<T: serde::de::DeserializeOwned + Default>(value: &Value, key: &str) -> T {
             match value.get(key) {
                 None | Some(Value::Null) => T::default(),
@@ -95,7 +95,7 @@ fn fail(message: impl Into<String>) -> Fail {
 }
 
 /// Runs commands against Jira with the settings the hub gave.
-pub struct Executor<'a> {
+pub(crate) struct Executor<'a> {
     pub jira: &'a mut Jira,
     pub settings: &'a AgentSettings,
     pub page_size: u32,
@@ -106,7 +106,7 @@ pub struct Executor<'a> {
 
 impl Executor<'_> {
     /// Runs one command. `on_page` receives each page of a refresh as Jira returns it.
-    pub fn execute(
+    pub(crate) fn execute(
         &mut self,
         command: &ClaimedCommand,
         on_page: &mut dyn FnMut(SearchPage) -> Result<(), JiraError>,

@@ -13,14 +13,14 @@ use std::time::Duration;
 /// A credential. Its `Debug` and `Display` never show the value; [`Secret::expose`] does, for
 /// the one place that puts it on the wire.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
+pub(crate) struct Secret(String);
 
 impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
+    pub(crate) fn new(value: impl Into<String>) -> Self {
         Secret(value.into())
     }
 
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 }
@@ -39,7 +39,7 @@ impl fmt::Display for Secret {
 
 /// How the agent logs in to Jira.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JiraAuth {
+pub(crate) enum JiraAuth {
     /// `jira_user` + `jira_password` (Jira Cloud takes an API token as the password).
     Basic { user: String, password: Secret },
     /// `jira_token`: a Data Center personal access token, sent as `Authorization: Bearer`.
@@ -48,7 +48,7 @@ pub enum JiraAuth {
 
 /// How the agent reaches the hub.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HubTransport {
+pub(crate) enum HubTransport {
     /// The shared folder (system.md §7), as the agent sees it.
     Relay(PathBuf),
     /// The hub's HTTP API, e.g. `https://hub.example.org:8740`.
@@ -57,7 +57,7 @@ pub enum HubTransport {
 
 /// Which Jira the agent talks to; `Auto` asks `serverInfo`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeploymentSetting {
+pub(crate) enum DeploymentSetting {
     Auto,
     Server,
     Cloud,
@@ -65,7 +65,7 @@ pub enum DeploymentSetting {
 
 /// The agent's whole configuration, validated, defaults filled in.
 #[derive(Debug, Clone)]
-pub struct AgentConfig {
+pub(crate) struct AgentConfig {
     /// Jira's base URL, without a trailing `/`.
     pub jira_url: String,
     pub jira_auth: JiraAuth,
@@ -93,7 +93,7 @@ pub struct AgentConfig {
 
 /// The environment the loader reads: variables and the systemd credentials folder. Tests pass
 /// their own.
-pub struct Environment<'a> {
+pub(crate) struct Environment<'a> {
     pub var: &'a dyn Fn(&str) -> Option<String>,
 }
 
@@ -158,7 +158,7 @@ const KNOWN_KEYS: [&str; 25] = [
 /// A refusal of the config: which key and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{key}: {message}")]
-pub struct ConfigError {
+pub(crate) struct ConfigError {
     pub key: String,
     pub message: String,
 }
@@ -173,7 +173,7 @@ fn refuse(key: &str, message: impl Into<String>) -> ConfigError {
 impl AgentConfig {
     /// Reads and validates the config file, taking secrets from the process's environment and
     /// from `$CREDENTIALS_DIRECTORY`. Warns when the file is readable by group or others.
-    pub fn load(path: &Path) -> anyhow::Result<AgentConfig> {
+    pub(crate) fn load(path: &Path) -> anyhow::Result<AgentConfig> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("cannot read the config {}: {e}", path.display()))?;
         warn_if_readable_by_others(path);
@@ -184,7 +184,7 @@ impl AgentConfig {
     }
 
     /// Parses and validates a config's text.
-    pub fn from_text(text: &str, env: &Environment<'_>) -> Result<AgentConfig, ConfigError> {
+    pub(crate) fn from_text(text: &str, env: &Environment<'_>) -> Result<AgentConfig, ConfigError> {
         let value: Value = serde_json::from_str(text)
             .map_err(|e| refuse("(file)", format!("not valid JSON: {e}")))?;
         let Value::Object(map) = value else {
@@ -332,7 +332,7 @@ impl AgentConfig {
     }
 
     /// The Jira base URL and the transport, for the start-up log line (no secrets).
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let transport = match &self.transport {
             HubTransport::Relay(dir) => format!("relay {}", dir.display()),
             HubTransport::Http(url) => format!("hub {url}"),

@@ -25,7 +25,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
 /// Which kind of Jira answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Deployment {
+pub(crate) enum Deployment {
     /// Server or Data Center: `search` with `startAt`, users by `name`.
     Server,
     /// Cloud: `search/jql` with `nextPageToken`, users by `accountId`.
@@ -34,7 +34,7 @@ pub enum Deployment {
 
 /// Why a Jira operation did not succeed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JiraError {
+pub(crate) enum JiraError {
     /// Jira answered with an error status; `message` is Jira's words.
     Refused { status: u16, message: String },
     /// A write may or may not have been applied (timeout, dropped connection, 5xx).
@@ -58,13 +58,13 @@ impl std::fmt::Display for JiraError {
 
 /// The agent's own Jira user.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Me {
+pub(crate) struct Me {
     pub name: Option<String>,
     pub account_id: Option<String>,
 }
 
 /// One page of a search.
-pub struct SearchPage {
+pub(crate) struct SearchPage {
     pub issues: Vec<Box<RawValue>>,
     /// The size of the whole result, when Jira tells it (not on Cloud).
     pub total: Option<u64>,
@@ -72,12 +72,12 @@ pub struct SearchPage {
 
 /// What one command cost: the calls made and how many were rate limited.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counters {
+pub(crate) struct Counters {
     pub calls: u32,
     pub rate_limited: u32,
 }
 
-pub struct Jira {
+pub(crate) struct Jira {
     client: Client,
     base: String,
     authorization: Secret,
@@ -93,7 +93,7 @@ pub struct Jira {
 }
 
 impl Jira {
-    pub fn new(
+    pub(crate) fn new(
         client: Client,
         base: &str,
         authorization: Secret,
@@ -123,12 +123,12 @@ impl Jira {
     }
 
     /// The pause between two calls (`pacing.min_interval_ms`).
-    pub fn set_min_interval(&mut self, interval: Duration) {
+    pub(crate) fn set_min_interval(&mut self, interval: Duration) {
         self.min_interval = interval;
     }
 
     /// The hub's `pause_seconds`: no call before that long from now.
-    pub fn pause(&mut self, pause: Duration) {
+    pub(crate) fn pause(&mut self, pause: Duration) {
         if !pause.is_zero() {
             let until = Instant::now() + pause;
             self.not_before = Some(self.not_before.map_or(until, |t| t.max(until)));
@@ -136,13 +136,13 @@ impl Jira {
     }
 
     /// The counters since the last call of this, which resets them.
-    pub fn take_counters(&mut self) -> Counters {
+    pub(crate) fn take_counters(&mut self) -> Counters {
         self.counters.take()
     }
 
     /// The counters, shared: a refresh's pages report the calls made so far while the search
     /// is still running.
-    pub fn counters_handle(&self) -> Rc<Cell<Counters>> {
+    pub(crate) fn counters_handle(&self) -> Rc<Cell<Counters>> {
         self.counters.clone()
     }
 
@@ -158,7 +158,7 @@ impl Jira {
     }
 
     /// The deployment, asking `serverInfo` when it is not known yet.
-    pub fn deployment(&mut self) -> Result<Deployment, JiraError> {
+    pub(crate) fn deployment(&mut self) -> Result<Deployment, JiraError> {
         if let Some(d) = self.deployment {
             return Ok(d);
         }
@@ -168,7 +168,7 @@ impl Jira {
 
     /// `GET serverInfo`: whether Jira answers; learns the deployment type.
     /// A heartbeat's probe makes one try (`retry: false`): a Jira that is down is reported at once.
-    pub fn server_info(&mut self, retry: bool) -> Result<(), JiraError> {
+    pub(crate) fn server_info(&mut self, retry: bool) -> Result<(), JiraError> {
         let retries = if retry { self.max_retries } else { 0 };
         let reply = self.read_with("/rest/api/2/serverInfo", retries)?;
         let info: Value = parse(&reply)?;
@@ -188,7 +188,7 @@ impl Jira {
     }
 
     /// The agent's own user (`GET myself`), asked once.
-    pub fn me(&mut self) -> Result<Me, JiraError> {
+    pub(crate) fn me(&mut self) -> Result<Me, JiraError> {
         if let Some(me) = &self.me {
             return Ok(me.clone());
         }
@@ -247,7 +247,7 @@ impl Jira {
     }
 
     /// A read: retried on lost connections, 429, 5xx, up to `max_retries`.
-    pub fn read(&mut self, path: &str) -> Result<Reply, JiraError> {
+    pub(crate) fn read(&mut self, path: &str) -> Result<Reply, JiraError> {
         self.read_with(path, self.max_retries)
     }
 
@@ -280,7 +280,7 @@ impl Jira {
         }
     }
 
-    pub fn read_json<T: serde::de::DeserializeOwned>(
+    pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
         &mut self,
         path: &str,
     ) -> Result<T, JiraError> {
@@ -291,7 +291,12 @@ impl Jira {
     /// A write: repeated only when it certainly was not applied (no connection, 429). A timeout,
     /// a dropped connection or a 5xx (503 included, after its `Retry-After`) is `Ambiguous`: the
     /// caller checks Jira before it writes again.
-    pub fn write(&mut self, method: &str, path: &str, body: &Value) -> Result<Reply, JiraError> {
+    pub(crate) fn write(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: &Value,
+    ) -> Result<Reply, JiraError> {
         let bytes = serde_json::to_vec(body).map_err(|e| JiraError::Unavailable(e.to_string()))?;
         let mut attempt = 0;
         loop {
@@ -338,7 +343,7 @@ impl Jira {
 
     /// Runs a search and hands each page to `on_page` as Jira returns it. Returns how many
     /// issues came back.
-    pub fn search(
+    pub(crate) fn search(
         &mut self,
         query: &str,
         fields: &str,
@@ -459,7 +464,11 @@ impl Jira {
     }
 
     /// A whole small search as parsed values (duplicate checks: a handful of issues).
-    pub fn search_values(&mut self, query: &str, fields: &str) -> Result<Vec<Value>, JiraError> {
+    pub(crate) fn search_values(
+        &mut self,
+        query: &str,
+        fields: &str,
+    ) -> Result<Vec<Value>, JiraError> {
         let mut found = Vec::new();
         self.search(query, fields, 100, &mut |page| {
             for raw in page.issues {
@@ -500,7 +509,7 @@ fn issue_id(raw: &str) -> Option<u64> {
 }
 
 /// Parses a 2xx answer's JSON body.
-pub fn parse<T: serde::de::DeserializeOwned>(reply: &Reply) -> Result<T, JiraError> {
+pub(crate) fn parse<T: serde::de::DeserializeOwned>(reply: &Reply) -> Result<T, JiraError> {
     serde_json::from_slice(&reply.body).map_err(|e| {
         JiraError::Unavailable(format!(
             "HTTP {}: the answer is not the expected JSON ({e})",
@@ -512,11 +521,11 @@ pub fn parse<T: serde::de::DeserializeOwned>(reply: &Reply) -> Result<T, JiraErr
 /// Jira's words for an error answer: `errors` as `field: message`, then `errorMessages`, joined
 /// by `; `. A body that is not Jira's JSON (an HTML error page) gives the status and a short
 /// text.
-pub fn error_text(reply: &Reply) -> String {
+pub(crate) fn error_text(reply: &Reply) -> String {
     error_text_of(reply.status, &reply.body)
 }
 
-pub fn error_text_of(status: u16, body: &[u8]) -> String {
+pub(crate) fn error_text_of(status: u16, body: &[u8]) -> String {
     let mut parts = Vec::new();
     let json = serde_json::from_slice::<Value>(body).ok();
     if let Some(Value::Object(object)) = &json {
@@ -593,7 +602,7 @@ fn short_text(body: &str) -> String {
 }
 
 /// `Retry-After`: delay seconds or an HTTP date.
-pub fn parse_retry_after(text: &str, now: SystemTime) -> Option<Duration> {
+pub(crate) fn parse_retry_after(text: &str, now: SystemTime) -> Option<Duration> {
     let text = text.trim();
     if let Ok(seconds) = text.parse::<u64>() {
         return Some(Duration::from_secs(seconds));
@@ -609,7 +618,7 @@ pub fn parse_retry_after(text: &str, now: SystemTime) -> Option<Duration> {
 }
 
 /// Exponential backoff with jitter: 1 s, 2 s, 4 s… capped, times a random 0.5–1.0.
-pub fn backoff(attempt: u32) -> Duration {
+pub(crate) fn backoff(attempt: u32) -> Duration {
     let base = Duration::from_secs(1u64 << attempt.min(10)).min(MAX_BACKOFF);
     let mut byte = [0u8; 1];
     let jitter = if getrandom::fill(&mut byte).is_ok() {

@@ -4,7 +4,7 @@
 //! clauses joined by `AND`, one parenthesised group, `ORDER BY id ASC`.
 
 /// A JQL string literal: `"…"` with `"` and `\` escaped.
-pub fn quote(value: &str) -> String {
+pub(crate) fn quote(value: &str) -> String {
     let mut out = String::with_capacity(value.len() + 2);
     out.push('"');
     for c in value.chars() {
@@ -18,7 +18,7 @@ pub fn quote(value: &str) -> String {
 }
 
 /// The query without its `ORDER BY …` tail (outside quotes), trimmed.
-pub fn without_order_by(jql: &str) -> &str {
+pub(crate) fn without_order_by(jql: &str) -> &str {
     let bytes = jql.as_bytes();
     let mut in_quote: Option<u8> = None;
     let mut i = 0;
@@ -57,7 +57,7 @@ fn is_order_by(rest: &str) -> bool {
 
 /// One page's query of a keyset search: `(<jql without ORDER BY>) AND id > <last> ORDER BY id
 /// ASC`, or without the `id` clause for the first page.
-pub fn keyset(jql: &str, after_id: Option<u64>) -> String {
+pub(crate) fn keyset(jql: &str, after_id: Option<u64>) -> String {
     let base = without_order_by(jql);
     let filter = if base.is_empty() {
         String::new()
@@ -74,7 +74,7 @@ pub fn keyset(jql: &str, after_id: Option<u64>) -> String {
 
 /// The duplicate check of a create: this user's issues of the project created since
 /// `since_ms` (epoch milliseconds), with the first requested label when there is one.
-pub fn duplicates(project_key: &str, since_ms: i64, first_label: Option<&str>) -> String {
+pub(crate) fn duplicates(project_key: &str, since_ms: i64, first_label: Option<&str>) -> String {
     let mut jql = format!(
         "project = {} AND reporter = currentUser() AND created >= {since_ms}",
         project_clause_value(project_key)
@@ -95,7 +95,7 @@ fn project_clause_value(key: &str) -> String {
 }
 
 /// Percent-encoding of a query parameter's value (everything but RFC 3986's unreserved).
-pub fn encode(value: &str) -> String {
+pub(crate) fn encode(value: &str) -> String {
     let mut out = String::with_capacity(value.len() * 3);
     for b in value.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {

@@ -12,14 +12,14 @@
 //! - `commands`: what each command does in Jira, without duplicates.
 //! - `transport`: the relay folder and HTTP ways to the hub.
 
-pub mod commands;
-pub mod config;
-pub mod jira_api;
-pub mod jql;
-pub mod net;
-pub mod transport;
+pub(crate) mod commands;
+pub(crate) mod config;
+pub(crate) mod jira_api;
+pub(crate) mod jql;
+pub(crate) mod net;
+pub(crate) mod transport;
 
-pub use config::AgentConfig;
+pub(crate) use config::AgentConfig;
 
 use crate::protocol::{ClaimedCommand, CommandResult, Page, ResultStatus};
 use commands::{AgentSettings, Executor, Outcome};
@@ -31,12 +31,12 @@ use std::time::{Duration, Instant};
 use transport::{HubLink, LinkError};
 
 /// Runs the agent until `shutdown` is set: heartbeats, claims, executes, reports.
-pub fn run(config: AgentConfig, shutdown: Arc<AtomicBool>) -> anyhow::Result<()> {
+pub(crate) fn run(config: AgentConfig, shutdown: Arc<AtomicBool>) -> anyhow::Result<()> {
     Agent::new(&config, shutdown)?.run(false)
 }
 
 /// One cycle: a heartbeat, a claim, its commands executed and reported; then returns.
-pub fn run_once(config: AgentConfig, shutdown: Arc<AtomicBool>) -> anyhow::Result<()> {
+pub(crate) fn run_once(config: AgentConfig, shutdown: Arc<AtomicBool>) -> anyhow::Result<()> {
     Agent::new(&config, shutdown)?.run(true)
 }
 

@@ -10,17 +10,16 @@ use std::time::Duration;
 const MAX_BODY_BYTES: u64 = 1024 * 1024 * 1024;
 
 /// An HTTP answer, whatever its status.
-pub struct Reply {
+pub(crate) struct Reply {
     pub status: u16,
     /// `Retry-After`, as sent.
     pub retry_after: Option<String>,
-    pub content_type: String,
     pub body: Vec<u8>,
 }
 
 /// Why a request got no answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NetError {
+pub(crate) enum NetError {
     /// The request cannot have reached the server (no connection was made).
     NotSent(String),
     /// The connection dropped or timed out after the request may have been received.
@@ -38,12 +37,12 @@ impl std::fmt::Display for NetError {
 
 /// A configured client, shared by the Jira calls and the hub's HTTP transport.
 #[derive(Clone)]
-pub struct Client {
+pub(crate) struct Client {
     agent: ureq::Agent,
 }
 
 impl Client {
-    pub fn new(config: &AgentConfig) -> anyhow::Result<Client> {
+    pub(crate) fn new(config: &AgentConfig) -> anyhow::Result<Client> {
         use ureq::tls::{Certificate, RootCerts, TlsConfig};
         let mut roots: Vec<Certificate<'static>> = Vec::new();
         let native = rustls_native_certs::load_native_certs();
@@ -94,7 +93,7 @@ impl Client {
     }
 
     /// Sends one request and reads the whole answer.
-    pub fn send(
+    pub(crate) fn send(
         &self,
         method: &str,
         url: &str,
@@ -135,7 +134,6 @@ impl Client {
                 .map(str::to_string)
         };
         let retry_after = header("retry-after");
-        let content_type = header("content-type").unwrap_or_default();
         let body = response
             .body_mut()
             .with_config()
@@ -145,7 +143,6 @@ impl Client {
         Ok(Reply {
             status,
             retry_after,
-            content_type,
             body,
         })
     }
@@ -172,7 +169,7 @@ fn classify(error: ureq::Error) -> NetError {
 }
 
 /// `Authorization: Basic …` for a user and password.
-pub fn basic_auth(user: &str, password: &str) -> String {
+pub(crate) fn basic_auth(user: &str, password: &str) -> String {
     format!("Basic {}", base64(format!("{user}:{password}").as_bytes()))
 }
 
@@ -198,7 +195,7 @@ fn base64(bytes: &[u8]) -> String {
 }
 
 /// Sleeps `total` in short steps, stopping early when `stop` says so. Returns false when stopped.
-pub fn sleep_unless(total: Duration, stop: &dyn Fn() -> bool) -> bool {
+pub(crate) fn sleep_unless(total: Duration, stop: &dyn Fn() -> bool) -> bool {
     let deadline = std::time::Instant::now() + total;
     loop {
         if stop() {

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The agent's version, sent in claims and heartbeats.
-pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
+pub(crate) const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// How often the relay's outbox is looked at while an answer is awaited.
 const OUTBOX_POLL: Duration = Duration::from_millis(50);
@@ -33,7 +33,7 @@ const OUTBOX_POLL: Duration = Duration::from_millis(50);
 const RELAY_FILE_MODE: u32 = 0o660;
 
 /// The hub, as the agent reaches it.
-pub struct HubLink {
+pub(crate) struct HubLink {
     way: Way,
     name: String,
     token: Secret,
@@ -48,7 +48,7 @@ enum Way {
 
 /// A refusal or failure of a request, for the log.
 #[derive(Debug, thiserror::Error)]
-pub enum LinkError {
+pub(crate) enum LinkError {
     #[error("the hub refused the {kind} request: {message}")]
     Refused { kind: Kind, message: String },
     #[error("the agent is stopping")]
@@ -66,7 +66,7 @@ struct Outgoing<'a, T: Serialize> {
 }
 
 impl HubLink {
-    pub fn new(config: &AgentConfig, client: Client, stop: Arc<AtomicBool>) -> HubLink {
+    pub(crate) fn new(config: &AgentConfig, client: Client, stop: Arc<AtomicBool>) -> HubLink {
         let way = match &config.transport {
             HubTransport::Relay(dir) => Way::Relay(dir.clone()),
             HubTransport::Http(url) => Way::Http {
@@ -95,7 +95,11 @@ impl HubLink {
         }
     }
 
-    pub fn heartbeat(&self, jira_ok: bool, last_error: Option<String>) -> Result<(), LinkError> {
+    pub(crate) fn heartbeat(
+        &self,
+        jira_ok: bool,
+        last_error: Option<String>,
+    ) -> Result<(), LinkError> {
         let id = new_id(&self.name);
         let request = HeartbeatRequest {
             envelope: self.envelope(&id),
@@ -108,7 +112,7 @@ impl HubLink {
         Ok(())
     }
 
-    pub fn claim(
+    pub(crate) fn claim(
         &self,
         settings_version: i64,
         max_commands: u32,
@@ -125,7 +129,7 @@ impl HubLink {
     }
 
     /// Sends results. While the agent stops, it still waits (a bounded time) for the answer.
-    pub fn report(&self, results: Vec<CommandResult>) -> Result<ReportAnswer, LinkError> {
+    pub(crate) fn report(&self, results: Vec<CommandResult>) -> Result<ReportAnswer, LinkError> {
         let id = new_id(&self.name);
         let request = ReportRequest {
             envelope: self.envelope(&id),
@@ -309,7 +313,7 @@ fn take_answer(dir: &Path, name: &str) -> Result<Option<Vec<u8>>, LinkError> {
 
 /// Writes `dir/name` safely: a `.`-name in the same folder, synced, renamed, the folder synced.
 /// An existing file of that name is left as it is (the same request, already there).
-pub fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
     let target = dir.join(name);
     if target.exists() {
         return Ok(());
@@ -332,7 +336,7 @@ pub fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
 
 /// A new request id: the agent's name made safe, a dash, 32 random hex digits; at most 64
 /// characters of `[A-Za-z0-9_-]`.
-pub fn new_id(name: &str) -> String {
+pub(crate) fn new_id(name: &str) -> String {
     let mut prefix: String = name
         .chars()
         .map(|c| {

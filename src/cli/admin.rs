@@ -7,7 +7,12 @@ use crate::store::data_dir_of;
 use anyhow::{Context, bail};
 use std::path::Path;
 
-pub fn init(db: &Path, config_path: &Path, force: bool, if_new: bool) -> anyhow::Result<Outcome> {
+pub(crate) fn init(
+    db: &Path,
+    config_path: &Path,
+    force: bool,
+    if_new: bool,
+) -> anyhow::Result<Outcome> {
     // `-` reads standard input: the service user may not be allowed to open the operator's file.
     let text = if config_path == Path::new("-") {
         std::io::read_to_string(std::io::stdin())
@@ -61,7 +66,7 @@ pub fn init(db: &Path, config_path: &Path, force: bool, if_new: bool) -> anyhow:
     Ok(Outcome::Success)
 }
 
-pub fn migrate(db: &Path) -> anyhow::Result<Outcome> {
+pub(crate) fn migrate(db: &Path) -> anyhow::Result<Outcome> {
     let (_, report) = open_hub(db)?;
     if report.old_version == report.new_version {
         outln!("schema v{}: up to date", report.new_version);
@@ -83,7 +88,7 @@ pub fn migrate(db: &Path) -> anyhow::Result<Outcome> {
     Ok(Outcome::Success)
 }
 
-pub fn tokens(db: &Path, rotate: Option<RotateWhich>) -> anyhow::Result<Outcome> {
+pub(crate) fn tokens(db: &Path, rotate: Option<RotateWhich>) -> anyhow::Result<Outcome> {
     let tokens = match rotate {
         Some(which) => open_existing_hub(db)?.rotate_token(match which {
             RotateWhich::Agent => TokenRole::Agent,
@@ -99,7 +104,7 @@ pub fn tokens(db: &Path, rotate: Option<RotateWhich>) -> anyhow::Result<Outcome>
     Ok(Outcome::Success)
 }
 
-pub fn backup(db: &Path) -> anyhow::Result<Outcome> {
+pub(crate) fn backup(db: &Path) -> anyhow::Result<Outcome> {
     let hub = open_existing_hub(db)?;
     let path = hub.backup_now()?;
     outln!("{}", path.display());

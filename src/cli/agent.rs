@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-pub fn agent(config: &Path, once: bool) -> anyhow::Result<Outcome> {
+pub(crate) fn agent(config: &Path, once: bool) -> anyhow::Result<Outcome> {
     let config = crate::agent::AgentConfig::load(config)?;
     let shutdown = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {

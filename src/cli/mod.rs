@@ -18,6 +18,13 @@ use clap::{Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+// The schema in VERSION is written out (concat! takes literals): this fails the build when the
+// schema moves on and VERSION does not.
+const _: () = assert!(
+    crate::store::CURRENT_SCHEMA_VERSION == 4 && crate::store::CURRENT_V4_REVISION == 1,
+    "update VERSION's schema"
+);
+
 /// `--version`: the release, the commit it was built from, and the database schema it runs.
 const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),

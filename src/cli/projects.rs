@@ -17,7 +17,7 @@ fn print_project(project: &ProjectView) -> std::io::Result<()> {
     Ok(())
 }
 
-pub fn list(db: &Path) -> anyhow::Result<Outcome> {
+pub(crate) fn list(db: &Path) -> anyhow::Result<Outcome> {
     let hub = open_read_only_hub(db)?;
     for project in hub.projects()? {
         print_project(&project)?;
@@ -25,7 +25,12 @@ pub fn list(db: &Path) -> anyhow::Result<Outcome> {
     Ok(Outcome::Success)
 }
 
-pub fn add(db: &Path, label: &str, name: &str, board: Option<i64>) -> anyhow::Result<Outcome> {
+pub(crate) fn add(
+    db: &Path,
+    label: &str,
+    name: &str,
+    board: Option<i64>,
+) -> anyhow::Result<Outcome> {
     let mut hub = open_existing_hub(db)?;
     let project = hub.create_project(label, name, board)?;
     print_project(&project)?;

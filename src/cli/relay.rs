@@ -6,7 +6,7 @@ use crate::relay::inspect::{collect, escape_for_terminal, format_table, inspect_
 use anyhow::Context;
 use std::path::Path;
 
-pub fn inspect(db: &Path, path: &Path) -> anyhow::Result<Outcome> {
+pub(crate) fn inspect(db: &Path, path: &Path) -> anyhow::Result<Outcome> {
     let files =
         collect(path).with_context(|| format!("не удалось прочитать {}", path.display()))?;
     // Whether the hub applied a request comes from its database, when there is one; the folder
@@ -41,7 +41,7 @@ pub fn inspect(db: &Path, path: &Path) -> anyhow::Result<Outcome> {
     Ok(Outcome::Success)
 }
 
-pub fn validate(path: &Path) -> anyhow::Result<Outcome> {
+pub(crate) fn validate(path: &Path) -> anyhow::Result<Outcome> {
     let files =
         collect(path).with_context(|| format!("не удалось прочитать {}", path.display()))?;
     let mut invalid = 0;

@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use serde_json::{Map, Value};
 use std::path::Path;
 
-pub fn get(db: &Path, key: Option<&str>) -> anyhow::Result<Outcome> {
+pub(crate) fn get(db: &Path, key: Option<&str>) -> anyhow::Result<Outcome> {
     let hub = open_read_only_hub(db)?;
     let view = hub.settings_view()?;
     let shown = match key {
@@ -23,7 +23,7 @@ pub fn get(db: &Path, key: Option<&str>) -> anyhow::Result<Outcome> {
     Ok(Outcome::Success)
 }
 
-pub fn set(db: &Path, key: &str, json: &str) -> anyhow::Result<Outcome> {
+pub(crate) fn set(db: &Path, key: &str, json: &str) -> anyhow::Result<Outcome> {
     let value: Value = serde_json::from_str(json).with_context(|| {
         format!("{key}: значение — не JSON (строку берут в кавычки: '\"{json}\"')")
     })?;

@@ -6,7 +6,7 @@ use crate::relay::describe_relay_dir;
 use crate::relay::inspect::escape_for_terminal;
 use std::path::Path;
 
-pub fn status(db: &Path) -> anyhow::Result<Outcome> {
+pub(crate) fn status(db: &Path) -> anyhow::Result<Outcome> {
     let hub = open_read_only_hub(db)?;
     let status = hub.status()?;
     outln!(

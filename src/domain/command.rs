@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use time::macros::format_description;
 
 /// The longest error kept on a command, in characters.
-pub const MAX_ERROR_CHARS: usize = 1500;
+pub(crate) const MAX_ERROR_CHARS: usize = 1500;
 
 /// A command's type; its wire name (`ensure_issue`) is the serde and strum name.
 #[derive(
@@ -41,13 +41,11 @@ pub enum CommandType {
 }
 
 impl CommandType {
-    pub const ALL: &[CommandType] = <CommandType as strum::VariantArray>::VARIANTS;
-
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         self.into()
     }
 
-    pub fn parse(text: &str) -> Option<CommandType> {
+    pub(crate) fn parse(text: &str) -> Option<CommandType> {
         text.parse().ok()
     }
 }
@@ -81,13 +79,13 @@ pub enum CommandStatus {
 }
 
 impl CommandStatus {
-    pub const ALL: &[CommandStatus] = <CommandStatus as strum::VariantArray>::VARIANTS;
+    pub(crate) const ALL: &[CommandStatus] = <CommandStatus as strum::VariantArray>::VARIANTS;
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         self.into()
     }
 
-    pub fn parse(text: &str) -> Option<CommandStatus> {
+    pub(crate) fn parse(text: &str) -> Option<CommandStatus> {
         text.parse().ok()
     }
 
@@ -153,12 +151,8 @@ pub enum BatchStatus {
 }
 
 impl BatchStatus {
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
-
     /// The label people see (system.md §5).
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             BatchStatus::Queued => "в очереди",
             BatchStatus::Running => "выполняется",
@@ -170,7 +164,7 @@ impl BatchStatus {
 
 /// The data model's rule: commands not terminal → running (queued if all are queued); all
 /// terminal → cancelled when the batch was cancelled, else completed.
-pub fn batch_status(statuses: &[CommandStatus], cancelled: bool) -> BatchStatus {
+pub(crate) fn batch_status(statuses: &[CommandStatus], cancelled: bool) -> BatchStatus {
     if statuses.iter().any(|s| !s.is_terminal()) {
         if statuses.iter().all(|s| *s == CommandStatus::Queued) {
             BatchStatus::Queued
@@ -185,7 +179,7 @@ pub fn batch_status(statuses: &[CommandStatus], cancelled: bool) -> BatchStatus 
 }
 
 /// Counters per command status, every status present (zeros included).
-pub fn counters(statuses: &[CommandStatus]) -> BTreeMap<&'static str, usize> {
+pub(crate) fn counters(statuses: &[CommandStatus]) -> BTreeMap<&'static str, usize> {
     let mut counters: BTreeMap<&'static str, usize> =
         CommandStatus::ALL.iter().map(|s| (s.as_str(), 0)).collect();
     for status in statuses {
@@ -195,7 +189,7 @@ pub fn counters(statuses: &[CommandStatus]) -> BTreeMap<&'static str, usize> {
 }
 
 /// An error cut to [`MAX_ERROR_CHARS`] characters, never inside one.
-pub fn truncate_error(error: &str) -> String {
+pub(crate) fn truncate_error(error: &str) -> String {
     match error.char_indices().nth(MAX_ERROR_CHARS) {
         Some((byte, _)) => error[..byte].to_string(),
         None => error.to_string(),
@@ -204,7 +198,7 @@ pub fn truncate_error(error: &str) -> String {
 
 /// A command of a batch request, before validation.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CommandRequest {
+pub(crate) struct CommandRequest {
     pub command_type: String,
     pub params: Value,
     /// The `seq` (1-based) of an earlier command of the same batch.
@@ -213,7 +207,7 @@ pub struct CommandRequest {
 
 /// A validated command, ready to store.
 #[derive(Debug, Clone, PartialEq)]
-pub struct NewCommand {
+pub(crate) struct NewCommand {
     pub seq: i64,
     pub command_type: CommandType,
     pub params: Value,
@@ -222,13 +216,13 @@ pub struct NewCommand {
 
 /// The project a batch is enqueued in: its label goes on created issues, its board on commands.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BatchScope {
+pub(crate) struct BatchScope {
     pub label: String,
     pub board_id: Option<i64>,
 }
 
 /// `{"$result": "key"}`: the key from the result of the command this one depends on.
-pub fn is_result_reference(value: &Value) -> bool {
+pub(crate) fn is_result_reference(value: &Value) -> bool {
     value
         .as_object()
         .is_some_and(|o| o.len() == 1 && o.get("$result") == Some(&json!("key")))
@@ -247,7 +241,7 @@ fn is_issue_key(text: &str) -> bool {
 
 /// Validates the commands of one batch against the settings; returns them ready to store, with
 /// the project's label and board applied. The first problem refuses the whole batch.
-pub fn validate_commands(
+pub(crate) fn validate_commands(
     commands: &[CommandRequest],
     settings: &Settings,
     scope: Option<&BatchScope>,
@@ -524,7 +518,7 @@ impl ParamsChecker<'_> {
 
 /// Fills every `{"$result": "key"}` in `params` with the dependency's result key.
 /// `Err` names what is missing when the dependency's result has no key.
-pub fn substitute_result(
+pub(crate) fn substitute_result(
     params: &Value,
     dependency_result: Option<&Value>,
 ) -> Result<Value, String> {
@@ -555,7 +549,7 @@ pub fn substitute_result(
 
 /// How many Jira calls a command is expected to take; a refresh reads one page per 100 issues of
 /// the mirror and every board.
-pub fn expected_jira_calls(command: &NewCommand, mirror_issues: i64) -> i64 {
+pub(crate) fn expected_jira_calls(command: &NewCommand, mirror_issues: i64) -> i64 {
     let params = &command.params;
     match command.command_type {
         CommandType::Refresh => {
@@ -576,7 +570,11 @@ pub fn expected_jira_calls(command: &NewCommand, mirror_issues: i64) -> i64 {
 }
 
 /// `estimate_seconds`: expected Jira calls × `min_interval_ms`, rounded up.
-pub fn estimate_seconds(commands: &[NewCommand], pacing: &Pacing, mirror_issues: i64) -> i64 {
+pub(crate) fn estimate_seconds(
+    commands: &[NewCommand],
+    pacing: &Pacing,
+    mirror_issues: i64,
+) -> i64 {
     let calls: i64 = commands
         .iter()
         .map(|c| expected_jira_calls(c, mirror_issues))
@@ -586,7 +584,7 @@ pub fn estimate_seconds(commands: &[NewCommand], pacing: &Pacing, mirror_issues:
 
 /// The pause handed out after `rate_limited_reports` reports in a row brought rate limiting:
 /// none, then `backoff_initial_seconds`, doubling, up to `backoff_max_seconds`.
-pub fn backoff_pause(pacing: &Pacing, rate_limited_reports: u32) -> u32 {
+pub(crate) fn backoff_pause(pacing: &Pacing, rate_limited_reports: u32) -> u32 {
     if rate_limited_reports == 0 {
         return 0;
     }
@@ -604,12 +602,13 @@ mod tests {
     /// strum's names (the store, `as_str`, `parse`) are serde's (the API) and the old tables'.
     #[test]
     fn wire_names_are_the_same_everywhere() {
-        let types: Vec<&str> = CommandType::ALL.iter().map(|t| t.as_str()).collect();
+        let all = <CommandType as strum::VariantArray>::VARIANTS;
+        let types: Vec<&str> = all.iter().map(|t| t.as_str()).collect();
         assert_eq!(
             types,
             ["refresh", "ensure_issue", "transition", "link", "comment"]
         );
-        for t in CommandType::ALL {
+        for t in all {
             assert_eq!(json!(t), json!(t.as_str()));
             assert_eq!(CommandType::parse(t.as_str()), Some(*t));
             assert_eq!(t.to_string(), t.as_str());
@@ -637,7 +636,8 @@ mod tests {
             (BatchStatus::Cancelled, "cancelled"),
             (BatchStatus::Completed, "completed"),
         ] {
-            assert_eq!((b.as_str(), json!(b)), (name, json!(name)));
+            let text: &'static str = b.into();
+            assert_eq!((text, json!(b)), (name, json!(name)));
         }
         for (r, name) in [
             (RunStatus::Running, "running"),

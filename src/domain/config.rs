@@ -11,9 +11,6 @@ use super::project::{NewProject, legacy_project_name};
 use super::settings::{self, validate_setting};
 use serde_json::{Map, Value, json};
 
-/// Config keys that hold Jira credentials: dropped, and said so.
-pub const CREDENTIAL_KEYS: [&str; 4] = ["jira_user", "jira_login", "jira_password", "jira_token"];
-
 /// Setting keys a config may carry as they are.
 const SETTING_KEYS: [&str; 10] = [
     settings::PROJECT_KEY,
@@ -39,7 +36,7 @@ const ISSUE_TYPE_KEYS: [&str; 6] = [
 
 /// What a config brings: validated settings, projects, and what the operator should be told.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ImportedConfig {
+pub(crate) struct ImportedConfig {
     /// Normalized setting values, ready to store.
     pub settings: Vec<(String, Value)>,
     /// Projects from the config's `base_jql`/`board_id`, in the order of the JQL.
@@ -52,7 +49,7 @@ pub struct ImportedConfig {
 
 /// Reads a legacy config. Refuses (naming the key) a value that would not pass the settings'
 /// own validation; nothing is imported then.
-pub fn import_legacy_config(config: &Value) -> Result<ImportedConfig, ValidationError> {
+pub(crate) fn import_legacy_config(config: &Value) -> Result<ImportedConfig, ValidationError> {
     let Some(map) = config.as_object() else {
         return Err(ValidationError::new(
             "config",
@@ -145,7 +142,7 @@ fn issue_types_from_config(
 
 /// Projects recovered from a legacy `base_jql` and `board_id`, with warnings for the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LegacyProjects {
+pub(crate) struct LegacyProjects {
     pub projects: Vec<NewProject>,
     pub warnings: Vec<String>,
 }
@@ -154,7 +151,10 @@ pub struct LegacyProjects {
 /// (AWPCA named «АРМ КА», the others by their label); `board_id` goes to the project when there is
 /// exactly one, else to none, with a warning. An unparsable `base_jql` gives no projects and a
 /// warning quoting it.
-pub fn legacy_projects(base_jql: Option<&Value>, board_id: Option<&Value>) -> LegacyProjects {
+pub(crate) fn legacy_projects(
+    base_jql: Option<&Value>,
+    board_id: Option<&Value>,
+) -> LegacyProjects {
     let mut warnings = Vec::new();
     let labels = match base_jql {
         None | Some(Value::Null) => {

@@ -9,7 +9,7 @@ use super::project::{labels_collide, validate_label};
 
 /// `project = AURORA AND labels in ("AWPCA", "STOCKS_DRRK")`, or `None` without a project key or
 /// without projects. `labels` must already be in project order (created_at, then label).
-pub fn base_jql<'a>(
+pub(crate) fn base_jql<'a>(
     project_key: Option<&str>,
     labels: impl IntoIterator<Item = &'a str>,
 ) -> Option<String> {
@@ -25,7 +25,7 @@ pub fn base_jql<'a>(
 }
 
 /// The JQL that refreshes one project: the base JQL restricted to its label.
-pub fn project_jql(project_key: &str, label: &str) -> String {
+pub(crate) fn project_jql(project_key: &str, label: &str) -> String {
     format!("project = {project_key} AND labels in (\"{label}\")")
 }
 
@@ -110,7 +110,7 @@ fn label_value(token: Option<&Token>) -> Option<String> {
 /// (case-insensitive) dropped. `None` when the JQL has another shape: an `OR`, a second `labels`
 /// clause, a label that is not a valid project label. Conditions before `labels` other than that
 /// are not kept: the v4 base JQL is `project = K AND labels in (…)` by definition.
-pub fn parse_legacy_base_jql(jql: &str) -> Option<Vec<String>> {
+pub(crate) fn parse_legacy_base_jql(jql: &str) -> Option<Vec<String>> {
     let tokens = tokenize(jql)?;
     let positions: Vec<usize> = tokens
         .iter()

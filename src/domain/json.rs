@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 
 /// A JSON text that could not become the expected value.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JsonError {
+pub(crate) struct JsonError {
     /// The path of the offending member (`results[0].delivery`); empty for the document itself.
     pub field: String,
     /// What is wrong, in Russian.
@@ -31,7 +31,7 @@ impl std::fmt::Display for JsonError {
 impl std::error::Error for JsonError {}
 
 /// Parses `bytes` as `T`, naming the path of the first member that does not fit.
-pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, JsonError> {
+pub(crate) fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, JsonError> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut deserializer).map_err(path_error)?;
     deserializer.end().map_err(|e| plain_error(&e))?;
@@ -39,7 +39,7 @@ pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, JsonError> {
 }
 
 /// Converts an already parsed value into `T`, naming the path of the member that does not fit.
-pub fn from_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, JsonError> {
+pub(crate) fn from_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, JsonError> {
     serde_path_to_error::deserialize(value).map_err(path_error)
 }
 
@@ -59,7 +59,7 @@ fn path_error(error: serde_path_to_error::Error<serde_json::Error>) -> JsonError
 }
 
 /// One serde_json error in the hub's words.
-pub fn plain_error(error: &serde_json::Error) -> JsonError {
+pub(crate) fn plain_error(error: &serde_json::Error) -> JsonError {
     use serde_json::error::Category;
     let at = if error.line() > 0 {
         format!(" (строка {}, столбец {})", error.line(), error.column())
@@ -121,7 +121,7 @@ fn syntax_reason(text: &str) -> &'static str {
 
 /// serde's data messages (of any format: JSON, a query string): the field when the message names
 /// one, and the reason in Russian.
-pub fn data_reason(text: &str) -> (String, String) {
+pub(crate) fn data_reason(text: &str) -> (String, String) {
     let text = text.split(" at line ").next().unwrap_or(text);
     let quoted = |t: &str| t.split('`').nth(1).unwrap_or_default().to_string();
     if text.starts_with("missing field") {
@@ -173,7 +173,7 @@ pub fn data_reason(text: &str) -> (String, String) {
 }
 
 /// serde's words for kinds of values, in Russian; values themselves are kept.
-pub fn type_words(text: &str) -> String {
+pub(crate) fn type_words(text: &str) -> String {
     let text = text.trim();
     for (english, russian) in [
         ("a string", "строка"),

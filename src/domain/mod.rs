@@ -6,12 +6,12 @@
 //! at the end of its file.
 
 pub mod command;
-pub mod config;
-pub mod issue;
-pub mod jql;
-pub mod json;
-pub mod project;
-pub mod settings;
+pub(crate) mod config;
+pub(crate) mod issue;
+pub(crate) mod jql;
+pub(crate) mod json;
+pub(crate) mod project;
+pub(crate) mod settings;
 pub mod time;
 
 use std::fmt;
@@ -28,7 +28,7 @@ pub struct ValidationError {
 }
 
 impl ValidationError {
-    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             field: field.into(),
             message: message.into(),
@@ -46,7 +46,7 @@ impl std::error::Error for ValidationError {}
 
 /// Compares two secrets in time that depends on their lengths only, not on where they differ
 /// (`subtle`, made for exactly this).
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     use subtle::ConstantTimeEq;
     a.ct_eq(b).into()
 }

@@ -8,15 +8,15 @@ use super::ValidationError;
 use super::time::Utc;
 
 /// The longest label and name, counted in characters (not bytes: labels are often Cyrillic).
-pub const MAX_LABEL_CHARS: usize = 100;
-pub const MAX_NAME_CHARS: usize = 100;
+pub(crate) const MAX_LABEL_CHARS: usize = 100;
+pub(crate) const MAX_NAME_CHARS: usize = 100;
 
 /// The project message the data model quotes for a case-insensitive duplicate.
-pub const DUPLICATE_LABEL_MESSAGE: &str = "проект с такой меткой уже есть";
+pub(crate) const DUPLICATE_LABEL_MESSAGE: &str = "проект с такой меткой уже есть";
 
 /// A project as stored (the service shows it as a `ProjectView`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Project {
+pub(crate) struct Project {
     /// The Jira label; the project's identity, never changed after creation.
     pub label: String,
     /// A human name, trimmed.
@@ -31,7 +31,7 @@ pub struct Project {
 
 /// A request to create a project, already validated by [`validate_new_project`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewProject {
+pub(crate) struct NewProject {
     pub label: String,
     pub name: String,
     pub board_id: Option<i64>,
@@ -66,7 +66,7 @@ fn is_forbidden_label_char(c: char) -> bool {
         )
 }
 
-pub fn validate_label(label: &str) -> Result<(), ValidationError> {
+pub(crate) fn validate_label(label: &str) -> Result<(), ValidationError> {
     if label.is_empty() {
         return Err(ValidationError::new("label", "метка не может быть пустой"));
     }
@@ -95,7 +95,7 @@ pub fn validate_label(label: &str) -> Result<(), ValidationError> {
 }
 
 /// Checks a name and returns it trimmed.
-pub fn validate_name(name: &str) -> Result<String, ValidationError> {
+pub(crate) fn validate_name(name: &str) -> Result<String, ValidationError> {
     let trimmed = name.trim();
     if trimmed.is_empty() {
         return Err(ValidationError::new(
@@ -112,7 +112,7 @@ pub fn validate_name(name: &str) -> Result<String, ValidationError> {
     Ok(trimmed.to_string())
 }
 
-pub fn validate_board_id(board_id: Option<i64>) -> Result<(), ValidationError> {
+pub(crate) fn validate_board_id(board_id: Option<i64>) -> Result<(), ValidationError> {
     match board_id {
         Some(id) if id <= 0 => Err(ValidationError::new(
             "board_id",
@@ -122,7 +122,7 @@ pub fn validate_board_id(board_id: Option<i64>) -> Result<(), ValidationError> {
     }
 }
 
-pub fn validate_new_project(
+pub(crate) fn validate_new_project(
     label: &str,
     name: &str,
     board_id: Option<i64>,
@@ -139,18 +139,18 @@ pub fn validate_new_project(
 
 /// The form two labels are compared in: full Unicode case folding approximated by upper-then-lower
 /// (so `ß` and `SS`, `Ё` and `ё` meet).
-pub fn label_fold(label: &str) -> String {
+pub(crate) fn label_fold(label: &str) -> String {
     label.to_uppercase().to_lowercase()
 }
 
 /// Whether two labels are the same label for the hub (case-insensitive, Unicode-aware).
-pub fn labels_collide(a: &str, b: &str) -> bool {
+pub(crate) fn labels_collide(a: &str, b: &str) -> bool {
     label_fold(a) == label_fold(b)
 }
 
 /// The name a project gets when it is made from a legacy `base_jql` (migration v3→v4 and `init`).
 /// The data model names AWPCA «АРМ КА»; other projects are named by their label.
-pub fn legacy_project_name(label: &str) -> String {
+pub(crate) fn legacy_project_name(label: &str) -> String {
     if label == "AWPCA" {
         "АРМ КА".to_string()
     } else {

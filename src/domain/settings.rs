@@ -11,31 +11,31 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
-pub const PROJECT_KEY: &str = "project_key";
-pub const FIELD_IDS: &str = "field_ids";
-pub const ISSUE_TYPES: &str = "issue_types";
-pub const PRIORITY_MAP: &str = "priority_map";
-pub const LINK_TYPES: &str = "link_types";
-pub const TRANSITIONS_MAP: &str = "transitions_map";
-pub const PACING: &str = "pacing";
-pub const TOKENS: &str = "tokens";
-pub const SETTINGS_VERSION: &str = "settings_version";
-pub const BACKUP_KEEP: &str = "backup_keep";
-pub const AUTO_REFRESH_MINUTES: &str = "auto_refresh_minutes";
-pub const RELAY_DIR: &str = "relay_dir";
-pub const CLOSED_STATUSES: &str = "closed_statuses";
-pub const SCHEMA_VERSION: &str = "schema_version";
+pub(crate) const PROJECT_KEY: &str = "project_key";
+pub(crate) const FIELD_IDS: &str = "field_ids";
+pub(crate) const ISSUE_TYPES: &str = "issue_types";
+pub(crate) const PRIORITY_MAP: &str = "priority_map";
+pub(crate) const LINK_TYPES: &str = "link_types";
+pub(crate) const TRANSITIONS_MAP: &str = "transitions_map";
+pub(crate) const PACING: &str = "pacing";
+pub(crate) const TOKENS: &str = "tokens";
+pub(crate) const SETTINGS_VERSION: &str = "settings_version";
+pub(crate) const BACKUP_KEEP: &str = "backup_keep";
+pub(crate) const AUTO_REFRESH_MINUTES: &str = "auto_refresh_minutes";
+pub(crate) const RELAY_DIR: &str = "relay_dir";
+pub(crate) const CLOSED_STATUSES: &str = "closed_statuses";
+pub(crate) const SCHEMA_VERSION: &str = "schema_version";
 /// Legacy keys of schema v1–v3: kept in the table, never written, `board_id` passed to the agent.
-pub const LEGACY_BASE_JQL: &str = "base_jql";
-pub const LEGACY_BOARD_ID: &str = "board_id";
+pub(crate) const LEGACY_BASE_JQL: &str = "base_jql";
+pub(crate) const LEGACY_BOARD_ID: &str = "board_id";
 
 /// The message the data model quotes for a write of `base_jql`.
-pub const BASE_JQL_READ_ONLY: &str = "базовая JQL собирается из проектов";
-pub const BOARD_ID_READ_ONLY: &str =
+pub(crate) const BASE_JQL_READ_ONLY: &str = "базовая JQL собирается из проектов";
+pub(crate) const BOARD_ID_READ_ONLY: &str =
     "доска задаётся у проекта (POST /projects, jira-hub projects add --board)";
 
-pub const DEFAULT_CLOSED_STATUSES: [&str; 2] = ["Готово", "Снято"];
-pub const DEFAULT_BACKUP_KEEP: u32 = 10;
+pub(crate) const DEFAULT_CLOSED_STATUSES: [&str; 2] = ["Готово", "Снято"];
+pub(crate) const DEFAULT_BACKUP_KEEP: u32 = 10;
 
 /// How the hub paces the agent; missing members take the defaults of system.md §3.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,7 +86,7 @@ pub struct IssueTypes {
 
 impl IssueTypes {
     /// The type behind a logical name (`task`, `epic`, `bug`), if configured.
-    pub fn get(&self, logical: &str) -> Option<&IssueType> {
+    pub(crate) fn get(&self, logical: &str) -> Option<&IssueType> {
         match logical {
             "task" => Some(&self.task),
             "epic" => Some(&self.epic),
@@ -165,7 +165,7 @@ fn typed<T: serde::de::DeserializeOwned>(value: &Value) -> Option<T> {
 impl Settings {
     /// Reads the stored key → JSON pairs. Returns the settings and one warning per stored value
     /// that did not validate and was replaced by its default.
-    pub fn from_stored(stored: &BTreeMap<String, Value>) -> (Settings, Vec<String>) {
+    pub(crate) fn from_stored(stored: &BTreeMap<String, Value>) -> (Settings, Vec<String>) {
         let mut settings = Settings::default();
         let mut warnings = Vec::new();
         for (key, value) in stored {
@@ -225,13 +225,13 @@ impl Settings {
     }
 
     /// The automatic refresh period in minutes, `None` when it is off.
-    pub fn auto_refresh_period_minutes(&self) -> Option<u32> {
+    pub(crate) fn auto_refresh_period_minutes(&self) -> Option<u32> {
         self.auto_refresh_minutes.filter(|m| *m > 0)
     }
 
     /// What `GET /settings` and `jira-hub settings get` show: every setting but the tokens, plus
     /// the computed `base_jql`, read-only.
-    pub fn public_view(&self, base_jql: Option<&str>) -> Value {
+    pub(crate) fn public_view(&self, base_jql: Option<&str>) -> Value {
         let mut view = self.shared_view();
         view.insert(
             LEGACY_BASE_JQL.to_string(),
@@ -246,7 +246,7 @@ impl Settings {
     /// What a claim answer carries in `settings`: every setting except `relay_dir`,
     /// `closed_statuses`, `tokens` and `settings_version` (sent beside it), plus the legacy
     /// `board_id` when the database still has it.
-    pub fn agent_view(&self) -> Value {
+    pub(crate) fn agent_view(&self) -> Value {
         let mut view = self.shared_view();
         if let Some(board_id) = &self.legacy_board_id {
             view.insert(LEGACY_BOARD_ID.to_string(), board_id.clone());
@@ -274,7 +274,7 @@ impl Settings {
 
 /// Checks a whole update (`PUT /settings` body) and returns the normalized values to store, in
 /// the order given. The first bad key refuses the whole update.
-pub fn validate_update(
+pub(crate) fn validate_update(
     update: &Map<String, Value>,
 ) -> Result<Vec<(String, Value)>, ValidationError> {
     update
@@ -284,7 +284,7 @@ pub fn validate_update(
 }
 
 /// Checks one key and value; returns the value to store (pacing with its defaults filled in).
-pub fn validate_setting(key: &str, value: &Value) -> Result<Value, ValidationError> {
+pub(crate) fn validate_setting(key: &str, value: &Value) -> Result<Value, ValidationError> {
     match key {
         PROJECT_KEY => validate_project_key(value),
         FIELD_IDS | PRIORITY_MAP | LINK_TYPES | TRANSITIONS_MAP => validate_string_map(key, value),

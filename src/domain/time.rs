@@ -9,7 +9,7 @@ use time::format_description::well_known::Rfc3339;
 use time::macros::format_description;
 
 /// `2026-11-29T19:43:09.123456Z`: the form of every `*_at` column the hub writes.
-pub fn format_utc(at: OffsetDateTime) -> String {
+pub(crate) fn format_utc(at: OffsetDateTime) -> String {
     let format =
         format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]Z");
     at.to_offset(time::UtcOffset::UTC)
@@ -19,7 +19,7 @@ pub fn format_utc(at: OffsetDateTime) -> String {
 
 /// A UTC time the hub stored (a `*_at` column): compared as a time, serialized and shown as its
 /// stored text, so a time an older version wrote without microseconds reads back as it was.
-/// Times the hub writes now are [`format_utc`]'s form.
+/// Times the hub writes now are `format_utc`'s form.
 #[derive(Debug, Clone)]
 pub struct Utc {
     at: OffsetDateTime,
@@ -28,7 +28,7 @@ pub struct Utc {
 
 impl Utc {
     /// A time now being written: its text is [`format_utc`]'s.
-    pub fn new(at: OffsetDateTime) -> Utc {
+    pub(crate) fn new(at: OffsetDateTime) -> Utc {
         Utc {
             text: format_utc(at),
             at: at.to_offset(time::UtcOffset::UTC),
@@ -36,7 +36,7 @@ impl Utc {
     }
 
     /// A stored time (any RFC 3339 form), keeping its text.
-    pub fn parse(text: &str) -> Option<Utc> {
+    pub(crate) fn parse(text: &str) -> Option<Utc> {
         Some(Utc {
             at: parse_utc(text)?.to_offset(time::UtcOffset::UTC),
             text: text.to_string(),
@@ -45,14 +45,14 @@ impl Utc {
 
     /// A stored text that is not a time (edited by hand), read anyway: it keeps its text and
     /// counts as the Unix epoch, the earliest time (a lease of such a claim is over).
-    pub fn not_a_time(text: String) -> Utc {
+    pub(crate) fn not_a_time(text: String) -> Utc {
         Utc {
             at: OffsetDateTime::UNIX_EPOCH,
             text,
         }
     }
 
-    pub fn at(&self) -> OffsetDateTime {
+    pub(crate) fn at(&self) -> OffsetDateTime {
         self.at
     }
 
@@ -95,7 +95,7 @@ impl serde::Serialize for Utc {
 }
 
 /// `20261129-194309`: the stamp in backup file names.
-pub fn backup_stamp(at: OffsetDateTime) -> String {
+pub(crate) fn backup_stamp(at: OffsetDateTime) -> String {
     let format = format_description!("[year][month][day]-[hour][minute][second]");
     at.to_offset(time::UtcOffset::UTC)
         .format(&format)

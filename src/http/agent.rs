@@ -63,7 +63,7 @@ async fn handle(
 #[utoipa::path(post, path = "/agent/claim", tag = "agent", request_body = ClaimRequest,
     security(("agent_token" = [])),
     responses((status = 200, body = ClaimAnswer), (status = 401, body = super::ErrorBody), (status = 422, body = super::ErrorBody)))]
-pub async fn claim(
+pub(crate) async fn claim(
     _: AgentAuth,
     State(state): State<AppState>,
     ApiBytes(body): ApiBytes,
@@ -75,7 +75,7 @@ pub async fn claim(
 #[utoipa::path(post, path = "/agent/report", tag = "agent", request_body = ReportRequest,
     security(("agent_token" = [])),
     responses((status = 200, body = ReportAnswer), (status = 401, body = super::ErrorBody), (status = 422, body = super::ErrorBody)))]
-pub async fn report(
+pub(crate) async fn report(
     _: AgentAuth,
     State(state): State<AppState>,
     ApiBytes(body): ApiBytes,
@@ -87,7 +87,7 @@ pub async fn report(
 #[utoipa::path(post, path = "/agent/heartbeat", tag = "agent", request_body = HeartbeatRequest,
     security(("agent_token" = [])),
     responses((status = 200, body = HeartbeatAnswer), (status = 401, body = super::ErrorBody)))]
-pub async fn heartbeat(
+pub(crate) async fn heartbeat(
     _: AgentAuth,
     State(state): State<AppState>,
     ApiBytes(body): ApiBytes,

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 /// Every setting but the tokens, with the computed `base_jql`.
 #[utoipa::path(get, path = "/settings", tag = "settings", security(("client_token" = [])),
     responses((status = 200, body = Object), (status = 401, body = super::ErrorBody)))]
-pub async fn get_settings(
+pub(crate) async fn get_settings(
     _: ClientAuth,
     State(state): State<AppState>,
 ) -> Result<Json<Value>, ApiError> {
@@ -23,7 +23,7 @@ pub async fn get_settings(
 /// Writes settings, all or nothing; `settings_version` goes up by one.
 #[utoipa::path(put, path = "/settings", tag = "settings", security(("client_token" = [])), request_body = Object,
     responses((status = 200, body = Object), (status = 415, description = "not `application/json` (code `unsupported_media_type`)", body = super::ErrorBody), (status = 422, description = "a key refused; nothing written", body = super::ErrorBody)))]
-pub async fn put_settings(
+pub(crate) async fn put_settings(
     _: ClientAuth,
     State(state): State<AppState>,
     ApiJson(update): ApiJson<Map<String, Value>>,
@@ -38,7 +38,7 @@ pub async fn put_settings(
 
 #[utoipa::path(get, path = "/projects", tag = "projects", security(("client_token" = [])),
     responses((status = 200, body = Vec<ProjectView>)))]
-pub async fn list_projects(
+pub(crate) async fn list_projects(
     _: ClientAuth,
     State(state): State<AppState>,
 ) -> Result<Json<Vec<ProjectView>>, ApiError> {
@@ -46,7 +46,7 @@ pub async fn list_projects(
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-pub struct NewProjectBody {
+pub(crate) struct NewProjectBody {
     /// The Jira label.
     pub label: String,
     pub name: String,
@@ -57,7 +57,7 @@ pub struct NewProjectBody {
 #[utoipa::path(post, path = "/projects", tag = "projects", security(("client_token" = [])), request_body = NewProjectBody,
     responses((status = 201, body = ProjectView), (status = 415, description = "not `application/json` (code `unsupported_media_type`)", body = super::ErrorBody), (status = 409, description = "«проект с такой меткой уже есть»", body = super::ErrorBody),
               (status = 422, body = super::ErrorBody)))]
-pub async fn create_project(
+pub(crate) async fn create_project(
     _: ClientAuth,
     State(state): State<AppState>,
     ApiJson(body): ApiJson<NewProjectBody>,
@@ -73,7 +73,7 @@ pub async fn create_project(
 #[utoipa::path(get, path = "/projects/{label}/issues", tag = "mirror", security(("client_token" = [])),
     params(("label" = String, Path, description = "the project's label")),
     responses((status = 200, body = Vec<SliceRow>), (status = 404, body = super::ErrorBody)))]
-pub async fn project_issues(
+pub(crate) async fn project_issues(
     _: ClientAuth,
     State(state): State<AppState>,
     ApiPath(label): ApiPath<String>,
@@ -89,7 +89,7 @@ pub async fn project_issues(
 #[utoipa::path(get, path = "/issues/{key}", tag = "mirror", security(("client_token" = [])),
     params(("key" = String, Path, description = "the Jira key")),
     responses((status = 200, body = IssueView), (status = 404, body = super::ErrorBody)))]
-pub async fn get_issue(
+pub(crate) async fn get_issue(
     _: ClientAuth,
     State(state): State<AppState>,
     ApiPath(key): ApiPath<String>,
@@ -98,7 +98,7 @@ pub async fn get_issue(
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
-pub struct NoteBody {
+pub(crate) struct NoteBody {
     pub author: String,
     pub body: String,
 }
@@ -107,7 +107,7 @@ pub struct NoteBody {
 #[utoipa::path(post, path = "/issues/{key}/notes", tag = "mirror", security(("client_token" = [])), request_body = NoteBody,
     params(("key" = String, Path, description = "the Jira key")),
     responses((status = 201, body = NoteView), (status = 415, description = "not `application/json` (code `unsupported_media_type`)", body = super::ErrorBody), (status = 404, body = super::ErrorBody), (status = 422, body = super::ErrorBody)))]
-pub async fn add_note(
+pub(crate) async fn add_note(
     _: ClientAuth,
     State(state): State<AppState>,
     ApiPath(key): ApiPath<String>,
@@ -121,14 +121,14 @@ pub async fn add_note(
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
-pub struct BatchFilter {
+pub(crate) struct BatchFilter {
     /// Only the batches of this project.
     pub project: Option<String>,
 }
 
 #[utoipa::path(get, path = "/batches", tag = "batches", security(("client_token" = [])), params(BatchFilter),
     responses((status = 200, body = Vec<BatchView>)))]
-pub async fn list_batches(
+pub(crate) async fn list_batches(
     _: ClientAuth,
     State(state): State<AppState>,
     ApiQuery(filter): ApiQuery<BatchFilter>,
@@ -144,7 +144,7 @@ pub async fn list_batches(
 /// Validates every command, then stores the batch (nothing is stored on a refusal).
 #[utoipa::path(post, path = "/batches", tag = "batches", security(("client_token" = [])), request_body = BatchRequest,
     responses((status = 201, body = BatchView), (status = 415, description = "not `application/json` (code `unsupported_media_type`)", body = super::ErrorBody), (status = 422, description = "names the command and field", body = super::ErrorBody)))]
-pub async fn create_batch(
+pub(crate) async fn create_batch(
     _: ClientAuth,
     State(state): State<AppState>,
     ApiJson(request): ApiJson<BatchRequest>,
@@ -159,7 +159,7 @@ pub async fn create_batch(
 #[utoipa::path(get, path = "/batches/{id}", tag = "batches", security(("client_token" = [])),
     params(("id" = i64, Path, description = "the batch id")),
     responses((status = 200, body = BatchView), (status = 404, body = super::ErrorBody)))]
-pub async fn get_batch(
+pub(crate) async fn get_batch(
     _: ClientAuth,
     State(state): State<AppState>,
     ApiPath(id): ApiPath<i64>,
@@ -170,7 +170,7 @@ pub async fn get_batch(
 #[utoipa::path(post, path = "/batches/{id}/cancel", tag = "batches", security(("client_token" = [])),
     params(("id" = i64, Path, description = "the batch id")),
     responses((status = 200, body = BatchView), (status = 404, body = super::ErrorBody), (status = 409, description = "already finished", body = super::ErrorBody)))]
-pub async fn cancel_batch(
+pub(crate) async fn cancel_batch(
     _: ClientAuth,
     State(state): State<AppState>,
     ApiPath(id): ApiPath<i64>,
@@ -179,7 +179,7 @@ pub async fn cancel_batch(
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
-pub struct RefreshBody {
+pub(crate) struct RefreshBody {
     /// Refresh one project's label instead of the base JQL.
     #[serde(default)]
     pub project: Option<String>,
@@ -191,7 +191,7 @@ pub struct RefreshBody {
 /// Enqueues a one-command refresh batch.
 #[utoipa::path(post, path = "/refresh", tag = "batches", security(("client_token" = [])), request_body = RefreshBody,
     responses((status = 201, body = BatchView), (status = 404, body = super::ErrorBody), (status = 422, body = super::ErrorBody)))]
-pub async fn refresh(
+pub(crate) async fn refresh(
     _: ClientAuth,
     State(state): State<AppState>,
     super::ApiBytes(body): super::ApiBytes,
@@ -217,7 +217,7 @@ pub async fn refresh(
 /// Newest first, each with `full`.
 #[utoipa::path(get, path = "/sync-runs", tag = "mirror", security(("client_token" = [])),
     responses((status = 200, body = Vec<SyncRunView>)))]
-pub async fn sync_runs(
+pub(crate) async fn sync_runs(
     _: ClientAuth,
     State(state): State<AppState>,
 ) -> Result<Json<Vec<SyncRunView>>, ApiError> {
@@ -226,7 +226,7 @@ pub async fn sync_runs(
 
 #[utoipa::path(get, path = "/agents", tag = "agent", security(("client_token" = [])),
     responses((status = 200, body = Vec<AgentView>)))]
-pub async fn agents(
+pub(crate) async fn agents(
     _: ClientAuth,
     State(state): State<AppState>,
 ) -> Result<Json<Vec<AgentView>>, ApiError> {

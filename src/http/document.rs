@@ -11,7 +11,7 @@
 use serde_json::{Map, Value, json};
 
 /// The document as `GET /openapi.json` serves it.
-pub fn finish(document: utoipa::openapi::OpenApi) -> Value {
+pub(crate) fn finish(document: utoipa::openapi::OpenApi) -> Value {
     let mut document = serde_json::to_value(document).unwrap_or_else(|error| {
         tracing::error!(%error, "the OpenAPI document cannot be serialized");
         json!({})

@@ -73,12 +73,12 @@ impl HubPool {
     }
 
     /// The process's counters (shared by every connection).
-    pub fn metrics(&self) -> Arc<crate::service::Metrics> {
+    pub(crate) fn metrics(&self) -> Arc<crate::service::Metrics> {
         self.metrics.clone()
     }
 
     /// Runs `work` with a connection, on a blocking thread.
-    pub async fn run<T: Send + 'static>(
+    pub(crate) async fn run<T: Send + 'static>(
         self: &Arc<Self>,
         work: impl FnOnce(&mut Hub) -> Result<T, ServiceError> + Send + 'static,
     ) -> Result<T, ApiError> {
@@ -123,7 +123,7 @@ pub struct AppState {
 
 /// The error body: `{"error": {"code", "field", "message"}}`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct ErrorBody {
+pub(crate) struct ErrorBody {
     pub error: ErrorDetail,
 }
 
@@ -156,7 +156,7 @@ pub enum ErrorCode {
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct ErrorDetail {
+pub(crate) struct ErrorDetail {
     pub code: ErrorCode,
     /// The field at fault, when there is one.
     pub field: Option<String>,
@@ -174,7 +174,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    pub fn new(
+    pub(crate) fn new(
         status: StatusCode,
         code: ErrorCode,
         field: Option<&str>,
@@ -282,13 +282,13 @@ fn json_rejection(error: crate::domain::json::JsonError) -> ApiError {
 
 /// Decodes a JSON body already read; a refusal names the field, in Russian (400 for what is not
 /// JSON, 422 for JSON of the wrong shape).
-pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+pub(crate) fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     crate::domain::json::from_slice(bytes).map_err(json_rejection)
 }
 
 /// A raw body (the agent endpoints, `/refresh`) whose rejections come back in the error shape:
 /// axum's own 413 of [`axum::extract::DefaultBodyLimit`] is plain text.
-pub struct ApiBytes(pub Bytes);
+pub(crate) struct ApiBytes(pub Bytes);
 
 impl<S: Send + Sync> FromRequest<S> for ApiBytes {
     type Rejection = ApiError;
@@ -303,7 +303,7 @@ impl<S: Send + Sync> FromRequest<S> for ApiBytes {
 
 /// A JSON body whose rejections come back in the error shape: 400 malformed JSON, 415 not
 /// `application/json`, 413 too large, 422 JSON of the wrong shape.
-pub struct ApiJson<T>(pub T);
+pub(crate) struct ApiJson<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
@@ -330,7 +330,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
 }
 
 /// A path parameter whose rejection comes back in the error shape, the parameter named.
-pub struct ApiPath<T>(pub T);
+pub(crate) struct ApiPath<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath<T> {
     type Rejection = ApiError;
@@ -391,7 +391,7 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath
 }
 
 /// A query string whose rejection comes back in the error shape, the parameter named.
-pub struct ApiQuery<T>(pub T);
+pub(crate) struct ApiQuery<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
     type Rejection = ApiError;
@@ -477,7 +477,7 @@ async fn authorize(parts: &Parts, state: &AppState, role: Role) -> Result<(), Ap
 }
 
 /// A request carrying the client token.
-pub struct ClientAuth;
+pub(crate) struct ClientAuth;
 
 impl FromRequestParts<AppState> for ClientAuth {
     type Rejection = ApiError;
@@ -493,7 +493,7 @@ impl FromRequestParts<AppState> for ClientAuth {
 }
 
 /// A request carrying the agent token.
-pub struct AgentAuth;
+pub(crate) struct AgentAuth;
 
 impl FromRequestParts<AppState> for AgentAuth {
     type Rejection = ApiError;
@@ -555,15 +555,10 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .split_for_parts()
 }
 
-/// The OpenAPI document, as `GET /openapi.json` serves it.
-pub fn openapi() -> serde_json::Value {
-    document::finish(api().1)
-}
-
 /// Serves the router on `listener` until `shutdown` completes, then finishes the requests in
 /// hand (the daemon owns the listener and the shutdown future). Connections are capped and timed
 /// out as [`HttpOptions`] says (see `server.rs`).
-pub async fn serve(
+pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 /// Alive: the process answers. No database.
 #[utoipa::path(get, path = "/health", tag = "operations",
     responses((status = 200, description = "`{\"status\": \"ok\", \"schema_version\": 4}`", body = Object)))]
-pub async fn health() -> Json<Value> {
+pub(crate) async fn health() -> Json<Value> {
     Json(json!({"status": "ok", "schema_version": crate::service::SCHEMA_VERSION}))
 }
 
@@ -27,7 +27,7 @@ pub async fn health() -> Json<Value> {
 /// missing share, or a folder of it that is a link, does not make the hub unready: HTTP works.
 #[utoipa::path(get, path = "/ready", tag = "operations",
     responses((status = 200, description = "ready", body = Object), (status = 503, description = "the database does not answer, or the relay loop is stuck", body = super::ErrorBody)))]
-pub async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+pub(crate) async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     let (relay_dir, stalled, problem) = state
         .pool
         .run(|hub| {
@@ -80,13 +80,13 @@ struct Figures {
 /// service's counters (shared by the relay, the timers and HTTP) and the figures the handler last
 /// read from the database.
 #[derive(Debug)]
-pub struct Exporter {
+pub(crate) struct Exporter {
     registry: Registry,
     figures: Arc<Mutex<Figures>>,
 }
 
 impl Exporter {
-    pub fn new(metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn new(metrics: Arc<Metrics>) -> Self {
         let figures = Arc::new(Mutex::new(Figures::default()));
         let mut registry = Registry::default();
         registry.register_collector(Box::new(HubCollector {
@@ -193,7 +193,7 @@ struct StatusLabel {
 #[utoipa::path(get, path = "/metrics", tag = "operations",
     responses((status = 200, description = "Prometheus text format", content_type = "application/openmetrics-text"),
         (status = 503, description = "the database stayed locked (code `busy`)", body = super::ErrorBody)))]
-pub async fn metrics(
+pub(crate) async fn metrics(
     State(state): State<AppState>,
     Extension(exporter): Extension<Arc<Exporter>>,
 ) -> Result<impl IntoResponse, ApiError> {

@@ -132,7 +132,7 @@ impl Throttled {
 }
 
 /// Serves `router` on `listener` until `shutdown` completes, then drains.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     router: Router,
     options: HttpOptions,

@@ -21,7 +21,7 @@ pub struct FieldIds {
 }
 
 impl FieldIds {
-    pub fn from_setting(field_ids: &BTreeMap<String, String>) -> Self {
+    pub(crate) fn from_setting(field_ids: &BTreeMap<String, String>) -> Self {
         FieldIds {
             epic_link: field_ids.get("epic_link").cloned(),
             sprint: field_ids.get("sprint").cloned(),
@@ -91,7 +91,7 @@ fn date(value: Option<&Value>) -> Option<String> {
 }
 
 /// Jira's time (`2026-03-05T10:15:30.000+0300`, or with a colon in the offset) in ISO-8601 UTC.
-pub fn jira_time_to_utc(text: &str) -> Option<String> {
+pub(crate) fn jira_time_to_utc(text: &str) -> Option<String> {
     let formats = [
         format_description!(
             "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond][offset_hour sign:mandatory][offset_minute]"
@@ -337,7 +337,7 @@ pub fn map_issue(
 
 /// Maps one raw issue given as its JSON text (a refresh page): `fields` is kept exactly as the
 /// agent sent it, without being serialized again.
-pub fn map_issue_text(
+pub(crate) fn map_issue_text(
     raw: &str,
     ids: &FieldIds,
     epic_type_names: &[&str],
@@ -378,11 +378,11 @@ pub fn map_issue_text(
 /// The deepest nesting of a `fields` object the hub stores: `serde_json` refuses to read back
 /// (its recursion limit) a text nested deeper than this, and the mirror must give back as a JSON
 /// object whatever it stored. The object itself is level 1.
-pub const MAX_FIELDS_DEPTH: usize = 127;
+pub(crate) const MAX_FIELDS_DEPTH: usize = 127;
 
 /// How deeply the arrays and objects of a JSON text nest (0 for a scalar), found by one pass over
 /// its bytes without building anything: the text is valid JSON already.
-pub fn json_depth(text: &str) -> usize {
+pub(crate) fn json_depth(text: &str) -> usize {
     let (mut depth, mut deepest) = (0usize, 0usize);
     let (mut in_string, mut escaped) = (false, false);
     for byte in text.bytes() {

@@ -33,12 +33,12 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         self.into()
     }
 
     /// The kind of this exact (lowercase) name.
-    pub fn parse(text: &str) -> Option<Kind> {
+    pub(crate) fn parse(text: &str) -> Option<Kind> {
         text.parse().ok()
     }
 }
@@ -166,7 +166,7 @@ pub enum AgentRequest {
 }
 
 impl AgentRequest {
-    pub fn kind(&self) -> Kind {
+    pub(crate) fn kind(&self) -> Kind {
         match self {
             AgentRequest::Claim(_) => Kind::Claim,
             AgentRequest::Report(_) => Kind::Report,
@@ -174,7 +174,7 @@ impl AgentRequest {
         }
     }
 
-    pub fn envelope(&self) -> &Envelope {
+    pub(crate) fn envelope(&self) -> &Envelope {
         match self {
             AgentRequest::Claim(r) => &r.envelope,
             AgentRequest::Report(r) => &r.envelope,
@@ -268,7 +268,7 @@ pub enum DecodeError {
 
 impl DecodeError {
     /// The field at fault, for error answers.
-    pub fn field(&self) -> &str {
+    pub(crate) fn field(&self) -> &str {
         match self {
             DecodeError::Incomplete(_) | DecodeError::NotJson(_) => "",
             DecodeError::BadToken => "token",
@@ -278,7 +278,7 @@ impl DecodeError {
     }
 
     /// What is wrong, without the field (which [`DecodeError::field`] names).
-    pub fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         match self {
             DecodeError::Incomplete(message) | DecodeError::NotJson(message) => message.clone(),
             DecodeError::BadToken => "неверный или отсутствующий токен агента".to_string(),
@@ -298,7 +298,7 @@ impl DecodeError {
 }
 
 /// Whether `id` is a valid request id: `[A-Za-z0-9_-]{1,64}`.
-pub fn is_valid_id(id: &str) -> bool {
+pub(crate) fn is_valid_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= 64
         && id
@@ -307,13 +307,13 @@ pub fn is_valid_id(id: &str) -> bool {
 }
 
 /// Decodes a request from its JSON text (an HTTP body: the token is in a header).
-pub fn decode_request(bytes: &[u8]) -> Result<AgentRequest, DecodeError> {
+pub(crate) fn decode_request(bytes: &[u8]) -> Result<AgentRequest, DecodeError> {
     decode_bytes(bytes, TokenCheck::Skip)
 }
 
 /// How the body's `token` is checked while decoding.
 #[derive(Clone, Copy)]
-pub enum TokenCheck<'a> {
+pub(crate) enum TokenCheck<'a> {
     /// A relay file: the token must equal this agent token (`None`: the hub has none yet, so
     /// nothing is authentic). It is checked before anything but the top-level members is read.
     Expect(Option<&'a str>),
@@ -360,7 +360,10 @@ const MAX_RESULT_BYTES: usize = 1024 * 1024;
 /// parsed, and a report's pages keep their issues as raw JSON text. A UTF-8 byte-order mark
 /// (Windows PowerShell writes one) is ignored. [`DecodeError::Incomplete`] is the one error that
 /// growing the text could cure.
-pub fn decode_bytes(bytes: &[u8], token: TokenCheck<'_>) -> Result<AgentRequest, DecodeError> {
+pub(crate) fn decode_bytes(
+    bytes: &[u8],
+    token: TokenCheck<'_>,
+) -> Result<AgentRequest, DecodeError> {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let top: std::collections::BTreeMap<String, &RawValue> = serde_json::from_slice(bytes)
         .map_err(|e| {

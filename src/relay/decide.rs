@@ -18,7 +18,7 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    pub fn new(code: &'static str, field: Option<&str>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: &'static str, field: Option<&str>, message: impl Into<String>) -> Self {
         Refusal {
             code,
             field: field.map(String::from),
@@ -29,7 +29,7 @@ impl Refusal {
 
 /// What a name says.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NameVerdict<'a> {
+pub(crate) enum NameVerdict<'a> {
     /// Clearly not a relay request (a dot file, `.nfs…`, another extension): left alone.
     NotOurs,
     /// `<kind>-<id>.json` of a known kind.
@@ -43,7 +43,7 @@ const KINDS: [Kind; 3] = [Kind::Claim, Kind::Report, Kind::Heartbeat];
 /// Classifies a name of `inbox/`. A name that ends in `.json` (any case) and starts with a known
 /// kind (any case) is ours: valid, or refused with its reason, never left in `inbox/` forever.
 /// `<lowercase letters>-<id>.json` is a request of an unknown kind, refused too.
-pub fn classify_name(name: &str) -> NameVerdict<'_> {
+pub(crate) fn classify_name(name: &str) -> NameVerdict<'_> {
     if name.starts_with('.') || name.len() < ".json".len() {
         return NameVerdict::NotOurs;
     }
@@ -92,7 +92,7 @@ pub fn classify_name(name: &str) -> NameVerdict<'_> {
 
 /// What `fstat` of the opened file (or `lstat` of the name) says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileFacts {
+pub(crate) struct FileFacts {
     /// A regular file (not a link, folder, FIFO, socket or device).
     pub regular: bool,
     pub len: u64,
@@ -102,7 +102,7 @@ pub struct FileFacts {
 /// What the relay remembers of a name between passes, by its own monotonic clock (never by
 /// mtime: copies keep old mtimes and clocks differ across the air gap).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Sighting {
+pub(crate) struct Sighting {
     pub first_seen: Instant,
     /// When its size or modification time last changed: the grace period counts from here.
     pub last_change: Instant,
@@ -113,7 +113,7 @@ pub struct Sighting {
 }
 
 /// The sighting after looking at a file now.
-pub fn observe(previous: Option<Sighting>, facts: &FileFacts, now: Instant) -> Sighting {
+pub(crate) fn observe(previous: Option<Sighting>, facts: &FileFacts, now: Instant) -> Sighting {
     match previous {
         Some(seen) if seen.len == facts.len && seen.modified == facts.modified => seen,
         Some(seen) => Sighting {
@@ -135,7 +135,7 @@ pub fn observe(previous: Option<Sighting>, facts: &FileFacts, now: Instant) -> S
 
 /// The relay's limits (options of `serve`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Larger files are refused unread.
     pub max_file_bytes: u64,
     /// How long an incomplete file may stay unchanged before it is refused.
@@ -147,7 +147,7 @@ pub struct Limits {
 
 /// Everything the decision depends on.
 #[derive(Clone, Copy)]
-pub struct Observation<'a> {
+pub(crate) struct Observation<'a> {
     pub name: &'a str,
     /// `None`: the file is gone.
     pub facts: Option<FileFacts>,
@@ -162,7 +162,7 @@ pub struct Observation<'a> {
 
 /// What to do with a file.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Not a relay request, or gone: nothing to do.
     Skip,
     /// Read its bytes and decide again.
@@ -175,7 +175,7 @@ pub enum Decision {
 }
 
 /// Decides what happens to one file.
-pub fn decide(observation: &Observation<'_>, limits: &Limits) -> Decision {
+pub(crate) fn decide(observation: &Observation<'_>, limits: &Limits) -> Decision {
     let (kind, id) = match classify_name(observation.name) {
         NameVerdict::NotOurs => return Decision::Skip,
         NameVerdict::Refuse(refusal) => return Decision::Refuse(refusal),

@@ -14,10 +14,10 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// The mode of files the hub writes into the relay folder: read and write for the owner and the
 /// share's group, nothing for others.
-pub const RELAY_FILE_MODE: u32 = 0o660;
+pub(crate) const RELAY_FILE_MODE: u32 = 0o660;
 
 /// Writes `bytes` as `dir/name` unless that file exists. Returns whether it wrote.
-pub fn write_new(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<bool> {
+pub(crate) fn write_new(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<bool> {
     let target = dir.join(name);
     if target.exists() {
         return Ok(false);
@@ -46,7 +46,7 @@ pub fn write_new(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<bool> 
 }
 
 /// A name in `dir` that no file has: `name`, else `name.1`, `name.2`, …
-pub fn free_name(dir: &Path, name: &str) -> PathBuf {
+pub(crate) fn free_name(dir: &Path, name: &str) -> PathBuf {
     let first = dir.join(name);
     if !first.exists() && first.symlink_metadata().is_err() {
         return first;
@@ -58,7 +58,7 @@ pub fn free_name(dir: &Path, name: &str) -> PathBuf {
 }
 
 /// Moves `from` into `dir` under `name` (or a free variant of it); returns where it went.
-pub fn move_into(from: &Path, dir: &Path, name: &str) -> std::io::Result<PathBuf> {
+pub(crate) fn move_into(from: &Path, dir: &Path, name: &str) -> std::io::Result<PathBuf> {
     let target = free_name(dir, name);
     std::fs::rename(from, &target)?;
     sync_dir(dir)?;
@@ -71,7 +71,9 @@ pub fn move_into(from: &Path, dir: &Path, name: &str) -> std::io::Result<PathBuf
 /// Opens a request file for reading without following a link and without blocking (a FIFO
 /// swapped in for the file must not hang the relay), and returns it with what `fstat` of the
 /// opened file says: the type checked is the type of what was opened.
-pub fn open_request(path: &Path) -> std::io::Result<(std::fs::File, super::decide::FileFacts)> {
+pub(crate) fn open_request(
+    path: &Path,
+) -> std::io::Result<(std::fs::File, super::decide::FileFacts)> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::File::options()
         .read(true)
@@ -90,7 +92,7 @@ pub fn open_request(path: &Path) -> std::io::Result<(std::fs::File, super::decid
 
 /// Reads at most `limit` bytes of `file`, calling `beat` between chunks (a slow share must not
 /// look like a stuck relay).
-pub fn read_limited(
+pub(crate) fn read_limited(
     file: &mut std::fs::File,
     limit: u64,
     beat: &dyn Fn(),
@@ -120,7 +122,7 @@ pub fn read_limited(
 }
 
 /// What `lstat` says of a name (a link is not regular, whatever it points to).
-pub fn lstat_facts(path: &Path) -> Option<super::decide::FileFacts> {
+pub(crate) fn lstat_facts(path: &Path) -> Option<super::decide::FileFacts> {
     let meta = path.symlink_metadata().ok()?;
     Some(super::decide::FileFacts {
         regular: meta.file_type().is_file(),
@@ -131,7 +133,7 @@ pub fn lstat_facts(path: &Path) -> Option<super::decide::FileFacts> {
 
 /// Removes whatever `path` names (a file, a link, a FIFO, a whole folder), without following
 /// links.
-pub fn remove_any(path: &Path) -> std::io::Result<()> {
+pub(crate) fn remove_any(path: &Path) -> std::io::Result<()> {
     match path.symlink_metadata() {
         Ok(meta) if meta.file_type().is_dir() => std::fs::remove_dir_all(path),
         Ok(_) => std::fs::remove_file(path),
@@ -140,7 +142,7 @@ pub fn remove_any(path: &Path) -> std::io::Result<()> {
     }
 }
 
-pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 

@@ -13,7 +13,7 @@ use std::time::SystemTime;
 
 /// What one file is and holds.
 #[derive(Debug, Clone)]
-pub struct FileReport {
+pub(crate) struct FileReport {
     pub path: PathBuf,
     pub kind: String,
     pub id: String,
@@ -29,7 +29,7 @@ pub struct FileReport {
 
 /// The files under `path`: the file itself, or the relay files of a folder (a relay folder's
 /// four folders, `archive/` days included), in name order.
-pub fn collect(path: &Path) -> std::io::Result<Vec<PathBuf>> {
+pub(crate) fn collect(path: &Path) -> std::io::Result<Vec<PathBuf>> {
     let meta = path.symlink_metadata()?;
     if !meta.is_dir() {
         return Ok(vec![path.to_path_buf()]);
@@ -72,7 +72,7 @@ fn age_of(path: &Path) -> String {
 }
 
 /// Reads one file.
-pub fn inspect_file(path: &Path) -> FileReport {
+pub(crate) fn inspect_file(path: &Path) -> FileReport {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -300,7 +300,7 @@ fn inspect_answer(path: &Path, kind: &str, id: &str, report: &mut FileReport) {
 
 /// The table `relay inspect` prints: one row a file, columns padded to line up (the last
 /// column, what the file carries, runs to the end of the line).
-pub fn format_table(reports: &[(FileReport, Option<String>)], base: &Path) -> String {
+pub(crate) fn format_table(reports: &[(FileReport, Option<String>)], base: &Path) -> String {
     let mut rows: Vec<[String; 8]> = vec![
         [
             "FILE", "KIND", "ID", "AGENT", "AGE", "VALID", "APPLIED", "CARRIES",
@@ -351,7 +351,7 @@ pub fn format_table(reports: &[(FileReport, Option<String>)], base: &Path) -> St
 
 /// Text from the share made safe for a terminal: control characters (escape sequences, carriage
 /// returns, NUL) and the invisible direction marks that reorder text are shown as `\u{…}`.
-pub fn escape_for_terminal(text: &str) -> String {
+pub(crate) fn escape_for_terminal(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         let invisible = matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}');

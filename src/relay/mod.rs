@@ -12,20 +12,19 @@
 //! the protocol lives in `service`, shared with the HTTP API. `relay_dir` itself is never
 //! created (an unmounted share must not turn into a local folder nobody reads).
 
-pub mod decide;
+pub(crate) mod decide;
 mod fsio;
-pub mod inspect;
+pub(crate) mod inspect;
 mod watch;
 mod worker;
 
-pub use decide::Refusal;
 pub use worker::{Outcome, PassCounts, Relay, RelayError, error_answer_name};
 
 use std::path::Path;
 use std::time::Duration;
 
 /// The four folders the relay keeps inside `relay_dir`.
-pub const FOLDERS: [&str; 4] = ["inbox", "outbox", "archive", "rejected"];
+pub(crate) const FOLDERS: [&str; 4] = ["inbox", "outbox", "archive", "rejected"];
 
 /// The relay's timings and limits: options of `serve`, not settings.
 #[derive(Debug, Clone)]
@@ -66,7 +65,7 @@ impl Default for RelayOptions {
 }
 
 /// A one-line, human description of the relay folder for `jira-hub status`.
-pub fn describe_relay_dir(relay_dir: Option<&str>) -> String {
+pub(crate) fn describe_relay_dir(relay_dir: Option<&str>) -> String {
     let Some(dir) = relay_dir else {
         return "not set (relay_dir is null): the agent can only use the HTTP API".to_string();
     };

@@ -8,7 +8,10 @@ use std::sync::mpsc::SyncSender;
 
 /// Watches `inbox`; every event wakes the loop through `wake` (coalesced: one pending wake is
 /// enough). `None` when the folder cannot be watched; the timer's listing goes on regardless.
-pub fn watch_inbox(inbox: &Path, wake: SyncSender<()>) -> Option<notify::RecommendedWatcher> {
+pub(crate) fn watch_inbox(
+    inbox: &Path,
+    wake: SyncSender<()>,
+) -> Option<notify::RecommendedWatcher> {
     let handler = move |event: notify::Result<notify::Event>| {
         if let Err(error) = &event {
             tracing::debug!(%error, "relay watcher error; the folder will be listed again");

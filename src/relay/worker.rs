@@ -92,13 +92,13 @@ impl Relay {
     }
 
     /// A handle that wakes the loop (the daemon wakes it when the stop is triggered).
-    pub fn waker(&self) -> SyncSender<()> {
+    pub(crate) fn waker(&self) -> SyncSender<()> {
         self.wake_tx.clone()
     }
 
     /// Runs until shutdown: a pass over the folder, then a wait for a notification or the
     /// poll interval. The file in hand is always finished before stopping.
-    pub fn run(mut self) {
+    pub(crate) fn run(mut self) {
         while !self.shutdown.is_triggered() {
             self.hub.metrics().relay_beat();
             match self.pass() {

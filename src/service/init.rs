@@ -22,7 +22,7 @@ pub struct InitReport {
 }
 
 /// Why `init` refuses a database that already has settings.
-pub const ALREADY_INITIALIZED: &str =
+pub(crate) const ALREADY_INITIALIZED: &str =
     "в базе уже есть настройки; чтобы импортировать конфиг поверх них, добавьте --force";
 
 impl Hub {

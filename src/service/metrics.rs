@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A relay loop silent for longer than this is stuck (a pass beats before every file and every
 /// megabyte read): `/ready` says so and the daemon stops feeding systemd's watchdog.
-pub const RELAY_STALL_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+pub(crate) const RELAY_STALL_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
 
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -35,16 +35,16 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn add(counter: &AtomicU64, n: u64) {
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
-    pub fn get(counter: &AtomicU64) -> u64 {
+    pub(crate) fn get(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
     }
 
     /// The relay loop is alive now.
-    pub fn relay_beat(&self) {
+    pub(crate) fn relay_beat(&self) {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
@@ -52,7 +52,7 @@ impl Metrics {
     }
 
     /// How long ago the relay loop was last alive; `None` before it started.
-    pub fn relay_silent_for(&self) -> Option<std::time::Duration> {
+    pub(crate) fn relay_silent_for(&self) -> Option<std::time::Duration> {
         let beat = self.relay_beat_ms.load(Ordering::Relaxed);
         if beat == 0 {
             return None;
@@ -65,13 +65,13 @@ impl Metrics {
 
     /// How long the relay loop has been silent, when that is longer than
     /// [`RELAY_STALL_LIMIT`]: it is stuck.
-    pub fn relay_stalled_for(&self) -> Option<std::time::Duration> {
+    pub(crate) fn relay_stalled_for(&self) -> Option<std::time::Duration> {
         self.relay_silent_for()
             .filter(|silent| *silent > RELAY_STALL_LIMIT)
     }
 
     /// Records why the relay cannot use its folder (or that it can again).
-    pub fn set_relay_problem(&self, problem: Option<String>) {
+    pub(crate) fn set_relay_problem(&self, problem: Option<String>) {
         if let Ok(mut slot) = self.relay_problem.lock() {
             *slot = problem;
         }

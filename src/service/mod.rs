@@ -10,11 +10,9 @@ mod mirror;
 mod tokens;
 mod views;
 
-pub use agent::ExpiredClaims;
 pub use batches::{BatchRequest, CommandRequestBody};
-pub use init::InitReport;
-pub use metrics::{Metrics, RELAY_STALL_LIMIT};
-pub use tokens::TokenRole;
+pub(crate) use metrics::{Metrics, RELAY_STALL_LIMIT};
+pub(crate) use tokens::TokenRole;
 pub use views::{
     AgentView, BatchView, CommandView, CommentView, CountsView, IssueLinkView, IssueView, NoteView,
     ProjectView, QueueCount, RunView, SliceRow, SyncRunView,
@@ -68,7 +66,7 @@ impl From<StoreError> for ServiceError {
     }
 }
 
-pub type Result<T, E = ServiceError> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = ServiceError> = std::result::Result<T, E>;
 
 /// The hub: its store and its clock.
 pub struct Hub {
@@ -106,14 +104,17 @@ impl Hub {
 
     /// Opens an existing database (migrating it if needed); a missing one is an error, not a new
     /// database: a typo in `--db` must not go unnoticed.
-    pub fn open_existing(db_path: &Path, clock: Arc<dyn Clock>) -> Result<(Hub, OpenReport)> {
+    pub(crate) fn open_existing(
+        db_path: &Path,
+        clock: Arc<dyn Clock>,
+    ) -> Result<(Hub, OpenReport)> {
         let (store, report) = Store::open_existing(db_path, clock.now())?;
         Ok((Hub::with_store(store, clock), report))
     }
 
     /// Opens an existing database for reading only (a read-only data directory, a backup file):
     /// nothing is created, migrated or written.
-    pub fn open_read_only(db_path: &Path, clock: Arc<dyn Clock>) -> Result<Hub> {
+    pub(crate) fn open_read_only(db_path: &Path, clock: Arc<dyn Clock>) -> Result<Hub> {
         Ok(Hub::with_store(Store::open_read_only(db_path)?, clock))
     }
 
@@ -144,17 +145,17 @@ impl Hub {
     }
 
     /// The process's counters, to keep (an exporter registered once reads them at every scrape).
-    pub fn shared_metrics(&self) -> Arc<Metrics> {
+    pub(crate) fn shared_metrics(&self) -> Arc<Metrics> {
         self.metrics.clone()
     }
 
     /// The hub's clock (the relay names archive days by it).
-    pub fn now_utc(&self) -> time::OffsetDateTime {
+    pub(crate) fn now_utc(&self) -> time::OffsetDateTime {
         self.clock.now()
     }
 
     /// When a request (`kind`, `id`) was applied, if it was.
-    pub fn request_handled_at(&mut self, kind: &str, id: &str) -> Result<Option<String>> {
+    pub(crate) fn request_handled_at(&mut self, kind: &str, id: &str) -> Result<Option<String>> {
         Ok(self.store.read(|tx| tx.request_received_at(kind, id))?)
     }
 
@@ -250,7 +251,7 @@ impl Hub {
     }
 
     /// An online backup into `backups/` now.
-    pub fn backup_now(&self) -> Result<PathBuf> {
+    pub(crate) fn backup_now(&self) -> Result<PathBuf> {
         Ok(self
             .store
             .backup_now(BackupKind::Manual, self.clock.now())?)

@@ -6,7 +6,7 @@ use crate::domain::settings::Tokens;
 
 /// Which of the two tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TokenRole {
+pub(crate) enum TokenRole {
     Agent,
     Client,
 }
@@ -32,7 +32,7 @@ impl Hub {
     }
 
     /// Replaces one token; the old one stops working at once.
-    pub fn rotate_token(&mut self, role: TokenRole) -> Result<Tokens> {
+    pub(crate) fn rotate_token(&mut self, role: TokenRole) -> Result<Tokens> {
         let fresh = generate_token()?;
         let rotated = self.store.rotate_token(role == TokenRole::Agent, fresh)?;
         let tokens = rotated.ok_or_else(|| {
@@ -62,7 +62,7 @@ use crate::domain::constant_time_eq;
 
 impl Hub {
     /// Whether `token` is the agent token (false when there is none yet).
-    pub fn agent_token_matches(&self, token: Option<&str>) -> Result<bool> {
+    pub(crate) fn agent_token_matches(&self, token: Option<&str>) -> Result<bool> {
         let tokens = self.settings()?.tokens;
         Ok(
             matches!((tokens, token), (Some(t), Some(given)) if constant_time_eq(t.agent.as_bytes(), given.as_bytes())),
@@ -70,7 +70,7 @@ impl Hub {
     }
 
     /// Whether `token` is the client token (false when there is none yet).
-    pub fn client_token_matches(&self, token: Option<&str>) -> Result<bool> {
+    pub(crate) fn client_token_matches(&self, token: Option<&str>) -> Result<bool> {
         let tokens = self.settings()?.tokens;
         Ok(
             matches!((tokens, token), (Some(t), Some(given)) if constant_time_eq(t.client.as_bytes(), given.as_bytes())),

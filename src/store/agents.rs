@@ -7,7 +7,7 @@ use rusqlite::{OptionalExtension, params};
 
 /// What one message tells about its agent.
 #[derive(Debug, Default)]
-pub struct AgentSeen<'a> {
+pub(crate) struct AgentSeen<'a> {
     pub agent: &'a str,
     pub at: &'a str,
     pub version: Option<&'a str>,
@@ -18,7 +18,7 @@ pub struct AgentSeen<'a> {
 }
 
 impl Tx<'_> {
-    pub fn touch_agent(&self, seen: &AgentSeen<'_>) -> Result<()> {
+    pub(crate) fn touch_agent(&self, seen: &AgentSeen<'_>) -> Result<()> {
         let (jira_ok, last_error, has_jira) = match seen.jira {
             Some((ok, error)) => (Some(ok), error, true),
             None => (None, None, false),
@@ -49,7 +49,7 @@ impl Tx<'_> {
     }
 
     /// The answer given to request (`kind`, `id`) when it was applied.
-    pub fn handled_request(&self, kind: &str, id: &str) -> Result<Option<String>> {
+    pub(crate) fn handled_request(&self, kind: &str, id: &str) -> Result<Option<String>> {
         Ok(self
             .0
             .prepare_cached("SELECT answer FROM agent_request WHERE kind = ?1 AND id = ?2")?
@@ -57,7 +57,7 @@ impl Tx<'_> {
             .optional()?)
     }
 
-    pub fn request_received_at(&self, kind: &str, id: &str) -> Result<Option<String>> {
+    pub(crate) fn request_received_at(&self, kind: &str, id: &str) -> Result<Option<String>> {
         Ok(self
             .0
             .prepare_cached("SELECT received_at FROM agent_request WHERE kind = ?1 AND id = ?2")?
@@ -65,7 +65,7 @@ impl Tx<'_> {
             .optional()?)
     }
 
-    pub fn record_request(
+    pub(crate) fn record_request(
         &self,
         kind: &str,
         id: &str,
@@ -81,7 +81,7 @@ impl Tx<'_> {
         Ok(())
     }
 
-    pub fn agents(&self) -> Result<Vec<super::AgentRow>> {
+    pub(crate) fn agents(&self) -> Result<Vec<super::AgentRow>> {
         let mut statement = self.0.prepare(
             "SELECT agent, version, last_seen_at, jira_ok, last_error FROM agent_status ORDER BY last_seen_at DESC",
         )?;

@@ -19,7 +19,7 @@ const BACKUP_MMAP_BYTES: i64 = 1 << 40;
 
 /// Why a backup is made; it shows in the file name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BackupKind {
+pub(crate) enum BackupKind {
     /// Before migrating from schema version `from`: `<stamp>-schema-v<from>.sqlite`, never pruned.
     Migration { from: u32 },
     /// Asked for by an operator (`jira-hub backup`): `<stamp>-manual.sqlite`.
@@ -51,7 +51,7 @@ fn periodic_backups(dir: &Path) -> Vec<PathBuf> {
     found
 }
 
-pub fn backups_dir(db_path: &Path) -> PathBuf {
+pub(crate) fn backups_dir(db_path: &Path) -> PathBuf {
     data_dir_of(db_path).join("backups")
 }
 
@@ -175,7 +175,7 @@ impl Store {
     /// The daily backup when the newest periodic one is `every` old or more (by the time in its
     /// name), then prunes periodic backups down to `keep`. Migration and manual backups are never
     /// pruned. Returns the new backup, if one was made.
-    pub fn periodic_backup(
+    pub(crate) fn periodic_backup(
         &self,
         now: OffsetDateTime,
         every: time::Duration,
@@ -208,7 +208,7 @@ impl Store {
     }
 
     /// An online backup now (`jira-hub backup`).
-    pub fn backup_now(&self, kind: BackupKind, now: OffsetDateTime) -> Result<PathBuf> {
+    pub(crate) fn backup_now(&self, kind: BackupKind, now: OffsetDateTime) -> Result<PathBuf> {
         write_backup(&self.reader()?, &self.path, kind, now)
     }
 }

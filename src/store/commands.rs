@@ -8,7 +8,7 @@ use rusqlite::{OptionalExtension, Row, params};
 use serde_json::Value;
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct BatchRow {
+pub(crate) struct BatchRow {
     pub id: i64,
     pub title: String,
     pub author: String,
@@ -20,7 +20,7 @@ pub struct BatchRow {
 
 /// A `command` row; the service shows it as a `CommandView`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CommandRow {
+pub(crate) struct CommandRow {
     pub id: i64,
     pub batch_id: i64,
     pub seq: i64,
@@ -94,7 +94,7 @@ const BATCH_COLUMNS: &str =
     "id, title, author, created_at, cancelled_at, estimate_seconds, project";
 
 /// What a finished command records.
-pub struct Finish<'a> {
+pub(crate) struct Finish<'a> {
     pub status: CommandStatus,
     pub finished_at: &'a Utc,
     pub result: Option<&'a Value>,
@@ -104,7 +104,7 @@ pub struct Finish<'a> {
 }
 
 impl Tx<'_> {
-    pub fn insert_batch(
+    pub(crate) fn insert_batch(
         &self,
         title: &str,
         author: &str,
@@ -119,7 +119,7 @@ impl Tx<'_> {
         Ok(self.0.last_insert_rowid())
     }
 
-    pub fn insert_command(
+    pub(crate) fn insert_command(
         &self,
         batch_id: i64,
         seq: i64,
@@ -142,7 +142,7 @@ impl Tx<'_> {
         Ok(self.0.last_insert_rowid())
     }
 
-    pub fn batch(&self, id: i64) -> Result<Option<BatchRow>> {
+    pub(crate) fn batch(&self, id: i64) -> Result<Option<BatchRow>> {
         Ok(self
             .0
             .query_row(
@@ -154,7 +154,7 @@ impl Tx<'_> {
     }
 
     /// Batches, newest first; of one project when `project` is given.
-    pub fn batches(&self, project: Option<&str>, limit: i64) -> Result<Vec<BatchRow>> {
+    pub(crate) fn batches(&self, project: Option<&str>, limit: i64) -> Result<Vec<BatchRow>> {
         let mut statement = self.0.prepare(&format!(
             "SELECT {BATCH_COLUMNS} FROM batch WHERE ?1 IS NULL OR project = ?1 ORDER BY id DESC LIMIT ?2"
         ))?;
@@ -162,7 +162,7 @@ impl Tx<'_> {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
-    pub fn commands_of_batch(&self, batch_id: i64) -> Result<Vec<CommandRow>> {
+    pub(crate) fn commands_of_batch(&self, batch_id: i64) -> Result<Vec<CommandRow>> {
         let mut statement = self.0.prepare_cached(&format!(
             "SELECT {COMMAND_COLUMNS} FROM command c WHERE c.batch_id = ?1 ORDER BY c.seq"
         ))?;
@@ -170,7 +170,7 @@ impl Tx<'_> {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
-    pub fn command(&self, id: i64) -> Result<Option<CommandRow>> {
+    pub(crate) fn command(&self, id: i64) -> Result<Option<CommandRow>> {
         Ok(self
             .0
             .prepare_cached(&format!(
@@ -182,7 +182,10 @@ impl Tx<'_> {
 
     /// Walks the queued commands in claim order (oldest batch, then `seq`) until `visit` says
     /// stop. Lazy: a claim of a few commands does not read the whole queue.
-    pub fn visit_queued(&self, mut visit: impl FnMut(CommandRow) -> Result<bool>) -> Result<()> {
+    pub(crate) fn visit_queued(
+        &self,
+        mut visit: impl FnMut(CommandRow) -> Result<bool>,
+    ) -> Result<()> {
         let mut statement = self.0.prepare_cached(&format!(
             "SELECT {COMMAND_COLUMNS} FROM command c JOIN batch b ON b.id = c.batch_id
              WHERE c.status = 'queued' ORDER BY b.created_at, b.id, c.seq"
@@ -197,7 +200,7 @@ impl Tx<'_> {
     }
 
     /// Every claimed command (few: at most what the agents hold).
-    pub fn claimed_commands(&self) -> Result<Vec<CommandRow>> {
+    pub(crate) fn claimed_commands(&self) -> Result<Vec<CommandRow>> {
         let mut statement = self.0.prepare_cached(&format!(
             "SELECT {COMMAND_COLUMNS} FROM command c WHERE c.status = 'claimed' ORDER BY c.id"
         ))?;
@@ -207,7 +210,7 @@ impl Tx<'_> {
 
     /// Hands a command out: claimed, `claimed_at` and a new lease, one more delivery, who took
     /// it, the pause it goes with.
-    pub fn mark_claimed(
+    pub(crate) fn mark_claimed(
         &self,
         id: i64,
         claimed_at: &Utc,
@@ -225,14 +228,19 @@ impl Tx<'_> {
 
     /// A report shows the agent still works on it: claimed again (if a timeout had re-queued
     /// it), with a fresh lease. `claimed_at`, the time of the delivery, stays.
-    pub fn renew_lease(&self, id: i64, now: &Utc) -> Result<()> {
+    pub(crate) fn renew_lease(&self, id: i64, now: &Utc) -> Result<()> {
         self.0
             .prepare_cached("UPDATE command SET status = 'claimed', lease_at = ?2 WHERE id = ?1")?
             .execute(params![id, now])?;
         Ok(())
     }
 
-    pub fn add_jira_counts(&self, id: i64, jira_calls: u32, rate_limited: u32) -> Result<()> {
+    pub(crate) fn add_jira_counts(
+        &self,
+        id: i64,
+        jira_calls: u32,
+        rate_limited: u32,
+    ) -> Result<()> {
         self.0
             .prepare_cached(
                 "UPDATE command SET jira_calls = jira_calls + ?2, rate_limited = rate_limited + ?3 WHERE id = ?1",
@@ -243,7 +251,7 @@ impl Tx<'_> {
 
     /// Moves a command to a terminal status. Refuses (an internal error) to touch one that is
     /// terminal already: terminal statuses never change.
-    pub fn finish_command(&self, id: i64, finish: &Finish<'_>) -> Result<()> {
+    pub(crate) fn finish_command(&self, id: i64, finish: &Finish<'_>) -> Result<()> {
         let changed = self
             .0
             .prepare_cached(
@@ -268,7 +276,7 @@ impl Tx<'_> {
     }
 
     /// Puts a claimed command back in the queue (its report never came).
-    pub fn requeue(&self, id: i64) -> Result<()> {
+    pub(crate) fn requeue(&self, id: i64) -> Result<()> {
         self.0
             .prepare_cached(
                 "UPDATE command SET status = 'queued' WHERE id = ?1 AND status = 'claimed'",
@@ -278,7 +286,7 @@ impl Tx<'_> {
     }
 
     /// The commands that use this one's result.
-    pub fn dependents(&self, id: i64) -> Result<Vec<CommandRow>> {
+    pub(crate) fn dependents(&self, id: i64) -> Result<Vec<CommandRow>> {
         let mut statement = self.0.prepare_cached(&format!(
             "SELECT {COMMAND_COLUMNS} FROM command c WHERE c.depends_on = ?1 ORDER BY c.id"
         ))?;
@@ -287,7 +295,7 @@ impl Tx<'_> {
     }
 
     /// Marks the batch cancelled and its queued commands cancelled; returns how many were.
-    pub fn cancel_batch(&self, id: i64, at: &Utc) -> Result<usize> {
+    pub(crate) fn cancel_batch(&self, id: i64, at: &Utc) -> Result<usize> {
         self.0.execute(
             "UPDATE batch SET cancelled_at = ?2 WHERE id = ?1 AND cancelled_at IS NULL",
             params![id, at],
@@ -299,7 +307,7 @@ impl Tx<'_> {
     }
 
     /// Whether any refresh is queued or claimed, whatever its query.
-    pub fn any_refresh_pending(&self) -> Result<bool> {
+    pub(crate) fn any_refresh_pending(&self) -> Result<bool> {
         Ok(self.0.query_row(
             "SELECT EXISTS (SELECT 1 FROM command WHERE type = 'refresh' AND status IN ('queued', 'claimed'))",
             [],
@@ -308,7 +316,7 @@ impl Tx<'_> {
     }
 
     /// When the newest refresh of `jql` was enqueued.
-    pub fn last_refresh_enqueued(&self, jql: &str) -> Result<Option<Utc>> {
+    pub(crate) fn last_refresh_enqueued(&self, jql: &str) -> Result<Option<Utc>> {
         Ok(self.0.query_row(
             "SELECT max(b.created_at) FROM command c JOIN batch b ON b.id = c.batch_id
              WHERE c.type = 'refresh' AND json_extract(c.params, '$.jql') = ?1",

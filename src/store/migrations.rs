@@ -19,13 +19,13 @@ use serde_json::Value;
 use std::path::PathBuf;
 use time::{Duration, OffsetDateTime};
 
-pub const CURRENT_SCHEMA_VERSION: u32 = 4;
+pub(crate) const CURRENT_SCHEMA_VERSION: u32 = 4;
 
 /// Additive revisions of the v4 shape, counted in SQLite's `PRAGMA user_version`. The data model
 /// fixes the schema version at 4, so changes it does not describe (new columns with defaults, an
 /// index) are revisions of v4 rather than a v5: `schema_version` stays what the data model says,
 /// and every other tool that reads a v4 database still finds the tables it knows.
-pub const CURRENT_V4_REVISION: u32 = 1;
+pub(crate) const CURRENT_V4_REVISION: u32 = 1;
 
 /// What one step needs besides the transaction.
 struct StepContext {

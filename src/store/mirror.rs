@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 /// An issue as the mirror holds it: its mirrored fields and when it was last synced.
 #[derive(Debug, Clone, PartialEq)]
-pub struct IssueRow {
+pub(crate) struct IssueRow {
     pub mirrored: MirrorFields,
     pub synced_at: Utc,
 }
@@ -52,7 +52,7 @@ fn issue_from_row(row: &Row<'_>) -> rusqlite::Result<IssueRow> {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LinkRow {
+pub(crate) struct LinkRow {
     pub jira_id: Option<String>,
     pub source_key: String,
     pub target_key: String,
@@ -60,7 +60,7 @@ pub struct LinkRow {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CommentRow {
+pub(crate) struct CommentRow {
     pub id: String,
     pub author: Option<String>,
     pub body: String,
@@ -69,7 +69,7 @@ pub struct CommentRow {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NoteRow {
+pub(crate) struct NoteRow {
     pub id: i64,
     pub issue_key: String,
     pub author: String,
@@ -80,7 +80,7 @@ pub struct NoteRow {
 
 /// What an upsert did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Upserted {
+pub(crate) struct Upserted {
     /// New, or its `fields` differ from what was stored.
     pub changed: bool,
     /// It came under a new key for a Jira id the mirror had under another.
@@ -89,7 +89,11 @@ pub struct Upserted {
 
 impl Tx<'_> {
     /// Stores one mapped issue, its links and comments, as seen at `synced_at`.
-    pub fn upsert_issue(&self, mirror_issue: &MirrorIssue, synced_at: &Utc) -> Result<Upserted> {
+    pub(crate) fn upsert_issue(
+        &self,
+        mirror_issue: &MirrorIssue,
+        synced_at: &Utc,
+    ) -> Result<Upserted> {
         let fields = mirror_issue.fields_json.as_str();
         let issue = &mirror_issue.mirrored;
         // One look at the mirror: the row under this key (are its fields the same? compared inside
@@ -230,7 +234,7 @@ impl Tx<'_> {
 
     /// Removes the issues a full run did not return (not seen since `run_started_at`) with their
     /// links and comments; their notes stay. Returns how many left.
-    pub fn prune_unseen(&self, run_started_at: &Utc) -> Result<usize> {
+    pub(crate) fn prune_unseen(&self, run_started_at: &Utc) -> Result<usize> {
         self.0.execute(
             "DELETE FROM issue_comment WHERE issue_key IN (SELECT key FROM issue WHERE synced_at < ?1)",
             [run_started_at],
@@ -245,7 +249,7 @@ impl Tx<'_> {
             .execute("DELETE FROM issue WHERE synced_at < ?1", [run_started_at])?)
     }
 
-    pub fn issue(&self, key: &str) -> Result<Option<IssueRow>> {
+    pub(crate) fn issue(&self, key: &str) -> Result<Option<IssueRow>> {
         Ok(self
             .0
             .prepare_cached(&format!("SELECT {ISSUE_COLUMNS} FROM issue WHERE key = ?1"))?
@@ -254,7 +258,7 @@ impl Tx<'_> {
     }
 
     /// The raw `fields` of an issue as last received.
-    pub fn issue_fields(&self, key: &str) -> Result<Option<Value>> {
+    pub(crate) fn issue_fields(&self, key: &str) -> Result<Option<Value>> {
         let text: Option<String> = self
             .0
             .query_row("SELECT fields FROM issue WHERE key = ?1", [key], |row| {
@@ -274,7 +278,7 @@ impl Tx<'_> {
 
     /// Issues of a given type and summary created in Jira at or after `since` (to recognise an
     /// issue that a create command made although its report never came).
-    pub fn issues_like(
+    pub(crate) fn issues_like(
         &self,
         issue_type: &str,
         summary: &str,
@@ -287,13 +291,18 @@ impl Tx<'_> {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
-    pub fn issue_count(&self) -> Result<i64> {
+    pub(crate) fn issue_count(&self) -> Result<i64> {
         Ok(self
             .0
             .query_row("SELECT count(*) FROM issue", [], |row| row.get(0))?)
     }
 
-    pub fn link_exists(&self, source_key: &str, target_key: &str, link_type: &str) -> Result<bool> {
+    pub(crate) fn link_exists(
+        &self,
+        source_key: &str,
+        target_key: &str,
+        link_type: &str,
+    ) -> Result<bool> {
         Ok(self.0.query_row(
             "SELECT EXISTS (SELECT 1 FROM issue_link WHERE source_key = ?1 AND target_key = ?2 AND link_type = ?3)",
             [source_key, target_key, link_type],
@@ -301,7 +310,7 @@ impl Tx<'_> {
         )?)
     }
 
-    pub fn comment_with_body(&self, issue_key: &str, body: &str) -> Result<Option<String>> {
+    pub(crate) fn comment_with_body(&self, issue_key: &str, body: &str) -> Result<Option<String>> {
         Ok(self
             .0
             .query_row(
@@ -313,7 +322,7 @@ impl Tx<'_> {
     }
 
     /// The links that touch an issue, either side.
-    pub fn links_of(&self, key: &str) -> Result<Vec<LinkRow>> {
+    pub(crate) fn links_of(&self, key: &str) -> Result<Vec<LinkRow>> {
         let mut statement = self.0.prepare(
             "SELECT jira_id, source_key, target_key, link_type FROM issue_link
              WHERE source_key = ?1 OR target_key = ?1 ORDER BY id",
@@ -329,7 +338,7 @@ impl Tx<'_> {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
-    pub fn comments_of(&self, key: &str) -> Result<Vec<CommentRow>> {
+    pub(crate) fn comments_of(&self, key: &str) -> Result<Vec<CommentRow>> {
         let mut statement = self.0.prepare(
             "SELECT id, author, body, created, updated FROM issue_comment WHERE issue_key = ?1
              ORDER BY created, CAST(id AS INTEGER), id",
@@ -346,7 +355,7 @@ impl Tx<'_> {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
-    pub fn notes_of(&self, key: &str) -> Result<Vec<NoteRow>> {
+    pub(crate) fn notes_of(&self, key: &str) -> Result<Vec<NoteRow>> {
         let mut statement = self.0.prepare(
             "SELECT id, issue_key, author, body, created_at, updated_at FROM issue_note WHERE issue_key = ?1 ORDER BY id",
         )?;
@@ -363,7 +372,13 @@ impl Tx<'_> {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
-    pub fn add_note(&self, key: &str, author: &str, body: &str, at: &Utc) -> Result<NoteRow> {
+    pub(crate) fn add_note(
+        &self,
+        key: &str,
+        author: &str,
+        body: &str,
+        at: &Utc,
+    ) -> Result<NoteRow> {
         self.0.execute(
             "INSERT INTO issue_note (issue_key, author, body, created_at) VALUES (?1, ?2, ?3, ?4)",
             params![key, author, body, at],
@@ -381,7 +396,7 @@ impl Tx<'_> {
     /// A project's slice (data-model «Свои и соседи»): its own issues (label in `labels`,
     /// exact) and its neighbours (issues without the label linked to an own issue either way,
     /// and the epics of own issues that are in the mirror), each with `neighbor`.
-    pub fn slice(&self, label: &str) -> Result<Vec<(IssueRow, bool)>> {
+    pub(crate) fn slice(&self, label: &str) -> Result<Vec<(IssueRow, bool)>> {
         let mut statement = self.0.prepare_cached(&format!(
             "WITH own AS (
                  SELECT key FROM issue WHERE EXISTS (SELECT 1 FROM json_each(issue.labels) WHERE value = ?1)
@@ -403,7 +418,7 @@ impl Tx<'_> {
     }
 
     /// The open (running) run of a refresh command.
-    pub fn open_run(&self, command_id: i64) -> Result<Option<RunRow>> {
+    pub(crate) fn open_run(&self, command_id: i64) -> Result<Option<RunRow>> {
         Ok(self
             .0
             .prepare_cached(&format!(
@@ -414,7 +429,7 @@ impl Tx<'_> {
     }
 
     /// Opens a run; `full` is whether its query is the base JQL now (a fact of the run).
-    pub fn start_run(
+    pub(crate) fn start_run(
         &self,
         command_id: i64,
         query: &str,
@@ -439,7 +454,7 @@ impl Tx<'_> {
         })
     }
 
-    pub fn count_run_issues(&self, run_id: i64, seen: i64, changed: i64) -> Result<()> {
+    pub(crate) fn count_run_issues(&self, run_id: i64, seen: i64, changed: i64) -> Result<()> {
         self.0
             .prepare_cached(
                 "UPDATE sync_run SET issues_seen = issues_seen + ?2, issues_changed = issues_changed + ?3 WHERE id = ?1",
@@ -448,7 +463,7 @@ impl Tx<'_> {
         Ok(())
     }
 
-    pub fn finish_run(
+    pub(crate) fn finish_run(
         &self,
         run_id: i64,
         status: RunStatus,
@@ -463,7 +478,7 @@ impl Tx<'_> {
     }
 
     /// Sync runs, newest first.
-    pub fn runs(&self, limit: i64) -> Result<Vec<RunRow>> {
+    pub(crate) fn runs(&self, limit: i64) -> Result<Vec<RunRow>> {
         let mut statement = self.0.prepare(&format!(
             "SELECT {RUN_COLUMNS} FROM sync_run ORDER BY started_at DESC, id DESC LIMIT ?1"
         ))?;
@@ -472,7 +487,7 @@ impl Tx<'_> {
     }
 
     /// Records the board types a refresh learned; returns how many projects changed.
-    pub fn set_board_type(&self, board_id: i64, board_type: &str) -> Result<usize> {
+    pub(crate) fn set_board_type(&self, board_id: i64, board_type: &str) -> Result<usize> {
         Ok(self.0.execute(
             "UPDATE project SET board_type = ?2 WHERE board_id = ?1",
             params![board_id, board_type],

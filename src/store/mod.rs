@@ -1,6 +1,6 @@
 //! The hub's SQLite database: the only module that speaks SQL or imports rusqlite.
 //!
-//! [`Store::open`] is the one way in: it creates the data directory (mode 0700), opens the file
+//! `Store::open` is the one way in: it creates the data directory (mode 0700), opens the file
 //! in WAL mode with `synchronous=FULL`, a busy timeout and foreign keys on, and creates or migrates
 //! the schema (see `migrations.rs`). The submodules group the queries by table. The store knows
 //! the shape of rows, not the rules: validation lives in `domain`, orchestration in `service`.
@@ -14,17 +14,17 @@ mod commands;
 mod migrations;
 mod mirror;
 mod projects;
-pub mod settings;
+pub(crate) mod settings;
 mod status;
 mod tx;
 
-pub use agents::AgentSeen;
-pub use backup::BackupKind;
-pub use commands::{BatchRow, CommandRow, Finish};
-pub use migrations::{CURRENT_SCHEMA_VERSION, CURRENT_V4_REVISION};
-pub use mirror::{CommentRow, IssueRow, LinkRow, NoteRow, Upserted};
-pub use status::{AgentRow, QueueCount, RunRow, StatusCounts};
-pub use tx::Tx;
+pub(crate) use agents::AgentSeen;
+pub(crate) use backup::BackupKind;
+pub(crate) use commands::{BatchRow, CommandRow, Finish};
+pub(crate) use migrations::{CURRENT_SCHEMA_VERSION, CURRENT_V4_REVISION};
+pub(crate) use mirror::{CommentRow, IssueRow, NoteRow};
+pub(crate) use status::{AgentRow, RunRow, StatusCounts};
+pub(crate) use tx::Tx;
 
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
@@ -88,7 +88,7 @@ impl From<rusqlite::Error> for StoreError {
     }
 }
 
-pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 fn io_error(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StoreError {
     let context = context.into();
@@ -108,7 +108,7 @@ pub struct OpenReport {
 }
 
 /// The database of one hub.
-pub struct Store {
+pub(crate) struct Store {
     conn: Connection,
     /// The database file; backups go to `backups/` beside it.
     path: PathBuf,
@@ -116,7 +116,7 @@ pub struct Store {
 
 impl Store {
     /// Opens the database at `path`, creating or migrating it. `now` names the migration backup.
-    pub fn open(path: &Path, now: OffsetDateTime) -> Result<(Store, OpenReport)> {
+    pub(crate) fn open(path: &Path, now: OffsetDateTime) -> Result<(Store, OpenReport)> {
         let data_dir = data_dir_of(path);
         let mut warnings = Vec::new();
         ensure_private_dir(&data_dir, &mut warnings)?;
@@ -157,7 +157,7 @@ impl Store {
     }
 
     /// Opens an existing database, migrating it if needed; never creates one.
-    pub fn open_existing(path: &Path, now: OffsetDateTime) -> Result<(Store, OpenReport)> {
+    pub(crate) fn open_existing(path: &Path, now: OffsetDateTime) -> Result<(Store, OpenReport)> {
         if !path.is_file() {
             return Err(StoreError::Missing(path.to_path_buf()));
         }
@@ -167,7 +167,7 @@ impl Store {
     /// Opens an existing database for reading only: nothing is created, migrated or written, so it
     /// works on a read-only data directory and on a backup file. A database that needs a
     /// migration is refused with what to do.
-    pub fn open_read_only(path: &Path) -> Result<Store> {
+    pub(crate) fn open_read_only(path: &Path) -> Result<Store> {
         if !path.is_file() {
             return Err(StoreError::Missing(path.to_path_buf()));
         }
@@ -229,12 +229,12 @@ impl Store {
     }
 
     /// The database file.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// The folder of migration and periodic backups.
-    pub fn backups_dir(&self) -> PathBuf {
+    pub(crate) fn backups_dir(&self) -> PathBuf {
         backup::backups_dir(&self.path)
     }
 
@@ -274,7 +274,7 @@ fn not_a_database(path: &Path) -> impl Fn(rusqlite::Error) -> StoreError {
 }
 
 /// The data directory: the folder that holds the database file.
-pub fn data_dir_of(db_path: &Path) -> PathBuf {
+pub(crate) fn data_dir_of(db_path: &Path) -> PathBuf {
     match db_path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
         _ => PathBuf::from("."),

@@ -61,13 +61,17 @@ pub(super) fn insert_in(
 }
 
 impl Store {
-    pub fn projects(&self) -> Result<Vec<Project>> {
+    pub(crate) fn projects(&self) -> Result<Vec<Project>> {
         list(&self.conn)
     }
 
     /// Creates a project; never touches `settings_version` (data-model «Создание проекта не
     /// трогает версию настроек»).
-    pub fn insert_project(&mut self, project: &NewProject, created_at: &Utc) -> Result<Project> {
+    pub(crate) fn insert_project(
+        &mut self,
+        project: &NewProject,
+        created_at: &Utc,
+    ) -> Result<Project> {
         self.write(|tx| insert_in(tx, project, created_at))
     }
 }

@@ -79,7 +79,7 @@ pub(super) fn ensure_defaults(store: &mut Store) -> Result<()> {
 }
 
 /// What `init` stores in one transaction.
-pub struct InitWrite<'a> {
+pub(crate) struct InitWrite<'a> {
     pub settings: &'a [(String, Value)],
     /// Tokens to store when the database has none.
     pub new_tokens: Tokens,
@@ -92,7 +92,7 @@ pub struct InitWrite<'a> {
 
 /// The result of [`Store::init_settings`].
 #[derive(Debug)]
-pub enum InitOutcome {
+pub(crate) enum InitOutcome {
     /// Written; the tokens in force and the labels of the projects that were created.
     Done {
         tokens: Tokens,
@@ -105,13 +105,13 @@ pub enum InitOutcome {
 
 impl Store {
     /// Every stored setting, parsed.
-    pub fn settings_raw(&self) -> Result<BTreeMap<String, Value>> {
+    pub(crate) fn settings_raw(&self) -> Result<BTreeMap<String, Value>> {
         read_all(&self.conn)
     }
 
     /// Writes already validated values and bumps `settings_version`, all in one transaction.
     /// Returns the new version.
-    pub fn write_settings(&mut self, values: &[(String, Value)]) -> Result<i64> {
+    pub(crate) fn write_settings(&mut self, values: &[(String, Value)]) -> Result<i64> {
         self.write(|tx| {
             for (key, value) in values {
                 upsert(tx, key, value)?;
@@ -121,7 +121,7 @@ impl Store {
     }
 
     /// Replaces one token (`jira-hub tokens --rotate`); returns both tokens in force.
-    pub fn rotate_token(&mut self, agent: bool, fresh: String) -> Result<Option<Tokens>> {
+    pub(crate) fn rotate_token(&mut self, agent: bool, fresh: String) -> Result<Option<Tokens>> {
         self.write(|tx| {
             let Some(mut tokens) = read_tokens(tx)? else {
                 return Ok(None);
@@ -140,7 +140,7 @@ impl Store {
     /// `jira-hub init`: settings, tokens and projects in one transaction, refused (nothing
     /// written) when the database already has settings and `force` is not set. Projects whose
     /// label already exists (case-insensitively) are left as they are.
-    pub fn init_settings(&mut self, write: &InitWrite<'_>) -> Result<InitOutcome> {
+    pub(crate) fn init_settings(&mut self, write: &InitWrite<'_>) -> Result<InitOutcome> {
         self.write(|tx| {
             let existing_tokens = read_tokens(tx)?;
             let has_settings: bool = tx.query_row(

@@ -23,14 +23,14 @@ pub(super) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRow> {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QueueCount {
+pub(crate) struct QueueCount {
     pub status: String,
     pub commands: i64,
 }
 
 /// An `agent_status` row; the service shows it as an `AgentView`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentRow {
+pub(crate) struct AgentRow {
     pub agent: String,
     pub version: Option<String>,
     pub last_seen_at: Utc,
@@ -40,7 +40,7 @@ pub struct AgentRow {
 
 /// A `sync_run` row; the service shows it as a `SyncRunView`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunRow {
+pub(crate) struct RunRow {
     pub id: i64,
     /// The refresh command the run executes.
     pub command_id: Option<i64>,
@@ -56,7 +56,7 @@ pub struct RunRow {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StatusCounts {
+pub(crate) struct StatusCounts {
     pub queue: Vec<QueueCount>,
     pub agents: Vec<AgentRow>,
     pub issues: i64,
@@ -65,7 +65,7 @@ pub struct StatusCounts {
 }
 
 impl Store {
-    pub fn status_counts(&self) -> Result<StatusCounts> {
+    pub(crate) fn status_counts(&self) -> Result<StatusCounts> {
         let mut statement = self
             .conn
             .prepare("SELECT status, count(*) FROM command GROUP BY status ORDER BY status")?;
@@ -109,7 +109,7 @@ impl Store {
     }
 
     /// The newest full run that finished with status `done`.
-    pub fn last_full_run(&self) -> Result<Option<RunRow>> {
+    pub(crate) fn last_full_run(&self) -> Result<Option<RunRow>> {
         Ok(self
             .conn
             .query_row(

@@ -8,12 +8,12 @@ use crate::domain::time::Utc;
 use rusqlite::{Transaction, TransactionBehavior};
 
 /// An open transaction on the hub's database.
-pub struct Tx<'c>(pub(super) Transaction<'c>);
+pub(crate) struct Tx<'c>(pub(super) Transaction<'c>);
 
 impl Store {
     /// Runs `f` in a write transaction taken at once (`BEGIN IMMEDIATE`); commits when it
     /// succeeds, rolls back (nothing written) when it fails.
-    pub fn transact<T, E: From<StoreError>>(
+    pub(crate) fn transact<T, E: From<StoreError>>(
         &mut self,
         f: impl FnOnce(&Tx<'_>) -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E> {
@@ -28,7 +28,7 @@ impl Store {
     }
 
     /// Runs `f` on one consistent snapshot, without taking the write lock.
-    pub fn read<T, E: From<StoreError>>(
+    pub(crate) fn read<T, E: From<StoreError>>(
         &mut self,
         f: impl FnOnce(&Tx<'_>) -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E> {
@@ -45,11 +45,13 @@ impl Store {
 
 impl Tx<'_> {
     /// Every stored setting, parsed (for rules that need them inside the transaction).
-    pub fn settings_raw(&self) -> Result<std::collections::BTreeMap<String, serde_json::Value>> {
+    pub(crate) fn settings_raw(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, serde_json::Value>> {
         super::settings::read_all(&self.0)
     }
 
-    pub fn projects(&self) -> Result<Vec<crate::domain::project::Project>> {
+    pub(crate) fn projects(&self) -> Result<Vec<crate::domain::project::Project>> {
         super::projects::list(&self.0)
     }
 }
