@@ -13,7 +13,7 @@ mod fake_jira;
 use fake_jira::{FakeJira, Mode, PROJECT};
 use jira_hub::clock::SystemClock;
 use jira_hub::domain::command::BatchStatus;
-use jira_hub::service::Hub;
+use jira_hub::service::HubConnection;
 use serde_json::{Value, json};
 use std::io::BufRead;
 use std::path::Path;
@@ -114,7 +114,7 @@ fn baseline(fake: &FakeJira, n: usize) -> Result<Duration, Error> {
 fn end_to_end(fake: &FakeJira, n: usize) -> Result<(Duration, u64), Error> {
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("data/hub.sqlite");
-    let (mut hub, _) = Hub::open(&db, Arc::new(SystemClock))?;
+    let (mut hub, _) = HubConnection::open(&db, Arc::new(SystemClock))?;
     let config: Value =
         serde_json::from_str(include_str!("../admin/jira-sync/config.example.json"))?;
     hub.init_from_config(&config, false)?;

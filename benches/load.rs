@@ -4,7 +4,7 @@
 //! `SQLITE_BUSY` reaching a client would be a 503).
 
 use jira_hub::clock::SystemClock;
-use jira_hub::service::Hub;
+use jira_hub::service::HubConnection;
 use serde_json::{Value, json};
 use std::io::{BufRead, Read, Write};
 use std::process::{Command, Stdio};
@@ -98,7 +98,7 @@ fn main() -> Result<(), Error> {
 
 /// A database with a project, a mirror of 2,000 issues and tokens.
 fn prepare(db: &std::path::Path) -> Result<(String, String), Error> {
-    let (mut hub, _) = Hub::open(db, Arc::new(SystemClock))?;
+    let (mut hub, _) = HubConnection::open(db, Arc::new(SystemClock))?;
     let config: Value =
         serde_json::from_str(include_str!("../admin/jira-sync/config.example.json"))?;
     hub.init_from_config(&config, false)?;

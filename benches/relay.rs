@@ -9,7 +9,7 @@
 
 use jira_hub::clock::SystemClock;
 use jira_hub::protocol::{AgentAnswer, decode_value};
-use jira_hub::service::{BatchRequest, Hub};
+use jira_hub::service::{BatchRequest, HubConnection};
 use serde_json::{Value, json};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -141,13 +141,13 @@ struct Setup {
     db: PathBuf,
     relay: PathBuf,
     token: String,
-    hub: Hub,
+    hub: HubConnection,
 }
 
 fn setup() -> Result<Setup, Error> {
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("data/hub.sqlite");
-    let (mut hub, _) = Hub::open(&db, Arc::new(SystemClock))?;
+    let (mut hub, _) = HubConnection::open(&db, Arc::new(SystemClock))?;
     let config: Value =
         serde_json::from_str(include_str!("../admin/jira-sync/config.example.json"))?;
     hub.init_from_config(&config, false)?;
@@ -242,7 +242,7 @@ fn round_trips(trips: usize, extra: &[&str]) -> Result<Vec<Duration>, Error> {
     Ok(times)
 }
 
-fn enqueue(hub: &mut Hub, commands: usize) -> Result<(), Error> {
+fn enqueue(hub: &mut HubConnection, commands: usize) -> Result<(), Error> {
     for batch in 0..commands.div_ceil(100) {
         let list: Vec<Value> = (0..100.min(commands - batch * 100))
             .map(|i| json!({"type": "comment", "params": {"key": format!("AURORA-{}", i + 1), "body": "текст"}}))

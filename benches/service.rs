@@ -1,7 +1,7 @@
 //! The service core against plain SQLite, measured in one run (`cargo bench --bench service`):
 //!
 //! - ingest: 20,000 raw Jira issues (with links and comments) reported in pages of 1,000 through
-//!   `Hub::handle_agent_request`, against plain rusqlite inserts of the same, already mapped, rows
+//!   `HubConnection::handle_agent_request`, against plain rusqlite inserts of the same, already mapped, rows
 //!   (one transaction per page, same database settings). Issues/s and peak RSS, each scenario
 //!   in a child process of its own so that the RSS is its own.
 //! - commands: 10,000 commands claimed and reported in groups of 100 through the service, against
@@ -13,7 +13,7 @@
 use jira_hub::clock::SystemClock;
 use jira_hub::jira::{FieldIds, map_issue};
 use jira_hub::protocol::{AgentAnswer, AgentRequest, decode_value};
-use jira_hub::service::{BatchRequest, Hub};
+use jira_hub::service::{BatchRequest, HubConnection};
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -101,7 +101,7 @@ fn size(name: &str, default: usize) -> usize {
 /// Runs one scenario and prints `<rate per second> <peak RSS in KiB>`.
 fn child(scenario: &str, dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
     let db = dir.join("data").join("hub.sqlite");
-    let (mut hub, _) = Hub::open(&db, Arc::new(SystemClock))?;
+    let (mut hub, _) = HubConnection::open(&db, Arc::new(SystemClock))?;
     let config: Value =
         serde_json::from_str(include_str!("../admin/jira-sync/config.example.json"))?;
     hub.init_from_config(&config, false)?;
@@ -172,7 +172,7 @@ fn request(kind: &str, id: usize, body: Value) -> Result<AgentRequest, Box<dyn s
     Ok(decode_value(value)?)
 }
 
-fn ingest_hub(hub: &mut Hub, issues: usize) -> Result<f64, Box<dyn std::error::Error>> {
+fn ingest_hub(hub: &mut HubConnection, issues: usize) -> Result<f64, Box<dyn std::error::Error>> {
     hub.enqueue_refresh(None, "bench")?;
     let AgentAnswer::Claim(claim) = hub.handle_agent_request(&request(
         "claim",
@@ -268,7 +268,7 @@ fn ingest_plain(db: &Path, issues: usize) -> Result<f64, Box<dyn std::error::Err
     Ok(issues as f64 / elapsed.as_secs_f64())
 }
 
-fn enqueue(hub: &mut Hub, commands: usize) -> Result<(), Box<dyn std::error::Error>> {
+fn enqueue(hub: &mut HubConnection, commands: usize) -> Result<(), Box<dyn std::error::Error>> {
     for batch in 0..commands.div_ceil(GROUP) {
         let list: Vec<Value> = (0..GROUP.min(commands - batch * GROUP))
             .map(|i| json!({"type": "comment", "params": {"key": format!("AURORA-{}", i + 1), "body": "текст"}}))
@@ -280,7 +280,10 @@ fn enqueue(hub: &mut Hub, commands: usize) -> Result<(), Box<dyn std::error::Err
     Ok(())
 }
 
-fn commands_hub(hub: &mut Hub, commands: usize) -> Result<f64, Box<dyn std::error::Error>> {
+fn commands_hub(
+    hub: &mut HubConnection,
+    commands: usize,
+) -> Result<f64, Box<dyn std::error::Error>> {
     enqueue(hub, commands)?;
     let started = Instant::now();
     let mut done = 0;
@@ -309,7 +312,7 @@ fn commands_hub(hub: &mut Hub, commands: usize) -> Result<f64, Box<dyn std::erro
 }
 
 fn commands_plain(
-    hub: &mut Hub,
+    hub: &mut HubConnection,
     db: &Path,
     commands: usize,
 ) -> Result<f64, Box<dyn std::error::Error>> {

@@ -7,7 +7,7 @@
 
 use crate::clock::SystemClock;
 use crate::relay::{Relay, RelayOptions};
-use crate::service::Hub;
+use crate::service::HubConnection;
 use crate::shutdown::Shutdown;
 use crate::store::{StoreError, data_dir_of};
 use anyhow::{Context, anyhow};
@@ -102,7 +102,7 @@ pub(crate) fn serve(db: &Path, options: ServeOptions) -> Result<(), ServeError> 
         }
     }
 
-    let (mut hub, report) = match Hub::open(db, Arc::new(SystemClock)) {
+    let (mut hub, report) = match HubConnection::open(db, Arc::new(SystemClock)) {
         Ok(opened) => opened,
         Err(crate::service::ServiceError::Internal(StoreError::Incompatible(why))) => {
             return Err(ServeError::Unrunnable(why));
@@ -129,7 +129,7 @@ pub(crate) fn serve(db: &Path, options: ServeOptions) -> Result<(), ServeError> 
 }
 
 /// `--init-from` and `--default-relay-dir`: what the quick start needs on a fresh clone.
-fn prepare(hub: &mut Hub, options: &ServeOptions) -> anyhow::Result<()> {
+fn prepare(hub: &mut HubConnection, options: &ServeOptions) -> anyhow::Result<()> {
     if let Some(config_path) = &options.init_from
         && hub.tokens()?.is_none()
     {
@@ -156,7 +156,7 @@ fn prepare(hub: &mut Hub, options: &ServeOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn run(hub: Hub, options: ServeOptions, db: &Path) -> anyhow::Result<()> {
+async fn run(hub: HubConnection, options: ServeOptions, db: &Path) -> anyhow::Result<()> {
     // Handlers first: a signal that comes as soon as the daemon says it is ready must stop it
     // cleanly, not kill it.
     let signals = Signals::install();
@@ -281,7 +281,7 @@ impl Signals {
 /// The periodic work until `shutdown`: claim timeouts, automatic refresh, the daily backup, the
 /// watchdog, each a task on its `tokio::time::interval`, each hub call on the blocking pool (one
 /// at a time: they share `hub`). Time is tokio's, so a test with paused time runs them at once.
-pub async fn run_timers(hub: Hub, every: TimerPeriods, shutdown: Shutdown) {
+pub async fn run_timers(hub: HubConnection, every: TimerPeriods, shutdown: Shutdown) {
     let hub = Arc::new(Mutex::new(hub));
     let sweep = repeat(&hub, every.claim_sweep, &shutdown, |hub| {
         if let Err(error) = hub.expire_claims() {
@@ -330,7 +330,12 @@ pub(crate) fn watchdog_may_ping(relay_silent_for: Option<Duration>) -> bool {
 
 /// Runs `job` on the blocking pool at once and then every `period`, until `shutdown`; a late
 /// tick is delayed, never bunched up.
-async fn repeat(hub: &Arc<Mutex<Hub>>, period: Duration, shutdown: &Shutdown, job: fn(&mut Hub)) {
+async fn repeat(
+    hub: &Arc<Mutex<HubConnection>>,
+    period: Duration,
+    shutdown: &Shutdown,
+    job: fn(&mut HubConnection),
+) {
     let mut interval = tokio::time::interval(period);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

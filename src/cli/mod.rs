@@ -11,7 +11,7 @@ mod settings;
 mod status;
 
 use crate::clock::SystemClock;
-use crate::service::{Hub, ServiceError};
+use crate::service::{HubConnection, ServiceError};
 use crate::store::StoreError;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -274,14 +274,14 @@ impl ServeArgs {
 }
 
 /// Opens the hub's database, creating or migrating it: `init` and `migrate` (and `serve`).
-fn open_hub(db: &Path) -> anyhow::Result<(Hub, crate::store::OpenReport)> {
-    Hub::open(db, Arc::new(SystemClock))
+fn open_hub(db: &Path) -> anyhow::Result<(HubConnection, crate::store::OpenReport)> {
+    HubConnection::open(db, Arc::new(SystemClock))
         .with_context(|| format!("не удалось открыть базу {}", db.display()))
 }
 
 /// Opens an existing database to change it (migrating it if needed); never creates one.
-fn open_existing_hub(db: &Path) -> anyhow::Result<Hub> {
-    match Hub::open_existing(db, Arc::new(SystemClock)) {
+fn open_existing_hub(db: &Path) -> anyhow::Result<HubConnection> {
+    match HubConnection::open_existing(db, Arc::new(SystemClock)) {
         Ok((hub, _)) => Ok(hub),
         Err(error @ ServiceError::Internal(StoreError::Missing(_))) => Err(error.into()),
         Err(error) => {
@@ -292,8 +292,8 @@ fn open_existing_hub(db: &Path) -> anyhow::Result<Hub> {
 
 /// Opens an existing database for reading: works on a read-only data directory and on a backup
 /// file, creates and writes nothing.
-fn open_read_only_hub(db: &Path) -> anyhow::Result<Hub> {
-    match Hub::open_read_only(db, Arc::new(SystemClock)) {
+fn open_read_only_hub(db: &Path) -> anyhow::Result<HubConnection> {
+    match HubConnection::open_read_only(db, Arc::new(SystemClock)) {
         Ok(hub) => Ok(hub),
         Err(error @ ServiceError::Internal(StoreError::Missing(_))) => Err(error.into()),
         Err(error) => {

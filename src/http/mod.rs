@@ -12,7 +12,7 @@ mod document;
 mod ops;
 mod server;
 
-use crate::service::{Hub, ServiceError};
+use crate::service::{HubConnection, ServiceError};
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
@@ -54,17 +54,18 @@ impl Default for HttpOptions {
     }
 }
 
-/// Blocking connections to the database, lent to one request at a time.
+/// Several [`HubConnection`]s, lent to one request at a time on a
+/// blocking thread.
 pub struct HubPool {
     /// Makes new connections when every idle one is lent.
-    base: Mutex<Hub>,
-    idle: Mutex<Vec<Hub>>,
+    base: Mutex<HubConnection>,
+    idle: Mutex<Vec<HubConnection>>,
     /// The counters every connection of the process shares, for `/metrics`.
     metrics: Arc<crate::service::Metrics>,
 }
 
 impl HubPool {
-    pub fn new(hub: Hub) -> Self {
+    pub fn new(hub: HubConnection) -> Self {
         HubPool {
             metrics: hub.shared_metrics(),
             base: Mutex::new(hub),
@@ -80,7 +81,7 @@ impl HubPool {
     /// Runs `work` with a connection, on a blocking thread.
     pub(crate) async fn run<T: Send + 'static>(
         self: &Arc<Self>,
-        work: impl FnOnce(&mut Hub) -> Result<T, ServiceError> + Send + 'static,
+        work: impl FnOnce(&mut HubConnection) -> Result<T, ServiceError> + Send + 'static,
     ) -> Result<T, ApiError> {
         let pool = self.clone();
         tokio::task::spawn_blocking(move || {
@@ -93,7 +94,7 @@ impl HubPool {
         .map_err(|error| ApiError::internal(format!("a request task failed: {error}")))?
     }
 
-    fn checkout(&self) -> Result<Hub, ApiError> {
+    fn checkout(&self) -> Result<HubConnection, ApiError> {
         let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
         match idle {
             Some(hub) => Ok(hub),
@@ -106,7 +107,7 @@ impl HubPool {
         }
     }
 
-    fn checkin(&self, hub: Hub) {
+    fn checkin(&self, hub: HubConnection) {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         if idle.len() < 16 {
             idle.push(hub);

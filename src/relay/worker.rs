@@ -17,7 +17,7 @@ use super::fsio::{
 };
 use super::{FOLDERS, RelayOptions};
 use crate::protocol::{AgentAnswer, TokenCheck};
-use crate::service::{Hub, ServiceError};
+use crate::service::{HubConnection, ServiceError};
 use crate::shutdown::Shutdown;
 use serde_json::json;
 use std::collections::HashMap;
@@ -61,7 +61,7 @@ pub enum RelayError {
 
 /// The relay: one per daemon, on a thread of its own (the service is blocking).
 pub struct Relay {
-    hub: Hub,
+    hub: HubConnection,
     options: RelayOptions,
     shutdown: Shutdown,
     wake_tx: SyncSender<()>,
@@ -76,7 +76,7 @@ pub struct Relay {
 }
 
 impl Relay {
-    pub fn new(hub: Hub, options: RelayOptions, shutdown: Shutdown) -> Self {
+    pub fn new(hub: HubConnection, options: RelayOptions, shutdown: Shutdown) -> Self {
         let (wake_tx, wake_rx) = sync_channel(1);
         Relay {
             hub,

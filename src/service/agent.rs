@@ -1,11 +1,11 @@
 //! The agent protocol (system.md §5, §6): claim, report, heartbeat, claim timeouts and pacing.
 //!
-//! [`Hub::handle_agent_request`] is the one entry point for both transports. Each request is
+//! [`HubConnection::handle_agent_request`] is the one entry point for both transports. Each request is
 //! applied in one transaction together with the record of its id and answer, so a request seen
 //! again (a relay file after a crash, an HTTP retry) gets the same answer and changes nothing.
 
 use super::batches::{base_jql_in, settings_in};
-use super::{Hub, Metrics, Result};
+use super::{HubConnection, Metrics, Result};
 use crate::domain::command::{
     CommandStatus, CommandType, RunStatus, backoff_pause, is_result_reference, substitute_result,
     truncate_error,
@@ -58,7 +58,7 @@ impl Now {
     }
 }
 
-impl Hub {
+impl HubConnection {
     /// Applies one agent request exactly once and answers it.
     pub fn handle_agent_request(&mut self, request: &AgentRequest) -> Result<AgentAnswer> {
         let now = Now::of(self.clock.now());
@@ -466,6 +466,12 @@ fn ingest_page(
                 let upserted = tx.upsert_issue(&issue, &now.utc)?;
                 seen += 1;
                 changed += i64::from(upserted.changed);
+                if upserted.moved_from_other_key {
+                    tracing::info!(
+                        key = %issue.mirrored.key,
+                        "an issue came under a new key (moved in Jira); its notes and links follow it"
+                    );
+                }
             }
             Err(reason) => {
                 ingested.not_stored += 1;

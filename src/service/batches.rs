@@ -2,7 +2,7 @@
 //! views with the computed status and counters, cancel, and refresh batches.
 
 use super::views::{BatchView, CommandView};
-use super::{Hub, Result, ServiceError};
+use super::{HubConnection, Result, ServiceError};
 use crate::domain::ValidationError;
 use crate::domain::command::{
     BatchScope, CommandRequest, CommandStatus, batch_status, counters, estimate_seconds,
@@ -80,7 +80,7 @@ pub(super) fn base_jql_in(tx: &Tx<'_>, settings: &Settings) -> Result<Option<Str
     ))
 }
 
-impl Hub {
+impl HubConnection {
     /// Validates every command, then stores the batch; nothing is stored on a refusal.
     pub fn enqueue_batch(&mut self, request: &BatchRequest) -> Result<BatchView> {
         let title = text_field("title", &request.title, 200)?;

@@ -2,7 +2,7 @@
 //! an existing) database, with fresh tokens.
 
 use super::tokens::generate_tokens;
-use super::{Hub, Result, ServiceError};
+use super::{HubConnection, Result, ServiceError};
 use crate::domain::config::import_legacy_config;
 use crate::domain::settings::Tokens;
 use crate::domain::time::Utc;
@@ -25,7 +25,7 @@ pub struct InitReport {
 pub(crate) const ALREADY_INITIALIZED: &str =
     "в базе уже есть настройки; чтобы импортировать конфиг поверх них, добавьте --force";
 
-impl Hub {
+impl HubConnection {
     /// Imports `config`. Refuses (nothing changed) a bad value, naming its key, and a database
     /// that already has settings unless `force`. Existing tokens are kept, so that re-importing a
     /// config never disconnects a running agent; new ones are made only when there are none.

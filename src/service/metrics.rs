@@ -1,4 +1,4 @@
-//! Counters of what the hub did since it started, shared by every `Hub` of the process (the
+//! Counters of what the hub did since it started, shared by every `HubConnection` of the process (the
 //! relay's, the timers', the HTTP pool's). `GET /metrics` shows them beside figures read from the
 //! database at scrape time (queue depth, age of the last full refresh).
 

@@ -5,14 +5,14 @@ use super::batches::settings_in;
 use super::views::{
     AgentView, CommentView, IssueLinkView, IssueView, NoteView, SliceRow, SyncRunView, issue_parts,
 };
-use super::{Hub, Result, ServiceError};
+use super::{HubConnection, Result, ServiceError};
 use crate::domain::ValidationError;
 use serde_json::Value;
 
 /// The longest note, in characters.
 const MAX_NOTE_CHARS: usize = 20_000;
 
-impl Hub {
+impl HubConnection {
     /// `GET /projects/{label}/issues`.
     pub fn project_issues(&mut self, label: &str) -> Result<Vec<SliceRow>> {
         self.store.read(|tx| {

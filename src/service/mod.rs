@@ -1,5 +1,6 @@
 //! One entry point per operation, shared by every transport (CLI now; the HTTP API and the file
-//! relay call the same functions). A [`Hub`] owns the store and the clock; its methods validate
+//! relay call the same functions). A [`HubConnection`] owns one connection to the store and the
+//! clock; its methods validate
 //! with `domain`, persist with `store`, and answer with plain values or a [`ServiceError`].
 
 mod agent;
@@ -68,12 +69,14 @@ impl From<StoreError> for ServiceError {
 
 pub(crate) type Result<T, E = ServiceError> = std::result::Result<T, E>;
 
-/// The hub: its store and its clock.
-pub struct Hub {
+/// The hub's operations on one connection to its database (with the clock, and the pacing state
+/// and counters every connection of the process shares). Each thread that serves requests holds
+/// its own ([`HubConnection::connect`]); HTTP keeps several in its `HubPool`.
+pub struct HubConnection {
     store: Store,
     clock: Arc<dyn Clock>,
     /// Reports in a row that brought rate limiting; sets the pause of the next claims. Shared by
-    /// every `Hub` of one process ([`Hub::connect`]); a restart starts from no pause, and the
+    /// every `HubConnection` of one process ([`HubConnection::connect`]); a restart starts from no pause, and the
     /// agent's next 429 sets it again.
     rate_limit_streak: Arc<AtomicU32>,
     /// What this process did, for `GET /metrics`; shared like the pacing state.
@@ -95,11 +98,11 @@ pub struct StatusReport {
     pub initialized: bool,
 }
 
-impl Hub {
+impl HubConnection {
     /// Opens (creating or migrating) the database at `db_path`.
-    pub fn open(db_path: &Path, clock: Arc<dyn Clock>) -> Result<(Hub, OpenReport)> {
+    pub fn open(db_path: &Path, clock: Arc<dyn Clock>) -> Result<(HubConnection, OpenReport)> {
         let (store, report) = Store::open(db_path, clock.now())?;
-        Ok((Hub::with_store(store, clock), report))
+        Ok((HubConnection::with_store(store, clock), report))
     }
 
     /// Opens an existing database (migrating it if needed); a missing one is an error, not a new
@@ -107,19 +110,22 @@ impl Hub {
     pub(crate) fn open_existing(
         db_path: &Path,
         clock: Arc<dyn Clock>,
-    ) -> Result<(Hub, OpenReport)> {
+    ) -> Result<(HubConnection, OpenReport)> {
         let (store, report) = Store::open_existing(db_path, clock.now())?;
-        Ok((Hub::with_store(store, clock), report))
+        Ok((HubConnection::with_store(store, clock), report))
     }
 
     /// Opens an existing database for reading only (a read-only data directory, a backup file):
     /// nothing is created, migrated or written.
-    pub(crate) fn open_read_only(db_path: &Path, clock: Arc<dyn Clock>) -> Result<Hub> {
-        Ok(Hub::with_store(Store::open_read_only(db_path)?, clock))
+    pub(crate) fn open_read_only(db_path: &Path, clock: Arc<dyn Clock>) -> Result<HubConnection> {
+        Ok(HubConnection::with_store(
+            Store::open_read_only(db_path)?,
+            clock,
+        ))
     }
 
-    fn with_store(store: Store, clock: Arc<dyn Clock>) -> Hub {
-        Hub {
+    fn with_store(store: Store, clock: Arc<dyn Clock>) -> HubConnection {
+        HubConnection {
             store,
             clock,
             rate_limit_streak: Arc::new(AtomicU32::new(0)),
@@ -129,9 +135,9 @@ impl Hub {
 
     /// Another connection to the same database, sharing the clock and the pacing state: one per
     /// thread that serves requests.
-    pub fn connect(&self) -> Result<Hub> {
+    pub fn connect(&self) -> Result<HubConnection> {
         let (store, _) = Store::open(self.store.path(), self.clock.now())?;
-        Ok(Hub {
+        Ok(HubConnection {
             store,
             clock: self.clock.clone(),
             rate_limit_streak: self.rate_limit_streak.clone(),

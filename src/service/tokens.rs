@@ -1,7 +1,7 @@
 //! The agent's and the clients' secrets: made from the operating system's random source, shown
 //! only by `jira-hub tokens`, replaced only by `jira-hub tokens --rotate`.
 
-use super::{Hub, Result, ServiceError};
+use super::{HubConnection, Result, ServiceError};
 use crate::domain::settings::Tokens;
 
 /// Which of the two tokens.
@@ -25,7 +25,7 @@ pub(super) fn generate_tokens() -> Result<Tokens> {
     })
 }
 
-impl Hub {
+impl HubConnection {
     /// The tokens in force; `None` before `init`.
     pub fn tokens(&self) -> Result<Option<Tokens>> {
         Ok(self.settings()?.tokens)
@@ -60,7 +60,7 @@ mod tests {
 /// Compares two secrets in time that depends only on their lengths, not on where they differ.
 use crate::domain::constant_time_eq;
 
-impl Hub {
+impl HubConnection {
     /// Whether `token` is the agent token (false when there is none yet).
     pub(crate) fn agent_token_matches(&self, token: Option<&str>) -> Result<bool> {
         let tokens = self.settings()?.tokens;

@@ -13,7 +13,7 @@ fn comments(n: usize) -> Value {
     json!({"title": "план", "author": "ivanov", "commands": commands})
 }
 
-fn status_of(hub: &mut jira_hub::service::Hub, batch: i64) -> Vec<CommandStatus> {
+fn status_of(hub: &mut jira_hub::service::HubConnection, batch: i64) -> Vec<CommandStatus> {
     hub.batch(batch)
         .unwrap()
         .commands
@@ -258,7 +258,7 @@ fn settings_reach_the_agent_only_when_its_version_differs() {
     let mut hub = ready_hub(&dir, &clock);
     let agent = Agent::new("agent-1");
     let version = hub.settings().unwrap().settings_version;
-    let answer = |hub: &mut jira_hub::service::Hub, v| match hub
+    let answer = |hub: &mut jira_hub::service::HubConnection, v| match hub
         .handle_agent_request(&agent.claim_request(1, v))
         .unwrap()
     {

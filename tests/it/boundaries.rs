@@ -204,7 +204,7 @@ fn no_module_imports_across_a_forbidden_boundary() {
 #[test]
 fn the_checker_sees_uses() {
     let code = code_of(
-        "use crate::{store::Tx, domain, service::{Hub, X}};\n\
+        "use crate::{store::Tx, domain, service::{HubConnection, X}};\n\
          fn f() { crate::relay::inspect::x(); } // crate::http in a comment",
     );
     let used = crate_modules(&code);

@@ -3,12 +3,12 @@
 
 use crate::support::*;
 use jira_hub::domain::command::CommandStatus;
-use jira_hub::service::{Hub, ServiceError};
+use jira_hub::service::{HubConnection, ServiceError};
 use serde_json::{Value, json};
 
 /// Runs one refresh through the protocol: claim, the pages, done.
 fn refresh(
-    hub: &mut Hub,
+    hub: &mut HubConnection,
     agent: &Agent,
     project: Option<&str>,
     pages: &[Vec<Value>],

@@ -1,10 +1,13 @@
 //! The data-model scenarios of «Проекты»: labels, names, boards, uniqueness, the base JQL.
 
 use crate::support::*;
-use jira_hub::service::{Hub, ServiceError};
+use jira_hub::service::{HubConnection, ServiceError};
 use serde_json::json;
 
-fn hub_with_key(dir: &TestDir, clock: &std::sync::Arc<jira_hub::clock::ManualClock>) -> Hub {
+fn hub_with_key(
+    dir: &TestDir,
+    clock: &std::sync::Arc<jira_hub::clock::ManualClock>,
+) -> HubConnection {
     let mut hub = open_hub(dir, clock);
     set_settings(&mut hub, json!({"project_key": "AURORA"}));
     hub

@@ -9,7 +9,7 @@
 use crate::support::*;
 use jira_hub::domain::command::CommandStatus;
 use jira_hub::protocol::AgentAnswer;
-use jira_hub::service::Hub;
+use jira_hub::service::HubConnection;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -72,7 +72,7 @@ struct Seen {
     depends_on: Option<i64>,
 }
 
-fn snapshot(hub: &mut Hub) -> BTreeMap<i64, Seen> {
+fn snapshot(hub: &mut HubConnection) -> BTreeMap<i64, Seen> {
     let mut all = BTreeMap::new();
     for batch in hub.batches(None).unwrap() {
         let total: usize = batch.counters.values().sum();

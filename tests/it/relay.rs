@@ -117,7 +117,7 @@ fn files_left_while_the_hub_was_down_are_processed() {
 
 /// A relay worker on the test's database with the given grace, driven pass by pass at instants
 /// the test chooses (no daemon, no waiting).
-fn worker(hub: &jira_hub::service::Hub, grace: Duration) -> jira_hub::relay::Relay {
+fn worker(hub: &jira_hub::service::HubConnection, grace: Duration) -> jira_hub::relay::Relay {
     jira_hub::relay::Relay::new(
         hub.connect().unwrap(),
         jira_hub::relay::RelayOptions {
@@ -618,7 +618,7 @@ fn the_relay_and_http_answer_alike() {
     let other = TestDir::new();
     std::fs::create_dir_all(other.db().parent().unwrap()).unwrap();
     std::fs::copy(&copy, other.db()).unwrap();
-    let mut other_hub = jira_hub::service::Hub::open(
+    let mut other_hub = jira_hub::service::HubConnection::open(
         &other.db(),
         std::sync::Arc::new(jira_hub::clock::SystemClock),
     )

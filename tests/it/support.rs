@@ -2,7 +2,7 @@
 //! `tests/fixtures/history/`.
 
 use jira_hub::clock::ManualClock;
-use jira_hub::service::Hub;
+use jira_hub::service::HubConnection;
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -171,8 +171,10 @@ pub fn clock() -> Arc<ManualClock> {
 }
 
 /// A hub on a new database in `dir`, on a clock the test controls.
-pub fn open_hub(dir: &TestDir, clock: &Arc<ManualClock>) -> Hub {
-    Hub::open(&dir.db(), clock.clone()).expect("open hub").0
+pub fn open_hub(dir: &TestDir, clock: &Arc<ManualClock>) -> HubConnection {
+    HubConnection::open(&dir.db(), clock.clone())
+        .expect("open hub")
+        .0
 }
 
 /// Every row of `setting` and `project`, to show that a refused request changed nothing.
@@ -195,13 +197,13 @@ pub fn snapshot(db: &Path) -> Vec<String> {
 }
 
 /// Writes settings through the service (as `PUT /settings` would); panics on a refusal.
-pub fn set_settings(hub: &mut Hub, settings: serde_json::Value) {
+pub fn set_settings(hub: &mut HubConnection, settings: serde_json::Value) {
     hub.update_settings(settings.as_object().expect("an object"))
         .expect("settings");
 }
 
 /// A hub initialised from the example config, with a clock the test moves.
-pub fn ready_hub(dir: &TestDir, clock: &Arc<ManualClock>) -> Hub {
+pub fn ready_hub(dir: &TestDir, clock: &Arc<ManualClock>) -> HubConnection {
     let mut hub = open_hub(dir, clock);
     let config: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(example_config()).expect("config"))
@@ -252,7 +254,11 @@ impl Agent {
         jira_hub::protocol::decode_value(value).expect("report")
     }
 
-    pub fn claim(&self, hub: &mut Hub, max_commands: u32) -> jira_hub::protocol::ClaimAnswer {
+    pub fn claim(
+        &self,
+        hub: &mut HubConnection,
+        max_commands: u32,
+    ) -> jira_hub::protocol::ClaimAnswer {
         match hub
             .handle_agent_request(&self.claim_request(max_commands, 0))
             .expect("claim")
@@ -264,7 +270,7 @@ impl Agent {
 
     pub fn report(
         &self,
-        hub: &mut Hub,
+        hub: &mut HubConnection,
         results: serde_json::Value,
     ) -> jira_hub::protocol::ReportAnswer {
         match hub
@@ -394,9 +400,9 @@ pub fn drop_file(dir: &Path, name: &str, value: &serde_json::Value) {
 }
 
 /// A hub initialised from the example config with `relay_dir` set to `<dir>/relay` (made).
-pub fn relay_hub(dir: &TestDir) -> (Hub, PathBuf, String) {
+pub fn relay_hub(dir: &TestDir) -> (HubConnection, PathBuf, String) {
     let clock = Arc::new(jira_hub::clock::SystemClock);
-    let (mut hub, _) = Hub::open(&dir.db(), clock).expect("open");
+    let (mut hub, _) = HubConnection::open(&dir.db(), clock).expect("open");
     let config: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(example_config()).expect("config"))
             .expect("json");

@@ -39,7 +39,9 @@ async fn timers_sweep_claims_and_enqueue_refreshes_without_waiting() {
     let started = std::time::Instant::now();
     let timers = tokio::spawn(run_timers(hub.connect().unwrap(), every, shutdown.clone()));
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let status = |hub: &mut jira_hub::service::Hub| hub.batch(batch_id).unwrap().commands[0].status;
+    let status = |hub: &mut jira_hub::service::HubConnection| {
+        hub.batch(batch_id).unwrap().commands[0].status
+    };
     assert_eq!(status(&mut hub), CommandStatus::Claimed, "the lease runs");
 
     // The lease ends by the hub's clock; the next sweep (5 s of tokio's) takes the claim back.
