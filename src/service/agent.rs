@@ -538,6 +538,29 @@ fn heartbeat_in(tx: &Tx<'_>, heartbeat: &HeartbeatRequest, now: &Now) -> Result<
     })
 }
 
+/// Ends a claimed command whose report never came: its open run fails, the command takes
+/// `status` with `error`, its dependents are skipped.
+fn end_unreported(
+    tx: &Tx<'_>,
+    command: &CommandRow,
+    status: CommandStatus,
+    error: &str,
+    now: &Now,
+) -> Result<()> {
+    if let Some(run) = tx.open_run(command.id)? {
+        tx.finish_run(run.id, RunStatus::Failed, &now.utc, Some(error))?;
+    }
+    let finish = Finish {
+        status,
+        finished_at: &now.utc,
+        result: None,
+        error: Some(error),
+        agent_finished_at: None,
+    };
+    tx.finish_command(command.id, &finish)?;
+    skip_dependents(tx, command, status, now)
+}
+
 fn expire_in(tx: &Tx<'_>, settings: &Settings, now: &Now) -> Result<ExpiredClaims> {
     let timeout = time::Duration::seconds(i64::from(settings.pacing.claim_timeout_seconds));
     let mut expired = ExpiredClaims::default();
@@ -570,36 +593,14 @@ fn expire_in(tx: &Tx<'_>, settings: &Settings, now: &Now) -> Result<ExpiredClaim
                 "пакет отменён; агент не отчитался за {} с о выдаче {}",
                 settings.pacing.claim_timeout_seconds, command.deliveries
             );
-            if let Some(run) = tx.open_run(command.id)? {
-                tx.finish_run(run.id, RunStatus::Failed, &now.utc, Some(&error))?;
-            }
-            let finish = Finish {
-                status: CommandStatus::Cancelled,
-                finished_at: &now.utc,
-                result: None,
-                error: Some(&error),
-                agent_finished_at: None,
-            };
-            tx.finish_command(command.id, &finish)?;
-            skip_dependents(tx, &command, CommandStatus::Cancelled, now)?;
+            end_unreported(tx, &command, CommandStatus::Cancelled, &error, now)?;
             expired.cancelled += 1;
         } else if command.deliveries >= settings.pacing.max_deliveries {
             let error = format!(
                 "агент не отчитался за {} с после {} выдач",
                 settings.pacing.claim_timeout_seconds, command.deliveries
             );
-            if let Some(run) = tx.open_run(command.id)? {
-                tx.finish_run(run.id, RunStatus::Failed, &now.utc, Some(&error))?;
-            }
-            let finish = Finish {
-                status: CommandStatus::Failed,
-                finished_at: &now.utc,
-                result: None,
-                error: Some(&error),
-                agent_finished_at: None,
-            };
-            tx.finish_command(command.id, &finish)?;
-            skip_dependents(tx, &command, CommandStatus::Failed, now)?;
+            end_unreported(tx, &command, CommandStatus::Failed, &error, now)?;
             expired.failed += 1;
         } else {
             tx.requeue(command.id)?;
