@@ -66,6 +66,15 @@ pub(crate) fn status(db: &Path) -> anyhow::Result<Outcome> {
         ),
         None => outln!("full refresh: never"),
     }
+    if let Some(run) = &status.last_refresh {
+        outln!(
+            "last refresh: {} ({}, {} issues, {} changed)",
+            run.run.finished_at.as_ref().unwrap_or(&run.run.started_at),
+            run.kind,
+            run.run.issues_seen,
+            run.run.issues_changed
+        );
+    }
     if status.counts.agents.is_empty() {
         outln!("agents:       none seen");
     }

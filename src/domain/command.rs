@@ -128,6 +128,37 @@ impl RunStatus {
     }
 }
 
+/// What a sync run asked Jira for, fixed when it starts: `full` (the base JQL: the whole scope,
+/// the only kind that prunes), `incremental` (a scope's JQL `AND updated >= <epoch ms>`: what
+/// changed since shortly before the last successful run), `partial` (anything else: a project's
+/// refresh, a base JQL a project was since added to).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    utoipa::ToSchema,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum RunKind {
+    Full,
+    Incremental,
+    Partial,
+}
+
+impl RunKind {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
 /// A batch's status, computed from its commands and `cancelled_at`, never stored.
 #[derive(
     Debug,

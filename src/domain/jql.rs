@@ -29,6 +29,40 @@ pub(crate) fn project_jql(project_key: &str, label: &str) -> String {
     format!("project = {project_key} AND labels in (\"{label}\")")
 }
 
+/// How far before the start of the last successful run an incremental refresh looks: an issue
+/// updated in Jira while that run was paging (after the search passed it) has an `updated`
+/// after the run's start, and Jira's clock may be a little behind the hub's.
+pub(crate) const INCREMENTAL_OVERLAP: time::Duration = time::Duration::minutes(10);
+
+/// What separates a scope's JQL from the incremental clause.
+const INCREMENTAL_CLAUSE: &str = " AND updated >= ";
+
+/// The incremental refresh of `scope` (a base or project JQL, conditions joined by `AND` only)
+/// since `since`: `<scope> AND updated >= <epoch milliseconds>`. An absolute time as unquoted
+/// epoch milliseconds: Jira reads a date string in the searching account's time zone, and only
+/// to the minute.
+pub(crate) fn incremental_jql(scope: &str, since: time::OffsetDateTime) -> String {
+    format!("{scope}{INCREMENTAL_CLAUSE}{}", epoch_ms(since))
+}
+
+/// The `updated >=` bound of an incremental refresh after a run that started at `last_start`.
+pub(crate) fn incremental_since(last_start: time::OffsetDateTime) -> time::OffsetDateTime {
+    last_start - INCREMENTAL_OVERLAP
+}
+
+pub(crate) fn epoch_ms(at: time::OffsetDateTime) -> i64 {
+    i64::try_from(at.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
+}
+
+/// The scope and the epoch-millisecond bound of an incremental query; `None` for any other.
+pub(crate) fn split_incremental(query: &str) -> Option<(&str, i64)> {
+    let (scope, bound) = query.rsplit_once(INCREMENTAL_CLAUSE)?;
+    if scope.is_empty() || bound.is_empty() || !bound.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((scope, bound.parse().ok()?))
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Token {
     /// A bare word (`project`, `AND`, `AWPCA`).

@@ -24,6 +24,7 @@ pub(crate) const BACKUP_KEEP: &str = "backup_keep";
 pub(crate) const AUTO_REFRESH_MINUTES: &str = "auto_refresh_minutes";
 pub(crate) const RELAY_DIR: &str = "relay_dir";
 pub(crate) const CLOSED_STATUSES: &str = "closed_statuses";
+pub(crate) const FULL_REFRESH_HOURS: &str = "full_refresh_hours";
 pub(crate) const SCHEMA_VERSION: &str = "schema_version";
 /// Legacy keys of schema v1–v3: kept in the table, never written, `board_id` passed to the agent.
 pub(crate) const LEGACY_BASE_JQL: &str = "base_jql";
@@ -36,6 +37,8 @@ pub(crate) const BOARD_ID_READ_ONLY: &str =
 
 pub(crate) const DEFAULT_CLOSED_STATUSES: [&str; 2] = ["Готово", "Снято"];
 pub(crate) const DEFAULT_BACKUP_KEEP: u32 = 10;
+/// Hours between two full automatic refreshes (the ones in between are incremental).
+pub(crate) const DEFAULT_FULL_REFRESH_HOURS: u32 = 24;
 
 /// How the hub paces the agent; missing members take the defaults of system.md §3.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -132,6 +135,9 @@ pub struct Settings {
     /// The shared folder of the file relay; `None`: no relay.
     pub relay_dir: Option<String>,
     pub closed_statuses: Vec<String>,
+    /// The automatic refresh is full when the last full run started this long ago (or never
+    /// was); incremental otherwise. The hub's alone: the agent never sees it.
+    pub full_refresh_hours: u32,
     /// `board_id` left by a v3 database: the agent's fallback board for commands enqueued before
     /// the migration. Never shown to clients, never written.
     pub legacy_board_id: Option<Value>,
@@ -153,6 +159,7 @@ impl Default for Settings {
             auto_refresh_minutes: None,
             relay_dir: None,
             closed_statuses: DEFAULT_CLOSED_STATUSES.map(String::from).to_vec(),
+            full_refresh_hours: DEFAULT_FULL_REFRESH_HOURS,
             legacy_board_id: None,
         }
     }
@@ -212,6 +219,7 @@ impl Settings {
                 }
                 RELAY_DIR => typed(&normalized).map(|v| settings.relay_dir = v),
                 CLOSED_STATUSES => typed(&normalized).map(|v| settings.closed_statuses = v),
+                FULL_REFRESH_HOURS => typed(&normalized).map(|v| settings.full_refresh_hours = v),
                 _ => {
                     warnings.push(format!("stored setting {key} is unknown and ignored"));
                     Some(())
@@ -239,12 +247,16 @@ impl Settings {
         );
         view.insert(RELAY_DIR.to_string(), json!(self.relay_dir));
         view.insert(CLOSED_STATUSES.to_string(), json!(self.closed_statuses));
+        view.insert(
+            FULL_REFRESH_HOURS.to_string(),
+            json!(self.full_refresh_hours),
+        );
         view.insert(SETTINGS_VERSION.to_string(), json!(self.settings_version));
         Value::Object(view)
     }
 
     /// What a claim answer carries in `settings`: every setting except `relay_dir`,
-    /// `closed_statuses`, `tokens` and `settings_version` (sent beside it), plus the legacy
+    /// `closed_statuses`, `full_refresh_hours`, `tokens` and `settings_version` (sent beside it), plus the legacy
     /// `board_id` when the database still has it.
     pub(crate) fn agent_view(&self) -> Value {
         let mut view = self.shared_view();
@@ -300,6 +312,10 @@ pub(crate) fn validate_setting(key: &str, value: &Value) -> Result<Value, Valida
         }
         RELAY_DIR => validate_relay_dir(value),
         CLOSED_STATUSES => validate_closed_statuses(value),
+        FULL_REFRESH_HOURS => {
+            validate_integer(key, value, 1, 87_600, false)?;
+            Ok(value.clone())
+        }
         LEGACY_BASE_JQL => Err(ValidationError::new(key, BASE_JQL_READ_ONLY)),
         LEGACY_BOARD_ID => Err(ValidationError::new(key, BOARD_ID_READ_ONLY)),
         TOKENS => Err(ValidationError::new(
@@ -641,6 +657,14 @@ mod tests {
             json!(-5),
             Some("auto_refresh_minutes"),
         );
+        check("full_refresh_hours", json!(1), None);
+        check("full_refresh_hours", json!(0), Some("full_refresh_hours"));
+        check(
+            "full_refresh_hours",
+            json!(null),
+            Some("full_refresh_hours"),
+        );
+        check("full_refresh_hours", json!(1.5), Some("full_refresh_hours"));
         check("relay_dir", json!("/srv/jira-bridge"), None);
         check("relay_dir", json!(null), None);
         check("relay_dir", json!("rshb/jira-bridge"), Some("relay_dir"));
@@ -739,6 +763,7 @@ mod tests {
         assert_eq!(public["relay_dir"], json!("/srv/relay"));
         assert_eq!(public["closed_statuses"], json!(["Готово", "Снято"]));
         assert_eq!(public["settings_version"], json!(7));
+        assert_eq!(public["full_refresh_hours"], json!(24));
         assert!(public.get("board_id").is_none());
         assert!(!public.to_string().contains("secret"));
 
@@ -746,6 +771,7 @@ mod tests {
         for hidden in [
             "relay_dir",
             "closed_statuses",
+            "full_refresh_hours",
             "tokens",
             "settings_version",
             "base_jql",

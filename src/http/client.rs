@@ -2,11 +2,13 @@
 
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, ClientAuth};
 use crate::service::{
-    AgentView, BatchRequest, BatchView, IssueView, NoteView, ProjectView, SliceRow, SyncRunView,
+    AgentView, BatchRequest, BatchView, IssueView, NoteView, ProjectView, RefreshSince, SliceRow,
+    SyncRunView,
 };
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -69,21 +71,76 @@ pub(crate) async fn create_project(
     Ok((StatusCode::CREATED, Json(project)))
 }
 
-/// The project's own issues and its neighbours, each with `neighbor`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub(crate) struct SliceFilter {
+    /// Only the rows whose stored content changed in the mirror (`mirror_changed_at`) at or after
+    /// this time: ISO-8601 / RFC 3339, e.g. `2026-01-05T10:00:00Z`. Rows that left the slice are
+    /// not reported; the whole slice shows them gone.
+    pub updated_since: Option<String>,
+}
+
+/// The project's own issues and its neighbours, each with `neighbor`. The answer carries a strong
+/// `ETag` (a hash of the exact body); `If-None-Match` with it answers 304 with no body while the
+/// answer would be the same.
 #[utoipa::path(get, path = "/projects/{label}/issues", tag = "mirror", security(("client_token" = [])),
-    params(("label" = String, Path, description = "the project's label")),
-    responses((status = 200, body = Vec<SliceRow>), (status = 404, body = super::ErrorBody)))]
+    params(("label" = String, Path, description = "the project's label"), SliceFilter,
+           ("If-None-Match" = Option<String>, Header, description = "an `ETag` of an earlier answer: 304 while nothing changed")),
+    responses((status = 200, body = Vec<SliceRow>, headers(("ETag" = String, description = "a strong validator of this answer"))),
+              (status = 304, description = "nothing changed since the `ETag` given in `If-None-Match`; no body", headers(("ETag" = String))),
+              (status = 404, body = super::ErrorBody), (status = 422, description = "`updated_since` is not a time", body = super::ErrorBody)))]
 pub(crate) async fn project_issues(
     _: ClientAuth,
     State(state): State<AppState>,
     ApiPath(label): ApiPath<String>,
-) -> Result<Json<Vec<SliceRow>>, ApiError> {
-    Ok(Json(
-        state
-            .pool
-            .run(move |hub| hub.project_issues(&label))
-            .await?,
-    ))
+    ApiQuery(filter): ApiQuery<SliceFilter>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let rows = state
+        .pool
+        .run(move |hub| hub.project_issues_since(&label, filter.updated_since.as_deref()))
+        .await?;
+    let body = serde_json::to_vec(&rows).map_err(|error| ApiError::internal(error.to_string()))?;
+    let etag = format!("\"{:032x}\"", fnv1a_128(&body));
+    let etag_value =
+        HeaderValue::from_str(&etag).map_err(|error| ApiError::internal(error.to_string()))?;
+    if headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .any(|value| none_match_hits(value, &etag))
+    {
+        return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag_value)]).into_response());
+    }
+    Ok((
+        StatusCode::OK,
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            ),
+            (header::ETAG, etag_value),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+/// 128-bit FNV-1a: stable across builds and processes, so an `ETag` survives a restart.
+fn fnv1a_128(bytes: &[u8]) -> u128 {
+    const OFFSET: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
+    bytes.iter().fold(OFFSET, |hash, byte| {
+        (hash ^ u128::from(*byte)).wrapping_mul(PRIME)
+    })
+}
+
+/// Whether one `If-None-Match` value (`*` or a list of entity tags) names `etag`; the weak
+/// comparison RFC 9110 prescribes for it (`W/"x"` matches `"x"`).
+fn none_match_hits(value: &str, etag: &str) -> bool {
+    value
+        .split(',')
+        .map(str::trim)
+        .any(|tag| tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == etag)
 }
 
 #[utoipa::path(get, path = "/issues/{key}", tag = "mirror", security(("client_token" = [])),
@@ -179,6 +236,7 @@ pub(crate) async fn cancel_batch(
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct RefreshBody {
     /// Refresh one project's label instead of the base JQL.
     #[serde(default)]
@@ -186,9 +244,22 @@ pub(crate) struct RefreshBody {
     /// Who asked; `api` when not given.
     #[serde(default)]
     pub author: Option<String>,
+    /// `last`: an incremental refresh (`AND updated >= <epoch ms>`) from the start of the last
+    /// successful run of that scope, less 10 minutes; full when there is none. Absent: full.
+    #[serde(default)]
+    #[schema(value_type = Option<SinceBody>)]
+    pub since: Option<String>,
 }
 
-/// Enqueues a one-command refresh batch.
+/// The only value of `since` (read as a string, so any other is a 422 naming `since`).
+#[derive(Debug, Clone, Copy, utoipa::ToSchema)]
+#[allow(dead_code)] // documents the value; the body reads a string
+pub(crate) enum SinceBody {
+    #[schema(rename = "last")]
+    Last,
+}
+
+/// Enqueues a one-command refresh batch: full, or incremental with `{"since": "last"}`.
 #[utoipa::path(post, path = "/refresh", tag = "batches", security(("client_token" = [])), request_body = RefreshBody,
     responses((status = 201, body = BatchView), (status = 404, body = super::ErrorBody), (status = 422, body = super::ErrorBody)))]
 pub(crate) async fn refresh(
@@ -202,19 +273,33 @@ pub(crate) async fn refresh(
     } else {
         super::decode_json(&body)?
     };
+    let since = match body.since.as_deref() {
+        None => RefreshSince::Full,
+        Some("last") => RefreshSince::Last,
+        Some(_) => {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                super::ErrorCode::Invalid,
+                Some("since"),
+                "ожидается \"last\" (обновление с последнего успешного прогона) или ничего"
+                    .to_string(),
+            ));
+        }
+    };
     let view = state
         .pool
         .run(move |hub| {
-            hub.enqueue_refresh(
+            hub.enqueue_refresh_of(
                 body.project.as_deref(),
                 body.author.as_deref().unwrap_or("api"),
+                since,
             )
         })
         .await?;
     Ok((StatusCode::CREATED, Json(view)))
 }
 
-/// Newest first, each with `full`.
+/// Newest first, each with its `kind` (`full`, `incremental`, `partial`) and `full`.
 #[utoipa::path(get, path = "/sync-runs", tag = "mirror", security(("client_token" = [])),
     responses((status = 200, body = Vec<SyncRunView>)))]
 pub(crate) async fn sync_runs(

@@ -379,7 +379,8 @@ fn schemas_written_here() -> Vec<(&'static str, Value)> {
         "backup_keep": {"type": "integer", "minimum": 1, "maximum": 100000},
         "auto_refresh_minutes": {"type": ["integer", "null"], "minimum": 0, "maximum": 525600},
         "relay_dir": {"type": ["string", "null"], "description": "An absolute path; null turns the relay off."},
-        "closed_statuses": {"type": "array", "items": {"type": "string"}}
+        "closed_statuses": {"type": "array", "items": {"type": "string"}},
+        "full_refresh_hours": {"type": "integer", "minimum": 1, "maximum": 87600, "description": "Hours between two full automatic refreshes; the automatic refreshes in between are incremental (`updated >=` the start of the last successful run, less an overlap)."}
     });
     let mut view = writable.clone();
     if let Some(view) = view.as_object_mut() {

@@ -7,10 +7,11 @@
 use super::batches::{base_jql_in, settings_in};
 use super::{HubConnection, Metrics, Result};
 use crate::domain::command::{
-    CommandStatus, CommandType, RunStatus, backoff_pause, is_result_reference, substitute_result,
-    truncate_error,
+    CommandStatus, CommandType, RunKind, RunStatus, backoff_pause, is_result_reference,
+    substitute_result, truncate_error,
 };
 use crate::domain::issue::MirrorFields;
+use crate::domain::jql::split_incremental;
 use crate::domain::settings::Settings;
 use crate::domain::time::{Utc, format_utc, parse_utc};
 use crate::jira::{FieldIds, map_issue_text};
@@ -250,8 +251,13 @@ fn start_run(
         .get("jql")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let full = base_jql_in(tx, settings)?.is_some_and(|jql| jql == query);
-    Ok(tx.start_run(command.id, query, full, &now.utc)?)
+    let base = base_jql_in(tx, settings)?;
+    let (kind, scope) = match split_incremental(query) {
+        Some((scope, _)) => (RunKind::Incremental, scope),
+        None if base.as_deref() == Some(query) => (RunKind::Full, query),
+        None => (RunKind::Partial, query),
+    };
+    Ok(tx.start_run(command.id, query, kind, scope, &now.utc)?)
 }
 
 fn dependency_failed(dependency: &CommandRow) -> String {
@@ -508,8 +514,10 @@ fn complete_refresh(
         }
     }
     // Pruning needs a run that was full when it started and whose query is still the whole
-    // scope: a project added meanwhile has issues this run never asked for.
-    let full = run.full && base_jql_in(tx, settings)?.is_some_and(|jql| jql == run.query);
+    // scope: a project added meanwhile has issues this run never asked for. An incremental run
+    // never prunes: it returns only what changed.
+    let full =
+        run.kind == RunKind::Full && base_jql_in(tx, settings)?.is_some_and(|jql| jql == run.query);
     if full {
         let removed = tx.prune_unseen(&run.started_at)?;
         if removed > 0 {

@@ -8,12 +8,22 @@ use crate::domain::command::{
     BatchScope, CommandRequest, CommandStatus, batch_status, counters, estimate_seconds,
     validate_commands,
 };
-use crate::domain::jql::{base_jql, project_jql};
+use crate::domain::jql::{base_jql, incremental_jql, incremental_since, project_jql};
 use crate::domain::settings::Settings;
 use crate::domain::time::format_utc;
 use crate::store::{BatchRow, Tx};
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+/// What a refresh asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefreshSince {
+    /// Everything the scope matches; the only kind that prunes (of the base JQL).
+    Full,
+    /// What changed since the start of the last successful run of the scope, less the overlap;
+    /// full when there is no such run.
+    Last,
+}
 
 /// `POST /batches`.
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
@@ -191,12 +201,28 @@ impl HubConnection {
         })
     }
 
-    /// `POST /refresh`: a one-command batch refreshing the base JQL with every project's board,
-    /// or one project's label with its board.
+    /// `POST /refresh` without `since`: a full refresh (see [`HubConnection::enqueue_refresh_of`]).
     pub fn enqueue_refresh(&mut self, project: Option<&str>, author: &str) -> Result<BatchView> {
+        self.enqueue_refresh_of(project, author, RefreshSince::Full)
+    }
+
+    /// `POST /refresh`: a one-command batch refreshing the base JQL with every project's board,
+    /// or one project's label with its board. [`RefreshSince::Last`] makes it incremental:
+    /// `AND updated >= <epoch ms>` from the start of the last successful run of that scope (the
+    /// base JQL's runs cover a project too) less an overlap of 10 minutes; full when there is none.
+    pub fn enqueue_refresh_of(
+        &mut self,
+        project: Option<&str>,
+        author: &str,
+        since: RefreshSince,
+    ) -> Result<BatchView> {
         let settings = self.settings()?;
         let projects = self.store.projects()?;
-        let (jql, boards, title) = match project {
+        let base = base_jql(
+            settings.project_key.as_deref(),
+            projects.iter().map(|p| p.label.as_str()),
+        );
+        let (scope, boards, title) = match project {
             Some(label) => {
                 let project = projects
                     .iter()
@@ -215,11 +241,7 @@ impl HubConnection {
                 )
             }
             None => {
-                let jql = base_jql(
-                    settings.project_key.as_deref(),
-                    projects.iter().map(|p| p.label.as_str()),
-                )
-                .ok_or_else(|| {
+                let jql = base.clone().ok_or_else(|| {
                     ValidationError::new(
                         "base_jql",
                         "базовой JQL нет: нужны project_key и хотя бы один проект",
@@ -230,6 +252,21 @@ impl HubConnection {
                 boards.dedup();
                 (jql, boards, "Обновление зеркала".to_string())
             }
+        };
+        let last = match since {
+            RefreshSince::Full => None,
+            RefreshSince::Last => {
+                let mut scopes = vec![scope.as_str()];
+                scopes.extend(base.as_deref().filter(|b| *b != scope));
+                self.store.read(|tx| tx.last_complete_run(&scopes))?
+            }
+        };
+        let (jql, title) = match last {
+            Some(run) => (
+                incremental_jql(&scope, incremental_since(run.started_at.at())),
+                format!("{title} (изменения)"),
+            ),
+            None => (scope, title),
         };
         self.enqueue_batch(&BatchRequest {
             title,
@@ -243,10 +280,12 @@ impl HubConnection {
         })
     }
 
-    /// What the daemon's timer calls: enqueues a full refresh when `auto_refresh_minutes` have
-    /// passed since the last one was enqueued and no refresh at all is queued or claimed ("never
-    /// two at once": a refresh enqueued before a project was added has another query, and a
-    /// project's refresh is part of the hub's scope too).
+    /// What the daemon's timer calls: enqueues a refresh of the base JQL when
+    /// `auto_refresh_minutes` have passed since the last one (full or incremental) was enqueued
+    /// and no refresh at all is queued or claimed ("never two at once": a refresh enqueued before
+    /// a project was added has another query, and a project's refresh is part of the hub's scope
+    /// too). It is full when no full run of today's base JQL succeeded in the last
+    /// `full_refresh_hours` (the first one, or after a project was added), incremental otherwise.
     pub fn auto_refresh(&mut self) -> Result<Option<BatchView>> {
         let settings = self.settings()?;
         let Some(minutes) = settings.auto_refresh_period_minutes() else {
@@ -267,8 +306,18 @@ impl HubConnection {
         if !due {
             return Ok(None);
         }
-        let view = self.enqueue_refresh(None, "jira-hub")?;
-        tracing::info!(batch = view.id, at = %format_utc(now), "automatic full refresh enqueued");
+        let full_every = time::Duration::hours(i64::from(settings.full_refresh_hours));
+        let full_due = self.store.read(|tx| -> Result<bool> {
+            let last = tx.last_full_run_of(&jql)?;
+            Ok(last.is_none_or(|run| run.started_at.at() + full_every <= now))
+        })?;
+        let since = if full_due {
+            RefreshSince::Full
+        } else {
+            RefreshSince::Last
+        };
+        let view = self.enqueue_refresh_of(None, "jira-hub", since)?;
+        tracing::info!(batch = view.id, at = %format_utc(now), ?since, "automatic refresh enqueued");
         Ok(Some(view))
     }
 }

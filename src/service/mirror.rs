@@ -7,6 +7,7 @@ use super::views::{
 };
 use super::{HubConnection, Result, ServiceError};
 use crate::domain::ValidationError;
+use crate::domain::time::{Utc, parse_utc};
 use serde_json::Value;
 
 /// The longest note, in characters.
@@ -15,20 +16,42 @@ const MAX_NOTE_CHARS: usize = 20_000;
 impl HubConnection {
     /// `GET /projects/{label}/issues`.
     pub fn project_issues(&mut self, label: &str) -> Result<Vec<SliceRow>> {
+        self.project_issues_since(label, None)
+    }
+
+    /// `GET /projects/{label}/issues?updated_since=T`: the rows of the slice whose stored content
+    /// changed in the mirror at or after `T` (an RFC 3339 time; any offset, compared in UTC).
+    /// Rows that left the slice are not reported: a client learns of them from the whole slice.
+    pub fn project_issues_since(
+        &mut self,
+        label: &str,
+        updated_since: Option<&str>,
+    ) -> Result<Vec<SliceRow>> {
+        let since = match updated_since {
+            None => None,
+            Some(text) => Some(parse_utc(text).map(Utc::new).ok_or_else(|| {
+                ValidationError::new(
+                    "updated_since",
+                    "ожидается время ISO-8601 (RFC 3339), например 2026-01-05T10:00:00Z",
+                )
+            })?),
+        };
         self.store.read(|tx| {
             if !tx.projects()?.iter().any(|p| p.label == label) {
                 return Err(ServiceError::NotFound(format!("проекта «{label}» нет")));
             }
             let closed = settings_in(tx)?.closed_statuses;
             Ok(tx
-                .slice(label)?
+                .slice(label, since.as_ref())?
                 .into_iter()
                 .map(|(row, neighbor)| {
+                    let mirror_changed_at = row.mirror_changed_at.clone();
                     let (issue, synced_at) = issue_parts(row);
                     SliceRow {
                         closed: closed.contains(&issue.status),
                         issue,
                         synced_at,
+                        mirror_changed_at,
                         neighbor,
                     }
                 })

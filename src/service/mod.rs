@@ -11,7 +11,7 @@ mod mirror;
 mod tokens;
 mod views;
 
-pub use batches::{BatchRequest, CommandRequestBody};
+pub use batches::{BatchRequest, CommandRequestBody, RefreshSince};
 pub(crate) use metrics::{Metrics, RELAY_STALL_LIMIT};
 pub(crate) use tokens::TokenRole;
 pub use views::{
@@ -94,6 +94,8 @@ pub struct StatusReport {
     pub base_jql: Option<String>,
     pub counts: CountsView,
     pub last_full_refresh: Option<RunView>,
+    /// The newest successful run of any kind, with its kind.
+    pub last_refresh: Option<SyncRunView>,
     pub relay_dir: Option<String>,
     pub initialized: bool,
 }
@@ -270,6 +272,7 @@ impl HubConnection {
             .store
             .last_full_run()?
             .map(|run| SyncRunView::from(run).run);
+        let last_refresh = self.store.last_done_run()?.map(SyncRunView::from);
         Ok(StatusReport {
             db_path: self.store.path().to_path_buf(),
             schema_version: SCHEMA_VERSION,
@@ -280,6 +283,7 @@ impl HubConnection {
             base_jql,
             counts: self.store.status_counts()?.into(),
             last_full_refresh,
+            last_refresh,
             relay_dir: settings.relay_dir,
         })
     }

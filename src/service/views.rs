@@ -3,7 +3,7 @@
 //! change without changing the API, and no column (a lease, a run's `full` flag) shows by
 //! accident. Only views (and the domain values they carry) derive `Serialize` and `ToSchema`.
 
-use crate::domain::command::{BatchStatus, CommandStatus, CommandType, RunStatus};
+use crate::domain::command::{BatchStatus, CommandStatus, CommandType, RunKind, RunStatus};
 use crate::domain::issue::MirrorFields;
 use crate::domain::project::Project;
 use crate::domain::time::Utc;
@@ -100,6 +100,9 @@ pub struct SliceRow {
     /// When a refresh last brought the issue.
     #[schema(value_type = String)]
     pub synced_at: Utc,
+    /// When its stored content last changed in the mirror (what `updated_since` compares).
+    #[schema(value_type = Option<String>)]
+    pub mirror_changed_at: Option<Utc>,
     pub neighbor: bool,
     pub closed: bool,
 }
@@ -201,20 +204,25 @@ pub struct RunView {
     pub error: Option<String>,
 }
 
-/// A sync run with whether it is full.
+/// A sync run with its kind.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct SyncRunView {
     #[serde(flatten)]
     pub run: RunView,
     /// Its query was the base JQL when the run started (recorded then: adding a project later
-    /// does not change what an earlier run was).
+    /// does not change what an earlier run was); `kind` is `full`.
     pub full: bool,
+    /// `full` (the base JQL; the only kind that removes issues that left the scope),
+    /// `incremental` (a scope's JQL `AND updated >= <epoch ms>`; never removes anything) or
+    /// `partial` (any other query: a project's refresh, an older base JQL), fixed when it started.
+    pub kind: RunKind,
 }
 
 impl From<RunRow> for SyncRunView {
     fn from(row: RunRow) -> SyncRunView {
         SyncRunView {
             full: row.full,
+            kind: row.kind,
             run: RunView {
                 id: row.id,
                 command_id: row.command_id,

@@ -315,11 +315,13 @@ impl Tx<'_> {
         )?)
     }
 
-    /// When the newest refresh of `jql` was enqueued.
+    /// When the newest refresh of `jql`, full or incremental (`jql AND updated >= …`), was
+    /// enqueued.
     pub(crate) fn last_refresh_enqueued(&self, jql: &str) -> Result<Option<Utc>> {
         Ok(self.0.query_row(
             "SELECT max(b.created_at) FROM command c JOIN batch b ON b.id = c.batch_id
-             WHERE c.type = 'refresh' AND json_extract(c.params, '$.jql') = ?1",
+             WHERE c.type = 'refresh' AND (json_extract(c.params, '$.jql') = ?1
+               OR substr(json_extract(c.params, '$.jql'), 1, length(?1) + 16) = ?1 || ' AND updated >= ')",
             [jql],
             |row| row.get(0),
         )?)

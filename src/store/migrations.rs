@@ -25,7 +25,7 @@ pub(crate) const CURRENT_SCHEMA_VERSION: u32 = 4;
 /// fixes the schema version at 4, so changes it does not describe (new columns with defaults, an
 /// index) are revisions of v4 rather than a v5: `schema_version` stays what the data model says,
 /// and every other tool that reads a v4 database still finds the tables it knows.
-pub(crate) const CURRENT_V4_REVISION: u32 = 1;
+pub(crate) const CURRENT_V4_REVISION: u32 = 2;
 
 /// What one step needs besides the transaction.
 struct StepContext {
@@ -63,10 +63,16 @@ struct Revision {
     apply: fn(&Transaction<'_>, &StepContext) -> Result<Vec<String>>,
 }
 
-const REVISIONS: [Revision; 1] = [Revision {
-    to: 1,
-    apply: v4_revision_1,
-}];
+const REVISIONS: [Revision; 2] = [
+    Revision {
+        to: 1,
+        apply: v4_revision_1,
+    },
+    Revision {
+        to: 2,
+        apply: v4_revision_2,
+    },
+];
 
 pub(super) struct MigrationOutcome {
     pub old_version: u32,
@@ -383,6 +389,15 @@ fn v4_revision_1(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
         "UPDATE sync_run SET full = (?1 IS NOT NULL AND query = ?1)",
         [base],
     )?;
+    Ok(Vec::new())
+}
+
+/// Revision 2 of v4: a run's kind (`full`, `incremental`, `partial`) and scope, recorded when it
+/// starts; when an issue's stored content last changed (`mirror_changed_at`, for
+/// `updated_since`). Old runs are full or partial as revision 1 judged them; old issues changed
+/// when they were last synced.
+fn v4_revision_2(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
+    tx.execute_batch(include_str!("sql/v4r2.sql"))?;
     Ok(Vec::new())
 }
 

@@ -8,7 +8,7 @@
 use super::status::{RUN_COLUMNS, run_from_row};
 use super::tx::Tx;
 use super::{Result, RunRow};
-use crate::domain::command::RunStatus;
+use crate::domain::command::{RunKind, RunStatus};
 use crate::domain::issue::MirrorFields;
 use crate::domain::time::Utc;
 use crate::jira::MirrorIssue;
@@ -20,10 +20,13 @@ use serde_json::{Value, json};
 pub(crate) struct IssueRow {
     pub mirrored: MirrorFields,
     pub synced_at: Utc,
+    /// When its stored content last changed (inserted, other fields, moved); `None` only if
+    /// edited by hand.
+    pub mirror_changed_at: Option<Utc>,
 }
 
 const ISSUE_COLUMNS: &str = "key, jira_id, issue_type, summary, description, status, priority, assignee, reporter, \
-     labels, epic_key, sprint, duedate, plan_start, plan_end, created_at, updated_at, synced_at";
+     labels, epic_key, sprint, duedate, plan_start, plan_end, created_at, updated_at, synced_at, mirror_changed_at";
 
 fn issue_from_row(row: &Row<'_>) -> rusqlite::Result<IssueRow> {
     let labels: String = row.get(9)?;
@@ -48,6 +51,7 @@ fn issue_from_row(row: &Row<'_>) -> rusqlite::Result<IssueRow> {
             updated_at: row.get(16)?,
         },
         synced_at: row.get(17)?,
+        mirror_changed_at: row.get(18)?,
     })
 }
 
@@ -124,14 +128,15 @@ impl Tx<'_> {
         self.0
             .prepare_cached(&format!(
                 "INSERT INTO issue ({ISSUE_COLUMNS}, fields) VALUES
-                 (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)
+                 (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?18, ?19)
                  ON CONFLICT (key) DO UPDATE SET jira_id = excluded.jira_id, issue_type = excluded.issue_type,
                    summary = excluded.summary, description = excluded.description, status = excluded.status,
                    priority = excluded.priority, assignee = excluded.assignee, reporter = excluded.reporter,
                    labels = excluded.labels, epic_key = excluded.epic_key, sprint = excluded.sprint,
                    duedate = excluded.duedate, plan_start = excluded.plan_start, plan_end = excluded.plan_end,
                    created_at = excluded.created_at, updated_at = excluded.updated_at,
-                   synced_at = excluded.synced_at, fields = excluded.fields"
+                   synced_at = excluded.synced_at, fields = excluded.fields,
+                   mirror_changed_at = CASE WHEN ?20 THEN excluded.synced_at ELSE issue.mirror_changed_at END"
             ))?
             .execute(params![
                 issue.key,
@@ -152,7 +157,8 @@ impl Tx<'_> {
                 issue.created_at,
                 issue.updated_at,
                 synced_at,
-                fields
+                fields,
+                changed || moved
             ])?;
         if let Some(links) = &mirror_issue.links {
             // A new issue has no links of its own stored yet (rows other issues stored for it
@@ -395,8 +401,13 @@ impl Tx<'_> {
 
     /// A project's slice (data-model «Свои и соседи»): its own issues (label in `labels`,
     /// exact) and its neighbours (issues without the label linked to an own issue either way,
-    /// and the epics of own issues that are in the mirror), each with `neighbor`.
-    pub(crate) fn slice(&self, label: &str) -> Result<Vec<(IssueRow, bool)>> {
+    /// and the epics of own issues that are in the mirror), each with `neighbor`; only the rows
+    /// whose stored content changed at or after `changed_since` when it is given.
+    pub(crate) fn slice(
+        &self,
+        label: &str,
+        changed_since: Option<&Utc>,
+    ) -> Result<Vec<(IssueRow, bool)>> {
         let mut statement = self.0.prepare_cached(&format!(
             "WITH own AS (
                  SELECT key FROM issue WHERE EXISTS (SELECT 1 FROM json_each(issue.labels) WHERE value = ?1)
@@ -407,12 +418,14 @@ impl Tx<'_> {
                  UNION SELECT epic_key FROM issue WHERE key IN own AND epic_key IS NOT NULL
              )
              SELECT {ISSUE_COLUMNS}, 0 FROM issue WHERE key IN own
+               AND (?2 IS NULL OR mirror_changed_at >= ?2)
              UNION ALL
              SELECT {ISSUE_COLUMNS}, 1 FROM issue WHERE key IN near AND key NOT IN own
-             ORDER BY 19, 1"
+               AND (?2 IS NULL OR mirror_changed_at >= ?2)
+             ORDER BY 20, 1"
         ))?;
-        let rows = statement.query_map([label], |row| {
-            Ok((issue_from_row(row)?, row.get::<_, bool>(18)?))
+        let rows = statement.query_map(params![label, changed_since], |row| {
+            Ok((issue_from_row(row)?, row.get::<_, bool>(19)?))
         })?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
@@ -428,17 +441,20 @@ impl Tx<'_> {
             .optional()?)
     }
 
-    /// Opens a run; `full` is whether its query is the base JQL now (a fact of the run).
+    /// Opens a run; its kind and scope are what its query is now (facts of the run).
     pub(crate) fn start_run(
         &self,
         command_id: i64,
         query: &str,
-        full: bool,
+        kind: RunKind,
+        scope: &str,
         started_at: &Utc,
     ) -> Result<RunRow> {
+        let full = kind == RunKind::Full;
         self.0.execute(
-            "INSERT INTO sync_run (command_id, query, started_at, status, full) VALUES (?1, ?2, ?3, 'running', ?4)",
-            params![command_id, query, started_at, full],
+            "INSERT INTO sync_run (command_id, query, started_at, status, full, kind, scope)
+             VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6)",
+            params![command_id, query, started_at, full, kind.as_str(), scope],
         )?;
         Ok(RunRow {
             id: self.0.last_insert_rowid(),
@@ -451,6 +467,8 @@ impl Tx<'_> {
             issues_changed: 0,
             error: None,
             full,
+            kind,
+            scope: scope.to_string(),
         })
     }
 
@@ -475,6 +493,34 @@ impl Tx<'_> {
             params![run_id, status.as_str(), finished_at, error],
         )?;
         Ok(())
+    }
+
+    /// The newest successful run whose scope is one of `scopes`: a full or incremental run of the
+    /// base JQL, or (for a project) a run of the project's own JQL, incremental or not. A run's
+    /// scope is the base JQL only when it was full or incremental (its kind is fixed at start).
+    pub(crate) fn last_complete_run(&self, scopes: &[&str]) -> Result<Option<RunRow>> {
+        Ok(self
+            .0
+            .prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS} FROM sync_run
+                 WHERE status = 'done' AND scope IN (SELECT value FROM json_each(?1))
+                 ORDER BY started_at DESC, id DESC LIMIT 1"
+            ))?
+            .query_row([json!(scopes).to_string()], run_from_row)
+            .optional()?)
+    }
+
+    /// The newest successful full run of `scope`.
+    pub(crate) fn last_full_run_of(&self, scope: &str) -> Result<Option<RunRow>> {
+        Ok(self
+            .0
+            .prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS} FROM sync_run
+                 WHERE status = 'done' AND kind = 'full' AND scope = ?1
+                 ORDER BY started_at DESC, id DESC LIMIT 1"
+            ))?
+            .query_row([scope], run_from_row)
+            .optional()?)
     }
 
     /// Sync runs, newest first.

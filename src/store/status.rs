@@ -1,11 +1,11 @@
 //! Read-only summaries for `jira-hub status`: the queue by status, the agents, the sync runs.
 
 use super::{Result, Store};
-use crate::domain::command::RunStatus;
+use crate::domain::command::{RunKind, RunStatus};
 use crate::domain::time::Utc;
 use rusqlite::{OptionalExtension, Row};
 
-pub(super) const RUN_COLUMNS: &str = "id, command_id, query, started_at, finished_at, status, issues_seen, issues_changed, error, full";
+pub(super) const RUN_COLUMNS: &str = "id, command_id, query, started_at, finished_at, status, issues_seen, issues_changed, error, full, kind, scope";
 
 pub(super) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRow> {
     Ok(RunRow {
@@ -19,6 +19,8 @@ pub(super) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRow> {
         issues_changed: row.get(7)?,
         error: row.get(8)?,
         full: row.get(9)?,
+        kind: row.get(10)?,
+        scope: row.get(11)?,
     })
 }
 
@@ -51,8 +53,11 @@ pub(crate) struct RunRow {
     pub issues_seen: i64,
     pub issues_changed: i64,
     pub error: Option<String>,
-    /// Whether the run's query was the base JQL when it started.
+    /// Whether the run's query was the base JQL when it started (`kind` is `Full`).
     pub full: bool,
+    pub kind: RunKind,
+    /// The query without its incremental clause.
+    pub scope: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,6 +111,21 @@ impl Store {
             notes: count("issue_note")?,
             batches: count("batch")?,
         })
+    }
+
+    /// The newest run of any kind that finished with status `done`.
+    pub(crate) fn last_done_run(&self) -> Result<Option<RunRow>> {
+        Ok(self
+            .conn
+            .query_row(
+                &format!(
+                    "SELECT {RUN_COLUMNS} FROM sync_run WHERE status = 'done'
+                     ORDER BY finished_at DESC, id DESC LIMIT 1"
+                ),
+                [],
+                run_from_row,
+            )
+            .optional()?)
     }
 
     /// The newest full run that finished with status `done`.

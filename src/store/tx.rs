@@ -3,7 +3,7 @@
 //! queries are methods of [`Tx`], grouped by table in the sibling files.
 
 use super::{Result, Store, StoreError};
-use crate::domain::command::{CommandType, RunStatus};
+use crate::domain::command::{CommandType, RunKind, RunStatus};
 use crate::domain::time::Utc;
 use rusqlite::{Transaction, TransactionBehavior};
 
@@ -86,6 +86,13 @@ impl rusqlite::types::FromSql for CommandType {
         let text = value.as_str()?;
         text.parse()
             .map_err(|error| rusqlite::types::FromSqlError::Other(Box::new(error)))
+    }
+}
+
+/// A run kind; an unknown one (edited by hand) reads as partial: it never prunes.
+impl rusqlite::types::FromSql for RunKind {
+    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        Ok(value.as_str()?.parse().unwrap_or(RunKind::Partial))
     }
 }
 

@@ -11,6 +11,7 @@ mod crash;
 mod fake_jira;
 mod hostile;
 mod http;
+mod incremental;
 mod migrations;
 mod mirror;
 mod projects;

@@ -568,7 +568,8 @@ fn a_migration_stopped_by_a_full_disk_leaves_the_old_version() {
 
 /// A database of the first v4 release (revision 0 of v4, as the previous hub made it) gets the
 /// additive revision 1: a backup first, the lease of a claimed command in its own column, runs
-/// marked full when their query is the base JQL, the version still 4.
+/// marked full when their query is the base JQL, the version still 4; then revision 2: the
+/// runs' kinds and scopes, the issues' `mirror_changed_at`.
 #[test]
 fn a_first_release_v4_database_gets_revision_1() {
     let dir = TestDir::new();
@@ -596,7 +597,7 @@ fn a_first_release_v4_database_gets_revision_1() {
     let revision: i64 = conn
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .unwrap();
-    assert_eq!(revision, 1);
+    assert_eq!(revision, 2);
     assert_eq!(
         count(
             &conn,
@@ -612,6 +613,24 @@ fn a_first_release_v4_database_gets_revision_1() {
         .map(Result::unwrap)
         .collect();
     assert_eq!(full, [1, 0]);
+    let kinds: Vec<(String, bool)> = conn
+        .prepare("SELECT kind, scope = query FROM sync_run ORDER BY id")
+        .unwrap()
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        kinds,
+        [("full".to_string(), true), ("partial".to_string(), true)]
+    );
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM issue WHERE mirror_changed_at IS NOT synced_at"
+        ),
+        0
+    );
     drop(conn);
 
     // Opening again migrates nothing.
