@@ -49,7 +49,11 @@ fn path_error(error: serde_path_to_error::Error<serde_json::Error>) -> JsonError
     // serde_path_to_error writes "." for the root; a missing or unknown member is named by the
     // message, under the path of its object.
     if path != "." && path != "?" && !converted.syntax {
-        converted.field = if converted.field.is_empty() {
+        converted.field = if converted.field.is_empty()
+            || path == converted.field
+            || path.ends_with(&format!(".{}", converted.field))
+        {
+            // An unknown member is already the last step of the path.
             path
         } else {
             format!("{path}.{}", converted.field)
