@@ -5,10 +5,11 @@
 //! own tokio runtime thread, so sync tests drive it directly; its state sits behind a mutex that
 //! the accessors read.
 //!
-//! What it imitates, and where from: `../shared/guide/jira-api.md` (error bodies, paging, the
-//! 10,000-row window, Cloud's `search/jql` and its lag), `../shared/fixtures/jira/` (issue, board
-//! and sprint shapes; the link types below are those of `go-jira-all_issuelinktypes.json`, from
-//! andygrunwald/go-jira, MIT).
+//! What it imitates: Jira's documented and observed behaviour (error bodies, paging, the
+//! 10,000-row window, Cloud's `search/jql` and its lag, as ARCHITECTURE.md's agent decisions
+//! recall), and the shapes of the real answers in `tests/fixtures/jira/` (issue, board and sprint;
+//! the link types below are those of `go-jira-all_issuelinktypes.json`, from andygrunwald/go-jira,
+//! MIT).
 #![allow(dead_code)] // the tests and the benchmark each use a part of it
 
 use axum::body::Bytes;
