@@ -435,8 +435,13 @@ impl Tx<'_> {
                 }
             }
         }
-        // Keys compare as SQLite's BINARY collation does: byte by byte.
-        own.sort_unstable_by(|a, b| a.mirrored.key.cmp(&b.mirrored.key));
+        // By key, as SQLite's BINARY collation compares: byte by byte. The positions are sorted,
+        // then each row moved once (sorting the rows themselves moves whole structs many times).
+        let mut order: Vec<usize> = (0..own.len()).collect();
+        order.sort_unstable_by(|&a, &b| own[a].mirrored.key.cmp(&own[b].mirrored.key));
+        let mut taken: Vec<Option<IssueRow>> = own.into_iter().map(Some).collect();
+        let own: Vec<IssueRow> = order.iter().filter_map(|&i| taken[i].take()).collect();
+        drop(taken);
         let own_keys: HashSet<&str> = own.iter().map(|r| r.mirrored.key.as_str()).collect();
         let mut near: BTreeSet<String> = own
             .iter()
