@@ -552,3 +552,24 @@ impl Tx<'_> {
         )?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::has_label;
+
+    /// The label test reads `labels` as `json_each` did: top-level strings, escapes decoded.
+    #[test]
+    fn has_label_reads_labels_as_json_each_did() {
+        assert!(has_label(r#"["AWPCA","backend"]"#, "AWPCA"));
+        assert!(has_label(r#"[ "x", "AWPCA" ]"#, "AWPCA"));
+        assert!(!has_label(r#"["AWPCA2","xAWPCA"]"#, "AWPCA"));
+        assert!(!has_label("[]", "AWPCA"));
+        assert!(has_label(r#"["\u0410\u0411"]"#, "АБ"));
+        assert!(has_label(r#"["a\"b", 5]"#, "a\"b"));
+        assert!(!has_label("[5]", "5"));
+        assert!(!has_label(r#"[["AWPCA"]]"#, "AWPCA"));
+        assert!(has_label(r#"{"k":"AWPCA"}"#, "AWPCA"));
+        assert!(has_label(r#""AWPCA""#, "AWPCA"));
+        assert!(!has_label("not json", "AWPCA"));
+    }
+}
