@@ -180,20 +180,41 @@ impl Tx<'_> {
             .optional()?)
     }
 
-    /// Walks the queued commands in claim order (oldest batch, then `seq`) until `visit` says
-    /// stop. Lazy: a claim of a few commands does not read the whole queue.
+    /// Walks the queued commands in claim order (oldest batch by `created_at` then id, then
+    /// `seq`) until `visit` says stop. Lazy: a claim of a few commands does not read the whole
+    /// queue. Every batch with queued commands has an id at least the smallest such id (one
+    /// look in the partial index `command_queued`), so only the batches from there on are
+    /// ordered (batch rows, not commands), and each one's queued commands come in `seq` order
+    /// from the same index. `INDEXED BY`: without statistics the planner would take
+    /// `command_status` and read every queued row.
     pub(crate) fn visit_queued(
         &self,
         mut visit: impl FnMut(CommandRow) -> Result<bool>,
     ) -> Result<()> {
-        let mut statement = self.0.prepare_cached(&format!(
-            "SELECT {COMMAND_COLUMNS} FROM command c JOIN batch b ON b.id = c.batch_id
-             WHERE c.status = 'queued' ORDER BY b.created_at, b.id, c.seq"
+        let first: Option<i64> = self
+            .0
+            .prepare_cached(
+                "SELECT min(batch_id) FROM command INDEXED BY command_queued WHERE status = 'queued'",
+            )?
+            .query_row([], |row| row.get(0))?;
+        let Some(first) = first else {
+            return Ok(());
+        };
+        let mut batches = self
+            .0
+            .prepare_cached("SELECT id FROM batch WHERE id >= ?1 ORDER BY created_at, id")?;
+        let mut batch_rows = batches.query([first])?;
+        let mut commands = self.0.prepare_cached(&format!(
+            "SELECT {COMMAND_COLUMNS} FROM command c INDEXED BY command_queued
+             WHERE c.batch_id = ?1 AND c.status = 'queued' ORDER BY c.seq"
         ))?;
-        let mut rows = statement.query([])?;
-        while let Some(row) = rows.next()? {
-            if !visit(command_from_row(row)?)? {
-                break;
+        while let Some(batch) = batch_rows.next()? {
+            let batch_id: i64 = batch.get(0)?;
+            let mut rows = commands.query([batch_id])?;
+            while let Some(row) = rows.next()? {
+                if !visit(command_from_row(row)?)? {
+                    return Ok(());
+                }
             }
         }
         Ok(())

@@ -25,7 +25,7 @@ pub(crate) const CURRENT_SCHEMA_VERSION: u32 = 4;
 /// fixes the schema version at 4, so changes it does not describe (new columns with defaults, an
 /// index) are revisions of v4 rather than a v5: `schema_version` stays what the data model says,
 /// and every other tool that reads a v4 database still finds the tables it knows.
-pub(crate) const CURRENT_V4_REVISION: u32 = 2;
+pub(crate) const CURRENT_V4_REVISION: u32 = 3;
 
 /// What one step needs besides the transaction.
 struct StepContext {
@@ -63,7 +63,7 @@ struct Revision {
     apply: fn(&Transaction<'_>, &StepContext) -> Result<Vec<String>>,
 }
 
-const REVISIONS: [Revision; 2] = [
+const REVISIONS: [Revision; 3] = [
     Revision {
         to: 1,
         apply: v4_revision_1,
@@ -71,6 +71,10 @@ const REVISIONS: [Revision; 2] = [
     Revision {
         to: 2,
         apply: v4_revision_2,
+    },
+    Revision {
+        to: 3,
+        apply: v4_revision_3,
     },
 ];
 
@@ -398,6 +402,13 @@ fn v4_revision_1(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
 /// when they were last synced.
 fn v4_revision_2(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
     tx.execute_batch(include_str!("sql/v4r2.sql"))?;
+    Ok(Vec::new())
+}
+
+/// Revision 3 of v4: a partial index of queued commands by batch and seq, so a claim walks the
+/// queue in order without sorting it whole (100,000 queued commands claim as fast as 100).
+fn v4_revision_3(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
+    tx.execute_batch(include_str!("sql/v4r3.sql"))?;
     Ok(Vec::new())
 }
 

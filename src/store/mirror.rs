@@ -14,6 +14,23 @@ use crate::domain::time::Utc;
 use crate::jira::MirrorIssue;
 use rusqlite::{OptionalExtension, Row, params};
 use serde_json::{Value, json};
+use std::collections::{BTreeSet, HashSet};
+
+/// Whether `label` is one of the labels in the `labels` column, as SQLite's
+/// `EXISTS (SELECT 1 FROM json_each(labels) WHERE value = ?)` reads it: a top-level string
+/// element of an array (or value of an object, or the scalar itself) equal to it.
+fn has_label(labels: &str, label: &str) -> bool {
+    // The common case, an array of plain strings, without allocating each one.
+    if let Ok(strings) = serde_json::from_str::<Vec<&str>>(labels) {
+        return strings.contains(&label);
+    }
+    match serde_json::from_str::<Value>(labels) {
+        Ok(Value::Array(values)) => values.iter().any(|v| v.as_str() == Some(label)),
+        Ok(Value::Object(values)) => values.values().any(|v| v.as_str() == Some(label)),
+        Ok(Value::String(value)) => value == label,
+        Ok(_) | Err(_) => false,
+    }
+}
 
 /// An issue as the mirror holds it: its mirrored fields and when it was last synced.
 #[derive(Debug, Clone, PartialEq)]
@@ -401,33 +418,85 @@ impl Tx<'_> {
 
     /// A project's slice (data-model «Свои и соседи»): its own issues (label in `labels`,
     /// exact) and its neighbours (issues without the label linked to an own issue either way,
-    /// and the epics of own issues that are in the mirror), each with `neighbor`; only the rows
-    /// whose stored content changed at or after `changed_since` when it is given.
+    /// and the epics of own issues that are in the mirror), each with `neighbor`; own issues
+    /// first, each part by key; only the rows whose stored content changed at or after
+    /// `changed_since` when it is given (the neighbours are still those of every own issue).
+    ///
+    /// One pass over `issue` (the label tested here, not by `json_each` in SQL), one over
+    /// `issue_link`, then the few neighbours by key: no query plan that evaluates the own set
+    /// more than once or sorts whole rows in temp files.
     pub(crate) fn slice(
         &self,
         label: &str,
         changed_since: Option<&Utc>,
     ) -> Result<Vec<(IssueRow, bool)>> {
-        let mut statement = self.0.prepare_cached(&format!(
-            "WITH own AS (
-                 SELECT key FROM issue WHERE EXISTS (SELECT 1 FROM json_each(issue.labels) WHERE value = ?1)
-             ),
-             near AS (
-                 SELECT target_key AS key FROM issue_link WHERE source_key IN own
-                 UNION SELECT source_key FROM issue_link WHERE target_key IN own
-                 UNION SELECT epic_key FROM issue WHERE key IN own AND epic_key IS NOT NULL
-             )
-             SELECT {ISSUE_COLUMNS}, 0 FROM issue WHERE key IN own
-               AND (?2 IS NULL OR mirror_changed_at >= ?2)
-             UNION ALL
-             SELECT {ISSUE_COLUMNS}, 1 FROM issue WHERE key IN near AND key NOT IN own
-               AND (?2 IS NULL OR mirror_changed_at >= ?2)
-             ORDER BY 20, 1"
-        ))?;
-        let rows = statement.query_map(params![label, changed_since], |row| {
-            Ok((issue_from_row(row)?, row.get::<_, bool>(19)?))
-        })?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        let mut own: Vec<IssueRow> = Vec::new();
+        {
+            let mut statement = self
+                .0
+                .prepare_cached(&format!("SELECT {ISSUE_COLUMNS} FROM issue"))?;
+            let mut rows = statement.query([])?;
+            while let Some(row) = rows.next()? {
+                let labels = match row.get_ref(9)? {
+                    rusqlite::types::ValueRef::Text(text) => std::str::from_utf8(text).ok(),
+                    _ => None,
+                };
+                if labels.is_some_and(|labels| has_label(labels, label)) {
+                    own.push(issue_from_row(row)?);
+                }
+            }
+        }
+        // By key, as SQLite's BINARY collation compares: byte by byte. The positions are sorted,
+        // then each row moved once (sorting the rows themselves moves whole structs many times).
+        let mut order: Vec<usize> = (0..own.len()).collect();
+        order.sort_unstable_by(|&a, &b| own[a].mirrored.key.cmp(&own[b].mirrored.key));
+        let mut taken: Vec<Option<IssueRow>> = own.into_iter().map(Some).collect();
+        let own: Vec<IssueRow> = order.iter().filter_map(|&i| taken[i].take()).collect();
+        drop(taken);
+        let own_keys: HashSet<&str> = own.iter().map(|r| r.mirrored.key.as_str()).collect();
+        let mut near: BTreeSet<String> = own
+            .iter()
+            .filter_map(|r| r.mirrored.epic_key.clone())
+            .collect();
+        {
+            let mut statement = self
+                .0
+                .prepare_cached("SELECT source_key, target_key FROM issue_link")?;
+            let mut rows = statement.query([])?;
+            while let Some(row) = rows.next()? {
+                let source: String = row.get(0)?;
+                let target: String = row.get(1)?;
+                if own_keys.contains(source.as_str()) {
+                    near.insert(target);
+                } else if own_keys.contains(target.as_str()) {
+                    near.insert(source);
+                }
+            }
+        }
+        let mut neighbours = Vec::new();
+        for key in near.iter().filter(|key| !own_keys.contains(key.as_str())) {
+            if let Some(row) = self.issue(key)? {
+                neighbours.push(row);
+            }
+        }
+        drop(own_keys);
+        let changed = |row: &IssueRow| {
+            changed_since
+                .is_none_or(|since| row.mirror_changed_at.as_ref().is_some_and(|at| at >= since))
+        };
+        let mut slice = Vec::with_capacity(own.len() + neighbours.len());
+        slice.extend(
+            own.into_iter()
+                .filter(|row| changed(row))
+                .map(|row| (row, false)),
+        );
+        slice.extend(
+            neighbours
+                .into_iter()
+                .filter(|row| changed(row))
+                .map(|row| (row, true)),
+        );
+        Ok(slice)
     }
 
     /// The open (running) run of a refresh command.
@@ -538,5 +607,26 @@ impl Tx<'_> {
             "UPDATE project SET board_type = ?2 WHERE board_id = ?1",
             params![board_id, board_type],
         )?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_label;
+
+    /// The label test reads `labels` as `json_each` did: top-level strings, escapes decoded.
+    #[test]
+    fn has_label_reads_labels_as_json_each_did() {
+        assert!(has_label(r#"["AWPCA","backend"]"#, "AWPCA"));
+        assert!(has_label(r#"[ "x", "AWPCA" ]"#, "AWPCA"));
+        assert!(!has_label(r#"["AWPCA2","xAWPCA"]"#, "AWPCA"));
+        assert!(!has_label("[]", "AWPCA"));
+        assert!(has_label(r#"["\u0410\u0411"]"#, "АБ"));
+        assert!(has_label(r#"["a\"b", 5]"#, "a\"b"));
+        assert!(!has_label("[5]", "5"));
+        assert!(!has_label(r#"[["AWPCA"]]"#, "AWPCA"));
+        assert!(has_label(r#"{"k":"AWPCA"}"#, "AWPCA"));
+        assert!(has_label(r#""AWPCA""#, "AWPCA"));
+        assert!(!has_label("not json", "AWPCA"));
     }
 }

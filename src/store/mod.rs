@@ -26,7 +26,7 @@ pub(crate) use mirror::{CommentRow, IssueRow, NoteRow};
 pub(crate) use status::{AgentRow, RunRow, StatusCounts};
 pub(crate) use tx::Tx;
 
-use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use time::OffsetDateTime;
@@ -134,6 +134,7 @@ impl Store {
         }
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
+        tune(&conn)?;
         let mut store = Store {
             conn,
             path: path.to_path_buf(),
@@ -192,6 +193,7 @@ impl Store {
             )));
         }
         conn.busy_timeout(BUSY_TIMEOUT)?;
+        tune(&conn)?;
         Ok(Store {
             conn,
             path: path.to_path_buf(),
@@ -258,6 +260,22 @@ impl Store {
         conn.busy_timeout(BUSY_TIMEOUT)?;
         Ok(conn)
     }
+}
+
+/// Page cache per connection, in KiB (SQLite's default is 2 MiB).
+const CACHE_KIB: i64 = 16 * 1024;
+/// How much of the file a connection maps instead of reading it page by page.
+const MMAP_BYTES: i64 = 256 * 1024 * 1024;
+
+/// Memory settings of every connection that serves requests: a larger page cache, the file
+/// memory-mapped (a full read of the mirror copies no pages), temporary b-trees in memory.
+fn tune(conn: &Connection) -> Result<()> {
+    conn.pragma_update(None, "cache_size", -CACHE_KIB)?;
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
+    // PRAGMA mmap_size answers with the size it set (capped by the build): read as a row.
+    conn.query_row(&format!("PRAGMA mmap_size = {MMAP_BYTES}"), [], |_| Ok(()))
+        .optional()?;
+    Ok(())
 }
 
 /// A file that is not an SQLite database (or is encrypted, or damaged in its header) is a

@@ -64,10 +64,11 @@ pub(super) fn json_column(text: Option<String>) -> Option<serde_json::Value> {
 /// A stored time, typed; a text that is not a time (edited by hand) is kept with a warning.
 impl rusqlite::types::FromSql for Utc {
     fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
-        let text = String::column_result(value)?;
-        Ok(Utc::parse(&text).unwrap_or_else(|| {
+        // Read in place: the text is copied once, into the `Utc`.
+        let text = value.as_str()?;
+        Ok(Utc::parse(text).unwrap_or_else(|| {
             tracing::warn!(%text, "a stored time is not an RFC 3339 time");
-            Utc::not_a_time(text)
+            Utc::not_a_time(text.to_string())
         }))
     }
 }

@@ -569,7 +569,8 @@ fn a_migration_stopped_by_a_full_disk_leaves_the_old_version() {
 /// A database of the first v4 release (revision 0 of v4, as the previous hub made it) gets the
 /// additive revision 1: a backup first, the lease of a claimed command in its own column, runs
 /// marked full when their query is the base JQL, the version still 4; then revision 2: the
-/// runs' kinds and scopes, the issues' `mirror_changed_at`.
+/// runs' kinds and scopes, the issues' `mirror_changed_at`; then revision 3: the index of queued
+/// commands.
 #[test]
 fn a_first_release_v4_database_gets_revision_1() {
     let dir = TestDir::new();
@@ -597,7 +598,15 @@ fn a_first_release_v4_database_gets_revision_1() {
     let revision: i64 = conn
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .unwrap();
-    assert_eq!(revision, 2);
+    assert_eq!(revision, 3);
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'command_queued'"
+        ),
+        1,
+        "revision 3's index"
+    );
     assert_eq!(
         count(
             &conn,

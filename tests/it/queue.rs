@@ -235,3 +235,54 @@ fn a_runs_fullness_is_fixed_when_it_starts() {
         "a run that no longer covers the scope does not prune"
     );
 }
+
+/// Claim order is the oldest batch by `created_at`, then by id, then `seq`, whatever the ids say:
+/// a batch enqueued after the clock stepped back goes first, and a command put back in the queue
+/// of an old batch comes before newer batches (the claim walk reads a partial index, issue 12).
+#[test]
+fn claims_follow_batch_time_then_id_then_seq() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    set_settings(
+        &mut hub,
+        json!({"pacing": {"claim_timeout_seconds": 60, "max_deliveries": 3}}),
+    );
+    let two = |title: &str| {
+        batch(json!({"title": title, "author": "a", "commands": [
+            {"type": "comment", "params": {"key": "AURORA-1", "body": "1"}},
+            {"type": "comment", "params": {"key": "AURORA-1", "body": "2"}}]}))
+    };
+    let first = hub.enqueue_batch(&two("first")).unwrap().id;
+    clock.advance(Duration::hours(-1));
+    let stepped_back = hub.enqueue_batch(&two("stepped back")).unwrap().id;
+    clock.advance(Duration::hours(2));
+    let last = hub.enqueue_batch(&two("last")).unwrap().id;
+    let agent = Agent::new("agent-1");
+    let order = |commands: &[jira_hub::protocol::ClaimedCommand]| {
+        commands
+            .iter()
+            .map(|c| (c.batch_id, c.seq))
+            .collect::<Vec<_>>()
+    };
+    let claimed = agent.claim(&mut hub, 3).commands;
+    assert_eq!(
+        order(&claimed),
+        [(stepped_back, 1), (stepped_back, 2), (first, 1)]
+    );
+
+    // The three claims time out: queued again, they keep their places before `first`'s seq 2.
+    clock.advance(Duration::seconds(61));
+    let claimed = agent.claim(&mut hub, 10).commands;
+    assert_eq!(
+        order(&claimed),
+        [
+            (stepped_back, 1),
+            (stepped_back, 2),
+            (first, 1),
+            (first, 2),
+            (last, 1),
+            (last, 2)
+        ]
+    );
+}
