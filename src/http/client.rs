@@ -100,7 +100,7 @@ pub(crate) async fn project_issues(
         .run(move |hub| hub.project_issues_since(&label, filter.updated_since.as_deref()))
         .await?;
     let body = serde_json::to_vec(&rows).map_err(|error| ApiError::internal(error.to_string()))?;
-    let etag = format!("\"{:032x}\"", fnv1a_128(&body));
+    let etag = format!("\"{:032x}\"", xxhash_rust::xxh3::xxh3_128(&body));
     let etag_value =
         HeaderValue::from_str(&etag).map_err(|error| ApiError::internal(error.to_string()))?;
     if headers
@@ -123,15 +123,6 @@ pub(crate) async fn project_issues(
         body,
     )
         .into_response())
-}
-
-/// 128-bit FNV-1a: stable across builds and processes, so an `ETag` survives a restart.
-fn fnv1a_128(bytes: &[u8]) -> u128 {
-    const OFFSET: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
-    const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
-    bytes.iter().fold(OFFSET, |hash, byte| {
-        (hash ^ u128::from(*byte)).wrapping_mul(PRIME)
-    })
 }
 
 /// Whether one `If-None-Match` value (`*` or a list of entity tags) names `etag`; the weak
