@@ -440,3 +440,69 @@ fn a_rate_limited_cloud_refresh_of_25000_loses_nothing_and_honours_the_pause() {
     assert!(!after.is_empty(), "the comment went out after the pause");
     assert_eq!(stack.fake.comments(&format!("{PROJECT}-1")).len(), 2);
 }
+
+/// SIGTERM in the middle of a batch: the agent finishes the Jira call in hand, reports it, and
+/// exits 0. Every comment that reached Jira is `done` in the hub; the rest are still claimed
+/// (handed out again when their lease ends), none was made twice.
+#[test]
+fn sigterm_finishes_the_call_in_hand_reports_and_exits_0() {
+    let mut stack = Stack::start(Mode::DataCenter, Transport::Relay);
+    let key = stack.fake.seed_issue(
+        PROJECT,
+        json!({"summary": "Куда комментировать", "labels": ["AWPCA"]}),
+    );
+    // Each Jira call takes a while, so the signal lands amid the batch.
+    stack.fake.set_latency(Duration::from_millis(300));
+    let commands: Vec<Value> = (1..=8)
+        .map(|n| json!({"type": "comment", "params": {"key": key, "body": format!("Комментарий {n}")}}))
+        .collect();
+    let id =
+        stack.enqueue(json!({"title": "комментарии", "author": "ivanov", "commands": commands}));
+    let pid = stack.spawn_agent();
+    let started = Instant::now();
+    while stack.fake.comments(&key).is_empty() {
+        assert!(started.elapsed() < WAIT, "no comment reached Jira");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut agent = stack.agent.take().unwrap();
+    let started = Instant::now();
+    let exit = loop {
+        if let Some(exit) = agent.0.try_wait().unwrap() {
+            break exit;
+        }
+        assert!(started.elapsed() < WAIT, "the agent did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(exit.code(), Some(0), "SIGTERM is a clean stop");
+    let in_jira = stack.fake.comments(&key).len();
+    assert!(
+        in_jira < 8,
+        "the signal came amid the batch ({in_jira} comments)"
+    );
+    let view = stack.batch(id);
+    let done = view["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "done")
+        .count();
+    assert_eq!(done, in_jira, "every call made was reported: {view:#}");
+    // Another agent later finishes the rest, still once each.
+    stack.spawn_agent();
+    stack.wait_completed(id);
+    let bodies: Vec<String> = stack
+        .fake
+        .comments(&key)
+        .iter()
+        .map(|c| c["body"].as_str().unwrap().to_string())
+        .collect();
+    let mut unique = bodies.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!((bodies.len(), unique.len()), (8, 8), "{bodies:?}");
+}
