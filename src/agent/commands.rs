@@ -118,7 +118,7 @@ impl Executor<'_> {
             "link" => self.link(params),
             "comment" => self.comment(params, command.delivery > 1),
             "refresh" => self.refresh(params, on_page),
-            other => Err(fail(format!("unknown command type {other:?}"))),
+            other => Err(fail(format!("неизвестный тип команды {other:?}"))),
         };
         match result {
             Ok(value) => Outcome::Done(value),
@@ -153,7 +153,8 @@ impl Executor<'_> {
             }
             return Ok(json!({"key": key, "created": false}));
         }
-        let summary = text(params, "summary").ok_or_else(|| fail("summary: required"))?;
+        let summary = text(params, "summary")
+            .ok_or_else(|| fail("summary: обязательное поле отсутствует"))?;
         let labels = strings(params, "labels");
         let fields = self.issue_fields(params, true)?;
         let since_ms = since_ms(command.enqueued_at.as_deref());
@@ -182,7 +183,7 @@ impl Executor<'_> {
                         }
                         several => {
                             return Err(fail(format!(
-                                "several issues match this create: {}",
+                                "этому созданию соответствуют несколько задач: {}",
                                 several.join(", ")
                             )));
                         }
@@ -207,12 +208,12 @@ impl Executor<'_> {
                     let key = created
                         .get("key")
                         .and_then(Value::as_str)
-                        .ok_or_else(|| fail("Jira created an issue but did not say its key"))?
+                        .ok_or_else(|| fail("Jira создала задачу, но не назвала её ключ"))?
                         .to_string();
                     if let Some(sprint) = &sprint {
                         self.add_to_sprint(&key, sprint, params)
                             .map_err(|e| match e {
-                                Fail::Reason(r) => fail(format!("{key} was created, but {r}")),
+                                Fail::Reason(r) => fail(format!("{key} создана, но {r}")),
                                 Fail::Stopped => Fail::Stopped,
                             })?;
                     }
@@ -222,7 +223,9 @@ impl Executor<'_> {
                     tries += 1;
                     tracing::warn!(command = command.id, %error, "a create got no answer: checking Jira before trying again");
                     if tries > self.max_retries {
-                        return Err(fail(format!("Jira did not answer the create: {error}")));
+                        return Err(fail(format!(
+                            "Jira не ответила на создание задачи: {error}"
+                        )));
                     }
                     check = true;
                     lost_at = Some(Instant::now());
@@ -261,7 +264,7 @@ impl Executor<'_> {
         self.settings
             .project_key
             .clone()
-            .ok_or_else(|| fail("project_key: not set in the hub's settings"))
+            .ok_or_else(|| fail("project_key: не задан в настройках хаба"))
     }
 
     /// The `fields` of a create or an edit, from the command's params and the settings.
@@ -270,12 +273,13 @@ impl Executor<'_> {
         let mut fields = Map::new();
         if create {
             fields.insert("project".into(), json!({"key": self.project_key()?}));
-            let logical = text(params, "issue_type").ok_or_else(|| fail("issue_type: required"))?;
+            let logical = text(params, "issue_type")
+                .ok_or_else(|| fail("issue_type: обязательное поле отсутствует"))?;
             let issue_type = settings
                 .issue_types
                 .as_ref()
                 .and_then(|t| t.get(&logical))
-                .ok_or_else(|| fail(format!("issue_type: {logical:?} is not in issue_types")))?;
+                .ok_or_else(|| fail(format!("issue_type: {logical:?} нет в issue_types")))?;
             let type_ref = match &issue_type.id {
                 Some(id) if !id.is_empty() => json!({"id": id}),
                 _ => json!({"name": issue_type.name}),
@@ -314,9 +318,7 @@ impl Executor<'_> {
         for key in ["plan_start", "plan_end"] {
             if let Some(date) = text(params, key) {
                 let field = settings.field_ids.get(key).ok_or_else(|| {
-                    fail(format!(
-                        "{key}: field_ids.{key} is not set in the hub's settings"
-                    ))
+                    fail(format!("{key}: field_ids.{key} не задан в настройках хаба"))
                 })?;
                 fields.insert(field.clone(), json!(date));
             }
@@ -351,7 +353,7 @@ impl Executor<'_> {
             .or(self.settings.board_id)
             .ok_or_else(|| {
                 fail(format!(
-                    "sprint {sprint:?}: no board to look it up on (board_id)"
+                    "sprint {sprint:?}: нет доски, на которой его искать (board_id)"
                 ))
             })?;
         let mut start_at = 0u64;
@@ -366,7 +368,7 @@ impl Executor<'_> {
             let is_last = page["isLast"].as_bool().unwrap_or(true);
             if is_last || values.is_empty() {
                 return Err(fail(format!(
-                    "sprint {sprint:?} is not an active or future sprint of board {board}"
+                    "спринта {sprint:?} нет среди активных и будущих спринтов доски {board}"
                 )));
             }
             start_at += values.len() as u64;
@@ -385,8 +387,9 @@ impl Executor<'_> {
     // ---- transition ----
 
     fn transition(&mut self, params: &Value) -> Result<Value, Fail> {
-        let key = text(params, "key").ok_or_else(|| fail("key: required"))?;
-        let status = text(params, "status").ok_or_else(|| fail("status: required"))?;
+        let key = text(params, "key").ok_or_else(|| fail("key: обязательное поле отсутствует"))?;
+        let status =
+            text(params, "status").ok_or_else(|| fail("status: обязательное поле отсутствует"))?;
         let issue_path = format!("/rest/api/2/issue/{}", jql::encode(&key));
         let mut tries = 0;
         loop {
@@ -400,7 +403,7 @@ impl Executor<'_> {
                 .settings
                 .transitions_map
                 .get(&status)
-                .ok_or_else(|| fail(format!("status: {status:?} is not in transitions_map")))?;
+                .ok_or_else(|| fail(format!("status: {status:?} нет в transitions_map")))?;
             match self.jira.write(
                 "POST",
                 &format!("{issue_path}/transitions"),
@@ -419,22 +422,24 @@ impl Executor<'_> {
     // ---- link ----
 
     fn link(&mut self, params: &Value) -> Result<Value, Fail> {
-        let from = text(params, "from").ok_or_else(|| fail("from: required"))?;
-        let to = text(params, "to").ok_or_else(|| fail("to: required"))?;
-        let logical = text(params, "type").ok_or_else(|| fail("type: required"))?;
+        let from =
+            text(params, "from").ok_or_else(|| fail("from: обязательное поле отсутствует"))?;
+        let to = text(params, "to").ok_or_else(|| fail("to: обязательное поле отсутствует"))?;
+        let logical =
+            text(params, "type").ok_or_else(|| fail("type: обязательное поле отсутствует"))?;
         let name = self
             .settings
             .link_types
             .get(&logical)
             .cloned()
-            .ok_or_else(|| fail(format!("type: {logical:?} is not in link_types")))?;
+            .ok_or_else(|| fail(format!("type: {logical:?} нет в link_types")))?;
         let mut tries = 0;
         loop {
             if let Some(id) = self.find_link(&from, &to, &name)? {
                 return Ok(json!({"link_id": id}));
             }
             if tries > self.max_retries {
-                return Err(fail("the link was written but Jira does not show it"));
+                return Err(fail("связь записана, но Jira её не показывает"));
             }
             tries += 1;
             let body = json!({"type": {"name": name}, "inwardIssue": {"key": from}, "outwardIssue": {"key": to}});
@@ -467,11 +472,11 @@ impl Executor<'_> {
     // ---- comment ----
 
     fn comment(&mut self, params: &Value, redelivered: bool) -> Result<Value, Fail> {
-        let key = text(params, "key").ok_or_else(|| fail("key: required"))?;
+        let key = text(params, "key").ok_or_else(|| fail("key: обязательное поле отсутствует"))?;
         let body = params
             .get("body")
             .and_then(Value::as_str)
-            .ok_or_else(|| fail("body: required"))?
+            .ok_or_else(|| fail("body: обязательное поле отсутствует"))?
             .to_string();
         let path = format!("/rest/api/2/issue/{}/comment", jql::encode(&key));
         let mut check = redelivered;
@@ -532,7 +537,8 @@ impl Executor<'_> {
         params: &Value,
         on_page: &mut dyn FnMut(SearchPage) -> Result<(), JiraError>,
     ) -> Result<Value, Fail> {
-        let query = text(params, "jql").ok_or_else(|| fail("jql: required"))?;
+        let query =
+            text(params, "jql").ok_or_else(|| fail("jql: обязательное поле отсутствует"))?;
         let total = self.jira.search(&query, "*all", self.page_size, on_page)?;
         let mut boards = Vec::new();
         for board in params["boards"].as_array().into_iter().flatten() {

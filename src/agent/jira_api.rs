@@ -49,9 +49,9 @@ impl std::fmt::Display for JiraError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             JiraError::Refused { status, message } => write!(f, "{message} (HTTP {status})"),
-            JiraError::Ambiguous(e) => write!(f, "Jira's answer was lost: {e}"),
-            JiraError::Unavailable(e) => write!(f, "Jira unavailable: {e}"),
-            JiraError::Stopped => f.write_str("the agent is stopping"),
+            JiraError::Ambiguous(e) => write!(f, "ответ Jira потерян: {e}"),
+            JiraError::Unavailable(e) => write!(f, "Jira недоступна: {e}"),
+            JiraError::Stopped => f.write_str("агент останавливается"),
         }
     }
 }
@@ -512,7 +512,7 @@ fn issue_id(raw: &str) -> Option<u64> {
 pub(crate) fn parse<T: serde::de::DeserializeOwned>(reply: &Reply) -> Result<T, JiraError> {
     serde_json::from_slice(&reply.body).map_err(|e| {
         JiraError::Unavailable(format!(
-            "HTTP {}: the answer is not the expected JSON ({e})",
+            "HTTP {}: ответ — не тот JSON, что ожидался ({e})",
             reply.status
         ))
     })

@@ -238,7 +238,7 @@ impl Agent {
                                 answer.ignored.iter().find(|i| i.command_id == command_id)
                             {
                                 fail(JiraError::Unavailable(format!(
-                                    "the hub no longer takes this refresh: {}",
+                                    "хаб больше не принимает этот refresh: {}",
                                     ignored.reason
                                 )));
                                 return;

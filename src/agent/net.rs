@@ -29,8 +29,8 @@ pub(crate) enum NetError {
 impl std::fmt::Display for NetError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            NetError::NotSent(e) => write!(f, "no connection: {e}"),
-            NetError::Ambiguous(e) => write!(f, "no answer: {e}"),
+            NetError::NotSent(e) => write!(f, "нет соединения: {e}"),
+            NetError::Ambiguous(e) => write!(f, "нет ответа: {e}"),
         }
     }
 }
