@@ -3,20 +3,13 @@
 //! database this binary cannot run (systemd's unit does not restart on it).
 
 use clap::Parser;
-use jira_hub::cli::{CliError, Outcome};
+use jira_hub::cli::{CliError, LogFormat, Outcome};
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = jira_hub::cli::Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+    setup_logging(cli.log_format);
     match jira_hub::cli::run(cli) {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Negative) => ExitCode::from(1),
@@ -30,6 +23,58 @@ fn main() -> ExitCode {
             eprintln!("jira-hub: {why}");
             ExitCode::from(3)
         }
+    }
+}
+
+/// Logs to stderr, level from `RUST_LOG` (default `info`), in the asked shape.
+fn setup_logging(format: LogFormat) {
+    let filter = || {
+        tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
+    };
+    let format = match format {
+        // systemd sets JOURNAL_STREAM when stderr goes to the journal.
+        LogFormat::Auto if std::env::var_os("JOURNAL_STREAM").is_some() => LogFormat::Journal,
+        LogFormat::Auto => LogFormat::Plain,
+        other => other,
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter())
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Journal => builder.with_ansi(false).event_format(JournalLine).init(),
+        LogFormat::Json => builder.with_ansi(false).json().init(),
+        _ => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+    }
+}
+
+/// A log line for journald: the syslog priority as `<N>` first (journald reads it, so
+/// `journalctl -p warning` works), no timestamp (journald has its own), then the target and the
+/// event's fields.
+struct JournalLine;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for JournalLine
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        context: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        use tracing_subscriber::fmt::FormatFields as _;
+        let metadata = event.metadata();
+        let priority = match *metadata.level() {
+            tracing::Level::ERROR => 3,
+            tracing::Level::WARN => 4,
+            tracing::Level::INFO => 6,
+            _ => 7,
+        };
+        write!(writer, "<{priority}>{}: ", metadata.target())?;
+        context.format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
     }
 }
 

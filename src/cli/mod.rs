@@ -49,6 +49,17 @@ pub struct Cli {
     )]
     pub db: PathBuf,
 
+    /// How log lines are written to stderr: `auto` is `journal` under systemd (when
+    /// `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers.
+    #[arg(
+        long,
+        global = true,
+        env = "JIRA_HUB_LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Auto
+    )]
+    pub log_format: LogFormat,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -183,6 +194,19 @@ pub enum ProjectsCommand {
         #[arg(long, allow_negative_numbers = true)]
         board: Option<i64>,
     },
+}
+
+/// The shape of log lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Auto,
+    /// Text with a timestamp, for a terminal or a file.
+    Plain,
+    /// Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so
+    /// `journalctl -p warning` works.
+    Journal,
+    /// One JSON object a line.
+    Json,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

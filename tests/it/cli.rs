@@ -640,3 +640,50 @@ fn serve_options_come_from_the_environment() {
         "{stdout}"
     );
 }
+
+/// Under systemd (`JOURNAL_STREAM` set) each log line starts with its syslog priority and has no
+/// timestamp of its own, so `journalctl -p warning` works; `--log-format json` writes one object
+/// a line.
+#[test]
+fn log_lines_for_journald_and_for_shippers() {
+    let dir = TestDir::new();
+    run_ok(&dir.db(), &["migrate"]);
+    let out = hub_command(&dir.db(), &["settings", "set", "backup_keep", "3"])
+        .env("RUST_LOG", "info")
+        .env("JOURNAL_STREAM", "8:12345")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("settings changed"))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(line.starts_with("<6>jira_hub::service: "), "{line}");
+    assert!(
+        !line.contains("2026-") && !line.contains('\u{1b}'),
+        "{line}"
+    );
+
+    let out = hub_command(
+        &dir.db(),
+        &[
+            "--log-format",
+            "json",
+            "settings",
+            "set",
+            "backup_keep",
+            "4",
+        ],
+    )
+    .env("RUST_LOG", "info")
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("settings changed"))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    let value: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(value["level"], "INFO", "{line}");
+    assert_eq!(value["fields"]["message"], "settings changed", "{line}");
+}
