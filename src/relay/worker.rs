@@ -134,10 +134,12 @@ impl Relay {
     /// follow `relay_dir`, make the folders, handle what is in `inbox/` (small files first,
     /// within a reading budget), prune.
     pub fn pass_at(&mut self, now: Instant) -> Result<PassCounts, RelayError> {
-        let Some(dir) = self.relay_dir()? else {
+        // One read of the settings a pass: the folder to use and the token to check.
+        let settings = self.hub.settings()?;
+        let Some(dir) = self.relay_dir(settings.relay_dir.map(PathBuf::from))? else {
             return Ok(PassCounts::default());
         };
-        let agent_token = self.hub.settings()?.tokens.map(|t| t.agent);
+        let agent_token = settings.tokens.map(|t| t.agent);
         let mut counts = PassCounts::default();
         let inbox = dir.join("inbox");
         let mut candidates = list_candidates(&inbox).map_err(|source| RelayError::Io {
@@ -181,8 +183,7 @@ impl Relay {
     /// The relay folder to use now, with its four folders made, or `None` when there is none
     /// (not set; missing, since an unmounted share is never created; or a folder of it that is
     /// not a real folder, which is never followed).
-    fn relay_dir(&mut self) -> Result<Option<PathBuf>, RelayError> {
-        let configured = self.hub.settings()?.relay_dir.map(PathBuf::from);
+    fn relay_dir(&mut self, configured: Option<PathBuf>) -> Result<Option<PathBuf>, RelayError> {
         let Some(dir) = configured else {
             self.current = None;
             self.report_problem(None);
