@@ -6,6 +6,7 @@
 mod admin;
 mod agent;
 mod projects;
+mod queue;
 mod relay;
 mod settings;
 mod status;
@@ -21,7 +22,7 @@ use std::sync::Arc;
 // The schema in VERSION is written out (concat! takes literals): this fails the build when the
 // schema moves on and VERSION does not.
 const _: () = assert!(
-    crate::store::CURRENT_SCHEMA_VERSION == 4 && crate::store::CURRENT_V4_REVISION == 3,
+    crate::store::CURRENT_SCHEMA_VERSION == 4 && crate::store::CURRENT_V4_REVISION == 4,
     "update VERSION's schema"
 );
 
@@ -30,7 +31,7 @@ const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (commit ",
     env!("JIRA_HUB_COMMIT"),
-    ", database schema v4 revision 3)"
+    ", database schema v4 revision 4)"
 );
 
 #[derive(Debug, Parser)]
@@ -101,6 +102,25 @@ pub enum Command {
     /// Look at relay files by hand.
     #[command(subcommand)]
     Relay(RelayCommand),
+    /// The queue's batches: list, show one with its commands, cancel.
+    #[command(subcommand)]
+    Batches(BatchesCommand),
+    /// Commands that ended failed or skipped: list them, queue them again.
+    #[command(subcommand)]
+    Commands(CommandsCommand),
+    /// Queue a refresh of the mirror (everything, or one project) and, with --wait, follow it.
+    Refresh {
+        /// Refresh this project's label only (with its board); everything otherwise.
+        #[arg(long)]
+        project: Option<String>,
+        /// Only what changed since the last successful run (an incremental refresh; it never
+        /// removes issues that left the scope).
+        #[arg(long)]
+        since_last: bool,
+        /// Follow the refresh with a progress bar until it ends; exit 1 when it failed.
+        #[arg(long)]
+        wait: bool,
+    },
     /// Run the agent inside Jira's network: claim commands from the hub, run them in Jira,
     /// report (opens no database; --db is ignored).
     Agent {
@@ -168,6 +188,43 @@ pub enum RelayCommand {
     Inspect { path: PathBuf },
     /// Check files against the protocol; exit 1 when any is invalid.
     Validate { path: PathBuf },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BatchesCommand {
+    /// Batches, newest first, with their command counters.
+    List {
+        /// Only this project's batches.
+        #[arg(long)]
+        project: Option<String>,
+        /// Only batches in this status: queued, running, cancelled or completed.
+        #[arg(long)]
+        status: Option<String>,
+    },
+    /// One batch with its commands: status, deliveries, who claimed them, result or error.
+    Show { id: i64 },
+    /// Cancel a batch: its queued commands become cancelled.
+    Cancel { id: i64 },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CommandsCommand {
+    /// Commands that ended failed or skipped, newest first, with their errors.
+    Failed {
+        /// At most this many.
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=100_000))]
+        limit: i64,
+    },
+    /// Queue failed or skipped commands again (their earlier outcome is kept), or with --batch
+    /// every failed and skipped command of a batch.
+    Retry {
+        /// The commands' ids.
+        #[arg(required_unless_present = "batch", conflicts_with = "batch")]
+        ids: Vec<i64>,
+        /// Retry every failed and skipped command of this batch.
+        #[arg(long)]
+        batch: Option<i64>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -266,6 +323,22 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
         },
         Command::Relay(RelayCommand::Inspect { path }) => relay::inspect(&cli.db, &path)?,
         Command::Relay(RelayCommand::Validate { path }) => relay::validate(&path)?,
+        Command::Batches(BatchesCommand::List { project, status }) => {
+            queue::list_batches(&cli.db, project.as_deref(), status.as_deref())?
+        }
+        Command::Batches(BatchesCommand::Show { id }) => queue::show_batch(&cli.db, id)?,
+        Command::Batches(BatchesCommand::Cancel { id }) => queue::cancel_batch(&cli.db, id)?,
+        Command::Commands(CommandsCommand::Failed { limit }) => {
+            queue::failed_commands(&cli.db, limit)?
+        }
+        Command::Commands(CommandsCommand::Retry { ids, batch }) => {
+            queue::retry(&cli.db, &ids, batch)?
+        }
+        Command::Refresh {
+            project,
+            since_last,
+            wait,
+        } => queue::refresh(&cli.db, project.as_deref(), since_last, wait)?,
         Command::Agent { config, once } => agent::agent(&config, once)?,
     })
 }

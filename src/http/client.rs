@@ -2,8 +2,8 @@
 
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, ClientAuth};
 use crate::service::{
-    AgentView, BatchRequest, BatchView, IssueView, NoteView, ProjectView, RefreshSince, SliceRow,
-    SyncRunView,
+    AgentView, BatchRequest, BatchView, CommandView, IssueView, NoteView, ProjectView,
+    RefreshSince, SliceRow, SyncRunView,
 };
 use axum::Json;
 use axum::extract::State;
@@ -288,6 +288,45 @@ pub(crate) async fn refresh(
         })
         .await?;
     Ok((StatusCode::CREATED, Json(view)))
+}
+
+/// Queues every `failed` and `skipped` command of the batch again; each keeps its earlier outcome
+/// in `attempts`, and the batch's status follows.
+#[utoipa::path(post, path = "/batches/{id}/retry-failed", tag = "batches", security(("client_token" = [])),
+    params(("id" = i64, Path, description = "the batch id")),
+    responses((status = 200, body = BatchView), (status = 404, body = super::ErrorBody), (status = 409, description = "nothing failed or skipped, or the batch is cancelled", body = super::ErrorBody)))]
+pub(crate) async fn retry_failed(
+    _: ClientAuth,
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<i64>,
+) -> Result<Json<BatchView>, ApiError> {
+    Ok(Json(state.pool.run(move |hub| hub.retry_failed(id)).await?))
+}
+
+/// Queues a `failed` or `skipped` command again, with the commands skipped because of it. Its
+/// earlier outcome (status, deliveries, error) is kept in `attempts`.
+#[utoipa::path(post, path = "/commands/{id}/retry", tag = "batches", security(("client_token" = [])),
+    params(("id" = i64, Path, description = "the command id")),
+    responses((status = 200, body = CommandView), (status = 404, body = super::ErrorBody), (status = 409, description = "not failed or skipped, its dependency failed too, or its batch is cancelled", body = super::ErrorBody)))]
+pub(crate) async fn retry_command(
+    _: ClientAuth,
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<i64>,
+) -> Result<Json<CommandView>, ApiError> {
+    Ok(Json(
+        state.pool.run(move |hub| hub.retry_command(id)).await?,
+    ))
+}
+
+/// The commands that ended `failed` or `skipped`, newest first (at most 500), with their errors:
+/// what an operator may retry.
+#[utoipa::path(get, path = "/commands/failed", tag = "batches", security(("client_token" = [])),
+    responses((status = 200, body = Vec<CommandView>)))]
+pub(crate) async fn failed_commands(
+    _: ClientAuth,
+    State(state): State<AppState>,
+) -> Result<Json<Vec<CommandView>>, ApiError> {
+    Ok(Json(state.pool.run(|hub| hub.failed_commands(500)).await?))
 }
 
 /// Newest first, each with its `kind` (`full`, `incremental`, `partial`) and `full`.

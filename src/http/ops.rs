@@ -3,14 +3,15 @@
 use super::{ApiError, AppState, ErrorCode};
 use crate::service::Metrics;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::{Extension, Json};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -71,9 +72,13 @@ pub(crate) async fn ready(State(state): State<AppState>) -> Result<Json<Value>, 
 struct Figures {
     /// Commands by status.
     queue: Vec<(&'static str, i64)>,
-    /// Seconds since the last full refresh finished; `None`: never.
+    /// Seconds since the last full refresh finished; `None`: never (no sample is written then).
     last_full_refresh_age: Option<i64>,
     mirror_issues: i64,
+    /// Seconds the oldest queued command has waited; 0 when nothing is queued.
+    oldest_queued_age: i64,
+    /// Each agent with the seconds since it was last seen.
+    agents_last_seen_age: Vec<(String, i64)>,
 }
 
 /// The process's metrics registry, built once with the router: one collector that reads the
@@ -140,6 +145,11 @@ impl Collector for HubCollector {
                 "Relay files refused into rejected/",
                 &m.relay_refused,
             ),
+            (
+                "jira_hub_refresh_pages",
+                "Refresh pages applied to the mirror",
+                &m.refresh_pages,
+            ),
         ];
         for (name, help, value) in counters {
             let counter = ConstCounter::new(Metrics::get(value));
@@ -162,26 +172,80 @@ impl Collector for HubCollector {
             queue.metric_type(),
         )?;
         queue.encode(metric)?;
-        let age = Gauge::<i64>::default();
-        age.set(figures.last_full_refresh_age.unwrap_or(-1));
-        let metric = encoder.encode_descriptor(
-            "jira_hub_last_full_refresh_age_seconds",
-            "Seconds since the last full refresh finished (-1: never)",
-            None,
-            age.metric_type(),
-        )?;
-        age.encode(metric)?;
-        let issues = Gauge::<i64>::default();
-        issues.set(figures.mirror_issues);
-        let metric = encoder.encode_descriptor(
+        if let Some(age) = figures.last_full_refresh_age {
+            encode_gauge(
+                &mut encoder,
+                "jira_hub_last_full_refresh_age_seconds",
+                "Seconds since the last full refresh finished (no sample: never)",
+                age,
+            )?;
+        }
+        encode_gauge(
+            &mut encoder,
             "jira_hub_mirror_issues",
             "Issues in the mirror",
-            None,
-            issues.metric_type(),
+            figures.mirror_issues,
         )?;
-        issues.encode(metric)?;
+        encode_gauge(
+            &mut encoder,
+            "jira_hub_oldest_queued_age_seconds",
+            "Seconds the oldest queued command has waited (0: nothing queued)",
+            figures.oldest_queued_age,
+        )?;
+        encode_gauge(
+            &mut encoder,
+            "jira_hub_relay_files_waiting",
+            "Request files left in the relay's inbox/ after its last pass",
+            i64::try_from(
+                m.relay_files_waiting
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            )
+            .unwrap_or(i64::MAX),
+        )?;
+        let agents = Family::<AgentLabel, Gauge>::default();
+        for (agent, age) in &figures.agents_last_seen_age {
+            agents
+                .get_or_create(&AgentLabel {
+                    agent: agent.clone(),
+                })
+                .set(*age);
+        }
+        let metric = encoder.encode_descriptor(
+            "jira_hub_agent_last_seen_age_seconds",
+            "Seconds since each agent was last seen",
+            None,
+            agents.metric_type(),
+        )?;
+        agents.encode(metric)?;
+        let build = Info::new(BuildLabels {
+            version: env!("CARGO_PKG_VERSION"),
+            commit: env!("JIRA_HUB_COMMIT"),
+            schema: format!(
+                "v{}r{}",
+                crate::service::SCHEMA_VERSION,
+                crate::service::SCHEMA_REVISION
+            ),
+        });
+        let metric = encoder.encode_descriptor(
+            "jira_hub_build",
+            "The running build: release, commit, database schema",
+            None,
+            build.metric_type(),
+        )?;
+        build.encode(metric)?;
         Ok(())
     }
+}
+
+fn encode_gauge(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: i64,
+) -> Result<(), std::fmt::Error> {
+    let gauge = ConstGauge::new(value);
+    let metric = encoder.encode_descriptor(name, help, None, gauge.metric_type())?;
+    gauge.encode(metric)
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -189,15 +253,130 @@ struct StatusLabel {
     status: String,
 }
 
-/// Prometheus text: counters since start, and the queue and the last full refresh read now.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AgentLabel {
+    agent: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+    commit: &'static str,
+    schema: String,
+}
+
+/// The two text formats a scraper may ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Exposition {
+    /// `text/plain; version=0.0.4`: the classic Prometheus format (and what a client that states
+    /// no preference gets).
+    Prometheus,
+    /// `application/openmetrics-text; version=1.0.0`.
+    OpenMetrics,
+}
+
+impl Exposition {
+    /// The format `accept` prefers, by its q-values; ties and no preference go to Prometheus text.
+    fn negotiate(accept: Option<&str>) -> Exposition {
+        let Some(accept) = accept else {
+            return Exposition::Prometheus;
+        };
+        let (mut openmetrics, mut prometheus) = (0.0_f32, 0.0_f32);
+        for range in accept.split(',') {
+            let mut parts = range.split(';').map(str::trim);
+            let media = parts.next().unwrap_or("").to_ascii_lowercase();
+            let mut quality = 1.0_f32;
+            let mut version = None;
+            for parameter in parts {
+                let Some((key, value)) = parameter.split_once('=') else {
+                    continue;
+                };
+                match key.trim().to_ascii_lowercase().as_str() {
+                    "q" => quality = value.trim().parse().unwrap_or(0.0),
+                    "version" => version = Some(value.trim().trim_matches('"').to_string()),
+                    _ => {}
+                }
+            }
+            match media.as_str() {
+                "application/openmetrics-text"
+                    if version.as_deref().is_none_or(|v| v.starts_with("1.0")) =>
+                {
+                    openmetrics = openmetrics.max(quality)
+                }
+                "text/plain" if version.as_deref().is_none_or(|v| v == "0.0.4") => {
+                    prometheus = prometheus.max(quality)
+                }
+                "*/*" | "text/*" => prometheus = prometheus.max(quality),
+                _ => {}
+            }
+        }
+        if openmetrics > prometheus {
+            Exposition::OpenMetrics
+        } else {
+            Exposition::Prometheus
+        }
+    }
+
+    fn content_type(self) -> &'static str {
+        match self {
+            Exposition::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
+            Exposition::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        }
+    }
+}
+
+/// The classic Prometheus text of what the OpenMetrics encoder wrote: a counter's family takes
+/// its samples' `_total` name, an info family becomes a gauge named `_info`, and OpenMetrics'
+/// `# UNIT` and `# EOF` lines go.
+fn prometheus_text(openmetrics: &str) -> String {
+    let mut out = String::with_capacity(openmetrics.len());
+    let mut help: Option<(&str, &str)> = None;
+    for line in openmetrics.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            help = rest.split_once(' ').or(Some((rest, "")));
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap_or((rest, "untyped"));
+            let (name, kind) = match kind {
+                "counter" => (format!("{name}_total"), "counter"),
+                "info" => (format!("{name}_info"), "gauge"),
+                other => (name.to_string(), other),
+            };
+            if let Some((_, text)) = help.take() {
+                out.push_str(&format!("# HELP {name} {text}\n"));
+            }
+            out.push_str(&format!("# TYPE {name} {kind}\n"));
+            continue;
+        }
+        if line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// Counters since start, and figures read now (the queue, its oldest command's age, the agents'
+/// last-seen ages, the relay's waiting files, the last full refresh, the build). Prometheus text
+/// (0.0.4) unless `Accept` prefers OpenMetrics 1.0.0.
 #[utoipa::path(get, path = "/metrics", tag = "operations",
-    responses((status = 200, description = "Prometheus text format", content_type = "application/openmetrics-text"),
+    responses((status = 200, description = "Prometheus text format, or OpenMetrics when `Accept` prefers it", content_type = "text/plain"),
         (status = 503, description = "the database stayed locked (code `busy`)", body = super::ErrorBody)))]
 pub(crate) async fn metrics(
     State(state): State<AppState>,
     Extension(exporter): Extension<Arc<Exporter>>,
+    headers: HeaderMap,
 ) -> Result<impl IntoResponse, ApiError> {
+    let exposition = Exposition::negotiate(
+        headers
+            .get(header::ACCEPT)
+            .and_then(|value| value.to_str().ok()),
+    );
     let status = state.pool.run(|hub| hub.status()).await?;
+    let now = time::OffsetDateTime::now_utc();
+    let age = |at: &crate::domain::time::Utc| (now - at.at()).whole_seconds().max(0);
     let figures = Figures {
         queue: crate::domain::command::CommandStatus::ALL
             .iter()
@@ -215,9 +394,15 @@ pub(crate) async fn metrics(
             .last_full_refresh
             .as_ref()
             .and_then(|run| run.finished_at.as_ref())
-            .and_then(|at| crate::domain::time::parse_utc(at.as_str()))
-            .map(|at| (time::OffsetDateTime::now_utc() - at).whole_seconds()),
+            .map(age),
         mirror_issues: status.counts.issues,
+        oldest_queued_age: status.counts.oldest_queued_since.as_ref().map_or(0, age),
+        agents_last_seen_age: status
+            .counts
+            .agents
+            .iter()
+            .map(|agent| (agent.agent.clone(), age(&agent.last_seen_at)))
+            .collect(),
     };
     let mut text = String::new();
     {
@@ -238,11 +423,9 @@ pub(crate) async fn metrics(
             error.to_string(),
         )
     })?;
-    Ok((
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        text,
-    ))
+    let body = match exposition {
+        Exposition::OpenMetrics => text,
+        Exposition::Prometheus => prometheus_text(&text),
+    };
+    Ok(([(header::CONTENT_TYPE, exposition.content_type())], body))
 }

@@ -137,6 +137,10 @@ impl Relay {
         // One read of the settings a pass: the folder to use and the token to check.
         let settings = self.hub.settings()?;
         let Some(dir) = self.relay_dir(settings.relay_dir.map(PathBuf::from))? else {
+            self.hub
+                .metrics()
+                .relay_files_waiting
+                .store(0, std::sync::atomic::Ordering::Relaxed);
             return Ok(PassCounts::default());
         };
         let agent_token = settings.tokens.map(|t| t.agent);
@@ -166,6 +170,11 @@ impl Relay {
                 }
             }
         }
+        let handled = counts.applied + counts.refused;
+        self.hub.metrics().relay_files_waiting.store(
+            (candidates.len() as u64).saturating_sub(handled as u64),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         self.sightings
             .retain(|name, _| candidates.iter().any(|(listed, _)| listed == name));
         if self

@@ -109,6 +109,7 @@ impl HubConnection {
                     Metrics::add(&metrics.reports, 1);
                     Metrics::add(&metrics.results_accepted, report.accepted.len() as u64);
                     Metrics::add(&metrics.results_ignored, report.ignored.len() as u64);
+                    Metrics::add(&metrics.refresh_pages, ingested.pages);
                     Metrics::add(&metrics.issues_ingested, ingested.stored);
                     Metrics::add(&metrics.issues_not_stored, ingested.not_stored);
                 }
@@ -363,6 +364,14 @@ fn apply_result(
             result.delivery, command.deliveries
         )));
     }
+    if let Some(retried_after) = tx.deliveries_before_retry(command.id)?
+        && result.delivery <= retried_after
+    {
+        return Ok(Err(format!(
+            "выдача {} относится к прежней попытке, которая закончилась до повтора команды",
+            result.delivery
+        )));
+    }
     let is_refresh = command.command_type == CommandType::Refresh;
     // An ignored result changes nothing: the checks come before any write.
     if result.status == ResultStatus::Progress {
@@ -445,6 +454,8 @@ fn run_of(tx: &Tx<'_>, command: &CommandRow, now: &Now) -> Result<crate::store::
 /// What the pages of one report did to the mirror, for the metrics.
 #[derive(Debug, Default)]
 struct Ingested {
+    /// Refresh pages applied.
+    pages: u64,
     stored: u64,
     /// Issues of a page the hub could not map or could not give back (logged each).
     not_stored: u64,
@@ -485,8 +496,9 @@ fn ingest_page(
             }
         }
     }
-    tx.count_run_issues(run.id, seen, changed)?;
+    tx.count_run_page(run.id, seen, changed, page.total)?;
     ingested.stored += seen as u64;
+    ingested.pages += 1;
     Ok(())
 }
 

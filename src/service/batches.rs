@@ -10,10 +10,11 @@ use crate::domain::command::{
 };
 use crate::domain::jql::{base_jql, incremental_jql, incremental_since, project_jql};
 use crate::domain::settings::Settings;
-use crate::domain::time::format_utc;
-use crate::store::{BatchRow, Tx};
+use crate::domain::time::{Utc, format_utc};
+use crate::store::{AttemptRow, BatchRow, CommandRow, Tx};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
 /// What a refresh asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +50,13 @@ pub struct CommandRequestBody {
 
 pub(super) fn batch_view(tx: &Tx<'_>, batch: BatchRow) -> Result<BatchView> {
     let commands = tx.commands_of_batch(batch.id)?;
+    let mut attempts: BTreeMap<i64, Vec<AttemptRow>> = BTreeMap::new();
+    for attempt in tx.attempts_of_batch(batch.id)? {
+        attempts
+            .entry(attempt.command_id)
+            .or_default()
+            .push(attempt);
+    }
     let statuses: Vec<CommandStatus> = commands.iter().map(|c| c.status).collect();
     let status = batch_status(&statuses, batch.cancelled_at.is_some());
     Ok(BatchView {
@@ -62,7 +70,13 @@ pub(super) fn batch_view(tx: &Tx<'_>, batch: BatchRow) -> Result<BatchView> {
         status,
         status_label: status.label(),
         counters: counters(&statuses),
-        commands: commands.into_iter().map(CommandView::from).collect(),
+        commands: commands
+            .into_iter()
+            .map(|c| {
+                let earlier = attempts.remove(&c.id).unwrap_or_default();
+                CommandView::with_attempts(c, earlier)
+            })
+            .collect(),
     })
 }
 
@@ -75,6 +89,38 @@ fn text_field(field: &str, value: &str, max: usize) -> Result<String> {
         return Err(ValidationError::new(field, format!("длиннее {max} символов")).into());
     }
     Ok(trimmed.to_string())
+}
+
+fn retry_conflict(message: String) -> ServiceError {
+    ServiceError::Conflict {
+        field: "command".into(),
+        message,
+    }
+}
+
+fn refuse_retry_in_cancelled_batch(tx: &Tx<'_>, batch_id: i64) -> Result<()> {
+    let batch = tx
+        .batch(batch_id)?
+        .ok_or_else(|| ServiceError::NotFound(format!("пакета {batch_id} нет")))?;
+    if batch.cancelled_at.is_some() {
+        return Err(ServiceError::Conflict {
+            field: "batch".into(),
+            message: format!("пакет {batch_id} отменён, его команды не повторяются"),
+        });
+    }
+    Ok(())
+}
+
+/// Queues `command` again, and every command skipped because of it, transitively. Returns how
+/// many were queued.
+fn requeue_with_dependents(tx: &Tx<'_>, command: &CommandRow, now: &Utc) -> Result<usize> {
+    let mut retried = usize::from(tx.retry_command(command.id, now)?);
+    for dependent in tx.dependents(command.id)? {
+        if dependent.status == CommandStatus::Skipped {
+            retried += requeue_with_dependents(tx, &dependent, now)?;
+        }
+    }
+    Ok(retried)
 }
 
 pub(super) fn settings_in(tx: &Tx<'_>) -> Result<Settings> {
@@ -198,6 +244,91 @@ impl HubConnection {
                 .batch(id)?
                 .ok_or_else(|| ServiceError::NotFound(format!("пакета {id} нет")))?;
             batch_view(tx, batch)
+        })
+    }
+
+    /// `POST /commands/{id}/retry`: queues a `failed` or `skipped` command again, with the
+    /// commands skipped because of it (its dependents, transitively). Each keeps its earlier
+    /// outcome as an attempt; the delivery count goes on, and the batch's status follows. A
+    /// command of a cancelled batch, one in another status, or one whose dependency failed too
+    /// (retry that one: its dependents come with it) is refused.
+    pub fn retry_command(&mut self, id: i64) -> Result<CommandView> {
+        let now = self.now();
+        self.store.transact(|tx| {
+            let command = tx
+                .command(id)?
+                .ok_or_else(|| ServiceError::NotFound(format!("команды {id} нет")))?;
+            if !matches!(
+                command.status,
+                CommandStatus::Failed | CommandStatus::Skipped
+            ) {
+                return Err(retry_conflict(format!(
+                    "повторить можно только команду в статусе failed или skipped, у команды {id} статус {}",
+                    command.status.as_str()
+                )));
+            }
+            refuse_retry_in_cancelled_batch(tx, command.batch_id)?;
+            if let Some(dependency) = command.depends_on.map(|d| tx.command(d)).transpose()?.flatten()
+                && matches!(
+                    dependency.status,
+                    CommandStatus::Failed | CommandStatus::Skipped | CommandStatus::Cancelled
+                )
+            {
+                return Err(retry_conflict(format!(
+                    "команда {id} использует результат команды {} в статусе {}: повторите сначала её, эта пойдёт следом",
+                    dependency.id,
+                    dependency.status.as_str()
+                )));
+            }
+            let retried = requeue_with_dependents(tx, &command, &now)?;
+            tracing::info!(command = id, batch = command.batch_id, retried, "command retried");
+            let row = tx
+                .command(id)?
+                .ok_or_else(|| ServiceError::NotFound(format!("команды {id} нет")))?;
+            let attempts = tx.attempts_of(id)?;
+            Ok(CommandView::with_attempts(row, attempts))
+        })
+    }
+
+    /// `POST /batches/{id}/retry-failed`: queues every `failed` and `skipped` command of the
+    /// batch again, as [`HubConnection::retry_command`] does for one. A batch with none, or a
+    /// cancelled one, is refused.
+    pub fn retry_failed(&mut self, batch_id: i64) -> Result<BatchView> {
+        let now = self.now();
+        self.store.transact(|tx| {
+            let batch = tx
+                .batch(batch_id)?
+                .ok_or_else(|| ServiceError::NotFound(format!("пакета {batch_id} нет")))?;
+            refuse_retry_in_cancelled_batch(tx, batch_id)?;
+            let mut retried = 0;
+            for command in tx.commands_of_batch(batch_id)? {
+                retried += usize::from(tx.retry_command(command.id, &now)?);
+            }
+            if retried == 0 {
+                return Err(retry_conflict(format!(
+                    "в пакете {batch_id} нет команд в статусе failed или skipped"
+                )));
+            }
+            tracing::info!(
+                batch = batch_id,
+                retried,
+                "failed commands of a batch retried"
+            );
+            batch_view(tx, batch)
+        })
+    }
+
+    /// Commands that ended `failed` or `skipped`, newest first, at most `limit`: what an
+    /// operator may retry.
+    pub fn failed_commands(&mut self, limit: i64) -> Result<Vec<CommandView>> {
+        self.store.read(|tx| {
+            tx.commands_with_status(&[CommandStatus::Failed, CommandStatus::Skipped], limit)?
+                .into_iter()
+                .map(|row| {
+                    let attempts = tx.attempts_of(row.id)?;
+                    Ok(CommandView::with_attempts(row, attempts))
+                })
+                .collect()
         })
     }
 

@@ -18,6 +18,8 @@ pub struct Metrics {
     pub results_accepted: AtomicU64,
     pub results_ignored: AtomicU64,
     pub heartbeats: AtomicU64,
+    /// Refresh pages applied to the mirror.
+    pub refresh_pages: AtomicU64,
     /// Raw Jira issues stored in the mirror by refresh pages.
     pub issues_ingested: AtomicU64,
     /// Raw Jira issues of refresh pages left out of the mirror (no key, no `fields` object,
@@ -25,6 +27,9 @@ pub struct Metrics {
     pub issues_not_stored: AtomicU64,
     /// Relay files refused into `rejected/`.
     pub relay_refused: AtomicU64,
+    /// Request files left in `inbox/` after the relay's last pass (waiting to arrive whole, or
+    /// beyond the pass's reading budget).
+    pub relay_files_waiting: AtomicU64,
     /// When the relay loop last showed it is alive (milliseconds since the Unix epoch; 0 before
     /// it started): a relay stuck in a system call must show in `/ready` and stop the watchdog.
     pub relay_beat_ms: AtomicU64,

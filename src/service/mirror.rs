@@ -134,6 +134,13 @@ impl HubConnection {
             .read(|tx| Ok(tx.runs(200)?.into_iter().map(SyncRunView::from).collect()))
     }
 
+    /// The newest sync run of a refresh command, with its progress while it runs; `None` until an
+    /// agent starts it.
+    pub fn run_of_command(&mut self, command_id: i64) -> Result<Option<SyncRunView>> {
+        self.store
+            .read(|tx| Ok(tx.last_run_of_command(command_id)?.map(SyncRunView::from)))
+    }
+
     /// `GET /agents`.
     pub fn agents(&mut self) -> Result<Vec<AgentView>> {
         self.store

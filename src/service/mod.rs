@@ -15,12 +15,15 @@ pub use batches::{BatchRequest, CommandRequestBody, RefreshSince};
 pub(crate) use metrics::{Metrics, RELAY_STALL_LIMIT};
 pub(crate) use tokens::TokenRole;
 pub use views::{
-    AgentView, BatchView, CommandView, CommentView, CountsView, IssueLinkView, IssueView, NoteView,
-    ProjectView, QueueCount, RunView, SliceRow, SyncRunView,
+    AgentView, AttemptView, BatchView, CommandView, CommentView, CountsView, IssueLinkView,
+    IssueView, NoteView, ProjectView, QueueCount, RunView, SliceRow, SyncRunView,
 };
 
 /// The database schema version this binary runs (`GET /health` shows it).
 pub const SCHEMA_VERSION: u32 = store::CURRENT_SCHEMA_VERSION;
+
+/// The revision of schema v4 this binary runs (`PRAGMA user_version`).
+pub const SCHEMA_REVISION: u32 = store::CURRENT_V4_REVISION;
 
 use crate::clock::Clock;
 use crate::domain::ValidationError;

@@ -7,7 +7,9 @@ use crate::domain::command::{BatchStatus, CommandStatus, CommandType, RunKind, R
 use crate::domain::issue::MirrorFields;
 use crate::domain::project::Project;
 use crate::domain::time::Utc;
-use crate::store::{AgentRow, CommandRow, CommentRow, IssueRow, NoteRow, RunRow, StatusCounts};
+use crate::store::{
+    AgentRow, AttemptRow, CommandRow, CommentRow, IssueRow, NoteRow, RunRow, StatusCounts,
+};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -44,6 +46,56 @@ pub struct CommandView {
     pub pause_seconds: i64,
     /// The id of the command whose result this one uses.
     pub depends_on: Option<i64>,
+    /// Earlier attempts, oldest first: each time an operator queued the command again after it
+    /// failed or was skipped, how it had ended.
+    pub attempts: Vec<AttemptView>,
+}
+
+/// How an earlier attempt of a retried command ended.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct AttemptView {
+    /// `failed` or `skipped`.
+    pub status: CommandStatus,
+    /// The command's delivery count when it was retried.
+    pub deliveries: u32,
+    #[schema(value_type = Option<String>)]
+    pub claimed_at: Option<Utc>,
+    pub claimed_by: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub finished_at: Option<Utc>,
+    #[schema(value_type = Option<String>)]
+    pub agent_finished_at: Option<Utc>,
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<Value>,
+    pub error: Option<String>,
+    /// When an operator queued it again.
+    #[schema(value_type = String)]
+    pub retried_at: Utc,
+}
+
+impl From<AttemptRow> for AttemptView {
+    fn from(row: AttemptRow) -> AttemptView {
+        AttemptView {
+            status: row.status,
+            deliveries: row.deliveries,
+            claimed_at: row.claimed_at,
+            claimed_by: row.claimed_by,
+            finished_at: row.finished_at,
+            agent_finished_at: row.agent_finished_at,
+            result: row.result,
+            error: row.error,
+            retried_at: row.retried_at,
+        }
+    }
+}
+
+impl CommandView {
+    /// The view of a command with its earlier attempts (rows of that command only).
+    pub(crate) fn with_attempts(row: CommandRow, attempts: Vec<AttemptRow>) -> CommandView {
+        let mut view = CommandView::from(row);
+        view.attempts = attempts.into_iter().map(AttemptView::from).collect();
+        view
+    }
 }
 
 impl From<CommandRow> for CommandView {
@@ -66,6 +118,7 @@ impl From<CommandRow> for CommandView {
             rate_limited: row.rate_limited,
             pause_seconds: row.pause_seconds,
             depends_on: row.depends_on,
+            attempts: Vec::new(),
         }
     }
 }
@@ -202,6 +255,11 @@ pub struct RunView {
     pub issues_seen: i64,
     pub issues_changed: i64,
     pub error: Option<String>,
+    /// Pages of issues received so far: the progress of a running refresh.
+    pub pages: i64,
+    /// How many issues Jira said the search has, when it said (Data Center does; Cloud's search
+    /// does not, so a Cloud run shows pages and issues only).
+    pub total: Option<i64>,
 }
 
 /// A sync run with its kind.
@@ -233,6 +291,8 @@ impl From<RunRow> for SyncRunView {
                 issues_seen: row.issues_seen,
                 issues_changed: row.issues_changed,
                 error: row.error,
+                pages: row.pages,
+                total: row.total,
             },
         }
     }
@@ -305,6 +365,8 @@ pub struct CountsView {
     pub issues: i64,
     pub notes: i64,
     pub batches: i64,
+    /// Since when the oldest queued command has waited (its batch's creation, or its retry).
+    pub oldest_queued_since: Option<Utc>,
 }
 
 impl From<StatusCounts> for CountsView {
@@ -322,6 +384,7 @@ impl From<StatusCounts> for CountsView {
             issues: counts.issues,
             notes: counts.notes,
             batches: counts.batches,
+            oldest_queued_since: counts.oldest_queued_since,
         }
     }
 }

@@ -90,6 +90,41 @@ fn batch_from_row(row: &Row<'_>) -> rusqlite::Result<BatchRow> {
     })
 }
 
+/// An earlier attempt of a command an operator queued again: how it ended then.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct AttemptRow {
+    pub command_id: i64,
+    pub status: CommandStatus,
+    /// The command's delivery count when it was retried.
+    pub deliveries: u32,
+    pub claimed_at: Option<Utc>,
+    pub claimed_by: Option<String>,
+    pub finished_at: Option<Utc>,
+    pub agent_finished_at: Option<Utc>,
+    pub result: Option<Value>,
+    pub error: Option<String>,
+    pub retried_at: Utc,
+}
+
+const ATTEMPT_COLUMNS: &str = "a.command_id, a.status, a.deliveries, a.claimed_at, a.claimed_by, \
+     a.finished_at, a.agent_finished_at, a.result, a.error, a.retried_at";
+
+fn attempt_from_row(row: &Row<'_>) -> rusqlite::Result<AttemptRow> {
+    let status: String = row.get(1)?;
+    Ok(AttemptRow {
+        command_id: row.get(0)?,
+        status: CommandStatus::parse(&status).unwrap_or(CommandStatus::Failed),
+        deliveries: row.get(2)?,
+        claimed_at: row.get(3)?,
+        claimed_by: row.get(4)?,
+        finished_at: row.get(5)?,
+        agent_finished_at: row.get(6)?,
+        result: json_column(row.get(7)?),
+        error: row.get(8)?,
+        retried_at: row.get(9)?,
+    })
+}
+
 const BATCH_COLUMNS: &str =
     "id, title, author, created_at, cancelled_at, estimate_seconds, project";
 
@@ -304,6 +339,78 @@ impl Tx<'_> {
             )?
             .execute([id])?;
         Ok(())
+    }
+
+    /// Queues a `failed` or `skipped` command again: its outcome goes to `command_attempt`, the
+    /// row starts afresh (no result, error, finishing times or lease); the delivery count and the
+    /// Jira counters go on. Returns false when the command was not failed or skipped.
+    pub(crate) fn retry_command(&self, id: i64, at: &Utc) -> Result<bool> {
+        let kept = self
+            .0
+            .prepare_cached(
+                "INSERT INTO command_attempt (command_id, status, deliveries, claimed_at, claimed_by,
+                   finished_at, agent_finished_at, result, error, retried_at)
+                 SELECT id, status, deliveries, claimed_at, claimed_by, finished_at,
+                   agent_finished_at, result, error, ?2
+                 FROM command WHERE id = ?1 AND status IN ('failed', 'skipped')",
+            )?
+            .execute(params![id, at])?;
+        if kept == 0 {
+            return Ok(false);
+        }
+        self.0
+            .prepare_cached(
+                "UPDATE command SET status = 'queued', finished_at = NULL, agent_finished_at = NULL,
+                   result = NULL, error = NULL, lease_at = NULL WHERE id = ?1",
+            )?
+            .execute([id])?;
+        Ok(true)
+    }
+
+    /// The delivery count when the command was last retried, if it ever was: the deliveries up
+    /// to it belong to attempts that had already ended.
+    pub(crate) fn deliveries_before_retry(&self, command_id: i64) -> Result<Option<u32>> {
+        Ok(self
+            .0
+            .prepare_cached("SELECT max(deliveries) FROM command_attempt WHERE command_id = ?1")?
+            .query_row([command_id], |row| row.get(0))?)
+    }
+
+    /// The earlier attempts of the commands of a batch, oldest first.
+    pub(crate) fn attempts_of_batch(&self, batch_id: i64) -> Result<Vec<AttemptRow>> {
+        let mut statement = self.0.prepare_cached(&format!(
+            "SELECT {ATTEMPT_COLUMNS} FROM command_attempt a JOIN command c ON c.id = a.command_id
+             WHERE c.batch_id = ?1 ORDER BY a.id"
+        ))?;
+        let rows = statement.query_map([batch_id], attempt_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// The earlier attempts of one command, oldest first.
+    pub(crate) fn attempts_of(&self, command_id: i64) -> Result<Vec<AttemptRow>> {
+        let mut statement = self.0.prepare_cached(&format!(
+            "SELECT {ATTEMPT_COLUMNS} FROM command_attempt a WHERE a.command_id = ?1 ORDER BY a.id"
+        ))?;
+        let rows = statement.query_map([command_id], attempt_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// The newest commands in one of `statuses`, at most `limit`.
+    pub(crate) fn commands_with_status(
+        &self,
+        statuses: &[CommandStatus],
+        limit: i64,
+    ) -> Result<Vec<CommandRow>> {
+        let names: Vec<&str> = statuses.iter().map(|s| s.as_str()).collect();
+        let mut statement = self.0.prepare_cached(&format!(
+            "SELECT {COMMAND_COLUMNS} FROM command c
+             WHERE c.status IN (SELECT value FROM json_each(?1)) ORDER BY c.id DESC LIMIT ?2"
+        ))?;
+        let rows = statement.query_map(
+            params![serde_json::to_string(&names).unwrap_or_default(), limit],
+            command_from_row,
+        )?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     /// The commands that use this one's result.

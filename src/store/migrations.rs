@@ -25,7 +25,7 @@ pub(crate) const CURRENT_SCHEMA_VERSION: u32 = 4;
 /// fixes the schema version at 4, so changes it does not describe (new columns with defaults, an
 /// index) are revisions of v4 rather than a v5: `schema_version` stays what the data model says,
 /// and every other tool that reads a v4 database still finds the tables it knows.
-pub(crate) const CURRENT_V4_REVISION: u32 = 3;
+pub(crate) const CURRENT_V4_REVISION: u32 = 4;
 
 /// What one step needs besides the transaction.
 struct StepContext {
@@ -63,7 +63,7 @@ struct Revision {
     apply: fn(&Transaction<'_>, &StepContext) -> Result<Vec<String>>,
 }
 
-const REVISIONS: [Revision; 3] = [
+const REVISIONS: [Revision; 4] = [
     Revision {
         to: 1,
         apply: v4_revision_1,
@@ -75,6 +75,10 @@ const REVISIONS: [Revision; 3] = [
     Revision {
         to: 3,
         apply: v4_revision_3,
+    },
+    Revision {
+        to: 4,
+        apply: v4_revision_4,
     },
 ];
 
@@ -409,6 +413,13 @@ fn v4_revision_2(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
 /// queue in order without sorting it whole (100,000 queued commands claim as fast as 100).
 fn v4_revision_3(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
     tx.execute_batch(include_str!("sql/v4r3.sql"))?;
+    Ok(Vec::new())
+}
+
+/// Revision 4 of v4: the earlier attempts of a retried command (`command_attempt`), and a
+/// refresh's progress while it runs (`sync_run.pages`, `sync_run.total`).
+fn v4_revision_4(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
+    tx.execute_batch(include_str!("sql/v4r4.sql"))?;
     Ok(Vec::new())
 }
 

@@ -538,15 +538,27 @@ impl Tx<'_> {
             full,
             kind,
             scope: scope.to_string(),
+            pages: 0,
+            total: None,
         })
     }
 
-    pub(crate) fn count_run_issues(&self, run_id: i64, seen: i64, changed: i64) -> Result<()> {
+    /// One more page of the run: its issues seen and changed, and Jira's total when the page
+    /// carried one.
+    pub(crate) fn count_run_page(
+        &self,
+        run_id: i64,
+        seen: i64,
+        changed: i64,
+        total: Option<u64>,
+    ) -> Result<()> {
+        let total = total.map(|t| i64::try_from(t).unwrap_or(i64::MAX));
         self.0
             .prepare_cached(
-                "UPDATE sync_run SET issues_seen = issues_seen + ?2, issues_changed = issues_changed + ?3 WHERE id = ?1",
+                "UPDATE sync_run SET issues_seen = issues_seen + ?2, issues_changed = issues_changed + ?3,
+                   pages = pages + 1, total = coalesce(?4, total) WHERE id = ?1",
             )?
-            .execute(params![run_id, seen, changed])?;
+            .execute(params![run_id, seen, changed, total])?;
         Ok(())
     }
 
@@ -599,6 +611,17 @@ impl Tx<'_> {
         ))?;
         let rows = statement.query_map([limit], run_from_row)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// The newest run of a refresh command (a command redelivered or retried starts a new one).
+    pub(crate) fn last_run_of_command(&self, command_id: i64) -> Result<Option<RunRow>> {
+        Ok(self
+            .0
+            .prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS} FROM sync_run WHERE command_id = ?1 ORDER BY id DESC LIMIT 1"
+            ))?
+            .query_row([command_id], run_from_row)
+            .optional()?)
     }
 
     /// Records the board types a refresh learned; returns how many projects changed.

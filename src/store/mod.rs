@@ -20,7 +20,7 @@ mod tx;
 
 pub(crate) use agents::AgentSeen;
 pub(crate) use backup::BackupKind;
-pub(crate) use commands::{BatchRow, CommandRow, Finish};
+pub(crate) use commands::{AttemptRow, BatchRow, CommandRow, Finish};
 pub(crate) use migrations::{CURRENT_SCHEMA_VERSION, CURRENT_V4_REVISION};
 pub(crate) use mirror::{CommentRow, IssueRow, NoteRow};
 pub(crate) use status::{AgentRow, RunRow, StatusCounts};

@@ -5,7 +5,7 @@ use crate::domain::command::{RunKind, RunStatus};
 use crate::domain::time::Utc;
 use rusqlite::{OptionalExtension, Row};
 
-pub(super) const RUN_COLUMNS: &str = "id, command_id, query, started_at, finished_at, status, issues_seen, issues_changed, error, full, kind, scope";
+pub(super) const RUN_COLUMNS: &str = "id, command_id, query, started_at, finished_at, status, issues_seen, issues_changed, error, full, kind, scope, pages, total";
 
 pub(super) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRow> {
     Ok(RunRow {
@@ -21,6 +21,8 @@ pub(super) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRow> {
         full: row.get(9)?,
         kind: row.get(10)?,
         scope: row.get(11)?,
+        pages: row.get(12)?,
+        total: row.get(13)?,
     })
 }
 
@@ -58,6 +60,10 @@ pub(crate) struct RunRow {
     pub kind: RunKind,
     /// The query without its incremental clause.
     pub scope: String,
+    /// Pages of issues received so far.
+    pub pages: i64,
+    /// How many issues Jira said the search has, when it said (Data Center does, Cloud does not).
+    pub total: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +73,9 @@ pub(crate) struct StatusCounts {
     pub issues: i64,
     pub notes: i64,
     pub batches: i64,
+    /// Since when the oldest queued command has waited: its batch's creation, or its latest
+    /// retry when an operator queued it again.
+    pub oldest_queued_since: Option<Utc>,
 }
 
 impl Store {
@@ -110,6 +119,15 @@ impl Store {
             issues: count("issue")?,
             notes: count("issue_note")?,
             batches: count("batch")?,
+            oldest_queued_since: self.conn.query_row(
+                "SELECT min(coalesce(r.retried_at, b.created_at))
+                 FROM command c INDEXED BY command_queued JOIN batch b ON b.id = c.batch_id
+                 LEFT JOIN (SELECT command_id, max(retried_at) AS retried_at FROM command_attempt
+                            GROUP BY command_id) r ON r.command_id = c.id
+                 WHERE c.status = 'queued'",
+                [],
+                |row| row.get(0),
+            )?,
         })
     }
 

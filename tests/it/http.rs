@@ -10,11 +10,11 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use tower::ServiceExt;
 
-struct Api {
+pub(crate) struct Api {
     router: axum::Router,
-    client: String,
+    pub(crate) client: String,
     agent: String,
-    _dir: TestDir,
+    pub(crate) dir: TestDir,
 }
 
 fn api_with(options: HttpOptions) -> Api {
@@ -31,11 +31,11 @@ fn api_with(options: HttpOptions) -> Api {
         router: router(state),
         client: tokens.client,
         agent: tokens.agent,
-        _dir: dir,
+        dir,
     }
 }
 
-fn api() -> Api {
+pub(crate) fn api() -> Api {
     api_with(HttpOptions::default())
 }
 
@@ -70,7 +70,39 @@ impl Api {
         (status, value)
     }
 
-    async fn call(
+    /// A GET without a token, with an `Accept` header: the status, `Content-Type` and body text.
+    pub(crate) async fn get_accepting(
+        &self,
+        path: &str,
+        accept: Option<&str>,
+    ) -> (StatusCode, String, String) {
+        let mut request = Request::builder().method(Method::GET).uri(path);
+        if let Some(accept) = accept {
+            request = request.header("Accept", accept);
+        }
+        let response = self
+            .router
+            .clone()
+            .oneshot(request.body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let status = response.status();
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (
+            status,
+            content_type,
+            String::from_utf8(bytes.to_vec()).unwrap(),
+        )
+    }
+
+    pub(crate) async fn call(
         &self,
         method: Method,
         path: &str,
@@ -84,7 +116,12 @@ impl Api {
         self.raw(method, path, token, content_type, bytes).await
     }
 
-    async fn client(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+    pub(crate) async fn client(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
         self.call(method, path, Some(&self.client.clone()), body)
             .await
     }
@@ -122,6 +159,9 @@ async fn tokens_guard_every_endpoint() {
         (Method::POST, "/batches"),
         (Method::GET, "/batches/1"),
         (Method::POST, "/batches/1/cancel"),
+        (Method::POST, "/batches/1/retry-failed"),
+        (Method::POST, "/commands/1/retry"),
+        (Method::GET, "/commands/failed"),
         (Method::POST, "/refresh"),
         (Method::GET, "/sync-runs"),
         (Method::GET, "/agents"),
@@ -747,6 +787,7 @@ async fn the_openapi_document_matches_the_routes() {
         "GET /agents",
         "GET /batches",
         "GET /batches/{id}",
+        "GET /commands/failed",
         "GET /health",
         "GET /issues/{key}",
         "GET /metrics",
@@ -760,6 +801,8 @@ async fn the_openapi_document_matches_the_routes() {
         "POST /agent/report",
         "POST /batches",
         "POST /batches/{id}/cancel",
+        "POST /batches/{id}/retry-failed",
+        "POST /commands/{id}/retry",
         "POST /issues/{key}/notes",
         "POST /projects",
         "POST /refresh",

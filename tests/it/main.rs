@@ -18,6 +18,7 @@ mod projects;
 mod properties;
 mod queue;
 mod relay;
+mod retry;
 mod samples;
 mod settings;
 mod support;

@@ -1,0 +1,314 @@
+//! The queue from the command line: `batches list|show|cancel`, `commands failed|retry`, and
+//! `refresh [--project L] [--since-last] [--wait]` with a progress bar fed by the pages as the
+//! agent sends them. The same service calls as the HTTP API and the web console.
+
+use super::{Outcome, open_existing_hub, open_read_only_hub};
+use crate::domain::command::{BatchStatus, CommandStatus, RunStatus};
+use crate::relay::inspect::escape_for_terminal;
+use crate::service::{
+    BatchView, CommandView, HubConnection, RefreshSince, ServiceError, SyncRunView,
+};
+use anyhow::Context;
+use std::path::Path;
+use std::time::Duration;
+
+/// `batches list`: newest first, filtered by project and status.
+pub(crate) fn list_batches(
+    db: &Path,
+    project: Option<&str>,
+    status: Option<&str>,
+) -> anyhow::Result<Outcome> {
+    let status = status
+        .map(|s| {
+            s.parse::<BatchStatus>().map_err(|_| {
+                anyhow::anyhow!(
+                    "--status: неизвестный статус пакета «{}»: ожидается queued, running, cancelled или completed",
+                    escape_for_terminal(s)
+                )
+            })
+        })
+        .transpose()?;
+    let mut hub = open_read_only_hub(db)?;
+    let batches = hub.batches(project)?;
+    outln!("id\tstatus\tcreated_at\tproject\tcommands\ttitle");
+    for batch in batches
+        .iter()
+        .filter(|b| status.is_none_or(|s| b.status == s))
+    {
+        outln!(
+            "{}\t{}\t{}\t{}\t{}\t{}",
+            batch.id,
+            batch.status,
+            batch.created_at,
+            batch.project.as_deref().unwrap_or("-"),
+            counters_text(batch),
+            escape_for_terminal(&batch.title)
+        );
+    }
+    Ok(Outcome::Success)
+}
+
+/// `batches show ID`: the batch and every command with its status, deliveries, who claimed it,
+/// its result or error, and its earlier attempts.
+pub(crate) fn show_batch(db: &Path, id: i64) -> anyhow::Result<Outcome> {
+    let mut hub = open_read_only_hub(db)?;
+    print_batch(&hub.batch(id)?)?;
+    Ok(Outcome::Success)
+}
+
+/// `batches cancel ID`.
+pub(crate) fn cancel_batch(db: &Path, id: i64) -> anyhow::Result<Outcome> {
+    let mut hub = open_existing_hub(db)?;
+    print_batch(&hub.cancel_batch(id)?)?;
+    Ok(Outcome::Success)
+}
+
+/// `commands failed`: what ended failed or skipped, newest first.
+pub(crate) fn failed_commands(db: &Path, limit: i64) -> anyhow::Result<Outcome> {
+    let mut hub = open_read_only_hub(db)?;
+    let commands = hub.failed_commands(limit)?;
+    if commands.is_empty() {
+        outln!("no failed or skipped commands");
+    }
+    for command in &commands {
+        print_command(command)?;
+    }
+    Ok(Outcome::Success)
+}
+
+/// `commands retry ID…` or `commands retry --batch B`: queued again, history kept. Every id is
+/// tried; the exit is 1 when any was refused.
+pub(crate) fn retry(db: &Path, ids: &[i64], batch: Option<i64>) -> anyhow::Result<Outcome> {
+    let mut hub = open_existing_hub(db)?;
+    if let Some(batch) = batch {
+        let view = hub.retry_failed(batch)?;
+        print_batch(&view)?;
+        return Ok(Outcome::Success);
+    }
+    let mut refused = 0;
+    for &id in ids {
+        match hub.retry_command(id) {
+            Ok(command) => {
+                outln!(
+                    "command {id}: queued again (attempt {}, batch {})",
+                    command.attempts.len() + 1,
+                    command.batch_id
+                );
+            }
+            Err(error @ (ServiceError::NotFound(_) | ServiceError::Conflict { .. })) => {
+                refused += 1;
+                tracing::error!("команда {id}: {error}");
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+    if refused > 0 {
+        anyhow::bail!("не повторено команд: {refused} из {}", ids.len());
+    }
+    Ok(Outcome::Success)
+}
+
+/// `refresh`: enqueues a refresh of everything (the base JQL) or of one project; with `wait`,
+/// follows it until it ends, a progress bar on a terminal (plain lines otherwise), and exits 1
+/// when it failed.
+pub(crate) fn refresh(
+    db: &Path,
+    project: Option<&str>,
+    since_last: bool,
+    wait: bool,
+) -> anyhow::Result<Outcome> {
+    let mut hub = open_existing_hub(db)?;
+    let since = if since_last {
+        RefreshSince::Last
+    } else {
+        RefreshSince::Full
+    };
+    let batch = hub.enqueue_refresh_of(project, "cli", since)?;
+    let command = batch
+        .commands
+        .first()
+        .context("пакет обновления без команды")?;
+    outln!(
+        "batch {}: refresh {} queued ({})",
+        batch.id,
+        command.id,
+        command
+            .params
+            .get("jql")
+            .and_then(|j| j.as_str())
+            .unwrap_or("?")
+    );
+    if !wait {
+        return Ok(Outcome::Success);
+    }
+    follow_refresh(&mut hub, batch.id, command.id)
+}
+
+/// Polls the database (the daemon and the agent do the work) until the refresh command ends.
+fn follow_refresh(
+    hub: &mut HubConnection,
+    batch_id: i64,
+    command_id: i64,
+) -> anyhow::Result<Outcome> {
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {elapsed_precise} {wide_bar} {msg}")
+            .context("шаблон индикатора")?,
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let plain = bar.is_hidden();
+    let mut last_line = String::new();
+    let command = loop {
+        let batch = hub.batch(batch_id)?;
+        let command = batch
+            .commands
+            .into_iter()
+            .find(|c| c.id == command_id)
+            .context("команда обновления пропала из пакета")?;
+        let run = hub.run_of_command(command_id)?;
+        let line = progress_line(&command, run.as_ref());
+        if let Some(run) = run.as_ref().filter(|r| r.run.status == RunStatus::Running)
+            && let Some(total) = run.run.total
+        {
+            bar.set_length(total.max(0) as u64);
+            bar.set_position(run.run.issues_seen.max(0) as u64);
+        }
+        bar.set_message(line.clone());
+        if plain && line != last_line {
+            eprintln!("{line}");
+        }
+        last_line = line;
+        if command.status.is_terminal() {
+            break command;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    bar.finish_and_clear();
+    let run = hub.run_of_command(command_id)?;
+    outln!("{}", outcome_line(&command, run.as_ref()));
+    Ok(match command.status {
+        CommandStatus::Done | CommandStatus::ConfirmedByState => Outcome::Success,
+        _ => Outcome::Negative,
+    })
+}
+
+fn progress_line(command: &CommandView, run: Option<&SyncRunView>) -> String {
+    match (command.status, run) {
+        (CommandStatus::Queued, _) => "queued, waiting for the agent".to_string(),
+        (CommandStatus::Claimed, None) => format!(
+            "claimed by {}, no page yet",
+            command
+                .claimed_by
+                .as_deref()
+                .map_or("?".into(), escape_for_terminal)
+        ),
+        (_, Some(run)) => format!(
+            "{} pages, {} issues{}",
+            run.run.pages,
+            run.run.issues_seen,
+            run.run
+                .total
+                .map(|t| format!(" of {t}"))
+                .unwrap_or_default()
+        ),
+        (status, None) => status.as_str().to_string(),
+    }
+}
+
+fn outcome_line(command: &CommandView, run: Option<&SyncRunView>) -> String {
+    let mut line = format!("refresh {}: {}", command.id, command.status.as_str());
+    if let Some(run) = run {
+        line.push_str(&format!(
+            " ({} run, {} pages, {} issues seen, {} changed",
+            run.kind.as_str(),
+            run.run.pages,
+            run.run.issues_seen,
+            run.run.issues_changed
+        ));
+        if let Some(finished) = &run.run.finished_at {
+            let seconds = (finished.at() - run.run.started_at.at()).whole_seconds();
+            line.push_str(&format!(", {seconds} s"));
+        }
+        line.push(')');
+    }
+    if let Some(error) = &command.error {
+        line.push_str(&format!(": {}", escape_for_terminal(error)));
+    }
+    line
+}
+
+fn counters_text(batch: &BatchView) -> String {
+    let parts: Vec<String> = batch
+        .counters
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(status, n)| format!("{status} {n}"))
+        .collect();
+    if parts.is_empty() {
+        "none".to_string()
+    } else {
+        parts.join(", ")
+    }
+}
+
+fn print_batch(batch: &BatchView) -> std::io::Result<()> {
+    outln!(
+        "batch {}: {} ({}), {}",
+        batch.id,
+        escape_for_terminal(&batch.title),
+        batch.status,
+        counters_text(batch)
+    );
+    outln!(
+        "  author {}, project {}, created {}{}",
+        escape_for_terminal(&batch.author),
+        batch.project.as_deref().unwrap_or("-"),
+        batch.created_at,
+        batch
+            .cancelled_at
+            .as_ref()
+            .map(|c| format!(", cancelled {c}"))
+            .unwrap_or_default()
+    );
+    for command in &batch.commands {
+        print_command(command)?;
+    }
+    Ok(())
+}
+
+fn print_command(command: &CommandView) -> std::io::Result<()> {
+    outln!(
+        "  #{} (batch {}, seq {}) {}: {}, deliveries {}, claimed by {}",
+        command.id,
+        command.batch_id,
+        command.seq,
+        command.command_type.as_str(),
+        command.status.as_str(),
+        command.deliveries,
+        command
+            .claimed_by
+            .as_deref()
+            .map_or("-".into(), escape_for_terminal)
+    );
+    if let Some(error) = &command.error {
+        outln!("      error: {}", escape_for_terminal(error));
+    }
+    if let Some(result) = &command.result {
+        outln!("      result: {}", escape_for_terminal(&result.to_string()));
+    }
+    for (n, attempt) in command.attempts.iter().enumerate() {
+        outln!(
+            "      attempt {}: {}, deliveries {}, retried {}{}",
+            n + 1,
+            attempt.status.as_str(),
+            attempt.deliveries,
+            attempt.retried_at,
+            attempt
+                .error
+                .as_ref()
+                .map(|e| format!(": {}", escape_for_terminal(e)))
+                .unwrap_or_default()
+        );
+    }
+    Ok(())
+}
