@@ -8,6 +8,7 @@
 
 mod agent;
 mod client;
+mod console;
 mod document;
 mod ops;
 mod server;
@@ -595,6 +596,7 @@ pub fn router(state: AppState) -> Router {
     let (routes, document) = api();
     let document = Arc::new(document::finish(document));
     routes
+        .merge(console::routes())
         .route(
             "/openapi.json",
             axum::routing::get(move || async move { Json(document.as_ref().clone()) }),

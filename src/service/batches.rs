@@ -58,8 +58,25 @@ pub(super) fn batch_view(tx: &Tx<'_>, batch: BatchRow) -> Result<BatchView> {
             .push(attempt);
     }
     let statuses: Vec<CommandStatus> = commands.iter().map(|c| c.status).collect();
-    let status = batch_status(&statuses, batch.cancelled_at.is_some());
-    Ok(BatchView {
+    let commands = commands
+        .into_iter()
+        .map(|c| {
+            let earlier = attempts.remove(&c.id).unwrap_or_default();
+            CommandView::with_attempts(c, earlier)
+        })
+        .collect();
+    Ok(view_of(batch, &statuses, commands))
+}
+
+/// A batch's view from its row, the statuses of all its commands, and the commands it shows
+/// (every one, or none in a list of batches).
+pub(super) fn view_of(
+    batch: BatchRow,
+    statuses: &[CommandStatus],
+    commands: Vec<CommandView>,
+) -> BatchView {
+    let status = batch_status(statuses, batch.cancelled_at.is_some());
+    BatchView {
         id: batch.id,
         title: batch.title,
         author: batch.author,
@@ -69,15 +86,9 @@ pub(super) fn batch_view(tx: &Tx<'_>, batch: BatchRow) -> Result<BatchView> {
         estimate_seconds: batch.estimate_seconds,
         status,
         status_label: status.label(),
-        counters: counters(&statuses),
-        commands: commands
-            .into_iter()
-            .map(|c| {
-                let earlier = attempts.remove(&c.id).unwrap_or_default();
-                CommandView::with_attempts(c, earlier)
-            })
-            .collect(),
-    })
+        counters: counters(statuses),
+        commands,
+    }
 }
 
 fn text_field(field: &str, value: &str, max: usize) -> Result<String> {

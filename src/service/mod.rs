@@ -5,6 +5,7 @@
 
 mod agent;
 mod batches;
+mod console;
 mod init;
 mod metrics;
 mod mirror;
@@ -12,6 +13,9 @@ mod tokens;
 mod views;
 
 pub use batches::{BatchRequest, CommandRequestBody, RefreshSince};
+pub use console::{
+    BackupFile, FailedBatch, HourActivity, OVERVIEW_HOURS, Overview, ProjectIssues, RelayState,
+};
 pub(crate) use metrics::{Metrics, RELAY_STALL_LIMIT};
 pub(crate) use tokens::TokenRole;
 pub use views::{

@@ -19,7 +19,7 @@ use std::collections::{BTreeSet, HashSet};
 /// Whether `label` is one of the labels in the `labels` column, as SQLite's
 /// `EXISTS (SELECT 1 FROM json_each(labels) WHERE value = ?)` reads it: a top-level string
 /// element of an array (or value of an object, or the scalar itself) equal to it.
-fn has_label(labels: &str, label: &str) -> bool {
+pub(super) fn has_label(labels: &str, label: &str) -> bool {
     // The common case, an array of plain strings, without allocating each one.
     if let Ok(strings) = serde_json::from_str::<Vec<&str>>(labels) {
         return strings.contains(&label);

@@ -11,6 +11,7 @@
 mod agents;
 mod backup;
 mod commands;
+mod console;
 mod migrations;
 mod mirror;
 mod projects;

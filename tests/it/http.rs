@@ -5,9 +5,8 @@
 use crate::support::*;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
-use jira_hub::http::{AppState, HttpOptions, HubPool, router};
+use jira_hub::http::HttpOptions;
 use serde_json::{Value, json};
-use std::sync::Arc;
 use tower::ServiceExt;
 
 pub(crate) struct Api {
@@ -18,19 +17,11 @@ pub(crate) struct Api {
 }
 
 fn api_with(options: HttpOptions) -> Api {
-    let dir = TestDir::new();
-    let clock = clock();
-    let mut hub = ready_hub(&dir, &clock);
-    set_settings(&mut hub, json!({"auto_refresh_minutes": 0}));
-    let tokens = hub.tokens().unwrap().unwrap();
-    let state = AppState {
-        pool: Arc::new(HubPool::new(hub)),
-        options,
-    };
+    let (router, client, agent, dir) = test_router(options);
     Api {
-        router: router(state),
-        client: tokens.client,
-        agent: tokens.agent,
+        router,
+        client,
+        agent,
         dir,
     }
 }

@@ -7,6 +7,7 @@ mod batches;
 mod boundaries;
 mod cli;
 mod connections;
+mod console;
 mod crash;
 mod fake_jira;
 mod hostile;

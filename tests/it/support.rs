@@ -494,3 +494,25 @@ pub fn http(
         serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)),
     )
 }
+
+/// The HTTP router over a hub initialised from the example config, without automatic refreshes:
+/// the router, the client and agent tokens, and the folder that holds the database.
+pub fn test_router(
+    options: jira_hub::http::HttpOptions,
+) -> (axum::Router, String, String, TestDir) {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    set_settings(&mut hub, serde_json::json!({"auto_refresh_minutes": 0}));
+    let tokens = hub.tokens().expect("tokens").expect("tokens");
+    let state = jira_hub::http::AppState {
+        pool: Arc::new(jira_hub::http::HubPool::new(hub)),
+        options,
+    };
+    (
+        jira_hub::http::router(state),
+        tokens.client,
+        tokens.agent,
+        dir,
+    )
+}

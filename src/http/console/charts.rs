@@ -1,0 +1,168 @@
+//! Small inline SVG charts drawn on the server: bars (a value per hour or per run) and a line
+//! (the queue's depth). No script draws them; each mark has a `<title>` for a tooltip.
+
+use super::html::esc;
+use std::fmt::Write as _;
+
+const WIDTH: f64 = 600.0;
+const HEIGHT: f64 = 150.0;
+const LEFT: f64 = 22.0;
+const RIGHT: f64 = 6.0;
+const TOP: f64 = 8.0;
+const BOTTOM: f64 = 22.0;
+
+/// One mark of a chart.
+pub(super) struct Mark {
+    /// Shown in the tooltip beside the value.
+    pub label: String,
+    pub value: f64,
+    /// A CSS class of the mark (`bad` for a failed run).
+    pub class: &'static str,
+}
+
+/// The figure, its axes and the words under the first and last mark.
+fn frame(out: &mut String, title: &str, max: f64, unit: &str, first: &str, last: &str) {
+    let _ = write!(
+        out,
+        "<figure class=\"chart\"><figcaption>{title}</figcaption>\
+         <svg viewBox=\"0 0 {WIDTH} {HEIGHT}\" role=\"img\" aria-label=\"{title}\">",
+        title = esc(title)
+    );
+    let bottom = HEIGHT - BOTTOM;
+    let _ = write!(
+        out,
+        "<line class=\"axis\" x1=\"{LEFT}\" y1=\"{bottom}\" x2=\"{}\" y2=\"{bottom}\"/>\
+         <line class=\"grid\" x1=\"{LEFT}\" y1=\"{TOP}\" x2=\"{}\" y2=\"{TOP}\"/>\
+         <text class=\"tick\" x=\"{}\" y=\"{}\">{}</text>\
+         <text class=\"tick\" x=\"{}\" y=\"{bottom}\" text-anchor=\"end\">0</text>\
+         <text class=\"tick\" x=\"{LEFT}\" y=\"{}\">{}</text>\
+         <text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
+        WIDTH - RIGHT,
+        WIDTH - RIGHT,
+        LEFT + 4.0,
+        TOP + 12.0,
+        esc(&format!("макс. {} {unit}", number(max))),
+        LEFT - 4.0,
+        HEIGHT - 6.0,
+        esc(first),
+        WIDTH - RIGHT,
+        HEIGHT - 6.0,
+        esc(last),
+    );
+}
+
+/// A number without a needless fraction: `12`, `2,5`.
+fn number(value: f64) -> String {
+    if value.fract() == 0.0 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.1}").replace('.', ",")
+    }
+}
+
+fn scale(marks: &[Mark]) -> f64 {
+    let max = marks.iter().map(|m| m.value).fold(0.0, f64::max);
+    if max <= 0.0 { 1.0 } else { max }
+}
+
+/// Bars, one per mark, left to right; `first` and `last` name the ends of the axis.
+pub(super) fn bars(title: &str, unit: &str, marks: &[Mark], first: &str, last: &str) -> String {
+    let mut out = String::with_capacity(256 + marks.len() * 120);
+    let max = scale(marks);
+    frame(&mut out, title, max, unit, first, last);
+    let plot = WIDTH - LEFT - RIGHT;
+    let height = HEIGHT - TOP - BOTTOM;
+    let step = plot / marks.len().max(1) as f64;
+    let gap = if step > 4.0 { 1.0 } else { 0.0 };
+    for (i, mark) in marks.iter().enumerate() {
+        let h = (mark.value.max(0.0) / max * height).max(if mark.value > 0.0 { 1.0 } else { 0.0 });
+        let x = LEFT + i as f64 * step;
+        let _ = write!(
+            out,
+            "<rect class=\"bar {}\" x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{h:.1}\"><title>{}: {} {}</title></rect>",
+            mark.class,
+            HEIGHT - BOTTOM - h,
+            (step - gap).max(0.5),
+            esc(&mark.label),
+            number(mark.value),
+            esc(unit),
+        );
+    }
+    out.push_str("</svg></figure>");
+    out
+}
+
+/// A line through the marks, with the area under it shaded.
+pub(super) fn line(title: &str, unit: &str, marks: &[Mark], first: &str, last: &str) -> String {
+    let mut out = String::with_capacity(512 + marks.len() * 24);
+    let max = scale(marks);
+    frame(&mut out, title, max, unit, first, last);
+    let plot = WIDTH - LEFT - RIGHT;
+    let height = HEIGHT - TOP - BOTTOM;
+    let step = plot / (marks.len().max(2) - 1) as f64;
+    let points: Vec<(f64, f64)> = marks
+        .iter()
+        .enumerate()
+        .map(|(i, mark)| {
+            (
+                LEFT + i as f64 * step,
+                HEIGHT - BOTTOM - mark.value.max(0.0) / max * height,
+            )
+        })
+        .collect();
+    let path: String = points
+        .iter()
+        .map(|(x, y)| format!("{x:.1},{y:.1}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    if let (Some(first), Some(last)) = (points.first(), points.last()) {
+        let bottom = HEIGHT - BOTTOM;
+        let _ = write!(
+            out,
+            "<polygon class=\"area\" points=\"{:.1},{bottom} {path} {:.1},{bottom}\"/>\
+             <polyline class=\"line\" points=\"{path}\"/>",
+            first.0, last.0
+        );
+    }
+    // Invisible columns carry each point's tooltip.
+    for ((x, _), mark) in points.iter().zip(marks) {
+        let _ = write!(
+            out,
+            "<rect class=\"hover\" x=\"{:.1}\" y=\"{TOP}\" width=\"{step:.1}\" height=\"{height:.1}\"><title>{}: {} {}</title></rect>",
+            x - step / 2.0,
+            esc(&mark.label),
+            number(mark.value),
+            esc(unit)
+        );
+    }
+    out.push_str("</svg></figure>");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marks_are_escaped_and_scaled() {
+        let marks = [
+            Mark {
+                label: "<b>".into(),
+                value: 2.0,
+                class: "",
+            },
+            Mark {
+                label: "x".into(),
+                value: 4.0,
+                class: "bad",
+            },
+        ];
+        let svg = bars("Заголовок", "шт.", &marks, "a", "b");
+        assert!(svg.contains("&lt;b&gt;: 2 шт."), "{svg}");
+        assert!(!svg.contains("<b>"));
+        assert!(svg.contains("4 шт."));
+        let svg = line("Очередь", "команд", &marks, "a", "b");
+        assert!(svg.contains("<polyline"));
+        assert_eq!(number(2.5), "2,5");
+    }
+}

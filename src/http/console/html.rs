@@ -1,0 +1,296 @@
+//! HTML for the console: escaping (every text from outside, agent names, errors, Jira's words,
+//! is hostile), the page's frame, and the Russian words and formats of times, ages and sizes.
+
+use crate::domain::command::{CommandStatus, CommandType, RunKind, RunStatus};
+use crate::domain::time::Utc;
+use std::fmt::{self, Display, Write as _};
+use time::OffsetDateTime;
+
+/// Text escaped for HTML content and double- or single-quoted attributes.
+pub(super) struct Esc<'a>(pub &'a str);
+
+impl Display for Esc<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut rest = self.0;
+        while let Some(at) = rest.find(['&', '<', '>', '"', '\'']) {
+            f.write_str(&rest[..at])?;
+            f.write_str(match rest.as_bytes()[at] {
+                b'&' => "&amp;",
+                b'<' => "&lt;",
+                b'>' => "&gt;",
+                b'"' => "&quot;",
+                _ => "&#39;",
+            })?;
+            rest = &rest[at + 1..];
+        }
+        f.write_str(rest)
+    }
+}
+
+pub(super) fn esc(text: &str) -> Esc<'_> {
+    Esc(text)
+}
+
+/// A path segment percent-encoded (an issue key or a label in a link).
+pub(super) fn segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
+            out.push(byte as char);
+        } else {
+            let _ = write!(out, "%{byte:02X}");
+        }
+    }
+    out
+}
+
+/// The sections of the console, for the menu.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Section {
+    Overview,
+    Batches,
+    Failed,
+    Mirror,
+    Runs,
+}
+
+const MENU: &[(Section, &str, &str)] = &[
+    (Section::Overview, "/", "Обзор"),
+    (Section::Batches, "/ui/batches", "Пакеты"),
+    (Section::Failed, "/ui/failed", "Ошибки"),
+    (Section::Mirror, "/ui/mirror", "Зеркало"),
+    (Section::Runs, "/ui/runs", "Синхронизация"),
+];
+
+/// What a signed-in page carries beside its body.
+pub(super) struct Frame<'a> {
+    pub title: &'a str,
+    pub section: Section,
+    /// The anti-forgery token of the session, for the sign-out form.
+    pub csrf: &'a str,
+    /// A short message about what the last action did.
+    pub notice: Option<&'a str>,
+}
+
+fn head(out: &mut String, title: &str) {
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"ru\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{} — jira-hub</title>\
+         <link rel=\"stylesheet\" href=\"/ui/static/console.css\">\
+         <script src=\"/ui/static/console.js\" defer></script></head>",
+        esc(title)
+    );
+}
+
+/// A whole page of a signed-in operator: the menu, the notice, the body.
+pub(super) fn page(frame: &Frame<'_>, body: &str) -> String {
+    let mut out = String::with_capacity(body.len() + 2048);
+    head(&mut out, frame.title);
+    out.push_str("<body><header><nav><span class=\"brand\">jira-hub</span>");
+    for (section, href, label) in MENU {
+        let current = if *section == frame.section {
+            " aria-current=\"page\""
+        } else {
+            ""
+        };
+        let _ = write!(out, "<a href=\"{href}\"{current}>{label}</a>");
+    }
+    out.push_str("</nav>");
+    out.push_str(&form("/ui/sign-out", frame.csrf, &[], "Выйти", "quiet"));
+    out.push_str("</header><main>");
+    if let Some(notice) = frame.notice {
+        let _ = write!(
+            out,
+            "<p class=\"notice\" role=\"status\">{}</p>",
+            esc(notice)
+        );
+    }
+    let _ = write!(out, "<h1>{}</h1>", esc(frame.title));
+    out.push_str(body);
+    out.push_str("</main></body></html>\n");
+    out
+}
+
+/// The sign-in page: nothing but the form (and why the last try failed).
+pub(super) fn sign_in_page(error: Option<&str>) -> String {
+    let mut out = String::with_capacity(2048);
+    head(&mut out, "Вход");
+    out.push_str("<body class=\"sign-in\"><main><h1>jira-hub</h1>");
+    if let Some(error) = error {
+        let _ = write!(out, "<p class=\"error\" role=\"alert\">{}</p>", esc(error));
+    }
+    out.push_str(
+        "<form method=\"post\" action=\"/ui/sign-in\">\
+         <label for=\"token\">Токен клиента</label>\
+         <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"current-password\" required autofocus>\
+         <button type=\"submit\">Войти</button></form>\
+         <p class=\"hint\">Токен клиента показывают <code>jira-hub init</code> и <code>jira-hub tokens</code>.</p>\
+         </main></body></html>\n",
+    );
+    out
+}
+
+/// A POST form of one button, with the anti-forgery token and hidden fields.
+pub(super) fn form(
+    action: &str,
+    csrf: &str,
+    hidden: &[(&str, &str)],
+    button: &str,
+    class: &str,
+) -> String {
+    let mut out = format!(
+        "<form method=\"post\" action=\"{}\" class=\"inline\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">",
+        esc(action),
+        esc(csrf)
+    );
+    for (name, value) in hidden {
+        let _ = write!(
+            out,
+            "<input type=\"hidden\" name=\"{}\" value=\"{}\">",
+            esc(name),
+            esc(value)
+        );
+    }
+    let _ = write!(
+        out,
+        "<button type=\"submit\" class=\"{}\">{}</button></form>",
+        esc(class),
+        esc(button)
+    );
+    out
+}
+
+/// A stored time as people read it: `2026-11-30 03:12:53 UTC`, the exact text in a tooltip.
+pub(super) fn time_of(at: &Utc) -> String {
+    let text = at.as_str();
+    let short = if text.len() >= 19 && text.is_char_boundary(19) {
+        text[..19].replacen('T', " ", 1)
+    } else {
+        text.to_string()
+    };
+    format!(
+        "<time datetime=\"{}\" title=\"{}\">{} UTC</time>",
+        esc(text),
+        esc(text),
+        esc(&short)
+    )
+}
+
+/// How long ago, in words: `5 мин`, `2 ч 05 мин`, `3 дн 4 ч`.
+pub(super) fn duration_words(seconds: i64) -> String {
+    let seconds = seconds.max(0);
+    match seconds {
+        0..60 => format!("{seconds} с"),
+        60..3600 => format!("{} мин", seconds / 60),
+        3600..86400 => format!("{} ч {:02} мин", seconds / 3600, seconds % 3600 / 60),
+        _ => format!("{} дн {} ч", seconds / 86400, seconds % 86400 / 3600),
+    }
+}
+
+/// Seconds from `at` to `now`.
+pub(super) fn seconds_since(at: &Utc, now: OffsetDateTime) -> i64 {
+    (now - at.at()).whole_seconds()
+}
+
+/// A time and its age: `2026-11-30 03:12:53 UTC (5 мин назад)`.
+pub(super) fn time_and_age(at: &Utc, now: OffsetDateTime) -> String {
+    format!(
+        "{} <span class=\"age\">({} назад)</span>",
+        time_of(at),
+        duration_words(seconds_since(at, now))
+    )
+}
+
+/// A size in bytes: `812 Б`, `12,3 МБ`.
+pub(super) fn size_words(bytes: u64) -> String {
+    const UNITS: &[&str] = &["КБ", "МБ", "ГБ", "ТБ"];
+    if bytes < 1024 {
+        return format!("{bytes} Б");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit]).replace('.', ",")
+}
+
+/// A command status in Russian.
+pub(super) fn command_status_words(status: &str) -> &str {
+    match CommandStatus::parse(status) {
+        Some(CommandStatus::Queued) => "в очереди",
+        Some(CommandStatus::Claimed) => "у агента",
+        Some(CommandStatus::Done) => "выполнена",
+        Some(CommandStatus::Failed) => "ошибка",
+        Some(CommandStatus::Skipped) => "пропущена",
+        Some(CommandStatus::Cancelled) => "отменена",
+        Some(CommandStatus::ConfirmedByState) => "подтверждена по состоянию",
+        None => status,
+    }
+}
+
+/// A command type in Russian.
+pub(super) fn command_type_words(command_type: CommandType) -> &'static str {
+    match command_type {
+        CommandType::Refresh => "обновление зеркала",
+        CommandType::EnsureIssue => "создание или правка задачи",
+        CommandType::Transition => "смена статуса",
+        CommandType::Link => "связь",
+        CommandType::Comment => "комментарий",
+    }
+}
+
+pub(super) fn run_kind_words(kind: RunKind) -> &'static str {
+    match kind {
+        RunKind::Full => "полное",
+        RunKind::Incremental => "по изменениям",
+        RunKind::Partial => "частичное",
+    }
+}
+
+pub(super) fn run_status_words(status: RunStatus) -> &'static str {
+    match status {
+        RunStatus::Running => "идёт",
+        RunStatus::Done => "готово",
+        RunStatus::Failed => "ошибка",
+    }
+}
+
+/// Text cut to `max` characters, with `…` when cut.
+pub(super) fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_what_html_reads() {
+        assert_eq!(
+            esc("<script>alert('x')</script> & \"q\"").to_string(),
+            "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;"
+        );
+        assert_eq!(esc("кириллица").to_string(), "кириллица");
+        assert_eq!(segment("AURORA-1"), "AURORA-1");
+        assert_eq!(segment("a/b?c"), "a%2Fb%3Fc");
+    }
+
+    #[test]
+    fn words_for_ages_and_sizes() {
+        assert_eq!(duration_words(5), "5 с");
+        assert_eq!(duration_words(300), "5 мин");
+        assert_eq!(duration_words(7500), "2 ч 05 мин");
+        assert_eq!(duration_words(3 * 86400 + 4 * 3600), "3 дн 4 ч");
+        assert_eq!(size_words(812), "812 Б");
+        assert_eq!(size_words(12_900_000), "12,3 МБ");
+        assert_eq!(clip("абвгд", 3), "абв…");
+        assert_eq!(clip("абв", 3), "абв");
+    }
+}

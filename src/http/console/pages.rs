@@ -1,0 +1,790 @@
+//! The bodies of the console's pages, from the service's views. Every text from outside goes
+//! through [`esc`]; the parts that change while the page is open are `data-live` sections with an
+//! id, which the page's script replaces in place.
+
+use super::charts::{self, Mark};
+use super::html::{
+    clip, command_status_words, command_type_words, duration_words, esc, form, run_kind_words,
+    run_status_words, seconds_since, segment, size_words, time_and_age, time_of,
+};
+use crate::domain::command::{BatchStatus, RunStatus};
+use crate::service::{
+    BatchView, CommandView, FailedBatch, HourActivity, IssueView, Overview, ProjectIssues,
+    ProjectView, RelayState, SliceRow, SyncRunView,
+};
+use std::fmt::Write as _;
+use time::OffsetDateTime;
+
+/// Statuses of a batch a list can be filtered by, with their words.
+pub(super) const BATCH_FILTERS: &[(BatchStatus, &str)] = &[
+    (BatchStatus::Queued, "в очереди"),
+    (BatchStatus::Running, "выполняется"),
+    (BatchStatus::Completed, "завершён"),
+    (BatchStatus::Cancelled, "отменён"),
+];
+
+/// How many rows of a slice the page shows.
+pub(super) const SLICE_ROWS: usize = 1000;
+
+fn or_dash(value: Option<&str>) -> String {
+    value.map_or_else(|| "—".to_string(), |v| esc(v).to_string())
+}
+
+/// The counters that are not zero, in words: `выполнена 3 · ошибка 1`.
+fn counter_words<'a>(counters: impl IntoIterator<Item = (&'a &'static str, &'a usize)>) -> String {
+    let parts: Vec<String> = counters
+        .into_iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(status, n)| {
+            format!(
+                "<span class=\"st st-{status}\">{} {n}</span>",
+                command_status_words(status)
+            )
+        })
+        .collect();
+    if parts.is_empty() {
+        "нет команд".to_string()
+    } else {
+        parts.join(" ")
+    }
+}
+
+fn status_badge(status: &str) -> String {
+    format!(
+        "<span class=\"st st-{}\">{}</span>",
+        esc(status),
+        esc(command_status_words(status))
+    )
+}
+
+fn run_duration(run: &SyncRunView, now: OffsetDateTime) -> i64 {
+    let end = run.run.finished_at.as_ref().map_or(now, |f| f.at());
+    (end - run.run.started_at.at()).whole_seconds().max(0)
+}
+
+/// What a running refresh has done so far.
+fn run_progress(run: &SyncRunView, now: OffsetDateTime) -> String {
+    let of_total = match run.run.total {
+        Some(total) => format!(" из {total}"),
+        None => String::new(),
+    };
+    format!(
+        "<li class=\"progress\">№{} ({}): идёт {}, страниц: <b>{}</b>, задач получено: <b>{}</b>{of_total}, изменилось: {}</li>",
+        run.run.id,
+        run_kind_words(run.kind),
+        duration_words(run_duration(run, now)),
+        run.run.pages,
+        run.run.issues_seen,
+        run.run.issues_changed
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Overview
+
+pub(super) fn overview(view: &Overview) -> String {
+    let now = view.now.at();
+    let mut out = String::with_capacity(32 * 1024);
+    out.push_str("<section id=\"overview-cards\" class=\"cards\" data-live>");
+
+    // The queue.
+    out.push_str("<article class=\"card\"><h2>Очередь</h2><table class=\"counts\">");
+    for q in &view.queue {
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td class=\"num\" data-status=\"{}\">{}</td></tr>",
+            status_badge(&q.status),
+            esc(&q.status),
+            q.commands
+        );
+    }
+    out.push_str("</table>");
+    match &view.oldest_queued_at {
+        Some(at) => {
+            let _ = write!(
+                out,
+                "<p>Старейшая команда в очереди ждёт <b>{}</b> (с {}).</p>",
+                duration_words(seconds_since(at, now)),
+                time_of(at)
+            );
+        }
+        None => out.push_str("<p>В очереди ничего не ждёт.</p>"),
+    }
+    out.push_str("</article>");
+
+    // The agents.
+    out.push_str("<article class=\"card\"><h2>Агенты</h2>");
+    if view.agents.is_empty() {
+        out.push_str("<p>Агент ещё не обращался к хабу.</p>");
+    }
+    for agent in &view.agents {
+        let jira = match agent.jira_ok {
+            Some(true) => "<span class=\"ok\">Jira доступна</span>",
+            Some(false) => "<span class=\"bad\">Jira недоступна</span>",
+            None => "<span>о Jira не сообщал</span>",
+        };
+        let _ = write!(
+            out,
+            "<div class=\"agent\"><h3>{}</h3><p>Был на связи {}<br>Версия: {} · {}</p>",
+            esc(&agent.agent),
+            time_and_age(&agent.last_seen_at, now),
+            or_dash(agent.version.as_deref()),
+            jira
+        );
+        if let Some(error) = &agent.last_error {
+            let _ = write!(
+                out,
+                "<p class=\"error\">Последняя ошибка: {}</p>",
+                esc(&clip(error, 300))
+            );
+        }
+        out.push_str("</div>");
+    }
+    out.push_str("</article>");
+
+    // The relay folder.
+    out.push_str("<article class=\"card\"><h2>Папка обмена</h2>");
+    match &view.relay {
+        RelayState::NotSet => {
+            out.push_str("<p>Не задана: агент работает только через HTTP.</p>");
+        }
+        RelayState::Missing { dir } => {
+            let _ = write!(
+                out,
+                "<p class=\"bad\">Нет на месте: <code>{}</code>. Подключена ли общая папка?</p>",
+                esc(dir)
+            );
+        }
+        RelayState::Unusable { dir, problem } => {
+            let _ = write!(
+                out,
+                "<p class=\"bad\">Не используется: <code>{}</code></p><p>{}</p>",
+                esc(dir),
+                esc(problem)
+            );
+        }
+        RelayState::Present {
+            dir,
+            waiting,
+            refused_today,
+        } => {
+            let _ = write!(
+                out,
+                "<p class=\"ok\">На месте: <code>{}</code></p>\
+                 <p>Файлов ждут обработки: <b>{waiting}</b><br>Отклонено сегодня: <b>{refused_today}</b></p>",
+                esc(dir)
+            );
+        }
+    }
+    out.push_str("</article>");
+
+    // The mirror and refreshes.
+    let _ = write!(
+        out,
+        "<article class=\"card\"><h2>Зеркало</h2><p>Задач в зеркале: <b>{}</b></p>",
+        view.issues
+    );
+    match view
+        .last_full_refresh
+        .as_ref()
+        .and_then(|run| run.run.finished_at.as_ref())
+    {
+        Some(at) => {
+            let _ = write!(
+                out,
+                "<p>Последнее полное обновление: {}</p>",
+                time_and_age(at, now)
+            );
+        }
+        None => out.push_str("<p>Полного обновления ещё не было.</p>"),
+    }
+    if view.running.is_empty() {
+        out.push_str("<p>Сейчас обновление не идёт.</p>");
+    } else {
+        out.push_str("<p>Идёт обновление:</p><ul class=\"runs\">");
+        for run in &view.running {
+            out.push_str(&run_progress(run, now));
+        }
+        out.push_str("</ul>");
+    }
+    out.push_str("</article>");
+
+    // The database.
+    let _ = write!(
+        out,
+        "<article class=\"card\"><h2>База данных</h2><p>Размер: <b>{}</b>",
+        size_words(view.database_bytes)
+    );
+    if view.wal_bytes > 0 {
+        let _ = write!(out, " (журнал WAL: {})", size_words(view.wal_bytes));
+    }
+    out.push_str("</p>");
+    match &view.last_backup {
+        Some(backup) => {
+            let _ = write!(
+                out,
+                "<p>Последняя копия: <code>{}</code>, {}<br>{}</p>",
+                esc(&backup.name),
+                size_words(backup.bytes),
+                time_and_age(&backup.modified, now)
+            );
+        }
+        None => out.push_str("<p class=\"bad\">Резервных копий нет.</p>"),
+    }
+    out.push_str("</article></section>");
+
+    // The charts.
+    out.push_str("<section id=\"overview-charts\" class=\"charts\" data-live>");
+    let hour_label = |at: OffsetDateTime| {
+        format!(
+            "{:02}.{:02} {:02}:00",
+            at.day(),
+            u8::from(at.month()),
+            at.hour()
+        )
+    };
+    let (first, last) = match (view.hours.first(), view.hours.last()) {
+        (Some(first), Some(_)) => (hour_label(first.start), "сейчас".to_string()),
+        _ => (String::new(), String::new()),
+    };
+    let hourly = |value: fn(&HourActivity) -> f64| -> Vec<Mark> {
+        view.hours
+            .iter()
+            .map(|h| Mark {
+                label: format!("{} UTC", hour_label(h.start)),
+                value: value(h),
+                class: "",
+            })
+            .collect()
+    };
+    type Draw = fn(&str, &str, &[Mark], &str, &str) -> String;
+    type Value = fn(&HourActivity) -> f64;
+    let hourly_charts: [(&str, &str, Value, Draw); 3] = [
+        (
+            "Глубина очереди (в очереди и у агента) по часам",
+            "команд",
+            |h| h.queue_depth as f64,
+            charts::line,
+        ),
+        (
+            "Выполнено команд в час",
+            "команд",
+            |h| h.finished as f64,
+            charts::bars,
+        ),
+        (
+            "Ограничение частоты Jira (ответы 429) в час",
+            "ответов",
+            |h| h.rate_limited as f64,
+            charts::bars,
+        ),
+    ];
+    for (title, unit, value, draw) in hourly_charts {
+        out.push_str(&draw(title, unit, &hourly(value), &first, &last));
+    }
+    let runs: Vec<&SyncRunView> = view.recent_runs.iter().rev().collect();
+    let run_marks: Vec<Mark> = runs
+        .iter()
+        .map(|run| Mark {
+            label: format!(
+                "№{} {}, {}",
+                run.run.id,
+                run_kind_words(run.kind),
+                run_status_words(run.run.status)
+            ),
+            value: run_duration(run, now) as f64,
+            class: match run.run.status {
+                RunStatus::Failed => "bad",
+                RunStatus::Running => "live",
+                RunStatus::Done => "",
+            },
+        })
+        .collect();
+    let (first_run, last_run) = match (runs.first(), runs.last()) {
+        (Some(first), Some(last)) => (format!("№{}", first.run.id), format!("№{}", last.run.id)),
+        _ => ("обновлений не было".to_string(), String::new()),
+    };
+    out.push_str(&charts::bars(
+        "Длительность обновлений зеркала",
+        "с",
+        &run_marks,
+        &first_run,
+        &last_run,
+    ));
+    out.push_str("</section>");
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Batches
+
+/// The list with its filter.
+pub(super) fn batches(
+    list: &[BatchView],
+    projects: &[ProjectView],
+    project: Option<&str>,
+    status: Option<BatchStatus>,
+    limit: i64,
+) -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    out.push_str(
+        "<form method=\"get\" action=\"/ui/batches\" class=\"filter\">\
+         <label>Проект <select name=\"project\"><option value=\"\">все</option>",
+    );
+    for p in projects {
+        let selected = if project == Some(p.label.as_str()) {
+            " selected"
+        } else {
+            ""
+        };
+        let _ = write!(
+            out,
+            "<option value=\"{}\"{selected}>{} ({})</option>",
+            esc(&p.label),
+            esc(&p.name),
+            esc(&p.label)
+        );
+    }
+    out.push_str(
+        "</select></label> <label>Статус <select name=\"status\"><option value=\"\">любой</option>",
+    );
+    for (value, words) in BATCH_FILTERS {
+        let selected = if status == Some(*value) {
+            " selected"
+        } else {
+            ""
+        };
+        let _ = write!(out, "<option value=\"{value}\"{selected}>{words}</option>");
+    }
+    out.push_str("</select></label> <button type=\"submit\">Показать</button></form>");
+    let _ = write!(
+        out,
+        "<section id=\"batch-list\" data-live><p class=\"hint\">Последние {limit} пакетов, новые сверху.</p>"
+    );
+    if list.is_empty() {
+        out.push_str("<p>Пакетов нет.</p>");
+    } else {
+        out.push_str(
+            "<div class=\"scroll\"><table><thead><tr><th>№</th><th>Название</th><th>Проект</th>\
+             <th>Автор</th><th>Создан</th><th>Статус</th><th>Команды</th></tr></thead><tbody>",
+        );
+        for b in list {
+            let _ = write!(
+                out,
+                "<tr><td><a href=\"/ui/batches/{id}\">{id}</a></td><td><a href=\"/ui/batches/{id}\">{}</a></td>\
+                 <td>{}</td><td>{}</td><td>{}</td><td class=\"bs bs-{}\">{}</td><td>{} из {}</td></tr>",
+                esc(&b.title),
+                or_dash(b.project.as_deref()),
+                esc(&b.author),
+                time_of(&b.created_at),
+                b.status,
+                b.status_label,
+                counter_words(&b.counters),
+                b.counters.values().sum::<usize>(),
+                id = b.id,
+            );
+        }
+        out.push_str("</tbody></table></div>");
+    }
+    out.push_str("</section>");
+    out
+}
+
+/// A command's params or result, short.
+fn json_text(value: &serde_json::Value) -> String {
+    clip(&value.to_string(), 160)
+}
+
+fn command_rows(out: &mut String, commands: &[CommandView], csrf: &str, back: &str) {
+    out.push_str(
+        "<div class=\"scroll\"><table><thead><tr><th>№</th><th>Тип</th><th>Параметры</th><th>Статус</th>\
+         <th>Выдач</th><th>Агент</th><th>Результат или ошибка</th><th></th></tr></thead><tbody>",
+    );
+    for c in commands {
+        let outcome = match (&c.error, &c.result) {
+            (Some(error), _) => format!("<span class=\"error\">{}</span>", esc(&clip(error, 400))),
+            (None, Some(result)) => format!("<code>{}</code>", esc(&json_text(result))),
+            (None, None) => "—".to_string(),
+        };
+        let retry = if matches!(c.status.as_str(), "failed" | "skipped") {
+            let id = c.id.to_string();
+            form(
+                &format!("/ui/commands/{id}/retry"),
+                csrf,
+                &[("back", back)],
+                "Повторить",
+                "",
+            )
+        } else {
+            String::new()
+        };
+        let _ = write!(
+            out,
+            "<tr id=\"command-{}\"><td>{}</td><td>{}</td><td><code>{}</code></td><td class=\"status\">{}</td>\
+             <td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{retry}</td></tr>",
+            c.id,
+            c.seq,
+            command_type_words(c.command_type),
+            esc(&json_text(&c.params)),
+            attempts_words(c),
+            c.deliveries,
+            or_dash(c.claimed_by.as_deref()),
+            outcome,
+        );
+    }
+    out.push_str("</tbody></table></div>");
+}
+
+/// A command's status, with how its earlier attempts ended when it was retried.
+fn attempts_words(command: &CommandView) -> String {
+    let mut out = status_badge(command.status.as_str());
+    if let Some(last) = command.attempts.last() {
+        let _ = write!(
+            out,
+            "<br><span class=\"hint\" title=\"{}\">повторена: {} раз, прежде {}</span>",
+            esc(last.error.as_deref().unwrap_or_default()),
+            command.attempts.len(),
+            esc(command_status_words(last.status.as_str()))
+        );
+    }
+    out
+}
+
+/// One batch with its commands.
+pub(super) fn batch(view: &BatchView, csrf: &str) -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    let back = format!("/ui/batches/{}", view.id);
+    let _ = write!(
+        out,
+        "<section id=\"batch-head\" data-live><dl class=\"facts\">\
+         <dt>Статус</dt><dd id=\"batch-status\" class=\"bs bs-{}\">{}</dd>\
+         <dt>Команды</dt><dd>{}</dd><dt>Автор</dt><dd>{}</dd><dt>Проект</dt><dd>{}</dd>\
+         <dt>Создан</dt><dd>{}</dd>",
+        view.status,
+        view.status_label,
+        counter_words(&view.counters),
+        esc(&view.author),
+        or_dash(view.project.as_deref()),
+        time_of(&view.created_at),
+    );
+    if let Some(at) = &view.cancelled_at {
+        let _ = write!(out, "<dt>Отменён</dt><dd>{}</dd>", time_of(at));
+    }
+    out.push_str("</dl><p class=\"actions\">");
+    let failed = view.counters.get("failed").copied().unwrap_or(0)
+        + view.counters.get("skipped").copied().unwrap_or(0);
+    if failed > 0 {
+        out.push_str(&form(
+            &format!("/ui/batches/{}/retry-failed", view.id),
+            csrf,
+            &[],
+            &format!("Повторить неудачные ({failed})"),
+            "",
+        ));
+    }
+    if matches!(view.status, BatchStatus::Queued | BatchStatus::Running) {
+        out.push_str(&form(
+            &format!("/ui/batches/{}/cancel", view.id),
+            csrf,
+            &[],
+            "Отменить пакет",
+            "danger",
+        ));
+    }
+    out.push_str("</p></section><section id=\"batch-commands\" data-live><h2>Команды</h2>");
+    command_rows(&mut out, &view.commands, csrf, &back);
+    out.push_str("</section>");
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Failed commands
+
+pub(super) fn failed(list: &[FailedBatch], csrf: &str, limit: i64) -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    let _ = write!(
+        out,
+        "<section id=\"failed-list\" data-live><p class=\"hint\">Команды со статусом «ошибка» или «пропущена», \
+         последние {limit}, по пакетам.</p>"
+    );
+    if list.is_empty() {
+        out.push_str("<p>Неудачных команд нет.</p>");
+    }
+    for batch in list {
+        let id = batch.id;
+        let _ = write!(
+            out,
+            "<article class=\"card wide\" id=\"failed-batch-{id}\"><h2><a href=\"/ui/batches/{id}\">Пакет {id}</a>: {}</h2>\
+             <p>Проект: {}</p><p class=\"actions\">",
+            esc(&batch.title),
+            or_dash(batch.project.as_deref())
+        );
+        out.push_str(&form(
+            &format!("/ui/batches/{id}/retry-failed"),
+            csrf,
+            &[("back", "/ui/failed")],
+            "Повторить все неудачные пакета",
+            "",
+        ));
+        out.push_str(&form(
+            &format!("/ui/batches/{id}/cancel"),
+            csrf,
+            &[("back", "/ui/failed")],
+            "Отменить пакет",
+            "danger",
+        ));
+        out.push_str("</p>");
+        command_rows(&mut out, &batch.commands, csrf, "/ui/failed");
+        out.push_str("</article>");
+    }
+    out.push_str("</section>");
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Mirror
+
+pub(super) fn mirror(projects: &[ProjectIssues], total: i64) -> String {
+    let mut out = String::with_capacity(4096);
+    let _ = write!(
+        out,
+        "<section id=\"mirror-projects\" data-live><p>Задач в зеркале всего: <b>{total}</b></p>"
+    );
+    if projects.is_empty() {
+        out.push_str("<p>Проектов нет.</p>");
+    } else {
+        out.push_str(
+            "<div class=\"scroll\"><table><thead><tr><th>Метка</th><th>Название</th><th>Доска</th>\
+             <th>Задач</th></tr></thead><tbody>",
+        );
+        for p in projects {
+            let board = match (p.project.board_id, &p.project.board_type) {
+                (Some(id), Some(kind)) => format!("{id} ({})", esc(kind)),
+                (Some(id), None) => id.to_string(),
+                (None, _) => "—".to_string(),
+            };
+            let _ = write!(
+                out,
+                "<tr><td><a href=\"/ui/mirror/{}\">{}</a></td><td>{}</td><td>{board}</td><td class=\"num\">{}</td></tr>",
+                segment(&p.project.label),
+                esc(&p.project.label),
+                esc(&p.project.name),
+                p.issues
+            );
+        }
+        out.push_str("</tbody></table></div>");
+    }
+    out.push_str("</section>");
+    out
+}
+
+pub(super) fn slice(rows: &[SliceRow]) -> String {
+    let own = rows.iter().filter(|r| !r.neighbor).count();
+    let mut out = String::with_capacity(64 * 1024);
+    let _ = write!(
+        out,
+        "<section id=\"slice\" data-live><p>Своих задач: <b>{own}</b>, соседних: <b>{}</b>.",
+        rows.len() - own
+    );
+    if rows.len() > SLICE_ROWS {
+        let _ = write!(out, " Показаны первые {SLICE_ROWS}.");
+    }
+    out.push_str(
+        "</p><div class=\"scroll\"><table><thead><tr><th>Ключ</th><th>Тип</th><th>Статус</th>\
+         <th>Название</th><th>Исполнитель</th><th></th></tr></thead><tbody>",
+    );
+    for row in rows.iter().take(SLICE_ROWS) {
+        let issue = &row.issue;
+        let mut marks = Vec::new();
+        if row.neighbor {
+            marks.push("соседняя");
+        }
+        if row.closed {
+            marks.push("закрыта");
+        }
+        let _ = write!(
+            out,
+            "<tr><td><a href=\"/ui/issues/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            segment(&issue.key),
+            esc(&issue.key),
+            esc(&issue.issue_type),
+            esc(&issue.status),
+            esc(&clip(&issue.summary, 200)),
+            or_dash(issue.assignee.as_deref()),
+            marks.join(", ")
+        );
+    }
+    out.push_str("</tbody></table></div></section>");
+    out
+}
+
+pub(super) fn issue(view: &IssueView, csrf: &str) -> String {
+    let i = &view.issue;
+    let mut out = String::with_capacity(16 * 1024);
+    let _ = write!(
+        out,
+        "<section id=\"issue-facts\" data-live><p class=\"summary\">{}</p><dl class=\"facts\">\
+         <dt>Тип</dt><dd>{}</dd><dt>Статус</dt><dd>{}{}</dd><dt>Приоритет</dt><dd>{}</dd>\
+         <dt>Исполнитель</dt><dd>{}</dd><dt>Автор</dt><dd>{}</dd><dt>Метки</dt><dd>{}</dd>\
+         <dt>Эпик</dt><dd>{}</dd><dt>Спринт</dt><dd>{}</dd><dt>Срок</dt><dd>{}</dd>\
+         <dt>В зеркале с</dt><dd>{}</dd></dl>",
+        esc(&i.summary),
+        esc(&i.issue_type),
+        esc(&i.status),
+        if view.closed { " (закрыта)" } else { "" },
+        or_dash(i.priority.as_deref()),
+        or_dash(i.assignee.as_deref()),
+        or_dash(i.reporter.as_deref()),
+        esc(&i.labels.join(", ")),
+        or_dash(i.epic_key.as_deref()),
+        or_dash(i.sprint.as_deref()),
+        or_dash(i.duedate.as_deref()),
+        time_of(&view.synced_at),
+    );
+    if let Some(description) = &i.description {
+        let _ = write!(
+            out,
+            "<h2>Описание</h2><div class=\"text\">{}</div>",
+            esc(description)
+        );
+    }
+    out.push_str("<h2>Связи</h2>");
+    if view.links.is_empty() {
+        out.push_str("<p>Связей нет.</p>");
+    } else {
+        out.push_str("<ul>");
+        for link in &view.links {
+            let direction = if link.direction == "outward" {
+                "→"
+            } else {
+                "←"
+            };
+            let other = if link.other_in_mirror {
+                format!(
+                    "<a href=\"/ui/issues/{}\">{}</a>",
+                    segment(&link.other_key),
+                    esc(&link.other_key)
+                )
+            } else {
+                format!("{} (нет в зеркале)", esc(&link.other_key))
+            };
+            let _ = write!(out, "<li>{} {direction} {other}</li>", esc(&link.link_type));
+        }
+        out.push_str("</ul>");
+    }
+    out.push_str("<h2>Комментарии Jira</h2>");
+    if view.comments.is_empty() {
+        out.push_str("<p>Комментариев нет.</p>");
+    }
+    for c in &view.comments {
+        let _ = write!(
+            out,
+            "<div class=\"comment\"><p class=\"meta\">{} · {}</p><div class=\"text\">{}</div></div>",
+            or_dash(c.author.as_deref()),
+            or_dash(c.created.as_deref()),
+            esc(&c.body)
+        );
+    }
+    out.push_str("</section><section id=\"notes\" data-live><h2>Заметки хаба</h2>");
+    if view.notes.is_empty() {
+        out.push_str("<p>Заметок нет.</p>");
+    }
+    for n in &view.notes {
+        let _ = write!(
+            out,
+            "<div class=\"note\"><p class=\"meta\">{} · {}</p><div class=\"text\">{}</div></div>",
+            esc(&n.author),
+            time_of(&n.created_at),
+            esc(&n.body)
+        );
+    }
+    let _ = write!(
+        out,
+        "</section><form method=\"post\" action=\"/ui/issues/{}/notes\" class=\"note-form\">\
+         <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+         <label for=\"note-author\">Автор</label><input id=\"note-author\" name=\"author\" required maxlength=\"100\">\
+         <label for=\"note-body\">Заметка (в Jira не уходит)</label><textarea id=\"note-body\" name=\"body\" rows=\"4\" required></textarea>\
+         <button type=\"submit\">Добавить заметку</button></form>",
+        segment(&i.key),
+        esc(csrf)
+    );
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sync runs
+
+pub(super) fn runs(
+    runs: &[SyncRunView],
+    projects: &[ProjectView],
+    csrf: &str,
+    now: OffsetDateTime,
+) -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    let _ = write!(
+        out,
+        "<form method=\"post\" action=\"/ui/refresh\" class=\"filter\">\
+         <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+         <label>Что обновить <select name=\"project\"><option value=\"\">все проекты</option>",
+        esc(csrf)
+    );
+    for p in projects {
+        let _ = write!(
+            out,
+            "<option value=\"{}\">{} ({})</option>",
+            esc(&p.label),
+            esc(&p.name),
+            esc(&p.label)
+        );
+    }
+    out.push_str("</select></label> <button type=\"submit\">Обновить сейчас</button></form>");
+    out.push_str("<section id=\"runs\" data-live>");
+    let running: Vec<&SyncRunView> = runs
+        .iter()
+        .filter(|r| r.run.status == RunStatus::Running)
+        .collect();
+    if !running.is_empty() {
+        out.push_str("<p>Идёт обновление:</p><ul class=\"runs\">");
+        for run in running {
+            out.push_str(&run_progress(run, now));
+        }
+        out.push_str("</ul>");
+    }
+    if runs.is_empty() {
+        out.push_str("<p>Обновлений ещё не было.</p>");
+    } else {
+        out.push_str(
+            "<div class=\"scroll\"><table><thead><tr><th>№</th><th>Вид</th><th>Статус</th><th>Начат</th>\
+             <th>Длился</th><th>Получено</th><th>Изменено</th><th>Запрос</th><th>Ошибка</th></tr></thead><tbody>",
+        );
+        for run in runs {
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td class=\"rs rs-{}\">{}</td><td>{}</td><td>{}</td>\
+                 <td class=\"num\">{}</td><td class=\"num\">{}</td><td><code>{}</code></td><td class=\"error\">{}</td></tr>",
+                run.run.id,
+                run_kind_words(run.kind),
+                run.run.status.as_str(),
+                run_status_words(run.run.status),
+                time_of(&run.run.started_at),
+                duration_words(run_duration(run, now)),
+                run.run.issues_seen,
+                run.run.issues_changed,
+                esc(&clip(&run.run.query, 200)),
+                or_dash(run.run.error.as_deref().map(|e| clip(e, 300)).as_deref()),
+            );
+        }
+        out.push_str("</tbody></table></div>");
+    }
+    out.push_str("</section>");
+    out
+}
+
+/// A refusal or failure of an action, with a way back.
+pub(super) fn problem(message: &str, back: &str) -> String {
+    format!(
+        "<p class=\"error\" role=\"alert\">{}</p><p><a href=\"{}\">Назад</a></p>",
+        esc(message),
+        esc(back)
+    )
+}

@@ -1,0 +1,360 @@
+//! What the operator's web console shows: the overview (queue, agents, relay folder, refreshes,
+//! database, activity by hour), batch summaries, failed commands, issue counts per project.
+//! Each is read on one snapshot through a few aggregate queries of `store`.
+
+use super::batches::view_of;
+use super::views::{AgentView, BatchView, CommandView, ProjectView, QueueCount, SyncRunView};
+use super::{HubConnection, Result};
+use crate::domain::command::{BatchStatus, CommandStatus};
+use crate::domain::time::Utc;
+use std::collections::HashMap;
+use std::path::Path;
+use time::OffsetDateTime;
+
+/// How many hours the overview's charts cover.
+pub const OVERVIEW_HOURS: usize = 72;
+
+/// How many finished runs the chart of refresh durations shows.
+const RECENT_RUNS: i64 = 30;
+
+/// The console's first page.
+#[derive(Debug, Clone)]
+pub struct Overview {
+    /// The hub's time when it was read.
+    pub now: Utc,
+    /// Commands per status, every status the hub knows (zeros included) then any other stored.
+    pub queue: Vec<QueueCount>,
+    /// Since when the oldest queued command has waited (its batch's creation, or its retry).
+    pub oldest_queued_at: Option<Utc>,
+    pub agents: Vec<AgentView>,
+    pub relay: RelayState,
+    /// The newest full run that succeeded.
+    pub last_full_refresh: Option<SyncRunView>,
+    /// Runs in progress, oldest first.
+    pub running: Vec<SyncRunView>,
+    /// The newest runs (finished or not), newest first, for the chart of durations.
+    pub recent_runs: Vec<SyncRunView>,
+    pub issues: i64,
+    /// The database's pages, in bytes.
+    pub database_bytes: u64,
+    /// The write-ahead log beside it, in bytes (0 when there is none).
+    pub wal_bytes: u64,
+    pub last_backup: Option<BackupFile>,
+    /// The last [`OVERVIEW_HOURS`] hours, oldest first, the current hour last.
+    pub hours: Vec<HourActivity>,
+}
+
+/// One hour of the queue's life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HourActivity {
+    /// The hour's start.
+    pub start: OffsetDateTime,
+    /// Commands that reached a terminal status in the hour.
+    pub finished: i64,
+    /// Jira's 429 answers those commands met.
+    pub rate_limited: i64,
+    /// The pauses the hub asked for before them, in seconds.
+    pub pause_seconds: i64,
+    /// Commands queued or claimed at the hour's end (now, for the current hour): derived from
+    /// the enqueue times (their batch's) and finishing times.
+    pub queue_depth: i64,
+}
+
+/// The relay folder as the overview shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RelayState {
+    /// `relay_dir` is not set: the agent uses HTTP only.
+    NotSet,
+    /// The folder or its `inbox/` is not there (the share not mounted).
+    Missing { dir: String },
+    /// The relay does not use it (a folder of the share is a link).
+    Unusable { dir: String, problem: String },
+    Present {
+        dir: String,
+        /// Files in `inbox/` not yet handled.
+        waiting: usize,
+        /// Files refused into `rejected/` since midnight UTC.
+        refused_today: usize,
+    },
+}
+
+/// The newest backup in `backups/`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackupFile {
+    pub name: String,
+    pub modified: Utc,
+    pub bytes: u64,
+}
+
+/// A batch's `failed` and `skipped` commands, with its title and project.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailedBatch {
+    pub id: i64,
+    pub title: String,
+    pub project: Option<String>,
+    /// Newest first, each with its earlier attempts.
+    pub commands: Vec<CommandView>,
+}
+
+/// A project with how many issues of the mirror carry its label.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectIssues {
+    pub project: ProjectView,
+    pub issues: i64,
+}
+
+/// The first 13 characters of a stored time, `2026-11-30T03`, for an hour's start.
+fn hour_key(at: OffsetDateTime) -> String {
+    let at = at.to_offset(time::UtcOffset::UTC);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}",
+        at.year(),
+        u8::from(at.month()),
+        at.day(),
+        at.hour()
+    )
+}
+
+fn start_of_hour(at: OffsetDateTime) -> OffsetDateTime {
+    let at = at.to_offset(time::UtcOffset::UTC);
+    at.replace_time(time::Time::from_hms(at.hour(), 0, 0).unwrap_or(time::Time::MIDNIGHT))
+}
+
+/// Entries of a folder whose names do not start with `.`, with their metadata.
+fn visible_entries(dir: &Path) -> Vec<(String, std::fs::Metadata)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(std::result::Result::ok)
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                return None;
+            }
+            Some((name, entry.metadata().ok()?))
+        })
+        .collect()
+}
+
+impl HubConnection {
+    /// The console's overview, read on one snapshot (the relay folder and backups from disk).
+    pub fn overview(&mut self) -> Result<Overview> {
+        let now = self.clock.now();
+        let this_hour = start_of_hour(now);
+        let first_hour = this_hour - time::Duration::hours(OVERVIEW_HOURS as i64 - 1);
+        let since = Utc::new(first_hour);
+        let settings = self.settings()?;
+        let last_full_refresh = self.store.last_full_run()?.map(SyncRunView::from);
+        let counts = self.store.status_counts()?;
+        let read = self.store.read(|tx| -> Result<_> {
+            Ok((
+                tx.running_runs()?,
+                tx.runs(RECENT_RUNS)?,
+                tx.page_counts()?,
+                tx.finished_per_hour(&since)?,
+                tx.enqueued_per_hour(&since)?,
+            ))
+        })?;
+        let (running, recent, pages, finished, enqueued) = read;
+
+        let mut queue: Vec<QueueCount> = CommandStatus::ALL
+            .iter()
+            .map(|status| QueueCount {
+                status: status.as_str().to_string(),
+                commands: 0,
+            })
+            .collect();
+        for stored in counts.queue {
+            match queue.iter_mut().find(|q| q.status == stored.status) {
+                Some(known) => known.commands = stored.commands,
+                None => queue.push(QueueCount {
+                    status: stored.status,
+                    commands: stored.commands,
+                }),
+            }
+        }
+        let open_now: i64 = queue
+            .iter()
+            .filter(|q| q.status == "queued" || q.status == "claimed")
+            .map(|q| q.commands)
+            .sum();
+
+        let finished: HashMap<String, _> =
+            finished.into_iter().map(|h| (h.hour.clone(), h)).collect();
+        let enqueued: HashMap<String, i64> = enqueued.into_iter().collect();
+        let mut hours: Vec<HourActivity> = (0..OVERVIEW_HOURS)
+            .map(|i| {
+                let start = first_hour + time::Duration::hours(i as i64);
+                let key = hour_key(start);
+                let done = finished.get(&key);
+                HourActivity {
+                    start,
+                    finished: done.map_or(0, |h| h.commands),
+                    rate_limited: done.map_or(0, |h| h.rate_limited),
+                    pause_seconds: done.map_or(0, |h| h.pause_seconds),
+                    queue_depth: 0,
+                }
+            })
+            .collect();
+        // Backwards from now: at the end of an hour the queue held what it holds now, less what
+        // was enqueued after that hour, plus what finished after it.
+        let mut depth = open_now;
+        for hour in hours.iter_mut().rev() {
+            hour.queue_depth = depth.max(0);
+            depth =
+                depth - enqueued.get(&hour_key(hour.start)).copied().unwrap_or(0) + hour.finished;
+        }
+
+        let wal_bytes = std::fs::metadata(format!("{}-wal", self.store.path().display()))
+            .map_or(0, |m| m.len());
+        Ok(Overview {
+            now: Utc::new(now),
+            queue,
+            oldest_queued_at: counts.oldest_queued_since,
+            agents: counts.agents.into_iter().map(AgentView::from).collect(),
+            relay: self.relay_state(settings.relay_dir, now),
+            last_full_refresh,
+            running: running.into_iter().map(SyncRunView::from).collect(),
+            recent_runs: recent.into_iter().map(SyncRunView::from).collect(),
+            issues: counts.issues,
+            database_bytes: (pages.pages.max(0) as u64) * (pages.page_size.max(0) as u64),
+            wal_bytes,
+            last_backup: self.last_backup(),
+            hours,
+        })
+    }
+
+    fn relay_state(&self, relay_dir: Option<String>, now: OffsetDateTime) -> RelayState {
+        let Some(dir) = relay_dir else {
+            return RelayState::NotSet;
+        };
+        if let Some(problem) = self.metrics.relay_problem() {
+            return RelayState::Unusable { dir, problem };
+        }
+        let path = Path::new(&dir);
+        if !path.join("inbox").is_dir() {
+            return RelayState::Missing { dir };
+        }
+        let midnight = now
+            .to_offset(time::UtcOffset::UTC)
+            .replace_time(time::Time::MIDNIGHT);
+        let waiting = visible_entries(&path.join("inbox")).len();
+        // A refusal's reason is written by the hub beside the refused file when it refuses it.
+        let refused_today = visible_entries(&path.join("rejected"))
+            .into_iter()
+            .filter(|(name, meta)| {
+                name.ends_with(".error.json")
+                    && meta
+                        .modified()
+                        .is_ok_and(|at| OffsetDateTime::from(at) >= midnight)
+            })
+            .count();
+        RelayState::Present {
+            dir,
+            waiting,
+            refused_today,
+        }
+    }
+
+    /// The newest file in `backups/`, by modification time.
+    fn last_backup(&self) -> Option<BackupFile> {
+        visible_entries(&self.store.backups_dir())
+            .into_iter()
+            .filter(|(name, meta)| meta.is_file() && name.ends_with(".sqlite"))
+            .filter_map(|(name, meta)| Some((name, meta.modified().ok()?, meta.len())))
+            .max_by_key(|(_, modified, _)| *modified)
+            .map(|(name, modified, bytes)| BackupFile {
+                name,
+                modified: Utc::new(OffsetDateTime::from(modified)),
+                bytes,
+            })
+    }
+
+    /// The newest batches (at most `limit`, of one project when given) with their counters
+    /// and without their commands; only those of `status` when given.
+    pub fn batch_summaries(
+        &mut self,
+        project: Option<&str>,
+        status: Option<BatchStatus>,
+        limit: i64,
+    ) -> Result<Vec<BatchView>> {
+        self.store.read(|tx| {
+            let mut summaries = Vec::new();
+            for batch in tx.batches(project, limit)? {
+                let mut statuses = Vec::new();
+                for (stored, n) in tx.batch_status_counts(batch.id)? {
+                    // An unknown stored status reads as failed, as a command row does.
+                    let status = CommandStatus::parse(&stored).unwrap_or(CommandStatus::Failed);
+                    statuses.extend(std::iter::repeat_n(status, n.max(0) as usize));
+                }
+                let view = view_of(batch, &statuses, Vec::new());
+                if status.is_none_or(|wanted| wanted == view.status) {
+                    summaries.push(view);
+                }
+            }
+            Ok(summaries)
+        })
+    }
+
+    /// The newest `failed` and `skipped` commands (at most `limit`, see
+    /// [`HubConnection::failed_commands`]) by batch, the batch of the newest first.
+    pub fn failed_by_batch(&mut self, limit: i64) -> Result<Vec<FailedBatch>> {
+        let commands = self.failed_commands(limit)?;
+        self.store.read(|tx| {
+            let mut batches: Vec<FailedBatch> = Vec::new();
+            for command in commands {
+                if let Some(batch) = batches.iter_mut().find(|b| b.id == command.batch_id) {
+                    batch.commands.push(command);
+                    continue;
+                }
+                let Some(row) = tx.batch(command.batch_id)? else {
+                    continue;
+                };
+                batches.push(FailedBatch {
+                    id: row.id,
+                    title: row.title,
+                    project: row.project,
+                    commands: vec![command],
+                });
+            }
+            Ok(batches)
+        })
+    }
+
+    /// Every project with the number of issues of the mirror that carry its label, and the
+    /// number of issues in the mirror.
+    pub fn project_issue_counts(&mut self) -> Result<(Vec<ProjectIssues>, i64)> {
+        self.store.read(|tx| {
+            let projects = tx.projects()?;
+            let labels: Vec<&str> = projects.iter().map(|p| p.label.as_str()).collect();
+            let counts = tx.issue_counts_by_label(&labels)?;
+            let total = tx.issue_count()?;
+            Ok((
+                projects
+                    .into_iter()
+                    .zip(counts)
+                    .map(|(project, issues)| ProjectIssues {
+                        project: project.into(),
+                        issues,
+                    })
+                    .collect(),
+                total,
+            ))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    #[test]
+    fn hours_are_keyed_like_stored_times() {
+        let at = datetime!(2026-11-30 03:42:10.5 +03:00);
+        assert_eq!(hour_key(at), "2026-11-30T00");
+        assert_eq!(hour_key(start_of_hour(at)), "2026-11-30T00");
+        assert_eq!(start_of_hour(at), datetime!(2026-11-30 00:00 UTC));
+    }
+}

@@ -1,0 +1,371 @@
+//! The operator's web console: its HTTP rules without a browser (the sign-in form is all a
+//! request without the cookie sees, no POST without the anti-forgery token or from another site
+//! changes anything, hostile text is escaped), then the pages in a real headless Chromium
+//! against a real `jira-hub serve` while a test agent works (`browser` below).
+
+use crate::support::*;
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode};
+use jira_hub::http::HttpOptions;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+mod browser;
+
+/// Form fields or headers: names and values.
+type Pairs<'a> = &'a [(&'a str, &'a str)];
+
+struct Console {
+    router: axum::Router,
+    client: String,
+    agent: String,
+    _dir: TestDir,
+}
+
+struct Page {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: String,
+}
+
+fn console() -> Console {
+    let (router, client, agent, dir) = test_router(HttpOptions::default());
+    Console {
+        router,
+        client,
+        agent,
+        _dir: dir,
+    }
+}
+
+/// The anti-forgery token of a page's forms.
+fn csrf_of(page: &str) -> String {
+    let at = page
+        .find("name=\"csrf\" value=\"")
+        .expect("a form with csrf")
+        + 19;
+    page[at..].split('"').next().unwrap().to_string()
+}
+
+impl Console {
+    async fn send(&self, request: Request<Body>) -> Page {
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        Page {
+            status,
+            headers,
+            body: String::from_utf8_lossy(&bytes).into_owned(),
+        }
+    }
+
+    async fn get(&self, path: &str, cookie: Option<&str>) -> Page {
+        let mut request = Request::builder().method(Method::GET).uri(path);
+        if let Some(cookie) = cookie {
+            request = request.header("Cookie", cookie);
+        }
+        self.send(request.body(Body::empty()).unwrap()).await
+    }
+
+    async fn post(
+        &self,
+        path: &str,
+        cookie: Option<&str>,
+        form: &[(&str, &str)],
+        headers: &[(&str, &str)],
+    ) -> Page {
+        let mut request = Request::builder()
+            .method(Method::POST)
+            .uri(path)
+            .header("Host", "hub.test")
+            .header("Content-Type", "application/x-www-form-urlencoded");
+        if let Some(cookie) = cookie {
+            request = request.header("Cookie", cookie);
+        }
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let body = serde_urlencoded::to_string(form).unwrap();
+        self.send(request.body(Body::from(body)).unwrap()).await
+    }
+
+    /// The API, for setting things up and checking what changed.
+    async fn api(&self, method: Method, path: &str, body: Option<Value>) -> Value {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("Authorization", format!("Bearer {}", self.client));
+        if body.is_some() {
+            request = request.header("Content-Type", "application/json");
+        }
+        let body = body.map_or_else(Body::empty, |b| Body::from(b.to_string()));
+        let page = self.send(request.body(body).unwrap()).await;
+        assert!(page.status.is_success(), "{} {}", page.status, page.body);
+        serde_json::from_str(&page.body).unwrap()
+    }
+
+    /// Signs in; returns the cookie to send.
+    async fn sign_in(&self) -> String {
+        let page = self
+            .post("/ui/sign-in", None, &[("token", &self.client)], &[])
+            .await;
+        assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+        let set = page.headers["set-cookie"].to_str().unwrap().to_string();
+        set.split(';').next().unwrap().to_string()
+    }
+
+    async fn batch(&self, title: &str) -> Value {
+        self.api(
+            Method::POST,
+            "/batches",
+            Some(json!({"title": title, "author": "ivanov", "commands": [
+                {"type": "comment", "params": {"key": "AURORA-1", "body": "x"}}]})),
+        )
+        .await
+    }
+}
+
+#[tokio::test]
+async fn without_the_cookie_there_is_only_the_sign_in_form() {
+    let console = console();
+    let batch = console.batch("не трогать").await;
+    let id = batch["id"].as_i64().unwrap();
+    for path in [
+        "/".to_string(),
+        "/ui/batches".to_string(),
+        format!("/ui/batches/{id}"),
+        "/ui/failed".to_string(),
+        "/ui/mirror".to_string(),
+        "/ui/runs".to_string(),
+    ] {
+        for cookie in [
+            None,
+            Some("jira_hub_session=6e6f7065"),
+            Some("jira_hub_session=zz"),
+        ] {
+            let page = console.get(&path, cookie).await;
+            assert_eq!(page.status, StatusCode::UNAUTHORIZED, "{path} {cookie:?}");
+            assert!(page.body.contains("action=\"/ui/sign-in\""), "{path}");
+            assert!(!page.body.contains("не трогать"), "{path}");
+            assert!(!page.body.contains("name=\"csrf\""), "{path}");
+        }
+    }
+    // Actions without the cookie change nothing, whatever the form says.
+    let page = console
+        .post(
+            &format!("/ui/batches/{id}/cancel"),
+            None,
+            &[("csrf", "00")],
+            &[],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::UNAUTHORIZED);
+    let page = console
+        .post("/ui/refresh", Some("jira_hub_session=6e6f7065"), &[], &[])
+        .await;
+    assert_eq!(page.status, StatusCode::UNAUTHORIZED);
+    let after = console
+        .api(Method::GET, &format!("/batches/{id}"), None)
+        .await;
+    assert_eq!(after["status"], "queued");
+    assert_eq!(
+        console.api(Method::GET, "/batches", None).await,
+        json!([after])
+    );
+    // The page's script and style carry no data and need no cookie.
+    let script = console.get("/ui/static/console.js", None).await;
+    assert_eq!(script.status, StatusCode::OK);
+    assert!(script.body.contains("data-live"));
+}
+
+#[tokio::test]
+async fn signing_in_sets_a_strict_http_only_cookie() {
+    let console = console();
+    let wrong = console
+        .post("/ui/sign-in", None, &[("token", "not-the-token")], &[])
+        .await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+    assert!(wrong.body.contains("токен не подошёл"), "{}", wrong.body);
+    assert!(!wrong.headers.contains_key("set-cookie"));
+    let agent = console
+        .post("/ui/sign-in", None, &[("token", &console.agent)], &[])
+        .await;
+    assert_eq!(agent.status, StatusCode::UNAUTHORIZED);
+    assert!(agent.body.contains("токен агента"), "{}", agent.body);
+
+    let right = console
+        .post("/ui/sign-in", None, &[("token", &console.client)], &[])
+        .await;
+    assert_eq!(right.status, StatusCode::SEE_OTHER);
+    assert_eq!(right.headers["location"], "/");
+    let set = right.headers["set-cookie"].to_str().unwrap();
+    for part in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(set.contains(part), "{set}");
+    }
+    assert!(!set.contains("Secure"), "plain HTTP: {set}");
+    assert!(
+        !set.contains(&console.client),
+        "the token is not sent as it is"
+    );
+    let behind_tls = console
+        .post(
+            "/ui/sign-in",
+            None,
+            &[("token", &console.client)],
+            &[("X-Forwarded-Proto", "https")],
+        )
+        .await;
+    assert!(
+        behind_tls.headers["set-cookie"]
+            .to_str()
+            .unwrap()
+            .contains("; Secure")
+    );
+
+    let cookie = console.sign_in().await;
+    let page = console.get("/", Some(&cookie)).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains("<h2>Очередь</h2>"));
+    assert!(page.body.contains("<svg"));
+    assert_eq!(page.headers["content-type"], "text/html; charset=utf-8");
+    assert!(
+        page.headers["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("frame-ancestors 'none'")
+    );
+
+    // Signing out ends the cookie.
+    let csrf = csrf_of(&page.body);
+    let out = console
+        .post("/ui/sign-out", Some(&cookie), &[("csrf", &csrf)], &[])
+        .await;
+    assert_eq!(out.status, StatusCode::SEE_OTHER);
+    assert!(
+        out.headers["set-cookie"]
+            .to_str()
+            .unwrap()
+            .contains("Max-Age=0")
+    );
+}
+
+#[tokio::test]
+async fn a_post_without_the_anti_forgery_token_or_from_another_site_changes_nothing() {
+    let console = console();
+    let cookie = console.sign_in().await;
+    let id = console.batch("пакет").await["id"].as_i64().unwrap();
+    let page = console
+        .get(&format!("/ui/batches/{id}"), Some(&cookie))
+        .await;
+    let csrf = csrf_of(&page.body);
+    let cancel = format!("/ui/batches/{id}/cancel");
+    let refused: [(Pairs, Pairs); 5] = [
+        (&[], &[]),
+        (&[("csrf", "")], &[]),
+        (&[("csrf", "0123456789abcdef")], &[]),
+        (&[("csrf", &csrf)], &[("Origin", "http://evil.example")]),
+        (&[("csrf", &csrf)], &[("Sec-Fetch-Site", "cross-site")]),
+    ];
+    for (form, headers) in refused {
+        let page = console.post(&cancel, Some(&cookie), form, headers).await;
+        assert_eq!(page.status, StatusCode::FORBIDDEN, "{form:?} {headers:?}");
+        let batch = console
+            .api(Method::GET, &format!("/batches/{id}"), None)
+            .await;
+        assert_eq!(batch["status"], "queued", "{form:?} {headers:?}");
+    }
+    // A note and a refresh need it too.
+    let refresh = console.post("/ui/refresh", Some(&cookie), &[], &[]).await;
+    assert_eq!(refresh.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        console
+            .api(Method::GET, "/batches", None)
+            .await
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+
+    // The same form from this site, with the token, works.
+    let page = console
+        .post(
+            &cancel,
+            Some(&cookie),
+            &[("csrf", &csrf)],
+            &[
+                ("Origin", "http://hub.test"),
+                ("Sec-Fetch-Site", "same-origin"),
+            ],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+    assert_eq!(
+        page.headers["location"],
+        format!("/ui/batches/{id}?notice=cancelled")
+    );
+    let batch = console
+        .api(Method::GET, &format!("/batches/{id}"), None)
+        .await;
+    assert_eq!(batch["status"], "cancelled");
+    // Cancelling a finished batch is refused in words, with its status.
+    let again = console
+        .post(&cancel, Some(&cookie), &[("csrf", &csrf)], &[])
+        .await;
+    assert!(again.status.is_redirection() || again.status == StatusCode::CONFLICT);
+    // A sign-in form posted from another site is refused too.
+    let page = console
+        .post(
+            "/ui/sign-in",
+            None,
+            &[("token", &console.client)],
+            &[("Origin", "http://evil.example")],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::FORBIDDEN);
+    assert!(!page.headers.contains_key("set-cookie"));
+}
+
+#[tokio::test]
+async fn hostile_text_is_escaped_and_pages_answer() {
+    let console = console();
+    let cookie = console.sign_in().await;
+    let hostile = "<script>alert(1)</script>\"'&";
+    let id = console.batch(hostile).await["id"].as_i64().unwrap();
+    for path in [
+        "/ui/batches".to_string(),
+        format!("/ui/batches/{id}"),
+        "/ui/batches?project=AWPCA&status=queued".to_string(),
+        "/ui/batches?status=nonsense".to_string(),
+    ] {
+        let page = console.get(&path, Some(&cookie)).await;
+        assert_eq!(page.status, StatusCode::OK, "{path}");
+        assert!(!page.body.contains("<script>alert"), "{path}");
+    }
+    let page = console
+        .get(&format!("/ui/batches/{id}"), Some(&cookie))
+        .await;
+    assert!(
+        page.body
+            .contains("&lt;script&gt;alert(1)&lt;/script&gt;&quot;&#39;&amp;")
+    );
+    for (path, status) in [
+        ("/ui/failed", StatusCode::OK),
+        ("/ui/mirror", StatusCode::OK),
+        ("/ui/mirror/AWPCA", StatusCode::OK),
+        ("/ui/runs", StatusCode::OK),
+        ("/ui/mirror/NOPE", StatusCode::NOT_FOUND),
+        ("/ui/issues/NOPE-1", StatusCode::NOT_FOUND),
+        ("/ui/batches/999", StatusCode::NOT_FOUND),
+        ("/ui/batches/x", StatusCode::NOT_FOUND),
+    ] {
+        let page = console.get(path, Some(&cookie)).await;
+        assert_eq!(page.status, status, "{path}: {}", page.body);
+        assert!(page.body.contains("<nav>"), "{path}");
+    }
+    let page = console.get("/ui/mirror/NOPE", Some(&cookie)).await;
+    assert!(page.body.contains("проекта «NOPE» нет"), "{}", page.body);
+}

@@ -1,0 +1,451 @@
+//! The console in a real headless Chromium (Debian's `chromium` and `chromium-driver`, which
+//! `.ci/run` installs), against a real `jira-hub serve` and a test agent that answers claims over
+//! the HTTP agent API: sign in, watch a batch go from queued to completed without reloading,
+//! retry a failed command, add a note; a screenshot of the overview is saved as
+//! `target/console-overview.png`. Without Chromium or its driver the test says it is skipped.
+//!
+//! The WebDriver client is the protocol's few calls over `ureq` (already the agent's HTTP client):
+//! a session, navigation, elements by CSS, clicks, keys, a script, a screenshot.
+
+use crate::support::*;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// WebDriver's name of an element in its answers.
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+/// A Chromium session driven through chromedriver; both end when dropped.
+struct Browser {
+    http: ureq::Agent,
+    base: String,
+    driver: Child,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    fn start() -> Browser {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let driver = Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver");
+        let http: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .proxy(None)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build()
+            .into();
+        let driver_url = format!("http://127.0.0.1:{port}");
+        let started = Instant::now();
+        while http.get(format!("{driver_url}/status")).call().is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "chromedriver did not start"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let profile = tempfile::tempdir().unwrap();
+        let args = [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+            "--window-size=1280,1500",
+            &format!("--user-data-dir={}", profile.path().display()),
+        ];
+        let mut browser = Browser {
+            http,
+            base: driver_url,
+            driver,
+            _profile: profile,
+        };
+        let session = browser.call(
+            "POST",
+            "/session",
+            Some(
+                json!({"capabilities": {"alwaysMatch": {"browserName": "chrome",
+                "goog:chromeOptions": {"binary": CHROMIUM, "args": args}}}}),
+            ),
+        );
+        let id = session["sessionId"]
+            .as_str()
+            .expect("a session")
+            .to_string();
+        browser.base = format!("{}/session/{id}", browser.base);
+        browser
+    }
+
+    /// One WebDriver call; its `value`. An error answer fails the test.
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let url = format!("{}{path}", self.base);
+        let response = match method {
+            "GET" => self.http.get(&url).call(),
+            "DELETE" => self.http.delete(&url).call(),
+            _ => self
+                .http
+                .post(&url)
+                .send_json(body.unwrap_or_else(|| json!({}))),
+        };
+        let mut response = response.unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        let value: Value = response.body_mut().read_json().expect("a WebDriver answer");
+        assert!(
+            response.status().is_success(),
+            "{method} {path}: {}",
+            value["value"]
+        );
+        value.get("value").cloned().unwrap_or(value)
+    }
+
+    fn goto(&self, url: &str) {
+        self.call("POST", "/url", Some(json!({"url": url})));
+    }
+
+    fn script(&self, script: &str, args: Value) -> Value {
+        self.call(
+            "POST",
+            "/execute/sync",
+            Some(json!({"script": script, "args": args})),
+        )
+    }
+
+    /// The text of the first element `css` finds, `None` when there is none.
+    fn text(&self, css: &str) -> Option<String> {
+        self.script(
+            "const e = document.querySelector(arguments[0]); return e ? e.textContent : null;",
+            json!([css]),
+        )
+        .as_str()
+        .map(String::from)
+    }
+
+    /// Waits (bounded) until the text of `css` satisfies `ok`; returns it.
+    fn wait_text(&self, css: &str, ok: impl Fn(&str) -> bool) -> String {
+        let started = Instant::now();
+        loop {
+            let text = self.text(css);
+            if let Some(text) = &text
+                && ok(text)
+            {
+                return text.clone();
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "{css}: {text:?} (page {:?})",
+                self.text("main")
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn element(&self, css: &str) -> String {
+        let found = self.call(
+            "POST",
+            "/element",
+            Some(json!({"using": "css selector", "value": css})),
+        );
+        found[ELEMENT]
+            .as_str()
+            .unwrap_or_else(|| panic!("{css}: {found}"))
+            .to_string()
+    }
+
+    fn click(&self, css: &str) {
+        let id = self.element(css);
+        self.call("POST", &format!("/element/{id}/click"), None);
+    }
+
+    fn type_into(&self, css: &str, text: &str) {
+        let id = self.element(css);
+        self.call(
+            "POST",
+            &format!("/element/{id}/value"),
+            Some(json!({"text": text})),
+        );
+    }
+
+    fn screenshot(&self, path: &Path) {
+        let data = self.call("GET", "/screenshot", None);
+        let png = base64_decode(data.as_str().expect("base64"));
+        std::fs::write(path, png).expect("write the screenshot");
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.http.delete(&self.base).call();
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    let value = |c: u8| -> u32 {
+        match c {
+            b'A'..=b'Z' => u32::from(c - b'A'),
+            b'a'..=b'z' => u32::from(c - b'a') + 26,
+            b'0'..=b'9' => u32::from(c - b'0') + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => panic!("not base64: {c}"),
+        }
+    };
+    let bytes: Vec<u8> = text.bytes().filter(|c| !c.is_ascii_whitespace()).collect();
+    let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
+    for chunk in bytes.chunks(4) {
+        let digits: Vec<u32> = chunk
+            .iter()
+            .take_while(|c| **c != b'=')
+            .map(|c| value(*c))
+            .collect();
+        let mut n = 0u32;
+        for (i, d) in digits.iter().enumerate() {
+            n |= d << (18 - 6 * i);
+        }
+        for i in 0..digits.len().saturating_sub(1) {
+            out.push((n >> (16 - 8 * i)) as u8);
+        }
+    }
+    out
+}
+
+/// `target/` of this build (the test binary is `target/debug/deps/it-…`).
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.ancestors().nth(3).unwrap().to_path_buf()
+}
+
+/// The agent's side over HTTP: claims, reports.
+struct HttpAgent<'a> {
+    address: &'a str,
+    token: &'a str,
+    next: std::cell::Cell<u32>,
+}
+
+impl HttpAgent<'_> {
+    fn envelope(&self, kind: &str) -> Value {
+        let n = self.next.get();
+        self.next.set(n + 1);
+        json!({"kind": kind, "id": format!("web-{kind}-{n}"), "agent": "agent-web",
+               "sent_at": "2026-11-29T10:00:00Z"})
+    }
+
+    /// Claims until the hub hands out `command`; returns its delivery.
+    fn claim(&self, command: i64) -> Value {
+        let started = Instant::now();
+        loop {
+            let mut claim = self.envelope("claim");
+            claim["agent_version"] = "1.4.0".into();
+            claim["settings_version"] = 0.into();
+            claim["max_commands"] = 10.into();
+            let (status, answer) = http(
+                self.address,
+                "POST",
+                "/agent/claim",
+                Some(self.token),
+                Some(&claim),
+            );
+            assert_eq!(status, 200, "{answer}");
+            if let Some(found) = answer["commands"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["id"] == command)
+            {
+                return found["delivery"].clone();
+            }
+            assert!(started.elapsed() < Duration::from_secs(20), "{answer}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn report(&self, result: Value) {
+        let mut report = self.envelope("report");
+        report["results"] = json!([result]);
+        let (status, answer) = http(
+            self.address,
+            "POST",
+            "/agent/report",
+            Some(self.token),
+            Some(&report),
+        );
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["accepted"].as_array().unwrap().len(), 1, "{answer}");
+    }
+}
+
+/// A mirror to look at and a failed command, made through the service before the daemon runs.
+fn prepare(hub: &mut jira_hub::service::HubConnection) -> i64 {
+    let agent = Agent::new("agent-relay");
+    hub.enqueue_refresh(None, "ivanov").unwrap();
+    let claim = agent.claim(hub, 1);
+    let command = &claim.commands[0];
+    let issues = [
+        raw_issue(
+            "AURORA-1",
+            "1",
+            &["AWPCA"],
+            json!({"description": "Описание <b>не разметка</b>",
+                   "issuelinks": [{"id": "9", "type": {"name": "Blocks"}, "outwardIssue": {"key": "AURORA-2"}}]}),
+        ),
+        raw_issue(
+            "AURORA-2",
+            "2",
+            &["OTHER"],
+            json!({"issuelinks": [{"id": "9", "type": {"name": "Blocks"}, "inwardIssue": {"key": "AURORA-1"}}]}),
+        ),
+    ];
+    agent.report(
+        hub,
+        json!([{"command_id": command.id, "delivery": command.delivery, "status": "progress",
+                "page": {"start_at": 0, "total": 2, "issues": issues}},
+               {"command_id": command.id, "delivery": command.delivery, "status": "done",
+                "result": {"total": 2, "boards": []}, "jira_calls": 2}]),
+    );
+    let failing = hub
+        .enqueue_batch(&batch(
+            json!({"title": "Комментарии к релизу", "author": "ivanov",
+            "commands": [{"type": "comment", "params": {"key": "AURORA-1", "body": "Готово"}}]}),
+        ))
+        .unwrap();
+    let claim = agent.claim(hub, 1);
+    let command = &claim.commands[0];
+    assert_eq!(command.batch_id, failing.id);
+    agent.report(
+        hub,
+        json!([{"command_id": command.id, "delivery": command.delivery, "status": "failed",
+                "error": "Jira ответила 403: нет прав на комментарии", "jira_calls": 1, "rate_limited": 1}]),
+    );
+    command.id
+}
+
+#[test]
+fn the_console_in_a_headless_browser() {
+    if !Path::new(CHROMIUM).exists() || !Path::new(CHROMEDRIVER).exists() {
+        println!("skipped: chromium/chromedriver not installed ({CHROMIUM}, {CHROMEDRIVER})");
+        return;
+    }
+    let dir = TestDir::new();
+    let (mut hub, _relay, agent_token) = relay_hub(&dir);
+    let client_token = hub.tokens().unwrap().unwrap().client;
+    let failed_command = prepare(&mut hub);
+    drop(hub);
+    let daemon = Daemon::start(&dir.db(), &[]);
+    let base = format!("http://{}", daemon.address);
+    let browser = Browser::start();
+
+    // Signing in: nothing but the form first.
+    browser.goto(&base);
+    browser.wait_text("form", |t| t.contains("Токен клиента"));
+    assert_eq!(browser.text("nav"), None);
+    browser.type_into("#token", "не тот токен");
+    browser.click("form button");
+    browser.wait_text("[role=alert]", |t| t.contains("токен не подошёл"));
+    browser.type_into("#token", &client_token);
+    browser.click("form button");
+    browser.wait_text("h1", |t| t == "Обзор");
+    browser.wait_text("main", |t| t.contains("Очередь") && t.contains("Агенты"));
+
+    // A batch moves from queued to completed while the test agent works; the page updates
+    // itself (the same document all along: a mark set on it stays).
+    let (status, created) = http(
+        &daemon.address,
+        "POST",
+        "/batches",
+        Some(&client_token),
+        Some(
+            &json!({"title": "Связать задачи", "author": "petrov", "project": "AWPCA",
+            "commands": [{"type": "comment", "params": {"key": "AURORA-1", "body": "Связь готова"}}]}),
+        ),
+    );
+    assert_eq!(status, 201, "{created}");
+    let batch_id = created["id"].as_i64().unwrap();
+    let command_id = created["commands"][0]["id"].as_i64().unwrap();
+    browser.goto(&format!("{base}/ui/batches/{batch_id}"));
+    browser.wait_text("#batch-status", |t| t == "в очереди");
+    browser.script("document.body.dataset.mark = 'same page';", json!([]));
+    let agent = HttpAgent {
+        address: &daemon.address,
+        token: &agent_token,
+        next: std::cell::Cell::new(1),
+    };
+    let delivery = agent.claim(command_id);
+    browser.wait_text("#batch-status", |t| t == "выполняется");
+    browser.wait_text(&format!("#command-{command_id} td:nth-child(6)"), |t| {
+        t == "agent-web"
+    });
+    agent.report(
+        json!({"command_id": command_id, "delivery": delivery, "status": "done",
+        "result": {"id": "10001"}, "jira_calls": 1}),
+    );
+    browser.wait_text("#batch-status", |t| t == "завершён");
+    assert_eq!(
+        browser.script("return document.body.dataset.mark;", json!([])),
+        "same page",
+        "the page was reloaded instead of updated"
+    );
+
+    // Retrying a failed command.
+    browser.goto(&format!("{base}/ui/failed"));
+    browser.wait_text(&format!("#command-{failed_command}"), |t| {
+        t.contains("нет прав на комментарии")
+    });
+    browser.click(&format!("#command-{failed_command} button"));
+    browser.wait_text(".notice", |t| t.contains("снова в очереди"));
+    let (_, batches) = http(
+        &daemon.address,
+        "GET",
+        "/batches",
+        Some(&client_token),
+        None,
+    );
+    let retried = batches
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|b| b["commands"].as_array().unwrap().clone())
+        .find(|c| c["id"] == failed_command)
+        .unwrap();
+    assert_eq!(retried["status"], "queued", "{retried}");
+
+    // Adding a note.
+    browser.goto(&format!("{base}/ui/issues/AURORA-1"));
+    browser.wait_text("h1", |t| t == "AURORA-1");
+    assert!(browser.text("main").unwrap().contains("<b>не разметка</b>"));
+    browser.type_into("#note-author", "Сидоров");
+    browser.type_into("#note-body", "Проверить на стенде <i>до</i> релиза");
+    browser.click(".note-form button");
+    browser.wait_text("#notes", |t| {
+        t.contains("Проверить на стенде <i>до</i> релиза")
+    });
+    let (_, issue) = http(
+        &daemon.address,
+        "GET",
+        "/issues/AURORA-1",
+        Some(&client_token),
+        None,
+    );
+    assert_eq!(issue["notes"][0]["author"], "Сидоров");
+
+    // The overview, as a picture.
+    browser.goto(&base);
+    browser.wait_text("#overview-charts", |t| t.contains("Выполнено команд в час"));
+    let shot = target_dir().join("console-overview.png");
+    browser.screenshot(&shot);
+    assert!(std::fs::metadata(&shot).unwrap().len() > 10_000);
+    println!("screenshot of the overview: {}", shot.display());
+}
