@@ -570,7 +570,8 @@ fn a_migration_stopped_by_a_full_disk_leaves_the_old_version() {
 /// additive revision 1: a backup first, the lease of a claimed command in its own column, runs
 /// marked full when their query is the base JQL, the version still 4; then revision 2: the
 /// runs' kinds and scopes, the issues' `mirror_changed_at`; then revision 3: the index of queued
-/// commands; then revision 4: the attempts of retried commands and the runs' progress.
+/// commands; then revision 4: the attempts of retried commands and the runs' progress; then
+/// revision 5: the index of finished commands.
 #[test]
 fn a_first_release_v4_database_gets_revision_1() {
     let dir = TestDir::new();
@@ -598,7 +599,7 @@ fn a_first_release_v4_database_gets_revision_1() {
     let revision: i64 = conn
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .unwrap();
-    assert_eq!(revision, 4);
+    assert_eq!(revision, 5);
     assert_eq!(
         count(
             &conn,
@@ -606,6 +607,14 @@ fn a_first_release_v4_database_gets_revision_1() {
         ),
         1,
         "revision 3's index"
+    );
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'command_finished'"
+        ),
+        1,
+        "revision 5's index"
     );
     assert_eq!(
         count(
