@@ -6,6 +6,10 @@
 //!
 //! `BENCH_CLAIM_DEEP` and `BENCH_CLAIM_ROUNDS` (claims per depth and round) change the sizes.
 
+mod common;
+
+use common::size;
+
 use jira_hub::clock::SystemClock;
 use jira_hub::protocol::{AgentAnswer, AgentRequest, decode_value};
 use jira_hub::service::{BatchRequest, HubConnection};
@@ -17,13 +21,6 @@ type Error = Box<dyn std::error::Error>;
 
 const CLAIM: usize = 50;
 const BATCH: usize = 100;
-
-fn size(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 struct Queue {
     hub: HubConnection,

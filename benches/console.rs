@@ -12,6 +12,10 @@
 //! The target is 100 ms for the page. `BENCH_CONSOLE_COMMANDS` and `BENCH_CONSOLE_ISSUES`
 //! change the sizes.
 
+mod common;
+
+use common::{median, ms, runs, size};
+
 use axum::body::Body;
 use axum::http::Request;
 use jira_hub::clock::SystemClock;
@@ -30,13 +34,6 @@ type Error = Box<dyn std::error::Error>;
 
 const RUNS: usize = 11;
 const BATCH: usize = 100;
-
-fn size(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn stamp(at: OffsetDateTime) -> Result<String, Error> {
     Ok(at.format(&format_description!(
@@ -235,17 +232,4 @@ fn main() -> Result<(), Error> {
         ms(page) / 100.0
     );
     Ok(())
-}
-
-fn median(runs: &mut [Duration]) -> Duration {
-    runs.sort();
-    runs[runs.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn runs(runs: &[Duration]) -> Vec<String> {
-    runs.iter().map(|d| format!("{:.1}", ms(*d))).collect()
 }

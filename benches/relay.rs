@@ -7,6 +7,10 @@
 //!
 //! `BENCH_RELAY_COMMANDS` and `BENCH_RELAY_TRIPS` change the sizes.
 
+mod common;
+
+use common::size;
+
 use jira_hub::clock::SystemClock;
 use jira_hub::protocol::{AgentAnswer, decode_value};
 use jira_hub::service::{BatchRequest, HubConnection};
@@ -18,13 +22,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 type Error = Box<dyn std::error::Error>;
-
-fn size(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn main() -> Result<(), Error> {
     let trips = size("BENCH_RELAY_TRIPS", 200);

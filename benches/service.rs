@@ -10,6 +10,10 @@
 //! Three rounds with the scenarios interleaved; medians are compared. `BENCH_ISSUES` and
 //! `BENCH_COMMANDS` change the sizes.
 
+mod common;
+
+use common::size;
+
 use jira_hub::clock::SystemClock;
 use jira_hub::jira::{FieldIds, map_issue};
 use jira_hub::protocol::{AgentAnswer, AgentRequest, decode_value};
@@ -89,13 +93,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         medians[3] / medians[2]
     );
     Ok(())
-}
-
-fn size(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 /// Runs one scenario and prints `<rate per second> <peak RSS in KiB>`.

@@ -10,6 +10,10 @@
 //! The end-to-end body is checked byte for byte against the serialized rows. `BENCH_SLICE_ISSUES`
 //! changes the size.
 
+mod common;
+
+use common::{median, ms, runs, size};
+
 use axum::body::Body;
 use axum::http::Request;
 use jira_hub::clock::SystemClock;
@@ -18,20 +22,13 @@ use jira_hub::protocol::{AgentAnswer, AgentRequest, decode_value};
 use jira_hub::service::HubConnection;
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tower::ServiceExt;
 
 type Error = Box<dyn std::error::Error>;
 
 const PAGE: usize = 1000;
 const RUNS: usize = 5;
-
-fn size(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn main() -> Result<(), Error> {
     let own = size("BENCH_SLICE_ISSUES", 20_000);
@@ -121,19 +118,6 @@ fn main() -> Result<(), Error> {
         ms(e2e) / 100.0
     );
     Ok(())
-}
-
-fn median(runs: &mut [Duration]) -> Duration {
-    runs.sort();
-    runs[runs.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn runs(runs: &[Duration]) -> Vec<String> {
-    runs.iter().map(|d| format!("{:.0}", ms(*d))).collect()
 }
 
 /// A realistic raw issue: a description, custom fields, a sprint, an epic, two links, two
