@@ -379,3 +379,87 @@ async fn hostile_text_is_escaped_and_pages_answer() {
     let page = console.get("/ui/mirror/NOPE", Some(&cookie)).await;
     assert!(page.body.contains("проекта «NOPE» нет"), "{}", page.body);
 }
+
+/// The overview shows a refresh in progress (pages, issues so far, Jira's total) and the
+/// queue's oldest command; the sync runs page shows the same run.
+#[tokio::test]
+async fn the_overview_shows_a_refresh_in_progress() {
+    let console = console();
+    let cookie = console.sign_in().await;
+    let page = console.get("/", Some(&cookie)).await;
+    assert!(
+        page.body.contains("Сейчас обновление не идёт"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("В очереди ничего не ждёт"));
+    console.api(Method::POST, "/refresh", None).await;
+    let page = console.get("/", Some(&cookie)).await;
+    assert!(
+        page.body.contains("Старейшая команда в очереди ждёт"),
+        "{}",
+        page.body
+    );
+
+    let agent = |path: &'static str, body: Value| {
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri(path)
+            .header("Authorization", format!("Bearer {}", console.agent))
+            .header("Content-Type", "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap();
+        console.send(request)
+    };
+    let claim = agent(
+        "/agent/claim",
+        json!({"kind": "claim", "id": "c1", "agent": "agent-<i>", "sent_at": "2026-11-29T10:00:00Z",
+               "agent_version": "1.4.0", "settings_version": 0, "max_commands": 1}),
+    )
+    .await;
+    let claim: Value = serde_json::from_str(&claim.body).unwrap();
+    let command = &claim["commands"][0];
+    let issues = [
+        raw_issue("AURORA-1", "1", &["AWPCA"], json!({})),
+        raw_issue("AURORA-2", "2", &["AWPCA"], json!({})),
+    ];
+    let report = agent(
+        "/agent/report",
+        json!({"kind": "report", "id": "r1", "agent": "agent-<i>", "sent_at": "2026-11-29T10:00:00Z",
+               "results": [{"command_id": command["id"], "delivery": command["delivery"], "status": "progress",
+                            "page": {"start_at": 0, "total": 3, "issues": issues}}]}),
+    )
+    .await;
+    assert_eq!(report.status, StatusCode::OK, "{}", report.body);
+
+    let page = console.get("/", Some(&cookie)).await;
+    assert!(
+        page.body
+            .contains("страниц: <b>1</b>, задач получено: <b>2</b> из 3"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("<h3>agent-&lt;i&gt;</h3>"),
+        "{}",
+        page.body
+    );
+    let runs = console.get("/ui/runs", Some(&cookie)).await;
+    assert!(
+        runs.body.contains("задач получено: <b>2</b> из 3"),
+        "{}",
+        runs.body
+    );
+    let mirror = console.get("/ui/mirror", Some(&cookie)).await;
+    assert!(
+        mirror.body.contains("Задач в зеркале всего: <b>2</b>"),
+        "{}",
+        mirror.body
+    );
+    let slice = console.get("/ui/mirror/AWPCA", Some(&cookie)).await;
+    assert!(
+        slice.body.contains("href=\"/ui/issues/AURORA-2\""),
+        "{}",
+        slice.body
+    );
+}

@@ -4,12 +4,12 @@
 use super::html::esc;
 use std::fmt::Write as _;
 
-const WIDTH: f64 = 600.0;
-const HEIGHT: f64 = 150.0;
+const WIDTH: f64 = 360.0;
+const HEIGHT: f64 = 130.0;
 const LEFT: f64 = 22.0;
 const RIGHT: f64 = 6.0;
 const TOP: f64 = 8.0;
-const BOTTOM: f64 = 22.0;
+const BOTTOM: f64 = 18.0;
 
 /// One mark of a chart.
 pub(super) struct Mark {
@@ -21,7 +21,8 @@ pub(super) struct Mark {
 }
 
 /// The figure, its axes and the words under the first and last mark.
-fn frame(out: &mut String, title: &str, max: f64, unit: &str, first: &str, last: &str) {
+fn frame(out: &mut String, title: &str, marks: &[Mark], unit: Unit, first: &str, last: &str) {
+    let max = marks.iter().map(|m| m.value).fold(0.0, f64::max);
     let _ = write!(
         out,
         "<figure class=\"chart\"><figcaption>{title}</figcaption>\
@@ -41,14 +42,34 @@ fn frame(out: &mut String, title: &str, max: f64, unit: &str, first: &str, last:
         WIDTH - RIGHT,
         LEFT + 4.0,
         TOP + 12.0,
-        esc(&format!("макс. {} {unit}", number(max))),
+        esc(&format!("макс. {}", amount(max, unit))),
         LEFT - 4.0,
-        HEIGHT - 6.0,
+        HEIGHT - 4.0,
         esc(first),
         WIDTH - RIGHT,
-        HEIGHT - 6.0,
+        HEIGHT - 4.0,
         esc(last),
     );
+}
+
+/// A unit's Russian forms for 1, 2 and 5 of it: `["команда", "команды", "команд"]`.
+pub(super) type Unit = &'static [&'static str; 3];
+
+/// A value with its unit in the right form: `1 команда`, `3 команды`, `2,5 с`.
+fn amount(value: f64, unit: Unit) -> String {
+    let form = if value.fract() != 0.0 {
+        unit[1]
+    } else {
+        let n = value.abs() as u64;
+        match (n % 10, n % 100) {
+            (1, 11) => unit[2],
+            (1, _) => unit[0],
+            (2..=4, 12..=14) => unit[2],
+            (2..=4, _) => unit[1],
+            _ => unit[2],
+        }
+    };
+    format!("{} {form}", number(value))
 }
 
 /// A number without a needless fraction: `12`, `2,5`.
@@ -60,16 +81,17 @@ fn number(value: f64) -> String {
     }
 }
 
+/// The value drawn at the top of the plot: the largest, or 1 when every value is 0.
 fn scale(marks: &[Mark]) -> f64 {
     let max = marks.iter().map(|m| m.value).fold(0.0, f64::max);
     if max <= 0.0 { 1.0 } else { max }
 }
 
 /// Bars, one per mark, left to right; `first` and `last` name the ends of the axis.
-pub(super) fn bars(title: &str, unit: &str, marks: &[Mark], first: &str, last: &str) -> String {
+pub(super) fn bars(title: &str, unit: Unit, marks: &[Mark], first: &str, last: &str) -> String {
     let mut out = String::with_capacity(256 + marks.len() * 120);
     let max = scale(marks);
-    frame(&mut out, title, max, unit, first, last);
+    frame(&mut out, title, marks, unit, first, last);
     let plot = WIDTH - LEFT - RIGHT;
     let height = HEIGHT - TOP - BOTTOM;
     let step = plot / marks.len().max(1) as f64;
@@ -79,13 +101,12 @@ pub(super) fn bars(title: &str, unit: &str, marks: &[Mark], first: &str, last: &
         let x = LEFT + i as f64 * step;
         let _ = write!(
             out,
-            "<rect class=\"bar {}\" x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{h:.1}\"><title>{}: {} {}</title></rect>",
+            "<rect class=\"bar {}\" x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{h:.1}\"><title>{}: {}</title></rect>",
             mark.class,
             HEIGHT - BOTTOM - h,
             (step - gap).max(0.5),
             esc(&mark.label),
-            number(mark.value),
-            esc(unit),
+            esc(&amount(mark.value, unit)),
         );
     }
     out.push_str("</svg></figure>");
@@ -93,10 +114,10 @@ pub(super) fn bars(title: &str, unit: &str, marks: &[Mark], first: &str, last: &
 }
 
 /// A line through the marks, with the area under it shaded.
-pub(super) fn line(title: &str, unit: &str, marks: &[Mark], first: &str, last: &str) -> String {
+pub(super) fn line(title: &str, unit: Unit, marks: &[Mark], first: &str, last: &str) -> String {
     let mut out = String::with_capacity(512 + marks.len() * 24);
     let max = scale(marks);
-    frame(&mut out, title, max, unit, first, last);
+    frame(&mut out, title, marks, unit, first, last);
     let plot = WIDTH - LEFT - RIGHT;
     let height = HEIGHT - TOP - BOTTOM;
     let step = plot / (marks.len().max(2) - 1) as f64;
@@ -128,11 +149,10 @@ pub(super) fn line(title: &str, unit: &str, marks: &[Mark], first: &str, last: &
     for ((x, _), mark) in points.iter().zip(marks) {
         let _ = write!(
             out,
-            "<rect class=\"hover\" x=\"{:.1}\" y=\"{TOP}\" width=\"{step:.1}\" height=\"{height:.1}\"><title>{}: {} {}</title></rect>",
+            "<rect class=\"hover\" x=\"{:.1}\" y=\"{TOP}\" width=\"{step:.1}\" height=\"{height:.1}\"><title>{}: {}</title></rect>",
             x - step / 2.0,
             esc(&mark.label),
-            number(mark.value),
-            esc(unit)
+            esc(&amount(mark.value, unit))
         );
     }
     out.push_str("</svg></figure>");
@@ -157,12 +177,17 @@ mod tests {
                 class: "bad",
             },
         ];
-        let svg = bars("Заголовок", "шт.", &marks, "a", "b");
-        assert!(svg.contains("&lt;b&gt;: 2 шт."), "{svg}");
+        const COMMANDS: Unit = &["команда", "команды", "команд"];
+        let svg = bars("Заголовок", COMMANDS, &marks, "a", "b");
+        assert!(svg.contains("&lt;b&gt;: 2 команды"), "{svg}");
         assert!(!svg.contains("<b>"));
-        assert!(svg.contains("4 шт."));
-        let svg = line("Очередь", "команд", &marks, "a", "b");
+        assert!(svg.contains("макс. 4 команды"));
+        let svg = line("Очередь", COMMANDS, &marks, "a", "b");
         assert!(svg.contains("<polyline"));
-        assert_eq!(number(2.5), "2,5");
+        assert_eq!(amount(2.5, COMMANDS), "2,5 команды");
+        assert_eq!(amount(1.0, COMMANDS), "1 команда");
+        assert_eq!(amount(11.0, COMMANDS), "11 команд");
+        assert_eq!(amount(22.0, COMMANDS), "22 команды");
+        assert_eq!(amount(0.0, COMMANDS), "0 команд");
     }
 }

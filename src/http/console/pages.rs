@@ -2,7 +2,7 @@
 //! through [`esc`]; the parts that change while the page is open are `data-live` sections with an
 //! id, which the page's script replaces in place.
 
-use super::charts::{self, Mark};
+use super::charts::{self, Mark, Unit};
 use super::html::{
     clip, command_status_words, command_type_words, duration_words, esc, form, run_kind_words,
     run_status_words, seconds_since, segment, size_words, time_and_age, time_of,
@@ -15,12 +15,15 @@ use crate::service::{
 use std::fmt::Write as _;
 use time::OffsetDateTime;
 
-/// Statuses of a batch a list can be filtered by, with their words.
-pub(super) const BATCH_FILTERS: &[(BatchStatus, &str)] = &[
-    (BatchStatus::Queued, "в очереди"),
-    (BatchStatus::Running, "выполняется"),
-    (BatchStatus::Completed, "завершён"),
-    (BatchStatus::Cancelled, "отменён"),
+/// The unit of the charts of commands.
+const COMMANDS: Unit = &["команда", "команды", "команд"];
+
+/// Statuses of a batch a list can be filtered by.
+const BATCH_FILTERS: &[BatchStatus] = &[
+    BatchStatus::Queued,
+    BatchStatus::Running,
+    BatchStatus::Completed,
+    BatchStatus::Cancelled,
 ];
 
 /// How many rows of a slice the page shows.
@@ -257,24 +260,24 @@ pub(super) fn overview(view: &Overview) -> String {
             })
             .collect()
     };
-    type Draw = fn(&str, &str, &[Mark], &str, &str) -> String;
+    type Draw = fn(&str, Unit, &[Mark], &str, &str) -> String;
     type Value = fn(&HourActivity) -> f64;
-    let hourly_charts: [(&str, &str, Value, Draw); 3] = [
+    let hourly_charts: [(&str, Unit, Value, Draw); 3] = [
         (
             "Глубина очереди (в очереди и у агента) по часам",
-            "команд",
+            COMMANDS,
             |h| h.queue_depth as f64,
             charts::line,
         ),
         (
             "Выполнено команд в час",
-            "команд",
+            COMMANDS,
             |h| h.finished as f64,
             charts::bars,
         ),
         (
             "Ограничение частоты Jira (ответы 429) в час",
-            "ответов",
+            &["ответ", "ответа", "ответов"],
             |h| h.rate_limited as f64,
             charts::bars,
         ),
@@ -306,7 +309,7 @@ pub(super) fn overview(view: &Overview) -> String {
     };
     out.push_str(&charts::bars(
         "Длительность обновлений зеркала",
-        "с",
+        &["с", "с", "с"],
         &run_marks,
         &first_run,
         &last_run,
@@ -348,13 +351,17 @@ pub(super) fn batches(
     out.push_str(
         "</select></label> <label>Статус <select name=\"status\"><option value=\"\">любой</option>",
     );
-    for (value, words) in BATCH_FILTERS {
+    for value in BATCH_FILTERS {
         let selected = if status == Some(*value) {
             " selected"
         } else {
             ""
         };
-        let _ = write!(out, "<option value=\"{value}\"{selected}>{words}</option>");
+        let _ = write!(
+            out,
+            "<option value=\"{value}\"{selected}>{}</option>",
+            value.label()
+        );
     }
     out.push_str("</select></label> <button type=\"submit\">Показать</button></form>");
     let _ = write!(

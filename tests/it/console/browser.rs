@@ -178,6 +178,14 @@ impl Browser {
         );
     }
 
+    fn resize(&self, width: u32, height: u32) {
+        self.call(
+            "POST",
+            "/window/rect",
+            Some(json!({"width": width, "height": height})),
+        );
+    }
+
     fn screenshot(&self, path: &Path) {
         let data = self.call("GET", "/screenshot", None);
         let png = base64_decode(data.as_str().expect("base64"));
@@ -448,4 +456,16 @@ fn the_console_in_a_headless_browser() {
     browser.screenshot(&shot);
     assert!(std::fs::metadata(&shot).unwrap().len() > 10_000);
     println!("screenshot of the overview: {}", shot.display());
+    // And as a phone shows it: one column, nothing wider than the screen.
+    browser.resize(400, 1800);
+    browser.goto(&base);
+    browser.wait_text("#overview-charts", |t| t.contains("Выполнено команд в час"));
+    let overflow = browser.script(
+        "return document.documentElement.scrollWidth - document.documentElement.clientWidth;",
+        json!([]),
+    );
+    assert_eq!(overflow, 0, "the overview is wider than a phone's screen");
+    let phone = target_dir().join("console-overview-phone.png");
+    browser.screenshot(&phone);
+    println!("screenshot of the overview on a phone: {}", phone.display());
 }
