@@ -92,6 +92,8 @@ pub struct FailedBatch {
     pub id: i64,
     pub title: String,
     pub project: Option<String>,
+    /// Its commands still queued or claimed (the batch can be cancelled while there are any).
+    pub open_commands: i64,
     /// Newest first, each with its earlier attempts.
     pub commands: Vec<CommandView>,
 }
@@ -311,7 +313,14 @@ impl HubConnection {
                 let Some(row) = tx.batch(command.batch_id)? else {
                     continue;
                 };
+                let open_commands = tx
+                    .batch_status_counts(row.id)?
+                    .into_iter()
+                    .filter(|(status, _)| status == "queued" || status == "claimed")
+                    .map(|(_, n)| n)
+                    .sum();
                 batches.push(FailedBatch {
+                    open_commands,
                     id: row.id,
                     title: row.title,
                     project: row.project,

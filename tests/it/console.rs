@@ -272,6 +272,8 @@ async fn a_post_without_the_anti_forgery_token_or_from_another_site_changes_noth
     for (form, headers) in refused {
         let page = console.post(&cancel, Some(&cookie), form, headers).await;
         assert_eq!(page.status, StatusCode::FORBIDDEN, "{form:?} {headers:?}");
+        assert!(page.body.contains("role=\"alert\""), "{}", page.body);
+        assert!(!page.body.contains("<form"), "{}", page.body);
         let batch = console
             .api(Method::GET, &format!("/batches/{id}"), None)
             .await;
@@ -336,7 +338,11 @@ async fn a_post_without_the_anti_forgery_token_or_from_another_site_changes_noth
         )
         .await;
     assert_eq!(page.status, StatusCode::FORBIDDEN);
+    assert!(page.body.contains("с другого сайта"), "{}", page.body);
     assert!(!page.headers.contains_key("set-cookie"));
+    // The sign-in address opened by hand leads to the console.
+    let page = console.get("/ui/sign-in", None).await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER);
 }
 
 #[tokio::test]

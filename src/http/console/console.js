@@ -18,11 +18,7 @@
       return;
     }
     busy = true;
-    fetch(window.location.href, {
-      credentials: "same-origin",
-      cache: "no-store",
-      headers: { "X-Console-Live": "1" }
-    })
+    fetch(window.location.href, { credentials: "same-origin", cache: "no-store" })
       .then(function (response) {
         if (response.status === 401) {
           // Signed out elsewhere: show the sign-in form.

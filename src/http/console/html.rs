@@ -132,6 +132,20 @@ pub(super) fn sign_in_page(error: Option<&str>) -> String {
     out
 }
 
+/// A refused action before anything was done (another site's form, a stale anti-forgery token):
+/// the reason and a way back, no form.
+pub(super) fn refusal_page(message: &str) -> String {
+    let mut out = String::with_capacity(1024);
+    head(&mut out, "Отклонено");
+    let _ = writeln!(
+        out,
+        "<body class=\"sign-in\"><main><h1>jira-hub</h1><p class=\"error\" role=\"alert\">{}</p>\
+         <p><a href=\"/\">На главную</a></p></main></body></html>",
+        esc(message)
+    );
+    out
+}
+
 /// A POST form of one button, with the anti-forgery token and hidden fields.
 pub(super) fn form(
     action: &str,

@@ -98,7 +98,10 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/", get(overview))
         .route("/ui/static/console.js", get(script))
         .route("/ui/static/console.css", get(style))
-        .route("/ui/sign-in", post(sign_in))
+        .route(
+            "/ui/sign-in",
+            get(|| async { see_other("/") }).post(sign_in),
+        )
         .route("/ui/sign-out", post(sign_out))
         .route("/ui/batches", get(batches))
         .route("/ui/batches/{id}", get(batch))
@@ -355,13 +358,7 @@ impl Posted {
 }
 
 fn forbidden(message: &str) -> Response {
-    html(
-        StatusCode::FORBIDDEN,
-        html::sign_in_page(Some(message)).replace(
-            "<form method=\"post\" action=\"/ui/sign-in\">",
-            "<form method=\"post\" action=\"/ui/sign-in\" hidden>",
-        ),
-    )
+    html(StatusCode::FORBIDDEN, html::refusal_page(message))
 }
 
 /// A form body read whole (at most the API's body limit).

@@ -533,13 +533,15 @@ pub(super) fn failed(list: &[FailedBatch], csrf: &str, limit: i64) -> String {
             "Повторить все неудачные пакета",
             "",
         ));
-        out.push_str(&form(
-            &format!("/ui/batches/{id}/cancel"),
-            csrf,
-            &[("back", "/ui/failed")],
-            "Отменить пакет",
-            "danger",
-        ));
+        if batch.open_commands > 0 {
+            out.push_str(&form(
+                &format!("/ui/batches/{id}/cancel"),
+                csrf,
+                &[("back", "/ui/failed")],
+                &format!("Отменить пакет (ждут {})", batch.open_commands),
+                "danger",
+            ));
+        }
         out.push_str("</p>");
         command_rows(&mut out, &batch.commands, csrf, "/ui/failed");
         out.push_str("</article>");
