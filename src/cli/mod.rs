@@ -15,7 +15,7 @@ use crate::clock::SystemClock;
 use crate::service::{HubConnection, ServiceError};
 use crate::store::StoreError;
 use anyhow::Context;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -120,6 +120,17 @@ pub enum Command {
         /// Follow the refresh with a progress bar until it ends; exit 1 when it failed.
         #[arg(long)]
         wait: bool,
+    },
+    /// Print shell completions for bash, zsh, fish, elvish or powershell.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), or with --dir write one page per command into a folder.
+    Man {
+        /// Write jira-hub.1 and a page for each subcommand (jira-hub-serve.1, …) here.
+        #[arg(long)]
+        dir: Option<PathBuf>,
     },
     /// Run the agent inside Jira's network: claim commands from the hub, run them in Jira,
     /// report (opens no database; --db is ignored).
@@ -339,6 +350,22 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
             since_last,
             wait,
         } => queue::refresh(&cli.db, project.as_deref(), since_last, wait)?,
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "jira-hub", &mut script);
+            let mut script = String::from_utf8(script).context("completions")?;
+            if shell == clap_complete::Shell::Bash {
+                // clap_complete spells a hyphenated binary's subcommand states two ways (the
+                // dispatch loop `jira__hub__subcmd__refresh`, the case arms
+                // `jira__subcmd__hub__subcmd__refresh`), so nothing past the first word would
+                // complete: clap-rs/clap#6421. The arms take the loop's spelling.
+                script = script.replace("jira__subcmd__hub", "jira__hub");
+            }
+            std::io::Write::write_all(&mut std::io::stdout().lock(), script.as_bytes())
+                .context("stdout")?;
+            Outcome::Success
+        }
+        Command::Man { dir } => man(dir.as_deref())?,
         Command::Agent { config, once } => agent::agent(&config, once)?,
     })
 }
@@ -368,6 +395,22 @@ impl ServeArgs {
             },
         }
     }
+}
+
+/// `man`: the pages come from the same definitions as the parser. Their version is the release
+/// alone (not the commit), so pages made from two commits of one release are the same.
+fn man(dir: Option<&Path>) -> anyhow::Result<Outcome> {
+    let command = Cli::command().version(env!("CARGO_PKG_VERSION"));
+    match dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("не удалось создать папку {}", dir.display()))?;
+            clap_mangen::generate_to(command, dir)
+                .with_context(|| format!("не удалось записать страницы в {}", dir.display()))?;
+        }
+        None => clap_mangen::Man::new(command).render(&mut std::io::stdout())?,
+    }
+    Ok(Outcome::Success)
 }
 
 /// Opens the hub's database, creating or migrating it: `init` and `migrate` (and `serve`).

@@ -687,3 +687,85 @@ fn log_lines_for_journald_and_for_shippers() {
     assert_eq!(value["level"], "INFO", "{line}");
     assert_eq!(value["fields"]["message"], "settings changed", "{line}");
 }
+
+/// `dist/` holds the completions and man pages the Debian package installs; they are what the
+/// binary makes from its CLI definitions now (`scripts/dist.sh` regenerates them).
+#[test]
+fn completions_and_man_pages_in_dist_are_current() {
+    let dir = TestDir::new();
+    let dist = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("dist");
+    let stale = "dist/ is stale: run scripts/dist.sh and commit dist/";
+    for (shell, file) in [
+        ("bash", "jira-hub.bash"),
+        ("zsh", "_jira-hub"),
+        ("fish", "jira-hub.fish"),
+    ] {
+        let out = run_ok(&dir.db(), &["completions", shell]);
+        let committed = std::fs::read_to_string(dist.join("completions").join(file)).unwrap();
+        assert!(out.stdout == committed, "{shell}: {stale}");
+    }
+    let pages = dir.path().join("man");
+    run_ok(&dir.db(), &["man", "--dir", pages.to_str().unwrap()]);
+    let list = |folder: &std::path::Path| {
+        let mut names: Vec<String> = std::fs::read_dir(folder)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    };
+    let made = list(&pages);
+    assert_eq!(made, list(&dist.join("man")), "{stale}");
+    assert!(made.contains(&"jira-hub-refresh.1".to_string()), "{made:?}");
+    for name in &made {
+        assert!(
+            std::fs::read(pages.join(name)).unwrap()
+                == std::fs::read(dist.join("man").join(name)).unwrap(),
+            "{name}: {stale}"
+        );
+    }
+    for unit in ["jira-hub.service", "jira-hub-agent.service"] {
+        let source = std::fs::read_to_string(dist.join("../systemd").join(unit)).unwrap();
+        let packaged = std::fs::read_to_string(dist.join("systemd").join(unit)).unwrap();
+        assert!(
+            packaged == source.replace("/usr/local/bin/jira-hub", "/usr/bin/jira-hub"),
+            "{unit}: {stale}"
+        );
+        assert!(packaged.contains("ExecStart=/usr/bin/jira-hub "), "{unit}");
+    }
+    let page = run_ok(&dir.db(), &["man"]).stdout;
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH jira-hub 1"),
+        "{page}"
+    );
+
+    // The bash completion completes subcommands and their options.
+    if std::process::Command::new("bash")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        println!("skipped the bash completion check: bash is not installed");
+        return;
+    }
+    let complete = |words: &str| {
+        let script = format!(
+            "source {}; COMP_WORDS=({words}); COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1)); \
+             COMP_LINE=\"{words}\"; COMP_POINT=${{#COMP_LINE}}; \
+             _jira__hub jira-hub \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"; \
+             echo \"${{COMPREPLY[@]}}\"",
+            dist.join("completions/jira-hub.bash").display()
+        );
+        let out = std::process::Command::new("bash")
+            .args(["-c", &script])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let subcommands = complete("jira-hub ba");
+    assert!(
+        subcommands.contains("batches") && subcommands.contains("backup"),
+        "{subcommands}"
+    );
+    assert!(complete("jira-hub refresh --w").contains("--wait"));
+}

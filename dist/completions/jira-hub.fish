@@ -1,0 +1,294 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_jira_hub_global_optspecs
+    string join \n db= log-format= h/help V/version
+end
+
+function __fish_jira_hub_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_jira_hub_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_jira_hub_using_subcommand
+    set -l cmd (__fish_jira_hub_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c jira-hub -n "__fish_jira_hub_needs_command" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_needs_command" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_needs_command" -s V -l version -d 'Print version'
+complete -c jira-hub -n "__fish_jira_hub_needs_command" -f -a "init" -d 'Create or migrate the database and import the settings of a legacy sync config'
+complete -c jira-hub -n "__fish_jira_hub_needs_command" -f -a "migrate" -d 'Create or migrate the database, print what was done, and exit'
+complete -c jira-hub -n "__fish_jira_hub_needs_command" -f -a "settings" -d 'Read or write settings, with the validation of PUT /settings'
+complete -c jira-hub -n "__fish_jira_hub_needs_command" -f -a "projects" -d 'List or add projects (Jira labels)'
+complete -c jira-hub -n "__fish_jira_hub_needs_command" -f -a "tokens" -d 'Print the agent and client tokens, or make a new one'
+complete -c jira-hub -n "__fish_jira_hub_needs_command" -f -a "status" -d 'A summary for people: schema, projects, queue, agents, last full refresh, relay folder'
+complete -c jira-hub -n "__fish_jira_hub_needs_command" -f -a "backup" -d 'Make an online backup into backups/ now'
+complete -c jira-hub -n "__fish_jira_hub_needs_command" -f -a "serve" -d 'Run the daemon: the HTTP API, the relay watcher (when relay_dir is set), the timers'
+complete -c jira-hub -n "__fish_jira_hub_needs_command" -f -a "relay" -d 'Look at relay files by hand'
+complete -c jira-hub -n "__fish_jira_hub_needs_command" -f -a "batches" -d 'The queue\'s batches: list, show one with its commands, cancel'
+complete -c jira-hub -n "__fish_jira_hub_needs_command" -f -a "commands" -d 'Commands that ended failed or skipped: list them, queue them again'
+complete -c jira-hub -n "__fish_jira_hub_needs_command" -f -a "refresh" -d 'Queue a refresh of the mirror (everything, or one project) and, with --wait, follow it'
+complete -c jira-hub -n "__fish_jira_hub_needs_command" -f -a "completions" -d 'Print shell completions for bash, zsh, fish, elvish or powershell'
+complete -c jira-hub -n "__fish_jira_hub_needs_command" -f -a "man" -d 'Print the man page (roff), or with --dir write one page per command into a folder'
+complete -c jira-hub -n "__fish_jira_hub_needs_command" -f -a "agent" -d 'Run the agent inside Jira\'s network: claim commands from the hub, run them in Jira, report (opens no database; --db is ignored)'
+complete -c jira-hub -n "__fish_jira_hub_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -l config -d 'The legacy config (format: admin/jira-sync/config.example.json); `-` reads it from standard input' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -l force -d 'Import over the settings an earlier init stored (tokens are kept)'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -l if-new -d 'Do nothing, successfully, when the database already has settings'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand migrate" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand migrate" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand migrate" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and not __fish_seen_subcommand_from get set help" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and not __fish_seen_subcommand_from get set help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and not __fish_seen_subcommand_from get set help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and not __fish_seen_subcommand_from get set help" -f -a "get" -d 'Print all settings (without tokens), or one'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and not __fish_seen_subcommand_from get set help" -f -a "set" -d 'Write one setting: KEY and a JSON value (strings in quotes: \'"/srv/relay"\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and not __fish_seen_subcommand_from get set help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from get" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from get" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from get" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from set" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from set" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from set" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from help" -f -a "get" -d 'Print all settings (without tokens), or one'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from help" -f -a "set" -d 'Write one setting: KEY and a JSON value (strings in quotes: \'"/srv/relay"\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and not __fish_seen_subcommand_from list add help" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and not __fish_seen_subcommand_from list add help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and not __fish_seen_subcommand_from list add help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and not __fish_seen_subcommand_from list add help" -f -a "list" -d 'The projects in base-JQL order'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and not __fish_seen_subcommand_from list add help" -f -a "add" -d 'Create a project'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and not __fish_seen_subcommand_from list add help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from list" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from list" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from add" -l board -d 'The project\'s Jira board' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from add" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from add" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from add" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from help" -f -a "list" -d 'The projects in base-JQL order'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from help" -f -a "add" -d 'Create a project'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand tokens" -l rotate -r -f -a "agent\t''
+client\t''"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand tokens" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand tokens" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand tokens" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand status" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand status" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand status" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand backup" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand backup" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand backup" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l listen -d 'The HTTP listen address' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l relay-poll-ms -d 'How often the relay lists inbox/, in milliseconds (notifications only hurry it)' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l relay-grace-seconds -d 'How long a relay file that is not complete JSON may keep arriving before it is refused' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l relay-retention-days -d 'How long answers, archived and refused relay files are kept' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l relay-arrival-limit-seconds -d 'How long a relay file that is not complete JSON may keep changing before it is refused all the same' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l relay-max-file-mb -d 'Relay files larger than this are refused unread' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l http-max-body-mb -d 'The largest HTTP request body (a refresh page of 1,000 issues must fit)' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l http-timeout-seconds -d 'An HTTP request that takes longer is answered 408' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l http-max-connections -d 'Open HTTP connections at most; at the cap a new one closes the oldest idle one' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l http-header-timeout-seconds -d 'A connection that has not sent its request headers within this time is closed' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l http-idle-timeout-seconds -d 'A keep-alive connection with no request for this long is closed' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l init-from -d 'Initialise a new database from this legacy config first (nothing happens to one that has settings)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l default-relay-dir -d 'When relay_dir is not set, set it to this folder (made if missing)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l relay-no-notify -d 'List inbox/ on the timer only, without change notifications'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate help" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate help" -f -a "inspect" -d 'A readable table of one relay file or a whole relay folder'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate help" -f -a "validate" -d 'Check files against the protocol; exit 1 when any is invalid'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from inspect" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from inspect" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from inspect" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from validate" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from validate" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from validate" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from help" -f -a "inspect" -d 'A readable table of one relay file or a whole relay folder'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from help" -f -a "validate" -d 'Check files against the protocol; exit 1 when any is invalid'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -f -a "list" -d 'Batches, newest first, with their command counters'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -f -a "show" -d 'One batch with its commands: status, deliveries, who claimed them, result or error'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -f -a "cancel" -d 'Cancel a batch: its queued commands become cancelled'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -l project -d 'Only this project\'s batches' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -l status -d 'Only batches in this status: queued, running, cancelled or completed' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from show" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from show" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from cancel" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from cancel" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from cancel" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from help" -f -a "list" -d 'Batches, newest first, with their command counters'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from help" -f -a "show" -d 'One batch with its commands: status, deliveries, who claimed them, result or error'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from help" -f -a "cancel" -d 'Cancel a batch: its queued commands become cancelled'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry help" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry help" -f -a "failed" -d 'Commands that ended failed or skipped, newest first, with their errors'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry help" -f -a "retry" -d 'Queue failed or skipped commands again (their earlier outcome is kept), or with --batch every failed and skipped command of a batch'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from failed" -l limit -d 'At most this many' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from failed" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from failed" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from failed" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from retry" -l batch -d 'Retry every failed and skipped command of this batch' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from retry" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from retry" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from retry" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from help" -f -a "failed" -d 'Commands that ended failed or skipped, newest first, with their errors'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from help" -f -a "retry" -d 'Queue failed or skipped commands again (their earlier outcome is kept), or with --batch every failed and skipped command of a batch'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh" -l project -d 'Refresh this project\'s label only (with its board); everything otherwise' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh" -l since-last -d 'Only what changed since the last successful run (an incremental refresh; it never removes issues that left the scope)'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh" -l wait -d 'Follow the refresh with a progress bar until it ends; exit 1 when it failed'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand completions" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand completions" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand man" -l dir -d 'Write jira-hub.1 and a page for each subcommand (jira-hub-serve.1, …) here' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand man" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand man" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand man" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand agent" -l config -d 'The agent\'s config (format: admin/agent.example.json)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand agent" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand agent" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand agent" -l once -d 'One heartbeat, one claim, its commands executed and reported, then exit'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand agent" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and not __fish_seen_subcommand_from init migrate settings projects tokens status backup serve relay batches commands refresh completions man agent help" -f -a "init" -d 'Create or migrate the database and import the settings of a legacy sync config'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and not __fish_seen_subcommand_from init migrate settings projects tokens status backup serve relay batches commands refresh completions man agent help" -f -a "migrate" -d 'Create or migrate the database, print what was done, and exit'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and not __fish_seen_subcommand_from init migrate settings projects tokens status backup serve relay batches commands refresh completions man agent help" -f -a "settings" -d 'Read or write settings, with the validation of PUT /settings'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and not __fish_seen_subcommand_from init migrate settings projects tokens status backup serve relay batches commands refresh completions man agent help" -f -a "projects" -d 'List or add projects (Jira labels)'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and not __fish_seen_subcommand_from init migrate settings projects tokens status backup serve relay batches commands refresh completions man agent help" -f -a "tokens" -d 'Print the agent and client tokens, or make a new one'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and not __fish_seen_subcommand_from init migrate settings projects tokens status backup serve relay batches commands refresh completions man agent help" -f -a "status" -d 'A summary for people: schema, projects, queue, agents, last full refresh, relay folder'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and not __fish_seen_subcommand_from init migrate settings projects tokens status backup serve relay batches commands refresh completions man agent help" -f -a "backup" -d 'Make an online backup into backups/ now'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and not __fish_seen_subcommand_from init migrate settings projects tokens status backup serve relay batches commands refresh completions man agent help" -f -a "serve" -d 'Run the daemon: the HTTP API, the relay watcher (when relay_dir is set), the timers'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and not __fish_seen_subcommand_from init migrate settings projects tokens status backup serve relay batches commands refresh completions man agent help" -f -a "relay" -d 'Look at relay files by hand'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and not __fish_seen_subcommand_from init migrate settings projects tokens status backup serve relay batches commands refresh completions man agent help" -f -a "batches" -d 'The queue\'s batches: list, show one with its commands, cancel'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and not __fish_seen_subcommand_from init migrate settings projects tokens status backup serve relay batches commands refresh completions man agent help" -f -a "commands" -d 'Commands that ended failed or skipped: list them, queue them again'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and not __fish_seen_subcommand_from init migrate settings projects tokens status backup serve relay batches commands refresh completions man agent help" -f -a "refresh" -d 'Queue a refresh of the mirror (everything, or one project) and, with --wait, follow it'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and not __fish_seen_subcommand_from init migrate settings projects tokens status backup serve relay batches commands refresh completions man agent help" -f -a "completions" -d 'Print shell completions for bash, zsh, fish, elvish or powershell'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and not __fish_seen_subcommand_from init migrate settings projects tokens status backup serve relay batches commands refresh completions man agent help" -f -a "man" -d 'Print the man page (roff), or with --dir write one page per command into a folder'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and not __fish_seen_subcommand_from init migrate settings projects tokens status backup serve relay batches commands refresh completions man agent help" -f -a "agent" -d 'Run the agent inside Jira\'s network: claim commands from the hub, run them in Jira, report (opens no database; --db is ignored)'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and not __fish_seen_subcommand_from init migrate settings projects tokens status backup serve relay batches commands refresh completions man agent help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from settings" -f -a "get" -d 'Print all settings (without tokens), or one'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from settings" -f -a "set" -d 'Write one setting: KEY and a JSON value (strings in quotes: \'"/srv/relay"\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from projects" -f -a "list" -d 'The projects in base-JQL order'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from projects" -f -a "add" -d 'Create a project'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from relay" -f -a "inspect" -d 'A readable table of one relay file or a whole relay folder'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from relay" -f -a "validate" -d 'Check files against the protocol; exit 1 when any is invalid'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from batches" -f -a "list" -d 'Batches, newest first, with their command counters'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from batches" -f -a "show" -d 'One batch with its commands: status, deliveries, who claimed them, result or error'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from batches" -f -a "cancel" -d 'Cancel a batch: its queued commands become cancelled'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from commands" -f -a "failed" -d 'Commands that ended failed or skipped, newest first, with their errors'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from commands" -f -a "retry" -d 'Queue failed or skipped commands again (their earlier outcome is kept), or with --batch every failed and skipped command of a batch'
