@@ -92,6 +92,8 @@ pub struct FailedBatch {
     pub id: i64,
     pub title: String,
     pub project: Option<String>,
+    /// Whether the batch was cancelled (its commands are never retried).
+    pub cancelled: bool,
     /// Its commands still queued or claimed (the batch can be cancelled while there are any).
     pub open_commands: i64,
     /// Newest first, each with its earlier attempts.
@@ -320,6 +322,7 @@ impl HubConnection {
                     .map(|(_, n)| n)
                     .sum();
                 batches.push(FailedBatch {
+                    cancelled: row.cancelled_at.is_some(),
                     open_commands,
                     id: row.id,
                     title: row.title,

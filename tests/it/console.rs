@@ -107,6 +107,31 @@ impl Console {
         serde_json::from_str(&page.body).unwrap()
     }
 
+    /// An agent's request with the agent token.
+    async fn agent_post(&self, path: &str, body: Value) -> Page {
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri(path)
+            .header("Authorization", format!("Bearer {}", self.agent))
+            .header("Content-Type", "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap();
+        self.send(request).await
+    }
+
+    /// A claim of one command by `agent`; the answer.
+    async fn claim(&self, agent: &str, id: &str) -> Value {
+        let page = self
+            .agent_post(
+                "/agent/claim",
+                json!({"kind": "claim", "id": id, "agent": agent, "sent_at": "2026-11-29T10:00:00Z",
+                       "agent_version": "1.4.0", "settings_version": 0, "max_commands": 1}),
+            )
+            .await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+        serde_json::from_str(&page.body).unwrap()
+    }
+
     /// Signs in; returns the cookie to send.
     async fn sign_in(&self) -> String {
         let page = self
@@ -407,30 +432,15 @@ async fn the_overview_shows_a_refresh_in_progress() {
         page.body
     );
 
-    let agent = |path: &'static str, body: Value| {
-        let request = Request::builder()
-            .method(Method::POST)
-            .uri(path)
-            .header("Authorization", format!("Bearer {}", console.agent))
-            .header("Content-Type", "application/json")
-            .body(Body::from(body.to_string()))
-            .unwrap();
-        console.send(request)
-    };
-    let claim = agent(
-        "/agent/claim",
-        json!({"kind": "claim", "id": "c1", "agent": "agent-<i>", "sent_at": "2026-11-29T10:00:00Z",
-               "agent_version": "1.4.0", "settings_version": 0, "max_commands": 1}),
-    )
-    .await;
-    let claim: Value = serde_json::from_str(&claim.body).unwrap();
+    let claim = console.claim("agent-<i>", "c1").await;
     let command = &claim["commands"][0];
     let issues = [
         raw_issue("AURORA-1", "1", &["AWPCA"], json!({})),
         raw_issue("AURORA-2", "2", &["AWPCA"], json!({})),
     ];
-    let report = agent(
-        "/agent/report",
+    let report = console
+        .agent_post(
+            "/agent/report",
         json!({"kind": "report", "id": "r1", "agent": "agent-<i>", "sent_at": "2026-11-29T10:00:00Z",
                "results": [{"command_id": command["id"], "delivery": command["delivery"], "status": "progress",
                             "page": {"start_at": 0, "total": 3, "issues": issues}}]}),
@@ -468,4 +478,88 @@ async fn the_overview_shows_a_refresh_in_progress() {
         "{}",
         slice.body
     );
+}
+
+/// A failed command is offered again on the failed page and its batch's page; in a cancelled
+/// batch it is not (its commands never go back to Jira), and retrying it by hand is refused in
+/// words.
+#[tokio::test]
+async fn a_cancelled_batch_offers_no_retry() {
+    let console = console();
+    let cookie = console.sign_in().await;
+    let batch = console
+        .api(
+            Method::POST,
+            "/batches",
+            Some(
+                json!({"title": "два комментария", "author": "ivanov", "commands": [
+                {"type": "comment", "params": {"key": "AURORA-1", "body": "x"}},
+                {"type": "comment", "params": {"key": "AURORA-1", "body": "y"}}]}),
+            ),
+        )
+        .await;
+    let id = batch["id"].as_i64().unwrap();
+    let claim = console.claim("agent-1", "c1").await;
+    let command = claim["commands"][0]["id"].as_i64().unwrap();
+    let report = console
+        .agent_post(
+            "/agent/report",
+            json!({"kind": "report", "id": "r1", "agent": "agent-1", "sent_at": "2026-11-29T10:00:00Z",
+                   "results": [{"command_id": command, "delivery": claim["commands"][0]["delivery"],
+                                "status": "failed", "error": "нет прав <b>"}]}),
+        )
+        .await;
+    assert_eq!(report.status, StatusCode::OK, "{}", report.body);
+    let retry_form = format!("action=\"/ui/commands/{command}/retry\"");
+
+    let failed = console.get("/ui/failed", Some(&cookie)).await;
+    assert!(failed.body.contains(&retry_form), "{}", failed.body);
+    assert!(failed.body.contains("нет прав &lt;b&gt;"));
+    assert!(
+        failed.body.contains("Отменить пакет (ждут 1)"),
+        "{}",
+        failed.body
+    );
+    let page = console
+        .get(&format!("/ui/batches/{id}"), Some(&cookie))
+        .await;
+    assert!(page.body.contains(&retry_form));
+    let csrf = csrf_of(&page.body);
+
+    let cancel = console
+        .post(
+            &format!("/ui/batches/{id}/cancel"),
+            Some(&cookie),
+            &[("csrf", &csrf), ("back", "/ui/failed")],
+            &[],
+        )
+        .await;
+    assert_eq!(cancel.status, StatusCode::SEE_OTHER);
+    assert_eq!(cancel.headers["location"], "/ui/failed?notice=cancelled");
+    let failed = console
+        .get("/ui/failed?notice=cancelled", Some(&cookie))
+        .await;
+    assert!(failed.body.contains("Пакет отменён."), "{}", failed.body);
+    assert!(failed.body.contains("его команды не повторяются"));
+    assert!(!failed.body.contains(&retry_form));
+    assert!(!failed.body.contains("Отменить пакет"));
+    let page = console
+        .get(&format!("/ui/batches/{id}"), Some(&cookie))
+        .await;
+    assert!(!page.body.contains(&retry_form));
+
+    let refused = console
+        .post(
+            &format!("/ui/commands/{command}/retry"),
+            Some(&cookie),
+            &[("csrf", &csrf)],
+            &[],
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.body);
+    assert!(refused.body.contains("role=\"alert\""));
+    let after = console
+        .api(Method::GET, &format!("/batches/{id}"), None)
+        .await;
+    assert_eq!(after["commands"][0]["status"], "failed");
 }

@@ -516,12 +516,6 @@ fn static_file(content_type: &'static str, text: &'static str) -> Response {
 // ---------------------------------------------------------------------------------------------
 // Signing in and out
 
-#[derive(Debug, Deserialize)]
-struct SignInForm {
-    #[serde(default)]
-    token: String,
-}
-
 async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
     let headers = request.headers().clone();
     if cross_site(&headers) {
@@ -532,14 +526,11 @@ async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
         Ok(fields) => fields,
         Err(response) => return response,
     };
-    let form: SignInForm = fields
+    let token = fields
         .into_iter()
         .find(|(key, _)| key == "token")
-        .map(|(_, token)| SignInForm { token })
-        .unwrap_or(SignInForm {
-            token: String::new(),
-        });
-    let token = form.token.trim().to_string();
+        .map(|(_, token)| token.trim().to_string())
+        .unwrap_or_default();
     if token.is_empty() {
         return sign_in_form(StatusCode::UNAUTHORIZED, Some("введите токен клиента"));
     }

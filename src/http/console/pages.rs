@@ -402,7 +402,9 @@ fn json_text(value: &serde_json::Value) -> String {
     clip(&value.to_string(), 160)
 }
 
-fn command_rows(out: &mut String, commands: &[CommandView], csrf: &str, back: &str) {
+/// The commands' table; `csrf` is given where the failed may be retried (not in a cancelled
+/// batch, whose commands never go back to Jira).
+fn command_rows(out: &mut String, commands: &[CommandView], csrf: Option<&str>, back: &str) {
     out.push_str(
         "<div class=\"scroll\"><table><thead><tr><th>№</th><th>Тип</th><th>Параметры</th><th>Статус</th>\
          <th>Выдач</th><th>Агент</th><th>Результат или ошибка</th><th></th></tr></thead><tbody>",
@@ -413,17 +415,15 @@ fn command_rows(out: &mut String, commands: &[CommandView], csrf: &str, back: &s
             (None, Some(result)) => format!("<code>{}</code>", esc(&json_text(result))),
             (None, None) => "—".to_string(),
         };
-        let retry = if matches!(c.status.as_str(), "failed" | "skipped") {
-            let id = c.id.to_string();
-            form(
-                &format!("/ui/commands/{id}/retry"),
+        let retry = match csrf {
+            Some(csrf) if matches!(c.status.as_str(), "failed" | "skipped") => form(
+                &format!("/ui/commands/{}/retry", c.id),
                 csrf,
                 &[("back", back)],
                 "Повторить",
                 "",
-            )
-        } else {
-            String::new()
+            ),
+            _ => String::new(),
         };
         let _ = write!(
             out,
@@ -480,7 +480,7 @@ pub(super) fn batch(view: &BatchView, csrf: &str) -> String {
     out.push_str("</dl><p class=\"actions\">");
     let failed = view.counters.get("failed").copied().unwrap_or(0)
         + view.counters.get("skipped").copied().unwrap_or(0);
-    if failed > 0 {
+    if failed > 0 && view.cancelled_at.is_none() {
         out.push_str(&form(
             &format!("/ui/batches/{}/retry-failed", view.id),
             csrf,
@@ -499,7 +499,8 @@ pub(super) fn batch(view: &BatchView, csrf: &str) -> String {
         ));
     }
     out.push_str("</p></section><section id=\"batch-commands\" data-live><h2>Команды</h2>");
-    command_rows(&mut out, &view.commands, csrf, &back);
+    let retry = view.cancelled_at.is_none().then_some(csrf);
+    command_rows(&mut out, &view.commands, retry, &back);
     out.push_str("</section>");
     out
 }
@@ -526,13 +527,17 @@ pub(super) fn failed(list: &[FailedBatch], csrf: &str, limit: i64) -> String {
             esc(&batch.title),
             or_dash(batch.project.as_deref())
         );
-        out.push_str(&form(
-            &format!("/ui/batches/{id}/retry-failed"),
-            csrf,
-            &[("back", "/ui/failed")],
-            "Повторить все неудачные пакета",
-            "",
-        ));
+        if batch.cancelled {
+            out.push_str("<span class=\"hint\">Пакет отменён: его команды не повторяются.</span>");
+        } else {
+            out.push_str(&form(
+                &format!("/ui/batches/{id}/retry-failed"),
+                csrf,
+                &[("back", "/ui/failed")],
+                "Повторить все неудачные пакета",
+                "",
+            ));
+        }
         if batch.open_commands > 0 {
             out.push_str(&form(
                 &format!("/ui/batches/{id}/cancel"),
@@ -543,7 +548,8 @@ pub(super) fn failed(list: &[FailedBatch], csrf: &str, limit: i64) -> String {
             ));
         }
         out.push_str("</p>");
-        command_rows(&mut out, &batch.commands, csrf, "/ui/failed");
+        let retry = (!batch.cancelled).then_some(csrf);
+        command_rows(&mut out, &batch.commands, retry, "/ui/failed");
         out.push_str("</article>");
     }
     out.push_str("</section>");
