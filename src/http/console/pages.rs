@@ -776,7 +776,7 @@ pub(super) fn runs(
             let _ = write!(
                 out,
                 "<tr><td>{}</td><td>{}</td><td class=\"rs rs-{}\">{}</td><td>{}</td><td>{}</td>\
-                 <td class=\"num\">{}</td><td class=\"num\">{}</td><td><code>{}</code></td><td class=\"error\">{}</td></tr>",
+                 <td class=\"num\">{}</td><td class=\"num\">{}</td><td><code>{}</code></td><td>{}</td></tr>",
                 run.run.id,
                 run_kind_words(run.kind),
                 run.run.status.as_str(),
@@ -786,7 +786,10 @@ pub(super) fn runs(
                 run.run.issues_seen,
                 run.run.issues_changed,
                 esc(&clip(&run.run.query, 200)),
-                or_dash(run.run.error.as_deref().map(|e| clip(e, 300)).as_deref()),
+                run.run.error.as_deref().map_or_else(
+                    || "—".to_string(),
+                    |e| format!("<span class=\"error\">{}</span>", esc(&clip(e, 300)))
+                ),
             );
         }
         out.push_str("</tbody></table></div>");
