@@ -4,10 +4,11 @@
 //! retry a failed command, add a note; a screenshot of the overview is saved as
 //! `target/console-overview.png`. Without Chromium or its driver the test says it is skipped.
 //!
-//! The WebDriver client is the protocol's few calls over `ureq` (already the agent's HTTP client):
-//! a session, navigation, elements by CSS, clicks, keys, a script, a screenshot.
+//! Chromium is driven through chromedriver with `fantoccini`, on a runtime of the test's own
+//! (the test itself is synchronous, like the daemon and the agent it drives).
 
 use crate::support::*;
+use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -15,13 +16,11 @@ use std::time::{Duration, Instant};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
-/// WebDriver's name of an element in its answers.
-const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 /// A Chromium session driven through chromedriver; both end when dropped.
 struct Browser {
-    http: ureq::Agent,
-    base: String,
+    runtime: tokio::runtime::Runtime,
+    client: Option<Client>,
     driver: Child,
     _profile: tempfile::TempDir,
 }
@@ -39,21 +38,6 @@ impl Browser {
             .stderr(Stdio::null())
             .spawn()
             .expect("start chromedriver");
-        let http: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .proxy(None)
-            .timeout_global(Some(Duration::from_secs(60)))
-            .build()
-            .into();
-        let driver_url = format!("http://127.0.0.1:{port}");
-        let started = Instant::now();
-        while http.get(format!("{driver_url}/status")).call().is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "chromedriver did not start"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
         let profile = tempfile::tempdir().unwrap();
         let args = [
             "--headless",
@@ -68,59 +52,61 @@ impl Browser {
             "--window-size=1280,1500",
             &format!("--user-data-dir={}", profile.path().display()),
         ];
-        let mut browser = Browser {
-            http,
-            base: driver_url,
+        let mut capabilities = serde_json::Map::new();
+        capabilities.insert("browserName".into(), "chrome".into());
+        capabilities.insert(
+            "goog:chromeOptions".into(),
+            json!({"binary": CHROMIUM, "args": args}),
+        );
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let driver_url = format!("http://127.0.0.1:{port}");
+        let started = Instant::now();
+        let client = runtime.block_on(async {
+            loop {
+                // Plain HTTP to the local driver: no TLS connector is needed.
+                let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+                match ClientBuilder::new(connector)
+                    .capabilities(capabilities.clone())
+                    .connect(&driver_url)
+                    .await
+                {
+                    Ok(client) => break client,
+                    Err(error) => {
+                        assert!(
+                            started.elapsed() < Duration::from_secs(20),
+                            "chromedriver did not start a session: {error}"
+                        );
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            }
+        });
+        Browser {
+            runtime,
+            client: Some(client),
             driver,
             _profile: profile,
-        };
-        let session = browser.call(
-            "POST",
-            "/session",
-            Some(
-                json!({"capabilities": {"alwaysMatch": {"browserName": "chrome",
-                "goog:chromeOptions": {"binary": CHROMIUM, "args": args}}}}),
-            ),
-        );
-        let id = session["sessionId"]
-            .as_str()
-            .expect("a session")
-            .to_string();
-        browser.base = format!("{}/session/{id}", browser.base);
-        browser
+        }
     }
 
-    /// One WebDriver call; its `value`. An error answer fails the test.
-    fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
-        let url = format!("{}{path}", self.base);
-        let response = match method {
-            "GET" => self.http.get(&url).call(),
-            "DELETE" => self.http.delete(&url).call(),
-            _ => self
-                .http
-                .post(&url)
-                .send_json(body.unwrap_or_else(|| json!({}))),
-        };
-        let mut response = response.unwrap_or_else(|e| panic!("{method} {path}: {e}"));
-        let value: Value = response.body_mut().read_json().expect("a WebDriver answer");
-        assert!(
-            response.status().is_success(),
-            "{method} {path}: {}",
-            value["value"]
-        );
-        value.get("value").cloned().unwrap_or(value)
+    fn client(&self) -> &Client {
+        self.client.as_ref().expect("a session")
     }
 
     fn goto(&self, url: &str) {
-        self.call("POST", "/url", Some(json!({"url": url})));
+        self.runtime
+            .block_on(self.client().goto(url))
+            .unwrap_or_else(|e| panic!("goto {url}: {e}"));
     }
 
     fn script(&self, script: &str, args: Value) -> Value {
-        self.call(
-            "POST",
-            "/execute/sync",
-            Some(json!({"script": script, "args": args})),
-        )
+        let args = args.as_array().cloned().unwrap_or_default();
+        self.runtime
+            .block_on(self.client().execute(script, args))
+            .unwrap_or_else(|e| panic!("{script}: {e}"))
     }
 
     /// The text of the first element `css` finds, `None` when there is none.
@@ -152,83 +138,49 @@ impl Browser {
         }
     }
 
-    fn element(&self, css: &str) -> String {
-        let found = self.call(
-            "POST",
-            "/element",
-            Some(json!({"using": "css selector", "value": css})),
-        );
-        found[ELEMENT]
-            .as_str()
-            .unwrap_or_else(|| panic!("{css}: {found}"))
-            .to_string()
+    fn element(&self, css: &str) -> fantoccini::elements::Element {
+        self.runtime
+            .block_on(self.client().find(Locator::Css(css)))
+            .unwrap_or_else(|e| panic!("{css}: {e}"))
     }
 
     fn click(&self, css: &str) {
-        let id = self.element(css);
-        self.call("POST", &format!("/element/{id}/click"), None);
+        let element = self.element(css);
+        self.runtime
+            .block_on(element.click())
+            .unwrap_or_else(|e| panic!("click {css}: {e}"));
     }
 
     fn type_into(&self, css: &str, text: &str) {
-        let id = self.element(css);
-        self.call(
-            "POST",
-            &format!("/element/{id}/value"),
-            Some(json!({"text": text})),
-        );
+        let element = self.element(css);
+        self.runtime
+            .block_on(element.send_keys(text))
+            .unwrap_or_else(|e| panic!("type into {css}: {e}"));
     }
 
     fn resize(&self, width: u32, height: u32) {
-        self.call(
-            "POST",
-            "/window/rect",
-            Some(json!({"width": width, "height": height})),
-        );
+        self.runtime
+            .block_on(self.client().set_window_size(width, height))
+            .expect("resize the window");
     }
 
     fn screenshot(&self, path: &Path) {
-        let data = self.call("GET", "/screenshot", None);
-        let png = base64_decode(data.as_str().expect("base64"));
+        let png = self
+            .runtime
+            .block_on(self.client().screenshot())
+            .expect("a screenshot");
         std::fs::write(path, png).expect("write the screenshot");
     }
 }
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        let _ = self.http.delete(&self.base).call();
+        if let Some(client) = self.client.take() {
+            let _ = self.runtime.block_on(client.close());
+        }
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
-}
-
-fn base64_decode(text: &str) -> Vec<u8> {
-    let value = |c: u8| -> u32 {
-        match c {
-            b'A'..=b'Z' => u32::from(c - b'A'),
-            b'a'..=b'z' => u32::from(c - b'a') + 26,
-            b'0'..=b'9' => u32::from(c - b'0') + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => panic!("not base64: {c}"),
-        }
-    };
-    let bytes: Vec<u8> = text.bytes().filter(|c| !c.is_ascii_whitespace()).collect();
-    let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
-    for chunk in bytes.chunks(4) {
-        let digits: Vec<u32> = chunk
-            .iter()
-            .take_while(|c| **c != b'=')
-            .map(|c| value(*c))
-            .collect();
-        let mut n = 0u32;
-        for (i, d) in digits.iter().enumerate() {
-            n |= d << (18 - 6 * i);
-        }
-        for i in 0..digits.len().saturating_sub(1) {
-            out.push((n >> (16 - 8 * i)) as u8);
-        }
-    }
-    out
 }
 
 /// `target/` of this build (the test binary is `target/debug/deps/it-…`).
