@@ -115,33 +115,65 @@ pub(super) fn migrate(store: &mut Store, now: OffsetDateTime) -> Result<Migratio
             warnings: Vec::new(),
         });
     }
-    let backup = if version > 0 {
-        let reader = reader?;
+    let copy = if version > 0 {
         Some(
-            backup::write_backup(
-                &reader,
-                &path,
-                backup::BackupKind::Migration { from: version },
-                now,
-            )
-            .map_err(|source| StoreError::Migration {
-                from: version,
-                to: CURRENT_SCHEMA_VERSION,
-                source: Box::new(source),
-            })?,
+            backup::MigrationCopy::plan(reader?, &path, version, now)
+                .map_err(backup_failed(version))?,
         )
     } else {
         None
     };
-    let applied = apply_steps(&tx, version, now)
-        .and_then(|mut warnings| {
-            warnings.extend(apply_revisions(&tx, revision, now)?);
-            Ok(warnings)
-        })
-        .and_then(|warnings| {
-            tx.commit()?;
-            Ok(warnings)
-        });
+    // Reading the whole file through a memory map (index builds scan the largest tables) instead
+    // of one pread per page; set back when the migration ends.
+    tx.query_row(
+        &format!("PRAGMA mmap_size = {MIGRATION_MMAP_BYTES}"),
+        [],
+        |_| Ok(()),
+    )
+    .optional()?;
+    let (backup, applied) = std::thread::scope(|scope| {
+        // A file copy runs beside the steps (they write to the WAL only, and commit after it);
+        // a copy through the backup API is made first, as before any other write.
+        let (running, mut made) = match copy {
+            Some(copy) if copy.concurrent() => (Some(scope.spawn(move || copy.write())), None),
+            Some(copy) => (None, Some(copy.write())),
+            None => (None, None),
+        };
+        let applied = match &made {
+            Some(Err(_)) => Ok(Vec::new()),
+            _ => apply_steps(&tx, version, now).and_then(|mut warnings| {
+                warnings.extend(apply_revisions(&tx, revision, now)?);
+                Ok(warnings)
+            }),
+        };
+        if let Some(running) = running {
+            made = Some(running.join().unwrap_or_else(|_| {
+                Err(StoreError::Io {
+                    context: "копирование базы остановилось".into(),
+                    source: std::io::Error::other("panic"),
+                })
+            }));
+        }
+        (made.transpose(), applied)
+    });
+    tx.query_row(
+        &format!("PRAGMA mmap_size = {}", super::MMAP_BYTES),
+        [],
+        |_| Ok(()),
+    )
+    .optional()?;
+    let backup = match backup {
+        Ok(backup) => backup,
+        Err(error) => {
+            // Nothing is committed: the transaction rolls back when dropped.
+            return Err(backup_failed(version)(error));
+        }
+    };
+    // The backup is durable before the migration commits.
+    let applied = applied.and_then(|warnings| {
+        tx.commit()?;
+        Ok(warnings)
+    });
     match applied {
         Ok(warnings) => {
             if let Some(backup) = &backup {
@@ -166,6 +198,18 @@ pub(super) fn migrate(store: &mut Store, now: OffsetDateTime) -> Result<Migratio
             }
             Err(error)
         }
+    }
+}
+
+/// How much of the file the migrating connection maps (SQLite caps it at its compile-time
+/// maximum, 2 GiB by default).
+const MIGRATION_MMAP_BYTES: i64 = 1 << 40;
+
+fn backup_failed(from: u32) -> impl FnOnce(StoreError) -> StoreError {
+    move |source| StoreError::Migration {
+        from,
+        to: CURRENT_SCHEMA_VERSION,
+        source: Box::new(source),
     }
 }
 

@@ -45,6 +45,13 @@ pub(crate) struct IssueRow {
 const ISSUE_COLUMNS: &str = "key, jira_id, issue_type, summary, description, status, priority, assignee, reporter, \
      labels, epic_key, sprint, duedate, plan_start, plan_end, created_at, updated_at, synced_at, mirror_changed_at";
 
+/// [`ISSUE_COLUMNS`] as read: a row that revision 2 of v4 found in the mirror keeps
+/// `mirror_changed_at` NULL, which means its `synced_at` (the upsert stores that value the first
+/// time it keeps such a row's content), so the revision rewrites no row.
+const ISSUE_SELECT: &str = "key, jira_id, issue_type, summary, description, status, priority, assignee, reporter, \
+     labels, epic_key, sprint, duedate, plan_start, plan_end, created_at, updated_at, synced_at, \
+     COALESCE(mirror_changed_at, synced_at)";
+
 fn issue_from_row(row: &Row<'_>) -> rusqlite::Result<IssueRow> {
     let labels: String = row.get(9)?;
     Ok(IssueRow {
@@ -153,7 +160,8 @@ impl Tx<'_> {
                    duedate = excluded.duedate, plan_start = excluded.plan_start, plan_end = excluded.plan_end,
                    created_at = excluded.created_at, updated_at = excluded.updated_at,
                    synced_at = excluded.synced_at, fields = excluded.fields,
-                   mirror_changed_at = CASE WHEN ?20 THEN excluded.synced_at ELSE issue.mirror_changed_at END"
+                   mirror_changed_at = CASE WHEN ?20 THEN excluded.synced_at
+                     ELSE COALESCE(issue.mirror_changed_at, issue.synced_at) END"
             ))?
             .execute(params![
                 issue.key,
@@ -275,7 +283,7 @@ impl Tx<'_> {
     pub(crate) fn issue(&self, key: &str) -> Result<Option<IssueRow>> {
         Ok(self
             .0
-            .prepare_cached(&format!("SELECT {ISSUE_COLUMNS} FROM issue WHERE key = ?1"))?
+            .prepare_cached(&format!("SELECT {ISSUE_SELECT} FROM issue WHERE key = ?1"))?
             .query_row([key], issue_from_row)
             .optional()?)
     }
@@ -308,7 +316,7 @@ impl Tx<'_> {
         since: &str,
     ) -> Result<Vec<IssueRow>> {
         let mut statement = self.0.prepare(&format!(
-            "SELECT {ISSUE_COLUMNS} FROM issue WHERE issue_type = ?1 AND summary = ?2 AND created_at >= ?3"
+            "SELECT {ISSUE_SELECT} FROM issue WHERE issue_type = ?1 AND summary = ?2 AND created_at >= ?3"
         ))?;
         let rows = statement.query_map([issue_type, summary, since], issue_from_row)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
@@ -434,7 +442,7 @@ impl Tx<'_> {
         {
             let mut statement = self
                 .0
-                .prepare_cached(&format!("SELECT {ISSUE_COLUMNS} FROM issue"))?;
+                .prepare_cached(&format!("SELECT {ISSUE_SELECT} FROM issue"))?;
             let mut rows = statement.query([])?;
             while let Some(row) = rows.next()? {
                 let labels = match row.get_ref(9)? {

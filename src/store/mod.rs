@@ -265,7 +265,7 @@ impl Store {
 /// Page cache per connection, in KiB (SQLite's default is 2 MiB).
 const CACHE_KIB: i64 = 16 * 1024;
 /// How much of the file a connection maps instead of reading it page by page.
-const MMAP_BYTES: i64 = 256 * 1024 * 1024;
+pub(super) const MMAP_BYTES: i64 = 256 * 1024 * 1024;
 
 /// Memory settings of every connection that serves requests: a larger page cache, the file
 /// memory-mapped (a full read of the mirror copies no pages), temporary b-trees in memory.
