@@ -222,11 +222,38 @@ fn checkpoint_complete(db_path: &Path) -> Result<bool> {
     Ok(busy == 0 && log >= 0 && log == done)
 }
 
-/// The database files this process opened with `std::fs` to copy them, by path. Never closed:
-/// closing any descriptor of a file drops every POSIX lock the process holds on it, SQLite's
-/// included (sqlite.org, "How To Corrupt An SQLite Database File", 2.2), so a descriptor opened
-/// here lives as long as the process, as SQLite keeps its own.
-static DATABASE_FILES: Mutex<BTreeMap<PathBuf, &'static File>> = Mutex::new(BTreeMap::new());
+/// The database files this process opened with `std::fs` to copy them, by device and inode.
+/// Never closed: closing any descriptor of a file drops every POSIX lock the process holds on it,
+/// SQLite's included (sqlite.org, "How To Corrupt An SQLite Database File", 2.2), so a descriptor
+/// opened here lives as long as the process, as SQLite keeps its own. (An inode held open is
+/// never reused, so a key names one file for good.)
+static DATABASE_FILES: Mutex<BTreeMap<(u64, u64), &'static File>> = Mutex::new(BTreeMap::new());
+
+/// The database file at `db_path`, opened once for the life of the process.
+fn database_file(db_path: &Path) -> Result<&'static File> {
+    use std::os::unix::fs::MetadataExt;
+    let failed = |what: &str| io_error(format!("{what} {}", db_path.display()));
+    let metadata = std::fs::metadata(db_path).map_err(failed("не удалось прочитать"))?;
+    let key = (metadata.dev(), metadata.ino());
+    let mut files = DATABASE_FILES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(file) = files.get(&key) {
+        return Ok(file);
+    }
+    let file: &'static File = Box::leak(Box::new(
+        File::open(db_path).map_err(failed("не удалось открыть"))?,
+    ));
+    let opened = file.metadata().map_err(failed("не удалось прочитать"))?;
+    files.insert((opened.dev(), opened.ino()), file);
+    if (opened.dev(), opened.ino()) != key {
+        return Err(StoreError::Io {
+            context: format!("{} заменён во время копирования", db_path.display()),
+            source: std::io::Error::other("другой файл"),
+        });
+    }
+    Ok(file)
+}
 
 /// Copies the first `bytes` of the database file to a new file `partial` (mode 0600: the copy
 /// holds the tokens), in the kernel (`copy_file_range`), and marks the copy as a rollback-journal
@@ -242,20 +269,7 @@ fn copy_file(db_path: &Path, bytes: u64, partial: &Path) -> Result<()> {
         .open(partial)
         .map_err(failed("не удалось создать", partial))?;
     {
-        let key =
-            std::fs::canonicalize(db_path).map_err(failed("не удалось прочитать", db_path))?;
-        let mut files = DATABASE_FILES
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let source: &'static File = match files.get(&key) {
-            Some(file) => file,
-            None => {
-                let file = File::open(&key).map_err(failed("не удалось открыть", db_path))?;
-                let file: &'static File = Box::leak(Box::new(file));
-                files.insert(key, file);
-                file
-            }
-        };
+        let source = database_file(db_path)?;
         copy_syncing(source, bytes, &destination)
             .map_err(failed("не удалось скопировать базу в", partial))?;
     }

@@ -4,10 +4,10 @@
 //! the shape of a migrated one. An existing database is migrated in one transaction taken under
 //! the write lock (`BEGIN IMMEDIATE`); the version is read again inside it, so of several
 //! processes opening the same old database at once exactly one migrates and backs it up, and the
-//! others find it done. The backup is made inside that transaction through SQLite's online backup
-//! API on a second connection: it holds every committed row (including those still in the WAL of
-//! a running old hub), and no descriptor of the database file is ever opened or closed by hand
-//! (closing one would drop this process's POSIX locks on it).
+//! others find it done. The backup is made inside that transaction and is durable before it
+//! commits: it holds every committed row (including those still in the WAL of a running old hub,
+//! which a checkpoint moves into the file first), either as a copy of the checkpointed file made
+//! while the steps run, or through SQLite's online backup API (see `backup::MigrationCopy`).
 
 use super::{Result, Store, StoreError, backup};
 use crate::domain::config::legacy_projects;

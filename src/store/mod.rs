@@ -22,7 +22,7 @@ pub(crate) use agents::AgentSeen;
 pub(crate) use backup::BackupKind;
 pub(crate) use commands::{BatchRow, CommandRow, Finish};
 pub(crate) use migrations::{CURRENT_SCHEMA_VERSION, CURRENT_V4_REVISION};
-pub(crate) use mirror::{CommentRow, IssueRow, NoteRow};
+pub(crate) use mirror::{CommentRow, IssueRow, IssueText, NoteRow};
 pub(crate) use status::{AgentRow, RunRow, StatusCounts};
 pub(crate) use tx::Tx;
 
