@@ -13,7 +13,6 @@ use rusqlite::backup::{Backup, StepResult};
 use rusqlite::{Connection, OpenFlags};
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -293,51 +292,66 @@ fn copy_file(db_path: &Path, bytes: u64, partial: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The copy is made in pieces of this size; each is written to disk by a second thread while the
-/// next one is copied, so the copy and the disk work at the same time (the kernel would start
-/// writing back only once gigabytes are dirty, or at the final fsync).
+/// The copy is made in pieces of this size; the disk starts writing each piece while the next one
+/// is copied (the kernel would otherwise start only once gigabytes are dirty, or at the final
+/// fsync), so the final fsync waits for little more than the last piece.
 const COPY_PIECE_BYTES: u64 = 64 << 20;
 
-/// Copies the first `bytes` of `source` to `destination` (`copy_file_range`), syncing what is
-/// copied while copying the rest. The caller still syncs the whole file at the end.
+/// Copies the first `bytes` of `source` to `destination` in the kernel (`copy_file_range`, at
+/// explicit offsets: the source's file position is never used), starting the write-back of each
+/// piece once it is copied (`POSIX_FADV_DONTNEED` starts it without waiting, and drops the copy's
+/// pages that are already on disk from the cache). The caller still syncs the file.
 fn copy_syncing(source: &File, bytes: u64, destination: &File) -> std::io::Result<()> {
-    let mut source = source;
-    source.seek(SeekFrom::Start(0))?;
-    let syncing = destination.try_clone()?;
-    let (copied_more, to_sync) = std::sync::mpsc::channel::<()>();
-    std::thread::scope(|scope| {
-        let syncer = scope.spawn(move || -> std::io::Result<()> {
-            while to_sync.recv().is_ok() {
-                while to_sync.try_recv().is_ok() {}
-                syncing.sync_data()?;
+    let mut read_at = 0u64;
+    let mut written_at = 0u64;
+    let mut piece_start = 0u64;
+    while read_at < bytes {
+        let want = (bytes - read_at).min(COPY_PIECE_BYTES - (read_at - piece_start));
+        let len = usize::try_from(want).unwrap_or(usize::MAX);
+        let copied = match rustix::fs::copy_file_range(
+            source,
+            Some(&mut read_at),
+            destination,
+            Some(&mut written_at),
+            len,
+        ) {
+            Ok(copied) => copied,
+            // A filesystem (or a kernel) that cannot copy between these files: read and write.
+            Err(
+                rustix::io::Errno::XDEV
+                | rustix::io::Errno::INVAL
+                | rustix::io::Errno::NOSYS
+                | rustix::io::Errno::OPNOTSUPP,
+            ) => {
+                let mut buffer = vec![0; len.min(1 << 20)];
+                let got = source.read_at(&mut buffer, read_at)?;
+                destination.write_all_at(&buffer[..got], written_at)?;
+                read_at += got as u64;
+                written_at += got as u64;
+                got
             }
-            Ok(())
-        });
-        let copied = (|| {
-            let mut destination = destination;
-            let mut left = bytes;
-            while left > 0 {
-                let piece = std::io::copy(
-                    &mut source.take(left.min(COPY_PIECE_BYTES)),
-                    &mut destination,
-                )?;
-                if piece == 0 {
-                    return Err(std::io::Error::other(format!(
-                        "копия короче базы: {} байт из {bytes}",
-                        bytes - left
-                    )));
-                }
-                left -= piece;
-                let _ = copied_more.send(());
-            }
-            Ok(())
-        })();
-        drop(copied_more);
-        let synced = syncer
-            .join()
-            .unwrap_or_else(|_| Err(std::io::Error::other("panic")));
-        copied.and(synced)
-    })
+            Err(error) => return Err(error.into()),
+        };
+        if copied == 0 {
+            return Err(std::io::Error::other(format!(
+                "копия короче базы: {read_at} байт из {bytes}"
+            )));
+        }
+        if read_at - piece_start >= COPY_PIECE_BYTES || read_at == bytes {
+            // Everything copied so far: starts writing this piece, and drops the earlier pieces
+            // already on disk from the cache, so the copy takes a few pieces of memory, not the
+            // whole database's worth that the kernel would have to reclaim from others. Advice
+            // only: the final fsync writes whatever it did not start.
+            let _ = rustix::fs::fadvise(
+                destination,
+                0,
+                std::num::NonZeroU64::new(read_at),
+                rustix::fs::Advice::DontNeed,
+            );
+            piece_start = read_at;
+        }
+    }
+    Ok(())
 }
 
 /// Opens the copy with SQLite, read-only: it must be a database of `bytes` bytes at schema
