@@ -302,56 +302,72 @@ const COPY_PIECE_BYTES: u64 = 64 << 20;
 /// piece once it is copied (`POSIX_FADV_DONTNEED` starts it without waiting, and drops the copy's
 /// pages that are already on disk from the cache). The caller still syncs the file.
 fn copy_syncing(source: &File, bytes: u64, destination: &File) -> std::io::Result<()> {
-    let mut read_at = 0u64;
-    let mut written_at = 0u64;
-    let mut piece_start = 0u64;
-    while read_at < bytes {
-        let want = (bytes - read_at).min(COPY_PIECE_BYTES - (read_at - piece_start));
-        let len = usize::try_from(want).unwrap_or(usize::MAX);
-        let copied = match rustix::fs::copy_file_range(
-            source,
-            Some(&mut read_at),
-            destination,
-            Some(&mut written_at),
-            len,
-        ) {
-            Ok(copied) => copied,
-            // A filesystem (or a kernel) that cannot copy between these files: read and write.
-            Err(
-                rustix::io::Errno::XDEV
-                | rustix::io::Errno::INVAL
-                | rustix::io::Errno::NOSYS
-                | rustix::io::Errno::OPNOTSUPP,
-            ) => {
-                let mut buffer = vec![0; len.min(1 << 20)];
-                let got = source.read_at(&mut buffer, read_at)?;
-                destination.write_all_at(&buffer[..got], written_at)?;
-                read_at += got as u64;
-                written_at += got as u64;
-                got
+    let (copied_to, to_write) = std::sync::mpsc::channel::<u64>();
+    std::thread::scope(|scope| {
+        // Dropped when this closure returns, however it returns: the thread below then ends.
+        let copied_to = copied_to;
+        // Starting the write-back is work (the filesystem allocates the blocks then): a second
+        // thread does it while this one copies the next piece.
+        scope.spawn(move || {
+            while let Ok(mut end) = to_write.recv() {
+                while let Ok(later) = to_write.try_recv() {
+                    end = later;
+                }
+                // Everything copied so far: starts writing the newest pieces, and drops the
+                // earlier ones already on disk from the cache, so the copy takes a few pieces of
+                // memory, not the whole database's worth that the kernel would have to reclaim
+                // from others. Advice only: the final fsync writes whatever it did not start.
+                let _ = rustix::fs::fadvise(
+                    destination,
+                    0,
+                    std::num::NonZeroU64::new(end),
+                    rustix::fs::Advice::DontNeed,
+                );
             }
-            Err(error) => return Err(error.into()),
-        };
-        if copied == 0 {
-            return Err(std::io::Error::other(format!(
-                "копия короче базы: {read_at} байт из {bytes}"
-            )));
-        }
-        if read_at - piece_start >= COPY_PIECE_BYTES || read_at == bytes {
-            // Everything copied so far: starts writing this piece, and drops the earlier pieces
-            // already on disk from the cache, so the copy takes a few pieces of memory, not the
-            // whole database's worth that the kernel would have to reclaim from others. Advice
-            // only: the final fsync writes whatever it did not start.
-            let _ = rustix::fs::fadvise(
+        });
+        let mut read_at = 0u64;
+        let mut written_at = 0u64;
+        let mut piece_start = 0u64;
+        while read_at < bytes {
+            let want = (bytes - read_at).min(COPY_PIECE_BYTES - (read_at - piece_start));
+            let len = usize::try_from(want).unwrap_or(usize::MAX);
+            let copied = match rustix::fs::copy_file_range(
+                source,
+                Some(&mut read_at),
                 destination,
-                0,
-                std::num::NonZeroU64::new(read_at),
-                rustix::fs::Advice::DontNeed,
-            );
-            piece_start = read_at;
+                Some(&mut written_at),
+                len,
+            ) {
+                Ok(copied) => copied,
+                // A filesystem (or a kernel) that cannot copy between these files: read and
+                // write.
+                Err(
+                    rustix::io::Errno::XDEV
+                    | rustix::io::Errno::INVAL
+                    | rustix::io::Errno::NOSYS
+                    | rustix::io::Errno::OPNOTSUPP,
+                ) => {
+                    let mut buffer = vec![0; len.min(1 << 20)];
+                    let got = source.read_at(&mut buffer, read_at)?;
+                    destination.write_all_at(&buffer[..got], written_at)?;
+                    read_at += got as u64;
+                    written_at += got as u64;
+                    got
+                }
+                Err(error) => return Err(error.into()),
+            };
+            if copied == 0 {
+                return Err(std::io::Error::other(format!(
+                    "копия короче базы: {read_at} байт из {bytes}"
+                )));
+            }
+            if read_at - piece_start >= COPY_PIECE_BYTES {
+                let _ = copied_to.send(read_at);
+                piece_start = read_at;
+            }
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// Opens the copy with SQLite, read-only: it must be a database of `bytes` bytes at schema
