@@ -123,8 +123,9 @@ pub(super) fn migrate(store: &mut Store, now: OffsetDateTime) -> Result<Migratio
     } else {
         None
     };
-    // Reading the whole file through a memory map (index builds scan the largest tables) instead
-    // of one pread per page; set back when the migration ends.
+    // The steps read with pread, not through a memory map: mapping the file that is being copied
+    // beside them made the copy twice as slow (`cargo bench --bench migrate_v1`). Set back when
+    // the migration ends.
     tx.query_row(
         &format!("PRAGMA mmap_size = {MIGRATION_MMAP_BYTES}"),
         [],
@@ -201,9 +202,8 @@ pub(super) fn migrate(store: &mut Store, now: OffsetDateTime) -> Result<Migratio
     }
 }
 
-/// How much of the file the migrating connection maps (SQLite caps it at its compile-time
-/// maximum, 2 GiB by default).
-const MIGRATION_MMAP_BYTES: i64 = 1 << 40;
+/// How much of the file the migrating connection maps: nothing (see `migrate`).
+const MIGRATION_MMAP_BYTES: i64 = 0;
 
 fn backup_failed(from: u32) -> impl FnOnce(StoreError) -> StoreError {
     move |source| StoreError::Migration {
