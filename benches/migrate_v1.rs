@@ -96,10 +96,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// Writes back whatever earlier steps left dirty, so that no timed operation pays for another.
+/// Writes back whatever earlier steps left dirty, then gives the kernel a moment to refill its
+/// free memory (a gigabyte just copied leaves it short, and whichever timed operation came next
+/// would reclaim it), so that no timed operation pays for another.
 fn settle() -> Result<(), Box<dyn std::error::Error>> {
     let status = Command::new("sync").status()?;
     assert!(status.success(), "sync failed");
+    std::thread::sleep(Duration::from_secs(2));
     Ok(())
 }
 
