@@ -95,11 +95,10 @@ pub(crate) async fn project_issues(
     ApiQuery(filter): ApiQuery<SliceFilter>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let rows = state
+    let body = state
         .pool
-        .run(move |hub| hub.project_issues_since(&label, filter.updated_since.as_deref()))
+        .run(move |hub| hub.project_issues_json(&label, filter.updated_since.as_deref()))
         .await?;
-    let body = serde_json::to_vec(&rows).map_err(|error| ApiError::internal(error.to_string()))?;
     let etag = format!("\"{:032x}\"", xxhash_rust::xxh3::xxh3_128(&body));
     let etag_value =
         HeaderValue::from_str(&etag).map_err(|error| ApiError::internal(error.to_string()))?;

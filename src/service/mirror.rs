@@ -3,12 +3,35 @@
 
 use super::batches::settings_in;
 use super::views::{
-    AgentView, CommentView, IssueLinkView, IssueView, NoteView, SliceRow, SyncRunView, issue_parts,
+    AgentView, CommentView, IssueLinkView, IssueView, NoteView, SliceJson, SliceRow, SyncRunView,
+    issue_parts,
 };
 use super::{HubConnection, Result, ServiceError};
 use crate::domain::ValidationError;
 use crate::domain::time::{Utc, parse_utc};
+use crate::store::{StoreError, Tx};
 use serde_json::Value;
+
+/// `updated_since` read as a time.
+fn parse_since(updated_since: Option<&str>) -> Result<Option<Utc>> {
+    match updated_since {
+        None => Ok(None),
+        Some(text) => Ok(Some(parse_utc(text).map(Utc::new).ok_or_else(|| {
+            ValidationError::new(
+                "updated_since",
+                "ожидается время ISO-8601 (RFC 3339), например 2026-01-05T10:00:00Z",
+            )
+        })?)),
+    }
+}
+
+/// The closed statuses for a slice of project `label`; not found when there is no such project.
+fn slice_closed_statuses(tx: &Tx<'_>, label: &str) -> Result<Vec<String>> {
+    if !tx.projects()?.iter().any(|p| p.label == label) {
+        return Err(ServiceError::NotFound(format!("проекта «{label}» нет")));
+    }
+    Ok(settings_in(tx)?.closed_statuses)
+}
 
 /// The longest note, in characters.
 const MAX_NOTE_CHARS: usize = 20_000;
@@ -27,20 +50,9 @@ impl HubConnection {
         label: &str,
         updated_since: Option<&str>,
     ) -> Result<Vec<SliceRow>> {
-        let since = match updated_since {
-            None => None,
-            Some(text) => Some(parse_utc(text).map(Utc::new).ok_or_else(|| {
-                ValidationError::new(
-                    "updated_since",
-                    "ожидается время ISO-8601 (RFC 3339), например 2026-01-05T10:00:00Z",
-                )
-            })?),
-        };
+        let since = parse_since(updated_since)?;
         self.store.read(|tx| {
-            if !tx.projects()?.iter().any(|p| p.label == label) {
-                return Err(ServiceError::NotFound(format!("проекта «{label}» нет")));
-            }
-            let closed = settings_in(tx)?.closed_statuses;
+            let closed = slice_closed_statuses(tx, label)?;
             Ok(tx
                 .slice(label, since.as_ref())?
                 .into_iter()
@@ -56,6 +68,28 @@ impl HubConnection {
                     }
                 })
                 .collect())
+        })
+    }
+
+    /// [`HubConnection::project_issues_since`] as the JSON body of its answer, written straight
+    /// from the stored rows: the same bytes as `serde_json::to_vec` of those rows, several times
+    /// faster for a large slice.
+    pub fn project_issues_json(
+        &mut self,
+        label: &str,
+        updated_since: Option<&str>,
+    ) -> Result<Vec<u8>> {
+        let since = parse_since(updated_since)?;
+        self.store.read(|tx| {
+            let closed = slice_closed_statuses(tx, label)?;
+            let mut json = SliceJson::new(&closed);
+            tx.slice_each(label, &mut |issue, neighbor| {
+                if issue.changed_since(since.as_ref()) {
+                    json.push(&issue, neighbor).map_err(StoreError::Json)?;
+                }
+                Ok(())
+            })?;
+            Ok(json.finish())
         })
     }
 

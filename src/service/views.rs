@@ -8,7 +8,8 @@ use crate::domain::issue::MirrorFields;
 use crate::domain::project::Project;
 use crate::domain::time::Utc;
 use crate::store::{
-    AgentRow, AttemptRow, CommandRow, CommentRow, IssueRow, NoteRow, RunRow, StatusCounts,
+    AgentRow, AttemptRow, CommandRow, CommentRow, IssueRow, IssueText, NoteRow, RunRow,
+    StatusCounts,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -158,6 +159,191 @@ pub struct SliceRow {
     pub mirror_changed_at: Option<Utc>,
     pub neighbor: bool,
     pub closed: bool,
+}
+
+/// A slice written as JSON straight from the stored text, byte for byte what `serde_json` writes
+/// for the same `Vec<SliceRow>` (the fields in [`SliceRow`]'s order, strings escaped by
+/// `serde_json` itself), without building a row or a view per issue: the own rows are written as
+/// they come, then put in key order once, the neighbours after them.
+pub(super) struct SliceJson<'c> {
+    closed_statuses: &'c [String],
+    /// The own rows' JSON, one after another, in the order they came.
+    own: Vec<u8>,
+    /// Each own row: its key's and its JSON's ranges in `own`.
+    own_rows: Vec<(std::ops::Range<usize>, std::ops::Range<usize>)>,
+    /// The neighbours' JSON, each preceded by a comma.
+    neighbours: Vec<u8>,
+}
+
+impl<'c> SliceJson<'c> {
+    pub(super) fn new(closed_statuses: &'c [String]) -> SliceJson<'c> {
+        // The size of the last slice written: a large slice is written again into memory taken
+        // once, not grown by doubling (which copies it and faults its pages in again and again).
+        let hint = SLICE_BYTES_HINT.load(std::sync::atomic::Ordering::Relaxed);
+        SliceJson {
+            closed_statuses,
+            own: Vec::with_capacity(hint.clamp(1 << 16, 1 << 30)),
+            own_rows: Vec::new(),
+            neighbours: Vec::new(),
+        }
+    }
+
+    /// Adds a row: an own issue (any order) or a neighbour (after every own one, by key).
+    pub(super) fn push(&mut self, issue: &IssueText<'_>, neighbor: bool) -> serde_json::Result<()> {
+        if neighbor {
+            self.neighbours.push(b',');
+            write_slice_row(&mut self.neighbours, issue, neighbor, self.closed_statuses)
+        } else {
+            let start = self.own.len();
+            write_slice_row(&mut self.own, issue, neighbor, self.closed_statuses)?;
+            // `{"key":` then the key as a JSON string; its range without the quotes.
+            let key_start = start + 8;
+            let key_end = key_start + json_string_len(&self.own[key_start..]);
+            self.own_rows
+                .push((key_start..key_end, start..self.own.len()));
+            Ok(())
+        }
+    }
+
+    /// The JSON array: the own rows by key (their keys compared as SQLite's BINARY collation
+    /// compares the stored text: byte by byte), then the neighbours.
+    pub(super) fn finish(mut self) -> Vec<u8> {
+        let own = &self.own;
+        // Written keys compare as the keys when neither needs escaping, the case of Jira keys.
+        let plain = self
+            .own_rows
+            .iter()
+            .all(|(key, _)| !own[key.clone()].contains(&b'\\'));
+        if plain {
+            self.own_rows
+                .sort_unstable_by(|(a, _), (b, _)| own[a.clone()].cmp(&own[b.clone()]));
+        } else {
+            let key = |range: &std::ops::Range<usize>| -> String {
+                let quoted = &own[range.start - 1..range.end + 1];
+                serde_json::from_slice(quoted).unwrap_or_default()
+            };
+            self.own_rows.sort_by_cached_key(|(range, _)| key(range));
+        }
+        let mut json =
+            Vec::with_capacity(self.own.len() + self.own_rows.len() + self.neighbours.len() + 2);
+        json.push(b'[');
+        for (i, (_, row)) in self.own_rows.iter().enumerate() {
+            if i > 0 {
+                json.push(b',');
+            }
+            json.extend_from_slice(&self.own[row.clone()]);
+        }
+        let neighbours = match self.own_rows.is_empty() {
+            // No own row before them: the first neighbour's comma goes.
+            true => self.neighbours.get(1..).unwrap_or_default(),
+            false => &self.neighbours[..],
+        };
+        json.extend_from_slice(neighbours);
+        json.push(b']');
+        SLICE_BYTES_HINT.store(
+            json.len() + json.len() / 8,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        json
+    }
+}
+
+/// The size of the last slice [`SliceJson`] wrote, an eighth more: how much it takes at first.
+static SLICE_BYTES_HINT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The length of the JSON string's content at the start of `bytes`: up to its closing quote.
+fn json_string_len(bytes: &[u8]) -> usize {
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => i += 2,
+            b'"' => return i,
+            _ => i += 1,
+        }
+    }
+    bytes.len()
+}
+
+/// `value` as a JSON string, as `serde_json` writes it: copied whole when nothing in it needs
+/// escaping (one pass that the compiler vectorizes, no early exit), else by `serde_json`.
+fn json_string(out: &mut Vec<u8>, value: &str) -> serde_json::Result<()> {
+    let escaped = value.bytes().fold(false, |any, b| {
+        any | (b < 0x20) | (b == b'"') | (b == b'\\')
+    });
+    if escaped {
+        return serde_json::to_writer(&mut *out, value);
+    }
+    out.reserve(value.len() + 2);
+    out.push(b'"');
+    out.extend_from_slice(value.as_bytes());
+    out.push(b'"');
+    Ok(())
+}
+
+/// One [`SliceRow`] as `serde_json` writes it.
+fn write_slice_row(
+    out: &mut Vec<u8>,
+    issue: &IssueText<'_>,
+    neighbor: bool,
+    closed_statuses: &[String],
+) -> serde_json::Result<()> {
+    // Every field but `labels` is a string or null: the columns in `MirrorFields`' order.
+    let field = |out: &mut Vec<u8>, (name, value): (&str, Option<&str>)| {
+        out.extend_from_slice(name.as_bytes());
+        match value {
+            Some(value) => json_string(out, value),
+            None => {
+                out.extend_from_slice(b"null");
+                Ok(())
+            }
+        }
+    };
+    for pair in [
+        ("{\"key\":", Some(issue.key)),
+        (",\"jira_id\":", issue.jira_id),
+        (",\"issue_type\":", Some(issue.issue_type)),
+        (",\"summary\":", Some(issue.summary)),
+        (",\"description\":", issue.description),
+        (",\"status\":", Some(issue.status)),
+        (",\"priority\":", issue.priority),
+        (",\"assignee\":", issue.assignee),
+        (",\"reporter\":", issue.reporter),
+    ] {
+        field(out, pair)?;
+    }
+    out.extend_from_slice(b",\"labels\":[");
+    for (i, label) in issue.labels().iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        json_string(out, label.as_ref())?;
+    }
+    out.push(b']');
+    for pair in [
+        (",\"epic_key\":", issue.epic_key),
+        (",\"sprint\":", issue.sprint),
+        (",\"duedate\":", issue.duedate),
+        (",\"plan_start\":", issue.plan_start),
+        (",\"plan_end\":", issue.plan_end),
+        (",\"created_at\":", issue.created_at),
+        (",\"updated_at\":", issue.updated_at),
+        (",\"synced_at\":", Some(issue.synced_at)),
+        (",\"mirror_changed_at\":", Some(issue.mirror_changed_at)),
+    ] {
+        field(out, pair)?;
+    }
+    out.extend_from_slice(if neighbor {
+        b",\"neighbor\":true"
+    } else {
+        b",\"neighbor\":false"
+    });
+    let closed = closed_statuses.iter().any(|status| status == issue.status);
+    out.extend_from_slice(if closed {
+        b",\"closed\":true}"
+    } else {
+        b",\"closed\":false}"
+    });
+    Ok(())
 }
 
 /// A link as seen from one issue.

@@ -4,10 +4,10 @@
 //! the shape of a migrated one. An existing database is migrated in one transaction taken under
 //! the write lock (`BEGIN IMMEDIATE`); the version is read again inside it, so of several
 //! processes opening the same old database at once exactly one migrates and backs it up, and the
-//! others find it done. The backup is made inside that transaction through SQLite's online backup
-//! API on a second connection: it holds every committed row (including those still in the WAL of
-//! a running old hub), and no descriptor of the database file is ever opened or closed by hand
-//! (closing one would drop this process's POSIX locks on it).
+//! others find it done. The backup is made inside that transaction and is durable before it
+//! commits: it holds every committed row (including those still in the WAL of a running old hub,
+//! which a checkpoint moves into the file first), either as a copy of the checkpointed file made
+//! while the steps run, or through SQLite's online backup API (see `backup::MigrationCopy`).
 
 use super::{Result, Store, StoreError, backup};
 use crate::domain::config::legacy_projects;
@@ -123,33 +123,66 @@ pub(super) fn migrate(store: &mut Store, now: OffsetDateTime) -> Result<Migratio
             warnings: Vec::new(),
         });
     }
-    let backup = if version > 0 {
-        let reader = reader?;
+    let copy = if version > 0 {
         Some(
-            backup::write_backup(
-                &reader,
-                &path,
-                backup::BackupKind::Migration { from: version },
-                now,
-            )
-            .map_err(|source| StoreError::Migration {
-                from: version,
-                to: CURRENT_SCHEMA_VERSION,
-                source: Box::new(source),
-            })?,
+            backup::MigrationCopy::plan(reader?, &path, version, now)
+                .map_err(backup_failed(version))?,
         )
     } else {
         None
     };
-    let applied = apply_steps(&tx, version, now)
-        .and_then(|mut warnings| {
-            warnings.extend(apply_revisions(&tx, revision, now)?);
-            Ok(warnings)
-        })
-        .and_then(|warnings| {
-            tx.commit()?;
-            Ok(warnings)
-        });
+    // The steps read with pread, not through a memory map: mapping the file that is being copied
+    // beside them made the copy twice as slow (`cargo bench --bench migrate_v1`). Set back when
+    // the migration ends.
+    tx.query_row(
+        &format!("PRAGMA mmap_size = {MIGRATION_MMAP_BYTES}"),
+        [],
+        |_| Ok(()),
+    )
+    .optional()?;
+    let (backup, applied) = std::thread::scope(|scope| {
+        // A file copy runs beside the steps (they write to the WAL only, and commit after it);
+        // a copy through the backup API is made first, as before any other write.
+        let (running, mut made) = match copy {
+            Some(copy) if copy.concurrent() => (Some(scope.spawn(move || copy.write())), None),
+            Some(copy) => (None, Some(copy.write())),
+            None => (None, None),
+        };
+        let applied = match &made {
+            Some(Err(_)) => Ok(Vec::new()),
+            _ => apply_steps(&tx, version, now).and_then(|mut warnings| {
+                warnings.extend(apply_revisions(&tx, revision, now)?);
+                Ok(warnings)
+            }),
+        };
+        if let Some(running) = running {
+            made = Some(running.join().unwrap_or_else(|_| {
+                Err(StoreError::Io {
+                    context: "копирование базы остановилось".into(),
+                    source: std::io::Error::other("panic"),
+                })
+            }));
+        }
+        (made.transpose(), applied)
+    });
+    tx.query_row(
+        &format!("PRAGMA mmap_size = {}", super::MMAP_BYTES),
+        [],
+        |_| Ok(()),
+    )
+    .optional()?;
+    let backup = match backup {
+        Ok(backup) => backup,
+        Err(error) => {
+            // Nothing is committed: the transaction rolls back when dropped.
+            return Err(backup_failed(version)(error));
+        }
+    };
+    // The backup is durable before the migration commits.
+    let applied = applied.and_then(|warnings| {
+        tx.commit()?;
+        Ok(warnings)
+    });
     match applied {
         Ok(warnings) => {
             if let Some(backup) = &backup {
@@ -174,6 +207,17 @@ pub(super) fn migrate(store: &mut Store, now: OffsetDateTime) -> Result<Migratio
             }
             Err(error)
         }
+    }
+}
+
+/// How much of the file the migrating connection maps: nothing (see `migrate`).
+const MIGRATION_MMAP_BYTES: i64 = 0;
+
+fn backup_failed(from: u32) -> impl FnOnce(StoreError) -> StoreError {
+    move |source| StoreError::Migration {
+        from,
+        to: CURRENT_SCHEMA_VERSION,
+        source: Box::new(source),
     }
 }
 

@@ -6,7 +6,7 @@
 //! moves an issue to a new key (same Jira id), its notes follow it.
 
 use super::status::{RUN_COLUMNS, run_from_row};
-use super::tx::Tx;
+use super::tx::{Tx, stored_utc};
 use super::{Result, RunRow};
 use crate::domain::command::{RunKind, RunStatus};
 use crate::domain::issue::MirrorFields;
@@ -45,6 +45,13 @@ pub(crate) struct IssueRow {
 const ISSUE_COLUMNS: &str = "key, jira_id, issue_type, summary, description, status, priority, assignee, reporter, \
      labels, epic_key, sprint, duedate, plan_start, plan_end, created_at, updated_at, synced_at, mirror_changed_at";
 
+/// [`ISSUE_COLUMNS`] as read: a row that revision 2 of v4 found in the mirror keeps
+/// `mirror_changed_at` NULL, which means its `synced_at` (the upsert stores that value the first
+/// time it keeps such a row's content), so the revision rewrites no row.
+const ISSUE_SELECT: &str = "key, jira_id, issue_type, summary, description, status, priority, assignee, reporter, \
+     labels, epic_key, sprint, duedate, plan_start, plan_end, created_at, updated_at, synced_at, \
+     COALESCE(mirror_changed_at, synced_at)";
+
 fn issue_from_row(row: &Row<'_>) -> rusqlite::Result<IssueRow> {
     let labels: String = row.get(9)?;
     Ok(IssueRow {
@@ -70,6 +77,118 @@ fn issue_from_row(row: &Row<'_>) -> rusqlite::Result<IssueRow> {
         synced_at: row.get(17)?,
         mirror_changed_at: row.get(18)?,
     })
+}
+
+/// An issue row as SQLite holds it, borrowed from the statement: the slice is written out from it
+/// without building an [`IssueRow`] (no allocation per column, no time parsed).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IssueText<'a> {
+    pub key: &'a str,
+    pub jira_id: Option<&'a str>,
+    pub issue_type: &'a str,
+    pub summary: &'a str,
+    pub description: Option<&'a str>,
+    pub status: &'a str,
+    pub priority: Option<&'a str>,
+    pub assignee: Option<&'a str>,
+    pub reporter: Option<&'a str>,
+    /// The column's JSON text.
+    pub labels: &'a str,
+    pub epic_key: Option<&'a str>,
+    pub sprint: Option<&'a str>,
+    pub duedate: Option<&'a str>,
+    pub plan_start: Option<&'a str>,
+    pub plan_end: Option<&'a str>,
+    pub created_at: Option<&'a str>,
+    pub updated_at: Option<&'a str>,
+    pub synced_at: &'a str,
+    /// `COALESCE(mirror_changed_at, synced_at)`.
+    pub mirror_changed_at: &'a str,
+}
+
+impl<'a> IssueText<'a> {
+    /// Borrows a row of `SELECT {ISSUE_SELECT}`.
+    fn from_row(row: &'a Row<'_>) -> rusqlite::Result<IssueText<'a>> {
+        let text = |i: usize| row.get_ref(i)?.as_str().map_err(from_sql(i));
+        let maybe = |i: usize| row.get_ref(i)?.as_str_or_null().map_err(from_sql(i));
+        Ok(IssueText {
+            key: text(0)?,
+            jira_id: maybe(1)?,
+            issue_type: text(2)?,
+            summary: text(3)?,
+            description: maybe(4)?,
+            status: text(5)?,
+            priority: maybe(6)?,
+            assignee: maybe(7)?,
+            reporter: maybe(8)?,
+            labels: text(9)?,
+            epic_key: maybe(10)?,
+            sprint: maybe(11)?,
+            duedate: maybe(12)?,
+            plan_start: maybe(13)?,
+            plan_end: maybe(14)?,
+            created_at: maybe(15)?,
+            updated_at: maybe(16)?,
+            synced_at: text(17)?,
+            mirror_changed_at: text(18)?,
+        })
+    }
+
+    /// Whether its stored content changed at or after `since` (every row when `None`).
+    pub(crate) fn changed_since(&self, since: Option<&Utc>) -> bool {
+        since.is_none_or(|since| &stored_utc(self.mirror_changed_at) >= since)
+    }
+
+    /// The labels, as [`IssueRow`] reads them: the column's JSON array of strings, else none.
+    pub(crate) fn labels(&self) -> Vec<std::borrow::Cow<'a, str>> {
+        match serde_json::from_str::<Vec<&str>>(self.labels) {
+            Ok(labels) => labels.into_iter().map(std::borrow::Cow::Borrowed).collect(),
+            // Escaped strings cannot be borrowed.
+            Err(_) => serde_json::from_str::<Vec<String>>(self.labels)
+                .unwrap_or_default()
+                .into_iter()
+                .map(std::borrow::Cow::Owned)
+                .collect(),
+        }
+    }
+
+    fn to_row(self) -> IssueRow {
+        let owned = |text: Option<&str>| text.map(str::to_string);
+        IssueRow {
+            mirrored: MirrorFields {
+                key: self.key.to_string(),
+                jira_id: owned(self.jira_id),
+                issue_type: self.issue_type.to_string(),
+                summary: self.summary.to_string(),
+                description: owned(self.description),
+                status: self.status.to_string(),
+                priority: owned(self.priority),
+                assignee: owned(self.assignee),
+                reporter: owned(self.reporter),
+                labels: self.labels().into_iter().map(|l| l.into_owned()).collect(),
+                epic_key: owned(self.epic_key),
+                sprint: owned(self.sprint),
+                duedate: owned(self.duedate),
+                plan_start: owned(self.plan_start),
+                plan_end: owned(self.plan_end),
+                created_at: self.created_at.map(stored_utc),
+                updated_at: self.updated_at.map(stored_utc),
+            },
+            synced_at: stored_utc(self.synced_at),
+            mirror_changed_at: Some(stored_utc(self.mirror_changed_at)),
+        }
+    }
+}
+
+/// A column of the wrong type, as `Row::get` reports it.
+fn from_sql(index: usize) -> impl FnOnce(rusqlite::types::FromSqlError) -> rusqlite::Error {
+    move |error| {
+        rusqlite::Error::FromSqlConversionFailure(
+            index,
+            rusqlite::types::Type::Text,
+            Box::new(error),
+        )
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,7 +272,8 @@ impl Tx<'_> {
                    duedate = excluded.duedate, plan_start = excluded.plan_start, plan_end = excluded.plan_end,
                    created_at = excluded.created_at, updated_at = excluded.updated_at,
                    synced_at = excluded.synced_at, fields = excluded.fields,
-                   mirror_changed_at = CASE WHEN ?20 THEN excluded.synced_at ELSE issue.mirror_changed_at END"
+                   mirror_changed_at = CASE WHEN ?20 THEN excluded.synced_at
+                     ELSE COALESCE(issue.mirror_changed_at, issue.synced_at) END"
             ))?
             .execute(params![
                 issue.key,
@@ -275,7 +395,7 @@ impl Tx<'_> {
     pub(crate) fn issue(&self, key: &str) -> Result<Option<IssueRow>> {
         Ok(self
             .0
-            .prepare_cached(&format!("SELECT {ISSUE_COLUMNS} FROM issue WHERE key = ?1"))?
+            .prepare_cached(&format!("SELECT {ISSUE_SELECT} FROM issue WHERE key = ?1"))?
             .query_row([key], issue_from_row)
             .optional()?)
     }
@@ -308,7 +428,7 @@ impl Tx<'_> {
         since: &str,
     ) -> Result<Vec<IssueRow>> {
         let mut statement = self.0.prepare(&format!(
-            "SELECT {ISSUE_COLUMNS} FROM issue WHERE issue_type = ?1 AND summary = ?2 AND created_at >= ?3"
+            "SELECT {ISSUE_SELECT} FROM issue WHERE issue_type = ?1 AND summary = ?2 AND created_at >= ?3"
         ))?;
         let rows = statement.query_map([issue_type, summary, since], issue_from_row)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
@@ -421,20 +541,47 @@ impl Tx<'_> {
     /// and the epics of own issues that are in the mirror), each with `neighbor`; own issues
     /// first, each part by key; only the rows whose stored content changed at or after
     /// `changed_since` when it is given (the neighbours are still those of every own issue).
-    ///
-    /// One pass over `issue` (the label tested here, not by `json_each` in SQL), one over
-    /// `issue_link`, then the few neighbours by key: no query plan that evaluates the own set
-    /// more than once or sorts whole rows in temp files.
     pub(crate) fn slice(
         &self,
         label: &str,
         changed_since: Option<&Utc>,
     ) -> Result<Vec<(IssueRow, bool)>> {
-        let mut own: Vec<IssueRow> = Vec::new();
+        let mut own = Vec::new();
+        let mut neighbours = Vec::new();
+        self.slice_each(label, &mut |issue, neighbor| {
+            if issue.changed_since(changed_since) {
+                let row = issue.to_row();
+                if neighbor {
+                    neighbours.push((row, true));
+                } else {
+                    own.push((row, false));
+                }
+            }
+            Ok(())
+        })?;
+        // By key, as SQLite's BINARY collation compares: byte by byte.
+        own.sort_unstable_by(|(a, _), (b, _)| a.mirrored.key.cmp(&b.mirrored.key));
+        own.extend(neighbours);
+        Ok(own)
+    }
+
+    /// The rows of [`Tx::slice`], every one (no `changed_since`), handed to `visit` as SQLite
+    /// holds them, with `neighbor`: the own issues in table order, then the neighbours by key.
+    ///
+    /// One pass over `issue` (the label tested here, not by `json_each` in SQL), one over
+    /// `issue_link`, then the few neighbours by key: no query plan that evaluates the own set
+    /// more than once or sorts whole rows in temp files.
+    pub(crate) fn slice_each(
+        &self,
+        label: &str,
+        visit: &mut dyn FnMut(IssueText<'_>, bool) -> Result<()>,
+    ) -> Result<()> {
+        let mut own_keys: HashSet<String> = HashSet::new();
+        let mut near: BTreeSet<String> = BTreeSet::new();
         {
             let mut statement = self
                 .0
-                .prepare_cached(&format!("SELECT {ISSUE_COLUMNS} FROM issue"))?;
+                .prepare_cached(&format!("SELECT {ISSUE_SELECT} FROM issue"))?;
             let mut rows = statement.query([])?;
             while let Some(row) = rows.next()? {
                 let labels = match row.get_ref(9)? {
@@ -442,61 +589,47 @@ impl Tx<'_> {
                     _ => None,
                 };
                 if labels.is_some_and(|labels| has_label(labels, label)) {
-                    own.push(issue_from_row(row)?);
+                    let issue = IssueText::from_row(row)?;
+                    own_keys.insert(issue.key.to_string());
+                    if let Some(epic) = issue.epic_key
+                        && !near.contains(epic)
+                    {
+                        near.insert(epic.to_string());
+                    }
+                    visit(issue, false)?;
                 }
             }
         }
-        // By key, as SQLite's BINARY collation compares: byte by byte. The positions are sorted,
-        // then each row moved once (sorting the rows themselves moves whole structs many times).
-        let mut order: Vec<usize> = (0..own.len()).collect();
-        order.sort_unstable_by(|&a, &b| own[a].mirrored.key.cmp(&own[b].mirrored.key));
-        let mut taken: Vec<Option<IssueRow>> = own.into_iter().map(Some).collect();
-        let own: Vec<IssueRow> = order.iter().filter_map(|&i| taken[i].take()).collect();
-        drop(taken);
-        let own_keys: HashSet<&str> = own.iter().map(|r| r.mirrored.key.as_str()).collect();
-        let mut near: BTreeSet<String> = own
-            .iter()
-            .filter_map(|r| r.mirrored.epic_key.clone())
-            .collect();
         {
             let mut statement = self
                 .0
                 .prepare_cached("SELECT source_key, target_key FROM issue_link")?;
             let mut rows = statement.query([])?;
             while let Some(row) = rows.next()? {
-                let source: String = row.get(0)?;
-                let target: String = row.get(1)?;
-                if own_keys.contains(source.as_str()) {
-                    near.insert(target);
-                } else if own_keys.contains(target.as_str()) {
-                    near.insert(source);
+                let source = row.get_ref(0)?.as_str().map_err(from_sql(0))?;
+                let target = row.get_ref(1)?.as_str().map_err(from_sql(1))?;
+                let other = if own_keys.contains(source) {
+                    target
+                } else if own_keys.contains(target) {
+                    source
+                } else {
+                    continue;
+                };
+                if !near.contains(other) {
+                    near.insert(other.to_string());
                 }
             }
         }
-        let mut neighbours = Vec::new();
+        let mut statement = self
+            .0
+            .prepare_cached(&format!("SELECT {ISSUE_SELECT} FROM issue WHERE key = ?1"))?;
         for key in near.iter().filter(|key| !own_keys.contains(key.as_str())) {
-            if let Some(row) = self.issue(key)? {
-                neighbours.push(row);
+            let mut rows = statement.query([key])?;
+            if let Some(row) = rows.next()? {
+                visit(IssueText::from_row(row)?, true)?;
             }
         }
-        drop(own_keys);
-        let changed = |row: &IssueRow| {
-            changed_since
-                .is_none_or(|since| row.mirror_changed_at.as_ref().is_some_and(|at| at >= since))
-        };
-        let mut slice = Vec::with_capacity(own.len() + neighbours.len());
-        slice.extend(
-            own.into_iter()
-                .filter(|row| changed(row))
-                .map(|row| (row, false)),
-        );
-        slice.extend(
-            neighbours
-                .into_iter()
-                .filter(|row| changed(row))
-                .map(|row| (row, true)),
-        );
-        Ok(slice)
+        Ok(())
     }
 
     /// The open (running) run of a refresh command.

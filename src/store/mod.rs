@@ -23,7 +23,7 @@ pub(crate) use agents::AgentSeen;
 pub(crate) use backup::BackupKind;
 pub(crate) use commands::{AttemptRow, BatchRow, CommandRow, Finish};
 pub(crate) use migrations::{CURRENT_SCHEMA_VERSION, CURRENT_V4_REVISION};
-pub(crate) use mirror::{CommentRow, IssueRow, NoteRow};
+pub(crate) use mirror::{CommentRow, IssueRow, IssueText, NoteRow};
 pub(crate) use status::{AgentRow, RunRow, StatusCounts};
 pub(crate) use tx::Tx;
 
@@ -266,7 +266,7 @@ impl Store {
 /// Page cache per connection, in KiB (SQLite's default is 2 MiB).
 const CACHE_KIB: i64 = 16 * 1024;
 /// How much of the file a connection maps instead of reading it page by page.
-const MMAP_BYTES: i64 = 256 * 1024 * 1024;
+pub(super) const MMAP_BYTES: i64 = 256 * 1024 * 1024;
 
 /// Memory settings of every connection that serves requests: a larger page cache, the file
 /// memory-mapped (a full read of the mirror copies no pages), temporary b-trees in memory.

@@ -65,12 +65,16 @@ pub(super) fn json_column(text: Option<String>) -> Option<serde_json::Value> {
 impl rusqlite::types::FromSql for Utc {
     fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
         // Read in place: the text is copied once, into the `Utc`.
-        let text = value.as_str()?;
-        Ok(Utc::parse(text).unwrap_or_else(|| {
-            tracing::warn!(%text, "a stored time is not an RFC 3339 time");
-            Utc::not_a_time(text.to_string())
-        }))
+        Ok(stored_utc(value.as_str()?))
     }
+}
+
+/// A stored time read back: typed when it is an RFC 3339 time, else kept as text with a warning.
+pub(super) fn stored_utc(text: &str) -> Utc {
+    Utc::parse(text).unwrap_or_else(|| {
+        tracing::warn!(%text, "a stored time is not an RFC 3339 time");
+        Utc::not_a_time(text.to_string())
+    })
 }
 
 impl rusqlite::types::ToSql for Utc {

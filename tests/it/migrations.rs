@@ -651,14 +651,27 @@ fn a_first_release_v4_database_gets_revision_1() {
         kinds,
         [("full".to_string(), true), ("partial".to_string(), true)]
     );
+    // Rows already there are not rewritten: NULL, read as their synced_at.
+    let issues = count(&conn, "SELECT count(*) FROM issue");
+    assert!(issues > 0);
     assert_eq!(
         count(
             &conn,
-            "SELECT count(*) FROM issue WHERE mirror_changed_at IS NOT synced_at"
+            "SELECT count(*) FROM issue WHERE mirror_changed_at IS NULL"
         ),
-        0
+        issues
     );
     drop(conn);
+    let mut hub = open_hub(&dir, &clock());
+    let slice = hub.project_issues("AWPCA").unwrap();
+    assert_eq!(slice.len(), 2);
+    assert!(
+        slice
+            .iter()
+            .all(|row| row.mirror_changed_at.as_ref() == Some(&row.synced_at)),
+        "{slice:?}"
+    );
+    drop(hub);
 
     // Opening again migrates nothing.
     run_ok(&dir.db(), &["migrate"]);

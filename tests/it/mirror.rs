@@ -518,3 +518,71 @@ fn links_are_stored_once_and_follow_jira() {
     );
     assert!(hub.issue("AURORA-1").unwrap().links.is_empty());
 }
+
+/// The slice's body is written straight from the stored rows: the same bytes as `serde_json` of
+/// the slice's rows, whatever the rows hold (escapes, nulls, a time that is not one, a key that
+/// sorts before its prefix, a row revision 2 left without `mirror_changed_at`), filtered or not.
+#[test]
+fn the_slice_json_is_the_rows_serialized() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    hub.create_project("STOCKS_DRRK", "Склады", None).unwrap();
+    let agent = Agent::new("agent-1");
+    let issues = vec![
+        raw_issue(
+            "AURORA-1",
+            "1",
+            &["AWPCA"],
+            json!({"summary": "кавычки \" и \\ и\nперевод\u{1}строки 😀", "customfield_10101": "AURORA-7"}),
+        ),
+        raw_issue(
+            "AURORA-2",
+            "2",
+            &["STOCKS_DRRK"],
+            json!({"issuelinks": [{"id": "9", "type": {"name": "Blocks"}, "outwardIssue": {"key": "AURORA-1"}}]}),
+        ),
+        raw_issue(
+            "AURORA-7",
+            "7",
+            &["STOCKS_DRRK"],
+            json!({"status": {"name": "Готово"}}),
+        ),
+    ];
+    refresh(&mut hub, &agent, None, &[issues], json!([]));
+    let conn = rusqlite::Connection::open(dir.db()).unwrap();
+    conn.execute_batch(
+        r#"INSERT INTO issue (key, issue_type, summary, status, labels, created_at, synced_at)
+           VALUES ('A', 'Задача', 'короткий ключ', 'Готово', '[ "x\"y", "AWPCA" ]', 'вчера', '2026-01-01T00:00:00Z'),
+                  ('A!', 'Задача', 'ключ длиннее', 'Открыт', '["AWPCA"]', NULL, '2026-01-02T00:00:00Z'),
+                  ('A"q', 'Задача', 'ключ с кавычкой', 'Открыт', '["\u0041WPCA"]', NULL, '2026-01-02T00:00:00Z'),
+                  ('B', 'Задача', 'метки не список', 'Открыт', '{"a": "AWPCA"}', NULL, '2026-01-03T00:00:00Z');"#,
+    )
+    .unwrap();
+    drop(conn);
+    for (label, since) in [
+        ("AWPCA", None),
+        ("AWPCA", Some("2026-01-02T00:00:00Z")),
+        ("AWPCA", Some("2030-01-01T00:00:00Z")),
+        ("STOCKS_DRRK", None),
+        ("STOCKS_DRRK", Some("2026-01-01T00:00:00Z")),
+    ] {
+        let rows = hub.project_issues_since(label, since).unwrap();
+        let json = hub.project_issues_json(label, since).unwrap();
+        assert_eq!(
+            String::from_utf8(json).unwrap(),
+            serde_json::to_string(&rows).unwrap(),
+            "{label} {since:?}"
+        );
+    }
+    let rows = hub.project_issues("AWPCA").unwrap();
+    let keys: Vec<&str> = rows.iter().map(|r| r.issue.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        ["A", "A!", "A\"q", "AURORA-1", "B", "AURORA-2", "AURORA-7"]
+    );
+    assert!(matches!(
+        hub.project_issues_json("NOPE", None),
+        Err(ServiceError::NotFound(_))
+    ));
+}
