@@ -102,9 +102,10 @@ struct HubRound {
 fn hub_round(issues: usize) -> Result<HubRound, Error> {
     let mut setup = setup()?;
     setup.hub.enqueue_refresh(None, "bench")?;
-    let AgentAnswer::Claim(answer) = setup
-        .hub
-        .handle_agent_request(&decode_value(claim("c0", &setup.token, 1))?)?
+    let AgentAnswer::Claim(answer) =
+        setup
+            .hub
+            .handle_agent_request(&decode_value(claim("c0", &setup.token, 1))?)?
     else {
         return Err("not a claim answer".into());
     };

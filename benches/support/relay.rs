@@ -98,4 +98,3 @@ pub fn claim(id: &str, token: &str, max: usize) -> Value {
     json!({"kind": "claim", "id": id, "agent": "bench", "sent_at": "2026-11-29T10:00:00Z", "token": token,
            "agent_version": "1", "settings_version": 0, "max_commands": max})
 }
-

@@ -7,13 +7,18 @@
 //! one transaction; then the answer is written; then the request leaves `inbox/`. A crash at any
 //! point leaves the file in `inbox/`, and handling it again gives the recorded answer without
 //! applying anything twice.
+//!
+//! Under [`Relay::run`] nothing else stands between two requests: the folder syncs of archive
+//! moves and the WAL's checkpoints run on the relay's background thread.
 
+use super::background::Background;
 use super::decide::{
     Decision, FileFacts, Limits, NameVerdict, Observation, Refusal, Sighting, classify_name,
     decide, observe,
 };
 use super::fsio::{
-    free_name, lstat_facts, move_into, open_request, read_limited, remove_any, sync_dir, write_new,
+    free_name, lstat_facts, move_into, move_into_unsynced, open_request, read_limited, remove_any,
+    sync_dir, write_new,
 };
 use super::{FOLDERS, RelayOptions};
 use crate::protocol::{AgentAnswer, TokenCheck};
@@ -73,7 +78,15 @@ pub struct Relay {
     /// What is wrong with the configured folder, as last logged (to log changes only).
     problem_reported: Option<String>,
     last_prune: Option<Instant>,
+    /// Folder syncs and checkpoints off the requests' path (under [`Relay::run`] only).
+    background: Option<Background>,
+    /// About how many pages the requests applied since the last checkpoint wrote to the WAL.
+    wal_pages: u64,
 }
+
+/// How many WAL pages the relay's requests may write before it asks for a checkpoint (SQLite's
+/// own automatic checkpoint runs at 1,000 pages, inside the commit).
+const CHECKPOINT_PAGES: u64 = 1000;
 
 impl Relay {
     pub fn new(hub: HubConnection, options: RelayOptions, shutdown: Shutdown) -> Self {
@@ -88,6 +101,8 @@ impl Relay {
             current: None,
             problem_reported: None,
             last_prune: None,
+            background: None,
+            wal_pages: 0,
         }
     }
 
@@ -99,6 +114,7 @@ impl Relay {
     /// Runs until shutdown: a pass over the folder, then a wait for a notification or the
     /// poll interval. The file in hand is always finished before stopping.
     pub(crate) fn run(mut self) {
+        self.background = self.start_background();
         while !self.shutdown.is_triggered() {
             self.hub.metrics().relay_beat();
             match self.pass() {
@@ -114,7 +130,44 @@ impl Relay {
             self.hub.metrics().relay_beat();
             let _ = self.wake_rx.recv_timeout(self.options.poll_interval);
         }
+        if let Some(background) = self.background.take() {
+            background.finish();
+        }
         tracing::info!("relay stopped");
+    }
+
+    /// The background thread, on a connection of its own; the relay's own commits then leave
+    /// checkpoints to it. Without it (no connection, no thread) everything is done in line.
+    fn start_background(&self) -> Option<Background> {
+        let started = self
+            .hub
+            .connect()
+            .map_err(|error| error.to_string())
+            .and_then(|second| Background::start(second).map_err(|error| error.to_string()));
+        match started {
+            Ok(background) => {
+                if let Err(error) = self.hub.defer_checkpoints() {
+                    tracing::warn!(%error, "checkpoints stay in the relay's commits");
+                }
+                Some(background)
+            }
+            Err(error) => {
+                tracing::warn!(%error, "no background thread for the relay: archive syncs and checkpoints stay in line");
+                None
+            }
+        }
+    }
+
+    /// Counts what an applied request wrote to the WAL (a few pages, and about its own size),
+    /// and asks for a checkpoint past [`CHECKPOINT_PAGES`].
+    fn note_applied(&mut self, bytes: u64) {
+        self.wal_pages += 4 + bytes / 4096;
+        if self.wal_pages >= CHECKPOINT_PAGES
+            && let Some(background) = &self.background
+        {
+            background.checkpoint();
+            self.wal_pages = 0;
+        }
     }
 
     fn limits(&self) -> Limits {
@@ -155,7 +208,10 @@ impl Relay {
             }
             self.hub.metrics().relay_beat();
             match self.handle_file(&dir, name, *facts, agent_token.as_deref(), &mut budget, now) {
-                Outcome::Applied => counts.applied += 1,
+                Outcome::Applied => {
+                    counts.applied += 1;
+                    self.note_applied(facts.len);
+                }
                 Outcome::Later => counts.waiting += 1,
                 Outcome::Skipped => {}
                 Outcome::Refused(refusal) => {
@@ -345,7 +401,8 @@ impl Relay {
                 let Some(dir) = path.parent().and_then(Path::parent) else {
                     return Outcome::Later;
                 };
-                match deliver(dir, name, path, &answer, self.hub.now_utc()) {
+                let background = self.background.as_ref();
+                match deliver(dir, name, path, &answer, self.hub.now_utc(), background) {
                     Ok(()) => {
                         self.sightings.remove(name);
                         Outcome::Applied
@@ -419,13 +476,17 @@ fn escape(name: &str) -> String {
     super::inspect::escape_for_terminal(name)
 }
 
-/// Writes the answer (unless an earlier pass did) and archives the request under its day.
+/// Writes the answer (unless an earlier pass did) and archives the request under its day. The
+/// answer is durable before the request leaves `inbox/`; with `background`, the move itself is
+/// made durable there, after (undone by a power loss, it leaves the request in `inbox/`, answered
+/// again from the record).
 fn deliver(
     dir: &Path,
     name: &str,
     path: &Path,
     answer: &AgentAnswer,
     now: time::OffsetDateTime,
+    background: Option<&Background>,
 ) -> std::io::Result<()> {
     let text = serde_json::to_vec_pretty(answer).map_err(std::io::Error::other)?;
     write_new(&dir.join("outbox"), name, &text)?;
@@ -434,7 +495,18 @@ fn deliver(
         std::fs::create_dir_all(&day)?;
         sync_dir(&dir.join("archive"))?;
     }
-    move_into(path, &day, name)?;
+    match background {
+        Some(background) => {
+            move_into_unsynced(path, &day, name)?;
+            background.sync_dir(&day);
+            if let Some(inbox) = path.parent() {
+                background.sync_dir(inbox);
+            }
+        }
+        None => {
+            move_into(path, &day, name)?;
+        }
+    }
     Ok(())
 }
 
