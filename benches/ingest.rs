@@ -25,16 +25,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{Error, claim, setup, start, wait_for};
+use support::{Error, claim, setup, size, start, wait_for};
 
 const PAGE: usize = 1000;
-
-fn size(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn main() -> Result<(), Error> {
     let issues = size("BENCH_INGEST_ISSUES", 20_000);
@@ -138,7 +131,7 @@ fn hub_round(issues: usize) -> Result<HubRound, Error> {
     let _daemon = start(&setup.db, &[])?;
     let inbox = setup.relay.join("inbox");
     let outbox = setup.relay.join("outbox");
-    wait_for_dir(&inbox)?;
+    wait_until(&inbox, Path::is_dir)?;
     // The daemon's first pass is over once a heartbeat is answered.
     support::drop_file(
         &inbox,
@@ -153,7 +146,7 @@ fn hub_round(issues: usize) -> Result<HubRound, Error> {
         std::fs::rename(staged.join(name), inbox.join(name))?;
     }
     for name in &names {
-        wait_until_exists(&outbox.join(name))?;
+        wait_until(&outbox.join(name), Path::exists)?;
     }
     let elapsed = started.elapsed();
     for name in &names {
@@ -199,21 +192,10 @@ fn python_round(python: &Path, pages: &[PathBuf], issues: usize) -> Result<f64, 
     Ok(count as f64 / seconds)
 }
 
-fn wait_for_dir(path: &Path) -> Result<(), Error> {
+/// Waits until `ready` says yes of `path` (answers appear whole, by rename).
+fn wait_until(path: &Path, ready: fn(&Path) -> bool) -> Result<(), Error> {
     let started = Instant::now();
-    while !path.is_dir() {
-        if started.elapsed() > Duration::from_secs(30) {
-            return Err(format!("{} never came", path.display()).into());
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    Ok(())
-}
-
-/// Waits for `path` to exist (answers appear whole, by rename).
-fn wait_until_exists(path: &Path) -> Result<(), Error> {
-    let started = Instant::now();
-    while !path.exists() {
+    while !ready(path) {
         if started.elapsed() > Duration::from_secs(300) {
             return Err(format!("{} never came", path.display()).into());
         }

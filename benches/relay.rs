@@ -18,14 +18,7 @@ use jira_hub::service::{BatchRequest, HubConnection};
 use serde_json::{Value, json};
 use std::io::Write;
 use std::time::{Duration, Instant};
-use support::{Error, claim, drop_file, setup, start, wait_for};
-
-fn size(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use support::{Error, claim, drop_file, setup, size, start, wait_for};
 
 fn main() -> Result<(), Error> {
     let trips = size("BENCH_RELAY_TRIPS", 200);

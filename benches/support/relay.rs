@@ -13,6 +13,14 @@ use std::time::{Duration, Instant};
 
 pub type Error = Box<dyn std::error::Error>;
 
+/// A size from the environment, else `default`.
+pub fn size(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 pub struct Setup {
     /// Everything lives here; removed when the setup is dropped.
     #[allow(dead_code)] // the relay bench only keeps it alive
