@@ -7,7 +7,7 @@
 mod typed;
 
 use crate::domain::issue::MirrorFields;
-use crate::domain::time::{Utc, format_utc};
+use crate::domain::time::Utc;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use time::OffsetDateTime;
@@ -92,8 +92,8 @@ fn date(text: Option<String>) -> Option<String> {
     Some(date.to_string())
 }
 
-/// Jira's time (`2026-03-05T10:15:30.000+0300`, or with a colon in the offset) in ISO-8601 UTC.
-pub(crate) fn jira_time_to_utc(text: &str) -> Option<String> {
+/// Jira's time (`2026-03-05T10:15:30.000+0300`, or with a colon in the offset, or RFC 3339).
+fn jira_time(text: &str) -> Option<OffsetDateTime> {
     let formats = [
         format_description!(
             "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond][offset_hour sign:mandatory][offset_minute]"
@@ -112,7 +112,6 @@ pub(crate) fn jira_time_to_utc(text: &str) -> Option<String> {
         .iter()
         .find_map(|format| OffsetDateTime::parse(text, format).ok())
         .or_else(|| crate::domain::time::parse_utc(text))
-        .map(format_utc)
 }
 
 /// A sprint in either form Jira uses, reduced to what picks the latest: its name, whether it is
@@ -479,9 +478,12 @@ pub(crate) fn json_depth(text: &str) -> usize {
     deepest
 }
 
-/// Jira's time, typed.
+/// Jira's time, typed: in UTC, written in the hub's form (ISO-8601 with microseconds).
 fn jira_utc(text: &str) -> Option<Utc> {
-    Utc::parse(&jira_time_to_utc(text)?)
+    let at = jira_time(text)?.to_offset(time::UtcOffset::UTC);
+    // The hub's form keeps microseconds, and RFC 3339 years of four digits.
+    let at = at.replace_nanosecond(at.nanosecond() / 1000 * 1000).ok()?;
+    (0..=9999).contains(&at.year()).then(|| Utc::new(at))
 }
 
 fn map_fields(
@@ -491,11 +493,19 @@ fn map_fields(
     fields_json: String,
     epic_type_names: &[&str],
 ) -> Result<MirrorIssue, String> {
-    let depth = json_depth(&fields_json);
-    if depth > MAX_FIELDS_DEPTH {
-        return Err(format!(
-            "{key}: fields nest {depth} levels deep, more than the {MAX_FIELDS_DEPTH} the mirror can give back"
-        ));
+    // A text nests no deeper than it has opening brackets (those in strings included): almost
+    // every issue has far fewer than the limit, and that count is one quick pass.
+    let openings = fields_json
+        .bytes()
+        .filter(|b| matches!(b, b'[' | b'{'))
+        .count();
+    if openings > MAX_FIELDS_DEPTH {
+        let depth = json_depth(&fields_json);
+        if depth > MAX_FIELDS_DEPTH {
+            return Err(format!(
+                "{key}: fields nest {depth} levels deep, more than the {MAX_FIELDS_DEPTH} the mirror can give back"
+            ));
+        }
     }
     let epic_key = picked.epic_link.or_else(|| {
         let (parent_key, parent_type) = picked.parent?;
@@ -581,9 +591,11 @@ mod tests {
             ),
             ("2026-03-05T10:15:30+0000", "2026-03-05T10:15:30.000000Z"),
         ] {
-            assert_eq!(jira_time_to_utc(jira).as_deref(), Some(utc), "{jira}");
+            let typed = jira_utc(jira);
+            assert_eq!(typed.as_ref().map(Utc::as_str), Some(utc), "{jira}");
+            assert_eq!(typed, Utc::parse(utc), "{jira}: the time its text says");
         }
-        assert_eq!(jira_time_to_utc("yesterday"), None);
+        assert_eq!(jira_utc("yesterday"), None);
     }
 
     #[test]

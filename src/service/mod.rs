@@ -148,7 +148,7 @@ impl HubConnection {
     }
 
     /// Commits on this connection leave the WAL's checkpoints to [`HubConnection::checkpoint`]
-    /// (the relay runs them on a thread of its own, so that no request waits for one).
+    /// (the relay runs them between requests, so that no commit waits for one).
     pub(crate) fn defer_checkpoints(&self) -> Result<()> {
         Ok(self.store.defer_checkpoints()?)
     }

@@ -253,7 +253,7 @@ impl Store {
 
     /// Commits on this connection stop running SQLite's automatic checkpoint (which copies the
     /// WAL into the database file inside the commit that crosses 1,000 pages): whoever calls this
-    /// checkpoints with [`Store::checkpoint`], on another connection, off the commit's path.
+    /// checkpoints with [`Store::checkpoint`], off the commit's path.
     pub(crate) fn defer_checkpoints(&self) -> Result<()> {
         self.conn
             .query_row("PRAGMA wal_autocheckpoint = 0", [], |_| Ok(()))
