@@ -92,6 +92,36 @@ impl<'de> Visitor<'de> for TextVisitor {
     }
 }
 
+/// The visitor methods for every scalar (a string, a number, a boolean, null), each giving
+/// `$none`: what a member of the wrong kind reads as.
+macro_rules! scalars_read_as {
+    ($none:expr) => {
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok($none)
+        }
+
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($none)
+        }
+
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($none)
+        }
+
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($none)
+        }
+
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($none)
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok($none)
+        }
+    };
+}
+
 /// An object read as `T`; anything else (skipped unread) is `None`, as `Value::get` finds
 /// nothing in a value that is not an object.
 #[derive(Debug)]
@@ -127,29 +157,7 @@ impl<'de, T: Deserialize<'de>> Visitor<'de> for LenientVisitor<T> {
         Ok(Lenient(None))
     }
 
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(Lenient(None))
-    }
-
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Lenient(None))
-    }
-
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Lenient(None))
-    }
-
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Lenient(None))
-    }
-
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Lenient(None))
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Lenient(None))
-    }
+    scalars_read_as!(Lenient(None));
 }
 
 /// An array of `T` (elements of another shape dropped); anything else is `None`, as
@@ -191,29 +199,7 @@ impl<'de, T: Deserialize<'de>> Visitor<'de> for ItemsVisitor<T> {
         Ok(Items(None))
     }
 
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(Items(None))
-    }
-
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Items(None))
-    }
-
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Items(None))
-    }
-
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Items(None))
-    }
-
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Items(None))
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Items(None))
-    }
+    scalars_read_as!(Items(None));
 }
 
 #[derive(Debug, Default, Deserialize)]
