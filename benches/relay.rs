@@ -1,34 +1,44 @@
 //! The file relay with the real daemon (`cargo bench --bench relay`):
 //!
 //! - claim round trip: a claim file renamed into `inbox/` until its answer is in `outbox/`,
-//!   p50 and p99, with change notifications and with polling only (100 ms interval);
+//!   p50 and p99, with change notifications and with polling only (100 ms interval); with
+//!   notifications, beside the floor measured in the same run, in blocks of 25 in turn with the
+//!   round trips (which go back to back, as an agent sends them): one atomic file write (a
+//!   `.`-name, fsync, rename, fsync of the folder) and one durable commit (WAL,
+//!   `synchronous=FULL`), the least any exactly-once answer costs;
 //! - throughput: 10,000 commands claimed 100 at a time and reported through the relay, beside the
 //!   same workload through the service called directly, measured in the same run.
 //!
 //! `BENCH_RELAY_COMMANDS` and `BENCH_RELAY_TRIPS` change the sizes.
 
 mod common;
+#[path = "support/relay.rs"]
+mod support;
 
 use common::size;
-
-use jira_hub::clock::SystemClock;
 use jira_hub::protocol::{AgentAnswer, decode_value};
 use jira_hub::service::{BatchRequest, HubConnection};
 use serde_json::{Value, json};
-use std::io::BufRead;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
+use std::io::Write;
 use std::time::{Duration, Instant};
-
-type Error = Box<dyn std::error::Error>;
+use support::{Error, claim, drop_file, setup, start, wait_for};
 
 fn main() -> Result<(), Error> {
     let trips = size("BENCH_RELAY_TRIPS", 200);
     let commands = size("BENCH_RELAY_COMMANDS", 10_000);
-    let notify = round_trips(trips, &[])?;
-    report("claim round trip, notifications", &notify);
-    let polling = round_trips(trips / 4, &["--relay-no-notify", "--relay-poll-ms", "100"])?;
+    let mut floor = Floor::new()?;
+    let notify = round_trips(trips, &[], Some(&mut floor))?;
+    let trip_p50 = report("claim round trip, notifications", &notify);
+    let floor_p50 = report("floor: atomic file write + commit", &floor.times);
+    println!(
+        "round trip p50 / floor p50 = {:.2} (target <= 1.50)",
+        trip_p50 / floor_p50
+    );
+    let polling = round_trips(
+        trips / 4,
+        &["--relay-no-notify", "--relay-poll-ms", "100"],
+        None,
+    )?;
     report("claim round trip, polling 100 ms", &polling);
 
     let direct = throughput_direct(commands)?;
@@ -120,7 +130,8 @@ fn large_report(megabytes: usize) -> Result<(u64, u64, u64), Error> {
     Ok((file_bytes, peak, idle))
 }
 
-fn report(label: &str, times: &[Duration]) {
+/// Prints p50 and p99 of `times`; returns the p50 in ms.
+fn report(label: &str, times: &[Duration]) -> f64 {
     let mut sorted = times.to_vec();
     sorted.sort();
     let at =
@@ -131,93 +142,67 @@ fn report(label: &str, times: &[Duration]) {
         at(0.99),
         sorted.len()
     );
+    at(0.5)
 }
 
-struct Setup {
-    _dir: tempfile::TempDir,
-    db: PathBuf,
-    relay: PathBuf,
-    token: String,
-    hub: HubConnection,
+/// Round trips in a block between two blocks of floor trips.
+const FLOOR_BLOCK: usize = 25;
+
+/// The floor of a round trip: what the hub must do at the least for one exactly-once answer,
+/// done directly: one durable commit, then one atomic file write.
+struct Floor {
+    dir: tempfile::TempDir,
+    conn: rusqlite::Connection,
+    times: Vec<Duration>,
 }
 
-fn setup() -> Result<Setup, Error> {
-    let dir = tempfile::tempdir()?;
-    let db = dir.path().join("data/hub.sqlite");
-    let (mut hub, _) = HubConnection::open(&db, Arc::new(SystemClock))?;
-    let config: Value =
-        serde_json::from_str(include_str!("../admin/jira-sync/config.example.json"))?;
-    hub.init_from_config(&config, false)?;
-    let relay = dir.path().join("relay");
-    std::fs::create_dir_all(&relay)?;
-    let update = json!({"relay_dir": relay.display().to_string(), "auto_refresh_minutes": 0,
-        "pacing": {"max_commands_per_claim": 100}});
-    hub.update_settings(update.as_object().ok_or("object")?)?;
-    let token = hub.tokens()?.ok_or("no tokens")?.agent;
-    Ok(Setup {
-        _dir: dir,
-        db,
-        relay,
-        token,
-        hub,
-    })
-}
+impl Floor {
+    fn new() -> Result<Floor, Error> {
+        let dir = tempfile::tempdir()?;
+        std::fs::create_dir(dir.path().join("outbox"))?;
+        let conn = rusqlite::Connection::open(dir.path().join("floor.sqlite"))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.execute_batch("CREATE TABLE answer (id TEXT PRIMARY KEY, body TEXT NOT NULL)")?;
+        Ok(Floor {
+            dir,
+            conn,
+            times: Vec::new(),
+        })
+    }
 
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+    /// One commit of an answer the size of a claim's and one atomic write of it.
+    fn trip(&mut self, n: usize) -> Result<(), Error> {
+        let body = "x".repeat(1300);
+        let outbox = self.dir.path().join("outbox");
+        let started = Instant::now();
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        tx.execute(
+            "INSERT INTO answer (id, body) VALUES (?1, ?2)",
+            [n.to_string(), body.clone()],
+        )?;
+        tx.commit()?;
+        let temp = outbox.join(format!(".claim-f{n}.json.tmp"));
+        let mut file = std::fs::File::create_new(&temp)?;
+        file.write_all(body.as_bytes())?;
+        file.sync_all()?;
+        drop(file);
+        std::fs::rename(&temp, outbox.join(format!("claim-f{n}.json")))?;
+        std::fs::File::open(&outbox)?.sync_all()?;
+        self.times.push(started.elapsed());
+        std::fs::remove_file(outbox.join(format!("claim-f{n}.json")))?;
+        Ok(())
     }
 }
 
-fn start(db: &Path, extra: &[&str]) -> Result<Daemon, Error> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_jira-hub"))
-        .arg("--db")
-        .arg(db)
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .args(extra)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let stdout = child.stdout.take().ok_or("stdout")?;
-    let mut lines = std::io::BufReader::new(stdout).lines();
-    lines.next();
-    std::thread::spawn(move || for _ in lines {});
-    Ok(Daemon(child))
-}
-
-fn drop_file(inbox: &Path, name: &str, value: &Value) -> Result<(), Error> {
-    let temp = inbox.join(format!(".{name}"));
-    std::fs::write(&temp, serde_json::to_vec(value)?)?;
-    std::fs::rename(&temp, inbox.join(name))?;
-    Ok(())
-}
-
-/// Waits for `path` by polling its existence, then reads it.
-fn wait_for(path: &Path) -> Result<Value, Error> {
-    let started = Instant::now();
-    loop {
-        if path.exists()
-            && let Ok(value) = serde_json::from_slice(&std::fs::read(path)?)
-        {
-            return Ok(value);
-        }
-        if started.elapsed() > Duration::from_secs(30) {
-            return Err(format!("{} never came", path.display()).into());
-        }
-        std::thread::sleep(Duration::from_micros(200));
-    }
-}
-
-fn claim(id: &str, token: &str, max: usize) -> Value {
-    json!({"kind": "claim", "id": id, "agent": "bench", "sent_at": "2026-11-29T10:00:00Z", "token": token,
-           "agent_version": "1", "settings_version": 0, "max_commands": max})
-}
-
-fn round_trips(trips: usize, extra: &[&str]) -> Result<Vec<Duration>, Error> {
+/// Claim round trips through the daemon; with `floor`, a floor trip after each.
+fn round_trips(
+    trips: usize,
+    extra: &[&str],
+    mut floor: Option<&mut Floor>,
+) -> Result<Vec<Duration>, Error> {
     let setup = setup()?;
     let _daemon = start(&setup.db, extra)?;
     let inbox = setup.relay.join("inbox");
@@ -235,6 +220,16 @@ fn round_trips(trips: usize, extra: &[&str]) -> Result<Vec<Duration>, Error> {
             times.push(started.elapsed());
         }
         std::fs::remove_file(outbox.join(&name))?;
+        // Blocks of back-to-back round trips (each claim dropped as soon as the answer before it
+        // came, as an agent does), each followed, once the daemon is idle, by as many floor trips.
+        if let Some(floor) = floor.as_deref_mut()
+            && (n + 1) % FLOOR_BLOCK == 0
+        {
+            std::thread::sleep(Duration::from_millis(20));
+            for f in 0..FLOOR_BLOCK {
+                floor.trip(n * FLOOR_BLOCK + f)?;
+            }
+        }
     }
     Ok(times)
 }

@@ -15,7 +15,7 @@ mod common;
 use common::size;
 
 use jira_hub::clock::SystemClock;
-use jira_hub::jira::{FieldIds, map_issue};
+use jira_hub::jira::map_issue;
 use jira_hub::protocol::{AgentAnswer, AgentRequest, decode_value};
 use jira_hub::service::{BatchRequest, HubConnection};
 use rusqlite::{Connection, params};
@@ -24,6 +24,10 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
+
+#[path = "support/issues.rs"]
+mod issues;
+use issues::{field_ids, raw_issue};
 
 const PAGE: usize = 1000;
 const GROUP: usize = 100;
@@ -120,45 +124,6 @@ fn peak_rss_kib() -> Result<u64, Box<dyn std::error::Error>> {
         .find(|l| l.starts_with("VmHWM:"))
         .ok_or("no VmHWM")?;
     Ok(line.split_whitespace().nth(1).ok_or("no value")?.parse()?)
-}
-
-/// A realistic raw issue: custom fields, a sprint, a description, two links and two comments.
-fn raw_issue(n: usize) -> Value {
-    let key = format!("AURORA-{n}");
-    json!({"id": (100_000 + n).to_string(), "key": key, "fields": {
-        "summary": format!("Задача номер {n}: подготовить отчёт по складу"),
-        "description": "Описание задачи. ".repeat(40),
-        "status": {"name": "В работе", "id": "3"},
-        "issuetype": {"name": "Задача", "id": "10002"},
-        "priority": {"name": "Средний", "id": "3"},
-        "assignee": {"name": "ivanov", "displayName": "Иван Иванов"},
-        "reporter": {"name": "petrov", "displayName": "Пётр Петров"},
-        "labels": ["AWPCA"],
-        "created": "2026-03-05T10:15:30.000+0300",
-        "updated": "2026-03-06T10:15:30.000+0300",
-        "duedate": "2026-04-01",
-        "customfield_10101": format!("AURORA-{}", n / 50 * 50 + 1),
-        "customfield_10105": ["com.atlassian.greenhopper.service.sprint.Sprint@1a2b[id=5,rapidViewId=4216,state=ACTIVE,name=Sprint 5,startDate=2026-03-01T10:00:00.000+03:00,endDate=<null>,completeDate=<null>,sequence=5]"],
-        "customfield_12001": "2026-03-01",
-        "customfield_12002": "2026-03-31",
-        "issuelinks": [
-            {"id": (n * 2).to_string(), "type": {"name": "Blocks"}, "outwardIssue": {"key": format!("AURORA-{}", n + 1)}},
-            {"id": (n.saturating_sub(1) * 2).to_string(), "type": {"name": "Blocks"}, "inwardIssue": {"key": format!("AURORA-{}", n.saturating_sub(1))}}
-        ],
-        "comment": {"comments": [
-            {"id": format!("{n}1"), "author": {"name": "ivanov"}, "body": "Первый комментарий", "created": "2026-03-05T10:15:30.000+0300"},
-            {"id": format!("{n}2"), "author": {"name": "petrov"}, "body": "Второй комментарий", "created": "2026-03-05T11:15:30.000+0300"}
-        ]}
-    }})
-}
-
-fn field_ids() -> FieldIds {
-    FieldIds {
-        epic_link: Some("customfield_10101".into()),
-        sprint: Some("customfield_10105".into()),
-        plan_start: Some("customfield_12001".into()),
-        plan_end: Some("customfield_12002".into()),
-    }
 }
 
 fn request(kind: &str, id: usize, body: Value) -> Result<AgentRequest, Box<dyn std::error::Error>> {

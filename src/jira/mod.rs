@@ -4,8 +4,10 @@
 //!
 //! Missing or null fields are never errors; only an issue without a `key` or `fields` is.
 
+mod typed;
+
 use crate::domain::issue::MirrorFields;
-use crate::domain::time::{Utc, format_utc};
+use crate::domain::time::Utc;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use time::OffsetDateTime;
@@ -83,15 +85,15 @@ fn named(value: Option<&Value>) -> Option<String> {
 }
 
 /// A date field: `YYYY-MM-DD`, or the date part of a date-time.
-fn date(value: Option<&Value>) -> Option<String> {
-    let text = text(value)?;
+fn date(text: Option<String>) -> Option<String> {
+    let text = text?;
     let date = text.get(..10)?;
     time::Date::parse(date, format_description!("[year]-[month]-[day]")).ok()?;
     Some(date.to_string())
 }
 
-/// Jira's time (`2026-03-05T10:15:30.000+0300`, or with a colon in the offset) in ISO-8601 UTC.
-pub(crate) fn jira_time_to_utc(text: &str) -> Option<String> {
+/// Jira's time (`2026-03-05T10:15:30.000+0300`, or with a colon in the offset, or RFC 3339).
+fn jira_time(text: &str) -> Option<OffsetDateTime> {
     let formats = [
         format_description!(
             "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond][offset_hour sign:mandatory][offset_minute]"
@@ -110,7 +112,6 @@ pub(crate) fn jira_time_to_utc(text: &str) -> Option<String> {
         .iter()
         .find_map(|format| OffsetDateTime::parse(text, format).ok())
         .or_else(|| crate::domain::time::parse_utc(text))
-        .map(format_utc)
 }
 
 /// A sprint in either form Jira uses, reduced to what picks the latest: its name, whether it is
@@ -213,32 +214,54 @@ fn latest_sprint(value: Option<&Value>) -> Option<String> {
         .map(|(_, s)| s.name)
 }
 
-fn links_of(key: &str, fields: &serde_json::Map<String, Value>) -> Option<Vec<MirrorLink>> {
+/// The links of an issue as it lists them, before they are stored once each.
+#[derive(Debug)]
+struct LinkParts {
+    jira_id: Option<String>,
+    link_type: String,
+    /// The other issue's key when this one is the link's source.
+    outward: Option<String>,
+    /// The other issue's key when this one is the link's target.
+    inward: Option<String>,
+}
+
+fn link_parts(fields: &serde_json::Map<String, Value>) -> Option<Vec<LinkParts>> {
     let items = fields.get("issuelinks")?.as_array()?;
-    let links = items
-        .iter()
-        .filter_map(|link| {
-            let link_type = named(link.get("type"))?;
-            let jira_id = text(link.get("id"));
-            if let Some(other) = link.get("outwardIssue").and_then(|i| text(i.get("key"))) {
-                Some(MirrorLink {
-                    jira_id,
-                    source_key: key.to_string(),
-                    target_key: other,
-                    link_type,
+    Some(
+        items
+            .iter()
+            .filter_map(|link| {
+                Some(LinkParts {
+                    link_type: named(link.get("type"))?,
+                    jira_id: text(link.get("id")),
+                    outward: link.get("outwardIssue").and_then(|i| text(i.get("key"))),
+                    inward: link.get("inwardIssue").and_then(|i| text(i.get("key"))),
                 })
-            } else {
-                let other = link.get("inwardIssue").and_then(|i| text(i.get("key")))?;
-                Some(MirrorLink {
-                    jira_id,
-                    source_key: other,
-                    target_key: key.to_string(),
-                    link_type,
-                })
-            }
+            })
+            .collect(),
+    )
+}
+
+/// Each link stored once: `source <outward> target`.
+fn links_of(key: &str, parts: Vec<LinkParts>) -> Vec<MirrorLink> {
+    parts
+        .into_iter()
+        .filter_map(|link| match (link.outward, link.inward) {
+            (Some(other), _) => Some(MirrorLink {
+                jira_id: link.jira_id,
+                source_key: key.to_string(),
+                target_key: other,
+                link_type: link.link_type,
+            }),
+            (None, Some(other)) => Some(MirrorLink {
+                jira_id: link.jira_id,
+                source_key: other,
+                target_key: key.to_string(),
+                link_type: link.link_type,
+            }),
+            (None, None) => None,
         })
-        .collect();
-    Some(links)
+        .collect()
 }
 
 fn comments_of(fields: &serde_json::Map<String, Value>) -> Option<Vec<MirrorComment>> {
@@ -277,39 +300,72 @@ const USED_FIELDS: [&str; 14] = [
     "parent",
 ];
 
-/// Deserializes a `fields` object keeping only the members the mapping reads.
-struct UsedFields<'a> {
-    custom: &'a [&'a str],
+/// What the mapping reads of an issue's `fields`, taken out of them (from a parsed `Value`, or in
+/// one typed pass over the text).
+#[derive(Debug, Default)]
+struct Picked {
+    summary: Option<String>,
+    description: Option<String>,
+    status: Option<String>,
+    issue_type: Option<String>,
+    priority: Option<String>,
+    assignee: Option<String>,
+    reporter: Option<String>,
+    labels: Vec<String>,
+    duedate: Option<String>,
+    created: Option<String>,
+    updated: Option<String>,
+    /// `None` when `issuelinks` is not an array (the stored links then stay).
+    links: Option<Vec<LinkParts>>,
+    /// `None` when `comment.comments` is not an array (the stored comments then stay).
+    comments: Option<Vec<MirrorComment>>,
+    /// The parent's key and its issue type's name.
+    parent: Option<(Option<String>, Option<String>)>,
+    epic_link: Option<String>,
+    /// Not null.
+    sprint: Option<Value>,
+    plan_start: Option<String>,
+    plan_end: Option<String>,
 }
 
-impl<'de> serde::de::DeserializeSeed<'de> for UsedFields<'_> {
-    type Value = serde_json::Map<String, Value>;
-
-    fn deserialize<D: serde::Deserializer<'de>>(
-        self,
-        deserializer: D,
-    ) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_map(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for UsedFields<'_> {
-    type Value = serde_json::Map<String, Value>;
-
-    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.write_str("the fields object of a Jira issue")
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut fields = serde_json::Map::new();
-        while let Some(name) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            if USED_FIELDS.contains(&name.as_ref()) || self.custom.contains(&name.as_ref()) {
-                fields.insert(name.into_owned(), map.next_value()?);
-            } else {
-                map.next_value::<serde::de::IgnoredAny>()?;
-            }
-        }
-        Ok(fields)
+fn picked_from_map(fields: &serde_json::Map<String, Value>, ids: &FieldIds) -> Picked {
+    let custom = |id: &Option<String>| {
+        id.as_ref()
+            .and_then(|id| fields.get(id))
+            .filter(|v| !v.is_null())
+    };
+    Picked {
+        summary: text(fields.get("summary")),
+        description: text(fields.get("description")),
+        status: named(fields.get("status")),
+        issue_type: named(fields.get("issuetype")),
+        priority: named(fields.get("priority")),
+        assignee: user(fields.get("assignee")),
+        reporter: user(fields.get("reporter")),
+        labels: fields
+            .get("labels")
+            .and_then(Value::as_array)
+            .map(|l| {
+                l.iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        duedate: text(fields.get("duedate")),
+        created: text(fields.get("created")),
+        updated: text(fields.get("updated")),
+        links: link_parts(fields),
+        comments: comments_of(fields),
+        parent: fields.get("parent").map(|parent| {
+            (
+                text(parent.get("key")),
+                parent.get("fields").and_then(|f| named(f.get("issuetype"))),
+            )
+        }),
+        epic_link: custom(&ids.epic_link).and_then(|v| text(Some(v))),
+        sprint: custom(&ids.sprint).cloned(),
+        plan_start: custom(&ids.plan_start).and_then(|v| text(Some(v))),
+        plan_end: custom(&ids.plan_end).and_then(|v| text(Some(v))),
     }
 }
 
@@ -328,15 +384,17 @@ pub fn map_issue(
     map_fields(
         key,
         text(raw.get("id")),
-        fields,
+        picked_from_map(fields, ids),
         fields_json,
-        ids,
         epic_type_names,
     )
 }
 
 /// Maps one raw issue given as its JSON text (a refresh page): `fields` is kept exactly as the
-/// agent sent it, without being serialized again.
+/// agent sent it, without being serialized again, and read in one typed pass that builds no
+/// values and skips the dozens of fields the mirror never reads. What that pass cannot read
+/// (custom field ids that name standard fields or each other, a member twice in one object) is
+/// read as a `Value`, with the same result.
 pub(crate) fn map_issue_text(
     raw: &str,
     ids: &FieldIds,
@@ -355,22 +413,34 @@ pub(crate) fn map_issue_text(
     let raw_fields = parts
         .fields
         .ok_or_else(|| format!("{key}: no fields object"))?;
-    // A Jira issue carries dozens of fields the mirror never reads: one pass over `fields`
-    // parses the members the mapping uses and skips the others without building them.
     let custom: Vec<&str> = [&ids.epic_link, &ids.sprint, &ids.plan_start, &ids.plan_end]
         .into_iter()
         .filter_map(|id| id.as_deref())
         .collect();
-    let mut deserializer = serde_json::Deserializer::from_str(raw_fields.get());
-    let fields =
-        serde::de::DeserializeSeed::deserialize(UsedFields { custom: &custom }, &mut deserializer)
-            .map_err(|_| format!("{key}: no fields object"))?;
+    let plain_ids = custom
+        .iter()
+        .enumerate()
+        .all(|(i, id)| !USED_FIELDS.contains(id) && !custom[..i].contains(id));
+    let typed = plain_ids
+        .then(|| {
+            let mut deserializer = serde_json::Deserializer::from_str(raw_fields.get());
+            serde::de::DeserializeSeed::deserialize(typed::FieldsSeed { ids }, &mut deserializer)
+                .ok()
+        })
+        .flatten();
+    let picked = match typed {
+        Some(picked) => picked,
+        None => {
+            let fields: serde_json::Map<String, Value> = serde_json::from_str(raw_fields.get())
+                .map_err(|_| format!("{key}: no fields object"))?;
+            picked_from_map(&fields, ids)
+        }
+    };
     map_fields(
         key,
         text(parts.id.as_ref()),
-        &fields,
+        picked,
         raw_fields.get().to_string(),
-        ids,
         epic_type_names,
     )
 }
@@ -408,73 +478,64 @@ pub(crate) fn json_depth(text: &str) -> usize {
     deepest
 }
 
-/// Jira's time, typed.
+/// Jira's time, typed: in UTC, written in the hub's form (ISO-8601 with microseconds).
 fn jira_utc(text: &str) -> Option<Utc> {
-    Utc::parse(&jira_time_to_utc(text)?)
+    let at = jira_time(text)?.to_offset(time::UtcOffset::UTC);
+    // The hub's form keeps microseconds, and RFC 3339 years of four digits.
+    let at = at.replace_nanosecond(at.nanosecond() / 1000 * 1000).ok()?;
+    (0..=9999).contains(&at.year()).then(|| Utc::new(at))
 }
 
 fn map_fields(
     key: String,
     jira_id: Option<String>,
-    fields: &serde_json::Map<String, Value>,
+    picked: Picked,
     fields_json: String,
-    ids: &FieldIds,
     epic_type_names: &[&str],
 ) -> Result<MirrorIssue, String> {
-    let depth = json_depth(&fields_json);
-    if depth > MAX_FIELDS_DEPTH {
-        return Err(format!(
-            "{key}: fields nest {depth} levels deep, more than the {MAX_FIELDS_DEPTH} the mirror can give back"
-        ));
+    // A text nests no deeper than it has opening brackets (those in strings included): almost
+    // every issue has far fewer than the limit, and that count is one quick pass.
+    let openings = fields_json
+        .bytes()
+        .filter(|b| matches!(b, b'[' | b'{'))
+        .count();
+    if openings > MAX_FIELDS_DEPTH {
+        let depth = json_depth(&fields_json);
+        if depth > MAX_FIELDS_DEPTH {
+            return Err(format!(
+                "{key}: fields nest {depth} levels deep, more than the {MAX_FIELDS_DEPTH} the mirror can give back"
+            ));
+        }
     }
-    let custom = |id: &Option<String>| {
-        id.as_ref()
-            .and_then(|id| fields.get(id))
-            .filter(|v| !v.is_null())
-    };
-    let epic_key = custom(&ids.epic_link)
-        .and_then(|v| text(Some(v)))
-        .or_else(|| {
-            let parent = fields.get("parent")?;
-            let parent_type = parent
-                .get("fields")
-                .and_then(|f| named(f.get("issuetype")))?;
-            epic_type_names
-                .contains(&parent_type.as_str())
-                .then(|| text(parent.get("key")))?
-        });
-    let labels = fields
-        .get("labels")
-        .and_then(Value::as_array)
-        .map(|l| {
-            l.iter()
-                .filter_map(|v| v.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
-    let links = links_of(&key, fields);
+    let epic_key = picked.epic_link.or_else(|| {
+        let (parent_key, parent_type) = picked.parent?;
+        epic_type_names
+            .contains(&parent_type?.as_str())
+            .then_some(parent_key)?
+    });
+    let links = picked.links.map(|parts| links_of(&key, parts));
     Ok(MirrorIssue {
         mirrored: MirrorFields {
             jira_id,
-            issue_type: named(fields.get("issuetype")).unwrap_or_default(),
-            summary: text(fields.get("summary")).unwrap_or_default(),
-            description: text(fields.get("description")),
-            status: named(fields.get("status")).unwrap_or_default(),
-            priority: named(fields.get("priority")),
-            assignee: user(fields.get("assignee")),
-            reporter: user(fields.get("reporter")),
-            labels,
+            issue_type: picked.issue_type.unwrap_or_default(),
+            summary: picked.summary.unwrap_or_default(),
+            description: picked.description,
+            status: picked.status.unwrap_or_default(),
+            priority: picked.priority,
+            assignee: picked.assignee,
+            reporter: picked.reporter,
+            labels: picked.labels,
             epic_key,
-            sprint: latest_sprint(custom(&ids.sprint)),
-            duedate: date(fields.get("duedate")),
-            plan_start: date(custom(&ids.plan_start)),
-            plan_end: date(custom(&ids.plan_end)),
-            created_at: text(fields.get("created")).and_then(|t| jira_utc(&t)),
-            updated_at: text(fields.get("updated")).and_then(|t| jira_utc(&t)),
+            sprint: latest_sprint(picked.sprint.as_ref()),
+            duedate: date(picked.duedate),
+            plan_start: date(picked.plan_start),
+            plan_end: date(picked.plan_end),
+            created_at: picked.created.and_then(|t| jira_utc(&t)),
+            updated_at: picked.updated.and_then(|t| jira_utc(&t)),
             key,
         },
         links,
-        comments: comments_of(fields),
+        comments: picked.comments,
         fields_json,
     })
 }
@@ -530,9 +591,11 @@ mod tests {
             ),
             ("2026-03-05T10:15:30+0000", "2026-03-05T10:15:30.000000Z"),
         ] {
-            assert_eq!(jira_time_to_utc(jira).as_deref(), Some(utc), "{jira}");
+            let typed = jira_utc(jira);
+            assert_eq!(typed.as_ref().map(Utc::as_str), Some(utc), "{jira}");
+            assert_eq!(typed, Utc::parse(utc), "{jira}: the time its text says");
         }
-        assert_eq!(jira_time_to_utc("yesterday"), None);
+        assert_eq!(jira_utc("yesterday"), None);
     }
 
     #[test]
@@ -569,6 +632,49 @@ mod tests {
         assert_eq!(
             fields, search["issues"][0]["fields"],
             "the whole fields object is kept"
+        );
+    }
+
+    /// The typed pass over the text maps every issue as reading it as a `Value` does, odd
+    /// shapes included.
+    #[test]
+    fn the_text_maps_as_the_value_does() {
+        let search = fixture("jira-ruby-search-issue.json");
+        let mut raws: Vec<Value> = search["issues"].as_array().unwrap().clone();
+        raws.extend([
+            json!({"id": 7, "key": "A-1", "fields": {"summary": 12.5, "description": null, "status": "Open",
+                "issuetype": {"name": 3}, "priority": [1], "assignee": {"displayName": "Иван"},
+                "reporter": {"name": null, "displayName": "Пётр"}, "labels": ["a", 1, null, ["b"], "c"],
+                "duedate": "2026-04-01T10:00:00.000+0300", "created": "2026-03-05T10:15:30.000+0300",
+                "updated": "bad", "customfield_10101": null, "customfield_10105": {"name": "S", "state": "closed"},
+                "customfield_12001": 20260301, "customfield_12002": "2026-13-01",
+                "issuelinks": [1, {"type": {"name": "Blocks"}}, {"id": 5, "type": {"name": "Relates"}, "outwardIssue": {}, "inwardIssue": {"key": "A-9"}},
+                    {"type": "x", "outwardIssue": {"key": "A-2"}}],
+                "comment": {"comments": [{"id": 1, "body": null, "author": "x"}, {"body": "no id"}, 5]},
+                "parent": {"key": "A-8", "fields": {"issuetype": {"name": "Эпик"}}}}}),
+            json!({"key": "A-2", "fields": {"issuelinks": {}, "comment": {"comments": {}}, "labels": "x", "parent": {"key": "A-3"}}}),
+            json!({"key": "A-3", "fields": {"comment": [], "parent": {"key": "A-4", "fields": {"issuetype": {"name": "Задача"}}},
+                "customfield_10101": {"key": "A-5"}, "customfield_10105": null}}),
+        ]);
+        for raw in &raws {
+            let text = serde_json::to_string(raw).unwrap();
+            let from_value = map_issue(raw, &ids(), &["Эпик", "Epic"]).unwrap();
+            let from_text = map_issue_text(&text, &ids(), &["Эпик", "Epic"]).unwrap();
+            assert_eq!(from_text, from_value, "{text}");
+        }
+        // A member twice, or custom ids that name standard fields: read as a `Value` instead.
+        let twice =
+            r#"{"key": "A-1", "fields": {"status": {"name": "a", "name": "b"}, "summary": "x"}}"#;
+        assert_eq!(
+            map_issue_text(twice, &ids(), &[]).unwrap().mirrored.status,
+            "b"
+        );
+        let mut odd = ids();
+        odd.epic_link = Some("summary".into());
+        let raw = json!({"key": "A-1", "fields": {"summary": "A-7"}});
+        assert_eq!(
+            map_issue_text(&raw.to_string(), &odd, &[]).unwrap(),
+            map_issue(&raw, &odd, &[]).unwrap()
         );
     }
 

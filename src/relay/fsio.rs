@@ -57,14 +57,22 @@ pub(crate) fn free_name(dir: &Path, name: &str) -> PathBuf {
         .unwrap_or(first)
 }
 
-/// Moves `from` into `dir` under `name` (or a free variant of it); returns where it went.
+/// Moves `from` into `dir` under `name` (or a free variant of it) and syncs both folders;
+/// returns where it went.
 pub(crate) fn move_into(from: &Path, dir: &Path, name: &str) -> std::io::Result<PathBuf> {
-    let target = free_name(dir, name);
-    std::fs::rename(from, &target)?;
+    let target = move_into_unsynced(from, dir, name)?;
     sync_dir(dir)?;
     if let Some(parent) = from.parent() {
         sync_dir(parent)?;
     }
+    Ok(target)
+}
+
+/// Moves `from` into `dir` under `name` (or a free variant of it) without syncing the folders:
+/// the caller makes the move durable later.
+pub(crate) fn move_into_unsynced(from: &Path, dir: &Path, name: &str) -> std::io::Result<PathBuf> {
+    let target = free_name(dir, name);
+    std::fs::rename(from, &target)?;
     Ok(target)
 }
 

@@ -12,6 +12,7 @@
 //! the protocol lives in `service`, shared with the HTTP API. `relay_dir` itself is never
 //! created (an unmounted share must not turn into a local folder nobody reads).
 
+mod background;
 pub(crate) mod decide;
 mod fsio;
 pub(crate) mod inspect;

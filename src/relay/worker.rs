@@ -7,13 +7,19 @@
 //! one transaction; then the answer is written; then the request leaves `inbox/`. A crash at any
 //! point leaves the file in `inbox/`, and handling it again gives the recorded answer without
 //! applying anything twice.
+//!
+//! Under [`Relay::run`] a request's answer waits for nothing but its own work: the folder syncs of
+//! archive moves run on the relay's background thread, and the WAL's checkpoints run after the
+//! answer is written, never inside a commit.
 
+use super::background::Background;
 use super::decide::{
     Decision, FileFacts, Limits, NameVerdict, Observation, Refusal, Sighting, classify_name,
     decide, observe,
 };
 use super::fsio::{
-    free_name, lstat_facts, move_into, open_request, read_limited, remove_any, sync_dir, write_new,
+    free_name, lstat_facts, move_into, move_into_unsynced, open_request, read_limited, remove_any,
+    sync_dir, write_new,
 };
 use super::{FOLDERS, RelayOptions};
 use crate::protocol::{AgentAnswer, TokenCheck};
@@ -73,7 +79,16 @@ pub struct Relay {
     /// What is wrong with the configured folder, as last logged (to log changes only).
     problem_reported: Option<String>,
     last_prune: Option<Instant>,
+    /// Folder syncs off the requests' path (under [`Relay::run`] only).
+    background: Option<Background>,
+    /// About how many pages the requests applied since the last checkpoint wrote to the WAL.
+    wal_pages: u64,
 }
+
+/// How many WAL pages (about 16 MiB) the relay's requests may write before it checkpoints.
+/// SQLite's own automatic checkpoint runs at 1,000, inside the commit that crosses them; fewer,
+/// larger checkpoints pay their two fsyncs less often, and the WAL's blocks are reused after each.
+const CHECKPOINT_PAGES: u64 = 4096;
 
 impl Relay {
     pub fn new(hub: HubConnection, options: RelayOptions, shutdown: Shutdown) -> Self {
@@ -88,6 +103,8 @@ impl Relay {
             current: None,
             problem_reported: None,
             last_prune: None,
+            background: None,
+            wal_pages: 0,
         }
     }
 
@@ -99,6 +116,7 @@ impl Relay {
     /// Runs until shutdown: a pass over the folder, then a wait for a notification or the
     /// poll interval. The file in hand is always finished before stopping.
     pub(crate) fn run(mut self) {
+        self.background = self.start_background();
         while !self.shutdown.is_triggered() {
             self.hub.metrics().relay_beat();
             match self.pass() {
@@ -114,7 +132,42 @@ impl Relay {
             self.hub.metrics().relay_beat();
             let _ = self.wake_rx.recv_timeout(self.options.poll_interval);
         }
+        if let Some(background) = self.background.take() {
+            background.finish();
+        }
         tracing::info!("relay stopped");
+    }
+
+    /// The background thread; the relay's own commits then leave checkpoints to
+    /// [`Relay::note_applied`]. Without it everything is done in line, as in [`Relay::pass`].
+    fn start_background(&self) -> Option<Background> {
+        match Background::start() {
+            Ok(background) => {
+                if let Err(error) = self.hub.defer_checkpoints() {
+                    tracing::warn!(%error, "checkpoints stay in the relay's commits");
+                }
+                Some(background)
+            }
+            Err(error) => {
+                tracing::warn!(%error, "no background thread for the relay: archive syncs and checkpoints stay in line");
+                None
+            }
+        }
+    }
+
+    /// Counts what an applied request wrote to the WAL (a few pages, and about its own size);
+    /// past [`CHECKPOINT_PAGES`], checkpoints now, after the request was answered. Done here,
+    /// between requests, rather than on the background thread: a checkpoint that lags behind a
+    /// stream of large reports never lets the WAL start over, and a WAL that only grows makes
+    /// every commit dearer (each frame written to a new block).
+    fn note_applied(&mut self, bytes: u64) {
+        self.wal_pages += 4 + bytes / 4096;
+        if self.wal_pages >= CHECKPOINT_PAGES && self.background.is_some() {
+            self.wal_pages = 0;
+            if let Err(error) = self.hub.checkpoint() {
+                tracing::warn!(%error, "a checkpoint of the database's WAL failed; retried later");
+            }
+        }
     }
 
     fn limits(&self) -> Limits {
@@ -159,7 +212,10 @@ impl Relay {
             }
             self.hub.metrics().relay_beat();
             match self.handle_file(&dir, name, *facts, agent_token.as_deref(), &mut budget, now) {
-                Outcome::Applied => counts.applied += 1,
+                Outcome::Applied => {
+                    counts.applied += 1;
+                    self.note_applied(facts.len);
+                }
                 Outcome::Later => counts.waiting += 1,
                 Outcome::Skipped => {}
                 Outcome::Refused(refusal) => {
@@ -198,7 +254,12 @@ impl Relay {
             self.report_problem(None);
             return Ok(None);
         };
-        if !dir.is_dir() {
+        let missing = !dir.is_dir();
+        self.hub
+            .metrics()
+            .relay_missing
+            .store(missing, std::sync::atomic::Ordering::Relaxed);
+        if missing {
             self.report_problem(Some(format!(
                 "папки реле {} нет (общая папка не смонтирована?)",
                 dir.display()
@@ -238,6 +299,10 @@ impl Relay {
             };
             self.current = Some((dir.clone(), watcher));
             self.sightings.clear();
+            let today = self.hub.now_utc().date();
+            self.hub
+                .metrics()
+                .set_refused_on(today, refused_on(&dir.join("rejected"), today));
         }
         Ok(Some(dir))
     }
@@ -354,7 +419,8 @@ impl Relay {
                 let Some(dir) = path.parent().and_then(Path::parent) else {
                     return Outcome::Later;
                 };
-                match deliver(dir, name, path, &answer, self.hub.now_utc()) {
+                let background = self.background.as_ref();
+                match deliver(dir, name, path, &answer, self.hub.now_utc(), background) {
                     Ok(()) => {
                         self.sightings.remove(name);
                         Outcome::Applied
@@ -374,6 +440,9 @@ impl Relay {
         let now = crate::domain::time::format_utc(self.hub.now_utc());
         tracing::warn!(file = %escape(name), code = refusal.code, reason = %refusal.message, "relay file refused");
         crate::service::Metrics::add(&self.hub.metrics().relay_refused, 1);
+        self.hub
+            .metrics()
+            .count_refused_on(self.hub.now_utc().date(), 1);
         let rejected = dir.join("rejected");
         let target = free_name(&rejected, name);
         let target_name = target
@@ -428,13 +497,17 @@ fn escape(name: &str) -> String {
     super::inspect::escape_for_terminal(name)
 }
 
-/// Writes the answer (unless an earlier pass did) and archives the request under its day.
+/// Writes the answer (unless an earlier pass did) and archives the request under its day. The
+/// answer is durable before the request leaves `inbox/`; with `background`, the move itself is
+/// made durable there, after (undone by a power loss, it leaves the request in `inbox/`, answered
+/// again from the record).
 fn deliver(
     dir: &Path,
     name: &str,
     path: &Path,
     answer: &AgentAnswer,
     now: time::OffsetDateTime,
+    background: Option<&Background>,
 ) -> std::io::Result<()> {
     let text = serde_json::to_vec_pretty(answer).map_err(std::io::Error::other)?;
     write_new(&dir.join("outbox"), name, &text)?;
@@ -443,7 +516,18 @@ fn deliver(
         std::fs::create_dir_all(&day)?;
         sync_dir(&dir.join("archive"))?;
     }
-    move_into(path, &day, name)?;
+    match background {
+        Some(background) => {
+            move_into_unsynced(path, &day, name)?;
+            background.sync_dir(&day);
+            if let Some(inbox) = path.parent() {
+                background.sync_dir(inbox);
+            }
+        }
+        None => {
+            move_into(path, &day, name)?;
+        }
+    }
     Ok(())
 }
 
@@ -455,6 +539,20 @@ fn day_of(date: time::Date) -> String {
         u8::from(date.month()),
         date.day()
     )
+}
+
+/// How many refusals `rejected/` holds from `day` (UTC): the reasons the hub wrote then
+/// (`<file>.error.json`), by their modification time.
+fn refused_on(rejected: &Path, day: time::Date) -> u64 {
+    let Ok(entries) = std::fs::read_dir(rejected) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_name().to_string_lossy().ends_with(".error.json"))
+        .filter_map(|entry| entry.metadata().ok()?.modified().ok())
+        .filter(|modified| time::OffsetDateTime::from(*modified).date() == day)
+        .count() as u64
 }
 
 /// The entries of `inbox/` that are or look like requests, with what `lstat` says of them.

@@ -14,7 +14,7 @@ use crate::domain::issue::MirrorFields;
 use crate::domain::jql::split_incremental;
 use crate::domain::settings::Settings;
 use crate::domain::time::{Utc, format_utc, parse_utc};
-use crate::jira::{FieldIds, map_issue_text};
+use crate::jira::{FieldIds, MirrorIssue, map_issue_text};
 use crate::protocol::{
     AgentAnswer, AgentRequest, ClaimAnswer, ClaimRequest, ClaimedCommand, CommandResult,
     HeartbeatAnswer, HeartbeatRequest, Ignored, Kind, Page, ReportAnswer, ReportRequest,
@@ -461,6 +461,9 @@ struct Ingested {
     not_stored: u64,
 }
 
+/// Pages of this many issues or more are mapped on a second thread while they are stored.
+const PIPELINE_FROM: usize = 64;
+
 fn ingest_page(
     tx: &Tx<'_>,
     settings: &Settings,
@@ -477,8 +480,8 @@ fn ingest_page(
         .map(|t| t.epic.name.as_str())
         .collect();
     let (mut seen, mut changed) = (0, 0);
-    for raw in &page.issues {
-        match map_issue_text(raw.get(), &ids, &epic_names) {
+    let mut store = |mapped: std::result::Result<MirrorIssue, String>| -> Result<()> {
+        match mapped {
             Ok(issue) => {
                 let upserted = tx.upsert_issue(&issue, &now.utc)?;
                 seen += 1;
@@ -495,6 +498,39 @@ fn ingest_page(
                 tracing::warn!(command = command.id, %reason, "an issue of a refresh page was not stored")
             }
         }
+        Ok(())
+    };
+    let (ids, epic_names) = (&ids, &epic_names);
+    let map = |raw: &serde_json::value::RawValue| map_issue_text(raw.get(), ids, epic_names);
+    if page.issues.len() < PIPELINE_FROM {
+        for raw in &page.issues {
+            store(map(raw))?;
+        }
+    } else {
+        // A second thread maps the page's issues, in order, while this one stores them.
+        std::thread::scope(|scope| -> Result<()> {
+            let (sender, mapped) = std::sync::mpsc::sync_channel(64);
+            let mapper = std::thread::Builder::new()
+                .name("ingest-map".into())
+                .spawn_scoped(scope, move || {
+                    for raw in &page.issues {
+                        // The receiver is gone when storing failed: nothing more is wanted.
+                        if sender.send(map(raw)).is_err() {
+                            break;
+                        }
+                    }
+                });
+            if mapper.is_err() {
+                for raw in &page.issues {
+                    store(map(raw))?;
+                }
+                return Ok(());
+            }
+            for issue in mapped {
+                store(issue)?;
+            }
+            Ok(())
+        })?;
     }
     tx.count_run_page(run.id, seen, changed, page.total)?;
     ingested.stored += seen as u64;

@@ -9,6 +9,7 @@ use crate::domain::command::{BatchStatus, CommandStatus};
 use crate::domain::time::Utc;
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use time::OffsetDateTime;
 
 /// How many hours the overview's charts cover.
@@ -229,35 +230,25 @@ impl HubConnection {
         })
     }
 
+    /// The relay folder as the relay saw it on its last pass: nothing here reads the share, so a
+    /// share that hangs never holds a request (the relay's own liveness shows in `/ready`).
     fn relay_state(&self, relay_dir: Option<String>, now: OffsetDateTime) -> RelayState {
         let Some(dir) = relay_dir else {
             return RelayState::NotSet;
         };
+        if self.metrics.relay_missing.load(Ordering::Relaxed) {
+            return RelayState::Missing { dir };
+        }
         if let Some(problem) = self.metrics.relay_problem() {
             return RelayState::Unusable { dir, problem };
         }
-        let path = Path::new(&dir);
-        if !path.join("inbox").is_dir() {
-            return RelayState::Missing { dir };
-        }
-        let midnight = now
-            .to_offset(time::UtcOffset::UTC)
-            .replace_time(time::Time::MIDNIGHT);
-        let waiting = visible_entries(&path.join("inbox")).len();
-        // A refusal's reason is written by the hub beside the refused file when it refuses it.
-        let refused_today = visible_entries(&path.join("rejected"))
-            .into_iter()
-            .filter(|(name, meta)| {
-                name.ends_with(".error.json")
-                    && meta
-                        .modified()
-                        .is_ok_and(|at| OffsetDateTime::from(at) >= midnight)
-            })
-            .count();
         RelayState::Present {
             dir,
-            waiting,
-            refused_today,
+            waiting: self.metrics.relay_files_waiting.load(Ordering::Relaxed) as usize,
+            refused_today: self
+                .metrics
+                .refused_on(now.to_offset(time::UtcOffset::UTC).date())
+                as usize,
         }
     }
 

@@ -30,6 +30,12 @@ pub struct Metrics {
     /// Request files left in `inbox/` after the relay's last pass (waiting to arrive whole, or
     /// beyond the pass's reading budget).
     pub relay_files_waiting: AtomicU64,
+    /// The relay found its folder missing on its last pass (the share is not mounted).
+    pub relay_missing: std::sync::atomic::AtomicBool,
+    /// Relay files refused on one day of the hub's UTC clock: the day and how many. Counted by
+    /// the relay as it refuses, from what `rejected/` held for that day when it took the folder,
+    /// so that nothing else reads the share to tell it.
+    relay_refused_day: std::sync::Mutex<Option<(time::Date, u64)>>,
     /// When the relay loop last showed it is alive (milliseconds since the Unix epoch; 0 before
     /// it started): a relay stuck in a system call must show in `/ready` and stop the watchdog.
     pub relay_beat_ms: AtomicU64,
@@ -46,6 +52,31 @@ impl Metrics {
 
     pub(crate) fn get(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
+    }
+
+    /// `n` more files refused on `day` (a new day starts from `n`).
+    pub(crate) fn count_refused_on(&self, day: time::Date, n: u64) {
+        if let Ok(mut slot) = self.relay_refused_day.lock() {
+            *slot = match *slot {
+                Some((counted, so_far)) if counted == day => Some((day, so_far + n)),
+                _ => Some((day, n)),
+            };
+        }
+    }
+
+    /// The relay took a folder whose `rejected/` holds `n` refusals from `day`.
+    pub(crate) fn set_refused_on(&self, day: time::Date, n: u64) {
+        if let Ok(mut slot) = self.relay_refused_day.lock() {
+            *slot = Some((day, n));
+        }
+    }
+
+    /// Relay files refused on `day`, as far as the relay has counted.
+    pub fn refused_on(&self, day: time::Date) -> u64 {
+        match self.relay_refused_day.lock().map(|slot| *slot) {
+            Ok(Some((counted, n))) if counted == day => n,
+            _ => 0,
+        }
     }
 
     /// The relay loop is alive now.

@@ -154,6 +154,17 @@ impl HubConnection {
         })
     }
 
+    /// Commits on this connection leave the WAL's checkpoints to [`HubConnection::checkpoint`]
+    /// (the relay runs them between requests, so that no commit waits for one).
+    pub(crate) fn defer_checkpoints(&self) -> Result<()> {
+        Ok(self.store.defer_checkpoints()?)
+    }
+
+    /// Copies the WAL into the database file as far as readers allow, waiting for nobody.
+    pub(crate) fn checkpoint(&self) -> Result<()> {
+        Ok(self.store.checkpoint()?)
+    }
+
     /// The process's counters.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics

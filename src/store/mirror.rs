@@ -52,6 +52,23 @@ const ISSUE_SELECT: &str = "key, jira_id, issue_type, summary, description, stat
      labels, epic_key, sprint, duedate, plan_start, plan_end, created_at, updated_at, synced_at, \
      COALESCE(mirror_changed_at, synced_at)";
 
+/// The upsert of one issue, written once (the statement cache is looked up by its text).
+static UPSERT_ISSUE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "INSERT INTO issue ({ISSUE_COLUMNS}, fields) VALUES
+         (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?18, ?19)
+         ON CONFLICT (key) DO UPDATE SET jira_id = excluded.jira_id, issue_type = excluded.issue_type,
+           summary = excluded.summary, description = excluded.description, status = excluded.status,
+           priority = excluded.priority, assignee = excluded.assignee, reporter = excluded.reporter,
+           labels = excluded.labels, epic_key = excluded.epic_key, sprint = excluded.sprint,
+           duedate = excluded.duedate, plan_start = excluded.plan_start, plan_end = excluded.plan_end,
+           created_at = excluded.created_at, updated_at = excluded.updated_at,
+           synced_at = excluded.synced_at, fields = excluded.fields,
+           mirror_changed_at = CASE WHEN ?20 THEN excluded.synced_at
+           ELSE COALESCE(issue.mirror_changed_at, issue.synced_at) END"
+    )
+});
+
 fn issue_from_row(row: &Row<'_>) -> rusqlite::Result<IssueRow> {
     let labels: String = row.get(9)?;
     Ok(IssueRow {
@@ -241,18 +258,23 @@ impl Tx<'_> {
         // (Jira moved the issue).
         let mut existing: Option<(Option<String>, bool)> = None;
         let mut old_key: Option<String> = None;
+        // Two point lookups, each by its own index (one query with `OR` builds a row set).
         {
-            let mut statement = self.0.prepare_cached(
-                "SELECT key, jira_id, fields = ?2 FROM issue WHERE key = ?1 OR (?3 IS NOT NULL AND jira_id = ?3)",
-            )?;
-            let mut rows = statement.query(params![issue.key, fields, issue.jira_id])?;
+            let mut statement = self
+                .0
+                .prepare_cached("SELECT jira_id, fields = ?2 FROM issue WHERE key = ?1")?;
+            let mut rows = statement.query(params![issue.key, fields])?;
+            if let Some(row) = rows.next()? {
+                existing = Some((row.get(0)?, row.get(1)?));
+            }
+        }
+        if let Some(jira_id) = &issue.jira_id {
+            let mut statement = self
+                .0
+                .prepare_cached("SELECT key FROM issue WHERE jira_id = ?1 AND key <> ?2")?;
+            let mut rows = statement.query(params![jira_id, issue.key])?;
             while let Some(row) = rows.next()? {
-                let key: String = row.get(0)?;
-                if key == issue.key {
-                    existing = Some((row.get(1)?, row.get(2)?));
-                } else {
-                    old_key = Some(key);
-                }
+                old_key = Some(row.get(0)?);
             }
         }
         let mut moved = false;
@@ -261,42 +283,28 @@ impl Tx<'_> {
             moved = true;
         }
         let changed = !existing.as_ref().is_some_and(|(_, same)| *same);
-        self.0
-            .prepare_cached(&format!(
-                "INSERT INTO issue ({ISSUE_COLUMNS}, fields) VALUES
-                 (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?18, ?19)
-                 ON CONFLICT (key) DO UPDATE SET jira_id = excluded.jira_id, issue_type = excluded.issue_type,
-                   summary = excluded.summary, description = excluded.description, status = excluded.status,
-                   priority = excluded.priority, assignee = excluded.assignee, reporter = excluded.reporter,
-                   labels = excluded.labels, epic_key = excluded.epic_key, sprint = excluded.sprint,
-                   duedate = excluded.duedate, plan_start = excluded.plan_start, plan_end = excluded.plan_end,
-                   created_at = excluded.created_at, updated_at = excluded.updated_at,
-                   synced_at = excluded.synced_at, fields = excluded.fields,
-                   mirror_changed_at = CASE WHEN ?20 THEN excluded.synced_at
-                     ELSE COALESCE(issue.mirror_changed_at, issue.synced_at) END"
-            ))?
-            .execute(params![
-                issue.key,
-                issue.jira_id,
-                issue.issue_type,
-                issue.summary,
-                issue.description,
-                issue.status,
-                issue.priority,
-                issue.assignee,
-                issue.reporter,
-                json!(issue.labels).to_string(),
-                issue.epic_key,
-                issue.sprint,
-                issue.duedate,
-                issue.plan_start,
-                issue.plan_end,
-                issue.created_at,
-                issue.updated_at,
-                synced_at,
-                fields,
-                changed || moved
-            ])?;
+        self.0.prepare_cached(&UPSERT_ISSUE)?.execute(params![
+            issue.key,
+            issue.jira_id,
+            issue.issue_type,
+            issue.summary,
+            issue.description,
+            issue.status,
+            issue.priority,
+            issue.assignee,
+            issue.reporter,
+            serde_json::to_string(&issue.labels)?,
+            issue.epic_key,
+            issue.sprint,
+            issue.duedate,
+            issue.plan_start,
+            issue.plan_end,
+            issue.created_at,
+            issue.updated_at,
+            synced_at,
+            fields,
+            changed || moved
+        ])?;
         if let Some(links) = &mirror_issue.links {
             // A new issue has no links of its own stored yet (rows other issues stored for it
             // are theirs to keep current): only a known issue's stale links are looked for.

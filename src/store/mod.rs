@@ -252,6 +252,27 @@ impl Store {
         Ok(value)
     }
 
+    /// Commits on this connection stop running SQLite's automatic checkpoint (which copies the
+    /// WAL into the database file inside the commit that crosses 1,000 pages): whoever calls this
+    /// checkpoints with [`Store::checkpoint`], off the commit's path.
+    pub(crate) fn defer_checkpoints(&self) -> Result<()> {
+        self.conn
+            .query_row("PRAGMA wal_autocheckpoint = 0", [], |_| Ok(()))
+            .optional()?;
+        Ok(())
+    }
+
+    /// A passive checkpoint: copies into the database file what the WAL holds and no reader
+    /// still needs, without waiting for the writer or any reader; the next write transaction
+    /// then starts the WAL over. Durability does not depend on it: a commit is durable once its
+    /// WAL frames are synced.
+    pub(crate) fn checkpoint(&self) -> Result<()> {
+        self.conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+            .optional()?;
+        Ok(())
+    }
+
     /// A second, read-only connection to the same file (backups read through it).
     fn reader(&self) -> Result<Connection> {
         let conn = Connection::open_with_flags(

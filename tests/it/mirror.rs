@@ -586,3 +586,41 @@ fn the_slice_json_is_the_rows_serialized() {
         Err(ServiceError::NotFound(_))
     ));
 }
+
+/// A large page is mapped on a second thread while it is stored: every issue lands, in the
+/// page's order (a key sent twice keeps its later version), and one that cannot be mapped is
+/// skipped without stopping the rest.
+#[test]
+fn a_large_page_is_stored_whole_and_in_order() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    let agent = Agent::new("agent-1");
+    let mut page: Vec<Value> = (1..=300)
+        .map(|n| {
+            raw_issue(
+                &format!("AURORA-{n}"),
+                &n.to_string(),
+                &["AWPCA"],
+                json!({}),
+            )
+        })
+        .collect();
+    page[150] = json!({"id": "9999", "fields": {}});
+    page.push(raw_issue(
+        "AURORA-7",
+        "7",
+        &["AWPCA"],
+        json!({"summary": "вторая версия"}),
+    ));
+    refresh(&mut hub, &agent, None, &[page], json!([]));
+    assert_eq!(hub.status().unwrap().counts.issues, 299);
+    let seventh = hub.issue("AURORA-7").unwrap();
+    assert_eq!(seventh.issue.summary, "вторая версия");
+    assert_eq!(
+        hub.metrics()
+            .issues_not_stored
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+}

@@ -716,3 +716,55 @@ fn a_stop_drains_requests_in_flight() {
     assert_eq!(daemon.wait().code(), Some(0));
     assert!(hub.projects().unwrap().iter().any(|p| p.label == "DRAIN"));
 }
+
+/// The console's view of the relay folder comes from the relay's own passes (nothing else reads
+/// the share): files still waiting, refusals of the day (those `rejected/` held when the relay
+/// took the folder and those it made since), the folder missing.
+#[test]
+fn the_relay_tells_the_console_what_waits_and_what_it_refused_today() {
+    let dir = TestDir::new();
+    let (mut hub, relay, token) = relay_hub(&dir);
+    let earlier = relay.join("rejected/claim-old.json.error.json");
+    std::fs::write(&earlier, b"{}").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&earlier)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(3 * 86_400))
+        .unwrap();
+    std::fs::write(relay.join("rejected/claim-today.json.error.json"), b"{}").unwrap();
+    let mut worker = worker(&hub, Duration::from_secs(30));
+    drop_file(
+        &relay.join("inbox"),
+        "claim-wrong.json",
+        &claim_file("wrong", "not-the-token", 1),
+    );
+    std::fs::write(
+        relay.join("inbox/claim-half.json"),
+        b"{\"kind\": \"claim\", ",
+    )
+    .unwrap();
+    drop_file(
+        &relay.join("inbox"),
+        "claim-ok.json",
+        &claim_file("ok", &token, 1),
+    );
+    let counts = worker.pass().unwrap();
+    assert_eq!((counts.applied, counts.refused, counts.waiting), (1, 1, 1));
+    assert_eq!(
+        hub.overview().unwrap().relay,
+        jira_hub::service::RelayState::Present {
+            dir: relay.display().to_string(),
+            waiting: 1,
+            refused_today: 2,
+        }
+    );
+    std::fs::rename(&relay, dir.path().join("unmounted")).unwrap();
+    worker.pass().unwrap();
+    assert_eq!(
+        hub.overview().unwrap().relay,
+        jira_hub::service::RelayState::Missing {
+            dir: relay.display().to_string()
+        }
+    );
+}

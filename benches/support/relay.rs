@@ -1,0 +1,100 @@
+//! The real daemon with a relay folder, for the benchmarks that go through the relay
+//! (`benches/relay.rs`, `benches/ingest.rs`): a hub initialised from the example config, the
+//! release binary serving it, and the agent's side of the folder.
+
+use jira_hub::clock::SystemClock;
+use jira_hub::service::HubConnection;
+use serde_json::{Value, json};
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub type Error = Box<dyn std::error::Error>;
+
+pub struct Setup {
+    /// Everything lives here; removed when the setup is dropped.
+    #[allow(dead_code)] // the relay bench only keeps it alive
+    pub dir: tempfile::TempDir,
+    pub db: PathBuf,
+    pub relay: PathBuf,
+    pub token: String,
+    pub hub: HubConnection,
+}
+
+pub fn setup() -> Result<Setup, Error> {
+    let dir = tempfile::tempdir()?;
+    let db = dir.path().join("data/hub.sqlite");
+    let (mut hub, _) = HubConnection::open(&db, Arc::new(SystemClock))?;
+    let config: Value =
+        serde_json::from_str(include_str!("../../admin/jira-sync/config.example.json"))?;
+    hub.init_from_config(&config, false)?;
+    let relay = dir.path().join("relay");
+    std::fs::create_dir_all(&relay)?;
+    let update = json!({"relay_dir": relay.display().to_string(), "auto_refresh_minutes": 0,
+        "pacing": {"max_commands_per_claim": 100}});
+    hub.update_settings(update.as_object().ok_or("object")?)?;
+    let token = hub.tokens()?.ok_or("no tokens")?.agent;
+    Ok(Setup {
+        dir,
+        db,
+        relay,
+        token,
+        hub,
+    })
+}
+
+pub struct Daemon(pub Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn start(db: &Path, extra: &[&str]) -> Result<Daemon, Error> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_jira-hub"))
+        .arg("--db")
+        .arg(db)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let stdout = child.stdout.take().ok_or("stdout")?;
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    lines.next();
+    std::thread::spawn(move || for _ in lines {});
+    Ok(Daemon(child))
+}
+
+pub fn drop_file(inbox: &Path, name: &str, value: &Value) -> Result<(), Error> {
+    let temp = inbox.join(format!(".{name}"));
+    std::fs::write(&temp, serde_json::to_vec(value)?)?;
+    std::fs::rename(&temp, inbox.join(name))?;
+    Ok(())
+}
+
+/// Waits for `path` by polling its existence, then reads it.
+pub fn wait_for(path: &Path) -> Result<Value, Error> {
+    let started = Instant::now();
+    loop {
+        if path.exists()
+            && let Ok(value) = serde_json::from_slice(&std::fs::read(path)?)
+        {
+            return Ok(value);
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            return Err(format!("{} never came", path.display()).into());
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+pub fn claim(id: &str, token: &str, max: usize) -> Value {
+    json!({"kind": "claim", "id": id, "agent": "bench", "sent_at": "2026-11-29T10:00:00Z", "token": token,
+           "agent_version": "1", "settings_version": 0, "max_commands": max})
+}
