@@ -40,37 +40,30 @@ const COOKIE_MAX_AGE: u32 = 30 * 24 * 3600;
 /// How many batches, failed commands and runs a list shows.
 const LIST_LIMIT: i64 = 200;
 
-/// What the console's handlers share: the key of the anti-forgery tokens.
-pub(super) struct Console {
-    /// `None` when the system's random source failed: no one can sign in then.
-    key: Option<ring::hmac::Key>,
-}
+/// What an anti-forgery token signs, under the client token as the key.
+const CSRF_LABEL: &[u8] = b"jira-hub console: anti-forgery token, v1";
+
+/// The anti-forgery tokens of the console's forms. A token is an HMAC-SHA256 of a fixed label
+/// under the client token: only someone holding the client token can make it (a page of another
+/// site cannot read the cookie), it stays valid across restarts of the hub (a form left open
+/// still works), and it ends when the client token is rotated.
+pub(super) struct Console;
 
 impl Console {
     fn new() -> Console {
-        let mut secret = [0u8; 32];
-        let key = match getrandom::fill(&mut secret) {
-            Ok(()) => Some(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &secret)),
-            Err(error) => {
-                tracing::error!(%error, "no random bytes for the console's anti-forgery key; signing in is refused");
-                None
-            }
-        };
-        Console { key }
+        Console
     }
 
     /// The anti-forgery token of a session of `token`.
     fn csrf(&self, token: &str) -> Option<String> {
-        let key = self.key.as_ref()?;
-        Some(hex(ring::hmac::sign(key, token.as_bytes()).as_ref()))
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, token.as_bytes());
+        Some(hex(ring::hmac::sign(&key, CSRF_LABEL).as_ref()))
     }
 
     /// Whether `given` is the anti-forgery token of `token` (compared in constant time).
     fn csrf_matches(&self, token: &str, given: &str) -> bool {
-        match (self.key.as_ref(), unhex(given)) {
-            (Some(key), Some(tag)) => ring::hmac::verify(key, token.as_bytes(), &tag).is_ok(),
-            _ => false,
-        }
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, token.as_bytes());
+        unhex(given).is_some_and(|tag| ring::hmac::verify(&key, CSRF_LABEL, &tag).is_ok())
     }
 }
 
@@ -832,6 +825,8 @@ mod tests {
         assert!(!console.csrf_matches("u", &csrf));
         assert!(!console.csrf_matches("t", ""));
         assert!(!console.csrf_matches("t", "zz"));
+        // Another process (the hub restarted) makes and accepts the same token.
+        assert!(Console::new().csrf_matches("t", &csrf));
     }
 
     #[test]
