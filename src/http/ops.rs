@@ -29,7 +29,7 @@ pub(crate) async fn health() -> Json<Value> {
 #[utoipa::path(get, path = "/ready", tag = "operations",
     responses((status = 200, description = "ready", body = Object), (status = 503, description = "the database does not answer, or the relay loop is stuck", body = super::ErrorBody)))]
 pub(crate) async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let (relay_dir, stalled, problem) = state
+    let (relay_dir, stalled, problem, missing) = state
         .pool
         .run(|hub| {
             let metrics = hub.metrics();
@@ -37,6 +37,9 @@ pub(crate) async fn ready(State(state): State<AppState>) -> Result<Json<Value>, 
                 hub.settings()?.relay_dir,
                 metrics.relay_stalled_for(),
                 metrics.relay_problem(),
+                metrics
+                    .relay_missing
+                    .load(std::sync::atomic::Ordering::Relaxed),
             ))
         })
         .await
@@ -56,11 +59,13 @@ pub(crate) async fn ready(State(state): State<AppState>) -> Result<Json<Value>, 
             format!("реле не отвечает {} с", silent.as_secs()),
         ));
     }
+    // As the relay found the folder on its last pass: the request itself never touches the
+    // share (a hung mount would hold it).
     let relay = match (&relay_dir, &problem) {
         (None, _) => "not set",
+        (Some(_), _) if missing => "missing",
         (Some(_), Some(_)) => "unusable",
-        (Some(dir), None) if std::path::Path::new(dir).join("inbox").is_dir() => "ok",
-        (Some(_), None) => "missing",
+        (Some(_), None) => "ok",
     };
     Ok(Json(
         json!({"status": "ready", "database": "ok", "relay": relay, "relay_dir": relay_dir, "relay_problem": problem}),

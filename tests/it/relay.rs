@@ -312,12 +312,16 @@ fn a_missing_relay_dir_is_never_created_and_changes_are_followed() {
     let started = std::time::Instant::now();
     loop {
         let (_, ready) = http(&daemon.address, "GET", "/ready", None, None);
-        if ready["relay"] == "unusable" {
+        if ready["relay"] == "missing" {
+            assert!(
+                ready["relay_problem"].as_str().unwrap().contains("нет"),
+                "{ready}"
+            );
             break;
         }
         assert!(
             started.elapsed() < WAIT,
-            "the daemon never saw the share: {ready}"
+            "the daemon never saw the share missing: {ready}"
         );
         std::thread::sleep(Duration::from_millis(10));
     }
