@@ -109,14 +109,11 @@ fn retry_conflict(message: String) -> ServiceError {
     }
 }
 
-fn refuse_retry_in_cancelled_batch(tx: &Tx<'_>, batch_id: i64) -> Result<()> {
-    let batch = tx
-        .batch(batch_id)?
-        .ok_or_else(|| ServiceError::NotFound(format!("пакета {batch_id} нет")))?;
+fn refuse_retry_in_cancelled_batch(batch: &BatchRow) -> Result<()> {
     if batch.cancelled_at.is_some() {
         return Err(ServiceError::Conflict {
             field: "batch".into(),
-            message: format!("пакет {batch_id} отменён, его команды не повторяются"),
+            message: format!("пакет {} отменён, его команды не повторяются", batch.id),
         });
     }
     Ok(())
@@ -278,7 +275,10 @@ impl HubConnection {
                     command.status.as_str()
                 )));
             }
-            refuse_retry_in_cancelled_batch(tx, command.batch_id)?;
+            let batch = tx.batch(command.batch_id)?.ok_or_else(|| {
+                ServiceError::NotFound(format!("пакета {} нет", command.batch_id))
+            })?;
+            refuse_retry_in_cancelled_batch(&batch)?;
             if let Some(dependency) = command.depends_on.map(|d| tx.command(d)).transpose()?.flatten()
                 && matches!(
                     dependency.status,
@@ -310,7 +310,7 @@ impl HubConnection {
             let batch = tx
                 .batch(batch_id)?
                 .ok_or_else(|| ServiceError::NotFound(format!("пакета {batch_id} нет")))?;
-            refuse_retry_in_cancelled_batch(tx, batch_id)?;
+            refuse_retry_in_cancelled_batch(&batch)?;
             let mut retried = 0;
             for command in tx.commands_of_batch(batch_id)? {
                 retried += usize::from(tx.retry_command(command.id, &now)?);

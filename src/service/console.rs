@@ -143,7 +143,8 @@ fn visible_entries(dir: &Path) -> Vec<(String, std::fs::Metadata)> {
 }
 
 impl HubConnection {
-    /// The console's overview, read on one snapshot (the relay folder and backups from disk).
+    /// The console's overview: the queue, agents and runs from the database, the relay folder
+    /// as the relay's last pass found it, the last backup from `backups/`.
     pub fn overview(&mut self) -> Result<Overview> {
         let now = self.clock.now();
         let this_hour = start_of_hour(now);
