@@ -11,8 +11,8 @@
 //!   hub's (`issue` with its indexes, `issue_link`, `issue_comment`), WAL and
 //!   `synchronous=FULL`, one transaction per page. Skipped, saying so, without `python3`.
 //!
-//! Three rounds, hub and baseline in turn (the machine is shared); medians are compared.
-//! `BENCH_INGEST_ISSUES` and `BENCH_INGEST_ROUNDS` change the sizes.
+//! Five rounds, hub and baseline in turn (the machine is shared); medians are compared.
+//! `BENCH_INGEST_ISSUES`, `BENCH_INGEST_PAGE` and `BENCH_INGEST_ROUNDS` change the sizes.
 
 mod common;
 #[path = "support/issues.rs"]
@@ -29,19 +29,18 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use support::{Error, claim, setup, start, wait_for};
 
-const PAGE: usize = 1000;
-
 fn main() -> Result<(), Error> {
     let issues = size("BENCH_INGEST_ISSUES", 20_000);
-    let rounds = size("BENCH_INGEST_ROUNDS", 3).max(1);
+    let page = size("BENCH_INGEST_PAGE", 1000).max(1);
+    let rounds = size("BENCH_INGEST_ROUNDS", 5).max(1);
     let python = python3();
     println!(
-        "refresh ingest of {issues} issues in pages of {PAGE}, through the relay; {rounds} rounds"
+        "refresh ingest of {issues} issues in pages of {page}, through the relay; {rounds} rounds"
     );
     let mut hub_rates = Vec::new();
     let mut python_rates = Vec::new();
     for _ in 0..rounds {
-        let round = hub_round(issues)?;
+        let round = hub_round(issues, page)?;
         hub_rates.push(issues as f64 / round.elapsed.as_secs_f64());
         if let Some(python) = &python {
             python_rates.push(python_round(python, &round.pages, issues)?);
@@ -94,7 +93,7 @@ struct HubRound {
     _setup: support::Setup,
 }
 
-fn hub_round(issues: usize) -> Result<HubRound, Error> {
+fn hub_round(issues: usize, page_size: usize) -> Result<HubRound, Error> {
     let mut setup = setup()?;
     setup.hub.enqueue_refresh(None, "bench")?;
     let AgentAnswer::Claim(answer) =
@@ -114,8 +113,8 @@ fn hub_round(issues: usize) -> Result<HubRound, Error> {
     std::fs::create_dir_all(&kept)?;
     let mut names = Vec::new();
     let mut pages = Vec::new();
-    for (page, first) in (0..issues).step_by(PAGE).enumerate() {
-        let raw: Vec<serde_json::Value> = (first..(first + PAGE).min(issues))
+    for (page, first) in (0..issues).step_by(page_size).enumerate() {
+        let raw: Vec<serde_json::Value> = (first..(first + page_size).min(issues))
             .map(issues::raw_issue)
             .collect();
         let report = json!({"kind": "report", "id": format!("p{page}"), "agent": "bench",

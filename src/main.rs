@@ -7,6 +7,11 @@ use jira_hub::cli::{CliError, LogFormat, Outcome};
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
+/// mimalloc, not glibc's malloc: the relay maps a refresh page on one thread and frees it on
+/// another, and glibc's per-arena locks made those frees wait on each other.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = jira_hub::cli::Cli::parse();
     setup_logging(cli.log_format);

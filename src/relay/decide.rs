@@ -176,6 +176,16 @@ pub(crate) enum Decision {
 
 /// Decides what happens to one file.
 pub(crate) fn decide(observation: &Observation<'_>, limits: &Limits) -> Decision {
+    decide_decoded(observation, limits, None)
+}
+
+/// [`decide`], with the observation's bytes already decoded (read ahead on another thread, with
+/// the same token check): `decoded` must be `decode_bytes` of `observation.bytes`.
+pub(crate) fn decide_decoded(
+    observation: &Observation<'_>,
+    limits: &Limits,
+    decoded: Option<Result<AgentRequest, DecodeError>>,
+) -> Decision {
     let (kind, id) = match classify_name(observation.name) {
         NameVerdict::NotOurs => return Decision::Skip,
         NameVerdict::Refuse(refusal) => return Decision::Refuse(refusal),
@@ -209,7 +219,7 @@ pub(crate) fn decide(observation: &Observation<'_>, limits: &Limits) -> Decision
             _ => Decision::Read,
         };
     };
-    match decode_bytes(bytes, observation.token) {
+    match decoded.unwrap_or_else(|| decode_bytes(bytes, observation.token)) {
         Ok(request) if request.kind() != kind => Decision::Refuse(Refusal::new(
             "kind_mismatch",
             Some("kind"),

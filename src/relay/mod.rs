@@ -16,6 +16,7 @@ mod background;
 pub(crate) mod decide;
 mod fsio;
 pub(crate) mod inspect;
+mod readahead;
 mod watch;
 mod worker;
 

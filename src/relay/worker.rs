@@ -15,18 +15,19 @@
 use super::background::Background;
 use super::decide::{
     Decision, FileFacts, Limits, NameVerdict, Observation, Refusal, Sighting, classify_name,
-    decide, observe,
+    decide, decide_decoded, observe,
 };
 use super::fsio::{
     free_name, lstat_facts, move_into, move_into_unsynced, open_request, read_limited, remove_any,
     sync_dir, write_new,
 };
+use super::readahead::{self, ReadAhead};
 use super::{FOLDERS, RelayOptions};
 use crate::protocol::{AgentAnswer, TokenCheck};
-use crate::service::{HubConnection, ServiceError};
+use crate::service::{HubConnection, Premapped, ServiceError};
 use crate::shutdown::Shutdown;
 use serde_json::json;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::time::Instant;
@@ -48,6 +49,17 @@ pub struct PassCounts {
     pub applied: usize,
     pub refused: usize,
     pub waiting: usize,
+}
+
+/// What one pass over `inbox/` carries from file to file.
+struct Pass<'a> {
+    /// The relay folder.
+    dir: &'a Path,
+    /// The agent token request bodies must carry (`None`: the hub has none yet).
+    token: Option<&'a str>,
+    /// How many more bytes the pass may read.
+    budget: u64,
+    now: Instant,
 }
 
 /// Why a pass could not look at the folder (a file's own trouble is an [`Outcome`], not this).
@@ -81,14 +93,21 @@ pub struct Relay {
     last_prune: Option<Instant>,
     /// Folder syncs off the requests' path (under [`Relay::run`] only).
     background: Option<Background>,
-    /// About how many pages the requests applied since the last checkpoint wrote to the WAL.
-    wal_pages: u64,
+    /// About how much the requests applied since the last checkpoint wrote to the WAL.
+    wal_bytes: u64,
 }
 
-/// How many WAL pages (about 16 MiB) the relay's requests may write before it checkpoints.
-/// SQLite's own automatic checkpoint runs at 1,000, inside the commit that crosses them; fewer,
-/// larger checkpoints pay their two fsyncs less often, and the WAL's blocks are reused after each.
-const CHECKPOINT_PAGES: u64 = 4096;
+/// About how much the relay's requests may write to the WAL before it checkpoints while requests
+/// keep coming, and once they stop. SQLite's own automatic checkpoint runs every 1,000 pages,
+/// inside the commit that crosses them. Here no commit waits for one: a stream of refresh pages
+/// pays for a checkpoint (and its two fsyncs) every 16 MiB, between two requests, and a relay
+/// that has nothing left to do leaves at most SQLite's usual WAL behind. (A larger interval made
+/// no stream faster: the WAL then grows into new blocks, and every commit pays for them.)
+const CHECKPOINT_STREAM_BYTES: u64 = 16 * 1024 * 1024;
+const CHECKPOINT_IDLE_BYTES: u64 = 4 * 1024 * 1024;
+/// What a request writes to the WAL besides its own size: the pages of its command rows, its
+/// record and their indexes.
+const REQUEST_WAL_BYTES: u64 = 64 * 1024;
 
 impl Relay {
     pub fn new(hub: HubConnection, options: RelayOptions, shutdown: Shutdown) -> Self {
@@ -104,7 +123,7 @@ impl Relay {
             problem_reported: None,
             last_prune: None,
             background: None,
-            wal_pages: 0,
+            wal_bytes: 0,
         }
     }
 
@@ -155,18 +174,33 @@ impl Relay {
         }
     }
 
-    /// Counts what an applied request wrote to the WAL (a few pages, and about its own size);
-    /// past [`CHECKPOINT_PAGES`], checkpoints now, after the request was answered. Done here,
-    /// between requests, rather than on the background thread: a checkpoint that lags behind a
-    /// stream of large reports never lets the WAL start over, and a WAL that only grows makes
-    /// every commit dearer (each frame written to a new block).
+    /// Counts what an applied request wrote to the WAL (about its own size, and a few pages);
+    /// past [`CHECKPOINT_STREAM_BYTES`], checkpoints now, after the request was answered. Done
+    /// here, between requests, rather than on the background thread: a checkpoint that lags
+    /// behind a stream of large reports never lets the WAL start over, and a WAL that only grows
+    /// makes every commit dearer (each frame written to a new block).
     fn note_applied(&mut self, bytes: u64) {
-        self.wal_pages += 4 + bytes / 4096;
-        if self.wal_pages >= CHECKPOINT_PAGES && self.background.is_some() {
-            self.wal_pages = 0;
-            if let Err(error) = self.hub.checkpoint() {
-                tracing::warn!(%error, "a checkpoint of the database's WAL failed; retried later");
-            }
+        self.wal_bytes += REQUEST_WAL_BYTES + bytes;
+        if self.wal_bytes >= CHECKPOINT_STREAM_BYTES {
+            self.checkpoint();
+        }
+    }
+
+    /// A pass left nothing waiting: the WAL is checkpointed past [`CHECKPOINT_IDLE_BYTES`].
+    fn note_idle(&mut self) {
+        if self.wal_bytes >= CHECKPOINT_IDLE_BYTES {
+            self.checkpoint();
+        }
+    }
+
+    fn checkpoint(&mut self) {
+        // Without the background thread the commits checkpoint as SQLite does by default.
+        if self.background.is_none() {
+            return;
+        }
+        self.wal_bytes = 0;
+        if let Err(error) = self.hub.checkpoint() {
+            tracing::warn!(%error, "a checkpoint of the database's WAL failed; retried later");
         }
     }
 
@@ -189,14 +223,14 @@ impl Relay {
     pub fn pass_at(&mut self, now: Instant) -> Result<PassCounts, RelayError> {
         // One read of the settings a pass: the folder to use and the token to check.
         let settings = self.hub.settings()?;
-        let Some(dir) = self.relay_dir(settings.relay_dir.map(PathBuf::from))? else {
+        let Some(dir) = self.relay_dir(settings.relay_dir.as_ref().map(PathBuf::from))? else {
             self.hub
                 .metrics()
                 .relay_files_waiting
                 .store(0, std::sync::atomic::Ordering::Relaxed);
             return Ok(PassCounts::default());
         };
-        let agent_token = settings.tokens.map(|t| t.agent);
+        let agent_token = settings.tokens.as_ref().map(|t| t.agent.clone());
         let mut counts = PassCounts::default();
         let inbox = dir.join("inbox");
         let mut candidates = list_candidates(&inbox).map_err(|source| RelayError::Io {
@@ -205,26 +239,73 @@ impl Relay {
         })?;
         // Small requests overtake big ones: a heartbeat never waits behind a large report.
         candidates.sort_by(|a, b| a.1.len.cmp(&b.1.len).then_with(|| a.0.cmp(&b.0)));
-        let mut budget = self.options.read_budget_bytes;
-        for (name, facts) in &candidates {
-            if self.shutdown.is_triggered() {
-                break;
-            }
-            self.hub.metrics().relay_beat();
-            match self.handle_file(&dir, name, *facts, agent_token.as_deref(), &mut budget, now) {
-                Outcome::Applied => {
-                    counts.applied += 1;
-                    self.note_applied(facts.len);
+        let mut pass = Pass {
+            dir: &dir,
+            token: agent_token.as_deref(),
+            budget: self.options.read_budget_bytes,
+            now,
+        };
+        // The large files after the first are read ahead while the relay applies the one before.
+        let max_file_bytes = self.options.max_file_bytes;
+        let wanted: Vec<(&str, FileFacts)> = candidates
+            .iter()
+            .filter(|(name, facts)| readahead::wanted(name, facts, max_file_bytes))
+            .map(|(name, facts)| (name.as_str(), *facts))
+            .skip(1)
+            .collect();
+        let mut ahead_names: VecDeque<&str> = wanted.iter().map(|(name, _)| *name).collect();
+        let shutdown = self.shutdown.clone();
+        std::thread::scope(|scope| {
+            let (sender, ahead) = sync_channel(1);
+            if !wanted.is_empty() {
+                let plan = readahead::Plan {
+                    inbox: &inbox,
+                    files: wanted,
+                    token: TokenCheck::Expect(agent_token.as_deref()),
+                    settings: &settings,
+                    max_file_bytes,
+                    budget: pass.budget,
+                    shutdown: &shutdown,
+                };
+                let spawned = std::thread::Builder::new()
+                    .name("relay-read".into())
+                    .spawn_scoped(scope, move || readahead::run(plan, sender));
+                if let Err(error) = spawned {
+                    // The relay reads every file itself.
+                    tracing::warn!(%error, "no thread to read ahead; the relay reads each file itself");
                 }
-                Outcome::Later => counts.waiting += 1,
-                Outcome::Skipped => {}
-                Outcome::Refused(refusal) => {
-                    counts.refused += 1;
-                    if let Err(error) = self.refuse(&dir, name, &refusal) {
-                        tracing::error!(file = %escape(name), %error, "cannot move a refused file to rejected/");
+            }
+            for (name, facts) in &candidates {
+                if self.shutdown.is_triggered() {
+                    break;
+                }
+                self.hub.metrics().relay_beat();
+                let read_ahead = if ahead_names.front() == Some(&name.as_str()) {
+                    ahead_names.pop_front();
+                    ahead.recv().ok().flatten()
+                } else {
+                    None
+                };
+                match self.handle_file(&mut pass, name, *facts, read_ahead) {
+                    Outcome::Applied => {
+                        counts.applied += 1;
+                        self.note_applied(facts.len);
+                    }
+                    Outcome::Later => counts.waiting += 1,
+                    Outcome::Skipped => {}
+                    Outcome::Refused(refusal) => {
+                        counts.refused += 1;
+                        if let Err(error) = self.refuse(&dir, name, &refusal) {
+                            tracing::error!(file = %escape(name), %error, "cannot move a refused file to rejected/");
+                        }
                     }
                 }
             }
+            // The reading thread stops at its next file once nobody listens.
+            drop(ahead);
+        });
+        if counts.waiting == 0 && !self.shutdown.is_triggered() {
+            self.note_idle();
         }
         let handled = counts.applied + counts.refused;
         self.hub.metrics().relay_files_waiting.store(
@@ -324,21 +405,21 @@ impl Relay {
         self.hub.metrics().set_relay_problem(problem);
     }
 
-    /// Decides about one file and carries the decision out.
+    /// Decides about one file and carries the decision out. `read_ahead`: the file as the
+    /// read-ahead thread found it, taken as if read now.
     fn handle_file(
         &mut self,
-        dir: &Path,
+        pass: &mut Pass<'_>,
         name: &str,
         listed: FileFacts,
-        agent_token: Option<&str>,
-        budget: &mut u64,
-        now: Instant,
+        read_ahead: Option<ReadAhead>,
     ) -> Outcome {
-        let path = dir.join("inbox").join(name);
+        let now = pass.now;
+        let path = pass.dir.join("inbox").join(name);
         let limits = self.limits();
         let sighting = observe(self.sightings.get(name).copied(), &listed, now);
         self.sightings.insert(name.to_string(), sighting);
-        let token = TokenCheck::Expect(agent_token);
+        let token = TokenCheck::Expect(pass.token);
         let mut observation = Observation {
             name,
             facts: Some(listed),
@@ -347,53 +428,79 @@ impl Relay {
             now,
             token,
         };
-        let decision = match decide(&observation, &limits) {
+        let (decision, premapped) = match decide(&observation, &limits) {
             Decision::Read => {
                 // The pass reads at most its budget, but always at least one file.
-                if listed.len > *budget && *budget < self.options.read_budget_bytes {
+                if listed.len > pass.budget && pass.budget < self.options.read_budget_bytes {
                     return Outcome::Later;
                 }
-                let (mut file, facts) = match open_request(&path) {
-                    Ok(opened) => opened,
-                    // Swapped for a link between the listing and the open (O_NOFOLLOW).
-                    Err(error) if error.raw_os_error() == Some(libc::ELOOP) => {
-                        observation.facts = lstat_facts(&path);
-                        return self.outcome(decide(&observation, &limits), name, None);
+                let (facts, bytes, decoded, premapped) = match read_ahead {
+                    Some(ahead) => (
+                        ahead.facts,
+                        ahead.bytes,
+                        Some(ahead.decoded),
+                        ahead.premapped,
+                    ),
+                    None => {
+                        let (mut file, facts) = match open_request(&path) {
+                            Ok(opened) => opened,
+                            // Swapped for a link between the listing and the open (O_NOFOLLOW).
+                            Err(error) if error.raw_os_error() == Some(libc::ELOOP) => {
+                                observation.facts = lstat_facts(&path);
+                                return self.outcome(
+                                    decide(&observation, &limits),
+                                    name,
+                                    None,
+                                    None,
+                                );
+                            }
+                            Err(_) => return Outcome::Later,
+                        };
+                        if !facts.regular || facts.len > limits.max_file_bytes {
+                            let sighting = observe(Some(sighting), &facts, now);
+                            self.sightings.insert(name.to_string(), sighting);
+                            observation.facts = Some(facts);
+                            observation.sighting = Some(sighting);
+                            return self.outcome(decide(&observation, &limits), name, None, None);
+                        }
+                        let metrics = self.hub.metrics();
+                        let bytes =
+                            match read_limited(&mut file, limits.max_file_bytes + 1, &|| {
+                                metrics.relay_beat()
+                            }) {
+                                Ok(bytes) => bytes,
+                                Err(_) => return Outcome::Later,
+                            };
+                        (facts, bytes, None, None)
                     }
-                    Err(_) => return Outcome::Later,
                 };
                 let sighting = observe(Some(sighting), &facts, now);
                 self.sightings.insert(name.to_string(), sighting);
                 observation.facts = Some(facts);
                 observation.sighting = Some(sighting);
-                if !facts.regular || facts.len > limits.max_file_bytes {
-                    return self.outcome(decide(&observation, &limits), name, None);
-                }
-                let metrics = self.hub.metrics();
-                let bytes = match read_limited(&mut file, limits.max_file_bytes + 1, &|| {
-                    metrics.relay_beat()
-                }) {
-                    Ok(bytes) => bytes,
-                    Err(_) => return Outcome::Later,
-                };
-                drop(file);
-                *budget = budget.saturating_sub(bytes.len() as u64);
+                pass.budget = pass.budget.saturating_sub(bytes.len() as u64);
                 observation.bytes = Some(&bytes);
-                let decision = decide(&observation, &limits);
+                let decision = decide_decoded(&observation, &limits, decoded);
                 if decision == Decision::Wait
                     && let Some(seen) = self.sightings.get_mut(name)
                 {
                     seen.read_incomplete = true;
                 }
-                decision
+                (decision, premapped)
             }
-            other => other,
+            other => (other, None),
         };
-        self.outcome(decision, name, Some(&path))
+        self.outcome(decision, name, Some(&path), premapped)
     }
 
     /// Carries out a decision that needs no more reading.
-    fn outcome(&mut self, decision: Decision, name: &str, path: Option<&Path>) -> Outcome {
+    fn outcome(
+        &mut self,
+        decision: Decision,
+        name: &str,
+        path: Option<&Path>,
+        premapped: Option<Premapped>,
+    ) -> Outcome {
         match decision {
             Decision::Skip => Outcome::Skipped,
             Decision::Read | Decision::Wait => Outcome::Later,
@@ -402,7 +509,7 @@ impl Relay {
                 let Some(path) = path else {
                     return Outcome::Later;
                 };
-                let answer = match self.hub.handle_agent_request(&request) {
+                let answer = match self.hub.handle_prepared_request(&request, premapped) {
                     Ok(answer) => answer,
                     Err(
                         error @ (ServiceError::Internal(_)

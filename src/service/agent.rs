@@ -59,9 +59,81 @@ impl Now {
     }
 }
 
+/// The refresh pages of a report mapped ahead of its transaction (by [`premap`], on another
+/// thread while the relay applies the request before it), with the settings they were mapped
+/// under. The transaction uses them only while those settings are still the stored ones;
+/// otherwise it maps the pages itself.
+pub(crate) struct Premapped {
+    field_ids: std::collections::BTreeMap<String, String>,
+    epic_names: Vec<String>,
+    /// By the report's result index: that result's page, mapped issue by issue, in order.
+    pages: Vec<Option<Vec<Mapped>>>,
+}
+
+/// One issue of a page, mapped for the mirror, or why it cannot be stored.
+type Mapped = std::result::Result<MirrorIssue, String>;
+
+impl Premapped {
+    /// The mapped page of result `index`, when it was mapped under `settings`.
+    fn take_page(&mut self, index: usize, settings: &Settings) -> Option<Vec<Mapped>> {
+        let same = self.field_ids == settings.field_ids && self.epic_names == epic_names(settings);
+        same.then(|| self.pages.get_mut(index)?.take()).flatten()
+    }
+}
+
+/// Maps the refresh pages a request carries, as `settings` say (`None` when it carries none).
+pub(crate) fn premap(request: &AgentRequest, settings: &Settings) -> Option<Premapped> {
+    let AgentRequest::Report(report) = request else {
+        return None;
+    };
+    if report.results.iter().all(|result| result.page.is_none()) {
+        return None;
+    }
+    let ids = FieldIds::from_setting(&settings.field_ids);
+    let names = epic_names(settings);
+    let borrowed: Vec<&str> = names.iter().map(String::as_str).collect();
+    let pages = report
+        .results
+        .iter()
+        .map(|result| {
+            let page = result.page.as_ref()?;
+            Some(
+                page.issues
+                    .iter()
+                    .map(|raw| map_issue_text(raw.get(), &ids, &borrowed))
+                    .collect(),
+            )
+        })
+        .collect();
+    Some(Premapped {
+        field_ids: settings.field_ids.clone(),
+        epic_names: names,
+        pages,
+    })
+}
+
+/// The names of the issue types that are epics, which the mapping of a parent needs.
+fn epic_names(settings: &Settings) -> Vec<String> {
+    settings
+        .issue_types
+        .iter()
+        .map(|t| t.epic.name.clone())
+        .collect()
+}
+
 impl HubConnection {
     /// Applies one agent request exactly once and answers it.
     pub fn handle_agent_request(&mut self, request: &AgentRequest) -> Result<AgentAnswer> {
+        self.handle_prepared_request(request, None)
+    }
+
+    /// [`HubConnection::handle_agent_request`], with the request's refresh pages already mapped
+    /// (see [`premap`]).
+    pub(crate) fn handle_prepared_request(
+        &mut self,
+        request: &AgentRequest,
+        mut premapped: Option<Premapped>,
+    ) -> Result<AgentAnswer> {
         let now = Now::of(self.clock.now());
         let streak = self.rate_limit_streak.load(Ordering::SeqCst);
         let kind = request.kind();
@@ -80,7 +152,7 @@ impl HubConnection {
                         }
                         AgentRequest::Report(report) => {
                             let (answer, rate_limited) =
-                                report_in(tx, report, &now, &mut ingested)?;
+                                report_in(tx, report, &now, &mut ingested, premapped.as_mut())?;
                             (AgentAnswer::Report(answer), rate_limited)
                         }
                         AgentRequest::Heartbeat(heartbeat) => (
@@ -306,6 +378,7 @@ fn report_in(
     report: &ReportRequest,
     now: &Now,
     ingested: &mut Ingested,
+    mut premapped: Option<&mut Premapped>,
 ) -> Result<(ReportAnswer, Option<bool>)> {
     let settings = settings_in(tx)?;
     tx.touch_agent(&AgentSeen {
@@ -317,8 +390,11 @@ fn report_in(
     let mut accepted = Vec::new();
     let mut ignored = Vec::new();
     let mut rate_limited = None;
-    for result in &report.results {
-        match apply_result(tx, &settings, result, now, ingested)? {
+    for (index, result) in report.results.iter().enumerate() {
+        let mapped = premapped
+            .as_deref_mut()
+            .and_then(|premapped| premapped.take_page(index, &settings));
+        match apply_result(tx, &settings, result, now, ingested, mapped)? {
             Ok(()) => {
                 accepted.push(result.command_id);
                 let limited = result.rate_limited > 0;
@@ -348,6 +424,7 @@ fn apply_result(
     result: &CommandResult,
     now: &Now,
     ingested: &mut Ingested,
+    mapped: Option<Vec<Mapped>>,
 ) -> Result<std::result::Result<(), String>> {
     let Some(command) = tx.command(result.command_id)? else {
         return Ok(Err(format!("команды {} нет", result.command_id)));
@@ -395,12 +472,12 @@ fn apply_result(
                 return Ok(Err("у progress нет page".into()));
             };
             tx.renew_lease(command.id, &now.utc)?;
-            ingest_page(tx, settings, &command, page, now, ingested)?;
+            ingest_page(tx, settings, &command, page, mapped, now, ingested)?;
         }
         ResultStatus::Done => {
             if is_refresh {
                 if let Some(page) = &result.page {
-                    ingest_page(tx, settings, &command, page, now, ingested)?;
+                    ingest_page(tx, settings, &command, page, mapped, now, ingested)?;
                 }
                 complete_refresh(tx, settings, &command, result.result.as_ref(), now)?;
             }
@@ -463,12 +540,16 @@ struct Ingested {
 
 /// Pages of this many issues or more are mapped on a second thread while they are stored.
 const PIPELINE_FROM: usize = 64;
+/// The mapping thread hands issues over this many at a time: one wake-up per issue would cost
+/// more than the mapping of it.
+const MAP_CHUNK: usize = 50;
 
 fn ingest_page(
     tx: &Tx<'_>,
     settings: &Settings,
     command: &CommandRow,
     page: &Page,
+    premapped: Option<Vec<Mapped>>,
     now: &Now,
     ingested: &mut Ingested,
 ) -> Result<()> {
@@ -480,10 +561,11 @@ fn ingest_page(
         .map(|t| t.epic.name.as_str())
         .collect();
     let (mut seen, mut changed) = (0, 0);
-    let mut store = |mapped: std::result::Result<MirrorIssue, String>| -> Result<()> {
+    let mut writer = tx.issue_writer()?;
+    let mut store = |mapped: Mapped| -> Result<()> {
         match mapped {
             Ok(issue) => {
-                let upserted = tx.upsert_issue(&issue, &now.utc)?;
+                let upserted = writer.upsert(&issue, &now.utc)?;
                 seen += 1;
                 changed += i64::from(upserted.changed);
                 if upserted.moved_from_other_key {
@@ -502,20 +584,27 @@ fn ingest_page(
     };
     let (ids, epic_names) = (&ids, &epic_names);
     let map = |raw: &serde_json::value::RawValue| map_issue_text(raw.get(), ids, epic_names);
-    if page.issues.len() < PIPELINE_FROM {
+    if let Some(premapped) = premapped.filter(|issues| issues.len() == page.issues.len()) {
+        for issue in premapped {
+            store(issue)?;
+        }
+    } else if page.issues.len() < PIPELINE_FROM {
         for raw in &page.issues {
             store(map(raw))?;
         }
     } else {
         // A second thread maps the page's issues, in order, while this one stores them.
         std::thread::scope(|scope| -> Result<()> {
-            let (sender, mapped) = std::sync::mpsc::sync_channel(64);
+            let (sender, mapped) = std::sync::mpsc::sync_channel::<Vec<_>>(4);
             let mapper = std::thread::Builder::new()
                 .name("ingest-map".into())
                 .spawn_scoped(scope, move || {
-                    for raw in &page.issues {
+                    for chunk in page.issues.chunks(MAP_CHUNK) {
                         // The receiver is gone when storing failed: nothing more is wanted.
-                        if sender.send(map(raw)).is_err() {
+                        if sender
+                            .send(chunk.iter().map(|raw| map(raw)).collect())
+                            .is_err()
+                        {
                             break;
                         }
                     }
@@ -526,7 +615,7 @@ fn ingest_page(
                 }
                 return Ok(());
             }
-            for issue in mapped {
+            for issue in mapped.into_iter().flatten() {
                 store(issue)?;
             }
             Ok(())
@@ -792,4 +881,73 @@ fn confirm_issue(
         [issue] => Some(json!({"key": issue.mirrored.key, "created": true})),
         _ => None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::decode_value;
+
+    fn hub(dir: &std::path::Path) -> HubConnection {
+        let clock = std::sync::Arc::new(crate::clock::SystemClock);
+        let (mut hub, _) = HubConnection::open(&dir.join("hub.sqlite"), clock).unwrap();
+        let config: Value =
+            serde_json::from_str(include_str!("../../admin/jira-sync/config.example.json"))
+                .unwrap();
+        hub.init_from_config(&config, false).unwrap();
+        hub
+    }
+
+    /// A progress report of one page with one issue whose epic link is in `customfield_10101`
+    /// and whose parent-like custom field `customfield_777` names another epic.
+    fn page_report(id: &str, command_id: i64, delivery: u32, summary: &str) -> AgentRequest {
+        decode_value(
+            json!({"kind": "report", "id": id, "agent": "a", "sent_at": "2026-11-29T10:00:00Z",
+            "results": [{"command_id": command_id, "delivery": delivery, "status": "progress",
+                "jira_calls": 1, "page": {"start_at": 0, "total": 1, "issues": [
+                    {"id": "10001", "key": "AURORA-1", "fields": {"summary": summary,
+                        "status": {"name": "Открыт"}, "issuetype": {"name": "Задача"},
+                        "labels": ["AWPCA"], "customfield_10101": "AURORA-100",
+                        "customfield_777": "AURORA-777"}}]}}]}),
+        )
+        .unwrap()
+    }
+
+    /// Pages mapped ahead are used while the settings they were mapped under are the stored
+    /// ones; after a change of `field_ids` the transaction maps the page again.
+    #[test]
+    fn pages_mapped_ahead_are_used_only_under_the_settings_they_were_mapped_with() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut hub = hub(dir.path());
+        hub.enqueue_refresh(None, "test").unwrap();
+        let claim = decode_value(json!({"kind": "claim", "id": "c1", "agent": "a",
+            "sent_at": "2026-11-29T10:00:00Z", "agent_version": "1", "settings_version": 0,
+            "max_commands": 1}))
+        .unwrap();
+        let AgentAnswer::Claim(claimed) = hub.handle_agent_request(&claim).unwrap() else {
+            panic!("not a claim answer");
+        };
+        let (command, delivery) = (claimed.commands[0].id, claimed.commands[0].delivery);
+        let settings = hub.settings().unwrap();
+
+        // The same settings: what was mapped ahead is what is stored (here, deliberately, the
+        // mapping of another report, so that using it shows).
+        let request = page_report("r1", command, delivery, "из запроса");
+        let ahead = premap(&page_report("x", command, delivery, "заранее"), &settings);
+        hub.handle_prepared_request(&request, ahead).unwrap();
+        let stored = hub.issue("AURORA-1").unwrap().issue;
+        assert_eq!(stored.summary, "заранее");
+        assert_eq!(stored.epic_key.as_deref(), Some("AURORA-100"));
+
+        // `field_ids` changed after the page was mapped: it is mapped again, as stored now.
+        let request = page_report("r2", command, delivery, "после смены настроек");
+        let ahead = premap(&request, &settings);
+        let update = json!({"field_ids": {"epic_link": "customfield_777", "sprint": "customfield_10105",
+            "plan_start": "customfield_12001", "plan_end": "customfield_12002"}});
+        hub.update_settings(update.as_object().unwrap()).unwrap();
+        hub.handle_prepared_request(&request, ahead).unwrap();
+        let stored = hub.issue("AURORA-1").unwrap().issue;
+        assert_eq!(stored.summary, "после смены настроек");
+        assert_eq!(stored.epic_key.as_deref(), Some("AURORA-777"));
+    }
 }

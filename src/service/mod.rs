@@ -4,6 +4,7 @@
 //! with `domain`, persist with `store`, and answer with plain values or a [`ServiceError`].
 
 mod agent;
+pub(crate) use agent::{Premapped, premap};
 mod batches;
 mod console;
 mod init;

@@ -12,7 +12,7 @@ use crate::domain::command::{RunKind, RunStatus};
 use crate::domain::issue::MirrorFields;
 use crate::domain::time::Utc;
 use crate::jira::MirrorIssue;
-use rusqlite::{OptionalExtension, Row, params};
+use rusqlite::{CachedStatement, OptionalExtension, Row, params};
 use serde_json::{Value, json};
 use std::collections::{BTreeSet, HashSet};
 
@@ -244,10 +244,64 @@ pub(crate) struct Upserted {
     pub moved_from_other_key: bool,
 }
 
-impl Tx<'_> {
+/// Stores the issues of a refresh page one by one, with its statements prepared once for the
+/// page (the statement cache is otherwise looked up by each statement's text, seven times an
+/// issue).
+pub(crate) struct IssueWriter<'t> {
+    tx: &'t Tx<'t>,
+    same_key: CachedStatement<'t>,
+    other_key: CachedStatement<'t>,
+    upsert: CachedStatement<'t>,
+    stale_links: CachedStatement<'t>,
+    link: CachedStatement<'t>,
+    stale_comments: CachedStatement<'t>,
+    comment: CachedStatement<'t>,
+}
+
+impl<'t> Tx<'t> {
+    /// A writer of mapped issues inside this transaction.
+    pub(crate) fn issue_writer(&'t self) -> Result<IssueWriter<'t>> {
+        let prepare = |sql: &str| self.0.prepare_cached(sql);
+        Ok(IssueWriter {
+            tx: self,
+            same_key: prepare("SELECT jira_id, fields = ?2 FROM issue WHERE key = ?1")?,
+            other_key: prepare("SELECT key FROM issue WHERE jira_id = ?1 AND key <> ?2")?,
+            upsert: prepare(&UPSERT_ISSUE)?,
+            // The issue carries every link that touches it. A stored row touching it stays only
+            // if it is one of those, same Jira id, same ends, same type: links deleted in Jira
+            // go, and so does the old row of a link whose type was renamed.
+            stale_links: prepare(
+                "DELETE FROM issue_link WHERE (source_key = ?1 OR target_key = ?1) AND NOT EXISTS (
+                     SELECT 1 FROM json_each(?2) AS j
+                     WHERE j.value ->> 0 IS issue_link.jira_id AND j.value ->> 1 = issue_link.source_key
+                       AND j.value ->> 2 = issue_link.target_key AND j.value ->> 3 = issue_link.link_type)",
+            )?,
+            // A link is listed by the issues at both of its ends: the second changes nothing.
+            link: prepare(
+                "INSERT INTO issue_link (jira_id, source_key, target_key, link_type) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (source_key, target_key, link_type) DO UPDATE SET jira_id = excluded.jira_id
+                 WHERE issue_link.jira_id IS NOT excluded.jira_id",
+            )?,
+            stale_comments: prepare(
+                "DELETE FROM issue_comment WHERE issue_key = ?1 AND id NOT IN (SELECT value FROM json_each(?2))",
+            )?,
+            comment: prepare(
+                "INSERT INTO issue_comment (id, issue_key, author, body, created, updated) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (id) DO UPDATE SET issue_key = excluded.issue_key, author = excluded.author,
+                   body = excluded.body, created = excluded.created, updated = excluded.updated
+                 WHERE issue_comment.issue_key IS NOT excluded.issue_key
+                   OR issue_comment.author IS NOT excluded.author OR issue_comment.body IS NOT excluded.body
+                   OR issue_comment.created IS NOT excluded.created
+                   OR issue_comment.updated IS NOT excluded.updated",
+            )?,
+        })
+    }
+}
+
+impl IssueWriter<'_> {
     /// Stores one mapped issue, its links and comments, as seen at `synced_at`.
-    pub(crate) fn upsert_issue(
-        &self,
+    pub(crate) fn upsert(
+        &mut self,
         mirror_issue: &MirrorIssue,
         synced_at: &Utc,
     ) -> Result<Upserted> {
@@ -255,35 +309,29 @@ impl Tx<'_> {
         let issue = &mirror_issue.mirrored;
         // One look at the mirror: the row under this key (are its fields the same? compared inside
         // SQLite, so the stored text never travels) and a row under another key with this Jira id
-        // (Jira moved the issue).
-        let mut existing: Option<(Option<String>, bool)> = None;
+        // (Jira moved the issue). Two point lookups, each by its own index (one query with `OR`
+        // builds a row set).
+        let mut existing: Option<bool> = None;
         let mut old_key: Option<String> = None;
-        // Two point lookups, each by its own index (one query with `OR` builds a row set).
         {
-            let mut statement = self
-                .0
-                .prepare_cached("SELECT jira_id, fields = ?2 FROM issue WHERE key = ?1")?;
-            let mut rows = statement.query(params![issue.key, fields])?;
+            let mut rows = self.same_key.query(params![issue.key, fields])?;
             if let Some(row) = rows.next()? {
-                existing = Some((row.get(0)?, row.get(1)?));
+                existing = Some(row.get(1)?);
             }
         }
         if let Some(jira_id) = &issue.jira_id {
-            let mut statement = self
-                .0
-                .prepare_cached("SELECT key FROM issue WHERE jira_id = ?1 AND key <> ?2")?;
-            let mut rows = statement.query(params![jira_id, issue.key])?;
+            let mut rows = self.other_key.query(params![jira_id, issue.key])?;
             while let Some(row) = rows.next()? {
                 old_key = Some(row.get(0)?);
             }
         }
         let mut moved = false;
         if let Some(old_key) = old_key {
-            self.move_issue(&old_key, &issue.key)?;
+            self.tx.move_issue(&old_key, &issue.key)?;
             moved = true;
         }
-        let changed = !existing.as_ref().is_some_and(|(_, same)| *same);
-        self.0.prepare_cached(&UPSERT_ISSUE)?.execute(params![
+        let changed = existing != Some(true);
+        self.upsert.execute(params![
             issue.key,
             issue.jira_id,
             issue.issue_type,
@@ -305,53 +353,43 @@ impl Tx<'_> {
             fields,
             changed || moved
         ])?;
+        // A new issue has no links or comments of its own stored yet (rows other issues stored
+        // for it are theirs to keep current; a moved one brought its own along): only a known
+        // issue's stale ones are looked for.
+        let known = existing.is_some() || moved;
         if let Some(links) = &mirror_issue.links {
-            // A new issue has no links of its own stored yet (rows other issues stored for it
-            // are theirs to keep current): only a known issue's stale links are looked for.
-            if existing.is_some() || moved {
-                // The issue carries every link that touches it. A stored row touching it stays only
-                // if it is one of those, same Jira id, same ends, same type: links deleted in Jira
-                // go, and so does the old row of a link whose type was renamed.
+            if known {
                 let current: Vec<Value> = links
                     .iter()
                     .map(|l| json!([l.jira_id, l.source_key, l.target_key, l.link_type]))
                     .collect();
-                self.0
-                    .prepare_cached(
-                        "DELETE FROM issue_link WHERE (source_key = ?1 OR target_key = ?1) AND NOT EXISTS (
-                             SELECT 1 FROM json_each(?2) AS j
-                             WHERE j.value ->> 0 IS issue_link.jira_id AND j.value ->> 1 = issue_link.source_key
-                               AND j.value ->> 2 = issue_link.target_key AND j.value ->> 3 = issue_link.link_type)",
-                    )?
+                self.stale_links
                     .execute(params![issue.key, Value::Array(current).to_string()])?;
             }
             for link in links {
-                self.0
-                    .prepare_cached(
-                        "INSERT INTO issue_link (jira_id, source_key, target_key, link_type) VALUES (?1, ?2, ?3, ?4)
-                         ON CONFLICT (source_key, target_key, link_type) DO UPDATE SET jira_id = excluded.jira_id",
-                    )?
-                    .execute(params![link.jira_id, link.source_key, link.target_key, link.link_type])?;
+                self.link.execute(params![
+                    link.jira_id,
+                    link.source_key,
+                    link.target_key,
+                    link.link_type
+                ])?;
             }
         }
         if let Some(comments) = &mirror_issue.comments {
-            let ids: Vec<&str> = comments.iter().map(|c| c.id.as_str()).collect();
-            // A new issue has no stored comments yet (a moved one brought its own along).
-            if existing.is_some() || moved {
-                self.0
-                .prepare_cached(
-                    "DELETE FROM issue_comment WHERE issue_key = ?1 AND id NOT IN (SELECT value FROM json_each(?2))",
-                )?
-                .execute(params![issue.key, json!(ids).to_string()])?;
+            if known {
+                let ids: Vec<&str> = comments.iter().map(|c| c.id.as_str()).collect();
+                self.stale_comments
+                    .execute(params![issue.key, json!(ids).to_string()])?;
             }
             for comment in comments {
-                self.0
-                    .prepare_cached(
-                        "INSERT INTO issue_comment (id, issue_key, author, body, created, updated) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                         ON CONFLICT (id) DO UPDATE SET issue_key = excluded.issue_key, author = excluded.author,
-                           body = excluded.body, created = excluded.created, updated = excluded.updated",
-                    )?
-                    .execute(params![comment.id, issue.key, comment.author, comment.body, comment.created, comment.updated])?;
+                self.comment.execute(params![
+                    comment.id,
+                    issue.key,
+                    comment.author,
+                    comment.body,
+                    comment.created,
+                    comment.updated
+                ])?;
             }
         }
         Ok(Upserted {
@@ -359,7 +397,9 @@ impl Tx<'_> {
             moved_from_other_key: moved,
         })
     }
+}
 
+impl Tx<'_> {
     /// Jira moved an issue to a new key: its notes and links follow; its old row goes.
     fn move_issue(&self, old_key: &str, new_key: &str) -> Result<()> {
         self.0.execute(

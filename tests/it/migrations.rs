@@ -90,6 +90,8 @@ fn first_start_creates_the_database() {
     assert_eq!(mode(&dir.path().join("data")), 0o700);
     assert_eq!(mode(&dir.path().join("data/backups")), 0o700);
     assert!(dir.backups().is_empty(), "no backup of a new database");
+    // A new database is made with 16 KiB pages (an issue row is about 4 KiB).
+    assert_eq!(count(&conn, "PRAGMA page_size"), 16384);
 
     let again = run_ok(&dir.db(), &["migrate"]);
     assert!(again.stdout.contains("schema v4: up to date"), "{again:?}");
@@ -115,6 +117,11 @@ fn migrates_v1_with_deliveries_and_a_backup() {
 
     let conn = Connection::open(dir.db()).unwrap();
     assert_v4_shape(&conn);
+    assert_eq!(
+        count(&conn, "PRAGMA page_size"),
+        4096,
+        "a migrated database keeps the page size it was made with"
+    );
     let deliveries: Vec<(String, i64)> = conn
         .prepare("SELECT status, deliveries FROM command ORDER BY seq")
         .unwrap()

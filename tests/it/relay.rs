@@ -171,6 +171,91 @@ fn a_file_written_in_two_halves_is_answered() {
     assert_eq!(reason["code"], "not_json", "{reason}");
 }
 
+/// Large reports after the first are read, decoded and mapped ahead on a second thread while the
+/// relay applies the one before: a pass takes them exactly as it takes files it reads itself,
+/// refusals and incomplete files included, and in the same order.
+#[test]
+fn large_reports_read_ahead_are_taken_as_if_read_in_turn() {
+    let dir = TestDir::new();
+    let (mut hub, relay, token) = relay_hub(&dir);
+    hub.enqueue_refresh(None, "ivanov").unwrap();
+    let claim = jira_hub::protocol::decode_value(claim_file("c0", &token, 1)).unwrap();
+    let jira_hub::protocol::AgentAnswer::Claim(claimed) = hub.handle_agent_request(&claim).unwrap()
+    else {
+        panic!("not a claim answer");
+    };
+    let (command, delivery) = (claimed.commands[0].id, claimed.commands[0].delivery);
+    // Pages of 40 issues with long descriptions: each file is well over the read-ahead size.
+    let page = |n: usize, id: &str, token: &str| {
+        let issues: Vec<_> = (0..40)
+            .map(|i| {
+                let key = format!("AURORA-{}", n * 40 + i + 1);
+                raw_issue(&key, &format!("{}", 50_000 + n * 40 + i), &["AWPCA"],
+                    json!({"description": "Описание задачи. ".repeat(60), "customfield_10101": "AURORA-9000"}))
+            })
+            .collect();
+        report_file(
+            id,
+            token,
+            json!([{"command_id": command, "delivery": delivery, "status": "progress",
+            "jira_calls": 1, "page": {"start_at": n * 40, "total": 120, "issues": issues}}]),
+        )
+    };
+    let inbox = relay.join("inbox");
+    for n in 0..3 {
+        drop_file(
+            &inbox,
+            &format!("report-p{n}.json"),
+            &page(n, &format!("p{n}"), &token),
+        );
+    }
+    drop_file(
+        &inbox,
+        "report-badtoken.json",
+        &page(3, "badtoken", "wrong-token"),
+    );
+    drop_file(&inbox, "report-mismatch.json", &page(4, "other", &token));
+    let cut = serde_json::to_string(&page(5, "cut", &token)).unwrap();
+    std::fs::write(inbox.join("report-cut.json"), &cut[..cut.len() - 10]).unwrap();
+    for name in ["report-p0.json", "report-cut.json"] {
+        assert!(std::fs::metadata(inbox.join(name)).unwrap().len() > 64 * 1024);
+    }
+
+    let mut worker = worker(&hub, Duration::from_secs(10));
+    let t0 = std::time::Instant::now();
+    let counts = worker.pass_at(t0).unwrap();
+    assert_eq!(
+        (counts.applied, counts.refused, counts.waiting),
+        (3, 2, 1),
+        "three pages applied, two refused, the cut file waits"
+    );
+    for n in 0..3 {
+        let answer = read_json(&relay.join(format!("outbox/report-p{n}.json")));
+        assert_eq!(answer["accepted"], json!([command]), "{answer}");
+    }
+    for (name, code) in [
+        ("report-badtoken.json", "bad_token"),
+        ("report-mismatch.json", "id_mismatch"),
+    ] {
+        let reason = read_json(&relay.join(format!("rejected/{name}.error.json")));
+        assert_eq!(reason["code"], code, "{name}: {reason}");
+    }
+    assert_eq!(hub.status().unwrap().counts.issues, 120);
+    let stored = hub.issue("AURORA-77").unwrap().issue;
+    assert_eq!(stored.epic_key.as_deref(), Some("AURORA-9000"));
+    assert_eq!(
+        stored.description.as_deref(),
+        Some("Описание задачи. ".repeat(60).as_str())
+    );
+    let run = hub.sync_runs().unwrap().remove(0);
+    assert_eq!((run.run.pages, run.run.issues_seen), (3, 120), "{run:?}");
+
+    let counts = worker.pass_at(t0 + Duration::from_secs(10)).unwrap();
+    assert_eq!((counts.applied, counts.refused, counts.waiting), (0, 1, 0));
+    let reason = read_json(&relay.join("rejected/report-cut.json.error.json"));
+    assert_eq!(reason["code"], "not_json", "{reason}");
+}
+
 fn read_json(path: &std::path::Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
