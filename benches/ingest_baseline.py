@@ -26,13 +26,11 @@ CREATE TABLE IF NOT EXISTS issue (
 );
 CREATE INDEX IF NOT EXISTS issue_epic_key ON issue (epic_key);
 CREATE INDEX IF NOT EXISTS issue_jira_id ON issue (jira_id);
-CREATE INDEX IF NOT EXISTS issue_mirror_changed_at ON issue (mirror_changed_at);
 CREATE TABLE IF NOT EXISTS issue_link (
     id INTEGER PRIMARY KEY, jira_id TEXT, source_key TEXT NOT NULL, target_key TEXT NOT NULL,
     link_type TEXT NOT NULL, UNIQUE (source_key, target_key, link_type)
 );
 CREATE INDEX IF NOT EXISTS issue_link_target ON issue_link (target_key);
-CREATE INDEX IF NOT EXISTS issue_link_jira_id ON issue_link (jira_id);
 CREATE TABLE IF NOT EXISTS issue_comment (
     id TEXT PRIMARY KEY, issue_key TEXT NOT NULL, author TEXT, body TEXT NOT NULL,
     created TEXT, updated TEXT

@@ -99,14 +99,17 @@ pub(crate) fn open_request(
 }
 
 /// Reads at most `limit` bytes of `file`, calling `beat` between chunks (a slow share must not
-/// look like a stuck relay).
+/// look like a stuck relay). `expected`, the size `fstat` gave, is room made at once: a buffer
+/// grown by doubling would, at its last doubling, hold a large file's bytes twice.
 pub(crate) fn read_limited(
     file: &mut std::fs::File,
     limit: u64,
+    expected: u64,
     beat: &dyn Fn(),
 ) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
-    let mut bytes = Vec::new();
+    // One byte more, to see the end without growing.
+    let mut bytes = Vec::with_capacity(expected.min(limit).saturating_add(1) as usize);
     let mut chunk = vec![0u8; 1 << 20];
     loop {
         let room = limit

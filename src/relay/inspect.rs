@@ -146,7 +146,8 @@ fn read_value(path: &Path) -> Result<Value, String> {
     if !facts.regular {
         return Err("не обычный файл (ссылка, папка, канал или устройство)".into());
     }
-    let bytes = read_limited(&mut file, INSPECT_MAX_BYTES, &|| {}).map_err(|e| e.to_string())?;
+    let bytes =
+        read_limited(&mut file, INSPECT_MAX_BYTES, facts.len, &|| {}).map_err(|e| e.to_string())?;
     serde_json::from_slice(&bytes).map_err(|e| crate::domain::json::plain_error(&e).to_string())
 }
 
@@ -173,7 +174,8 @@ fn inspect_request(path: &Path, name: &str, report: &mut FileReport) {
             Ok((mut file, facts)) => {
                 observation.facts = Some(facts);
                 bytes = if facts.regular {
-                    read_limited(&mut file, INSPECT_MAX_BYTES + 1, &|| {}).unwrap_or_default()
+                    read_limited(&mut file, INSPECT_MAX_BYTES + 1, facts.len, &|| {})
+                        .unwrap_or_default()
                 } else {
                     Vec::new()
                 };

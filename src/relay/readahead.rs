@@ -4,9 +4,11 @@
 //!
 //! Nothing here decides or changes anything: the relay takes what was read ahead as if it had
 //! read the file itself at that moment (the same `open`, the same limit, the same token check),
-//! and reads for itself every file that was not read ahead. Only files of
-//! [`READ_AHEAD_FROM`] bytes or more are read ahead (a claim or a heartbeat costs less than the
-//! hand-over), at most the pass's reading budget, and at most one file waits finished.
+//! and reads for itself every file that was not read ahead. Only files from [`READ_AHEAD_FROM`]
+//! to [`READ_AHEAD_UP_TO`] bytes are read ahead (a claim or a heartbeat costs less than the
+//! hand-over; a larger file held decoded and mapped beside the one being applied would cost
+//! several times its size in memory), at most the pass's reading budget, and at most one file
+//! waits finished.
 
 use super::decide::{FileFacts, NameVerdict, classify_name};
 use super::fsio::{open_request, read_limited};
@@ -17,8 +19,10 @@ use crate::shutdown::Shutdown;
 use std::path::Path;
 use std::sync::mpsc::SyncSender;
 
-/// Files at least this large are read ahead.
+/// Files at least this large are read ahead...
 pub(super) const READ_AHEAD_FROM: u64 = 64 * 1024;
+/// ...up to this size (a refresh page of 5,000 issues, the agent's largest, is about 13 MiB).
+pub(super) const READ_AHEAD_UP_TO: u64 = 16 * 1024 * 1024;
 
 /// A file read ahead: what the relay would have found reading it itself.
 pub(super) struct ReadAhead {
@@ -34,8 +38,7 @@ pub(super) struct ReadAhead {
 /// Whether the file listed as `name` with `facts` is one the read-ahead thread takes.
 pub(super) fn wanted(name: &str, facts: &FileFacts, max_file_bytes: u64) -> bool {
     facts.regular
-        && facts.len >= READ_AHEAD_FROM
-        && facts.len <= max_file_bytes
+        && (READ_AHEAD_FROM..=READ_AHEAD_UP_TO.min(max_file_bytes)).contains(&facts.len)
         && matches!(classify_name(name), NameVerdict::Request { .. })
 }
 
@@ -81,7 +84,7 @@ fn read_one(plan: &Plan<'_>, name: &str) -> Option<ReadAhead> {
     if !facts.regular || facts.len > plan.max_file_bytes {
         return None;
     }
-    let bytes = read_limited(&mut file, plan.max_file_bytes + 1, &|| {}).ok()?;
+    let bytes = read_limited(&mut file, plan.max_file_bytes + 1, facts.len, &|| {}).ok()?;
     drop(file);
     let decoded = decode_bytes(&bytes, plan.token);
     let premapped = decoded

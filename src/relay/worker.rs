@@ -464,13 +464,15 @@ impl Relay {
                             return self.outcome(decide(&observation, &limits), name, None, None);
                         }
                         let metrics = self.hub.metrics();
-                        let bytes =
-                            match read_limited(&mut file, limits.max_file_bytes + 1, &|| {
-                                metrics.relay_beat()
-                            }) {
-                                Ok(bytes) => bytes,
-                                Err(_) => return Outcome::Later,
-                            };
+                        let bytes = match read_limited(
+                            &mut file,
+                            limits.max_file_bytes + 1,
+                            facts.len,
+                            &|| metrics.relay_beat(),
+                        ) {
+                            Ok(bytes) => bytes,
+                            Err(_) => return Outcome::Later,
+                        };
                         (facts, bytes, None, None)
                     }
                 };

@@ -578,7 +578,7 @@ fn a_migration_stopped_by_a_full_disk_leaves_the_old_version() {
 /// marked full when their query is the base JQL, the version still 4; then revision 2: the
 /// runs' kinds and scopes, the issues' `mirror_changed_at`; then revision 3: the index of queued
 /// commands; then revision 4: the attempts of retried commands and the runs' progress; then
-/// revision 5: the index of finished commands.
+/// revision 5: the index of finished commands; then revision 6: two unread indexes dropped.
 #[test]
 fn a_first_release_v4_database_gets_revision_1() {
     let dir = TestDir::new();
@@ -606,7 +606,16 @@ fn a_first_release_v4_database_gets_revision_1() {
     let revision: i64 = conn
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .unwrap();
-    assert_eq!(revision, 5);
+    assert_eq!(revision, 6);
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM sqlite_master WHERE type = 'index'
+             AND name IN ('issue_link_jira_id', 'issue_mirror_changed_at')"
+        ),
+        0,
+        "revision 6 dropped them"
+    );
     assert_eq!(
         count(
             &conn,
