@@ -68,7 +68,11 @@ pub(super) fn run(plan: Plan<'_>, out: SyncSender<Option<ReadAhead>>) {
         let read = if listed.len > budget && budget < full {
             None
         } else {
-            read_one(&plan, name)
+            // A file whose reading panics is left to the relay, as one it reads itself: the
+            // thread must not take the pass (and the relay) down with it.
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_one(&plan, name)))
+                .ok()
+                .flatten()
         };
         if let Some(ahead) = &read {
             budget = budget.saturating_sub(ahead.bytes.len() as u64);

@@ -12,6 +12,7 @@ use crate::domain::command::{RunKind, RunStatus};
 use crate::domain::issue::MirrorFields;
 use crate::domain::time::Utc;
 use crate::jira::MirrorIssue;
+use rusqlite::types::ValueRef;
 use rusqlite::{CachedStatement, OptionalExtension, Row, params};
 use serde_json::{Value, json};
 use std::collections::{BTreeSet, HashSet};
@@ -264,7 +265,7 @@ impl<'t> Tx<'t> {
         let prepare = |sql: &str| self.0.prepare_cached(sql);
         Ok(IssueWriter {
             tx: self,
-            same_key: prepare("SELECT jira_id, fields = ?2 FROM issue WHERE key = ?1")?,
+            same_key: prepare("SELECT fields FROM issue WHERE key = ?1")?,
             other_key: prepare("SELECT key FROM issue WHERE jira_id = ?1 AND key <> ?2")?,
             upsert: prepare(&UPSERT_ISSUE)?,
             // The issue carries every link that touches it. A stored row touching it stays only
@@ -307,16 +308,18 @@ impl IssueWriter<'_> {
     ) -> Result<Upserted> {
         let fields = mirror_issue.fields_json.as_str();
         let issue = &mirror_issue.mirrored;
-        // One look at the mirror: the row under this key (are its fields the same? compared inside
-        // SQLite, so the stored text never travels) and a row under another key with this Jira id
-        // (Jira moved the issue). Two point lookups, each by its own index (one query with `OR`
-        // builds a row set).
+        // One look at the mirror: the row under this key (are its fields the same? compared where
+        // SQLite keeps the stored text, never copied, and no page's text is bound only to be
+        // compared) and a row under another key with this Jira id (Jira moved the issue). Two
+        // point lookups, each by its own index (one query with `OR` builds a row set).
         let mut existing: Option<bool> = None;
         let mut old_key: Option<String> = None;
         {
-            let mut rows = self.same_key.query(params![issue.key, fields])?;
+            let mut rows = self.same_key.query([&issue.key])?;
             if let Some(row) = rows.next()? {
-                existing = Some(row.get(1)?);
+                let stored = row.get_ref(0)?;
+                existing =
+                    Some(matches!(stored, ValueRef::Text(text) if text == fields.as_bytes()));
             }
         }
         if let Some(jira_id) = &issue.jira_id {
