@@ -95,6 +95,8 @@ pub struct Relay {
     background: Option<Background>,
     /// About how much the requests applied since the last checkpoint wrote to the WAL.
     wal_bytes: u64,
+    /// The database's page size (4 KiB for a database made by SQLite's default).
+    page_size: u64,
 }
 
 /// About how much the relay's requests may write to the WAL before it checkpoints while requests
@@ -105,9 +107,9 @@ pub struct Relay {
 /// no stream faster: the WAL then grows into new blocks, and every commit pays for them.)
 const CHECKPOINT_STREAM_BYTES: u64 = 16 * 1024 * 1024;
 const CHECKPOINT_IDLE_BYTES: u64 = 4 * 1024 * 1024;
-/// What a request writes to the WAL besides its own size: the pages of its command rows, its
-/// record and their indexes.
-const REQUEST_WAL_BYTES: u64 = 64 * 1024;
+/// What a request writes to the WAL besides its own size: about this many pages (its command
+/// rows, its record, their indexes).
+const REQUEST_WAL_PAGES: u64 = 4;
 
 impl Relay {
     pub fn new(hub: HubConnection, options: RelayOptions, shutdown: Shutdown) -> Self {
@@ -124,6 +126,7 @@ impl Relay {
             last_prune: None,
             background: None,
             wal_bytes: 0,
+            page_size: 4096,
         }
     }
 
@@ -136,6 +139,10 @@ impl Relay {
     /// poll interval. The file in hand is always finished before stopping.
     pub(crate) fn run(mut self) {
         self.background = self.start_background();
+        match self.hub.page_size() {
+            Ok(size) => self.page_size = size,
+            Err(error) => tracing::warn!(%error, "the database's page size could not be read"),
+        }
         while !self.shutdown.is_triggered() {
             self.hub.metrics().relay_beat();
             match self.pass() {
@@ -180,7 +187,7 @@ impl Relay {
     /// behind a stream of large reports never lets the WAL start over, and a WAL that only grows
     /// makes every commit dearer (each frame written to a new block).
     fn note_applied(&mut self, bytes: u64) {
-        self.wal_bytes += REQUEST_WAL_BYTES + bytes;
+        self.wal_bytes += REQUEST_WAL_PAGES * self.page_size + bytes;
         if self.wal_bytes >= CHECKPOINT_STREAM_BYTES {
             self.checkpoint();
         }

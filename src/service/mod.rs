@@ -161,6 +161,11 @@ impl HubConnection {
         Ok(self.store.defer_checkpoints()?)
     }
 
+    /// The database's page size in bytes (what one WAL frame holds).
+    pub(crate) fn page_size(&self) -> Result<u64> {
+        Ok(self.store.page_size()?)
+    }
+
     /// Copies the WAL into the database file as far as readers allow, waiting for nobody.
     pub(crate) fn checkpoint(&self) -> Result<()> {
         Ok(self.store.checkpoint()?)

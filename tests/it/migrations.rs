@@ -90,8 +90,8 @@ fn first_start_creates_the_database() {
     assert_eq!(mode(&dir.path().join("data")), 0o700);
     assert_eq!(mode(&dir.path().join("data/backups")), 0o700);
     assert!(dir.backups().is_empty(), "no backup of a new database");
-    // A new database is made with 16 KiB pages (an issue row is about 4 KiB).
-    assert_eq!(count(&conn, "PRAGMA page_size"), 16384);
+    // A new database is made with 32 KiB pages (an issue row is about 4 KiB).
+    assert_eq!(count(&conn, "PRAGMA page_size"), 32768);
 
     let again = run_ok(&dir.db(), &["migrate"]);
     assert!(again.stdout.contains("schema v4: up to date"), "{again:?}");
