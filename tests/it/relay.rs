@@ -256,6 +256,67 @@ fn large_reports_read_ahead_are_taken_as_if_read_in_turn() {
     assert_eq!(reason["code"], "not_json", "{reason}");
 }
 
+/// The daemon's relay copies the WAL into the database file once the inbox is drained: refresh
+/// pages that came in a burst are in the database file soon after their answers, not only at the
+/// next 16 MiB of requests (seen by the file's size, which only a checkpoint grows).
+#[test]
+fn a_drained_inbox_checkpoints_the_wal() {
+    let dir = TestDir::new();
+    let (mut hub, relay, token) = relay_hub(&dir);
+    hub.enqueue_refresh(None, "ivanov").unwrap();
+    let claim = jira_hub::protocol::decode_value(claim_file("c0", &token, 1)).unwrap();
+    let jira_hub::protocol::AgentAnswer::Claim(claimed) = hub.handle_agent_request(&claim).unwrap()
+    else {
+        panic!("not a claim answer");
+    };
+    let (command, delivery) = (claimed.commands[0].id, claimed.commands[0].delivery);
+    let daemon = Daemon::start(&dir.db(), &[]);
+    let before = std::fs::metadata(dir.db()).unwrap().len();
+    let inbox = relay.join("inbox");
+    // Four pages of 400 issues, about 6 MiB: past the idle threshold, far from the stream's.
+    for n in 0..4 {
+        let issues: Vec<_> = (0..400)
+            .map(|i| {
+                let key = format!("AURORA-{}", n * 400 + i + 1);
+                raw_issue(
+                    &key,
+                    &format!("{}", 70_000 + n * 400 + i),
+                    &["AWPCA"],
+                    json!({"description": "Длинное описание задачи. ".repeat(80)}),
+                )
+            })
+            .collect();
+        let report = report_file(
+            &format!("p{n}"),
+            &token,
+            json!([{"command_id": command,
+            "delivery": delivery, "status": "progress", "jira_calls": 1,
+            "page": {"start_at": n * 400, "total": 1600, "issues": issues}}]),
+        );
+        drop_file(&inbox, &format!("report-p{n}.json"), &report);
+    }
+    for n in 0..4 {
+        let answer = wait_for_json(&relay.join(format!("outbox/report-p{n}.json")), WAIT);
+        assert_eq!(answer["accepted"], json!([command]), "{answer}");
+    }
+    let started = std::time::Instant::now();
+    loop {
+        let grown = std::fs::metadata(dir.db())
+            .unwrap()
+            .len()
+            .saturating_sub(before);
+        if grown > 4 << 20 {
+            break;
+        }
+        assert!(
+            started.elapsed() < WAIT,
+            "the database file grew by {grown} bytes only: the WAL was not checkpointed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(daemon);
+}
+
 fn read_json(path: &std::path::Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
