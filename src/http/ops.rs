@@ -383,18 +383,21 @@ pub(crate) async fn metrics(
     let now = time::OffsetDateTime::now_utc();
     let age = |at: &crate::domain::time::Utc| (now - at.at()).whole_seconds().max(0);
     let figures = Figures {
-        queue: crate::domain::command::CommandStatus::ALL
-            .iter()
-            .map(|status_name| {
-                let count = status
-                    .counts
-                    .queue
-                    .iter()
-                    .find(|q| q.status == status_name.as_str())
-                    .map_or(0, |q| q.commands);
-                (status_name.as_str(), count)
-            })
-            .collect(),
+        // The statuses the hub knows, zeros included (a label per unknown stored status would
+        // be a series nobody asked for).
+        queue: crate::service::QueueCount::every_status(
+            status
+                .counts
+                .queue
+                .iter()
+                .map(|q| (q.status.as_str(), q.commands)),
+        )
+        .into_iter()
+        .filter_map(|q| {
+            crate::domain::command::CommandStatus::parse(&q.status)
+                .map(|known| (known.as_str(), q.commands))
+        })
+        .collect(),
         last_full_refresh_age: status
             .last_full_refresh
             .as_ref()

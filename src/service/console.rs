@@ -164,22 +164,8 @@ impl HubConnection {
         })?;
         let (running, recent, pages, finished, enqueued) = read;
 
-        let mut queue: Vec<QueueCount> = CommandStatus::ALL
-            .iter()
-            .map(|status| QueueCount {
-                status: status.as_str().to_string(),
-                commands: 0,
-            })
-            .collect();
-        for stored in counts.queue {
-            match queue.iter_mut().find(|q| q.status == stored.status) {
-                Some(known) => known.commands = stored.commands,
-                None => queue.push(QueueCount {
-                    status: stored.status,
-                    commands: stored.commands,
-                }),
-            }
-        }
+        let stored = counts.queue.iter().map(|q| (q.status.as_str(), q.commands));
+        let queue = QueueCount::every_status(stored);
         let open_now: i64 = queue
             .iter()
             .filter(|q| q.status == "queued" || q.status == "claimed")

@@ -543,6 +543,32 @@ pub struct QueueCount {
     pub commands: i64,
 }
 
+impl QueueCount {
+    /// Every status the hub knows, in its order, with the stored counts (zero where none is
+    /// stored), then any stored status it does not know: what the console and `/metrics` list.
+    pub(crate) fn every_status<'a>(
+        stored: impl IntoIterator<Item = (&'a str, i64)>,
+    ) -> Vec<QueueCount> {
+        let mut queue: Vec<QueueCount> = crate::domain::command::CommandStatus::ALL
+            .iter()
+            .map(|status| QueueCount {
+                status: status.as_str().to_string(),
+                commands: 0,
+            })
+            .collect();
+        for (status, commands) in stored {
+            match queue.iter_mut().find(|q| q.status == status) {
+                Some(known) => known.commands = commands,
+                None => queue.push(QueueCount {
+                    status: status.to_string(),
+                    commands,
+                }),
+            }
+        }
+        queue
+    }
+}
+
 /// The counts `jira-hub status` and `GET /metrics` show.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CountsView {
