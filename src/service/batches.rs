@@ -50,22 +50,27 @@ pub struct CommandRequestBody {
 
 pub(super) fn batch_view(tx: &Tx<'_>, batch: BatchRow) -> Result<BatchView> {
     let commands = tx.commands_of_batch(batch.id)?;
-    let mut attempts: BTreeMap<i64, Vec<AttemptRow>> = BTreeMap::new();
-    for attempt in tx.attempts_of_batch(batch.id)? {
-        attempts
+    let statuses: Vec<CommandStatus> = commands.iter().map(|c| c.status).collect();
+    let commands = with_attempts(commands, tx.attempts_of_batch(batch.id)?);
+    Ok(view_of(batch, &statuses, commands))
+}
+
+/// Each command's view with its earlier attempts (taken from `attempts`, in their order).
+fn with_attempts(commands: Vec<CommandRow>, attempts: Vec<AttemptRow>) -> Vec<CommandView> {
+    let mut by_command: BTreeMap<i64, Vec<AttemptRow>> = BTreeMap::new();
+    for attempt in attempts {
+        by_command
             .entry(attempt.command_id)
             .or_default()
             .push(attempt);
     }
-    let statuses: Vec<CommandStatus> = commands.iter().map(|c| c.status).collect();
-    let commands = commands
+    commands
         .into_iter()
         .map(|c| {
-            let earlier = attempts.remove(&c.id).unwrap_or_default();
+            let earlier = by_command.remove(&c.id).unwrap_or_default();
             CommandView::with_attempts(c, earlier)
         })
-        .collect();
-    Ok(view_of(batch, &statuses, commands))
+        .collect()
 }
 
 /// A batch's view from its row, the statuses of all its commands, and the commands it shows
@@ -333,13 +338,10 @@ impl HubConnection {
     /// operator may retry.
     pub fn failed_commands(&mut self, limit: i64) -> Result<Vec<CommandView>> {
         self.store.read(|tx| {
-            tx.commands_with_status(&[CommandStatus::Failed, CommandStatus::Skipped], limit)?
-                .into_iter()
-                .map(|row| {
-                    let attempts = tx.attempts_of(row.id)?;
-                    Ok(CommandView::with_attempts(row, attempts))
-                })
-                .collect()
+            let commands =
+                tx.commands_with_status(&[CommandStatus::Failed, CommandStatus::Skipped], limit)?;
+            let ids: Vec<i64> = commands.iter().map(|c| c.id).collect();
+            Ok(with_attempts(commands, tx.attempts_of_commands(&ids)?))
         })
     }
 

@@ -386,6 +386,17 @@ impl Tx<'_> {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
+    /// The earlier attempts of the commands `ids`, oldest first (one query for a list).
+    pub(crate) fn attempts_of_commands(&self, ids: &[i64]) -> Result<Vec<AttemptRow>> {
+        let mut statement = self.0.prepare_cached(&format!(
+            "SELECT {ATTEMPT_COLUMNS} FROM command_attempt a
+             WHERE a.command_id IN (SELECT value FROM json_each(?1)) ORDER BY a.id"
+        ))?;
+        let ids = serde_json::to_string(ids).unwrap_or_default();
+        let rows = statement.query_map([ids], attempt_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
     /// The earlier attempts of one command, oldest first.
     pub(crate) fn attempts_of(&self, command_id: i64) -> Result<Vec<AttemptRow>> {
         let mut statement = self.0.prepare_cached(&format!(

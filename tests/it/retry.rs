@@ -152,6 +152,13 @@ fn retry_failed_takes_a_whole_batch_and_refuses_what_it_cannot() {
         &mut hub,
         json!([{"command_id": ids[0], "delivery": 2, "status": "failed", "error": "снова"}]),
     );
+    // The list of failed commands carries each one's earlier attempts.
+    let failed = hub.failed_commands(100).unwrap();
+    let again = failed.iter().find(|c| c.id == ids[0]).unwrap();
+    assert_eq!(again.error.as_deref(), Some("снова"));
+    assert_eq!(again.attempts.len(), 1, "{again:?}");
+    assert_eq!(again.attempts[0].error.as_deref(), Some("нет прав"));
+    assert_eq!(again.attempts[0].deliveries, 1);
     hub.cancel_batch(view.id).unwrap();
     let message = conflict_message(hub.retry_failed(view.id).unwrap_err());
     assert!(message.contains("отменён"), "{message}");
