@@ -441,12 +441,11 @@ impl Relay {
                 if listed.len > pass.budget && pass.budget < self.options.read_budget_bytes {
                     return Outcome::Later;
                 }
-                let (facts, bytes, decoded, premapped) = match read_ahead {
+                // What `fstat` says, and the bytes when the file is one to read.
+                let (facts, read) = match read_ahead {
                     Some(ahead) => (
                         ahead.facts,
-                        ahead.bytes,
-                        Some(ahead.decoded),
-                        ahead.premapped,
+                        Some((ahead.bytes, Some(ahead.decoded), ahead.premapped)),
                     ),
                     None => {
                         let (mut file, facts) = match open_request(&path) {
@@ -464,29 +463,28 @@ impl Relay {
                             Err(_) => return Outcome::Later,
                         };
                         if !facts.regular || facts.len > limits.max_file_bytes {
-                            let sighting = observe(Some(sighting), &facts, now);
-                            self.sightings.insert(name.to_string(), sighting);
-                            observation.facts = Some(facts);
-                            observation.sighting = Some(sighting);
-                            return self.outcome(decide(&observation, &limits), name, None, None);
+                            (facts, None)
+                        } else {
+                            let metrics = self.hub.metrics();
+                            match read_limited(
+                                &mut file,
+                                limits.max_file_bytes + 1,
+                                facts.len,
+                                &|| metrics.relay_beat(),
+                            ) {
+                                Ok(bytes) => (facts, Some((bytes, None, None))),
+                                Err(_) => return Outcome::Later,
+                            }
                         }
-                        let metrics = self.hub.metrics();
-                        let bytes = match read_limited(
-                            &mut file,
-                            limits.max_file_bytes + 1,
-                            facts.len,
-                            &|| metrics.relay_beat(),
-                        ) {
-                            Ok(bytes) => bytes,
-                            Err(_) => return Outcome::Later,
-                        };
-                        (facts, bytes, None, None)
                     }
                 };
                 let sighting = observe(Some(sighting), &facts, now);
                 self.sightings.insert(name.to_string(), sighting);
                 observation.facts = Some(facts);
                 observation.sighting = Some(sighting);
+                let Some((bytes, decoded, premapped)) = read else {
+                    return self.outcome(decide(&observation, &limits), name, None, None);
+                };
                 pass.budget = pass.budget.saturating_sub(bytes.len() as u64);
                 observation.bytes = Some(&bytes);
                 let decision = decide_decoded(&observation, &limits, decoded);

@@ -91,7 +91,6 @@ pub(crate) fn premap(request: &AgentRequest, settings: &Settings) -> Option<Prem
     }
     let ids = FieldIds::from_setting(&settings.field_ids);
     let names = epic_names(settings);
-    let borrowed: Vec<&str> = names.iter().map(String::as_str).collect();
     let pages = report
         .results
         .iter()
@@ -100,24 +99,24 @@ pub(crate) fn premap(request: &AgentRequest, settings: &Settings) -> Option<Prem
             Some(
                 page.issues
                     .iter()
-                    .map(|raw| map_issue_text(raw.get(), &ids, &borrowed))
+                    .map(|raw| map_issue_text(raw.get(), &ids, &names))
                     .collect(),
             )
         })
         .collect();
     Some(Premapped {
         field_ids: settings.field_ids.clone(),
-        epic_names: names,
+        epic_names: names.into_iter().map(String::from).collect(),
         pages,
     })
 }
 
 /// The names of the issue types that are epics, which the mapping of a parent needs.
-fn epic_names(settings: &Settings) -> Vec<String> {
+fn epic_names(settings: &Settings) -> Vec<&str> {
     settings
         .issue_types
         .iter()
-        .map(|t| t.epic.name.clone())
+        .map(|t| t.epic.name.as_str())
         .collect()
 }
 
@@ -555,11 +554,7 @@ fn ingest_page(
 ) -> Result<()> {
     let run = run_of(tx, command, now)?;
     let ids = FieldIds::from_setting(&settings.field_ids);
-    let epic_names: Vec<&str> = settings
-        .issue_types
-        .iter()
-        .map(|t| t.epic.name.as_str())
-        .collect();
+    let epic_names = epic_names(settings);
     let (mut seen, mut changed) = (0, 0);
     let mut writer = tx.issue_writer()?;
     let mut store = |mapped: Mapped| -> Result<()> {

@@ -179,11 +179,7 @@ fn large_reports_read_ahead_are_taken_as_if_read_in_turn() {
     let dir = TestDir::new();
     let (mut hub, relay, token) = relay_hub(&dir);
     hub.enqueue_refresh(None, "ivanov").unwrap();
-    let claim = jira_hub::protocol::decode_value(claim_file("c0", &token, 1)).unwrap();
-    let jira_hub::protocol::AgentAnswer::Claim(claimed) = hub.handle_agent_request(&claim).unwrap()
-    else {
-        panic!("not a claim answer");
-    };
+    let claimed = Agent::new("agent-1").claim(&mut hub, 1);
     let (command, delivery) = (claimed.commands[0].id, claimed.commands[0].delivery);
     // Pages of 40 issues with long descriptions: each file is well over the read-ahead size.
     let page = |n: usize, id: &str, token: &str| {
@@ -264,11 +260,7 @@ fn a_drained_inbox_checkpoints_the_wal() {
     let dir = TestDir::new();
     let (mut hub, relay, token) = relay_hub(&dir);
     hub.enqueue_refresh(None, "ivanov").unwrap();
-    let claim = jira_hub::protocol::decode_value(claim_file("c0", &token, 1)).unwrap();
-    let jira_hub::protocol::AgentAnswer::Claim(claimed) = hub.handle_agent_request(&claim).unwrap()
-    else {
-        panic!("not a claim answer");
-    };
+    let claimed = Agent::new("agent-1").claim(&mut hub, 1);
     let (command, delivery) = (claimed.commands[0].id, claimed.commands[0].delivery);
     let daemon = Daemon::start(&dir.db(), &[]);
     let before = std::fs::metadata(dir.db()).unwrap().len();
