@@ -96,13 +96,63 @@ pub(super) struct MigrationOutcome {
     pub warnings: Vec<String>,
 }
 
+/// What opening a database must do, decided by its `schema_version`, its header's revision
+/// number and what it contains.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Plan {
+    /// The shape this binary runs: nothing to do.
+    Current,
+    /// Steps from `version` (0: an empty file), then the v4 revisions after `revision`.
+    Migrate {
+        version: u32,
+        revision: u32,
+        /// The hub's objects a v4 database lacks although its header counts them (made by
+        /// another implementation of the data model, or a header holding another number): every
+        /// revision is applied again where its objects are missing.
+        missing: Vec<String>,
+    },
+}
+
+impl Plan {
+    /// Decides what `conn`'s database needs. The revision number in the header is trusted only
+    /// for a v4 database that holds every table, column and index the hub's v4 has (a new
+    /// database's shape); below v4 it means nothing (revisions start after the v4 step).
+    pub(super) fn of(conn: &rusqlite::Connection) -> Result<Plan> {
+        let version = read_version(conn)?;
+        check_known(version)?;
+        if version < CURRENT_SCHEMA_VERSION {
+            return Ok(Plan::Migrate {
+                version,
+                revision: 0,
+                missing: Vec::new(),
+            });
+        }
+        let header = read_revision(conn)?;
+        let missing = missing_objects(conn)?;
+        if !missing.is_empty() {
+            return Ok(Plan::Migrate {
+                version,
+                revision: 0,
+                missing,
+            });
+        }
+        check_known_revision(header)?;
+        if header == CURRENT_V4_REVISION {
+            Ok(Plan::Current)
+        } else {
+            Ok(Plan::Migrate {
+                version,
+                revision: header,
+                missing,
+            })
+        }
+    }
+}
+
 /// Brings the database to [`CURRENT_SCHEMA_VERSION`].
 pub(super) fn migrate(store: &mut Store, now: OffsetDateTime) -> Result<MigrationOutcome> {
     let seen = read_version(&store.conn)?;
-    check_known(seen)?;
-    let seen_revision = read_revision(&store.conn)?;
-    check_known_revision(seen_revision)?;
-    if seen == CURRENT_SCHEMA_VERSION && seen_revision == CURRENT_V4_REVISION {
+    if Plan::of(&store.conn)? == Plan::Current {
         return Ok(MigrationOutcome {
             old_version: seen,
             backup: None,
@@ -115,18 +165,21 @@ pub(super) fn migrate(store: &mut Store, now: OffsetDateTime) -> Result<Migratio
         .conn
         .transaction_with_behavior(TransactionBehavior::Immediate)?;
     // Another process may have migrated between the first look and the lock.
-    let version = read_version(&tx)?;
-    check_known(version)?;
-    let revision = read_revision(&tx)?;
-    check_known_revision(revision)?;
-    if version == CURRENT_SCHEMA_VERSION && revision == CURRENT_V4_REVISION {
-        tx.commit()?;
-        return Ok(MigrationOutcome {
-            old_version: version,
-            backup: None,
-            warnings: Vec::new(),
-        });
-    }
+    let (version, revision, missing) = match Plan::of(&tx)? {
+        Plan::Current => {
+            tx.commit()?;
+            return Ok(MigrationOutcome {
+                old_version: read_version(&store.conn)?,
+                backup: None,
+                warnings: Vec::new(),
+            });
+        }
+        Plan::Migrate {
+            version,
+            revision,
+            missing,
+        } => (version, revision, missing),
+    };
     let copy = if version > 0 {
         Some(
             backup::MigrationCopy::plan(reader?, &path, version, now)
@@ -154,10 +207,7 @@ pub(super) fn migrate(store: &mut Store, now: OffsetDateTime) -> Result<Migratio
         };
         let applied = match &made {
             Some(Err(_)) => Ok(Vec::new()),
-            _ => apply_steps(&tx, version, now).and_then(|mut warnings| {
-                warnings.extend(apply_revisions(&tx, revision, now)?);
-                Ok(warnings)
-            }),
+            _ => apply_all(&tx, version, revision, &missing, now),
         };
         if let Some(running) = running {
             made = Some(running.join().unwrap_or_else(|_| {
@@ -212,6 +262,231 @@ pub(super) fn migrate(store: &mut Store, now: OffsetDateTime) -> Result<Migratio
             Err(error)
         }
     }
+}
+
+/// The steps after `version`, then the v4 revisions after `revision`; a v4 database that lacks
+/// objects of the hub's v4 (`missing`) first gets those of the v4 step made again where missing.
+/// Ends by checking that the database now has every object a new one has.
+fn apply_all(
+    tx: &Transaction<'_>,
+    version: u32,
+    revision: u32,
+    missing: &[String],
+    now: OffsetDateTime,
+) -> Result<Vec<String>> {
+    let mut warnings = Vec::new();
+    if version == CURRENT_SCHEMA_VERSION && !missing.is_empty() {
+        let header = read_revision(tx)?;
+        warnings.push(format!(
+            "the v4 database lacks what its revision number (PRAGMA user_version = {header}) says it has ({}): \
+             made by another program? The hub's additions are made where missing",
+            missing.join(", ")
+        ));
+        // The steps' own objects, where missing (the data model names no index; another
+        // implementation may have made none of the hub's).
+        for sql in [
+            include_str!("sql/v1.sql"),
+            V1_TO_V2,
+            V2_TO_V3,
+            include_str!("sql/v4.sql"),
+        ] {
+            apply_idempotent(tx, sql).map_err(|source| StoreError::Migration {
+                from: CURRENT_SCHEMA_VERSION,
+                to: CURRENT_SCHEMA_VERSION,
+                source: Box::new(source),
+            })?;
+        }
+    }
+    warnings.extend(apply_steps(tx, version, now)?);
+    warnings.extend(apply_revisions(tx, revision, now)?);
+    let still = missing_objects(tx)?;
+    if !still.is_empty() {
+        return Err(StoreError::Incompatible(format!(
+            "в базе схемы v4 нет того, что требует модель данных и чего хаб не добавляет сам: {}",
+            still.join(", ")
+        )));
+    }
+    Ok(warnings)
+}
+
+/// The tables (with their columns) and indexes a new database has: every step and revision run
+/// once on an empty database in memory, once per process.
+struct Shape {
+    tables: Vec<(String, Vec<String>)>,
+    indexes: Vec<String>,
+}
+
+fn reference_shape() -> Result<&'static Shape> {
+    static SHAPE: std::sync::OnceLock<Shape> = std::sync::OnceLock::new();
+    if let Some(shape) = SHAPE.get() {
+        return Ok(shape);
+    }
+    let mut conn = rusqlite::Connection::open_in_memory()?;
+    let tx = conn.transaction()?;
+    apply_steps(&tx, 0, OffsetDateTime::UNIX_EPOCH)?;
+    apply_revisions(&tx, 0, OffsetDateTime::UNIX_EPOCH)?;
+    let shape = read_shape(&tx)?;
+    Ok(SHAPE.get_or_init(|| shape))
+}
+
+fn read_shape(conn: &rusqlite::Connection) -> Result<Shape> {
+    let mut objects = conn.prepare(
+        "SELECT type, name FROM sqlite_master
+         WHERE type IN ('table', 'index') AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'
+         ORDER BY type, name",
+    )?;
+    let objects = objects
+        .query_map([], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut shape = Shape {
+        tables: Vec::new(),
+        indexes: Vec::new(),
+    };
+    for (kind, name) in objects {
+        if kind == "index" {
+            shape.indexes.push(name);
+        } else {
+            let columns = table_columns(conn, &name)?;
+            shape.tables.push((name, columns));
+        }
+    }
+    Ok(shape)
+}
+
+fn table_columns(conn: &rusqlite::Connection, table: &str) -> Result<Vec<String>> {
+    let mut columns = conn.prepare("SELECT name FROM pragma_table_info(?1)")?;
+    let columns = columns
+        .query_map([table], |row| row.get::<_, String>(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(columns)
+}
+
+/// What the database lacks of a new database's tables, columns and indexes (`agent_request`,
+/// `command.lease_at`, `index command_queued`); objects it has besides are its own business.
+fn missing_objects(conn: &rusqlite::Connection) -> Result<Vec<String>> {
+    let expected = reference_shape()?;
+    let found = read_shape(conn)?;
+    let mut missing = Vec::new();
+    for (table, columns) in &expected.tables {
+        match found.tables.iter().find(|(name, _)| name == table) {
+            None => missing.push(format!("table {table}")),
+            Some((_, have)) => missing.extend(
+                columns
+                    .iter()
+                    .filter(|column| !have.contains(column))
+                    .map(|column| format!("{table}.{column}")),
+            ),
+        }
+    }
+    missing.extend(
+        expected
+            .indexes
+            .iter()
+            .filter(|index| !found.indexes.contains(index))
+            .map(|index| format!("index {index}")),
+    );
+    Ok(missing)
+}
+
+/// Columns a revision's SQL added to the database when [`apply_idempotent`] ran it, as
+/// `(table, column)`.
+pub(super) type Added = Vec<(String, String)>;
+
+/// Runs a revision's SQL so that running it on a database that already has some or all of
+/// what it makes changes nothing: `CREATE TABLE`/`CREATE INDEX` get `IF NOT EXISTS`, `ALTER TABLE
+/// … ADD COLUMN` runs only when `pragma_table_info` lacks the column, and an `UPDATE` (a
+/// revision's backfill of its new columns) only when a column it sets was added just now; any
+/// other statement (`DROP INDEX IF EXISTS`) runs as it is. Statements end with `;`, and `--`
+/// starts a comment (neither may appear inside a literal of a revision's SQL).
+pub(super) fn apply_idempotent(tx: &Transaction<'_>, sql: &str) -> Result<Added> {
+    let code: String = sql
+        .lines()
+        .map(|line| line.split("--").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut added: Added = Vec::new();
+    for statement in code.split(';') {
+        let statement = statement.trim();
+        if statement.is_empty() {
+            continue;
+        }
+        let words: Vec<&str> = statement.split_whitespace().collect();
+        let upper: Vec<String> = words
+            .iter()
+            .take(6)
+            .map(|w| w.to_ascii_uppercase())
+            .collect();
+        let upper: Vec<&str> = upper.iter().map(String::as_str).collect();
+        match upper.as_slice() {
+            ["ALTER", "TABLE", _, "ADD", "COLUMN", _, ..] | ["ALTER", "TABLE", _, "ADD", _, ..] => {
+                let table = unquote(words[2]);
+                let column = unquote(if upper[4] == "COLUMN" {
+                    words[5]
+                } else {
+                    words[4]
+                });
+                if !table_columns(tx, &table)?.contains(&column) {
+                    tx.execute_batch(statement)?;
+                    added.push((table, column));
+                }
+            }
+            ["CREATE", "TABLE" | "INDEX", next, ..] | ["CREATE", "UNIQUE", "INDEX", next, ..]
+                if *next != "IF" =>
+            {
+                let keywords = if upper[1] == "UNIQUE" { 3 } else { 2 };
+                let rest = strip_words(statement, keywords);
+                let head = upper[..keywords].join(" ");
+                tx.execute_batch(&format!("{head} IF NOT EXISTS {rest}"))?;
+            }
+            ["UPDATE", ..] => {
+                let table = unquote(words[1]);
+                let sets_added = update_targets(statement).iter().any(|column| {
+                    added
+                        .iter()
+                        .any(|(t, c)| *t == table && c.eq_ignore_ascii_case(column))
+                });
+                if sets_added {
+                    tx.execute_batch(statement)?;
+                }
+            }
+            _ => tx.execute_batch(statement)?,
+        }
+    }
+    Ok(added)
+}
+
+/// `statement` without its first `count` words.
+fn strip_words(statement: &str, count: usize) -> &str {
+    let mut rest = statement.trim_start();
+    for _ in 0..count {
+        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        rest = rest[end..].trim_start();
+    }
+    rest
+}
+
+fn unquote(name: &str) -> String {
+    name.trim_matches(|c| c == '"' || c == '`' || c == '[' || c == ']')
+        .to_string()
+}
+
+/// The columns an `UPDATE … SET a = …, b = … [WHERE …]` sets.
+fn update_targets(statement: &str) -> Vec<String> {
+    let upper = statement.to_ascii_uppercase();
+    let Some(set) = upper.find(" SET ") else {
+        return Vec::new();
+    };
+    let end = upper[set..]
+        .find(" WHERE ")
+        .map_or(upper.len(), |at| set + at);
+    statement[set + " SET ".len()..end]
+        .split(',')
+        .filter_map(|assignment| assignment.split('=').next())
+        .map(|column| unquote(column.trim()))
+        .filter(|column| !column.is_empty())
+        .collect()
 }
 
 /// How much of the file the migrating connection maps: nothing (see `migrate`).
@@ -337,28 +612,28 @@ fn create_v1(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
     Ok(Vec::new())
 }
 
+const V1_TO_V2: &str = "ALTER TABLE command ADD COLUMN deliveries INTEGER NOT NULL DEFAULT 0;
+     UPDATE command SET deliveries = 1 WHERE status = 'claimed';";
+
+const V2_TO_V3: &str = "CREATE TABLE issue_comment (
+         id        TEXT PRIMARY KEY,
+         issue_key TEXT NOT NULL,
+         author    TEXT,
+         body      TEXT NOT NULL,
+         created   TEXT,
+         updated   TEXT
+     );
+     CREATE INDEX issue_comment_issue ON issue_comment (issue_key);";
+
 /// Version 2 counts deliveries. A v1 hub handed each claimed command out once.
 fn v1_to_v2(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
-    tx.execute_batch(
-        "ALTER TABLE command ADD COLUMN deliveries INTEGER NOT NULL DEFAULT 0;
-         UPDATE command SET deliveries = 1 WHERE status = 'claimed';",
-    )?;
+    tx.execute_batch(V1_TO_V2)?;
     Ok(Vec::new())
 }
 
 /// Version 3 mirrors comments.
 fn v2_to_v3(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
-    tx.execute_batch(
-        "CREATE TABLE issue_comment (
-             id        TEXT PRIMARY KEY,
-             issue_key TEXT NOT NULL,
-             author    TEXT,
-             body      TEXT NOT NULL,
-             created   TEXT,
-             updated   TEXT
-         );
-         CREATE INDEX issue_comment_issue ON issue_comment (issue_key);",
-    )?;
+    tx.execute_batch(V2_TO_V3)?;
     Ok(Vec::new())
 }
 
@@ -433,7 +708,13 @@ fn v3_to_v4(tx: &Transaction<'_>, context: &StepContext) -> Result<Vec<String>> 
 /// command, whether a sync run was full (a fact of the run, fixed when it starts), and an index
 /// for the dependents of a command.
 fn v4_revision_1(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
-    tx.execute_batch(include_str!("sql/v4r1.sql"))?;
+    let added = apply_idempotent(tx, include_str!("sql/v4r1.sql"))?;
+    if !added
+        .iter()
+        .any(|(table, column)| table == "sync_run" && column == "full")
+    {
+        return Ok(Vec::new());
+    }
     // Runs recorded before the revision: full when their query is the base JQL of today's
     // projects, as the hub judged them until now.
     let project_key = read_setting(tx, PROJECT_KEY)?;
@@ -457,35 +738,35 @@ fn v4_revision_1(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
 /// `updated_since`). Old runs are full or partial as revision 1 judged them; old issues changed
 /// when they were last synced.
 fn v4_revision_2(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
-    tx.execute_batch(include_str!("sql/v4r2.sql"))?;
+    apply_idempotent(tx, include_str!("sql/v4r2.sql"))?;
     Ok(Vec::new())
 }
 
 /// Revision 3 of v4: a partial index of queued commands by batch and seq, so a claim walks the
 /// queue in order without sorting it whole (100,000 queued commands claim as fast as 100).
 fn v4_revision_3(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
-    tx.execute_batch(include_str!("sql/v4r3.sql"))?;
+    apply_idempotent(tx, include_str!("sql/v4r3.sql"))?;
     Ok(Vec::new())
 }
 
 /// Revision 4 of v4: the earlier attempts of a retried command (`command_attempt`), and a
 /// refresh's progress while it runs (`sync_run.pages`, `sync_run.total`).
 fn v4_revision_4(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
-    tx.execute_batch(include_str!("sql/v4r4.sql"))?;
+    apply_idempotent(tx, include_str!("sql/v4r4.sql"))?;
     Ok(Vec::new())
 }
 
 /// Revision 5 of v4: finished commands by finishing time (a partial index that covers the
 /// console's hourly charts), so its overview reads the last days without scanning every command.
 fn v4_revision_5(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
-    tx.execute_batch(include_str!("sql/v4r5.sql"))?;
+    apply_idempotent(tx, include_str!("sql/v4r5.sql"))?;
     Ok(Vec::new())
 }
 
 /// Revision 6 of v4: the two indexes no query reads (`issue_link_jira_id`,
 /// `issue_mirror_changed_at`) go; every ingested issue and link wrote them.
 fn v4_revision_6(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
-    tx.execute_batch(include_str!("sql/v4r6.sql"))?;
+    apply_idempotent(tx, include_str!("sql/v4r6.sql"))?;
     Ok(Vec::new())
 }
 

@@ -183,17 +183,21 @@ impl Store {
         };
         let version = migrations::read_version(&conn)?;
         let revision = migrations::read_revision(&conn)?;
-        if version != CURRENT_SCHEMA_VERSION || revision != migrations::CURRENT_V4_REVISION {
-            if version > CURRENT_SCHEMA_VERSION || revision > migrations::CURRENT_V4_REVISION {
+        match migrations::Plan::of(&conn) {
+            Ok(migrations::Plan::Current) => {}
+            Err(StoreError::Incompatible(_)) => {
                 return Err(StoreError::Incompatible(format!(
                     "база {} схемы v{version} (ревизия {revision}) новее, чем знает этот jira-hub: запустите более новый",
                     path.display()
                 )));
             }
-            return Err(StoreError::Incompatible(format!(
-                "база {} схемы v{version} (ревизия {revision}) требует миграции до v{CURRENT_SCHEMA_VERSION}: выполните jira-hub migrate",
-                path.display()
-            )));
+            Err(error) => return Err(error),
+            Ok(migrations::Plan::Migrate { .. }) => {
+                return Err(StoreError::Incompatible(format!(
+                    "база {} схемы v{version} (ревизия {revision}) требует миграции до v{CURRENT_SCHEMA_VERSION}: выполните jira-hub migrate",
+                    path.display()
+                )));
+            }
         }
         conn.busy_timeout(BUSY_TIMEOUT)?;
         tune(&conn)?;

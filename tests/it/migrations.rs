@@ -707,3 +707,209 @@ fn a_newer_v4_revision_is_refused() {
     assert_eq!(out.code, 1, "{out:?}");
     assert!(out.stderr.contains("ревизии 99"), "{out:?}");
 }
+
+/// A v4 database built from the data model's text alone (`schema-v4-datamodel.sql`: none of the
+/// hub's own tables, columns or indexes), whatever number its header holds.
+fn datamodel_v4(db: &std::path::Path, header: u32) {
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    let conn = Connection::open(db).unwrap();
+    conn.execute_batch(
+        &std::fs::read_to_string(fixtures().join("history/schema-v4-datamodel.sql")).unwrap(),
+    )
+    .unwrap();
+    conn.pragma_update(None, "user_version", header).unwrap();
+}
+
+const DATAMODEL_AGENT_TOKEN: &str = "a3f1c2e4b5d6978812345678abcdef01";
+
+/// Another implementation's v4 database gets the hub's additions by what it lacks, not by its
+/// header's number: with 0, a number of this hub's revisions, the current one or a larger one,
+/// `migrate` backs it up and makes every table, column and index a new database has.
+#[test]
+fn a_v4_database_of_the_data_model_gets_what_it_lacks_whatever_its_header_says() {
+    for header in [0, 2, 6, 99] {
+        let dir = TestDir::new();
+        datamodel_v4(&dir.db(), header);
+        let out = run_ok(&dir.db(), &["migrate"]);
+        assert!(out.stdout.contains("schema-v4"), "{header}: {out:?}");
+        assert_eq!(dir.backups().len(), 1, "{header}");
+        let conn = Connection::open(dir.db()).unwrap();
+        assert_v4_shape(&conn);
+        for (what, sql) in [
+            (
+                "agent_request",
+                "SELECT count(*) FROM sqlite_master WHERE name = 'agent_request'",
+            ),
+            (
+                "command_attempt",
+                "SELECT count(*) FROM sqlite_master WHERE name = 'command_attempt'",
+            ),
+            (
+                "lease_at",
+                "SELECT count(*) FROM pragma_table_info('command') WHERE name = 'lease_at'",
+            ),
+            (
+                "kind",
+                "SELECT count(*) FROM pragma_table_info('sync_run') WHERE name = 'kind'",
+            ),
+            (
+                "command_queued",
+                "SELECT count(*) FROM sqlite_master WHERE name = 'command_queued'",
+            ),
+        ] {
+            assert_eq!(count(&conn, sql), 1, "header {header}: {what}");
+        }
+        let revision: i64 = conn
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(revision, 6, "header {header}");
+        assert_eq!(
+            count(
+                &conn,
+                "SELECT count(*) FROM command WHERE status = 'queued'"
+            ),
+            2
+        );
+        drop(conn);
+        // Opening again changes nothing.
+        run_ok(&dir.db(), &["migrate"]);
+        assert_eq!(dir.backups().len(), 1, "{header}");
+        run_ok(&dir.db(), &["status"]);
+    }
+}
+
+/// A v1 database whose header holds a number (another tool's, or this hub's revision count):
+/// below v4 the number means nothing, every revision is applied after the steps.
+#[test]
+fn an_old_database_with_a_number_in_its_header_gets_every_revision() {
+    for header in [3, 6, 99] {
+        let dir = TestDir::new();
+        let conn = build_db(&dir.db(), 1, COMMON_ROWS);
+        conn.pragma_update(None, "user_version", header).unwrap();
+        drop(conn);
+        run_ok(&dir.db(), &["migrate"]);
+        let conn = Connection::open(dir.db()).unwrap();
+        assert_v4_shape(&conn);
+        assert_eq!(
+            count(
+                &conn,
+                "SELECT count(*) FROM pragma_table_info('command') WHERE name = 'lease_at'"
+            ),
+            1,
+            "header {header}"
+        );
+        assert_eq!(
+            count(
+                &conn,
+                "SELECT count(*) FROM sqlite_master WHERE name IN ('command_queued', 'command_finished', 'agent_request')"
+            ),
+            3,
+            "header {header}"
+        );
+        drop(conn);
+        let mut hub = open_hub(&dir, &clock());
+        hub.expire_claims().unwrap();
+    }
+}
+
+/// The data model's v4 database serves claims, reports and heartbeats over HTTP and over the
+/// relay once the daemon opened it.
+#[test]
+fn a_v4_database_of_the_data_model_serves_both_transports() {
+    let dir = TestDir::new();
+    datamodel_v4(&dir.db(), 6);
+    let relay = dir.path().join("relay");
+    for folder in ["inbox", "outbox", "archive", "rejected"] {
+        std::fs::create_dir_all(relay.join(folder)).unwrap();
+    }
+    Connection::open(dir.db())
+        .unwrap()
+        .execute(
+            "UPDATE setting SET value = ?1 WHERE key = 'relay_dir'",
+            [serde_json::to_string(&relay.display().to_string()).unwrap()],
+        )
+        .unwrap();
+    let daemon = Daemon::start(&dir.db(), &[]);
+    let token = Some(DATAMODEL_AGENT_TOKEN);
+    // HTTP: a claim hands out the first command, a report finishes it, a heartbeat is taken.
+    let (status, claim) = http(
+        &daemon.address,
+        "POST",
+        "/agent/claim",
+        token,
+        Some(
+            &serde_json::json!({"kind": "claim", "id": "hc1", "agent": "agent-h",
+            "sent_at": "2026-11-29T10:00:00Z", "agent_version": "1.4.0",
+            "settings_version": 0, "max_commands": 1}),
+        ),
+    );
+    assert_eq!(status, 200, "{claim}");
+    let commands = claim["commands"].as_array().unwrap();
+    assert_eq!(commands.len(), 1, "{claim}");
+    let (status, report) = http(
+        &daemon.address,
+        "POST",
+        "/agent/report",
+        token,
+        Some(
+            &serde_json::json!({"kind": "report", "id": "hr1", "agent": "agent-h",
+            "sent_at": "2026-11-29T10:00:00Z", "results": [{"command_id": commands[0]["id"],
+            "delivery": commands[0]["delivery"], "status": "done", "result": {"comment_id": "7"},
+            "jira_calls": 1}]}),
+        ),
+    );
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["accepted"].as_array().unwrap().len(), 1, "{report}");
+    let (status, beat) = http(
+        &daemon.address,
+        "POST",
+        "/agent/heartbeat",
+        token,
+        Some(
+            &serde_json::json!({"kind": "heartbeat", "id": "hh1", "agent": "agent-h",
+            "sent_at": "2026-11-29T10:00:00Z", "agent_version": "1.4.0", "jira_ok": true}),
+        ),
+    );
+    assert_eq!(status, 200, "{beat}");
+
+    // The relay: the same three, as files.
+    let wait = std::time::Duration::from_secs(20);
+    drop_file(
+        &relay.join("inbox"),
+        "claim-rc1.json",
+        &claim_file("rc1", DATAMODEL_AGENT_TOKEN, 1),
+    );
+    let claim = wait_for_json(&relay.join("outbox/claim-rc1.json"), wait);
+    let commands = claim["commands"].as_array().unwrap();
+    assert_eq!(commands.len(), 1, "{claim}");
+    drop_file(
+        &relay.join("inbox"),
+        "report-rr1.json",
+        &report_file(
+            "rr1",
+            DATAMODEL_AGENT_TOKEN,
+            serde_json::json!([{"command_id": commands[0]["id"], "delivery": commands[0]["delivery"],
+                "status": "done", "result": {"comment_id": "8"}, "jira_calls": 1}]),
+        ),
+    );
+    let report = wait_for_json(&relay.join("outbox/report-rr1.json"), wait);
+    assert_eq!(report["accepted"].as_array().unwrap().len(), 1, "{report}");
+    drop_file(
+        &relay.join("inbox"),
+        "heartbeat-rh1.json",
+        &serde_json::json!({"kind": "heartbeat", "id": "rh1", "agent": "agent-1",
+            "sent_at": "2026-11-29T10:00:00Z", "token": DATAMODEL_AGENT_TOKEN,
+            "agent_version": "1.4.0", "jira_ok": true}),
+    );
+    assert_eq!(
+        wait_for_json(&relay.join("outbox/heartbeat-rh1.json"), wait),
+        serde_json::json!({"kind": "heartbeat", "request_id": "rh1"})
+    );
+    drop(daemon);
+    let conn = Connection::open(dir.db()).unwrap();
+    assert_eq!(
+        count(&conn, "SELECT count(*) FROM command WHERE status = 'done'"),
+        2
+    );
+    assert_eq!(count(&conn, "SELECT count(*) FROM agent_request"), 6);
+}
