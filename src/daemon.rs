@@ -9,7 +9,7 @@ use crate::clock::SystemClock;
 use crate::relay::{Relay, RelayOptions};
 use crate::service::HubConnection;
 use crate::shutdown::Shutdown;
-use crate::store::{StoreError, data_dir_of};
+use crate::store::{LOCK_FILE, StoreError, data_dir_of};
 use anyhow::{Context, anyhow};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -74,10 +74,23 @@ pub(crate) struct ServeOptions {
 }
 
 pub(crate) fn serve(db: &Path, options: ServeOptions) -> Result<(), ServeError> {
-    let data_dir = data_dir_of(db);
-    std::fs::create_dir_all(&data_dir)
-        .with_context(|| format!("не удалось создать {}", data_dir.display()))?;
-    let lock_path = data_dir.join("jira-hub.lock");
+    // The path is checked (and a new database made) before anything else changes in its folder:
+    // a `--db` that is not a hub's database leaves that folder as it was.
+    let (mut hub, report) = match HubConnection::open_guarded(db, Arc::new(SystemClock)) {
+        Ok(opened) => opened,
+        Err(crate::service::ServiceError::Internal(StoreError::Incompatible(why))) => {
+            return Err(ServeError::Unrunnable(format!(
+                "не удалось открыть базу {}: {why}",
+                db.display()
+            )));
+        }
+        Err(error) => {
+            return Err(error)
+                .with_context(|| format!("не удалось открыть базу {}", db.display()))
+                .map_err(ServeError::from);
+        }
+    };
+    let lock_path = data_dir_of(db).join(LOCK_FILE);
     let lock = std::fs::File::options()
         .read(true)
         .write(true)
@@ -101,18 +114,6 @@ pub(crate) fn serve(db: &Path, options: ServeOptions) -> Result<(), ServeError> 
                 .map_err(ServeError::from);
         }
     }
-
-    let (mut hub, report) = match HubConnection::open(db, Arc::new(SystemClock)) {
-        Ok(opened) => opened,
-        Err(crate::service::ServiceError::Internal(StoreError::Incompatible(why))) => {
-            return Err(ServeError::Unrunnable(why));
-        }
-        Err(error) => {
-            return Err(error)
-                .with_context(|| format!("не удалось открыть базу {}", db.display()))
-                .map_err(ServeError::from);
-        }
-    };
     if let Some(backup) = &report.backup {
         tracing::info!(from = report.old_version, backup = %backup.display(), "database migrated at start");
     }

@@ -67,7 +67,7 @@ pub(crate) fn init(
 }
 
 pub(crate) fn migrate(db: &Path) -> anyhow::Result<Outcome> {
-    let (_, report) = open_hub(db)?;
+    let (_, report) = super::open_guarded_hub(db)?;
     if report.old_version == report.new_version {
         outln!("schema v{}: up to date", report.new_version);
     } else if report.old_version == 0 {

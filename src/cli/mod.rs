@@ -419,6 +419,12 @@ fn open_hub(db: &Path) -> anyhow::Result<(HubConnection, crate::store::OpenRepor
         .with_context(|| format!("не удалось открыть базу {}", db.display()))
 }
 
+/// Opens the hub's database, migrating it, creating it only where no hub lived: `migrate`.
+fn open_guarded_hub(db: &Path) -> anyhow::Result<(HubConnection, crate::store::OpenReport)> {
+    HubConnection::open_guarded(db, Arc::new(SystemClock))
+        .with_context(|| format!("не удалось открыть базу {}", db.display()))
+}
+
 /// Opens an existing database to change it (migrating it if needed); never creates one.
 fn open_existing_hub(db: &Path) -> anyhow::Result<HubConnection> {
     match HubConnection::open_existing(db, Arc::new(SystemClock)) {

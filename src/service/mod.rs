@@ -115,6 +115,17 @@ impl HubConnection {
         Ok((HubConnection::with_store(store, clock), report))
     }
 
+    /// Opens (migrating) the database at `db_path`, creating it only where no hub lived: `serve`
+    /// and `migrate`. A database gone from a folder with a lock file, backups or its WAL is
+    /// refused rather than replaced by an empty one.
+    pub(crate) fn open_guarded(
+        db_path: &Path,
+        clock: Arc<dyn Clock>,
+    ) -> Result<(HubConnection, OpenReport)> {
+        let (store, report) = Store::open_with(db_path, clock.now(), store::Create::Guarded)?;
+        Ok((HubConnection::with_store(store, clock), report))
+    }
+
     /// Opens an existing database (migrating it if needed); a missing one is an error, not a new
     /// database: a typo in `--db` must not go unnoticed.
     pub(crate) fn open_existing(
@@ -146,7 +157,8 @@ impl HubConnection {
     /// Another connection to the same database, sharing the clock and the pacing state: one per
     /// thread that serves requests.
     pub fn connect(&self) -> Result<HubConnection> {
-        let (store, _) = Store::open(self.store.path(), self.clock.now())?;
+        let (store, _) =
+            Store::open_with(self.store.path(), self.clock.now(), store::Create::Never)?;
         Ok(HubConnection {
             store,
             clock: self.clock.clone(),

@@ -51,6 +51,23 @@ pub enum StoreError {
     /// There is no database at this path, and the command does not create one.
     #[error("базы данных нет: {0} (её создают jira-hub init, migrate и serve)")]
     Missing(PathBuf),
+    /// The folder the database would be made in is missing: only the data folder itself is
+    /// created, never the path to it (a mistyped `--db` must not make a tree).
+    #[error(
+        "папки {0} нет: база в ней не создаётся (проверьте путь --db; хаб создаёт только саму папку данных, не путь к ней)"
+    )]
+    NoFolder(PathBuf),
+    /// The database is gone from a folder where a hub lived (its lock file, backups, WAL): a new
+    /// empty database would hide the loss, so none is made.
+    #[error(
+        "базы данных {path} нет, но в {dir} работал хаб ({traces}): новая пустая база не создаётся. Восстановите базу (например, cp {restore} {path}) или, чтобы начать заново, уберите эти файлы"
+    )]
+    Lost {
+        path: PathBuf,
+        dir: PathBuf,
+        traces: String,
+        restore: String,
+    },
     /// A migration step failed; the database is left at its old version.
     #[error(
         "миграция базы со схемы v{from} на v{to} не удалась, база осталась на v{from}: {source}"
@@ -118,12 +135,73 @@ pub(crate) struct Store {
 impl Store {
     /// Opens the database at `path`, creating or migrating it. `now` names the migration backup.
     pub(crate) fn open(path: &Path, now: OffsetDateTime) -> Result<(Store, OpenReport)> {
+        Store::open_with(path, now, Create::IfMissing)
+    }
+
+    /// Opens the database at `path`, migrating it, creating it as `create` allows. Nothing in
+    /// its folder changes (no mode, no `backups/`, no new file) until the path is known to be a
+    /// hub's database or the place for a new one: a file that is not one is refused first.
+    pub(crate) fn open_with(
+        path: &Path,
+        now: OffsetDateTime,
+        create: Create,
+    ) -> Result<(Store, OpenReport)> {
         let data_dir = data_dir_of(path);
         let mut warnings = Vec::new();
+        let existing = match std::fs::metadata(path) {
+            Ok(meta) if meta.is_file() => {
+                let conn = Connection::open_with_flags(
+                    path,
+                    OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )
+                .map_err(not_a_database(path))?;
+                conn.busy_timeout(MIGRATION_BUSY_TIMEOUT)?;
+                // Read before anything is changed: not SQLite, not a hub's, a newer schema.
+                migrations::Plan::of(&conn).map_err(|error| match error {
+                    StoreError::Sqlite(error) => not_a_database(path)(error),
+                    other => other,
+                })?;
+                Some(conn)
+            }
+            Ok(_) => {
+                return Err(StoreError::Incompatible(format!(
+                    "{} — не файл базы данных (папка или устройство)",
+                    path.display()
+                )));
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                match create {
+                    Create::Never => return Err(StoreError::Missing(path.to_path_buf())),
+                    Create::Guarded => refuse_if_lost(path, &data_dir)?,
+                    Create::IfMissing => {}
+                }
+                if !data_dir.is_dir() {
+                    let parent = data_dir_of(&data_dir);
+                    if !parent.is_dir() {
+                        return Err(StoreError::NoFolder(parent));
+                    }
+                    std::fs::create_dir(&data_dir).map_err(io_error(format!(
+                        "не удалось создать {}",
+                        data_dir.display()
+                    )))?;
+                    tracing::info!(folder = %data_dir.display(), "created the data folder");
+                }
+                None
+            }
+            Err(error) => {
+                return Err(StoreError::Io {
+                    context: format!("не удалось прочитать {}", path.display()),
+                    source: error,
+                });
+            }
+        };
         ensure_private_dir(&data_dir, &mut warnings)?;
         ensure_private_dir(&backup::backups_dir(path), &mut warnings)?;
 
-        let conn = Connection::open(path).map_err(not_a_database(path))?;
+        let conn = match existing {
+            Some(conn) => conn,
+            None => Connection::open(path).map_err(not_a_database(path))?,
+        };
         conn.busy_timeout(MIGRATION_BUSY_TIMEOUT)?;
         // Only a new database takes it (an existing one keeps the size it was made with).
         conn.pragma_update(None, "page_size", NEW_PAGE_SIZE)?;
@@ -162,10 +240,7 @@ impl Store {
 
     /// Opens an existing database, migrating it if needed; never creates one.
     pub(crate) fn open_existing(path: &Path, now: OffsetDateTime) -> Result<(Store, OpenReport)> {
-        if !path.is_file() {
-            return Err(StoreError::Missing(path.to_path_buf()));
-        }
-        Store::open(path, now)
+        Store::open_with(path, now, Create::Never)
     }
 
     /// Opens an existing database for reading only: nothing is created, migrated or written, so it
@@ -332,6 +407,67 @@ fn not_a_database(path: &Path) -> impl Fn(rusqlite::Error) -> StoreError {
         )),
         _ => StoreError::from(error),
     }
+}
+
+/// Whether opening may create the database file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Create {
+    /// Never: commands that change an existing hub, and the daemon's further connections.
+    Never,
+    /// When there is none (`init`, and hubs made by tests).
+    IfMissing,
+    /// Only where no hub lived (`serve`, `migrate`): see [`refuse_if_lost`].
+    Guarded,
+}
+
+/// The lock file of the data folder (one `serve` per folder).
+pub(crate) const LOCK_FILE: &str = "jira-hub.lock";
+
+/// A missing database in a folder that shows a hub lived there (the daemon's lock file, the
+/// database's `-wal` or `-shm`, copies in `backups/`) is a lost database, not a first start:
+/// refused, naming what was found and the newest copy to restore.
+fn refuse_if_lost(path: &Path, data_dir: &Path) -> Result<()> {
+    let mut traces = Vec::new();
+    for suffix in ["-wal", "-shm"] {
+        let companion = PathBuf::from(format!("{}{suffix}", path.display()));
+        if companion.exists() {
+            traces.push(companion.display().to_string());
+        }
+    }
+    let lock = data_dir.join(LOCK_FILE);
+    if lock.exists() {
+        traces.push(lock.display().to_string());
+    }
+    let backups = backup::backups_dir(path);
+    let newest = std::fs::read_dir(&backups)
+        .map(|entries| {
+            entries
+                .filter_map(std::result::Result::ok)
+                .filter(|e| {
+                    let name = e.file_name();
+                    let name = name.to_string_lossy();
+                    name.ends_with(".sqlite") && !name.starts_with('.')
+                })
+                .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+                .max()
+        })
+        .ok()
+        .flatten();
+    if newest.is_some() {
+        traces.push(format!("копии в {}", backups.display()));
+    }
+    if traces.is_empty() {
+        return Ok(());
+    }
+    Err(StoreError::Lost {
+        path: path.to_path_buf(),
+        dir: data_dir.to_path_buf(),
+        traces: traces.join(", "),
+        restore: newest.map_or_else(
+            || "<копия>".to_string(),
+            |(_, newest)| newest.display().to_string(),
+        ),
+    })
 }
 
 /// The data directory: the folder that holds the database file.

@@ -475,7 +475,7 @@ fn error_causes_are_not_repeated() {
     assert_eq!(out.code, 1, "{out:?}");
     assert_eq!(out.stderr.lines().count(), 1, "{out:?}");
     assert_eq!(
-        out.stderr.matches("unable to open database file").count(),
+        out.stderr.matches("не файл базы данных").count(),
         1,
         "{out:?}"
     );
@@ -768,4 +768,131 @@ fn completions_and_man_pages_in_dist_are_current() {
         "{subcommands}"
     );
     assert!(complete("jira-hub refresh --w").contains("--wait"));
+}
+
+/// A folder's mode, mtime and entries (each with its mode, size and mtime), to show that a
+/// command left it exactly as it was.
+fn folder_state(dir: &std::path::Path) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
+    let describe = |path: &std::path::Path| {
+        let meta = std::fs::symlink_metadata(path).unwrap();
+        format!(
+            "{} mode {:o} size {} mtime {}.{}",
+            path.display(),
+            meta.mode(),
+            meta.size(),
+            meta.mtime(),
+            meta.mtime_nsec()
+        )
+    };
+    let mut state = vec![describe(dir)];
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    state.extend(entries.iter().map(|p| describe(p)));
+    state
+}
+
+/// «A wrong `--db` changes a folder that is not the hub's» (issue 18): every command that takes
+/// `--db`, given a file that is not a hub's database (a text file, an SQLite file of another
+/// program, a folder), refuses it and leaves its folder's mode, mtime and entries as they were:
+/// no chmod 0700, no `backups/`, no lock file, no `-wal`.
+#[test]
+fn a_wrong_db_leaves_its_folder_as_it_was() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TestDir::new();
+    let notes_dir = dir.path().join("notes");
+    std::fs::create_dir(&notes_dir).unwrap();
+    std::fs::set_permissions(&notes_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let notes = notes_dir.join("notes.txt");
+    std::fs::write(&notes, "купить молока\n".repeat(100)).unwrap();
+    let other = notes_dir.join("other.sqlite");
+    rusqlite::Connection::open(&other)
+        .unwrap()
+        .execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (1);")
+        .unwrap();
+    let folder = notes_dir.join("folder");
+    std::fs::create_dir(&folder).unwrap();
+    // Entries' mtimes in the past, so a touch would show.
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    for path in [&notes, &other, &folder, &notes_dir] {
+        std::fs::File::open(path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap_or(());
+    }
+    let config = example_config();
+    let config = config.to_str().unwrap();
+    let commands: [&[&str]; 11] = [
+        &["serve", "--listen", "127.0.0.1:0"],
+        &["migrate"],
+        &["init", "--config", config],
+        &["status"],
+        &["settings", "get"],
+        &["projects", "list"],
+        &["tokens"],
+        &["tokens", "--rotate", "agent"],
+        &["backup"],
+        &["batches", "list"],
+        &["commands", "failed"],
+    ];
+    for db in [&notes, &other, &folder] {
+        for args in commands {
+            let before = folder_state(&notes_dir);
+            let out = run(db, args);
+            assert_ne!(out.code, 0, "{} {args:?}: {out:?}", db.display());
+            assert!(
+                out.stderr.contains(&db.display().to_string()),
+                "{} {args:?} names the file: {out:?}",
+                db.display()
+            );
+            assert_eq!(
+                folder_state(&notes_dir),
+                before,
+                "{} {args:?} changed the folder: {out:?}",
+                db.display()
+            );
+        }
+    }
+}
+
+/// `init` (and `migrate`, `serve`) make the data folder itself when its parent exists (the quick
+/// start's `./data`), saying so, but never a missing path to it.
+#[test]
+fn a_db_in_a_missing_tree_is_refused_naming_the_folder() {
+    let dir = TestDir::new();
+    let config = example_config();
+    let config = config.to_str().unwrap();
+    let deep = dir.path().join("srv/jira-hub/data/hub.sqlite");
+    for args in [
+        &["init", "--config", config][..],
+        &["migrate"],
+        &["serve", "--listen", "127.0.0.1:0"],
+    ] {
+        let out = run(&deep, args);
+        assert_ne!(out.code, 0, "{args:?}: {out:?}");
+        assert!(
+            out.stderr
+                .contains(&dir.path().join("srv/jira-hub").display().to_string())
+                && out.stderr.contains("нет"),
+            "{args:?}: {out:?}"
+        );
+        assert!(
+            !dir.path().join("srv").exists(),
+            "{args:?} made the tree: {out:?}"
+        );
+    }
+    let out = hub_command(&dir.db(), &["init", "--config", config])
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("created the data folder")
+            && stderr.contains(&dir.path().join("data").display().to_string()),
+        "{stderr}"
+    );
 }

@@ -9,6 +9,7 @@ mod cli;
 mod connections;
 mod console;
 mod crash;
+mod db_faults;
 mod fake_jira;
 mod hostile;
 mod http;
