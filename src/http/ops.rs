@@ -7,7 +7,9 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::{Extension, Json};
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeLabelSet, EncodeLabelValue, EncodeMetric, LabelValueEncoder,
+};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
@@ -211,7 +213,7 @@ impl Collector for HubCollector {
         for (agent, age) in &figures.agents_last_seen_age {
             agents
                 .get_or_create(&AgentLabel {
-                    agent: agent.clone(),
+                    agent: LabelText(agent.clone()),
                 })
                 .set(*age);
         }
@@ -260,7 +262,34 @@ struct StatusLabel {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AgentLabel {
-    agent: String,
+    agent: LabelText,
+}
+
+/// A label value from outside the hub (an agent's name as stored, whatever an old version or a
+/// hand let in), written escaped as both text formats require: `\\`, `\"` and `\n` (Prometheus
+/// text format 0.0.4, "label_value can be any sequence of UTF-8 characters, but the backslash,
+/// double-quote, and line feed characters have to be escaped as `\\`, `\"`, and `\n`";
+/// OpenMetrics 1.0, ABNF `escaped-string`). prometheus-client 0.24 writes label values as they
+/// are, so one agent named `agent "north"` made the whole exposition unparsable. Other control
+/// characters (a carriage return ends a line for some parsers) are shown as `\u{d}`, as
+/// `status` and `relay inspect` show them.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct LabelText(String);
+
+impl EncodeLabelValue for LabelText {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        use std::fmt::Write;
+        for c in self.0.chars() {
+            match c {
+                '\\' => encoder.write_str("\\\\")?,
+                '"' => encoder.write_str("\\\"")?,
+                '\n' => encoder.write_str("\\n")?,
+                c if c.is_control() => write!(encoder, "\\\\u{{{:x}}}", c as u32)?,
+                c => encoder.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
