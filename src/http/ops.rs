@@ -25,23 +25,25 @@ pub(crate) async fn health() -> Json<Value> {
     Json(json!({"status": "ok", "schema_version": crate::service::SCHEMA_VERSION}))
 }
 
-/// Ready: the database answers and the relay loop is alive (a relay stuck in a system call
-/// makes the hub unready, as it stops the watchdog). The relay folder's state is reported; a
+/// Ready: the database answers, it was initialised (it has tokens), and the relay loop is alive
+/// (a relay stuck in a system call makes the hub unready, as it stops the watchdog). The relay folder's state is reported; a
 /// missing share, or a folder of it that is a link, does not make the hub unready: HTTP works.
 #[utoipa::path(get, path = "/ready", tag = "operations",
-    responses((status = 200, description = "ready", body = Object), (status = 503, description = "the database does not answer, or the relay loop is stuck", body = super::ErrorBody)))]
+    responses((status = 200, description = "ready", body = Object), (status = 503, description = "the database does not answer, was never initialised (no tokens), or the relay loop is stuck", body = super::ErrorBody)))]
 pub(crate) async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let (relay_dir, stalled, problem, missing) = state
+    let (relay_dir, stalled, problem, missing, initialised) = state
         .pool
         .run(|hub| {
             let metrics = hub.metrics();
+            let settings = hub.settings()?;
             Ok((
-                hub.settings()?.relay_dir,
+                settings.relay_dir,
                 metrics.relay_stalled_for(),
                 metrics.relay_problem(),
                 metrics
                     .relay_missing
                     .load(std::sync::atomic::Ordering::Relaxed),
+                settings.tokens.is_some(),
             ))
         })
         .await
@@ -53,6 +55,16 @@ pub(crate) async fn ready(State(state): State<AppState>) -> Result<Json<Value>, 
                 format!("база не отвечает: {}", error.message),
             )
         })?;
+    if !initialised {
+        // Every client call, sign-in and agent request is refused until `init`; it is read from
+        // the database at each request, so the hub is ready as soon as `init` has run.
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::NotReady,
+            None,
+            "база не инициализирована: токенов нет, клиенты и агент получают отказ; выполните jira-hub init --config FILE",
+        ));
+    }
     if let Some(silent) = stalled {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
