@@ -187,15 +187,29 @@ async fn run(hub: HubConnection, options: ServeOptions, db: &Path) -> anyhow::Re
     ));
 
     let settings = hub.settings()?;
+    let tokens = if settings.tokens.is_some() {
+        format!("jira-hub --db {} tokens", db.display())
+    } else {
+        // Served anyway (the operator may run `init` now; tokens are read at each request),
+        // but said loudly: every API call, sign-in and agent request is refused until then.
+        tracing::warn!(
+            database = %db.display(),
+            "the database was never initialised: it has no tokens, so every API call, console sign-in and agent request is refused; run `jira-hub --db {} init --config FILE` (the running hub takes the tokens at once); /ready answers 503 until then",
+            db.display()
+        );
+        format!(
+            "NONE: the database was never initialised; run jira-hub --db {} init --config FILE",
+            db.display()
+        )
+    };
     // The banner is for a person at a terminal; a closed stdout must not stop the daemon.
     let banner = format!(
-        "jira-hub serving http://{address}\ndatabase:  {}\nrelay_dir: {}\ntokens:    jira-hub --db {} tokens\n",
+        "jira-hub serving http://{address}\ndatabase:  {}\nrelay_dir: {}\ntokens:    {tokens}\n",
         db.display(),
         settings
             .relay_dir
             .as_deref()
             .unwrap_or("(not set: the agent can only use HTTP)"),
-        db.display()
     );
     {
         use std::io::Write as _;

@@ -333,7 +333,7 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
             Err(crate::daemon::ServeError::Failed(error)) => return Err(error.into()),
         },
         Command::Relay(RelayCommand::Inspect { path }) => relay::inspect(&cli.db, &path)?,
-        Command::Relay(RelayCommand::Validate { path }) => relay::validate(&path)?,
+        Command::Relay(RelayCommand::Validate { path }) => relay::validate(&cli.db, &path)?,
         Command::Batches(BatchesCommand::List { project, status }) => {
             queue::list_batches(&cli.db, project.as_deref(), status.as_deref())?
         }

@@ -2,27 +2,31 @@
 
 use super::Outcome;
 use super::open_read_only_hub;
+use crate::protocol::TokenCheck;
 use crate::relay::inspect::{collect, escape_for_terminal, format_table, inspect_file};
+use crate::service::HubConnection;
 use anyhow::Context;
 use std::path::Path;
 
 pub(crate) fn inspect(db: &Path, path: &Path) -> anyhow::Result<Outcome> {
     let files =
         collect(path).with_context(|| format!("не удалось прочитать {}", path.display()))?;
-    // Whether the hub applied a request comes from its database, when there is one; the folder
-    // can be inspected without it (on the agent's side of the share, say).
+    // Whether the hub applied a request, and whether its token is the hub's, come from its
+    // database, when there is one; the folder can be inspected without it (on the agent's side
+    // of the share, say).
     let mut hub = if db.is_file() {
         Some(open_read_only_hub(db)?)
     } else {
         eprintln!(
-            "jira-hub: базы {} нет: применены ли запросы, не показано (укажите --db)",
+            "jira-hub: базы {} нет: токены не проверены, применены ли запросы, не показано (укажите --db)",
             db.display()
         );
         None
     };
+    let agent_token = agent_token(hub.as_ref())?;
     let mut rows = Vec::new();
-    for file in files {
-        let report = inspect_file(&file);
+    for file in &files {
+        let report = inspect_file(file, token_check(agent_token.as_ref()));
         let applied = match (&mut hub, &report.request_key) {
             (Some(hub), Some((kind, id))) => Some(match hub.request_handled_at(kind, id)? {
                 Some(at) => format!("applied {at}"),
@@ -31,6 +35,9 @@ pub(crate) fn inspect(db: &Path, path: &Path) -> anyhow::Result<Outcome> {
             _ => None,
         };
         rows.push((report, applied));
+    }
+    if files.is_empty() {
+        eprintln!("jira-hub: в {} нет файлов реле", path.display());
     }
     let base = if path.is_dir() {
         path
@@ -41,12 +48,35 @@ pub(crate) fn inspect(db: &Path, path: &Path) -> anyhow::Result<Outcome> {
     Ok(Outcome::Success)
 }
 
-pub(crate) fn validate(path: &Path) -> anyhow::Result<Outcome> {
+/// The agent token of the hub's database (`None` inside: the hub has none, so no request is
+/// authentic); `None` outside when there is no database.
+fn agent_token(hub: Option<&HubConnection>) -> anyhow::Result<Option<Option<String>>> {
+    Ok(match hub {
+        Some(hub) => Some(hub.tokens()?.map(|tokens| tokens.agent)),
+        None => None,
+    })
+}
+
+fn token_check(agent_token: Option<&Option<String>>) -> TokenCheck<'_> {
+    match agent_token {
+        Some(token) => TokenCheck::Expect(token.as_deref()),
+        None => TokenCheck::Skip,
+    }
+}
+
+pub(crate) fn validate(db: &Path, path: &Path) -> anyhow::Result<Outcome> {
     let files =
         collect(path).with_context(|| format!("не удалось прочитать {}", path.display()))?;
+    // The token is judged as the hub judges it when its database is at hand.
+    let hub = if db.is_file() {
+        Some(open_read_only_hub(db)?)
+    } else {
+        None
+    };
+    let agent_token = agent_token(hub.as_ref())?;
     let mut invalid = 0;
     for file in &files {
-        let report = inspect_file(file);
+        let report = inspect_file(file, token_check(agent_token.as_ref()));
         match &report.valid {
             Ok(()) => outln!(
                 "ok       {}",

@@ -446,15 +446,24 @@ async fn authorize(parts: &Parts, state: &AppState, role: Role) -> Result<(), Ap
             "нужен заголовок Authorization: Bearer <токен>",
         ));
     };
-    let (client, agent) = state
+    let (client, agent, initialised) = state
         .pool
         .run(move |hub| {
-            Ok((
-                hub.client_token_matches(Some(&token))?,
-                hub.agent_token_matches(Some(&token))?,
-            ))
+            let client = hub.client_token_matches(Some(&token))?;
+            let agent = hub.agent_token_matches(Some(&token))?;
+            // Only a refusal asks whether there are tokens at all.
+            let initialised = client || agent || hub.tokens()?.is_some();
+            Ok((client, agent, initialised))
         })
         .await?;
+    if !initialised {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            ErrorCode::Unauthorized,
+            None,
+            "у хаба нет токенов: база не инициализирована (jira-hub init --config FILE)",
+        ));
+    }
     match (role, client, agent) {
         (Role::Client, true, _) | (Role::Agent, _, true) => Ok(()),
         (Role::Client, false, true) => Err(ApiError::new(

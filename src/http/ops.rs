@@ -7,7 +7,9 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::{Extension, Json};
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeLabelSet, EncodeLabelValue, EncodeMetric, LabelValueEncoder,
+};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
@@ -23,23 +25,25 @@ pub(crate) async fn health() -> Json<Value> {
     Json(json!({"status": "ok", "schema_version": crate::service::SCHEMA_VERSION}))
 }
 
-/// Ready: the database answers and the relay loop is alive (a relay stuck in a system call
-/// makes the hub unready, as it stops the watchdog). The relay folder's state is reported; a
+/// Ready: the database answers, it was initialised (it has tokens), and the relay loop is alive
+/// (a relay stuck in a system call makes the hub unready, as it stops the watchdog). The relay folder's state is reported; a
 /// missing share, or a folder of it that is a link, does not make the hub unready: HTTP works.
 #[utoipa::path(get, path = "/ready", tag = "operations",
-    responses((status = 200, description = "ready", body = Object), (status = 503, description = "the database does not answer, or the relay loop is stuck", body = super::ErrorBody)))]
+    responses((status = 200, description = "ready", body = Object), (status = 503, description = "the database does not answer, was never initialised (no tokens), or the relay loop is stuck", body = super::ErrorBody)))]
 pub(crate) async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let (relay_dir, stalled, problem, missing) = state
+    let (relay_dir, stalled, problem, missing, initialised) = state
         .pool
         .run(|hub| {
             let metrics = hub.metrics();
+            let settings = hub.settings()?;
             Ok((
-                hub.settings()?.relay_dir,
+                settings.relay_dir,
                 metrics.relay_stalled_for(),
                 metrics.relay_problem(),
                 metrics
                     .relay_missing
                     .load(std::sync::atomic::Ordering::Relaxed),
+                settings.tokens.is_some(),
             ))
         })
         .await
@@ -51,6 +55,16 @@ pub(crate) async fn ready(State(state): State<AppState>) -> Result<Json<Value>, 
                 format!("база не отвечает: {}", error.message),
             )
         })?;
+    if !initialised {
+        // Every client call, sign-in and agent request is refused until `init`; it is read from
+        // the database at each request, so the hub is ready as soon as `init` has run.
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::NotReady,
+            None,
+            "база не инициализирована: токенов нет, клиенты и агент получают отказ; выполните jira-hub init --config FILE",
+        ));
+    }
     if let Some(silent) = stalled {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -211,7 +225,7 @@ impl Collector for HubCollector {
         for (agent, age) in &figures.agents_last_seen_age {
             agents
                 .get_or_create(&AgentLabel {
-                    agent: agent.clone(),
+                    agent: LabelText(agent.clone()),
                 })
                 .set(*age);
         }
@@ -260,7 +274,34 @@ struct StatusLabel {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AgentLabel {
-    agent: String,
+    agent: LabelText,
+}
+
+/// A label value from outside the hub (an agent's name as stored, whatever an old version or a
+/// hand let in), written escaped as both text formats require: `\\`, `\"` and `\n` (Prometheus
+/// text format 0.0.4, "label_value can be any sequence of UTF-8 characters, but the backslash,
+/// double-quote, and line feed characters have to be escaped as `\\`, `\"`, and `\n`";
+/// OpenMetrics 1.0, ABNF `escaped-string`). prometheus-client 0.24 writes label values as they
+/// are, so one agent named `agent "north"` made the whole exposition unparsable. Other control
+/// characters (a carriage return ends a line for some parsers) are shown as `\u{d}`, as
+/// `status` and `relay inspect` show them.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct LabelText(String);
+
+impl EncodeLabelValue for LabelText {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        use std::fmt::Write;
+        for c in self.0.chars() {
+            match c {
+                '\\' => encoder.write_str("\\\\")?,
+                '"' => encoder.write_str("\\\"")?,
+                '\n' => encoder.write_str("\\n")?,
+                c if c.is_control() => write!(encoder, "\\\\u{{{:x}}}", c as u32)?,
+                c => encoder.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

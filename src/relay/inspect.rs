@@ -71,8 +71,10 @@ fn age_of(path: &Path) -> String {
     }
 }
 
-/// Reads one file.
-pub(crate) fn inspect_file(path: &Path) -> FileReport {
+/// Reads one file. `token` is how a request's token is judged: `Expect` the database's agent
+/// token (as the daemon judges it, so a claim with a wrong token shows as refused), or `Skip`
+/// when there is no database to ask.
+pub(crate) fn inspect_file(path: &Path, token: TokenCheck<'_>) -> FileReport {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -116,7 +118,7 @@ pub(crate) fn inspect_file(path: &Path) -> FileReport {
         inspect_answer(path, kind, id, &mut report);
         return report;
     }
-    inspect_request(path, &name, &mut report);
+    inspect_request(path, &name, token, &mut report);
     report
 }
 
@@ -151,9 +153,9 @@ fn read_value(path: &Path) -> Result<Value, String> {
     serde_json::from_slice(&bytes).map_err(|e| crate::domain::json::plain_error(&e).to_string())
 }
 
-/// A request, judged by the daemon's own decision function (without the token's value, which
-/// only the hub knows, and without the relay's memory of when the file was first seen).
-fn inspect_request(path: &Path, name: &str, report: &mut FileReport) {
+/// A request, judged by the daemon's own decision function (with the hub's agent token when
+/// there is a database, and without the relay's memory of when the file was first seen).
+fn inspect_request(path: &Path, name: &str, token: TokenCheck<'_>, report: &mut FileReport) {
     let limits = Limits {
         max_file_bytes: INSPECT_MAX_BYTES,
         grace: std::time::Duration::MAX,
@@ -165,7 +167,7 @@ fn inspect_request(path: &Path, name: &str, report: &mut FileReport) {
         bytes: None,
         sighting: None,
         now: std::time::Instant::now(),
-        token: TokenCheck::Skip,
+        token,
     };
     let bytes;
     let mut decision = decide(&observation, &limits);

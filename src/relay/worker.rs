@@ -97,6 +97,10 @@ pub struct Relay {
     wal_bytes: u64,
     /// The database's page size (4 KiB for a database made by SQLite's default).
     page_size: u64,
+    /// Refused files that could not be moved to `rejected/` (a full disk, a name too long for
+    /// its reason's file), with the size and time they had when they were counted and logged:
+    /// each pass tries the move again, but the same file is counted once.
+    refused_unmoved: HashMap<String, (u64, Option<std::time::SystemTime>)>,
 }
 
 /// About how much the relay's requests may write to the WAL before it checkpoints while requests
@@ -127,6 +131,7 @@ impl Relay {
             background: None,
             wal_bytes: 0,
             page_size: 4096,
+            refused_unmoved: HashMap::new(),
         }
     }
 
@@ -301,9 +306,25 @@ impl Relay {
                     Outcome::Later => counts.waiting += 1,
                     Outcome::Skipped => {}
                     Outcome::Refused(refusal) => {
-                        counts.refused += 1;
-                        if let Err(error) = self.refuse(&dir, name, &refusal) {
-                            tracing::error!(file = %escape(name), %error, "cannot move a refused file to rejected/");
+                        // A file refused before whose move failed is the same refusal: counted
+                        // and logged once, its move retried.
+                        let identity = (facts.len, facts.modified);
+                        let counted = self.refused_unmoved.get(name) == Some(&identity);
+                        if !counted {
+                            counts.refused += 1;
+                        }
+                        match self.refuse(&dir, name, &refusal, !counted) {
+                            Ok(()) => {
+                                if self.refused_unmoved.remove(name).is_some() {
+                                    tracing::info!(file = %escape(name), "a refused file was moved to rejected/ at last");
+                                }
+                            }
+                            Err(error) => {
+                                if !counted {
+                                    tracing::error!(file = %escape(name), %error, "cannot move a refused file to rejected/; it stays in inbox/ and is moved when it can be");
+                                }
+                                self.refused_unmoved.insert(name.clone(), identity);
+                            }
                         }
                     }
                 }
@@ -314,6 +335,9 @@ impl Relay {
         if counts.waiting == 0 && !self.shutdown.is_triggered() {
             self.note_idle();
         }
+        // A refused file taken out of inbox/ by hand is forgotten; one put back is new.
+        self.refused_unmoved
+            .retain(|name, _| candidates.iter().any(|(listed, _)| listed == name));
         let handled = counts.applied + counts.refused;
         self.hub.metrics().relay_files_waiting.store(
             (candidates.len() as u64).saturating_sub(handled as u64),
@@ -387,6 +411,7 @@ impl Relay {
             };
             self.current = Some((dir.clone(), watcher));
             self.sightings.clear();
+            self.refused_unmoved.clear();
             let today = self.hub.now_utc().date();
             self.hub
                 .metrics()
@@ -550,13 +575,23 @@ impl Relay {
 
     /// Moves a refused file to `rejected/` with its reason beside it, and answers it with
     /// `error-<name>` (unique per request file) when its name carries a valid id.
-    fn refuse(&mut self, dir: &Path, name: &str, refusal: &Refusal) -> std::io::Result<()> {
+    /// `first`: the file is refused for the first time (not a move tried again): it is logged
+    /// and counted.
+    fn refuse(
+        &mut self,
+        dir: &Path,
+        name: &str,
+        refusal: &Refusal,
+        first: bool,
+    ) -> std::io::Result<()> {
         let now = crate::domain::time::format_utc(self.hub.now_utc());
-        tracing::warn!(file = %escape(name), code = refusal.code, reason = %refusal.message, "relay file refused");
-        crate::service::Metrics::add(&self.hub.metrics().relay_refused, 1);
-        self.hub
-            .metrics()
-            .count_refused_on(self.hub.now_utc().date(), 1);
+        if first {
+            tracing::warn!(file = %escape(name), code = refusal.code, reason = %refusal.message, "relay file refused");
+            crate::service::Metrics::add(&self.hub.metrics().relay_refused, 1);
+            self.hub
+                .metrics()
+                .count_refused_on(self.hub.now_utc().date(), 1);
+        }
         let rejected = dir.join("rejected");
         let target = free_name(&rejected, name);
         let target_name = target

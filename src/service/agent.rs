@@ -342,30 +342,37 @@ fn dependency_failed(dependency: &CommandRow) -> String {
 }
 
 /// A command that ended without satisfying its dependents: they (and theirs) are skipped.
+/// Walked with a work list, not recursion: a chain of 10,000 commands (a batch's limit) is as
+/// deep as it is long, and the caller's transaction holds every change.
 fn skip_dependents(
     tx: &Tx<'_>,
     command: &CommandRow,
     status: CommandStatus,
     now: &Now,
 ) -> Result<()> {
-    let ended = CommandRow {
+    let mut ended = vec![CommandRow {
         status,
         ..command.clone()
-    };
-    for dependent in tx.dependents(command.id)? {
-        if dependent.status.is_terminal() {
-            continue;
+    }];
+    while let Some(dependency) = ended.pop() {
+        let reason = dependency_failed(&dependency);
+        for dependent in tx.dependents(dependency.id)? {
+            if dependent.status.is_terminal() {
+                continue;
+            }
+            let finish = Finish {
+                status: CommandStatus::Skipped,
+                finished_at: &now.utc,
+                result: None,
+                error: Some(&reason),
+                agent_finished_at: None,
+            };
+            tx.finish_command(dependent.id, &finish)?;
+            ended.push(CommandRow {
+                status: CommandStatus::Skipped,
+                ..dependent
+            });
         }
-        let reason = dependency_failed(&ended);
-        let finish = Finish {
-            status: CommandStatus::Skipped,
-            finished_at: &now.utc,
-            result: None,
-            error: Some(&reason),
-            agent_finished_at: None,
-        };
-        tx.finish_command(dependent.id, &finish)?;
-        skip_dependents(tx, &dependent, CommandStatus::Skipped, now)?;
     }
     Ok(())
 }

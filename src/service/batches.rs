@@ -127,11 +127,17 @@ fn refuse_retry_in_cancelled_batch(batch: &BatchRow) -> Result<()> {
 /// Queues `command` again, and every command skipped because of it, transitively. Returns how
 /// many were queued.
 fn requeue_with_dependents(tx: &Tx<'_>, command: &CommandRow, now: &Utc) -> Result<usize> {
-    let mut retried = usize::from(tx.retry_command(command.id, now)?);
-    for dependent in tx.dependents(command.id)? {
-        if dependent.status == CommandStatus::Skipped {
-            retried += requeue_with_dependents(tx, &dependent, now)?;
-        }
+    // A work list, not recursion: a chain of dependents is as deep as the batch is long.
+    let mut retried = 0;
+    let mut pending = vec![command.id];
+    while let Some(id) = pending.pop() {
+        retried += usize::from(tx.retry_command(id, now)?);
+        pending.extend(
+            tx.dependents(id)?
+                .into_iter()
+                .filter(|dependent| dependent.status == CommandStatus::Skipped)
+                .map(|dependent| dependent.id),
+        );
     }
     Ok(retried)
 }

@@ -896,3 +896,119 @@ fn a_db_in_a_missing_tree_is_refused_naming_the_folder() {
         "{stderr}"
     );
 }
+/// `serve` on a database nobody initialised starts (the operator may run `init` now), but says
+/// so: the banner, a 503 from `/ready`, a 401 naming the cause; `init` on the running hub makes
+/// it ready at once.
+#[test]
+fn serve_on_a_database_never_initialised_says_so_and_recovers_after_init() {
+    let dir = TestDir::new();
+    let daemon = Daemon::start(&dir.db(), &[]);
+    let (status, body) = http(&daemon.address, "GET", "/ready", None, None);
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("не инициализирована"),
+        "{body}"
+    );
+    let (status, body) = http(&daemon.address, "GET", "/batches", Some("guess"), None);
+    assert_eq!(status, 401, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("нет токенов"),
+        "{body}"
+    );
+    assert_eq!(http(&daemon.address, "GET", "/health", None, None).0, 200);
+
+    run_ok(
+        &dir.db(),
+        &["init", "--config", example_config().to_str().unwrap()],
+    );
+    let (_, client) = tokens_of(&dir.db());
+    let (status, body) = http(&daemon.address, "GET", "/ready", None, None);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        http(&daemon.address, "GET", "/batches", Some(&client), None).0,
+        200
+    );
+}
+
+#[test]
+fn the_banner_of_serve_says_when_there_are_no_tokens() {
+    use std::io::BufRead;
+    let dir = TestDir::new();
+    let mut child = hub_command(&dir.db(), &["serve", "--listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let banner: Vec<String> = std::io::BufReader::new(stdout)
+        .lines()
+        .take(4)
+        .map(Result::unwrap)
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        banner[3].contains("NONE") && banner[3].contains("init --config"),
+        "{banner:?}"
+    );
+}
+
+/// `relay inspect` of a path that is not there is an error naming it; with the hub's database it
+/// judges a request's token as the daemon does (a wrong one is not "valid"), and so does
+/// `relay validate`.
+#[test]
+fn relay_inspect_names_a_missing_path_and_judges_tokens_as_the_hub_does() {
+    let dir = TestDir::new();
+    let (_hub, relay, token) = relay_hub(&dir);
+    let out = run(&dir.db(), &["relay", "inspect", "/nonexistent-relay-path"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("/nonexistent-relay-path"), "{out:?}");
+
+    drop_file(
+        &relay.join("inbox"),
+        "claim-wrong.json",
+        &claim_file("wrong", "not-the-token", 1),
+    );
+    drop_file(
+        &relay.join("inbox"),
+        "claim-right.json",
+        &claim_file("right", &token, 1),
+    );
+    let out = run_ok(
+        &dir.db(),
+        &["relay", "inspect", relay.join("inbox").to_str().unwrap()],
+    );
+    let line = |name: &str| {
+        out.stdout
+            .lines()
+            .find(|line| line.contains(name))
+            .unwrap_or_else(|| panic!("{name}: {}", out.stdout))
+            .to_string()
+    };
+    assert!(line("claim-wrong").contains("INVALID"), "{}", out.stdout);
+    assert!(line("claim-wrong").contains("токен"), "{}", out.stdout);
+    assert!(!line("claim-right").contains("INVALID"), "{}", out.stdout);
+    assert!(
+        line("claim-right").contains("not applied"),
+        "{}",
+        out.stdout
+    );
+    let out = run(
+        &dir.db(),
+        &["relay", "validate", relay.join("inbox").to_str().unwrap()],
+    );
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stdout.contains("2 files, 1 invalid"), "{out:?}");
+
+    // An empty folder: said, not an empty table alone.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let out = run_ok(&dir.db(), &["relay", "inspect", empty.to_str().unwrap()]);
+    assert!(out.stderr.contains("нет файлов реле"), "{out:?}");
+}

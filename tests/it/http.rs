@@ -1436,3 +1436,77 @@ async fn slices_carry_etags_and_refreshes_can_be_incremental() {
         );
     }
 }
+
+/// Agent names as an old database may hold them (a quote, a backslash, a line feed, a carriage
+/// return) keep `/metrics` parseable in both formats by a real parser, and each name reads back
+/// as it is stored (control characters other than the line feed shown as `\u{…}`).
+#[tokio::test]
+async fn metrics_stay_parseable_whatever_the_agents_are_called() {
+    let api = api();
+    let names = [
+        ("agent \"north\"", "agent \"north\""),
+        ("back\\slash\\", "back\\slash\\"),
+        ("two\nlines", "two\nlines"),
+        ("\\\"\n", "\\\"\n"),
+        ("carriage\rreturn", "carriage\\u{d}return"),
+        ("agent-m", "agent-m"),
+    ];
+    {
+        let conn = rusqlite::Connection::open(api.dir.db()).unwrap();
+        for (stored, _) in names {
+            conn.execute(
+                "INSERT INTO agent_status (agent, version, last_seen_at) VALUES (?1, '1.4.0', '2026-11-29T10:00:00.000000Z')",
+                [stored],
+            )
+            .unwrap();
+        }
+    }
+    let shown = |labels: Vec<String>| {
+        let mut labels = labels;
+        labels.sort();
+        labels
+    };
+    let mut expected: Vec<String> = names.iter().map(|(_, shown)| shown.to_string()).collect();
+    expected.sort();
+
+    let (status, _, text) = api.get_accepting("/metrics", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let exposition = openmetrics_parser::prometheus::parse_prometheus(&text)
+        .unwrap_or_else(|error| panic!("Prometheus text does not parse: {error:?}\n{text}"));
+    let family = &exposition.families["jira_hub_agent_last_seen_age_seconds"];
+    let agents: Vec<String> = family
+        .iter_samples()
+        .map(|s| {
+            s.get_labelset()
+                .unwrap()
+                .get_label_value("agent")
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(shown(agents), expected);
+    assert!(exposition.families.contains_key("jira_hub_claims_total"));
+
+    let (status, _, text) = api
+        .get_accepting(
+            "/metrics",
+            Some("application/openmetrics-text; version=1.0.0"),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let exposition = openmetrics_parser::openmetrics::parse_openmetrics(&text)
+        .unwrap_or_else(|error| panic!("OpenMetrics does not parse: {error:?}\n{text}"));
+    let family = &exposition.families["jira_hub_agent_last_seen_age_seconds"];
+    let agents: Vec<String> = family
+        .iter_samples()
+        .map(|s| {
+            s.get_labelset()
+                .unwrap()
+                .get_label_value("agent")
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(shown(agents), expected);
+    assert!(exposition.families.contains_key("jira_hub_claims"));
+}

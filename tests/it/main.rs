@@ -5,6 +5,7 @@
 mod agent_e2e;
 mod batches;
 mod boundaries;
+mod chains;
 mod cli;
 mod connections;
 mod console;

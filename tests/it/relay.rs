@@ -910,3 +910,49 @@ fn the_relay_tells_the_console_what_waits_and_what_it_refused_today() {
         }
     );
 }
+
+/// A refused file that cannot be moved to `rejected/` (here its reason's temporary name is too
+/// long for the filesystem, as a full disk fails the same writes) is counted and logged once,
+/// not again on every pass; its move is tried on each pass; a new file is counted anew.
+#[test]
+fn a_refused_file_that_cannot_be_moved_is_counted_once() {
+    use std::sync::atomic::Ordering;
+    let dir = TestDir::new();
+    let (hub, relay, token) = relay_hub(&dir);
+    let mut relay_worker = worker(&hub, Duration::from_secs(5));
+    // `claim-<230 letters>.json` is ours and refused (an id over 64 characters); the name fits
+    // the filesystem, its reason's temporary name (`.<name>.error.json.<pid>-<n>.tmp`) does not.
+    let long = format!("claim-{}.json", "x".repeat(230));
+    std::fs::write(relay.join("inbox").join(&long), b"{}").unwrap();
+    let refused = || hub.metrics().relay_refused.load(Ordering::Relaxed);
+    let today = || {
+        hub.metrics()
+            .refused_on(time::OffsetDateTime::now_utc().date())
+    };
+    let start = std::time::Instant::now();
+    for n in 1..=3u64 {
+        let counts = relay_worker
+            .pass_at(start + Duration::from_secs(n))
+            .unwrap();
+        assert!(
+            relay.join("inbox").join(&long).exists(),
+            "it could not move"
+        );
+        assert_eq!(counts.refused, usize::from(n == 1), "pass {n}");
+        assert_eq!(refused(), 1, "pass {n}");
+        assert_eq!(today(), 1, "pass {n}");
+    }
+    // Another file is refused and counted; the one that cannot move stays counted once.
+    drop_file(
+        &relay.join("inbox"),
+        "claim-wrong.json",
+        &claim_file("wrong", "not-the-token", 1),
+    );
+    let counts = relay_worker
+        .pass_at(start + Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(counts.refused, 1);
+    assert_eq!(refused(), 2);
+    assert!(relay.join("rejected/claim-wrong.json").exists());
+    let _ = token;
+}
