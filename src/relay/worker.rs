@@ -240,6 +240,7 @@ impl Relay {
         let agent_token = settings.tokens.as_ref().map(|t| t.agent.clone());
         let mut counts = PassCounts::default();
         let inbox = dir.join("inbox");
+        crate::service::Metrics::add(&self.hub.metrics().relay_passes, 1);
         let mut candidates = list_candidates(&inbox).map_err(|source| RelayError::Io {
             context: format!("cannot list {}", inbox.display()),
             source,

@@ -531,6 +531,50 @@ fn health_over_a_real_socket() {
     );
 }
 
+/// The relay's passes so far, as `/metrics` counts them.
+fn relay_passes(address: &str) -> u64 {
+    let (status, body) = http(address, "GET", "/metrics", None, None);
+    assert_eq!(status, 200);
+    let text = body.as_str().unwrap_or_default().to_string();
+    text.lines()
+        .find_map(|line| line.strip_prefix("jira_hub_relay_passes_total "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no relay passes in /metrics: {text}"))
+}
+
+/// Listing `inbox/` raises open and close events on the watched folder itself: they must not
+/// wake the loop (issue 18: each woke it, its listing raised the next, and an idle hub spun a
+/// core). At rest the relay passes about once a poll interval (50 ms here), with notifications
+/// on, and a file still wakes it.
+#[test]
+fn an_idle_relay_passes_no_more_than_its_timer_explains() {
+    let dir = TestDir::new();
+    let (_hub, relay, token) = relay_hub(&dir);
+    let daemon = Daemon::start(&dir.db(), &[]);
+    drop_file(
+        &relay.join("inbox"),
+        "claim-idle-1.json",
+        &claim_file("idle-1", &token, 1),
+    );
+    wait_for_json(&relay.join("outbox/claim-idle-1.json"), WAIT);
+    let before = relay_passes(&daemon.address);
+    let started = std::time::Instant::now();
+    std::thread::sleep(Duration::from_secs(2));
+    let passes = relay_passes(&daemon.address) - before;
+    // One pass a poll interval, and one more at each end of the interval.
+    let explained = (started.elapsed().as_millis() / 50) as u64 + 2;
+    assert!(
+        passes <= explained,
+        "{passes} passes at rest where the timer explains {explained}"
+    );
+    drop_file(
+        &relay.join("inbox"),
+        "claim-idle-2.json",
+        &claim_file("idle-2", &token, 1),
+    );
+    wait_for_json(&relay.join("outbox/claim-idle-2.json"), WAIT);
+}
+
 fn set_mtime(path: &std::path::Path, at: std::time::SystemTime) {
     std::fs::File::options()
         .write(true)
