@@ -180,11 +180,22 @@ async fn run(hub: HubConnection, options: ServeOptions, db: &Path) -> anyhow::Re
             let _ = relay_waker.try_send(());
         }
     });
+    let mut timer_hub = hub.connect()?;
+    timer_hub.set_request_retention(options.relay.retention);
     let timers = tokio::spawn(run_timers(
-        hub.connect()?,
+        timer_hub,
         TimerPeriods::from_environment(),
         shutdown.clone(),
     ));
+    // Claims waiting for work are answered at once when the daemon stops.
+    tokio::spawn({
+        let shutdown = shutdown.clone();
+        let work = hub.work_signal();
+        async move {
+            shutdown.triggered().await;
+            work.stop();
+        }
+    });
 
     let settings = hub.settings()?;
     let tokens = if settings.tokens.is_some() {
@@ -293,8 +304,8 @@ impl Signals {
     }
 }
 
-/// The periodic work until `shutdown`: claim timeouts, automatic refresh, the daily backup, the
-/// watchdog, each a task on its `tokio::time::interval`, each hub call on the blocking pool (one
+/// The periodic work until `shutdown`: claim timeouts, automatic refresh, the daily backup (and,
+/// on its tick, forgetting agents and agent requests past their retention), the watchdog, each a task on its `tokio::time::interval`, each hub call on the blocking pool (one
 /// at a time: they share `hub`). Time is tokio's, so a test with paused time runs them at once.
 pub async fn run_timers(hub: HubConnection, every: TimerPeriods, shutdown: Shutdown) {
     let hub = Arc::new(Mutex::new(hub));
@@ -313,6 +324,10 @@ pub async fn run_timers(hub: HubConnection, every: TimerPeriods, shutdown: Shutd
             Ok(Some(path)) => tracing::info!(backup = %path.display(), "periodic backup made"),
             Ok(None) => {}
             Err(error) => tracing::error!(%error, "periodic backup failed"),
+        }
+        // What the hub remembers of agents is bounded too: on the same minute's tick.
+        if let Err(error) = hub.prune_remembered() {
+            tracing::error!(%error, "pruning old agents and agent requests failed; retried on the next tick");
         }
     });
     let watchdog = async {

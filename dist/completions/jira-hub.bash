@@ -432,7 +432,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__batches__subcmd__list)
-            opts="-h --project --status --db --log-format --help"
+            opts="-h --project --status --limit --before --db --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -443,6 +443,14 @@ _jira__hub() {
                     return 0
                     ;;
                 --status)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --before)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -186,7 +186,9 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fis
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -f -a "cancel" -d 'Cancel a batch: its queued commands become cancelled'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -l project -d 'Only this project\'s batches' -r
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -l status -d 'Only batches in this status: queued, running, cancelled or completed' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -l status -d 'Only batches in this status: queued, running, cancelled or completed (among the page\'s batches)' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -l limit -d 'At most this many batches, 1 to 500' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -l before -d 'Only batches older than this id: the next page after a list that ended with it' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
 plain\t'Text with a timestamp, for a terminal or a file'

@@ -82,6 +82,10 @@ pub(crate) struct AgentConfig {
     pub idle_poll: Duration,
     /// Relay: a request with no answer after this long is written again when it left `inbox/`.
     pub answer_timeout: Duration,
+    /// How long the hub may hold a claim while it has no work (`wait_seconds`): an idle agent
+    /// makes a few claims an hour, and a command enqueued meanwhile reaches it at once. 0: the
+    /// hub answers at once and the agent claims every `idle_poll`.
+    pub claim_wait: Duration,
     pub max_commands: u32,
     pub page_size: u32,
     pub max_retries: u32,
@@ -127,7 +131,7 @@ const LEGACY_KEYS: [&str; 20] = [
     "jira_login",
 ];
 
-const KNOWN_KEYS: [&str; 25] = [
+const KNOWN_KEYS: [&str; 26] = [
     "jira_url",
     "jira_user",
     "jira_password",
@@ -145,6 +149,7 @@ const KNOWN_KEYS: [&str; 25] = [
     "heartbeat_seconds",
     "idle_poll_ms",
     "answer_timeout_seconds",
+    "claim_wait_seconds",
     "max_commands",
     "page_size",
     "max_retries",
@@ -323,6 +328,12 @@ impl AgentConfig {
                 integer(map, "idle_poll_ms", 10, 3_600_000)?.unwrap_or(2000),
             ),
             answer_timeout: secs("answer_timeout_seconds", 60, 1, 86_400)?,
+            claim_wait: secs(
+                "claim_wait_seconds",
+                600,
+                0,
+                u64::from(crate::protocol::MAX_CLAIM_WAIT_SECONDS),
+            )?,
             max_commands: integer(map, "max_commands", 1, 1000)?.unwrap_or(20) as u32,
             page_size: integer(map, "page_size", 1, 5000)?.unwrap_or(1000) as u32,
             max_retries: integer(map, "max_retries", 0, 100)?.unwrap_or(5) as u32,
@@ -481,6 +492,14 @@ mod tests {
         let config = load(minimal()).unwrap();
         assert_eq!(config.search_lag, None);
         assert_eq!(config.idle_poll, Duration::from_millis(2000));
+        assert_eq!(
+            config.claim_wait,
+            Duration::from_secs(600),
+            "claims wait by default"
+        );
+        let mut value = minimal();
+        value["claim_wait_seconds"] = json!(0);
+        assert_eq!(load(value).unwrap().claim_wait, Duration::ZERO);
     }
 
     #[test]
@@ -493,6 +512,8 @@ mod tests {
             ("relay_dir", json!(null)),
             ("idle_poll_ms", json!("fast")),
             ("max_commands", json!(0)),
+            ("claim_wait_seconds", json!(901)),
+            ("claim_wait_seconds", json!(-1)),
             ("deployment", json!("onprem")),
             ("name", json!(7)),
         ] {

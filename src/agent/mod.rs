@@ -36,7 +36,9 @@ pub(crate) fn run(config: AgentConfig, shutdown: Arc<AtomicBool>) -> anyhow::Res
 }
 
 /// One cycle: a heartbeat, a claim, its commands executed and reported; then returns.
-pub(crate) fn run_once(config: AgentConfig, shutdown: Arc<AtomicBool>) -> anyhow::Result<()> {
+pub(crate) fn run_once(mut config: AgentConfig, shutdown: Arc<AtomicBool>) -> anyhow::Result<()> {
+    // One cycle answers at once: with nothing queued it must not wait for work.
+    config.claim_wait = Duration::ZERO;
     Agent::new(&config, shutdown)?.run(true)
 }
 
@@ -120,13 +122,17 @@ impl Agent {
             {
                 self.heartbeat();
             }
+            let claimed_at = Instant::now();
             let worked = self.cycle();
             if once {
                 break;
             }
             if !worked {
+                // A claim the hub held while it had no work has waited already: the next one
+                // goes at once; one answered at once (an older hub, an error) waits the rest.
+                let rest = self.idle_poll.saturating_sub(claimed_at.elapsed());
                 let stop = self.shutdown.clone();
-                net::sleep_unless(self.idle_poll, &|| {
+                net::sleep_unless(rest, &|| {
                     alive();
                     stop.load(Ordering::SeqCst)
                 });

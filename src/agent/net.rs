@@ -124,6 +124,37 @@ impl Client {
                     .send(body.unwrap_or(b"{}"))
             }
         };
+        read_reply(outcome)
+    }
+
+    /// A POST whose answer may take up to `timeout` (a claim the hub holds while it waits for
+    /// work), instead of the configured request timeout.
+    pub(crate) fn post_with_timeout(
+        &self,
+        url: &str,
+        authorization: &str,
+        body: &[u8],
+        timeout: Duration,
+    ) -> Result<Reply, NetError> {
+        let outcome = self
+            .agent
+            .post(url)
+            .config()
+            .timeout_global(Some(timeout))
+            .build()
+            .header("Authorization", authorization)
+            .header("Accept", "application/json")
+            .header("Content-Type", "application/json")
+            .send(body);
+        read_reply(outcome)
+    }
+}
+
+/// The whole answer of a request, whatever its status.
+fn read_reply(
+    outcome: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+) -> Result<Reply, NetError> {
+    {
         let mut response = outcome.map_err(classify)?;
         let status = response.status().as_u16();
         let header = |name: &str| {

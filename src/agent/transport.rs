@@ -38,6 +38,10 @@ pub(crate) struct HubLink {
     name: String,
     token: Secret,
     answer_timeout: Duration,
+    /// How long the hub may hold a claim while it has no work (`wait_seconds`).
+    claim_wait: Duration,
+    /// The configured time limit of an HTTP request (a waiting claim gets `claim_wait` more).
+    request_timeout: Duration,
     stop: Arc<AtomicBool>,
 }
 
@@ -74,11 +78,16 @@ impl HubLink {
                 url: url.clone(),
             },
         };
+        if let Way::Relay(dir) = &way {
+            forget_stale_claims(&dir.join("inbox"), &config.name);
+        }
         HubLink {
             way,
             name: config.name.clone(),
             token: config.agent_token.clone(),
             answer_timeout: config.answer_timeout,
+            claim_wait: config.claim_wait,
+            request_timeout: config.request_timeout,
             stop,
         }
     }
@@ -123,6 +132,7 @@ impl HubLink {
             agent_version: AGENT_VERSION.to_string(),
             settings_version,
             max_commands,
+            wait_seconds: u32::try_from(self.claim_wait.as_secs()).unwrap_or(u32::MAX),
         };
         let bytes = self.exchange(Kind::Claim, &id, &request, false)?;
         decode(Kind::Claim, &bytes)
@@ -220,6 +230,11 @@ impl HubLink {
                 }
             }
             if give_up() {
+                if kind == Kind::Claim {
+                    // A claim left waiting at the hub would take commands nobody reads until
+                    // their lease ends: taken back while the hub has not applied it.
+                    let _ = std::fs::remove_file(inbox.join(&name));
+                }
                 return Err(LinkError::Stopped);
             }
             if written_at.is_some_and(|at| at.elapsed() >= self.answer_timeout) {
@@ -247,9 +262,18 @@ impl HubLink {
         let target = format!("{url}/agent/{kind}");
         let authorization = format!("Bearer {}", self.token.expose());
         let mut attempt = 0u32;
+        let waits = kind == Kind::Claim && !self.claim_wait.is_zero();
         loop {
             super::alive();
-            let failure = match client.send("POST", &target, &authorization, Some(bytes)) {
+            let sent = if waits {
+                match self.post_waiting(client, &target, &authorization, bytes, give_up) {
+                    Some(sent) => sent,
+                    None => return Err(LinkError::Stopped),
+                }
+            } else {
+                client.send("POST", &target, &authorization, Some(bytes))
+            };
+            let failure = match sent {
                 Ok(reply) if (200..300).contains(&reply.status) => return Ok(reply.body),
                 Ok(reply) if reply.status >= 500 || reply.status == 408 || reply.status == 429 => {
                     format!("HTTP {}", reply.status)
@@ -274,6 +298,54 @@ impl HubLink {
     }
 }
 
+impl HubLink {
+    /// A claim the hub may hold up to `claim_wait`: sent from a thread of its own, with that much
+    /// more time than a request gets, while this one keeps systemd's watchdog fed and stops at
+    /// once when the agent stops (`None`; the sending thread is left to end with the process).
+    fn post_waiting(
+        &self,
+        client: &Client,
+        target: &str,
+        authorization: &str,
+        bytes: &[u8],
+        give_up: &mut dyn FnMut() -> bool,
+    ) -> Option<Result<super::net::Reply, super::net::NetError>> {
+        let timeout = self.claim_wait + self.request_timeout;
+        let (sender, answer) = std::sync::mpsc::channel();
+        let (client, url, authorization, body) = (
+            client.clone(),
+            target.to_string(),
+            authorization.to_string(),
+            bytes.to_vec(),
+        );
+        let spawned = std::thread::Builder::new()
+            .name("hub-claim".into())
+            .spawn(move || {
+                let _ = sender.send(client.post_with_timeout(&url, &authorization, &body, timeout));
+            });
+        if let Err(error) = spawned {
+            tracing::warn!(%error, "no thread for a waiting claim; it waits on the agent's own");
+            return Some(Err(super::net::NetError::NotSent(error.to_string())));
+        }
+        loop {
+            match answer.recv_timeout(Duration::from_secs(1)) {
+                Ok(sent) => return Some(sent),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    super::alive();
+                    if give_up() {
+                        return None;
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Some(Err(super::net::NetError::Ambiguous(
+                        "the claim's thread ended without an answer".into(),
+                    )));
+                }
+            }
+        }
+    }
+}
+
 fn decode<T: serde::de::DeserializeOwned>(kind: Kind, bytes: &[u8]) -> Result<T, LinkError> {
     serde_json::from_slice(bytes)
         .map_err(|e| LinkError::Other(format!("the hub's {kind} answer is not understood: {e}")))
@@ -287,6 +359,32 @@ fn refusal_message(bytes: &[u8]) -> String {
         (Some(field), Some(message)) if !field.is_empty() => format!("{field}: {message}"),
         (_, Some(message)) => message.to_string(),
         _ => String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned(),
+    }
+}
+
+/// Takes back the claims an earlier run of this agent (same name) left in `inbox/`: killed
+/// while the hub held them waiting for work, they would take the next commands for nobody
+/// (until their lease ends). A claim the hub has already applied has left `inbox/`.
+fn forget_stale_claims(inbox: &Path, name: &str) {
+    let prefix = format!("claim-{}-", id_prefix(name));
+    let Ok(entries) = std::fs::read_dir(inbox) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let file = entry.file_name();
+        let Some(file) = file.to_str() else { continue };
+        let ours = file
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.strip_suffix(".json"))
+            .is_some_and(|hex| hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()));
+        if ours {
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => tracing::info!(file, "a claim left by an earlier run taken back"),
+                Err(error) => {
+                    tracing::debug!(file, %error, "a claim left by an earlier run is gone")
+                }
+            }
+        }
     }
 }
 
@@ -334,10 +432,9 @@ pub(crate) fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Resul
     result
 }
 
-/// A new request id: the agent's name made safe, a dash, 32 random hex digits; at most 64
-/// characters of `[A-Za-z0-9_-]`.
-pub(crate) fn new_id(name: &str) -> String {
-    let mut prefix: String = name
+/// The start of this agent's request ids: its name made safe (at most 31 characters).
+fn id_prefix(name: &str) -> String {
+    let prefix: String = name
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
@@ -349,8 +446,16 @@ pub(crate) fn new_id(name: &str) -> String {
         .take(31)
         .collect();
     if prefix.is_empty() {
-        prefix.push_str("agent");
+        "agent".to_string()
+    } else {
+        prefix
     }
+}
+
+/// A new request id: the agent's name made safe, a dash, 32 random hex digits; at most 64
+/// characters of `[A-Za-z0-9_-]`.
+pub(crate) fn new_id(name: &str) -> String {
+    let prefix = id_prefix(name);
     let mut random = [0u8; 16];
     if getrandom::fill(&mut random).is_err() {
         let nanos = std::time::SystemTime::now()

@@ -208,9 +208,16 @@ pub enum BatchesCommand {
         /// Only this project's batches.
         #[arg(long)]
         project: Option<String>,
-        /// Only batches in this status: queued, running, cancelled or completed.
+        /// Only batches in this status: queued, running, cancelled or completed (among the
+        /// page's batches).
         #[arg(long)]
         status: Option<String>,
+        /// At most this many batches, 1 to 500.
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+        /// Only batches older than this id: the next page after a list that ended with it.
+        #[arg(long)]
+        before: Option<i64>,
     },
     /// One batch with its commands: status, deliveries, who claimed them, result or error.
     Show { id: i64 },
@@ -334,9 +341,18 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
         },
         Command::Relay(RelayCommand::Inspect { path }) => relay::inspect(&cli.db, &path)?,
         Command::Relay(RelayCommand::Validate { path }) => relay::validate(&cli.db, &path)?,
-        Command::Batches(BatchesCommand::List { project, status }) => {
-            queue::list_batches(&cli.db, project.as_deref(), status.as_deref())?
-        }
+        Command::Batches(BatchesCommand::List {
+            project,
+            status,
+            limit,
+            before,
+        }) => queue::list_batches(
+            &cli.db,
+            project.as_deref(),
+            status.as_deref(),
+            before,
+            limit,
+        )?,
         Command::Batches(BatchesCommand::Show { id }) => queue::show_batch(&cli.db, id)?,
         Command::Batches(BatchesCommand::Cancel { id }) => queue::cancel_batch(&cli.db, id)?,
         Command::Commands(CommandsCommand::Failed { limit }) => {

@@ -12,11 +12,13 @@ use anyhow::Context;
 use std::path::Path;
 use std::time::Duration;
 
-/// `batches list`: newest first, filtered by project and status.
+/// `batches list`: one page, newest first, filtered by project and status.
 pub(crate) fn list_batches(
     db: &Path,
     project: Option<&str>,
     status: Option<&str>,
+    before: Option<i64>,
+    limit: i64,
 ) -> anyhow::Result<Outcome> {
     let status = status
         .map(|s| {
@@ -29,7 +31,7 @@ pub(crate) fn list_batches(
         })
         .transpose()?;
     let mut hub = open_read_only_hub(db)?;
-    let batches = hub.batches(project)?;
+    let batches = hub.batch_page(project, before, Some(limit))?;
     outln!("id\tstatus\tcreated_at\tproject\tcommands\ttitle");
     for batch in batches
         .iter()
@@ -41,7 +43,7 @@ pub(crate) fn list_batches(
             batch.status,
             batch.created_at,
             batch.project.as_deref().unwrap_or("-"),
-            counters_text(batch),
+            counters_text(&batch.counters),
             escape_for_terminal(&batch.title)
         );
     }
@@ -237,9 +239,8 @@ fn outcome_line(command: &CommandView, run: Option<&SyncRunView>) -> String {
     line
 }
 
-fn counters_text(batch: &BatchView) -> String {
-    let parts: Vec<String> = batch
-        .counters
+fn counters_text(counters: &std::collections::BTreeMap<&'static str, usize>) -> String {
+    let parts: Vec<String> = counters
         .iter()
         .filter(|(_, n)| **n > 0)
         .map(|(status, n)| format!("{status} {n}"))
@@ -257,7 +258,7 @@ fn print_batch(batch: &BatchView) -> std::io::Result<()> {
         batch.id,
         escape_for_terminal(&batch.title),
         batch.status,
-        counters_text(batch)
+        counters_text(&batch.counters)
     );
     outln!(
         "  author {}, project {}, created {}{}",

@@ -3,12 +3,15 @@
 
 use super::{AgentAuth, ApiBytes, ApiError, AppState, ErrorCode};
 use crate::protocol::{
-    AgentAnswer, ClaimAnswer, ClaimRequest, HeartbeatAnswer, HeartbeatRequest, Kind, ReportAnswer,
-    ReportRequest, decode_request,
+    AgentAnswer, AgentRequest, ClaimAnswer, ClaimRequest, HeartbeatAnswer, HeartbeatRequest, Kind,
+    ReportAnswer, ReportRequest, decode_request,
 };
+use crate::service::{Handled, WAIT_RECHECK};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Decodes the body as the relay decodes a file, checks its kind, applies it.
 async fn handle(
@@ -52,14 +55,56 @@ async fn handle(
             ),
         ));
     }
-    let answer = state
-        .pool
-        .run(move |hub| hub.handle_agent_request(&request))
-        .await?;
-    Ok(Json(answer))
+    let wait = match &request {
+        AgentRequest::Claim(claim) if claim.wait_seconds > 0 => {
+            Duration::from_secs(u64::from(claim.wait_seconds))
+        }
+        _ => {
+            let answer = state
+                .pool
+                .run(move |hub| hub.handle_agent_request(&request))
+                .await?;
+            return Ok(Json(answer));
+        }
+    };
+    wait_for_work(&state, Arc::new(request), wait).await
 }
 
-/// Hands out commands (system.md §6).
+/// A claim that may wait: held (no blocking thread kept) until it hands out something, work may
+/// have come (the service's work signal), a look every [`WAIT_RECHECK`], or the wait's end, when
+/// it is answered as usual, possibly empty. The daemon's stop answers it at once.
+async fn wait_for_work(
+    state: &AppState,
+    request: Arc<AgentRequest>,
+    wait: Duration,
+) -> Result<Json<AgentAnswer>, ApiError> {
+    let deadline = tokio::time::Instant::now() + wait;
+    let signal = state.pool.work_signal();
+    loop {
+        // Armed before the look, so that work coming during it is not missed.
+        let notified = signal.notified();
+        let mut notified = std::pin::pin!(notified);
+        notified.as_mut().enable();
+        let may_wait = tokio::time::Instant::now() < deadline;
+        let held = request.clone();
+        match state
+            .pool
+            .run(move |hub| hub.handle_or_wait(&held, None, may_wait))
+            .await?
+        {
+            Handled::Answered(answer) => return Ok(Json(answer)),
+            Handled::Waiting => {}
+        }
+        let next = deadline.min(tokio::time::Instant::now() + WAIT_RECHECK);
+        tokio::select! {
+            () = notified => {}
+            () = tokio::time::sleep_until(next) => {}
+        }
+    }
+}
+
+/// Hands out commands (system.md §6). With `wait_seconds`, a claim that has nothing to hand
+/// out is answered when a command may be handed out, or empty when the wait ends.
 #[utoipa::path(post, path = "/agent/claim", tag = "agent", request_body = ClaimRequest,
     security(("agent_token" = [])),
     responses((status = 200, body = ClaimAnswer), (status = 401, body = super::ErrorBody), (status = 422, body = super::ErrorBody)))]

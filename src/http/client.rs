@@ -2,8 +2,8 @@
 
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, ClientAuth};
 use crate::service::{
-    AgentView, BatchRequest, BatchView, CommandView, IssueView, NoteView, ProjectView,
-    RefreshSince, SliceRow, SyncRunView,
+    AgentView, BatchRequest, BatchSummary, BatchView, CommandView, IssueView, NoteView,
+    ProjectView, RefreshSince, SliceRow, SyncRunView,
 };
 use axum::Json;
 use axum::extract::State;
@@ -171,19 +171,26 @@ pub(crate) async fn add_note(
 pub(crate) struct BatchFilter {
     /// Only the batches of this project.
     pub project: Option<String>,
+    /// Only batches older than this one (a smaller id): the next page starts before the last
+    /// id of the page before.
+    pub before: Option<i64>,
+    /// At most this many, 1 to 500 (default 50).
+    pub limit: Option<i64>,
 }
 
+/// Batches, newest first, one page at a time: each with its counters and the number of its
+/// commands, without the commands themselves (`GET /batches/{id}` has them).
 #[utoipa::path(get, path = "/batches", tag = "batches", security(("client_token" = [])), params(BatchFilter),
-    responses((status = 200, body = Vec<BatchView>)))]
+    responses((status = 200, body = Vec<BatchSummary>), (status = 422, description = "`limit` out of range", body = super::ErrorBody)))]
 pub(crate) async fn list_batches(
     _: ClientAuth,
     State(state): State<AppState>,
     ApiQuery(filter): ApiQuery<BatchFilter>,
-) -> Result<Json<Vec<BatchView>>, ApiError> {
+) -> Result<Json<Vec<BatchSummary>>, ApiError> {
     Ok(Json(
         state
             .pool
-            .run(move |hub| hub.batches(filter.project.as_deref()))
+            .run(move |hub| hub.batch_page(filter.project.as_deref(), filter.before, filter.limit))
             .await?,
     ))
 }

@@ -256,7 +256,9 @@ fn schemas_written_here() -> Vec<(&'static str, Value)> {
                     "settings_version": {"type": "integer", "format": "int64", "example": 0,
                         "description": "The settings version the agent holds; the answer carries the settings when it differs."},
                     "max_commands": {"type": "integer", "format": "int32", "minimum": 0, "maximum": 4294967295u64, "example": 10,
-                        "description": "How many commands the agent takes at most; capped by `pacing.max_commands_per_claim`."}
+                        "description": "How many commands the agent takes at most; capped by `pacing.max_commands_per_claim`."},
+                    "wait_seconds": {"type": "integer", "format": "int32", "minimum": 0, "maximum": crate::protocol::MAX_CLAIM_WAIT_SECONDS, "default": 0, "example": 600,
+                        "description": "How long the hub may hold the answer while it has nothing to hand out (no command, no pause, no settings): the answer comes as soon as a command may be handed out, or empty when the wait ends. 0 answers at once."}
                 }),
                 &["agent_version", "settings_version", "max_commands"],
             ),

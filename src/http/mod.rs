@@ -63,12 +63,15 @@ pub struct HubPool {
     idle: Mutex<Vec<HubConnection>>,
     /// The counters every connection of the process shares, for `/metrics`.
     metrics: Arc<crate::service::Metrics>,
+    /// What waiting claims wait on (shared by every connection of the process).
+    work: Arc<crate::service::WorkSignal>,
 }
 
 impl HubPool {
     pub fn new(hub: HubConnection) -> Self {
         HubPool {
             metrics: hub.shared_metrics(),
+            work: hub.work_signal(),
             base: Mutex::new(hub),
             idle: Mutex::new(Vec::new()),
         }
@@ -77,6 +80,11 @@ impl HubPool {
     /// The process's counters (shared by every connection).
     pub(crate) fn metrics(&self) -> Arc<crate::service::Metrics> {
         self.metrics.clone()
+    }
+
+    /// The signal of work that may have become claimable.
+    pub(crate) fn work_signal(&self) -> Arc<crate::service::WorkSignal> {
+        self.work.clone()
     }
 
     /// Runs `work` with a connection, on a blocking thread.
@@ -582,12 +590,19 @@ pub(crate) async fn serve(
 }
 
 /// Answers 408 in the error shape when a request takes longer than the limit (the body read
-/// included: extractors run inside).
+/// included: extractors run inside). A claim may wait for work up to
+/// [`MAX_CLAIM_WAIT_SECONDS`](crate::protocol::MAX_CLAIM_WAIT_SECONDS) more (its body is read
+/// only once the agent token was checked).
 async fn time_limit(
     axum::extract::State(limit): axum::extract::State<Duration>,
     request: Request,
     next: axum::middleware::Next,
 ) -> Response {
+    let limit = if request.uri().path() == "/agent/claim" {
+        limit + Duration::from_secs(u64::from(crate::protocol::MAX_CLAIM_WAIT_SECONDS))
+    } else {
+        limit
+    };
     match tokio::time::timeout(limit, next.run(request)).await {
         Ok(response) => response,
         Err(_) => ApiError::new(

@@ -165,6 +165,11 @@ impl Collector for HubCollector {
                 &m.relay_refused,
             ),
             (
+                "jira_hub_relay_passes",
+                "Passes of the relay over inbox/ (each lists the folder once)",
+                &m.relay_passes,
+            ),
+            (
                 "jira_hub_refresh_pages",
                 "Refresh pages applied to the mirror",
                 &m.refresh_pages,

@@ -77,7 +77,16 @@ pub struct ClaimRequest {
     pub settings_version: i64,
     /// How many commands the agent takes at most; the hub caps it by `pacing.max_commands_per_claim`.
     pub max_commands: u32,
+    /// How long the hub may hold the answer while it has nothing to hand out, in seconds
+    /// (0 to [`MAX_CLAIM_WAIT_SECONDS`]; 0, the default, answers at once). The answer comes as
+    /// soon as a command may be handed out, or empty when the wait ends. A hub that does not
+    /// know it answers at once.
+    #[serde(default)]
+    pub wait_seconds: u32,
 }
+
+/// The longest `wait_seconds` of a claim: 15 minutes.
+pub const MAX_CLAIM_WAIT_SECONDS: u32 = 900;
 
 /// The outcome an agent reports for one command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -334,6 +343,7 @@ fn known_members(kind: Kind) -> &'static [&'static str] {
             "agent_version",
             "settings_version",
             "max_commands",
+            "wait_seconds",
         ],
         Kind::Report => &["kind", "id", "agent", "sent_at", "token"],
         Kind::Heartbeat => &[
@@ -523,10 +533,24 @@ fn check_request(request: AgentRequest) -> Result<AgentRequest, DecodeError> {
             "версия агента — до 100 символов без управляющих",
         ));
     }
+    if let AgentRequest::Claim(claim) = &request
+        && claim.wait_seconds > MAX_CLAIM_WAIT_SECONDS
+    {
+        return Err(DecodeError::invalid(
+            "wait_seconds",
+            format!("ожидалось целое число секунд от 0 до {MAX_CLAIM_WAIT_SECONDS}"),
+        ));
+    }
     if envelope.agent.chars().any(char::is_control) {
         return Err(DecodeError::invalid(
             "agent",
             "имя агента не может содержать управляющие символы",
+        ));
+    }
+    if envelope.agent.chars().any(is_invisible_format) {
+        return Err(DecodeError::invalid(
+            "agent",
+            "имя агента не может содержать невидимые символы (нулевой ширины, направления письма, разрывы строк)",
         ));
     }
     if envelope.agent.trim().is_empty() || envelope.agent.chars().count() > 100 {
@@ -542,6 +566,14 @@ fn check_request(request: AgentRequest) -> Result<AgentRequest, DecodeError> {
         ));
     }
     Ok(request)
+}
+
+/// Characters that print nothing or reorder what follows (Unicode format characters and the
+/// line and paragraph separators): an agent's name with them would show as another name.
+fn is_invisible_format(c: char) -> bool {
+    matches!(c,
+        '\u{00AD}' | '\u{061C}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}'
+        | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206F}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}')
 }
 
 /// What a missing required member is called.
@@ -593,6 +625,13 @@ mod tests {
             panic!()
         };
         assert_eq!((c.max_commands, c.settings_version), (20, 11));
+        assert_eq!(c.wait_seconds, 0, "no wait unless asked");
+        let mut waiting = claim();
+        waiting["wait_seconds"] = json!(900);
+        let AgentRequest::Claim(c) = decode_value(waiting).unwrap() else {
+            panic!()
+        };
+        assert_eq!(c.wait_seconds, 900);
         assert_eq!(c.envelope.token.as_deref(), Some("t"));
         let report = json!({"kind": "report", "id": "r1", "agent": "a", "sent_at": "2026-11-29T10:00:00+03:00",
             "results": [
@@ -708,6 +747,9 @@ mod tests {
             ("id", json!(7)),
             ("agent", json!("")),
             ("sent_at", json!("yesterday")),
+            ("wait_seconds", json!(901)),
+            ("wait_seconds", json!(-1)),
+            ("wait_seconds", json!("600")),
         ] {
             let mut bad = claim();
             bad[field] = value;

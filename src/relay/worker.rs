@@ -23,19 +23,24 @@ use super::fsio::{
 };
 use super::readahead::{self, ReadAhead};
 use super::{FOLDERS, RelayOptions};
-use crate::protocol::{AgentAnswer, TokenCheck};
-use crate::service::{HubConnection, Premapped, ServiceError};
+use crate::protocol::{AgentAnswer, AgentRequest, TokenCheck};
+use crate::service::{Handled, HubConnection, Premapped, ServiceError, WAIT_RECHECK};
 use crate::shutdown::Shutdown;
 use serde_json::json;
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
-use std::time::Instant;
+use std::time::{Duration, Instant, SystemTime};
 
 /// What happened to one file in one pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     Applied,
+    /// A claim with `wait_seconds` that has nothing to hand out yet: it stays in `inbox/`,
+    /// unanswered, until work may have come (the service's work signal), its wait ends (by the
+    /// hub's clock, from when the relay first saw it), or a look every
+    /// [`WAIT_RECHECK`](crate::service::WAIT_RECHECK).
+    Parked,
     /// Not complete yet, the store was busy, or the pass's reading budget was spent: next pass.
     Later,
     Refused(Refusal),
@@ -49,6 +54,8 @@ pub struct PassCounts {
     pub applied: usize,
     pub refused: usize,
     pub waiting: usize,
+    /// Claims waiting for work ([`Outcome::Parked`]).
+    pub parked: usize,
 }
 
 /// What one pass over `inbox/` carries from file to file.
@@ -86,6 +93,8 @@ pub struct Relay {
     wake_rx: Receiver<()>,
     /// What the relay remembers of each name of `inbox/`, by its own clock.
     sightings: HashMap<String, Sighting>,
+    /// Claims waiting for work, by name: looked at again only when they may get an answer.
+    parked: HashMap<String, Parked>,
     /// The folder in use and its watcher (kept alive while it watches).
     current: Option<(PathBuf, Option<notify::RecommendedWatcher>)>,
     /// What is wrong with the configured folder, as last logged (to log changes only).
@@ -103,6 +112,18 @@ pub struct Relay {
     refused_unmoved: HashMap<String, (u64, Option<std::time::SystemTime>)>,
 }
 
+/// A claim left waiting in `inbox/`, and when to look at it again.
+#[derive(Debug, Clone, Copy)]
+struct Parked {
+    /// The work signal's generation before it was last looked at: a newer one may bring work.
+    generation: u64,
+    /// Its wait's end, or the next safety look ([`WAIT_RECHECK`]), whichever comes first.
+    next_look: Instant,
+    /// The file as it was then: a file that changed is read again at once.
+    len: u64,
+    modified: Option<SystemTime>,
+}
+
 /// About how much the relay's requests may write to the WAL before it checkpoints while requests
 /// keep coming, and once they stop. SQLite's own automatic checkpoint runs every 1,000 pages,
 /// inside the commit that crosses them. Here no commit waits for one: a stream of refresh pages
@@ -118,6 +139,8 @@ const REQUEST_WAL_PAGES: u64 = 4;
 impl Relay {
     pub fn new(hub: HubConnection, options: RelayOptions, shutdown: Shutdown) -> Self {
         let (wake_tx, wake_rx) = sync_channel(1);
+        // Work that may have become claimable wakes the loop for its waiting claims.
+        hub.work_signal().subscribe(wake_tx.clone());
         Relay {
             hub,
             options,
@@ -125,6 +148,7 @@ impl Relay {
             wake_tx,
             wake_rx,
             sightings: HashMap::new(),
+            parked: HashMap::new(),
             current: None,
             problem_reported: None,
             last_prune: None,
@@ -155,6 +179,7 @@ impl Relay {
                     applied = counts.applied,
                     refused = counts.refused,
                     waiting = counts.waiting,
+                    parked = counts.parked,
                     "relay pass"
                 ),
                 Ok(_) => {}
@@ -245,6 +270,7 @@ impl Relay {
         let agent_token = settings.tokens.as_ref().map(|t| t.agent.clone());
         let mut counts = PassCounts::default();
         let inbox = dir.join("inbox");
+        crate::service::Metrics::add(&self.hub.metrics().relay_passes, 1);
         let mut candidates = list_candidates(&inbox).map_err(|source| RelayError::Io {
             context: format!("cannot list {}", inbox.display()),
             source,
@@ -304,6 +330,7 @@ impl Relay {
                         self.note_applied(facts.len);
                     }
                     Outcome::Later => counts.waiting += 1,
+                    Outcome::Parked => counts.parked += 1,
                     Outcome::Skipped => {}
                     Outcome::Refused(refusal) => {
                         // A file refused before whose move failed is the same refusal: counted
@@ -338,13 +365,16 @@ impl Relay {
         // A refused file taken out of inbox/ by hand is forgotten; one put back is new.
         self.refused_unmoved
             .retain(|name, _| candidates.iter().any(|(listed, _)| listed == name));
-        let handled = counts.applied + counts.refused;
+        // A claim waiting for work is not a file waiting to be handled.
+        let handled = counts.applied + counts.refused + counts.parked;
         self.hub.metrics().relay_files_waiting.store(
             (candidates.len() as u64).saturating_sub(handled as u64),
             std::sync::atomic::Ordering::Relaxed,
         );
         self.sightings
             .retain(|name, _| candidates.iter().any(|(listed, _)| listed == name));
+        let sightings = &self.sightings;
+        self.parked.retain(|name, _| sightings.contains_key(name));
         if self
             .last_prune
             .is_none_or(|at| now.saturating_duration_since(at) >= self.options.prune_every)
@@ -451,6 +481,15 @@ impl Relay {
         let limits = self.limits();
         let sighting = observe(self.sightings.get(name).copied(), &listed, now);
         self.sightings.insert(name.to_string(), sighting);
+        if let Some(parked) = self.parked.get(name)
+            && parked.len == listed.len
+            && parked.modified == listed.modified
+            && now < parked.next_look
+            && self.hub.work_signal().generation() == parked.generation
+        {
+            // Nothing can have changed for it: not read, not applied.
+            return Outcome::Parked;
+        }
         let token = TokenCheck::Expect(pass.token);
         let mut observation = Observation {
             name,
@@ -483,6 +522,7 @@ impl Relay {
                                     name,
                                     None,
                                     None,
+                                    now,
                                 );
                             }
                             Err(_) => return Outcome::Later,
@@ -508,7 +548,7 @@ impl Relay {
                 observation.facts = Some(facts);
                 observation.sighting = Some(sighting);
                 let Some((bytes, decoded, premapped)) = read else {
-                    return self.outcome(decide(&observation, &limits), name, None, None);
+                    return self.outcome(decide(&observation, &limits), name, None, None, now);
                 };
                 pass.budget = pass.budget.saturating_sub(bytes.len() as u64);
                 observation.bytes = Some(&bytes);
@@ -522,16 +562,17 @@ impl Relay {
             }
             other => (other, None),
         };
-        self.outcome(decision, name, Some(&path), premapped)
+        self.outcome(decision, name, Some(&path), premapped, now)
     }
 
-    /// Carries out a decision that needs no more reading.
+    /// Carries out a decision that needs no more reading (`now`: the pass's instant).
     fn outcome(
         &mut self,
         decision: Decision,
         name: &str,
         path: Option<&Path>,
         premapped: Option<Premapped>,
+        now: Instant,
     ) -> Outcome {
         match decision {
             Decision::Skip => Outcome::Skipped,
@@ -541,8 +582,42 @@ impl Relay {
                 let Some(path) = path else {
                     return Outcome::Later;
                 };
-                let answer = match self.hub.handle_prepared_request(&request, premapped) {
-                    Ok(answer) => answer,
+                // A claim that may wait waits from when the relay first saw its file; read the
+                // signal before looking, so that work coming meanwhile is looked at again.
+                let generation = self.hub.work_signal().generation();
+                let deadline = match request.as_ref() {
+                    AgentRequest::Claim(claim) if claim.wait_seconds > 0 => {
+                        self.sightings.get(name).map(|seen| {
+                            seen.first_seen + Duration::from_secs(u64::from(claim.wait_seconds))
+                        })
+                    }
+                    _ => None,
+                };
+                let may_wait =
+                    deadline.is_some_and(|end| now < end) && !self.shutdown.is_triggered();
+                let answer = match self.hub.handle_or_wait(&request, premapped, may_wait) {
+                    Ok(Handled::Answered(answer)) => {
+                        self.parked.remove(name);
+                        answer
+                    }
+                    Ok(Handled::Waiting) => {
+                        let (len, modified) = self
+                            .sightings
+                            .get(name)
+                            .map_or((0, None), |seen| (seen.len, seen.modified));
+                        let next_look =
+                            deadline.map_or(now + WAIT_RECHECK, |end| end.min(now + WAIT_RECHECK));
+                        self.parked.insert(
+                            name.to_string(),
+                            Parked {
+                                generation,
+                                next_look,
+                                len,
+                                modified,
+                            },
+                        );
+                        return Outcome::Parked;
+                    }
                     Err(
                         error @ (ServiceError::Internal(_)
                         | ServiceError::Busy(_)

@@ -120,6 +120,18 @@ fn epic_names(settings: &Settings) -> Vec<&str> {
         .collect()
 }
 
+/// What a request that may wait came to: answered, or held (nothing to hand out yet).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Handled {
+    Answered(AgentAnswer),
+    /// A claim with `wait_seconds` that would hand out nothing (no command, no pause, no
+    /// settings): nothing was recorded but that the agent was seen (and expired leases swept).
+    /// Its transport holds it and asks again when the [`WorkSignal`](super::WorkSignal) moves,
+    /// every [`WAIT_RECHECK`](super::WAIT_RECHECK), and once more with `may_wait` false when
+    /// the wait ends.
+    Waiting,
+}
+
 impl HubConnection {
     /// Applies one agent request exactly once and answers it.
     pub fn handle_agent_request(&mut self, request: &AgentRequest) -> Result<AgentAnswer> {
@@ -131,13 +143,33 @@ impl HubConnection {
     pub(crate) fn handle_prepared_request(
         &mut self,
         request: &AgentRequest,
-        mut premapped: Option<Premapped>,
+        premapped: Option<Premapped>,
     ) -> Result<AgentAnswer> {
+        match self.handle_or_wait(request, premapped, false)? {
+            Handled::Answered(answer) => Ok(answer),
+            Handled::Waiting => unreachable!("a request that may not wait is never held"),
+        }
+    }
+
+    /// Applies a request, or, when `may_wait` and it is a claim with `wait_seconds` that would
+    /// hand out nothing, holds it ([`Handled::Waiting`]): the caller asks again later. A request
+    /// whose id was handled gets its recorded answer either way.
+    pub(crate) fn handle_or_wait(
+        &mut self,
+        request: &AgentRequest,
+        mut premapped: Option<Premapped>,
+        may_wait: bool,
+    ) -> Result<Handled> {
+        let may_wait = may_wait
+            && !self.work.stopping()
+            && matches!(request, AgentRequest::Claim(claim) if claim.wait_seconds > 0);
         let now = Now::of(self.clock.now());
         let streak = self.rate_limit_streak.load(Ordering::SeqCst);
         let kind = request.kind();
         let envelope = request.envelope().clone();
         let mut ingested = Ingested::default();
+        let mut waiting = false;
+        let mut freed = false;
         let (answer, rate_limited, replay) =
             self.store
                 .transact(|tx| -> Result<(AgentAnswer, Option<bool>, bool)> {
@@ -147,7 +179,17 @@ impl HubConnection {
                     }
                     let (answer, rate_limited) = match request {
                         AgentRequest::Claim(claim) => {
-                            (AgentAnswer::Claim(claim_in(tx, claim, &now, streak)?), None)
+                            let answer = claim_in(tx, claim, &now, streak, &mut freed)?;
+                            if may_wait
+                                && answer.commands.is_empty()
+                                && answer.pause_seconds == 0
+                                && answer.settings.is_none()
+                            {
+                                // Held: the agent was seen; nothing is recorded.
+                                waiting = true;
+                                return Ok((AgentAnswer::Claim(answer), None, false));
+                            }
+                            (AgentAnswer::Claim(answer), None)
                         }
                         AgentRequest::Report(report) => {
                             let (answer, rate_limited) =
@@ -169,6 +211,13 @@ impl HubConnection {
                     )?;
                     Ok((answer, rate_limited, false))
                 })?;
+        if freed {
+            // Expired leases went back to the queue: other waiting claims may take them.
+            self.work.bump();
+        }
+        if waiting {
+            return Ok(Handled::Waiting);
+        }
         if !replay {
             let metrics = &self.metrics;
             match &answer {
@@ -177,6 +226,14 @@ impl HubConnection {
                     Metrics::add(&metrics.commands_handed_out, claim.commands.len() as u64);
                 }
                 AgentAnswer::Report(report) => {
+                    // An ended command may free those that depend on it.
+                    let ended = report.accepted.iter().any(|id| {
+                        request_results(request)
+                            .any(|r| r.command_id == *id && r.status != ResultStatus::Progress)
+                    });
+                    if ended {
+                        self.work.bump();
+                    }
                     Metrics::add(&metrics.reports, 1);
                     Metrics::add(&metrics.results_accepted, report.accepted.len() as u64);
                     Metrics::add(&metrics.results_ignored, report.ignored.len() as u64);
@@ -195,7 +252,7 @@ impl HubConnection {
             Some(false) => self.rate_limit_streak.store(0, Ordering::SeqCst),
             None => {}
         }
-        Ok(answer)
+        Ok(Handled::Answered(answer))
     }
 
     /// The timer's sweep: claimed commands whose report is overdue are confirmed from the mirror,
@@ -209,13 +266,31 @@ impl HubConnection {
         if expired != ExpiredClaims::default() {
             tracing::info!(?expired, "claims timed out");
         }
+        if expired.requeued > 0 {
+            self.work.bump();
+        }
         Ok(expired)
     }
 }
 
-fn claim_in(tx: &Tx<'_>, claim: &ClaimRequest, now: &Now, streak: u32) -> Result<ClaimAnswer> {
+/// The results a request carries (a report's; none for the others).
+fn request_results(request: &AgentRequest) -> impl Iterator<Item = &CommandResult> {
+    match request {
+        AgentRequest::Report(report) => report.results.iter(),
+        _ => [].iter(),
+    }
+}
+
+/// `freed`: set when the claim's own sweep returned commands to the queue.
+fn claim_in(
+    tx: &Tx<'_>,
+    claim: &ClaimRequest,
+    now: &Now,
+    streak: u32,
+    freed: &mut bool,
+) -> Result<ClaimAnswer> {
     let settings = settings_in(tx)?;
-    expire_in(tx, &settings, now)?;
+    *freed |= expire_in(tx, &settings, now)?.requeued > 0;
     tx.touch_agent(&AgentSeen {
         agent: &claim.envelope.agent,
         at: now.text(),

@@ -1,7 +1,7 @@
 //! Batches of commands for Jira: enqueue (everything validated before anything is stored),
 //! views with the computed status and counters, cancel, and refresh batches.
 
-use super::views::{BatchView, CommandView};
+use super::views::{BatchSummary, BatchView, CommandView};
 use super::{HubConnection, Result, ServiceError};
 use crate::domain::ValidationError;
 use crate::domain::command::{
@@ -155,6 +155,10 @@ pub(super) fn base_jql_in(tx: &Tx<'_>, settings: &Settings) -> Result<Option<Str
     ))
 }
 
+/// How many batches a page of `GET /batches` holds unless asked otherwise, and at most.
+pub const BATCH_PAGE_DEFAULT: i64 = 50;
+pub const BATCH_PAGE_MAX: i64 = 500;
+
 impl HubConnection {
     /// Validates every command, then stores the batch; nothing is stored on a refusal.
     pub fn enqueue_batch(&mut self, request: &BatchRequest) -> Result<BatchView> {
@@ -217,6 +221,7 @@ impl HubConnection {
             batch_view(tx, batch)
         })?;
         tracing::info!(batch = view.id, commands = view.commands.len(), project = ?view.project, "batch enqueued");
+        self.work.bump();
         Ok(view)
     }
 
@@ -229,10 +234,37 @@ impl HubConnection {
         })
     }
 
-    /// Batches, newest first, of one project when given.
+    /// `GET /batches` and `batches list`: one page of batches, newest first, each with its
+    /// counters and without its commands: at most `limit` (1 to [`BATCH_PAGE_MAX`], default
+    /// [`BATCH_PAGE_DEFAULT`]), of one project when given, older than batch `before` when given
+    /// (the next page starts before the last id of this one).
+    pub fn batch_page(
+        &mut self,
+        project: Option<&str>,
+        before: Option<i64>,
+        limit: Option<i64>,
+    ) -> Result<Vec<BatchSummary>> {
+        let limit = limit.unwrap_or(BATCH_PAGE_DEFAULT);
+        if !(1..=BATCH_PAGE_MAX).contains(&limit) {
+            return Err(ValidationError::new(
+                "limit",
+                format!("ожидалось число от 1 до {BATCH_PAGE_MAX}"),
+            )
+            .into());
+        }
+        Ok(self
+            .batch_summaries_before(project, None, before, limit)?
+            .into_iter()
+            .map(BatchSummary::from)
+            .collect())
+    }
+
+    /// Every batch (the newest 500), newest first, of one project when given, with all its
+    /// commands: for tools and tests in the process; the transports list pages of summaries
+    /// ([`HubConnection::batch_page`]).
     pub fn batches(&mut self, project: Option<&str>) -> Result<Vec<BatchView>> {
         self.store.read(|tx| {
-            tx.batches(project, 500)?
+            tx.batches(project, None, 500)?
                 .into_iter()
                 .map(|batch| batch_view(tx, batch))
                 .collect()
@@ -310,6 +342,7 @@ impl HubConnection {
             let attempts = tx.attempts_of(id)?;
             Ok(CommandView::with_attempts(row, attempts))
         })
+        .inspect(|_| self.work.bump())
     }
 
     /// `POST /batches/{id}/retry-failed`: queues every `failed` and `skipped` command of the
@@ -317,27 +350,29 @@ impl HubConnection {
     /// cancelled one, is refused.
     pub fn retry_failed(&mut self, batch_id: i64) -> Result<BatchView> {
         let now = self.now();
-        self.store.transact(|tx| {
-            let batch = tx
-                .batch(batch_id)?
-                .ok_or_else(|| ServiceError::NotFound(format!("пакета {batch_id} нет")))?;
-            refuse_retry_in_cancelled_batch(&batch)?;
-            let mut retried = 0;
-            for command in tx.commands_of_batch(batch_id)? {
-                retried += usize::from(tx.retry_command(command.id, &now)?);
-            }
-            if retried == 0 {
-                return Err(retry_conflict(format!(
-                    "в пакете {batch_id} нет команд в статусе failed или skipped"
-                )));
-            }
-            tracing::info!(
-                batch = batch_id,
-                retried,
-                "failed commands of a batch retried"
-            );
-            batch_view(tx, batch)
-        })
+        self.store
+            .transact(|tx| {
+                let batch = tx
+                    .batch(batch_id)?
+                    .ok_or_else(|| ServiceError::NotFound(format!("пакета {batch_id} нет")))?;
+                refuse_retry_in_cancelled_batch(&batch)?;
+                let mut retried = 0;
+                for command in tx.commands_of_batch(batch_id)? {
+                    retried += usize::from(tx.retry_command(command.id, &now)?);
+                }
+                if retried == 0 {
+                    return Err(retry_conflict(format!(
+                        "в пакете {batch_id} нет команд в статусе failed или skipped"
+                    )));
+                }
+                tracing::info!(
+                    batch = batch_id,
+                    retried,
+                    "failed commands of a batch retried"
+                );
+                batch_view(tx, batch)
+            })
+            .inspect(|_| self.work.bump())
     }
 
     /// Commands that ended `failed` or `skipped`, newest first, at most `limit`: what an

@@ -261,9 +261,21 @@ impl HubConnection {
         status: Option<BatchStatus>,
         limit: i64,
     ) -> Result<Vec<BatchView>> {
+        self.batch_summaries_before(project, status, None, limit)
+    }
+
+    /// [`HubConnection::batch_summaries`] older than batch `before` (a smaller id), when given:
+    /// the next page of a list that ended with `before`.
+    pub fn batch_summaries_before(
+        &mut self,
+        project: Option<&str>,
+        status: Option<BatchStatus>,
+        before: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<BatchView>> {
         self.store.read(|tx| {
             let mut summaries = Vec::new();
-            for batch in tx.batches(project, limit)? {
+            for batch in tx.batches(project, before, limit)? {
                 let mut statuses = Vec::new();
                 for (stored, n) in tx.batch_status_counts(batch.id)? {
                     // An unknown stored status reads as failed, as a command row does.

@@ -27,6 +27,9 @@ pub struct Metrics {
     pub issues_not_stored: AtomicU64,
     /// Relay files refused into `rejected/`.
     pub relay_refused: AtomicU64,
+    /// Passes of the relay over `inbox/` (each lists it once): at rest, about one a poll
+    /// interval, however the folder is watched.
+    pub relay_passes: AtomicU64,
     /// Request files left in `inbox/` after the relay's last pass (waiting to arrive whole, or
     /// beyond the pass's reading budget).
     pub relay_files_waiting: AtomicU64,

@@ -9,7 +9,11 @@ use super::views::{
 use super::{HubConnection, Result, ServiceError};
 use crate::domain::ValidationError;
 use crate::domain::time::{Utc, parse_utc};
-use crate::store::{StoreError, Tx};
+use crate::store::{AGENTS_LISTED, StoreError, Tx};
+
+/// How many records of handled agent requests one call of `prune_remembered` forgets at most
+/// (the timer calls it every minute: far more than agents make).
+const PRUNE_BATCH: i64 = 5_000;
 use serde_json::Value;
 
 /// `updated_since` read as a time.
@@ -175,9 +179,41 @@ impl HubConnection {
             .read(|tx| Ok(tx.last_run_of_command(command_id)?.map(SyncRunView::from)))
     }
 
-    /// `GET /agents`.
+    /// `GET /agents`: the agents most recently seen first, at most [`AGENTS_LISTED`]
+    /// (those not seen for [`AGENT_RETENTION`](super::AGENT_RETENTION) are forgotten).
     pub fn agents(&mut self) -> Result<Vec<AgentView>> {
-        self.store
-            .read(|tx| Ok(tx.agents()?.into_iter().map(AgentView::from).collect()))
+        self.store.read(|tx| {
+            Ok(tx
+                .agents(AGENTS_LISTED)?
+                .into_iter()
+                .map(AgentView::from)
+                .collect())
+        })
+    }
+
+    /// What the daemon's timer forgets: agents not seen for
+    /// [`AGENT_RETENTION`](super::AGENT_RETENTION), and the records of handled agent requests
+    /// older than the request retention (at least the relay's retention of its files, so that
+    /// no request still in the share outlives the record of its id), at most
+    /// [`PRUNE_BATCH`] of those a call so that no call holds the write lock long. Returns
+    /// (agents, requests) forgotten.
+    pub fn prune_remembered(&mut self) -> Result<(usize, usize)> {
+        let now = self.clock.now();
+        let agents_before = Utc::new(now - super::AGENT_RETENTION);
+        let requests_before = now - self.request_retention;
+        let pruned = self.store.transact(|tx| -> Result<(usize, usize)> {
+            Ok((
+                tx.prune_agents(agents_before.as_str())?,
+                tx.prune_requests(requests_before, PRUNE_BATCH)?,
+            ))
+        })?;
+        if pruned != (0, 0) {
+            tracing::info!(
+                agents = pruned.0,
+                requests = pruned.1,
+                "forgot agents not seen and records of old agent requests"
+            );
+        }
+        Ok(pruned)
     }
 }

@@ -4,6 +4,7 @@
 //! with `domain`, persist with `store`, and answer with plain values or a [`ServiceError`].
 
 mod agent;
+pub use agent::Handled;
 pub(crate) use agent::{Premapped, premap};
 mod batches;
 mod console;
@@ -12,20 +13,31 @@ mod metrics;
 mod mirror;
 mod tokens;
 mod views;
+mod wait;
 
-pub use batches::{BatchRequest, CommandRequestBody, RefreshSince};
+pub use batches::{
+    BATCH_PAGE_DEFAULT, BATCH_PAGE_MAX, BatchRequest, CommandRequestBody, RefreshSince,
+};
 pub use console::{
     BackupFile, FailedBatch, HourActivity, OVERVIEW_HOURS, Overview, ProjectIssues, RelayState,
 };
 pub(crate) use metrics::{Metrics, RELAY_STALL_LIMIT};
 pub(crate) use tokens::TokenRole;
 pub use views::{
-    AgentView, AttemptView, BatchView, CommandView, CommentView, CountsView, IssueLinkView,
-    IssueView, NoteView, ProjectView, QueueCount, RunView, SliceRow, SyncRunView,
+    AgentView, AttemptView, BatchSummary, BatchView, CommandView, CommentView, CountsView,
+    IssueLinkView, IssueView, NoteView, ProjectView, QueueCount, RunView, SliceRow, SyncRunView,
 };
+pub use wait::{WAIT_RECHECK, WorkSignal};
 
 /// The database schema version this binary runs (`GET /health` shows it).
 pub const SCHEMA_VERSION: u32 = store::CURRENT_SCHEMA_VERSION;
+
+/// How long the record of a handled agent request is kept by default: the relay's default
+/// retention of its files, so that no file still in the share outlives the record of its id.
+pub const REQUEST_RETENTION: std::time::Duration = std::time::Duration::from_secs(14 * 24 * 3600);
+
+/// How long an agent not seen is kept in `agent_status` (and listed).
+pub const AGENT_RETENTION: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
 
 /// The revision of schema v4 this binary runs (`PRAGMA user_version`).
 pub const SCHEMA_REVISION: u32 = store::CURRENT_V4_REVISION;
@@ -89,6 +101,11 @@ pub struct HubConnection {
     rate_limit_streak: Arc<AtomicU32>,
     /// What this process did, for `GET /metrics`; shared like the pacing state.
     metrics: Arc<Metrics>,
+    /// "A command may have become claimable", for claims that wait; shared like the metrics.
+    work: Arc<WorkSignal>,
+    /// How long the record of a handled agent request is kept (at least as long as the relay
+    /// keeps its files, see [`HubConnection::prune_remembered`]).
+    request_retention: std::time::Duration,
 }
 
 /// What `jira-hub status` shows.
@@ -151,6 +168,8 @@ impl HubConnection {
             clock,
             rate_limit_streak: Arc::new(AtomicU32::new(0)),
             metrics: Arc::default(),
+            work: Arc::default(),
+            request_retention: REQUEST_RETENTION,
         }
     }
 
@@ -164,6 +183,8 @@ impl HubConnection {
             clock: self.clock.clone(),
             rate_limit_streak: self.rate_limit_streak.clone(),
             metrics: self.metrics.clone(),
+            work: self.work.clone(),
+            request_retention: self.request_retention,
         })
     }
 
@@ -191,6 +212,17 @@ impl HubConnection {
     /// The process's counters, to keep (an exporter registered once reads them at every scrape).
     pub(crate) fn shared_metrics(&self) -> Arc<Metrics> {
         self.metrics.clone()
+    }
+
+    /// The process's signal of work that may have become claimable (claims wait on it).
+    pub fn work_signal(&self) -> Arc<WorkSignal> {
+        self.work.clone()
+    }
+
+    /// Keeps the records of handled agent requests this long (the daemon passes the relay's
+    /// retention; never less than a day).
+    pub fn set_request_retention(&mut self, retention: std::time::Duration) {
+        self.request_retention = retention.max(std::time::Duration::from_secs(24 * 3600));
     }
 
     /// The hub's clock (the relay names archive days by it).
@@ -254,6 +286,8 @@ impl HubConnection {
             let version = self.store.write_settings(&values)?;
             let keys: Vec<&str> = values.iter().map(|(k, _)| k.as_str()).collect();
             tracing::info!(?keys, settings_version = version, "settings changed");
+            // Waiting claims answer with the new settings (and a pacing change may free work).
+            self.work.bump();
         }
         self.settings_view()
     }

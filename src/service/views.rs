@@ -145,6 +145,47 @@ pub struct BatchView {
     pub commands: Vec<CommandView>,
 }
 
+/// A batch in a list (`GET /batches`): the batch and its counters, without its commands
+/// (`GET /batches/{id}` has them).
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct BatchSummary {
+    pub id: i64,
+    pub title: String,
+    pub author: String,
+    pub project: Option<String>,
+    #[schema(value_type = String)]
+    pub created_at: Utc,
+    #[schema(value_type = Option<String>)]
+    pub cancelled_at: Option<Utc>,
+    pub estimate_seconds: Option<i64>,
+    pub status: BatchStatus,
+    #[schema(value_type = String)]
+    pub status_label: &'static str,
+    /// Commands per status, every status present.
+    #[schema(value_type = std::collections::HashMap<String, usize>)]
+    pub counters: BTreeMap<&'static str, usize>,
+    /// How many commands the batch has (the counters' sum).
+    pub commands_total: usize,
+}
+
+impl From<BatchView> for BatchSummary {
+    fn from(view: BatchView) -> Self {
+        BatchSummary {
+            commands_total: view.counters.values().sum(),
+            id: view.id,
+            title: view.title,
+            author: view.author,
+            project: view.project,
+            created_at: view.created_at,
+            cancelled_at: view.cancelled_at,
+            estimate_seconds: view.estimate_seconds,
+            status: view.status,
+            status_label: view.status_label,
+            counters: view.counters,
+        }
+    }
+}
+
 /// A slice row: the mirror fields plus `neighbor` (relative to the project asked for)
 /// and `closed` (its status is one of `closed_statuses`).
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]

@@ -4,6 +4,7 @@
 use super::Result;
 use super::tx::Tx;
 use rusqlite::{OptionalExtension, params};
+use time::OffsetDateTime;
 
 /// What one message tells about its agent.
 #[derive(Debug, Default)]
@@ -81,11 +82,49 @@ impl Tx<'_> {
         Ok(())
     }
 
-    pub(crate) fn agents(&self) -> Result<Vec<super::AgentRow>> {
+    /// Forgets the agents not seen since `before` (the hub's time); returns how many.
+    pub(crate) fn prune_agents(&self, before: &str) -> Result<usize> {
+        Ok(self
+            .0
+            .prepare_cached("DELETE FROM agent_status WHERE last_seen_at < ?1")?
+            .execute([before])?)
+    }
+
+    /// Forgets the oldest handled requests received before `before`, at most `limit` of them:
+    /// rows go in the order they were recorded (rowid), and the walk stops at the first one that
+    /// is not that old, so a call reads at most `limit` rows whatever the table holds (no index
+    /// on `received_at` is needed). Returns how many were forgotten.
+    pub(crate) fn prune_requests(&self, before: OffsetDateTime, limit: i64) -> Result<usize> {
+        let mut last = None;
+        {
+            let mut statement = self.0.prepare_cached(
+                "SELECT rowid, received_at FROM agent_request ORDER BY rowid LIMIT ?1",
+            )?;
+            let mut rows = statement.query([limit])?;
+            while let Some(row) = rows.next()? {
+                let received: String = row.get(1)?;
+                // A time that cannot be read is as good as old: it can never be compared.
+                if crate::domain::time::parse_utc(&received).is_some_and(|at| at >= before) {
+                    break;
+                }
+                last = Some(row.get::<_, i64>(0)?);
+            }
+        }
+        let Some(last) = last else {
+            return Ok(0);
+        };
+        Ok(self
+            .0
+            .prepare_cached("DELETE FROM agent_request WHERE rowid <= ?1")?
+            .execute([last])?)
+    }
+
+    /// The agents most recently seen first, at most `limit`.
+    pub(crate) fn agents(&self, limit: i64) -> Result<Vec<super::AgentRow>> {
         let mut statement = self.0.prepare(
-            "SELECT agent, version, last_seen_at, jira_ok, last_error FROM agent_status ORDER BY last_seen_at DESC",
+            "SELECT agent, version, last_seen_at, jira_ok, last_error FROM agent_status ORDER BY last_seen_at DESC, agent LIMIT ?1",
         )?;
-        let rows = statement.query_map([], |row| {
+        let rows = statement.query_map([limit], |row| {
             Ok(super::AgentRow {
                 agent: row.get(0)?,
                 version: row.get(1)?,

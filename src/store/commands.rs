@@ -188,12 +188,19 @@ impl Tx<'_> {
             .optional()?)
     }
 
-    /// Batches, newest first; of one project when `project` is given.
-    pub(crate) fn batches(&self, project: Option<&str>, limit: i64) -> Result<Vec<BatchRow>> {
+    /// Batches, newest first; of one project when `project` is given; only those older (of a
+    /// smaller id) than `before` when given.
+    pub(crate) fn batches(
+        &self,
+        project: Option<&str>,
+        before: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<BatchRow>> {
         let mut statement = self.0.prepare(&format!(
-            "SELECT {BATCH_COLUMNS} FROM batch WHERE ?1 IS NULL OR project = ?1 ORDER BY id DESC LIMIT ?2"
+            "SELECT {BATCH_COLUMNS} FROM batch WHERE (?1 IS NULL OR project = ?1) AND (?2 IS NULL OR id < ?2)
+             ORDER BY id DESC LIMIT ?3"
         ))?;
-        let rows = statement.query_map(params![project, limit], batch_from_row)?;
+        let rows = statement.query_map(params![project, before, limit], batch_from_row)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 

@@ -24,7 +24,7 @@ pub(crate) use backup::BackupKind;
 pub(crate) use commands::{AttemptRow, BatchRow, CommandRow, Finish};
 pub(crate) use migrations::{CURRENT_SCHEMA_VERSION, CURRENT_V4_REVISION};
 pub(crate) use mirror::{CommentRow, IssueRow, IssueText, NoteRow};
-pub(crate) use status::{AgentRow, RunRow, StatusCounts};
+pub(crate) use status::{AGENTS_LISTED, AgentRow, RunRow, StatusCounts};
 pub(crate) use tx::Tx;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};

@@ -32,6 +32,11 @@ pub(crate) struct QueueCount {
     pub commands: i64,
 }
 
+/// How many agents `status`, the console's overview and `/metrics` list at most, most recently
+/// seen first (names come from whoever holds the agent token; old ones are pruned after
+/// `AGENT_RETENTION` of the service).
+pub(crate) const AGENTS_LISTED: i64 = 100;
+
 /// An `agent_status` row; the service shows it as an `AgentView`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct AgentRow {
@@ -93,10 +98,10 @@ impl Store {
             .collect::<rusqlite::Result<Vec<_>>>()?;
         let mut statement = self.conn.prepare(
             "SELECT agent, version, last_seen_at, jira_ok, last_error FROM agent_status
-             ORDER BY last_seen_at DESC",
+             ORDER BY last_seen_at DESC, agent LIMIT ?1",
         )?;
         let agents = statement
-            .query_map([], |row| {
+            .query_map([AGENTS_LISTED], |row| {
                 Ok(AgentRow {
                     agent: row.get(0)?,
                     version: row.get(1)?,

@@ -196,9 +196,13 @@ async fn without_the_cookie_there_is_only_the_sign_in_form() {
         .api(Method::GET, &format!("/batches/{id}"), None)
         .await;
     assert_eq!(after["status"], "queued");
+    // The list shows the batch without its commands, with their number.
+    let mut listed = after.clone();
+    let commands = listed.as_object_mut().unwrap().remove("commands").unwrap();
+    listed["commands_total"] = json!(commands.as_array().unwrap().len());
     assert_eq!(
         console.api(Method::GET, "/batches", None).await,
-        json!([after])
+        json!([listed])
     );
     // The page's script and style carry no data and need no cookie.
     let script = console.get("/ui/static/console.js", None).await;

@@ -1509,4 +1509,185 @@ async fn metrics_stay_parseable_whatever_the_agents_are_called() {
         .collect();
     assert_eq!(shown(agents), expected);
     assert!(exposition.families.contains_key("jira_hub_claims"));
+/// A claim with `wait_seconds` is held while there is nothing to hand out: a batch enqueued
+/// meanwhile answers it with the command; with nothing coming it is answered empty when its wait
+/// ends. Time is tokio's, paused: the waits pass without waiting, and the test looks at what
+/// came first, never at durations.
+#[tokio::test(start_paused = true)]
+async fn a_claim_waits_for_work_over_http() {
+    let api = std::sync::Arc::new(api());
+    let version = api.client(Method::GET, "/settings", None).await.1["settings_version"]
+        .as_i64()
+        .unwrap();
+    let waiting = |id: &str| {
+        let mut body = claim_body(id, version);
+        body["wait_seconds"] = json!(600);
+        body
+    };
+    let held = tokio::spawn({
+        let api = api.clone();
+        let body = waiting("w1");
+        async move { api.agent("/agent/claim", body).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+    assert!(
+        !held.is_finished(),
+        "nothing to hand out: the claim is held"
+    );
+    let (_, agents) = api.client(Method::GET, "/agents", None).await;
+    assert_eq!(agents[0]["agent"], "agent-h", "the waiting agent is seen");
+    let (status, batch) = api
+        .client(
+            Method::POST,
+            "/batches",
+            Some(json!({"title": "t", "author": "a", "commands": [
+            {"type": "comment", "params": {"key": "AURORA-1", "body": "x"}}]})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, answer) = held.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["commands"][0]["batch_id"], batch["id"], "{answer}");
+
+    // Nothing comes: answered empty at the end of its wait, not before.
+    let held = tokio::spawn({
+        let api = api.clone();
+        let body = waiting("w2");
+        async move { api.agent("/agent/claim", body).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_secs(599)).await;
+    assert!(!held.is_finished(), "still within its wait");
+    let (status, answer) = held.await.unwrap();
+    assert_eq!((status, &answer["commands"]), (StatusCode::OK, &json!([])));
+    // The same id again: the recorded answer at once.
+    let (_, again) = api.agent("/agent/claim", waiting("w2")).await;
+    assert_eq!(again, answer);
+    // Out of range: refused naming the field.
+    let mut too_long = claim_body("w3", version);
+    too_long["wait_seconds"] = json!(901);
+    let (status, body) = api.agent("/agent/claim", too_long).await;
+    assert_eq!(
+        (status, error_code(&body)),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ("invalid", Some("wait_seconds"))
+        )
+    );
+}
+
+/// `GET /batches` is paged, newest first, and lists each batch with its counters and the number
+/// of its commands, never the commands themselves; `before` gives the next page.
+#[tokio::test]
+async fn batches_are_listed_a_page_at_a_time_without_their_commands() {
+    let api = api();
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let (status, batch) = api
+            .client(
+                Method::POST,
+                "/batches",
+                Some(
+                    json!({"title": format!("t{n}"), "author": "a", "commands": [
+                {"type": "comment", "params": {"key": "AURORA-1", "body": "x"}},
+                {"type": "comment", "params": {"key": "AURORA-2", "body": "y"}}]}),
+                ),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED);
+        ids.push(batch["id"].as_i64().unwrap());
+    }
+    let (status, page) = api.client(Method::GET, "/batches?limit=2", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let listed: Vec<i64> = page
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(listed, [ids[2], ids[1]], "newest first, at most the limit");
+    for batch in page.as_array().unwrap() {
+        assert!(
+            batch.get("commands").is_none(),
+            "no commands in a list: {batch}"
+        );
+        assert_eq!(batch["commands_total"], json!(2));
+        assert_eq!(batch["counters"]["queued"], json!(2));
+    }
+    let (_, next) = api
+        .client(
+            Method::GET,
+            &format!("/batches?limit=2&before={}", ids[1]),
+            None,
+        )
+        .await;
+    assert_eq!(next.as_array().unwrap().len(), 1);
+    assert_eq!(next[0]["id"], json!(ids[0]));
+    let (_, whole) = api
+        .client(Method::GET, &format!("/batches/{}", ids[0]), None)
+        .await;
+    assert_eq!(
+        whole["commands"].as_array().unwrap().len(),
+        2,
+        "one batch has them"
+    );
+    for limit in ["0", "501"] {
+        let (status, body) = api
+            .client(Method::GET, &format!("/batches?limit={limit}"), None)
+            .await;
+        assert_eq!(
+            (status, error_code(&body)),
+            (StatusCode::UNPROCESSABLE_ENTITY, ("invalid", Some("limit"))),
+            "limit={limit}"
+        );
+    }
+    let (status, _) = api.client(Method::GET, "/batches?limit=many", None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+/// An agent's name is at most 100 printable characters: control characters and invisible ones
+/// (zero width, direction overrides, line separators) are refused naming `agent`, so the
+/// console and `/agents` never show one name as another; `/agents` lists the 100 most recently
+/// seen.
+#[tokio::test]
+async fn agent_names_are_bounded_and_listed_a_bounded_number() {
+    let api = api();
+    for name in [
+        "x".repeat(101),
+        "agent\u{7}".to_string(),
+        "agent\u{202E}1-tnega".to_string(),
+        "agent\u{200B}".to_string(),
+        "agent\u{2028}2".to_string(),
+    ] {
+        let mut body = claim_body("bad-name", 0);
+        body["agent"] = json!(name);
+        let (status, body) = api
+            .agent("/agent/heartbeat", {
+                let mut heartbeat = body;
+                heartbeat["kind"] = json!("heartbeat");
+                heartbeat["jira_ok"] = json!(true);
+                heartbeat
+            })
+            .await;
+        assert_eq!(
+            (status, error_code(&body)),
+            (StatusCode::UNPROCESSABLE_ENTITY, ("invalid", Some("agent"))),
+            "{name:?}"
+        );
+    }
+    for n in 0..120 {
+        let mut body = claim_body(&format!("c{n}"), 0);
+        body["agent"] = json!(format!("agent-{n:03}"));
+        let (status, _) = api.agent("/agent/claim", body).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    let (_, agents) = api.client(Method::GET, "/agents", None).await;
+    let agents = agents.as_array().unwrap();
+    assert_eq!(agents.len(), 100, "a bounded number");
+    // The test's clock stands still: every agent was seen at the same time, and the list is
+    // then in the order of their names.
+    assert!(
+        agents
+            .iter()
+            .all(|a| a["agent"].as_str().unwrap().starts_with("agent-"))
+    );
 }

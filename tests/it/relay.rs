@@ -171,6 +171,96 @@ fn a_file_written_in_two_halves_is_answered() {
     assert_eq!(reason["code"], "not_json", "{reason}");
 }
 
+/// A claim with `wait_seconds` that has nothing to hand out is parked: it stays in `inbox/`,
+/// unanswered, while other files (a heartbeat, another agent's claim) are answered; the agent
+/// is seen at once. A batch enqueued gives it its answer at the next pass; another parked claim
+/// is answered empty when its wait ends by the relay's clock (the test's instants).
+#[test]
+fn a_waiting_claim_is_parked_until_work_comes_or_its_wait_ends() {
+    let dir = TestDir::new();
+    let (mut hub, relay, token) = relay_hub(&dir);
+    let version = hub.settings().unwrap().settings_version;
+    let mut worker = worker(&hub, Duration::from_secs(10));
+    let (inbox, outbox) = (relay.join("inbox"), relay.join("outbox"));
+    let waiting_claim = |id: &str, agent: &str| {
+        let mut claim = claim_file(id, &token, 5);
+        claim["agent"] = json!(agent);
+        claim["settings_version"] = json!(version);
+        claim["wait_seconds"] = json!(600);
+        claim
+    };
+    drop_file(&inbox, "claim-w1.json", &waiting_claim("w1", "agent-w"));
+    let t0 = std::time::Instant::now();
+    let counts = worker.pass_at(t0).unwrap();
+    assert_eq!((counts.applied, counts.parked, counts.waiting), (0, 1, 0));
+    assert!(inbox.join("claim-w1.json").exists(), "it stays in inbox/");
+    assert!(!outbox.join("claim-w1.json").exists(), "unanswered");
+    let seen: Vec<String> = hub.agents().unwrap().into_iter().map(|a| a.agent).collect();
+    assert_eq!(
+        seen,
+        ["agent-w"],
+        "the waiting agent is seen when its claim arrives"
+    );
+
+    // Meanwhile other files pass: a heartbeat, and a claim that does not wait.
+    drop_file(
+        &inbox,
+        "heartbeat-h1.json",
+        &json!({"kind": "heartbeat", "id": "h1", "agent": "agent-w", "sent_at": "2026-11-29T10:00:00Z",
+            "token": token, "agent_version": "1.4.0", "jira_ok": true}),
+    );
+    let mut at_once = claim_file("now1", &token, 5);
+    at_once["settings_version"] = json!(version);
+    drop_file(&inbox, "claim-now1.json", &at_once);
+    let counts = worker.pass_at(t0 + Duration::from_secs(1)).unwrap();
+    assert_eq!((counts.applied, counts.parked), (2, 1));
+    assert_eq!(
+        read_json(&outbox.join("heartbeat-h1.json"))["request_id"],
+        "h1"
+    );
+    assert_eq!(
+        read_json(&outbox.join("claim-now1.json"))["commands"],
+        json!([])
+    );
+    assert!(!outbox.join("claim-w1.json").exists());
+
+    // Work comes: the parked claim takes it at the next pass.
+    let batch = hub
+        .enqueue_batch(&batch(json!({"title": "t", "author": "a", "commands": [
+            {"type": "comment", "params": {"key": "AURORA-1", "body": "x"}}]})))
+        .unwrap();
+    let counts = worker.pass_at(t0 + Duration::from_secs(2)).unwrap();
+    assert_eq!((counts.applied, counts.parked), (1, 0));
+    let answer = read_json(&outbox.join("claim-w1.json"));
+    assert_eq!(
+        answer["commands"][0]["batch_id"],
+        json!(batch.id),
+        "{answer}"
+    );
+    assert!(!inbox.join("claim-w1.json").exists(), "archived");
+    assert_eq!(
+        hub.batch(batch.id).unwrap().commands[0].status,
+        CommandStatus::Claimed
+    );
+
+    // Nothing more comes: another waiting claim is answered empty when its wait ends.
+    drop_file(&inbox, "claim-w2.json", &waiting_claim("w2", "agent-w"));
+    let t1 = t0 + Duration::from_secs(3);
+    assert_eq!(worker.pass_at(t1).unwrap().parked, 1);
+    assert_eq!(
+        worker
+            .pass_at(t1 + Duration::from_secs(599))
+            .unwrap()
+            .parked,
+        1,
+        "still within its wait"
+    );
+    let counts = worker.pass_at(t1 + Duration::from_secs(600)).unwrap();
+    assert_eq!((counts.applied, counts.parked), (1, 0));
+    let answer = read_json(&outbox.join("claim-w2.json"));
+    assert_eq!(answer["commands"], json!([]), "{answer}");
+}
+
 /// Large reports after the first are read, decoded and mapped ahead on a second thread while the
 /// relay applies the one before: a pass takes them exactly as it takes files it reads itself,
 /// refusals and incomplete files included, and in the same order.
@@ -531,6 +621,50 @@ fn health_over_a_real_socket() {
     );
 }
 
+/// The relay's passes so far, as `/metrics` counts them.
+fn relay_passes(address: &str) -> u64 {
+    let (status, body) = http(address, "GET", "/metrics", None, None);
+    assert_eq!(status, 200);
+    let text = body.as_str().unwrap_or_default().to_string();
+    text.lines()
+        .find_map(|line| line.strip_prefix("jira_hub_relay_passes_total "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no relay passes in /metrics: {text}"))
+}
+
+/// Listing `inbox/` raises open and close events on the watched folder itself: they must not
+/// wake the loop (issue 18: each woke it, its listing raised the next, and an idle hub spun a
+/// core). At rest the relay passes about once a poll interval (50 ms here), with notifications
+/// on, and a file still wakes it.
+#[test]
+fn an_idle_relay_passes_no_more_than_its_timer_explains() {
+    let dir = TestDir::new();
+    let (_hub, relay, token) = relay_hub(&dir);
+    let daemon = Daemon::start(&dir.db(), &[]);
+    drop_file(
+        &relay.join("inbox"),
+        "claim-idle-1.json",
+        &claim_file("idle-1", &token, 1),
+    );
+    wait_for_json(&relay.join("outbox/claim-idle-1.json"), WAIT);
+    let before = relay_passes(&daemon.address);
+    let started = std::time::Instant::now();
+    std::thread::sleep(Duration::from_secs(2));
+    let passes = relay_passes(&daemon.address) - before;
+    // One pass a poll interval, and one more at each end of the interval.
+    let explained = (started.elapsed().as_millis() / 50) as u64 + 2;
+    assert!(
+        passes <= explained,
+        "{passes} passes at rest where the timer explains {explained}"
+    );
+    drop_file(
+        &relay.join("inbox"),
+        "claim-idle-2.json",
+        &claim_file("idle-2", &token, 1),
+    );
+    wait_for_json(&relay.join("outbox/claim-idle-2.json"), WAIT);
+}
+
 fn set_mtime(path: &std::path::Path, at: std::time::SystemTime) {
     std::fs::File::options()
         .write(true)
@@ -857,6 +991,48 @@ fn a_stop_drains_requests_in_flight() {
     assert!(response.starts_with("HTTP/1.1 201"), "{response}");
     assert_eq!(daemon.wait().code(), Some(0));
     assert!(hub.projects().unwrap().iter().any(|p| p.label == "DRAIN"));
+}
+
+/// A claim waiting for work over HTTP is answered (empty) as soon as the daemon is told to
+/// stop, and the daemon exits cleanly: the stop does not wait for the claim's wait to end.
+#[test]
+fn a_stop_answers_claims_waiting_for_work() {
+    let dir = TestDir::new();
+    let (hub, _relay, _token) = relay_hub(&dir);
+    let tokens = hub.tokens().unwrap().unwrap();
+    let version = hub.settings().unwrap().settings_version;
+    let mut daemon = Daemon::start(&dir.db(), &[]);
+    let claim = json!({"kind": "claim", "id": "held-1", "agent": "agent-held", "sent_at": "2026-11-29T10:00:00Z",
+        "agent_version": "1.4.0", "settings_version": version, "max_commands": 5, "wait_seconds": 900});
+    let held = std::thread::spawn({
+        let address = daemon.address.clone();
+        let token = tokens.agent.clone();
+        move || http(&address, "POST", "/agent/claim", Some(&token), Some(&claim))
+    });
+    // The claim arrived and waits: its agent is seen, its answer not given.
+    let started = std::time::Instant::now();
+    loop {
+        let (_, agents) = http(
+            &daemon.address,
+            "GET",
+            "/agents",
+            Some(&tokens.client),
+            None,
+        );
+        if agents.as_array().is_some_and(|a| !a.is_empty()) {
+            break;
+        }
+        assert!(started.elapsed() < WAIT, "the claim never arrived");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !held.is_finished(),
+        "nothing to hand out: the claim is held"
+    );
+    daemon.signal("TERM");
+    let (status, answer) = held.join().unwrap();
+    assert_eq!((status, &answer["commands"]), (200, &json!([])), "{answer}");
+    assert_eq!(daemon.wait().code(), Some(0));
 }
 
 /// The console's view of the relay folder comes from the relay's own passes (nothing else reads

@@ -68,3 +68,60 @@ async fn timers_sweep_claims_and_enqueue_refreshes_without_waiting() {
         started.elapsed()
     );
 }
+
+/// What the hub remembers of agents is bounded: the timer forgets the records of handled agent
+/// requests once they are older than the relay's retention (14 days by default), and the agents
+/// not seen for 30 days, by the hub's clock (issue 18: both grew forever).
+#[tokio::test(start_paused = true)]
+async fn timers_forget_old_agents_and_old_agent_requests() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    set_settings(&mut hub, json!({"auto_refresh_minutes": 0}));
+    let rows = |sql: &str| {
+        let conn = rusqlite::Connection::open(dir.db()).unwrap();
+        count(&conn, sql)
+    };
+    let old = Agent::new("old-agent");
+    for _ in 0..3 {
+        old.claim(&mut hub, 1);
+    }
+    clock.advance(time::Duration::days(15));
+    let new = Agent::new("new-agent");
+    new.claim(&mut hub, 1);
+    assert_eq!(rows("SELECT count(*) FROM agent_request"), 4);
+
+    let shutdown = Shutdown::new();
+    let every = TimerPeriods {
+        claim_sweep: Duration::from_secs(3600),
+        auto_refresh: Duration::from_secs(3600),
+        backup_check: Duration::from_secs(60),
+        watchdog: None,
+    };
+    let timers = tokio::spawn(run_timers(hub.connect().unwrap(), every, shutdown.clone()));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        rows("SELECT count(*) FROM agent_request WHERE agent = 'old-agent'"),
+        0,
+        "requests older than 14 days are forgotten"
+    );
+    assert_eq!(
+        rows("SELECT count(*) FROM agent_request WHERE agent = 'new-agent'"),
+        1
+    );
+    assert_eq!(
+        rows("SELECT count(*) FROM agent_status"),
+        2,
+        "both agents are still known"
+    );
+
+    // 31 days after the old agent was last seen, 16 after the new one: the old one goes.
+    clock.advance(time::Duration::days(16));
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let known: Vec<String> = hub.agents().unwrap().into_iter().map(|a| a.agent).collect();
+    assert_eq!(known, ["new-agent"]);
+    assert_eq!(rows("SELECT count(*) FROM agent_request"), 0);
+
+    shutdown.trigger();
+    timers.await.unwrap();
+}

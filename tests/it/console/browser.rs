@@ -373,11 +373,16 @@ fn the_console_in_a_headless_browser() {
         Some(&client_token),
         None,
     );
+    // The list has no commands: each batch is asked for its own.
     let retried = batches
         .as_array()
         .unwrap()
         .iter()
-        .flat_map(|b| b["commands"].as_array().unwrap().clone())
+        .flat_map(|b| {
+            let path = format!("/batches/{}", b["id"]);
+            let (_, batch) = http(&daemon.address, "GET", &path, Some(&client_token), None);
+            batch["commands"].as_array().unwrap().clone()
+        })
         .find(|c| c["id"] == failed_command)
         .unwrap();
     assert_eq!(retried["status"], "queued", "{retried}");
