@@ -231,8 +231,12 @@ fn inspect_request(path: &Path, name: &str, report: &mut FileReport) {
                 .filter_map(|x| x.page.as_ref())
                 .map(|p| p.issues.len())
                 .sum();
+            let released = match count(ResultStatus::Released) {
+                0 => String::new(),
+                n => format!(", released {n}"),
+            };
             format!(
-                "{} results: done {}, failed {}, skipped {}, progress {} ({issues} issues)",
+                "{} results: done {}, failed {}, skipped {}, progress {} ({issues} issues){released}",
                 r.results.len(),
                 count(ResultStatus::Done),
                 count(ResultStatus::Failed),
