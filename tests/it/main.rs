@@ -19,6 +19,7 @@ mod projects;
 mod properties;
 mod queue;
 mod relay;
+mod release;
 mod retry;
 mod samples;
 mod settings;
