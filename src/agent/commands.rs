@@ -164,6 +164,8 @@ pub(crate) struct Executor<'a> {
     pub search_lag: Option<Duration>,
     /// The agent's name, written into markers (informative).
     pub agent: &'a str,
+    /// How long a write may still run in Jira after its answer was lost: the request timeout.
+    pub write_limit: Duration,
     /// The claim answer's `created_at` (the hub's clock) and when it arrived: with the
     /// command's `enqueued_at` they give the batch's age, which bounds the checks on Jira's clock.
     pub claimed: Option<(&'a str, Instant)>,
@@ -275,13 +277,15 @@ impl Executor<'_> {
         Ok(json!({"key": key, "created": true}))
     }
 
-    /// Data Center before the create request took `properties` ignores the member (its
-    /// `IssueUpdateBean` is `@JsonIgnoreProperties(ignoreUnknown = true)`), so there the marker is
-    /// also PUT right after the create: a PUT of the same value is idempotent on every version
-    /// (`PUT /rest/api/2/issue/{key}/properties/{propertyKey}`). Cloud documents `properties` on
-    /// create. A failure here is logged, not the command's: the issue exists.
+    /// A create's `properties` are documented on Cloud and on Server since 7.2 ("properties can
+    /// be set at issue create or update time", REST 7.2.8's Issue Update schema); an older
+    /// server's `IssueUpdateBean` ignores the member (`@JsonIgnoreProperties(ignoreUnknown =
+    /// true)`), so there (or when the version is unknown) the marker is also PUT right after the
+    /// create: a PUT of the same value is idempotent (`PUT
+    /// /rest/api/2/issue/{key}/properties/{propertyKey}`). A failure here is logged, not the
+    /// command's: the issue exists.
     fn ensure_marker(&mut self, key: &str, marker: &Value) {
-        if !matches!(self.jira.deployment(), Ok(Deployment::Server)) {
+        if !self.jira.may_ignore_create_properties().unwrap_or(true) {
             return;
         }
         let path = format!(
@@ -301,7 +305,9 @@ impl Executor<'_> {
     /// the project created since the batch was enqueued (on Jira's clock, less a margin), with
     /// this summary, whose marker names this command. An issue marked for another command is
     /// never taken. On Cloud, whose search lags behind writes, nothing found is believed only
-    /// once the search lag has passed since the earlier delivery was given back.
+    /// once the earlier write has had time to end (the request timeout) and to show in search
+    /// (the search lag) since the earlier delivery was given back; when the hub does not say
+    /// (the earlier agent was killed), the whole of that time is waited, looking again meanwhile.
     fn already_created(
         &mut self,
         command: &ClaimedCommand,
@@ -309,11 +315,16 @@ impl Executor<'_> {
     ) -> Result<Option<String>, Fail> {
         let since_ms = self.window_start_ms(command)?;
         let lag = self.lag()?;
+        let needed = if lag.is_zero() {
+            Duration::ZERO
+        } else {
+            lag + self.write_limit
+        };
         let waited_enough = command
             .released_seconds_ago
             .map(Duration::from_secs)
             .unwrap_or(Duration::ZERO);
-        let mut remaining = lag.saturating_sub(waited_enough);
+        let mut remaining = needed.saturating_sub(waited_enough);
         loop {
             match self.find_marked(command, summary, since_ms)? {
                 Found::Mine(key) => return Ok(Some(key)),

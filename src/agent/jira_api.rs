@@ -93,6 +93,8 @@ pub(crate) struct Jira {
     /// Jira's clock minus the agent's, in milliseconds, from the last `serverInfo.serverTime`
     /// (issue 19: the windows of the checks before a repeated write are Jira's times).
     skew_ms: Option<i64>,
+    /// `serverInfo.versionNumbers`' first two, when Jira said.
+    version: Option<(u64, u64)>,
 }
 
 impl Jira {
@@ -123,6 +125,7 @@ impl Jira {
             counters: Rc::default(),
             stop,
             skew_ms: None,
+            version: None,
         }
     }
 
@@ -177,6 +180,13 @@ impl Jira {
         let asked = SystemTime::now();
         let reply = self.read_with("/rest/api/2/serverInfo", retries)?;
         let info: Value = parse(&reply)?;
+        if let Some([major, minor, ..]) = info
+            .get("versionNumbers")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+        {
+            self.version = major.as_u64().zip(minor.as_u64());
+        }
         if let Some(server) = info
             .get("serverTime")
             .and_then(Value::as_str)
@@ -211,6 +221,15 @@ impl Jira {
         }
         let local = (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64;
         Ok(local + self.skew_ms.unwrap_or(0))
+    }
+
+    /// Whether a create's `properties` may be ignored: a server before 7.2, or one that did not
+    /// say its version (Cloud and Server 7.2 on document them on create).
+    pub(crate) fn may_ignore_create_properties(&mut self) -> Result<bool, JiraError> {
+        if self.deployment()? == Deployment::Cloud {
+            return Ok(false);
+        }
+        Ok(self.version.is_none_or(|version| version < (7, 2)))
     }
 
     /// The agent's own user (`GET myself`), asked once.

@@ -69,6 +69,7 @@ struct Agent {
     search_lag: Option<Duration>,
     name: String,
     release_grace: Duration,
+    request_timeout: Duration,
     /// The last claim answer's `created_at` (the hub's clock) and when it arrived.
     claimed: Option<(String, Instant)>,
 }
@@ -106,6 +107,7 @@ impl Agent {
             search_lag: config.search_lag,
             name: config.name.clone(),
             release_grace: config.release_grace,
+            request_timeout: config.request_timeout,
             claimed: None,
         })
     }
@@ -280,6 +282,7 @@ impl Agent {
                 max_retries: self.max_retries,
                 search_lag: self.search_lag,
                 agent: &self.name,
+                write_limit: self.request_timeout,
                 claimed: self
                     .claimed
                     .as_ref()

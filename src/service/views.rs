@@ -125,7 +125,9 @@ impl From<CommandRow> for CommandView {
             pause_seconds: row.pause_seconds,
             depends_on: row.depends_on,
             attempts: Vec::new(),
-            not_before: row.not_before.filter(|_| row.status == CommandStatus::Queued),
+            not_before: row
+                .not_before
+                .filter(|_| row.status == CommandStatus::Queued),
         }
     }
 }

@@ -335,11 +335,12 @@ impl FakeJira {
                 },
             ],
             skew_ms: 0,
-            // Data Center's `IssueUpdateBean` before `properties` ignores unknown members
-            // (`@JsonIgnoreProperties(ignoreUnknown = true)`, com.atlassian.jira.rest.v2.issue);
-            // Cloud documents `properties` on create ("Details of issue properties to be add or
-            // update", IssueUpdateDetails).
-            create_properties: mode == Mode::Cloud,
+            // A create's `properties` are applied: Cloud documents them ("Details of issue
+            // properties to be add or update", IssueUpdateDetails), and so does Server since 7.2
+            // (REST 7.2.8, Issue Update schema: "properties can be set at issue create or update
+            // time"). Older servers' `IssueUpdateBean` ignores the member
+            // (`@JsonIgnoreProperties(ignoreUnknown = true)`): `set_create_properties(false)`.
+            create_properties: true,
             comment_properties: HashMap::new(),
         }));
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the fake Jira");
@@ -436,7 +437,7 @@ impl FakeJira {
         lock(&self.state).skew_ms = skew_ms;
     }
 
-    /// Whether a create's `properties` are applied (default: on Cloud only; see the state).
+    /// Whether a create's `properties` are applied (default yes; no imitates Jira before 7.2).
     pub fn set_create_properties(&self, applied: bool) {
         lock(&self.state).create_properties = applied;
     }

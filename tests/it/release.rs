@@ -53,7 +53,12 @@ fn a_released_command_waits_out_its_grace_and_comes_back_with_its_count() {
 
     // Not to the same agent in its next claim, nor to anyone before the grace ends.
     assert!(agent.claim(&mut hub, 10).commands.is_empty());
-    assert!(Agent::new("agent-2").claim(&mut hub, 10).commands.is_empty());
+    assert!(
+        Agent::new("agent-2")
+            .claim(&mut hub, 10)
+            .commands
+            .is_empty()
+    );
     clock.advance(Duration::seconds(179));
     assert!(agent.claim(&mut hub, 10).commands.is_empty());
     clock.advance(Duration::seconds(2));
@@ -98,7 +103,10 @@ fn a_command_given_back_after_its_last_delivery_fails() {
     let view = hub.batch(view.id).unwrap();
     assert_eq!(view.commands[0].status, CommandStatus::Failed);
     let error = view.commands[0].error.clone().unwrap();
-    assert!(error.contains("HTTP 504") && error.contains("2 выдач"), "{error}");
+    assert!(
+        error.contains("HTTP 504") && error.contains("2 выдач"),
+        "{error}"
+    );
     assert_eq!(
         view.commands[1].status,
         CommandStatus::Skipped,
@@ -141,8 +149,10 @@ fn a_release_is_decoded_strictly() {
         jira_hub::protocol::decode_value(value)
     };
     assert!(decode(released(1, 1, 180)).is_ok());
-    let missing = decode(json!([{"command_id": 1, "delivery": 1, "status": "released",
-                                 "error": "потерян"}]))
+    let missing = decode(
+        json!([{"command_id": 1, "delivery": 1, "status": "released",
+                                 "error": "потерян"}]),
+    )
     .unwrap_err();
     assert_eq!(
         missing.to_string(),
@@ -154,8 +164,10 @@ fn a_release_is_decoded_strictly() {
             .starts_with("results[0].not_before_seconds: ожидалось от 1 до 86400"),
         "{zero}"
     );
-    let no_reason = decode(json!([{"command_id": 1, "delivery": 1, "status": "released",
-                                   "not_before_seconds": 5}]))
+    let no_reason = decode(
+        json!([{"command_id": 1, "delivery": 1, "status": "released",
+                                   "not_before_seconds": 5}]),
+    )
     .unwrap_err();
     assert_eq!(
         no_reason.to_string(),
