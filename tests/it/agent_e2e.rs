@@ -707,7 +707,7 @@ fn cloud_is_cloud_parent_for_epics_and_comments_recognised_after_adf() {
 /// is printed (`E2E_SEED=… cargo test … two_agents`) to replay a failure.
 #[test]
 fn two_agents_killed_at_random_amid_lost_answers_leave_every_effect_once() {
-    let mut stack = Stack::start(Mode::DataCenter, Transport::Relay);
+    let stack = Stack::start(Mode::DataCenter, Transport::Relay);
     stack.fake.seed_issues(PROJECT, "AWPCA", 1);
     stack
         .fake
