@@ -268,6 +268,8 @@ struct StateInner {
     create_properties: bool,
     /// Entity properties of comments, by comment id.
     comment_properties: HashMap<u64, BTreeMap<String, Value>>,
+    /// Requests Jira is still working on after a proxy answered for it.
+    in_flight: usize,
 }
 
 type Shared = Arc<Mutex<StateInner>>;
@@ -342,6 +344,7 @@ impl FakeJira {
             // (`@JsonIgnoreProperties(ignoreUnknown = true)`): `set_create_properties(false)`.
             create_properties: true,
             comment_properties: HashMap::new(),
+            in_flight: 0,
         }));
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the fake Jira");
         std_listener.set_nonblocking(true).expect("nonblocking");
@@ -440,6 +443,15 @@ impl FakeJira {
     /// Whether a create's `properties` are applied (default yes; no imitates Jira before 7.2).
     pub fn set_create_properties(&self, applied: bool) {
         lock(&self.state).create_properties = applied;
+    }
+
+    /// Waits (at most `limit`) until Jira has finished every request a proxy answered for
+    /// early, so that a test sees their effects before it counts.
+    pub fn wait_applied(&self, limit: Duration) {
+        let started = Instant::now();
+        while lock(&self.state).in_flight > 0 && started.elapsed() < limit {
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// An issue's entity properties.
@@ -946,10 +958,13 @@ async fn handle(
             if apply_after.is_zero() {
                 let _ = lock(&state).apply(endpoint, &request);
             } else {
+                lock(&state).in_flight += 1;
                 let state = state.clone();
                 tokio::spawn(async move {
                     tokio::time::sleep(apply_after).await;
-                    let _ = lock(&state).apply(endpoint, &request);
+                    let mut state = lock(&state);
+                    let _ = state.apply(endpoint, &request);
+                    state.in_flight -= 1;
                 });
             }
             Reply {
