@@ -3396,4 +3396,208 @@ mod tests {
         assert_eq!(base64("agent:secret"), "YWdlbnQ6c2VjcmV0");
         assert_eq!(base64("ab"), "YWI=");
     }
+
+    fn put(fake: &FakeJira, path: &str, body: Value) -> Answer {
+        call(
+            &fake.url(),
+            "PUT",
+            path,
+            Some(&basic_auth()),
+            Some(&body),
+            T,
+        )
+        .expect("answer")
+    }
+
+    #[test]
+    fn labels_are_replaced_by_fields_and_added_by_update() {
+        let fake = FakeJira::start(Mode::DataCenter);
+        let key = create(&fake, "Метки", &["A", "B"]);
+        let path = format!("/rest/api/2/issue/{key}");
+        let answer = put(
+            &fake,
+            &path,
+            json!({"update": {"labels": [{"add": "C"}, {"add": "A"}]}}),
+        );
+        assert_eq!(answer.status, 204, "{answer:?}");
+        assert_eq!(fake.labels_of(&key), ["A", "B", "C"]);
+        put(
+            &fake,
+            &path,
+            json!({"update": {"labels": [{"remove": "B"}]}}),
+        );
+        assert_eq!(fake.labels_of(&key), ["A", "C"]);
+        put(&fake, &path, json!({"fields": {"labels": ["D"]}}));
+        assert_eq!(
+            fake.labels_of(&key),
+            ["D"],
+            "fields.labels replaces the set"
+        );
+        let both = put(
+            &fake,
+            &path,
+            json!({"fields": {"labels": ["E"]}, "update": {"labels": [{"add": "F"}]}}),
+        );
+        assert_eq!(both.status, 400, "{both:?}");
+        assert_eq!(fake.labels_of(&key), ["D"]);
+    }
+
+    #[test]
+    fn entity_properties_on_create_put_and_comments() {
+        let fake = FakeJira::start(Mode::DataCenter);
+        let answer = post(
+            &fake,
+            "/rest/api/2/issue",
+            json!({"fields": {"project": {"key": PROJECT}, "issuetype": {"name": "Задача"},
+                              "summary": "С меткой"},
+                   "properties": [{"key": "jira-hub", "value": {"command": 7}}]}),
+        );
+        let key = answer.json()["key"].as_str().unwrap().to_string();
+        let property = get(
+            &fake,
+            &format!("/rest/api/2/issue/{key}/properties/jira-hub"),
+        );
+        assert_eq!(property.status, 200);
+        assert_eq!(property.json()["value"]["command"], 7);
+        let missing = get(&fake, &format!("/rest/api/2/issue/{key}/properties/other"));
+        assert_eq!(missing.status, 404);
+        fake.set_create_properties(false);
+        let old = post(
+            &fake,
+            "/rest/api/2/issue",
+            json!({"fields": {"project": {"key": PROJECT}, "issuetype": {"name": "Задача"},
+                              "summary": "Старый Jira"},
+                   "properties": [{"key": "jira-hub", "value": {"command": 8}}]}),
+        );
+        let old_key = old.json()["key"].as_str().unwrap().to_string();
+        assert!(fake.issue_properties(&old_key).is_empty(), "ignored");
+        let path = format!("/rest/api/2/issue/{old_key}/properties/jira-hub");
+        assert_eq!(put(&fake, &path, json!({"command": 8})).status, 201);
+        assert_eq!(put(&fake, &path, json!({"command": 8})).status, 200);
+        assert_eq!(fake.issue_properties(&old_key)["jira-hub"]["command"], 8);
+
+        let comment = post(
+            &fake,
+            &format!("/rest/api/2/issue/{key}/comment"),
+            json!({"body": "текст", "properties": [{"key": "jira-hub", "value": {"command": 9}}]}),
+        );
+        let id = comment.json()["id"].as_str().unwrap().to_string();
+        let property = get(
+            &fake,
+            &format!("/rest/api/2/comment/{id}/properties/jira-hub"),
+        );
+        assert_eq!(property.json()["value"]["command"], 9);
+        assert_eq!(
+            get(&fake, "/rest/api/2/comment/1/properties/jira-hub").status,
+            404
+        );
+    }
+
+    #[test]
+    fn creator_and_jiras_own_clock() {
+        let fake = FakeJira::start(Mode::Cloud);
+        fake.set_clock_skew_ms(-3_600_000);
+        let before = now_ms();
+        let key = create(&fake, "Чья", &[]);
+        let info = get(&fake, "/rest/api/2/serverInfo").json();
+        assert!(info["serverTime"].as_str().is_some());
+        let created = fake.issue(&key).unwrap()["fields"]["created"].clone();
+        assert!(created.as_str().is_some());
+        let jql = format!(
+            "project = {PROJECT} AND creator = currentUser() AND created >= {}",
+            before - 3_600_000 - 1000
+        );
+        let found = get(
+            &fake,
+            &format!("/rest/api/2/search/jql?jql={}&fields=summary", encode(&jql)),
+        );
+        assert_eq!(keys(&found), [key.clone()]);
+        let jql =
+            format!("project = {PROJECT} AND creator = currentUser() AND created >= {before}");
+        let found = get(
+            &fake,
+            &format!("/rest/api/2/search/jql?jql={}&fields=summary", encode(&jql)),
+        );
+        assert!(
+            keys(&found).is_empty(),
+            "an hour behind the host: {found:?}"
+        );
+        let me = get(&fake, "/rest/api/2/myself").json();
+        assert!(
+            me.get("name").is_none() && me["accountId"] == ACCOUNT_ID,
+            "{me}"
+        );
+    }
+
+    #[test]
+    fn cloud_keeps_epics_in_parent_and_bodies_as_adf() {
+        let cloud = FakeJira::start(Mode::Cloud);
+        let epic = create(&cloud, "Эпик", &[]);
+        let child = post(
+            &cloud,
+            "/rest/api/2/issue",
+            json!({"fields": {"project": {"key": PROJECT}, "issuetype": {"name": "Задача"},
+                              "summary": "В эпике", EPIC_LINK_FIELD: epic}}),
+        );
+        assert_eq!(child.status, 400, "{child:?}");
+        let child = post(
+            &cloud,
+            "/rest/api/2/issue",
+            json!({"fields": {"project": {"key": PROJECT}, "issuetype": {"name": "Задача"},
+                              "summary": "В эпике", "parent": {"key": epic}}}),
+        );
+        assert_eq!(child.status, 201, "{child:?}");
+        let comment = post(
+            &cloud,
+            &format!("/rest/api/2/issue/{epic}/comment"),
+            json!({"body": "a  \r\nb\r\n\r\n\r\nc\n"}),
+        );
+        assert_eq!(comment.json()["body"], "a\nb\n\nc");
+
+        let dc = FakeJira::start(Mode::DataCenter);
+        let epic = create(&dc, "Эпик", &[]);
+        let child = post(
+            &dc,
+            "/rest/api/2/issue",
+            json!({"fields": {"project": {"key": PROJECT}, "issuetype": {"name": "Задача"},
+                              "summary": "В эпике", "parent": {"key": epic}}}),
+        );
+        assert_eq!(child.status, 400, "parent is for sub-tasks: {child:?}");
+    }
+
+    #[test]
+    fn a_proxy_answers_504_while_jira_goes_on() {
+        let fake = FakeJira::start(Mode::DataCenter);
+        fake.fault(
+            Endpoint::CreateIssue,
+            Fault::ProxyTimeout {
+                apply_after: Duration::ZERO,
+            },
+            1,
+        );
+        let answer = post(
+            &fake,
+            "/rest/api/2/issue",
+            json!({"fields": {"project": {"key": PROJECT}, "issuetype": {"name": "Задача"},
+                              "summary": "Сразу"}}),
+        );
+        assert_eq!(answer.status, 504);
+        assert_eq!(fake.keys_with_summary("Сразу").len(), 1, "applied at once");
+        fake.fault(
+            Endpoint::CreateIssue,
+            Fault::ProxyTimeout {
+                apply_after: Duration::from_millis(300),
+            },
+            1,
+        );
+        let answer = post(
+            &fake,
+            "/rest/api/2/issue",
+            json!({"fields": {"project": {"key": PROJECT}, "issuetype": {"name": "Задача"},
+                              "summary": "Позже"}}),
+        );
+        assert_eq!(answer.status, 504);
+        fake.wait_applied(T);
+        assert_eq!(fake.keys_with_summary("Позже").len(), 1, "applied later");
+    }
 }
