@@ -3511,7 +3511,7 @@ mod tests {
             &fake,
             &format!("/rest/api/2/search/jql?jql={}&fields=summary", encode(&jql)),
         );
-        assert_eq!(keys(&found), [key.clone()]);
+        assert_eq!(keys(&found), [key]);
         let jql =
             format!("project = {PROJECT} AND creator = currentUser() AND created >= {before}");
         let found = get(
