@@ -1,8 +1,13 @@
 //! What each command does in Jira (system.md §5): `ensure_issue`, `transition`, `link`,
-//! `comment`, `refresh`. Every write that may have happened without an answer (timeout, dropped
-//! connection, 5xx) is checked against Jira before it is made again, and so is every write of a
-//! redelivered command (delivery > 1): a create looks for the issue it may already have made, a
-//! transition reads the status, a link and a comment look for themselves.
+//! `comment`, `refresh`.
+//!
+//! Writes that must not happen twice (issue 19): a create and a comment carry a marker (the
+//! entity property [`MARKER_KEY`] naming the hub's command), so a later delivery recognises what
+//! an earlier one made; a write whose answer was lost (timeout, dropped connection, 5xx, a
+//! proxy's 502/504) is never repeated in the same delivery: the command is given back to the hub
+//! (`released`) with a grace longer than any server or proxy time limit plus Cloud's search lag,
+//! and every delivery after the first looks in Jira before it writes. An edit adds labels and
+//! never replaces them.
 
 use super::jira_api::{Deployment, Jira, JiraError, SearchPage};
 use super::jql;
@@ -70,14 +75,66 @@ impl AgentSettings {
 pub enum Outcome {
     Done(Value),
     Failed(String),
+    /// A write's answer was lost and the write may still be running: the command goes back to
+    /// the hub (`released`) with this reason, and is not written again in this delivery.
+    Released(String),
     /// The agent is stopping: nothing to report, the hub hands the command out again.
     Stopped,
 }
 
-/// A failure inside a command: a reason for the report, or a stop.
+/// A failure inside a command: a reason for the report, a lost answer, or a stop.
 enum Fail {
     Reason(String),
+    Release(String),
     Stopped,
+}
+
+/// The entity property that marks what the agent creates (issues and comments), set in the
+/// create request itself. Its value names the hub's command (see [`marker`]).
+pub(crate) const MARKER_KEY: &str = "jira-hub";
+
+/// The marker of a command: its id, its batch and the batch's creation time (which tells two
+/// hubs' commands of the same id apart), its type; the agent's name is only informative.
+pub(crate) fn marker(command: &ClaimedCommand, agent: &str) -> Value {
+    json!({"command": command.id, "batch": command.batch_id,
+           "enqueued_at": command.enqueued_at, "type": command.command_type, "agent": agent})
+}
+
+/// Whose a marker is: `Some(true)` this command's, `Some(false)` another command's, `None` not
+/// a hub marker at all.
+pub(crate) fn marker_is_of(value: &Value, command: &ClaimedCommand) -> Option<bool> {
+    let id = value.get("command").and_then(Value::as_i64)?;
+    let batch = value.get("batch").and_then(Value::as_i64);
+    let enqueued = value.get("enqueued_at").and_then(Value::as_str);
+    Some(
+        id == command.id
+            && batch == Some(command.batch_id)
+            && (enqueued.is_none()
+                || command.enqueued_at.is_none()
+                || enqueued == command.enqueued_at.as_deref()),
+    )
+}
+
+/// A comment body in the form that survives Jira Cloud's storage: REST v2 takes wiki markup,
+/// Cloud stores it as ADF and gives back wiki markup converted again. What changes on the way
+/// and is ignored here: line endings (`\r\n`, `\r` → `\n`), whitespace at the end of a line
+/// (cronn/jira-sync#15: "Cloud Jira started to remove trailing whitespace at line ends"), runs of
+/// blank lines (one ADF paragraph break: developer.atlassian.com/cloud/jira/platform/apis/
+/// document/structure/), and blank lines or whitespace around the whole body.
+pub(crate) fn normalized_body(body: &str) -> String {
+    let unified = body.replace("\r\n", "\n").replace('\r', "\n");
+    let mut out: Vec<&str> = Vec::new();
+    for line in unified.split('\n') {
+        let line = line.trim_end();
+        if line.is_empty() && out.last().is_none_or(|l| l.is_empty()) {
+            continue;
+        }
+        out.push(line);
+    }
+    while out.last().is_some_and(|l| l.is_empty()) {
+        out.pop();
+    }
+    out.join("\n").trim_start().to_string()
 }
 
 impl From<JiraError> for Fail {
@@ -85,6 +142,9 @@ impl From<JiraError> for Fail {
         match error {
             JiraError::Stopped => Fail::Stopped,
             JiraError::Refused { message, .. } => Fail::Reason(message),
+            JiraError::Ambiguous(error) => Fail::Release(format!(
+                "ответ Jira на запись потерян ({error}); запись могла выполниться, поэтому в этой выдаче она не повторяется"
+            )),
             other => Fail::Reason(other.to_string()),
         }
     }
@@ -102,6 +162,16 @@ pub(crate) struct Executor<'a> {
     pub max_retries: u32,
     /// `search_lag_seconds`; `None`: 60 s on Cloud, 0 on Server/DC.
     pub search_lag: Option<Duration>,
+    /// The agent's name, written into markers (informative).
+    pub agent: &'a str,
+    /// How long a write may still run in Jira after its answer was lost: the request timeout.
+    pub write_limit: Duration,
+    /// The claim answer's `created_at` (the hub's clock) and when it arrived: with the
+    /// command's `enqueued_at` they give the batch's age, which bounds the checks on Jira's clock.
+    pub claimed: Option<(&'a str, Instant)>,
+    /// Waits this long, feeding the watchdog; false when the agent is stopping. Injected, so
+    /// that the agent's clock can drive it (tests do not sleep).
+    pub sleep: &'a dyn Fn(Duration) -> bool,
 }
 
 impl Executor<'_> {
@@ -116,13 +186,14 @@ impl Executor<'_> {
             "ensure_issue" => self.ensure_issue(command),
             "transition" => self.transition(params),
             "link" => self.link(params),
-            "comment" => self.comment(params, command.delivery > 1),
+            "comment" => self.comment(command),
             "refresh" => self.refresh(params, on_page),
             other => Err(fail(format!("неизвестный тип команды {other:?}"))),
         };
         match result {
             Ok(value) => Outcome::Done(value),
             Err(Fail::Reason(message)) => Outcome::Failed(message),
+            Err(Fail::Release(message)) => Outcome::Released(message),
             Err(Fail::Stopped) => Outcome::Stopped,
         }
     }
@@ -143,10 +214,27 @@ impl Executor<'_> {
         let params = &command.params;
         let sprint = text(params, "sprint");
         if let Some(key) = text(params, "key") {
-            let fields = self.issue_fields(params, false)?;
+            let mut fields = self.issue_fields(params, false)?;
+            // An edit adds labels (`update.labels[{add}]`): `fields.labels` would replace the
+            // set and drop the labels of other projects and teams (issue 19, item 1).
+            let labels = fields.remove("labels");
+            let mut body = Map::new();
             if !fields.is_empty() {
+                body.insert("fields".into(), Value::Object(fields));
+            }
+            let adds: Vec<Value> = labels
+                .as_ref()
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|label| json!({"add": label}))
+                .collect();
+            if !adds.is_empty() {
+                body.insert("update".into(), json!({"labels": adds}));
+            }
+            if !body.is_empty() {
                 let path = format!("/rest/api/2/issue/{}", jql::encode(&key));
-                self.idempotent_write("PUT", &path, &json!({"fields": fields}))?;
+                self.idempotent_write("PUT", &path, &Value::Object(body))?;
             }
             if let Some(sprint) = &sprint {
                 self.add_to_sprint(&key, sprint, params)?;
@@ -155,109 +243,187 @@ impl Executor<'_> {
         }
         let summary = text(params, "summary")
             .ok_or_else(|| fail("summary: обязательное поле отсутствует"))?;
-        let labels = strings(params, "labels");
         let fields = self.issue_fields(params, true)?;
-        let since_ms = since_ms(command.enqueued_at.as_deref());
-        let mut check = command.delivery > 1;
-        let mut lost_at: Option<Instant> = None;
-        let mut tries = 0u32;
-        loop {
-            if check {
-                let lag_until = match lost_at {
-                    Some(at) => at + self.lag()?,
-                    None => Instant::now(),
-                };
-                loop {
-                    let found = self.find_created(&summary, &labels, since_ms)?;
-                    match found.as_slice() {
-                        [] => {}
-                        [key] => {
-                            tracing::info!(
-                                command = command.id,
-                                "the issue was already created: no second create"
-                            );
-                            if let Some(sprint) = &sprint {
-                                self.add_to_sprint(key, sprint, params)?;
-                            }
-                            return Ok(json!({"key": key, "created": false}));
-                        }
-                        several => {
-                            return Err(fail(format!(
-                                "этому созданию соответствуют несколько задач: {}",
-                                several.join(", ")
-                            )));
-                        }
-                    }
-                    if Instant::now() >= lag_until {
-                        break;
-                    }
-                    // Cloud's search catches up with writes within seconds to minutes.
-                    let stop = || false;
-                    let wait = Duration::from_secs(1).min(lag_until - Instant::now());
-                    if !super::net::sleep_unless(wait, &stop) {
-                        return Err(Fail::Stopped);
-                    }
-                }
+        if command.delivery > 1
+            && let Some(key) = self.already_created(command, &summary)?
+        {
+            tracing::info!(
+                command = command.id,
+                %key,
+                "the issue was already created by an earlier delivery: no second create"
+            );
+            if let Some(sprint) = &sprint {
+                self.add_to_sprint(&key, sprint, params)?;
             }
-            match self
-                .jira
-                .write("POST", "/rest/api/2/issue", &json!({"fields": fields}))
-            {
-                Ok(reply) => {
-                    let created: Value = super::jira_api::parse(&reply)?;
-                    let key = created
-                        .get("key")
-                        .and_then(Value::as_str)
-                        .ok_or_else(|| fail("Jira создала задачу, но не назвала её ключ"))?
-                        .to_string();
-                    if let Some(sprint) = &sprint {
-                        self.add_to_sprint(&key, sprint, params)
-                            .map_err(|e| match e {
-                                Fail::Reason(r) => fail(format!("{key} создана, но {r}")),
-                                Fail::Stopped => Fail::Stopped,
-                            })?;
-                    }
-                    return Ok(json!({"key": key, "created": true}));
-                }
-                Err(JiraError::Ambiguous(error)) => {
-                    tries += 1;
-                    tracing::warn!(command = command.id, %error, "a create got no answer: checking Jira before trying again");
-                    if tries > self.max_retries {
-                        return Err(fail(format!(
-                            "Jira не ответила на создание задачи: {error}"
-                        )));
-                    }
-                    check = true;
-                    lost_at = Some(Instant::now());
-                }
-                Err(other) => return Err(other.into()),
-            }
+            return Ok(json!({"key": key, "created": false}));
+        }
+        let marker = marker(command, self.agent);
+        let body = json!({"fields": fields, "properties": [{"key": MARKER_KEY, "value": marker}]});
+        let reply = self.jira.write("POST", "/rest/api/2/issue", &body)?;
+        let created: Value = super::jira_api::parse(&reply)?;
+        let key = created
+            .get("key")
+            .and_then(Value::as_str)
+            .ok_or_else(|| fail("Jira создала задачу, но не назвала её ключ"))?
+            .to_string();
+        self.ensure_marker(&key, &marker);
+        if let Some(sprint) = &sprint {
+            self.add_to_sprint(&key, sprint, params)
+                .map_err(|e| match e {
+                    Fail::Reason(r) | Fail::Release(r) => fail(format!("{key} создана, но {r}")),
+                    Fail::Stopped => Fail::Stopped,
+                })?;
+        }
+        Ok(json!({"key": key, "created": true}))
+    }
+
+    /// A create's `properties` are documented on Cloud and on Server since 7.2 ("properties can
+    /// be set at issue create or update time", REST 7.2.8's Issue Update schema); an older
+    /// server's `IssueUpdateBean` ignores the member (`@JsonIgnoreProperties(ignoreUnknown =
+    /// true)`), so there (or when the version is unknown) the marker is also PUT right after the
+    /// create: a PUT of the same value is idempotent (`PUT
+    /// /rest/api/2/issue/{key}/properties/{propertyKey}`). A failure here is logged, not the
+    /// command's: the issue exists.
+    fn ensure_marker(&mut self, key: &str, marker: &Value) {
+        if !self.jira.may_ignore_create_properties().unwrap_or(true) {
+            return;
+        }
+        let path = format!(
+            "/rest/api/2/issue/{}/properties/{MARKER_KEY}",
+            jql::encode(key)
+        );
+        if let Err(error) = self.idempotent_write("PUT", &path, marker) {
+            let error = match error {
+                Fail::Reason(r) | Fail::Release(r) => r,
+                Fail::Stopped => "the agent is stopping".into(),
+            };
+            tracing::warn!(%key, %error, "the created issue's marker could not be set");
         }
     }
 
-    /// Keys of this user's recent issues with this summary and every one of these labels.
-    fn find_created(
+    /// The issue an earlier delivery of this command created, if any: this account's issues of
+    /// the project created since the batch was enqueued (on Jira's clock, less a margin), with
+    /// this summary, whose marker names this command. An issue marked for another command is
+    /// never taken. On Cloud, whose search lags behind writes, nothing found is believed only
+    /// once the earlier write has had time to end (the request timeout) and to show in search
+    /// (the search lag) since the earlier delivery was given back; when the hub does not say
+    /// (the earlier agent was killed), the whole of that time is waited, looking again meanwhile.
+    fn already_created(
         &mut self,
+        command: &ClaimedCommand,
         summary: &str,
-        labels: &[String],
+    ) -> Result<Option<String>, Fail> {
+        let since_ms = self.window_start_ms(command)?;
+        let lag = self.lag()?;
+        let needed = if lag.is_zero() {
+            Duration::ZERO
+        } else {
+            lag + self.write_limit
+        };
+        let waited_enough = command
+            .released_seconds_ago
+            .map(Duration::from_secs)
+            .unwrap_or(Duration::ZERO);
+        let mut remaining = needed.saturating_sub(waited_enough);
+        loop {
+            match self.find_marked(command, summary, since_ms)? {
+                Found::Mine(key) => return Ok(Some(key)),
+                Found::Unmarked(keys) => {
+                    return Err(fail(format!(
+                        "эта команда могла уже создать задачу, но у найденных задач той же учётной записи с тем же summary нет отметки хаба: {}; проверьте их вручную и повторите команду",
+                        keys.join(", ")
+                    )));
+                }
+                Found::Nothing => {}
+            }
+            if remaining.is_zero() {
+                return Ok(None);
+            }
+            // Cloud's search catches up with writes within seconds to minutes: look again.
+            let step = remaining.min(Duration::from_secs(5));
+            tracing::info!(
+                command = command.id,
+                wait_ms = step.as_millis() as u64,
+                "nothing found yet: waiting for Jira's search to catch up before creating"
+            );
+            if !(self.sleep)(step) {
+                return Err(Fail::Stopped);
+            }
+            remaining -= step;
+        }
+    }
+
+    /// Where the check's window starts, in epoch milliseconds on Jira's clock: when the batch
+    /// was enqueued (its age on the hub's clock, taken from Jira's now), less
+    /// [`WINDOW_MARGIN`]; a day back when the hub did not say.
+    fn window_start_ms(&mut self, command: &ClaimedCommand) -> Result<i64, Fail> {
+        let jira_now = self.jira.jira_now_ms()?;
+        let age = match (command.enqueued_at.as_deref(), self.claimed) {
+            (Some(enqueued), Some((created_at, received))) => {
+                match (
+                    crate::domain::time::parse_utc(enqueued),
+                    crate::domain::time::parse_utc(created_at),
+                ) {
+                    (Some(enqueued), Some(created_at)) => {
+                        let on_hub = (created_at - enqueued).whole_milliseconds().max(0) as i64;
+                        Some(on_hub + received.elapsed().as_millis() as i64)
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let back = age.unwrap_or(24 * 3_600_000) + WINDOW_MARGIN.as_millis() as i64;
+        Ok(jira_now - back)
+    }
+
+    /// Candidates of an earlier create: marked for this command, unmarked, or nothing.
+    fn find_marked(
+        &mut self,
+        command: &ClaimedCommand,
+        summary: &str,
         since_ms: i64,
-    ) -> Result<Vec<String>, Fail> {
+    ) -> Result<Found, Fail> {
         let project = self.project_key()?;
-        let query = jql::duplicates(&project, since_ms, labels.first().map(String::as_str));
-        let issues = self.jira.search_values(&query, "summary,labels")?;
-        Ok(issues
-            .iter()
-            .filter(|issue| {
-                let fields = &issue["fields"];
-                let has: Vec<&str> = fields["labels"]
-                    .as_array()
-                    .map(|l| l.iter().filter_map(Value::as_str).collect())
-                    .unwrap_or_default();
-                fields["summary"].as_str() == Some(summary)
-                    && labels.iter().all(|l| has.contains(&l.as_str()))
-            })
-            .filter_map(|issue| issue["key"].as_str().map(String::from))
-            .collect())
+        let query = jql::created_by_me(&project, since_ms);
+        let issues = self.jira.search_values(&query, "summary")?;
+        let mut unmarked = Vec::new();
+        for issue in &issues {
+            let Some(key) = issue["key"].as_str() else {
+                continue;
+            };
+            if issue["fields"]["summary"].as_str() != Some(summary) {
+                continue;
+            }
+            // Data Center's search does not return entity properties (JRASERVER-62898): one
+            // GET per candidate, the same on Cloud.
+            let path = format!(
+                "/rest/api/2/issue/{}/properties/{MARKER_KEY}",
+                jql::encode(key)
+            );
+            match self.property(&path)? {
+                Some(value) => match marker_is_of(&value, command) {
+                    Some(true) => return Ok(Found::Mine(key.to_string())),
+                    Some(false) => {}
+                    None => unmarked.push(key.to_string()),
+                },
+                None => unmarked.push(key.to_string()),
+            }
+        }
+        Ok(if unmarked.is_empty() {
+            Found::Nothing
+        } else {
+            Found::Unmarked(unmarked)
+        })
+    }
+
+    /// An entity property's value, `None` when it is not set (404).
+    fn property(&mut self, path: &str) -> Result<Option<Value>, Fail> {
+        match self.jira.read_json::<Value>(path) {
+            Ok(property) => Ok(Some(property.get("value").cloned().unwrap_or(Value::Null))),
+            Err(JiraError::Refused { status: 404, .. }) => Ok(None),
+            Err(error) => Err(error.into()),
+        }
     }
 
     fn project_key(&self) -> Result<String, Fail> {
@@ -310,10 +476,23 @@ impl Executor<'_> {
             fields.insert("assignee".into(), user);
         }
         if let Some(epic) = text(params, "epic_key") {
-            match settings.field_ids.get("epic_link") {
-                Some(field) => fields.insert(field.clone(), json!(epic)),
-                None => fields.insert("parent".into(), json!({"key": epic})),
-            };
+            // Cloud: the epic is the issue's `parent`, in company- and team-managed projects
+            // alike (Epic Link was replaced by `parent`: community.developer.atlassian.com,
+            // "Deprecation of the Epic Link, Parent Link and other related fields in REST APIs").
+            // Data Center: the Epic Link custom field; its `parent` is for sub-tasks only.
+            match self.jira.deployment()? {
+                Deployment::Cloud => {
+                    fields.insert("parent".into(), json!({"key": epic}));
+                }
+                Deployment::Server => {
+                    let field = settings.field_ids.get("epic_link").ok_or_else(|| {
+                        fail(
+                            "epic_key: на Data Center эпик задаётся полем Epic Link, а field_ids.epic_link не задан в настройках хаба",
+                        )
+                    })?;
+                    fields.insert(field.clone(), json!(epic));
+                }
+            }
         }
         for key in ["plan_start", "plan_end"] {
             if let Some(date) = text(params, key) {
@@ -421,6 +600,10 @@ impl Executor<'_> {
 
     // ---- link ----
 
+    /// Jira makes a link once per (type, inward, outward): "If the link request duplicates a
+    /// link, the response indicates that the issue link was created" (Cloud REST, Issue links).
+    /// The link is looked for first all the same, so its id is known; a lost answer gives the
+    /// command back (the next delivery finds the link, or makes it).
     fn link(&mut self, params: &Value) -> Result<Value, Fail> {
         let from =
             text(params, "from").ok_or_else(|| fail("from: обязательное поле отсутствует"))?;
@@ -433,23 +616,14 @@ impl Executor<'_> {
             .get(&logical)
             .cloned()
             .ok_or_else(|| fail(format!("type: {logical:?} нет в link_types")))?;
-        let mut tries = 0;
-        loop {
-            if let Some(id) = self.find_link(&from, &to, &name)? {
-                return Ok(json!({"link_id": id}));
-            }
-            if tries > self.max_retries {
-                return Err(fail("связь записана, но Jira её не показывает"));
-            }
-            tries += 1;
-            let body = json!({"type": {"name": name}, "inwardIssue": {"key": from}, "outwardIssue": {"key": to}});
-            match self.jira.write("POST", "/rest/api/2/issueLink", &body) {
-                Ok(_) => {}
-                Err(JiraError::Ambiguous(error)) => {
-                    tracing::warn!(%error, "a link got no answer: looking for it before trying again");
-                }
-                Err(error) => return Err(error.into()),
-            }
+        if let Some(id) = self.find_link(&from, &to, &name)? {
+            return Ok(json!({"link_id": id}));
+        }
+        let body = json!({"type": {"name": name}, "inwardIssue": {"key": from}, "outwardIssue": {"key": to}});
+        self.jira.write("POST", "/rest/api/2/issueLink", &body)?;
+        match self.find_link(&from, &to, &name)? {
+            Some(id) => Ok(json!({"link_id": id})),
+            None => Err(fail("связь записана, но Jira её не показывает")),
         }
     }
 
@@ -471,7 +645,12 @@ impl Executor<'_> {
 
     // ---- comment ----
 
-    fn comment(&mut self, params: &Value, redelivered: bool) -> Result<Value, Fail> {
+    /// A comment carries the marker as a comment property, set in the add request itself
+    /// (`properties` of the comment bean: Cloud's "Add comment", Data Center's `CommentJsonBean`).
+    /// Every delivery after the first looks for it before posting; a lost answer gives the
+    /// command back.
+    fn comment(&mut self, command: &ClaimedCommand) -> Result<Value, Fail> {
+        let params = &command.params;
         let key = text(params, "key").ok_or_else(|| fail("key: обязательное поле отсутствует"))?;
         let body = params
             .get("body")
@@ -479,31 +658,39 @@ impl Executor<'_> {
             .ok_or_else(|| fail("body: обязательное поле отсутствует"))?
             .to_string();
         let path = format!("/rest/api/2/issue/{}/comment", jql::encode(&key));
-        let mut check = redelivered;
-        let mut tries = 0;
-        loop {
-            if check && let Some(id) = self.find_comment(&path, &body)? {
-                return Ok(json!({"comment_id": id}));
-            }
-            match self.jira.write("POST", &path, &json!({"body": body})) {
-                Ok(reply) => {
-                    let created: Value = super::jira_api::parse(&reply)?;
-                    return Ok(json!({"comment_id": created["id"].clone()}));
-                }
-                Err(JiraError::Ambiguous(error)) if tries < self.max_retries => {
-                    tracing::warn!(%error, "a comment got no answer: looking for it before trying again");
-                    tries += 1;
-                    check = true;
-                }
-                Err(error) => return Err(error.into()),
-            }
+        if command.delivery > 1
+            && let Some(id) = self.find_comment(&path, &body, command)?
+        {
+            tracing::info!(
+                command = command.id,
+                "the comment was already posted by an earlier delivery: not posted again"
+            );
+            return Ok(json!({"comment_id": id}));
         }
+        let marker = marker(command, self.agent);
+        let reply = self.jira.write(
+            "POST",
+            &path,
+            &json!({"body": body, "properties": [{"key": MARKER_KEY, "value": marker}]}),
+        )?;
+        let created: Value = super::jira_api::parse(&reply)?;
+        Ok(json!({"comment_id": created["id"].clone()}))
     }
 
-    /// The id of a comment of this user with this body (trimmed), if there is one.
-    fn find_comment(&mut self, path: &str, body: &str) -> Result<Option<Value>, Fail> {
+    /// The id of the comment an earlier delivery of this command posted: a comment of this
+    /// account whose body is the same in [`normalized_body`] form (Cloud gives back converted
+    /// wiki markup) and whose marker names this command. A comment marked for another command is
+    /// never taken; an unmarked one (an agent before markers) is, as before.
+    fn find_comment(
+        &mut self,
+        path: &str,
+        body: &str,
+        command: &ClaimedCommand,
+    ) -> Result<Option<Value>, Fail> {
         let me = self.jira.me()?;
         let cloud = self.jira.deployment()? == Deployment::Cloud;
+        let wanted = normalized_body(body);
+        let mut candidates = Vec::new();
         let mut start_at = 0u64;
         loop {
             let page: Value = self
@@ -518,16 +705,36 @@ impl Executor<'_> {
                 } else {
                     me.name.is_some() && author["name"].as_str() == me.name.as_deref()
                 };
-                if mine && comment["body"].as_str().map(str::trim) == Some(body.trim()) {
-                    return Ok(Some(comment["id"].clone()));
+                if mine && comment["body"].as_str().map(normalized_body).as_deref() == Some(&wanted)
+                {
+                    candidates.push(comment["id"].clone());
                 }
             }
             start_at += comments.len() as u64;
             let total = page["total"].as_u64().unwrap_or(start_at);
             if comments.is_empty() || start_at >= total {
-                return Ok(None);
+                break;
             }
         }
+        let mut unmarked = None;
+        for id in candidates {
+            let id_text = match &id {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let property = format!(
+                "/rest/api/2/comment/{}/properties/{MARKER_KEY}",
+                jql::encode(&id_text)
+            );
+            match self.property(&property)?.map(|v| marker_is_of(&v, command)) {
+                Some(Some(true)) => return Ok(Some(id)),
+                Some(Some(false)) => {}
+                Some(None) | None => {
+                    unmarked.get_or_insert(id);
+                }
+            }
+        }
+        Ok(unmarked)
     }
 
     // ---- refresh ----
@@ -568,27 +775,16 @@ fn text(params: &Value, key: &str) -> Option<String> {
         .map(String::from)
 }
 
-fn strings(params: &Value, key: &str) -> Vec<String> {
-    params[key]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(String::from)
-                .collect()
-        })
-        .unwrap_or_default()
-}
+/// How far before the batch's enqueueing the check of a repeated create looks: the age of a
+/// batch is measured on the hub's clock and carried to Jira's, and a claim answer may reach the
+/// agent late (a relay folder synchronised every few minutes).
+const WINDOW_MARGIN: Duration = Duration::from_secs(15 * 60);
 
-/// Where a duplicate search starts: 10 minutes before the batch was enqueued (Jira's clock is
-/// not the hub's), else 24 hours ago.
-fn since_ms(enqueued_at: Option<&str>) -> i64 {
-    let now = time::OffsetDateTime::now_utc();
-    let since = enqueued_at
-        .and_then(crate::domain::time::parse_utc)
-        .map(|at| at - time::Duration::minutes(10))
-        .unwrap_or(now - time::Duration::hours(24));
-    (since.unix_timestamp_nanos() / 1_000_000) as i64
+/// What the check before a repeated create found.
+enum Found {
+    Mine(String),
+    Unmarked(Vec<String>),
+    Nothing,
 }
 
 #[cfg(test)]
@@ -620,12 +816,27 @@ mod tests {
     }
 
     #[test]
-    fn duplicate_search_window() {
-        let since = since_ms(Some("2026-11-29T10:10:00Z"));
-        let at = crate::domain::time::parse_utc("2026-11-29T10:00:00Z").unwrap();
-        assert_eq!(since, (at.unix_timestamp_nanos() / 1_000_000) as i64);
-        let day_ago = since_ms(None);
-        let now_ms = (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64;
-        assert!((now_ms - day_ago - 86_400_000).abs() < 5_000);
+    fn bodies_compare_as_cloud_gives_them_back() {
+        assert_eq!(
+            normalized_body("Готово.  \r\nСтрока два\t\r\n\r\n\r\n\r\nАбзац\n\n"),
+            "Готово.\nСтрока два\n\nАбзац"
+        );
+        assert_eq!(normalized_body("\n\n  текст"), "текст");
+        assert_ne!(normalized_body("*жирный*"), normalized_body("жирный"));
+    }
+
+    #[test]
+    fn markers_name_one_command() {
+        let command: ClaimedCommand = serde_json::from_value(json!({"id": 7, "batch_id": 2,
+            "seq": 1, "type": "comment", "params": {}, "delivery": 2,
+            "enqueued_at": "2026-11-29T10:00:00Z"}))
+        .unwrap();
+        let mine = marker(&command, "agent-1");
+        assert_eq!(marker_is_of(&mine, &command), Some(true));
+        let other = json!({"command": 8, "batch": 2, "enqueued_at": "2026-11-29T10:00:00Z"});
+        assert_eq!(marker_is_of(&other, &command), Some(false));
+        let other_hub = json!({"command": 7, "batch": 2, "enqueued_at": "2026-01-01T00:00:00Z"});
+        assert_eq!(marker_is_of(&other_hub, &command), Some(false));
+        assert_eq!(marker_is_of(&json!({"note": "x"}), &command), None);
     }
 }

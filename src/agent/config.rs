@@ -93,6 +93,9 @@ pub(crate) struct AgentConfig {
     /// create of this process that timed out. `None`: 60 s on Cloud, 0 on Server/DC.
     pub search_lag: Option<Duration>,
     pub deployment: DeploymentSetting,
+    /// How long the hub keeps a command the agent gave back (a write's answer was lost) before
+    /// handing it out again: longer than any server or proxy time limit plus Cloud's search lag.
+    pub release_grace: Duration,
 }
 
 /// The environment the loader reads: variables and the systemd credentials folder. Tests pass
@@ -155,10 +158,19 @@ const KNOWN_KEYS: [&str; 26] = [
     "max_retries",
     "search_lag_seconds",
     "deployment",
+    "release_grace_seconds",
     "$comment",
     "_comment",
     "comment",
 ];
+
+/// The default grace of a command given back after a lost answer: 180 s. A proxy in front of
+/// Jira commonly cuts a request at 60 s (nginx's `proxy_read_timeout` default; Atlassian's
+/// reverse-proxy guides use 60 s and more) while Jira goes on with listeners, post-functions and
+/// indexing; the agent's own request timeout is 60 s by default; Cloud's search then lags
+/// behind writes by up to a minute. 60 + 60 + 60 s: the earlier write has ended and shows in a
+/// search by the time the next delivery looks.
+pub(crate) const DEFAULT_RELEASE_GRACE_SECONDS: u64 = 180;
 
 /// A refusal of the config: which key and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -339,6 +351,12 @@ impl AgentConfig {
             max_retries: integer(map, "max_retries", 0, 100)?.unwrap_or(5) as u32,
             search_lag: integer(map, "search_lag_seconds", 0, 3600)?.map(Duration::from_secs),
             deployment,
+            release_grace: secs(
+                "release_grace_seconds",
+                DEFAULT_RELEASE_GRACE_SECONDS,
+                1,
+                u64::from(crate::protocol::MAX_NOT_BEFORE_SECONDS),
+            )?,
         })
     }
 

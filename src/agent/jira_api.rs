@@ -90,6 +90,11 @@ pub(crate) struct Jira {
     max_retries: u32,
     counters: Rc<Cell<Counters>>,
     stop: Arc<AtomicBool>,
+    /// Jira's clock minus the agent's, in milliseconds, from the last `serverInfo.serverTime`
+    /// (issue 19: the windows of the checks before a repeated write are Jira's times).
+    skew_ms: Option<i64>,
+    /// `serverInfo.versionNumbers`' first two, when Jira said.
+    version: Option<(u64, u64)>,
 }
 
 impl Jira {
@@ -119,6 +124,8 @@ impl Jira {
             max_retries,
             counters: Rc::default(),
             stop,
+            skew_ms: None,
+            version: None,
         }
     }
 
@@ -170,8 +177,27 @@ impl Jira {
     /// A heartbeat's probe makes one try (`retry: false`): a Jira that is down is reported at once.
     pub(crate) fn server_info(&mut self, retry: bool) -> Result<(), JiraError> {
         let retries = if retry { self.max_retries } else { 0 };
+        let asked = SystemTime::now();
         let reply = self.read_with("/rest/api/2/serverInfo", retries)?;
         let info: Value = parse(&reply)?;
+        if let Some([major, minor, ..]) = info
+            .get("versionNumbers")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+        {
+            self.version = major.as_u64().zip(minor.as_u64());
+        }
+        if let Some(server) = info
+            .get("serverTime")
+            .and_then(Value::as_str)
+            .and_then(jira_time)
+        {
+            // The answer was made between the question and its arrival: the middle of the two.
+            let answered = SystemTime::now();
+            let middle = asked + answered.duration_since(asked).unwrap_or_default() / 2;
+            let local = time::OffsetDateTime::from(middle);
+            self.skew_ms = Some(((server - local).whole_milliseconds()) as i64);
+        }
         if self.setting == DeploymentSetting::Auto {
             let cloud = info.get("deploymentType").and_then(Value::as_str) == Some("Cloud");
             let deployment = if cloud {
@@ -185,6 +211,25 @@ impl Jira {
             self.deployment = Some(deployment);
         }
         Ok(())
+    }
+
+    /// Now on Jira's clock, in epoch milliseconds: the agent's clock plus the skew the last
+    /// `serverInfo` showed (asked now when none has been seen yet).
+    pub(crate) fn jira_now_ms(&mut self) -> Result<i64, JiraError> {
+        if self.skew_ms.is_none() {
+            self.server_info(true)?;
+        }
+        let local = (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64;
+        Ok(local + self.skew_ms.unwrap_or(0))
+    }
+
+    /// Whether a create's `properties` may be ignored: a server before 7.2, or one that did not
+    /// say its version (Cloud and Server 7.2 on document them on create).
+    pub(crate) fn may_ignore_create_properties(&mut self) -> Result<bool, JiraError> {
+        if self.deployment()? == Deployment::Cloud {
+            return Ok(false);
+        }
+        Ok(self.version.is_none_or(|version| version < (7, 2)))
     }
 
     /// The agent's own user (`GET myself`), asked once.
@@ -483,6 +528,26 @@ impl Jira {
         })?;
         Ok(found)
     }
+}
+
+/// Jira's time (`2026-03-05T10:15:30.000+0300`, or with a colon in the offset, or RFC 3339).
+pub(crate) fn jira_time(text: &str) -> Option<time::OffsetDateTime> {
+    use time::macros::format_description;
+    let formats = [
+        format_description!(
+            "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond][offset_hour sign:mandatory][offset_minute]"
+        ),
+        format_description!(
+            "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond][offset_hour sign:mandatory]:[offset_minute]"
+        ),
+        format_description!(
+            "[year]-[month]-[day]T[hour]:[minute]:[second][offset_hour sign:mandatory][offset_minute]"
+        ),
+    ];
+    formats
+        .iter()
+        .find_map(|format| time::OffsetDateTime::parse(text, format).ok())
+        .or_else(|| crate::domain::time::parse_utc(text))
 }
 
 enum CallError {

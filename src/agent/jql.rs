@@ -1,5 +1,5 @@
 //! The JQL the agent writes: quoting of values, the keyset form of a refresh query (paging by id
-//! instead of deep offsets), the duplicate check of a create, and URL encoding of query
+//! instead of deep offsets), the check before a create is repeated, and URL encoding of query
 //! parameters. Only forms that both Jira and the simulated Jira of the tests understand:
 //! clauses joined by `AND`, one parenthesised group, `ORDER BY id ASC`.
 
@@ -72,17 +72,14 @@ pub(crate) fn keyset(jql: &str, after_id: Option<u64>) -> String {
     }
 }
 
-/// The duplicate check of a create: this user's issues of the project created since
-/// `since_ms` (epoch milliseconds), with the first requested label when there is one.
-pub(crate) fn duplicates(project_key: &str, since_ms: i64, first_label: Option<&str>) -> String {
-    let mut jql = format!(
-        "project = {} AND reporter = currentUser() AND created >= {since_ms}",
+/// The check before a create is repeated (issue 19): the issues this account created in the
+/// project since `since_ms` (epoch milliseconds on Jira's clock). `creator`, not `reporter`: the
+/// reporter can be set to anyone at create time and changed later; the creator cannot.
+pub(crate) fn created_by_me(project_key: &str, since_ms: i64) -> String {
+    format!(
+        "project = {} AND creator = currentUser() AND created >= {since_ms}",
         project_clause_value(project_key)
-    );
-    if let Some(label) = first_label {
-        jql.push_str(&format!(" AND labels = {}", quote(label)));
-    }
-    jql
+    )
 }
 
 /// A project key as written in JQL: bare when it is a plain key, quoted otherwise.
@@ -147,14 +144,14 @@ mod tests {
     }
 
     #[test]
-    fn duplicate_check() {
+    fn the_check_before_a_repeated_create() {
         assert_eq!(
-            duplicates("AURORA", 1_764_000_000_000, Some(r#"A"B"#)),
-            r#"project = AURORA AND reporter = currentUser() AND created >= 1764000000000 AND labels = "A\"B""#
+            created_by_me("AURORA", 1_764_000_000_000),
+            "project = AURORA AND creator = currentUser() AND created >= 1764000000000"
         );
         assert_eq!(
-            duplicates("AURORA", 5, None),
-            "project = AURORA AND reporter = currentUser() AND created >= 5"
+            created_by_me("A B", 5),
+            r#"project = "A B" AND creator = currentUser() AND created >= 5"#
         );
     }
 

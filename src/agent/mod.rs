@@ -69,6 +69,11 @@ struct Agent {
     page_size: u32,
     max_retries: u32,
     search_lag: Option<Duration>,
+    name: String,
+    release_grace: Duration,
+    request_timeout: Duration,
+    /// The last claim answer's `created_at` (the hub's clock) and when it arrived.
+    claimed: Option<(String, Instant)>,
 }
 
 impl Agent {
@@ -102,6 +107,10 @@ impl Agent {
             page_size: config.page_size,
             max_retries: config.max_retries,
             search_lag: config.search_lag,
+            name: config.name.clone(),
+            release_grace: config.release_grace,
+            request_timeout: config.request_timeout,
+            claimed: None,
         })
     }
 
@@ -178,6 +187,7 @@ impl Agent {
                 return false;
             }
         };
+        self.claimed = Some((answer.created_at.clone(), Instant::now()));
         if let Some(settings) = &answer.settings {
             self.settings = AgentSettings::from_value(settings);
             self.settings_version = answer.settings_version;
@@ -264,12 +274,26 @@ impl Agent {
             let jira = &mut self.jira;
             // Pages are reported through the hub as they come, each with the calls made so far.
             let counters = jira.counters_handle();
+            let stop = self.shutdown.clone();
+            let sleep = move |wait: Duration| {
+                net::sleep_unless(wait, &|| {
+                    alive();
+                    stop.load(Ordering::SeqCst)
+                })
+            };
             let mut executor = Executor {
                 jira,
                 settings: &self.settings,
                 page_size: self.page_size,
                 max_retries: self.max_retries,
                 search_lag: self.search_lag,
+                agent: &self.name,
+                write_limit: self.request_timeout,
+                claimed: self
+                    .claimed
+                    .as_ref()
+                    .map(|(created_at, at)| (created_at.as_str(), *at)),
+                sleep: &sleep,
             };
             let taken = || failure.lock().ok().and_then(|mut slot| slot.take());
             let mut on_page = |page: jira_api::SearchPage| -> Result<(), JiraError> {
@@ -292,6 +316,7 @@ impl Agent {
                         total: page.total,
                         issues: page.issues,
                     }),
+                    not_before_seconds: None,
                 };
                 if pages.send(result).is_err() {
                     // The reporter stopped: its reason is in `failure`.
@@ -313,8 +338,19 @@ impl Agent {
             }
         });
         let spent = self.jira.take_counters();
+        let mut not_before_seconds = None;
         let (status, result, error) = match outcome {
             Outcome::Done(value) => (ResultStatus::Done, Some(value), None),
+            Outcome::Released(message) => {
+                tracing::warn!(command = command.id, reason = %message, grace_seconds = self.release_grace.as_secs(), "a write's answer was lost: the command goes back to the hub, not written again now");
+                not_before_seconds = Some(
+                    self.release_grace
+                        .as_secs()
+                        .clamp(1, u64::from(crate::protocol::MAX_NOT_BEFORE_SECONDS))
+                        as u32,
+                );
+                (ResultStatus::Released, None, Some(message))
+            }
             Outcome::Failed(message) => {
                 tracing::warn!(command = command.id, error = %message, "command failed");
                 (ResultStatus::Failed, None, Some(message))
@@ -336,8 +372,9 @@ impl Agent {
             error,
             jira_calls: spent.calls,
             rate_limited: spent.rate_limited,
-            finished_at: Some(finished_at),
+            finished_at: (status != ResultStatus::Released).then_some(finished_at),
             page: None,
+            not_before_seconds,
         };
         match self.hub.report(vec![report]) {
             Ok(answer) => {

@@ -509,6 +509,7 @@ mod tests {
                     total: None,
                     issues,
                 }),
+                not_before_seconds: None,
             }],
         };
         let bytes = serde_json::to_vec(&Outgoing {

@@ -97,6 +97,11 @@ pub enum ResultStatus {
     Skipped,
     /// A page of a refresh; the command stays claimed.
     Progress,
+    /// The agent gives the command back without an outcome (hub extension, issue 19): a write's
+    /// answer was lost and the write may still be running in Jira, so this delivery must not
+    /// repeat it. The hub queues the command again, not before `not_before_seconds` from now,
+    /// and the next delivery checks Jira before writing.
+    Released,
 }
 
 /// One page of a refresh: raw Jira issues as the search API returned them. Each issue stays raw
@@ -147,7 +152,14 @@ pub struct CommandResult {
     pub finished_at: Option<String>,
     #[serde(default)]
     pub page: Option<Page>,
+    /// With `released` only (required there): how many seconds from now the hub must not hand
+    /// the command out again (1 to 86400).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before_seconds: Option<u32>,
 }
+
+/// The longest grace a `released` result may ask for: a day.
+pub const MAX_NOT_BEFORE_SECONDS: u32 = 86_400;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ReportRequest {
@@ -207,6 +219,11 @@ pub struct ClaimedCommand {
     /// duplicate search for a create looks back from there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enqueued_at: Option<String>,
+    /// When the previous delivery was given back by its agent (`released`): how many seconds
+    /// ago, on the hub's clock. The agent knows then how long Jira has had to finish (and index)
+    /// a write that delivery may have left running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released_seconds_ago: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -469,9 +486,43 @@ fn decode_results(results: &RawValue) -> Result<Vec<CommandResult>, DecodeError>
                 },
                 message: e.message,
             })?;
+        check_release(&result).map_err(|(field, message)| {
+            DecodeError::invalid(&at(i, &format!(".{field}")), message)
+        })?;
         decoded.push(result);
     }
     Ok(decoded)
+}
+
+/// `not_before_seconds` goes with `released` and nothing else; `released` says why (`error`).
+fn check_release(result: &CommandResult) -> Result<(), (&'static str, String)> {
+    match (result.status, result.not_before_seconds) {
+        (ResultStatus::Released, None) => Err((
+            "not_before_seconds",
+            "обязательно при статусе released".to_string(),
+        )),
+        (ResultStatus::Released, Some(seconds))
+            if seconds == 0 || seconds > MAX_NOT_BEFORE_SECONDS =>
+        {
+            Err((
+                "not_before_seconds",
+                format!("ожидалось от 1 до {MAX_NOT_BEFORE_SECONDS} секунд"),
+            ))
+        }
+        (ResultStatus::Released, Some(_))
+            if result.error.as_deref().is_none_or(|e| e.trim().is_empty()) =>
+        {
+            Err(("error", "при статусе released нужна причина".to_string()))
+        }
+        (ResultStatus::Released, Some(_)) if result.page.is_some() => {
+            Err(("page", "у released не бывает page".to_string()))
+        }
+        (status, Some(_)) if status != ResultStatus::Released => Err((
+            "not_before_seconds",
+            "бывает только при статусе released".to_string(),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The start of a raw value, for a message.

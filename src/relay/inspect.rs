@@ -233,8 +233,12 @@ fn inspect_request(path: &Path, name: &str, token: TokenCheck<'_>, report: &mut 
                 .filter_map(|x| x.page.as_ref())
                 .map(|p| p.issues.len())
                 .sum();
+            let released = match count(ResultStatus::Released) {
+                0 => String::new(),
+                n => format!(", released {n}"),
+            };
             format!(
-                "{} results: done {}, failed {}, skipped {}, progress {} ({issues} issues)",
+                "{} results: done {}, failed {}, skipped {}, progress {} ({issues} issues){released}",
                 r.results.len(),
                 count(ResultStatus::Done),
                 count(ResultStatus::Failed),

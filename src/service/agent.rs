@@ -308,6 +308,10 @@ fn claim_in(
     let mut blocked: Vec<(CommandRow, CommandStatus, String)> = Vec::new();
     if limit > 0 {
         tx.visit_queued(|command| {
+            // Given back by its agent (`released`): not before its grace ends.
+            if command.not_before.as_ref().is_some_and(|t| t.at() > now.at) {
+                return Ok(true);
+            }
             let params = match command.depends_on {
                 None => command.params.clone(),
                 Some(dependency_id) => {
@@ -351,6 +355,12 @@ fn claim_in(
     }
     let mut commands = Vec::with_capacity(ready.len());
     for (command, params) in ready {
+        // How long ago its previous delivery was given back, when it was (`released`).
+        let released_seconds_ago = command
+            .not_before
+            .as_ref()
+            .and(command.lease_at.as_ref())
+            .map(|at| (now.at - at.at()).whole_seconds().max(0) as u64);
         tx.mark_claimed(command.id, &now.utc, &claim.envelope.agent, pause)?;
         // The agent looks for an issue a lost create may have made no earlier than this.
         let enqueued_at = tx
@@ -367,6 +377,7 @@ fn claim_in(
             params,
             delivery: command.deliveries + 1,
             enqueued_at,
+            released_seconds_ago,
         });
     }
     if !commands.is_empty() {
@@ -540,6 +551,17 @@ fn apply_result(
             return Ok(Err("у progress нет page".into()));
         }
     }
+    // Only the delivery in hand can be given back: an older one's command may be out again.
+    if result.status == ResultStatus::Released
+        && (command.status != CommandStatus::Claimed || result.delivery != command.deliveries)
+    {
+        return Ok(Err(format!(
+            "выдача {} уже не текущая (команда {}, выдана {} раз): вернуть её нельзя",
+            result.delivery,
+            command.status.as_str(),
+            command.deliveries
+        )));
+    }
     tx.add_jira_counts(command.id, result.jira_calls, result.rate_limited)?;
     // The agent's clock is only shown; the hub's own time is what `finished_at` records.
     let agent_finished_at = result
@@ -571,6 +593,9 @@ fn apply_result(
             };
             tx.finish_command(command.id, &finish)?;
         }
+        ResultStatus::Released => {
+            release(tx, settings, &command, result, now)?;
+        }
         ResultStatus::Failed | ResultStatus::Skipped => {
             let status = if result.status == ResultStatus::Failed {
                 CommandStatus::Failed
@@ -598,6 +623,47 @@ fn apply_result(
         }
     }
     Ok(Ok(()))
+}
+
+/// A command its agent gave back (`released`, issue 19): queued again with its delivery count,
+/// not handed out before the grace the agent asked for; `failed` instead once it has had
+/// `max_deliveries` deliveries. A refresh's open run fails (the next delivery starts another).
+fn release(
+    tx: &Tx<'_>,
+    settings: &Settings,
+    command: &CommandRow,
+    result: &CommandResult,
+    now: &Now,
+) -> Result<()> {
+    let reason = truncate_error(
+        result
+            .error
+            .as_deref()
+            .unwrap_or("агент вернул команду без причины"),
+    );
+    if let Some(run) = tx.open_run(command.id)? {
+        tx.finish_run(run.id, RunStatus::Failed, &now.utc, Some(&reason))?;
+    }
+    if command.deliveries >= settings.pacing.max_deliveries {
+        let error = format!(
+            "{reason}; агент вернул команду после {} выдач из {}",
+            command.deliveries, settings.pacing.max_deliveries
+        );
+        return end_unreported(tx, command, CommandStatus::Failed, &error, now);
+    }
+    let grace = result
+        .not_before_seconds
+        .unwrap_or(1)
+        .min(crate::protocol::MAX_NOT_BEFORE_SECONDS);
+    let not_before = Utc::new(now.at + time::Duration::seconds(i64::from(grace)));
+    tx.release_command(command.id, &now.utc, &not_before, &reason)?;
+    tracing::info!(
+        command = command.id,
+        grace,
+        reason = %reason,
+        "the agent gave a command back: queued again after its grace"
+    );
+    Ok(())
 }
 
 /// The open run of a refresh command, started now if its first sign of life is a page or its

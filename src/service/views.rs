@@ -50,6 +50,11 @@ pub struct CommandView {
     /// Earlier attempts, oldest first: each time an operator queued the command again after it
     /// failed or was skipped, how it had ended.
     pub attempts: Vec<AttemptView>,
+    /// Queued again after its agent gave it back (a write's answer was lost: `error` says
+    /// which): not handed out before this time (UTC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub not_before: Option<Utc>,
 }
 
 /// How an earlier attempt of a retried command ended.
@@ -120,6 +125,9 @@ impl From<CommandRow> for CommandView {
             pause_seconds: row.pause_seconds,
             depends_on: row.depends_on,
             attempts: Vec::new(),
+            not_before: row
+                .not_before
+                .filter(|_| row.status == CommandStatus::Queued),
         }
     }
 }

@@ -47,11 +47,13 @@ pub(crate) struct CommandRow {
     pub pause_seconds: i64,
     /// The id of the command whose result this one uses.
     pub depends_on: Option<i64>,
+    /// A command its agent gave back (`released`, revision 8): not handed out before this time.
+    pub not_before: Option<Utc>,
 }
 
 const COMMAND_COLUMNS: &str = "c.id, c.batch_id, c.seq, c.type, c.params, c.status, c.claimed_at, c.deliveries, \
      c.finished_at, c.result, c.error, c.jira_calls, c.rate_limited, c.pause_seconds, c.depends_on, \
-     c.lease_at, c.claimed_by, c.agent_finished_at";
+     c.lease_at, c.claimed_by, c.agent_finished_at, c.not_before";
 
 fn command_from_row(row: &Row<'_>) -> rusqlite::Result<CommandRow> {
     let status: String = row.get(5)?;
@@ -75,6 +77,7 @@ fn command_from_row(row: &Row<'_>) -> rusqlite::Result<CommandRow> {
         lease_at: row.get(15)?,
         claimed_by: row.get(16)?,
         agent_finished_at: row.get(17)?,
+        not_before: row.get(18)?,
     })
 }
 
@@ -283,7 +286,7 @@ impl Tx<'_> {
         self.0
             .prepare_cached(
                 "UPDATE command SET status = 'claimed', claimed_at = ?2, lease_at = ?2, claimed_by = ?3,
-                 deliveries = deliveries + 1, pause_seconds = ?4 WHERE id = ?1",
+                 deliveries = deliveries + 1, pause_seconds = ?4, not_before = NULL WHERE id = ?1",
             )?
             .execute(params![id, claimed_at, agent, pause_seconds])?;
         Ok(())
@@ -346,6 +349,27 @@ impl Tx<'_> {
             )?
             .execute([id])?;
         Ok(())
+    }
+
+    /// A claimed command its agent gave back (`released`): queued again, not handed out before
+    /// `not_before`; `lease_at` keeps the time it was given back (the next delivery is told how
+    /// long ago), `error` the agent's reason until an outcome replaces it. Returns false when the
+    /// command was not claimed.
+    pub(crate) fn release_command(
+        &self,
+        id: i64,
+        now: &Utc,
+        not_before: &Utc,
+        reason: &str,
+    ) -> Result<bool> {
+        let changed = self
+            .0
+            .prepare_cached(
+                "UPDATE command SET status = 'queued', lease_at = ?2, not_before = ?3, error = ?4
+                 WHERE id = ?1 AND status = 'claimed'",
+            )?
+            .execute(params![id, now, not_before, reason])?;
+        Ok(changed == 1)
     }
 
     /// Queues a `failed` or `skipped` command again: its outcome goes to `command_attempt`, the

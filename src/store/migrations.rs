@@ -25,7 +25,7 @@ pub(crate) const CURRENT_SCHEMA_VERSION: u32 = 4;
 /// fixes the schema version at 4, so changes it does not describe (new columns with defaults, an
 /// index) are revisions of v4 rather than a v5: `schema_version` stays what the data model says,
 /// and every other tool that reads a v4 database still finds the tables it knows.
-pub(crate) const CURRENT_V4_REVISION: u32 = 6;
+pub(crate) const CURRENT_V4_REVISION: u32 = 8;
 
 /// What one step needs besides the transaction.
 struct StepContext {
@@ -63,7 +63,7 @@ struct Revision {
     apply: fn(&Transaction<'_>, &StepContext) -> Result<Vec<String>>,
 }
 
-const REVISIONS: [Revision; 6] = [
+const REVISIONS: [Revision; 7] = [
     Revision {
         to: 1,
         apply: v4_revision_1,
@@ -87,6 +87,10 @@ const REVISIONS: [Revision; 6] = [
     Revision {
         to: 6,
         apply: v4_revision_6,
+    },
+    Revision {
+        to: 8,
+        apply: v4_revision_8,
     },
 ];
 
@@ -767,6 +771,21 @@ fn v4_revision_5(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
 /// `issue_mirror_changed_at`) go; every ingested issue and link wrote them.
 fn v4_revision_6(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
     apply_idempotent(tx, include_str!("sql/v4r6.sql"))?;
+    Ok(Vec::new())
+}
+
+/// Revision 8 of v4: `command.not_before`, the time before which a command its agent gave back
+/// (`released`: a write's answer was lost and the write may still be running in Jira) is not
+/// handed out again. Idempotent: the column is added only when missing.
+fn v4_revision_8(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
+    let present: bool = tx.query_row(
+        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('command') WHERE name = 'not_before')",
+        [],
+        |row| row.get(0),
+    )?;
+    if !present {
+        tx.execute_batch(include_str!("sql/v4r8.sql"))?;
+    }
     Ok(Vec::new())
 }
 

@@ -53,6 +53,12 @@ pub enum Endpoint {
     Boards,
     Sprints,
     AddToSprint,
+    /// `GET /rest/api/2/issue/{key}/properties/{propertyKey}`.
+    GetIssueProperty,
+    /// `PUT /rest/api/2/issue/{key}/properties/{propertyKey}`.
+    SetIssueProperty,
+    /// `GET /rest/api/2/comment/{id}/properties/{propertyKey}`.
+    GetCommentProperty,
     Other,
     /// In [`FakeJira::fault`]: any endpoint.
     Any,
@@ -68,6 +74,7 @@ impl Endpoint {
                 | Endpoint::CreateLink
                 | Endpoint::AddComment
                 | Endpoint::AddToSprint
+                | Endpoint::SetIssueProperty
         )
     }
 }
@@ -88,6 +95,14 @@ pub enum Fault {
     DropBeforeApply,
     /// Applies the request, then hangs up without an answer.
     DropAfterApply,
+    /// A reverse proxy in front of Jira gives up on the request and answers `504 Gateway
+    /// Time-out` (nginx's page) while Jira goes on: the request is applied after `apply_after`
+    /// (at once when zero). Issue 19: "A 504 from a proxy at 30–60 s usually means Jira is still
+    /// working (listeners, post-functions, indexing)"; nginx answers 504 when
+    /// `proxy_read_timeout` (60 s by default) passes without Jira's answer
+    /// (nginx.org/en/docs/http/ngx_http_proxy_module.html#proxy_read_timeout). Tests get the
+    /// 504 at once.
+    ProxyTimeout { apply_after: Duration },
 }
 
 /// One request as the fake saw it.
@@ -196,6 +211,8 @@ struct Issue {
     created_at: Option<Instant>,
     links: Vec<u64>,
     comments: Vec<Value>,
+    /// Entity properties (`/issue/{key}/properties/{propertyKey}`).
+    properties: BTreeMap<String, Value>,
 }
 
 #[derive(Debug)]
@@ -245,6 +262,14 @@ struct StateInner {
     next_token: u64,
     boards: BTreeMap<u64, (String, String)>,
     sprints: Vec<Sprint>,
+    /// Jira's clock minus the host's, in milliseconds (`serverInfo.serverTime`, `created`).
+    skew_ms: i64,
+    /// Whether a create's `properties` member is applied (Cloud, recent Data Center) or ignored.
+    create_properties: bool,
+    /// Entity properties of comments, by comment id.
+    comment_properties: HashMap<u64, BTreeMap<String, Value>>,
+    /// Requests Jira is still working on after a proxy answered for it.
+    in_flight: usize,
 }
 
 type Shared = Arc<Mutex<StateInner>>;
@@ -311,6 +336,15 @@ impl FakeJira {
                     state: "future".into(),
                 },
             ],
+            skew_ms: 0,
+            // A create's `properties` are applied: Cloud documents them ("Details of issue
+            // properties to be add or update", IssueUpdateDetails), and so does Server since 7.2
+            // (REST 7.2.8, Issue Update schema: "properties can be set at issue create or update
+            // time"). Older servers' `IssueUpdateBean` ignores the member
+            // (`@JsonIgnoreProperties(ignoreUnknown = true)`): `set_create_properties(false)`.
+            create_properties: true,
+            comment_properties: HashMap::new(),
+            in_flight: 0,
         }));
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the fake Jira");
         std_listener.set_nonblocking(true).expect("nonblocking");
@@ -398,6 +432,56 @@ impl FakeJira {
     /// Faults not yet served.
     pub fn faults_pending(&self) -> usize {
         lock(&self.state).rules.iter().map(|r| r.remaining).sum()
+    }
+
+    /// Jira's clock runs this many milliseconds ahead of the host's (behind when negative):
+    /// `serverInfo.serverTime`, the times of new issues and comments, and so `created` in JQL.
+    pub fn set_clock_skew_ms(&self, skew_ms: i64) {
+        lock(&self.state).skew_ms = skew_ms;
+    }
+
+    /// Whether a create's `properties` are applied (default yes; no imitates Jira before 7.2).
+    pub fn set_create_properties(&self, applied: bool) {
+        lock(&self.state).create_properties = applied;
+    }
+
+    /// Waits (at most `limit`) until Jira has finished every request a proxy answered for
+    /// early, so that a test sees their effects before it counts.
+    pub fn wait_applied(&self, limit: Duration) {
+        let started = Instant::now();
+        while lock(&self.state).in_flight > 0 && started.elapsed() < limit {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// An issue's entity properties.
+    pub fn issue_properties(&self, key: &str) -> BTreeMap<String, Value> {
+        let state = lock(&self.state);
+        state
+            .by_key
+            .get(key)
+            .map(|id| state.issues[id].properties.clone())
+            .unwrap_or_default()
+    }
+
+    /// A comment's entity properties.
+    pub fn comment_properties(&self, comment_id: &str) -> BTreeMap<String, Value> {
+        let state = lock(&self.state);
+        comment_id
+            .parse()
+            .ok()
+            .and_then(|id| state.comment_properties.get(&id).cloned())
+            .unwrap_or_default()
+    }
+
+    /// Labels of an issue, as Jira holds them.
+    pub fn labels_of(&self, key: &str) -> Vec<String> {
+        let state = lock(&self.state);
+        state
+            .by_key
+            .get(key)
+            .map(|id| state.issues[id].labels.clone())
+            .unwrap_or_default()
     }
 
     pub fn add_project(&self, key: &str) {
@@ -712,6 +796,9 @@ fn classify(method: &Method, segments: &[&str]) -> Endpoint {
             ["issue", _, "comment"] if get => Endpoint::GetComments,
             ["issue", _, "comment"] if post => Endpoint::AddComment,
             ["issueLink"] if post => Endpoint::CreateLink,
+            ["issue", _, "properties", _] if get => Endpoint::GetIssueProperty,
+            ["issue", _, "properties", _] if method == Method::PUT => Endpoint::SetIssueProperty,
+            ["comment", _, "properties", _] if get => Endpoint::GetCommentProperty,
             ["issueLinkType"] if get => Endpoint::LinkTypes,
             _ => Endpoint::Other,
         },
@@ -866,6 +953,26 @@ async fn handle(
             record(0);
             return StatusCode::INTERNAL_SERVER_ERROR.into_response();
         }
+        Some(Fault::ProxyTimeout { apply_after }) => {
+            // Jira goes on with the request whatever the proxy told the client.
+            if apply_after.is_zero() {
+                let _ = lock(&state).apply(endpoint, &request);
+            } else {
+                lock(&state).in_flight += 1;
+                let state = state.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(apply_after).await;
+                    let mut state = lock(&state);
+                    let _ = state.apply(endpoint, &request);
+                    state.in_flight -= 1;
+                });
+            }
+            Reply {
+                status: 504,
+                headers: Vec::new(),
+                body: Body::Html(GATEWAY_TIMEOUT_504.to_string()),
+            }
+        }
         Some(Fault::Slow(delay)) => {
             // In a task of its own: the client hanging up must not cancel the write.
             let state = state.clone();
@@ -882,6 +989,9 @@ async fn handle(
     record(reply.status);
     reply.into_response()
 }
+
+/// nginx's own page for a 504 (its `ngx_http_error_504_page`).
+const GATEWAY_TIMEOUT_504: &str = "<html>\r\n<head><title>504 Gateway Time-out</title></head>\r\n<body>\r\n<center><h1>504 Gateway Time-out</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n";
 
 const OOPS_429: &str = "<!DOCTYPE html><html lang=\"en\"><head><title>Oops - an error has occurred</title></head>\
 <body><div id=\"error-page\"><h1>Oops - an error has occurred</h1>\
@@ -1027,6 +1137,7 @@ impl StateInner {
                 created_at,
                 links: Vec::new(),
                 comments: Vec::new(),
+                properties: BTreeMap::new(),
             },
         );
         self.by_key.insert(key.clone(), id);
@@ -1034,9 +1145,22 @@ impl StateInner {
     }
 
     fn user_json(&self) -> Value {
+        if self.mode == Mode::Cloud {
+            // Cloud users have an `accountId` and no `name` or `key` since the privacy changes
+            // ("Deprecation notice and migration guide for major changes to Jira Cloud REST APIs
+            // to improve user privacy", developer.atlassian.com, 2019).
+            return json!({"self": format!("{}/rest/api/2/user?accountId={ACCOUNT_ID}", self.base),
+                   "accountId": ACCOUNT_ID, "accountType": "atlassian", "displayName": DISPLAY_NAME,
+                   "active": true, "timeZone": "Europe/Moscow"});
+        }
         json!({"self": format!("{}/rest/api/2/user?username={USER}", self.base), "name": USER,
                "key": "JIRAUSER10100", "accountId": ACCOUNT_ID, "displayName": DISPLAY_NAME,
                "active": true, "timeZone": "Europe/Moscow"})
+    }
+
+    /// Now on Jira's clock (the host's plus the configured skew).
+    fn jira_now_ms(&self) -> i64 {
+        now_ms() + self.skew_ms
     }
 
     fn issue_ref(&self, key: &str) -> Value {
@@ -1149,6 +1273,9 @@ impl StateInner {
             Endpoint::Boards => Ok(self.boards(request)),
             Endpoint::Sprints => self.sprints(request),
             Endpoint::AddToSprint => self.add_to_sprint(request),
+            Endpoint::GetIssueProperty => self.get_issue_property(request),
+            Endpoint::SetIssueProperty => self.set_issue_property(request),
+            Endpoint::GetCommentProperty => self.get_comment_property(request),
             Endpoint::Other | Endpoint::Any => Err(Reply::error(
                 404,
                 &format!("null for uri: {}/{}", self.base, request.segments.join("/")),
@@ -1167,7 +1294,7 @@ impl StateInner {
             json!({"baseUrl": self.base, "version": version, "versionNumbers": [9, 12, 15],
                    "deploymentType": deployment, "buildNumber": 9120015,
                    "buildDate": "2026-01-15T00:00:00.000+0300",
-                   "serverTime": jira_time(now_ms()), "scmInfo": "fake", "serverTitle": "Jira"}),
+                   "serverTime": jira_time(self.jira_now_ms()), "scmInfo": "fake", "serverTitle": "Jira"}),
         )
     }
 
@@ -1428,15 +1555,23 @@ impl StateInner {
             ));
         }
         self.check_fields(&fields)?;
+        self.check_parent(&fields)?;
         self.normalise(&mut fields);
         fields.insert(
             "issuetype".into(),
             json!({"self": format!("{}/rest/api/2/issuetype/{type_id}", self.base),
                    "id": type_id, "name": type_name, "subtask": false}),
         );
-        let key = self.insert_issue(&project, fields, now_ms(), Some(Instant::now()));
+        let properties = if self.create_properties {
+            Self::entity_properties(&body)?
+        } else {
+            BTreeMap::new()
+        };
+        let now = self.jira_now_ms();
+        let key = self.insert_issue(&project, fields, now, Some(Instant::now()));
         *self.creates.entry(summary).or_insert(0) += 1;
         let id = self.by_key[&key];
+        self.issues.get_mut(&id).expect("made").properties = properties;
         Ok(Reply::json(
             201,
             json!({"id": id.to_string(), "key": key,
@@ -1468,8 +1603,19 @@ impl StateInner {
             ));
         }
         self.check_fields(&fields)?;
+        self.check_parent(&fields)?;
         self.normalise(&mut fields);
+        let update = body
+            .get("update")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let labels = Self::label_operations(&update, &fields)?;
         let issue = self.issues.get_mut(&id).expect("found");
+        if let Some(labels) = labels {
+            issue.labels = labels(&issue.labels);
+            issue.fields.insert("labels".into(), json!(issue.labels));
+        }
         for (name, value) in fields {
             match name.as_str() {
                 "labels" => {
@@ -1489,6 +1635,194 @@ impl StateInner {
         }
         issue.updated_ms = now_ms();
         Ok(Reply::empty(204))
+    }
+
+    /// Edit issue's `update` for labels: `add`, `remove`, `set` operations applied in order
+    /// ("Edit issue": "update: A Map containing the field name and a list of operations to
+    /// perform on the issue screen field"; labels take add, set and remove, REST API examples
+    /// "Edit issues": `{"update": {"labels": [{"add": "triaged"}, {"remove": "blocker"}]}}`). A
+    /// field in both `fields` and `update` is refused ("Fields included in here cannot be
+    /// included in `update`"). Returns what turns the old labels into the new ones.
+    #[allow(clippy::type_complexity)]
+    fn label_operations(
+        update: &Map<String, Value>,
+        fields: &Map<String, Value>,
+    ) -> Result<Option<Box<dyn Fn(&[String]) -> Vec<String>>>, Reply> {
+        let Some(operations) = update.get("labels") else {
+            return Ok(None);
+        };
+        if fields.contains_key("labels") {
+            return Err(Reply::field_error(
+                "labels",
+                "Field 'labels' cannot be set in both 'fields' and 'update'.",
+            ));
+        }
+        let Some(operations) = operations.as_array() else {
+            return Err(Reply::field_error("labels", "data was not an array"));
+        };
+        let mut steps: Vec<(String, Vec<String>)> = Vec::new();
+        for operation in operations {
+            let Some((verb, value)) = operation.as_object().and_then(|o| o.iter().next()) else {
+                return Err(Reply::field_error("labels", "Operation is not an object"));
+            };
+            let values: Vec<String> = match value {
+                Value::String(label) => vec![label.clone()],
+                Value::Array(items) => items
+                    .iter()
+                    .filter_map(|l| l.as_str().map(String::from))
+                    .collect(),
+                _ => return Err(Reply::field_error("labels", "data was not a string")),
+            };
+            for label in &values {
+                if label.is_empty() || label.contains(' ') {
+                    return Err(Reply::field_error(
+                        "labels",
+                        &format!("The label '{label}' contains spaces which is invalid."),
+                    ));
+                }
+            }
+            match verb.as_str() {
+                "add" | "remove" | "set" => steps.push((verb.clone(), values)),
+                other => {
+                    return Err(Reply::field_error(
+                        "labels",
+                        &format!("Operation '{other}' is not supported for field 'labels'."),
+                    ));
+                }
+            }
+        }
+        Ok(Some(Box::new(move |old: &[String]| {
+            let mut labels = old.to_vec();
+            for (verb, values) in &steps {
+                match verb.as_str() {
+                    "add" => {
+                        for label in values {
+                            if !labels.contains(label) {
+                                labels.push(label.clone());
+                            }
+                        }
+                    }
+                    "remove" => labels.retain(|l| !values.contains(l)),
+                    _ => labels = values.clone(),
+                }
+            }
+            labels
+        })))
+    }
+
+    /// The epic of an issue: on Cloud through `parent` (the Epic Link field is gone from the
+    /// REST API: "Deprecation of the Epic Link, Parent Link and other related fields in REST APIs
+    /// and webhooks", community.developer.atlassian.com, t/54048), on Data Center through Epic
+    /// Link, where `parent` is for sub-tasks only and a standard issue type has no such field on
+    /// its screens (Jira's refusal of a field it cannot set: "Field 'x' cannot be set. It is not
+    /// on the appropriate screen, or unknown.", recorded for `labels` in jiralert#74).
+    fn check_parent(&self, fields: &Map<String, Value>) -> Result<(), Reply> {
+        match self.mode {
+            Mode::Cloud => {
+                if fields.contains_key(EPIC_LINK_FIELD) {
+                    return Err(Reply::field_error(
+                        EPIC_LINK_FIELD,
+                        &format!(
+                            "Field '{EPIC_LINK_FIELD}' cannot be set. It is not on the appropriate screen, or unknown."
+                        ),
+                    ));
+                }
+                if let Some(parent) = fields.get("parent") {
+                    let key = parent.get("key").and_then(Value::as_str).unwrap_or("");
+                    if !self.by_key.contains_key(key) {
+                        return Err(Reply::field_error(
+                            "parent",
+                            &format!("Issue '{key}' could not be found."),
+                        ));
+                    }
+                }
+            }
+            Mode::DataCenter => {
+                if fields.contains_key("parent") {
+                    return Err(Reply::field_error(
+                        "parent",
+                        "Field 'parent' cannot be set. It is not on the appropriate screen, or unknown.",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The `properties` member of a create: `[{"key", "value"}]`, values JSON of at most 32768
+    /// characters ("The maximum length of an issue property value is 32768 characters").
+    fn entity_properties(body: &Value) -> Result<BTreeMap<String, Value>, Reply> {
+        let mut properties = BTreeMap::new();
+        for property in body
+            .get("properties")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let key = property.get("key").and_then(Value::as_str).unwrap_or("");
+            let value = property.get("value").cloned().unwrap_or(Value::Null);
+            if key.is_empty() || key.len() > 255 {
+                return Err(Reply::error(
+                    400,
+                    "The property key cannot be null and must be at most 255 characters.",
+                ));
+            }
+            if value.to_string().chars().count() > 32_768 {
+                return Err(Reply::error(
+                    400,
+                    "The property value is too long: it must be at most 32768 characters.",
+                ));
+            }
+            properties.insert(key.to_string(), value);
+        }
+        Ok(properties)
+    }
+
+    /// `{"key", "value"}` of a property, or Jira's 404 when it is not set.
+    fn property_reply(key: &str, value: Option<&Value>) -> Result<Reply, Reply> {
+        match value {
+            Some(value) => Ok(Reply::json(200, json!({"key": key, "value": value}))),
+            None => Err(Reply::error(
+                404,
+                &format!("The property with key '{key}' does not exist."),
+            )),
+        }
+    }
+
+    fn get_issue_property(&self, request: &Request) -> Result<Reply, Reply> {
+        let id = self.find(&request.segments[4])?;
+        let key = &request.segments[6];
+        Self::property_reply(key, self.issues[&id].properties.get(key))
+    }
+
+    /// `PUT …/properties/{propertyKey}`: the body is the value; 201 when new, 200 when replaced.
+    fn set_issue_property(&mut self, request: &Request) -> Result<Reply, Reply> {
+        let id = self.find(&request.segments[4])?;
+        let key = request.segments[6].clone();
+        let value = Self::body_json(request)?;
+        let issue = self.issues.get_mut(&id).expect("found");
+        let existed = issue.properties.insert(key, value).is_some();
+        Ok(Reply::empty(if existed { 200 } else { 201 }))
+    }
+
+    fn get_comment_property(&self, request: &Request) -> Result<Reply, Reply> {
+        let id: u64 = request.segments[4].parse().unwrap_or(0);
+        let text = id.to_string();
+        let exists = self
+            .issues
+            .values()
+            .any(|i| i.comments.iter().any(|c| c["id"].as_str() == Some(&text)));
+        if !exists {
+            return Err(Reply::error(
+                404,
+                &format!("Can not find a comment for the id: {id}."),
+            ));
+        }
+        let key = &request.segments[6];
+        Self::property_reply(
+            key,
+            self.comment_properties.get(&id).and_then(|p| p.get(key)),
+        )
     }
 
     // --- workflow -------------------------------------------------------------------------
@@ -1644,9 +1978,18 @@ impl StateInner {
                 ));
             }
         };
+        // Cloud keeps a REST v2 body as ADF and converts it back to wiki markup when read.
+        let text = match self.mode {
+            Mode::Cloud => through_adf(&text),
+            Mode::DataCenter => text,
+        };
+        let properties = Self::entity_properties(&body)?;
         let comment_id = self.next_comment;
         self.next_comment += 1;
-        let now = jira_time(now_ms());
+        if !properties.is_empty() {
+            self.comment_properties.insert(comment_id, properties);
+        }
+        let now = jira_time(self.jira_now_ms());
         let author = self.user_json();
         let comment = json!({
             "self": format!("{}/rest/api/2/issue/{id}/comment/{comment_id}", self.base),
@@ -1862,6 +2205,8 @@ enum Clause {
     CreatedSince(i64),
     UpdatedSince(i64),
     ReporterIsMe,
+    /// `creator = currentUser()`: who created the issue, which no edit changes.
+    CreatorIsMe,
     Keys(Vec<String>),
 }
 
@@ -1873,7 +2218,14 @@ impl Clause {
             Clause::IdAbove(n, inclusive) => issue.id > *n || (*inclusive && issue.id == *n),
             Clause::CreatedSince(ms) => issue.created_ms >= *ms,
             Clause::UpdatedSince(ms) => issue.updated_ms >= *ms,
-            Clause::ReporterIsMe => issue.fields["reporter"]["name"] == USER,
+            Clause::ReporterIsMe => {
+                issue.fields["reporter"]["name"] == USER
+                    || issue.fields["reporter"]["accountId"] == ACCOUNT_ID
+            }
+            Clause::CreatorIsMe => {
+                issue.fields["creator"]["name"] == USER
+                    || issue.fields["creator"]["accountId"] == ACCOUNT_ID
+            }
             Clause::Keys(keys) => keys.contains(&issue.key),
         }
     }
@@ -2096,11 +2448,24 @@ impl Parser {
                     )));
                 }
             },
+            ("creator", "=") => match self.next() {
+                Some(Token::Word(w)) if w == "currentUser" => {
+                    self.expect_symbol("(")?;
+                    self.expect_symbol(")")?;
+                    Clause::CreatorIsMe
+                }
+                other => {
+                    return Err(jql_error(&format!(
+                        "Only currentUser() is simulated for 'creator', not {}.",
+                        describe(other.as_ref())
+                    )));
+                }
+            },
             ("key" | "issuekey", "=") => Clause::Keys(vec![self.value()?]),
             ("key" | "issuekey", "in") => Clause::Keys(self.list()?),
             (
-                "project" | "labels" | "id" | "created" | "updated" | "reporter" | "key"
-                | "issuekey",
+                "project" | "labels" | "id" | "created" | "updated" | "reporter" | "creator"
+                | "key" | "issuekey",
                 _,
             ) => {
                 return Err(unsupported());
@@ -2167,6 +2532,29 @@ fn parse_jql(jql: &str) -> Result<Query, Reply> {
 
 // ---------------------------------------------------------------------------------------------
 // Times and encodings.
+
+/// A REST v2 body as Jira Cloud gives it back: stored as ADF (paragraphs, hard breaks), then
+/// converted to wiki markup again. Line endings become `\n`, whitespace at the end of a line
+/// goes (cronn/jira-sync#15: "Cloud Jira started to remove trailing whitespace at line ends"),
+/// blank lines between paragraphs become one, and the body loses leading and trailing blank
+/// lines (an ADF document is a list of paragraph nodes: developer.atlassian.com/cloud/jira/
+/// platform/apis/document/structure/).
+fn through_adf(body: &str) -> String {
+    let unified = body.replace("\r\n", "\n").replace('\r', "\n");
+    let paragraphs: Vec<String> = unified
+        .split("\n\n")
+        .map(|p| {
+            p.split('\n')
+                .map(str::trim_end)
+                .collect::<Vec<_>>()
+                .join("\n")
+                .trim_matches('\n')
+                .to_string()
+        })
+        .filter(|p| !p.trim().is_empty())
+        .collect();
+    paragraphs.join("\n\n")
+}
 
 fn now_ms() -> i64 {
     SystemTime::now()
@@ -3007,5 +3395,209 @@ mod tests {
         );
         assert_eq!(base64("agent:secret"), "YWdlbnQ6c2VjcmV0");
         assert_eq!(base64("ab"), "YWI=");
+    }
+
+    fn put(fake: &FakeJira, path: &str, body: Value) -> Answer {
+        call(
+            &fake.url(),
+            "PUT",
+            path,
+            Some(&basic_auth()),
+            Some(&body),
+            T,
+        )
+        .expect("answer")
+    }
+
+    #[test]
+    fn labels_are_replaced_by_fields_and_added_by_update() {
+        let fake = FakeJira::start(Mode::DataCenter);
+        let key = create(&fake, "Метки", &["A", "B"]);
+        let path = format!("/rest/api/2/issue/{key}");
+        let answer = put(
+            &fake,
+            &path,
+            json!({"update": {"labels": [{"add": "C"}, {"add": "A"}]}}),
+        );
+        assert_eq!(answer.status, 204, "{answer:?}");
+        assert_eq!(fake.labels_of(&key), ["A", "B", "C"]);
+        put(
+            &fake,
+            &path,
+            json!({"update": {"labels": [{"remove": "B"}]}}),
+        );
+        assert_eq!(fake.labels_of(&key), ["A", "C"]);
+        put(&fake, &path, json!({"fields": {"labels": ["D"]}}));
+        assert_eq!(
+            fake.labels_of(&key),
+            ["D"],
+            "fields.labels replaces the set"
+        );
+        let both = put(
+            &fake,
+            &path,
+            json!({"fields": {"labels": ["E"]}, "update": {"labels": [{"add": "F"}]}}),
+        );
+        assert_eq!(both.status, 400, "{both:?}");
+        assert_eq!(fake.labels_of(&key), ["D"]);
+    }
+
+    #[test]
+    fn entity_properties_on_create_put_and_comments() {
+        let fake = FakeJira::start(Mode::DataCenter);
+        let answer = post(
+            &fake,
+            "/rest/api/2/issue",
+            json!({"fields": {"project": {"key": PROJECT}, "issuetype": {"name": "Задача"},
+                              "summary": "С меткой"},
+                   "properties": [{"key": "jira-hub", "value": {"command": 7}}]}),
+        );
+        let key = answer.json()["key"].as_str().unwrap().to_string();
+        let property = get(
+            &fake,
+            &format!("/rest/api/2/issue/{key}/properties/jira-hub"),
+        );
+        assert_eq!(property.status, 200);
+        assert_eq!(property.json()["value"]["command"], 7);
+        let missing = get(&fake, &format!("/rest/api/2/issue/{key}/properties/other"));
+        assert_eq!(missing.status, 404);
+        fake.set_create_properties(false);
+        let old = post(
+            &fake,
+            "/rest/api/2/issue",
+            json!({"fields": {"project": {"key": PROJECT}, "issuetype": {"name": "Задача"},
+                              "summary": "Старый Jira"},
+                   "properties": [{"key": "jira-hub", "value": {"command": 8}}]}),
+        );
+        let old_key = old.json()["key"].as_str().unwrap().to_string();
+        assert!(fake.issue_properties(&old_key).is_empty(), "ignored");
+        let path = format!("/rest/api/2/issue/{old_key}/properties/jira-hub");
+        assert_eq!(put(&fake, &path, json!({"command": 8})).status, 201);
+        assert_eq!(put(&fake, &path, json!({"command": 8})).status, 200);
+        assert_eq!(fake.issue_properties(&old_key)["jira-hub"]["command"], 8);
+
+        let comment = post(
+            &fake,
+            &format!("/rest/api/2/issue/{key}/comment"),
+            json!({"body": "текст", "properties": [{"key": "jira-hub", "value": {"command": 9}}]}),
+        );
+        let id = comment.json()["id"].as_str().unwrap().to_string();
+        let property = get(
+            &fake,
+            &format!("/rest/api/2/comment/{id}/properties/jira-hub"),
+        );
+        assert_eq!(property.json()["value"]["command"], 9);
+        assert_eq!(
+            get(&fake, "/rest/api/2/comment/1/properties/jira-hub").status,
+            404
+        );
+    }
+
+    #[test]
+    fn creator_and_jiras_own_clock() {
+        let fake = FakeJira::start(Mode::Cloud);
+        fake.set_clock_skew_ms(-3_600_000);
+        let before = now_ms();
+        let key = create(&fake, "Чья", &[]);
+        let info = get(&fake, "/rest/api/2/serverInfo").json();
+        assert!(info["serverTime"].as_str().is_some());
+        let created = fake.issue(&key).unwrap()["fields"]["created"].clone();
+        assert!(created.as_str().is_some());
+        let jql = format!(
+            "project = {PROJECT} AND creator = currentUser() AND created >= {}",
+            before - 3_600_000 - 1000
+        );
+        let found = get(
+            &fake,
+            &format!("/rest/api/2/search/jql?jql={}&fields=summary", encode(&jql)),
+        );
+        assert_eq!(keys(&found), [key]);
+        let jql =
+            format!("project = {PROJECT} AND creator = currentUser() AND created >= {before}");
+        let found = get(
+            &fake,
+            &format!("/rest/api/2/search/jql?jql={}&fields=summary", encode(&jql)),
+        );
+        assert!(
+            keys(&found).is_empty(),
+            "an hour behind the host: {found:?}"
+        );
+        let me = get(&fake, "/rest/api/2/myself").json();
+        assert!(
+            me.get("name").is_none() && me["accountId"] == ACCOUNT_ID,
+            "{me}"
+        );
+    }
+
+    #[test]
+    fn cloud_keeps_epics_in_parent_and_bodies_as_adf() {
+        let cloud = FakeJira::start(Mode::Cloud);
+        let epic = create(&cloud, "Эпик", &[]);
+        let child = post(
+            &cloud,
+            "/rest/api/2/issue",
+            json!({"fields": {"project": {"key": PROJECT}, "issuetype": {"name": "Задача"},
+                              "summary": "В эпике", EPIC_LINK_FIELD: epic}}),
+        );
+        assert_eq!(child.status, 400, "{child:?}");
+        let child = post(
+            &cloud,
+            "/rest/api/2/issue",
+            json!({"fields": {"project": {"key": PROJECT}, "issuetype": {"name": "Задача"},
+                              "summary": "В эпике", "parent": {"key": epic}}}),
+        );
+        assert_eq!(child.status, 201, "{child:?}");
+        let comment = post(
+            &cloud,
+            &format!("/rest/api/2/issue/{epic}/comment"),
+            json!({"body": "a  \r\nb\r\n\r\n\r\nc\n"}),
+        );
+        assert_eq!(comment.json()["body"], "a\nb\n\nc");
+
+        let dc = FakeJira::start(Mode::DataCenter);
+        let epic = create(&dc, "Эпик", &[]);
+        let child = post(
+            &dc,
+            "/rest/api/2/issue",
+            json!({"fields": {"project": {"key": PROJECT}, "issuetype": {"name": "Задача"},
+                              "summary": "В эпике", "parent": {"key": epic}}}),
+        );
+        assert_eq!(child.status, 400, "parent is for sub-tasks: {child:?}");
+    }
+
+    #[test]
+    fn a_proxy_answers_504_while_jira_goes_on() {
+        let fake = FakeJira::start(Mode::DataCenter);
+        fake.fault(
+            Endpoint::CreateIssue,
+            Fault::ProxyTimeout {
+                apply_after: Duration::ZERO,
+            },
+            1,
+        );
+        let answer = post(
+            &fake,
+            "/rest/api/2/issue",
+            json!({"fields": {"project": {"key": PROJECT}, "issuetype": {"name": "Задача"},
+                              "summary": "Сразу"}}),
+        );
+        assert_eq!(answer.status, 504);
+        assert_eq!(fake.keys_with_summary("Сразу").len(), 1, "applied at once");
+        fake.fault(
+            Endpoint::CreateIssue,
+            Fault::ProxyTimeout {
+                apply_after: Duration::from_millis(300),
+            },
+            1,
+        );
+        let answer = post(
+            &fake,
+            "/rest/api/2/issue",
+            json!({"fields": {"project": {"key": PROJECT}, "issuetype": {"name": "Задача"},
+                              "summary": "Позже"}}),
+        );
+        assert_eq!(answer.status, 504);
+        fake.wait_applied(T);
+        assert_eq!(fake.keys_with_summary("Позже").len(), 1, "applied later");
     }
 }

@@ -21,6 +21,7 @@ mod projects;
 mod properties;
 mod queue;
 mod relay;
+mod release;
 mod retry;
 mod samples;
 mod settings;

@@ -578,7 +578,8 @@ fn a_migration_stopped_by_a_full_disk_leaves_the_old_version() {
 /// marked full when their query is the base JQL, the version still 4; then revision 2: the
 /// runs' kinds and scopes, the issues' `mirror_changed_at`; then revision 3: the index of queued
 /// commands; then revision 4: the attempts of retried commands and the runs' progress; then
-/// revision 5: the index of finished commands; then revision 6: two unread indexes dropped.
+/// revision 5: the index of finished commands; then revision 6: two unread indexes dropped;
+/// then revision 8: `command.not_before` (a command its agent gave back).
 #[test]
 fn a_first_release_v4_database_gets_revision_1() {
     let dir = TestDir::new();
@@ -606,7 +607,15 @@ fn a_first_release_v4_database_gets_revision_1() {
     let revision: i64 = conn
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .unwrap();
-    assert_eq!(revision, 6);
+    assert_eq!(revision, 8);
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM pragma_table_info('command') WHERE name = 'not_before'"
+        ),
+        1,
+        "revision 8's column"
+    );
     assert_eq!(
         count(
             &conn,
