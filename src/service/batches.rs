@@ -276,8 +276,10 @@ impl HubConnection {
                 CommandStatus::Failed | CommandStatus::Skipped
             ) {
                 return Err(retry_conflict(format!(
-                    "повторить можно только команду в статусе failed или skipped, у команды {id} статус {}",
-                    command.status.as_str()
+                    "повторить можно только команду со статусом «ошибка» или «пропущена»; у команды №{} пакета {} статус «{}»",
+                    command.seq,
+                    command.batch_id,
+                    command.status.label()
                 )));
             }
             let batch = tx.batch(command.batch_id)?.ok_or_else(|| {
@@ -291,9 +293,11 @@ impl HubConnection {
                 )
             {
                 return Err(retry_conflict(format!(
-                    "команда {id} использует результат команды {} в статусе {}: повторите сначала её, эта пойдёт следом",
-                    dependency.id,
-                    dependency.status.as_str()
+                    "команда №{} пакета {} использует результат команды №{} со статусом «{}»: повторите сначала её, эта пойдёт следом",
+                    command.seq,
+                    command.batch_id,
+                    dependency.seq,
+                    dependency.status.label()
                 )));
             }
             let retried = requeue_with_dependents(tx, &command, &now)?;
@@ -322,7 +326,7 @@ impl HubConnection {
             }
             if retried == 0 {
                 return Err(retry_conflict(format!(
-                    "в пакете {batch_id} нет команд в статусе failed или skipped"
+                    "в пакете {batch_id} нет команд со статусом «ошибка» или «пропущена»"
                 )));
             }
             tracing::info!(

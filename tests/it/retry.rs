@@ -61,9 +61,21 @@ fn a_retried_command_is_queued_again_with_its_history_and_its_skipped_dependents
 
     // The dependent alone is refused: its dependency failed too; a done command is refused.
     let message = conflict_message(hub.retry_command(second).unwrap_err());
-    assert!(message.contains(&first.to_string()), "{message}");
+    // Named as the batch's table numbers them, statuses in Russian.
+    assert!(
+        message.contains("команда №2 пакета")
+            && message.contains("команды №1 со статусом «ошибка»"),
+        "{message}"
+    );
     let message = conflict_message(hub.retry_command(third).unwrap_err());
-    assert!(message.contains("done"), "{message}");
+    assert!(
+        message.contains("у команды №3 пакета") && message.contains("«выполнена»"),
+        "{message}"
+    );
+    assert!(
+        !message.contains("done") && !message.contains("failed"),
+        "{message}"
+    );
     assert!(matches!(
         hub.retry_command(9999),
         Err(ServiceError::NotFound(_))

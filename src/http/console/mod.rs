@@ -108,6 +108,7 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/ui/issues/{key}/notes", post(add_note))
         .route("/ui/runs", get(runs))
         .route("/ui/refresh", post(refresh))
+        .route("/ui/{*rest}", get(|| async { missing_page() }))
         .layer(Extension(Arc::new(Console::new())))
 }
 
@@ -217,7 +218,10 @@ fn cross_site(headers: &HeaderMap) -> bool {
 /// What a notice code of a redirect says.
 fn notice_words(code: &str) -> Option<&'static str> {
     Some(match code {
-        "cancelled" => "Пакет отменён.",
+        "cancelled" => "Пакет отменён: его команды в очереди сняты.",
+        "cancelled-at-agent" => {
+            "Пакет отменён: команды в очереди сняты, а те, что уже у агента, отмена не прерывает."
+        }
         "retried" => "Команда снова в очереди.",
         "retried-batch" => "Неудачные команды пакета снова в очереди.",
         "note" => "Заметка добавлена.",
@@ -655,17 +659,57 @@ async fn act_on<T: Send + 'static>(
     act(posted, section, to, &page, move |hub| work(hub, id)).await
 }
 
+/// Cancels a batch; the notice says whether commands at the agent go on (cancelling does not
+/// stop them).
 async fn cancel_batch(Path(id): Path<String>, posted: Posted) -> Response {
-    let page = |id| format!("/ui/batches/{id}");
-    act_on(
-        &id,
-        posted,
-        Section::Batches,
-        page,
-        "cancelled",
-        |hub, id| hub.cancel_batch(id),
-    )
-    .await
+    let Ok(id) = id.parse::<i64>() else {
+        let error = ApiError::new(
+            StatusCode::NOT_FOUND,
+            super::ErrorCode::NotFound,
+            None,
+            "такого пакета нет",
+        );
+        return problem_page(
+            &posted.frame("Не найдено", Section::Batches),
+            &error,
+            "/ui/batches",
+        );
+    };
+    let page = format!("/ui/batches/{id}");
+    match posted.state.pool.run(move |hub| hub.cancel_batch(id)).await {
+        Ok(view) => {
+            let at_agent = view.counters.get("claimed").copied().unwrap_or(0) > 0;
+            let notice = if at_agent {
+                "cancelled-at-agent"
+            } else {
+                "cancelled"
+            };
+            see_other(&with_notice(
+                local_page(posted.field("back")).unwrap_or(&page),
+                notice,
+            ))
+        }
+        Err(error) => problem_page(
+            &posted.frame("Действие не выполнено", Section::Batches),
+            &error,
+            &page,
+        ),
+    }
+}
+
+/// A page of the console that does not exist: an HTML page (not the API's JSON) with a way to
+/// the overview, for whoever follows an old or mistyped link.
+pub(super) fn missing_page() -> Response {
+    html(StatusCode::NOT_FOUND, html::missing_page())
+}
+
+/// Whether a request for an unknown path came from a browser (it asks for HTML first), whose
+/// person should see a page rather than the API's JSON error.
+pub(super) fn wants_html(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/html"))
 }
 
 async fn retry_failed(Path(id): Path<String>, posted: Posted) -> Response {
