@@ -15,6 +15,11 @@ use time::OffsetDateTime;
 /// How many hours the overview's charts cover.
 pub const OVERVIEW_HOURS: usize = 72;
 
+/// An agent heard from longer ago than this (seconds) is silent. Agents talk every few seconds
+/// while they work and at least every 10 minutes while they wait (a long-poll claim lasts up to
+/// 600 s), so twice that is silence, not waiting.
+pub const AGENT_SILENT_SECONDS: i64 = 20 * 60;
+
 /// How many finished runs the chart of refresh durations shows.
 const RECENT_RUNS: i64 = 30;
 

@@ -15,7 +15,8 @@ mod views;
 
 pub use batches::{BatchRequest, CommandRequestBody, RefreshSince};
 pub use console::{
-    BackupFile, FailedBatch, HourActivity, OVERVIEW_HOURS, Overview, ProjectIssues, RelayState,
+    AGENT_SILENT_SECONDS, BackupFile, FailedBatch, HourActivity, OVERVIEW_HOURS, Overview,
+    ProjectIssues, RelayState,
 };
 pub(crate) use metrics::{Metrics, RELAY_STALL_LIMIT};
 pub(crate) use tokens::TokenRole;

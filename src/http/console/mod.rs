@@ -226,6 +226,9 @@ fn notice_words(code: &str) -> Option<&'static str> {
         "retried-batch" => "Неудачные команды пакета снова в очереди.",
         "note" => "Заметка добавлена.",
         "refresh" => "Обновление зеркала поставлено в очередь.",
+        "refresh-pending" => {
+            "Такое обновление уже ждёт в очереди или идёт: второе не добавлено, ждите это."
+        }
         _ => return None,
     })
 }
@@ -816,14 +819,18 @@ async fn refresh(posted: Posted) -> Response {
         .map(str::trim)
         .filter(|p| !p.is_empty())
         .map(String::from);
-    act(
-        posted,
-        Section::Runs,
-        "/ui/runs?notice=refresh".to_string(),
-        "/ui/runs",
-        move |hub| hub.enqueue_refresh_of(project.as_deref(), "консоль", RefreshSince::Full),
-    )
-    .await
+    let run = move |hub: &mut HubConnection| {
+        hub.request_refresh(project.as_deref(), "консоль", RefreshSince::Full)
+    };
+    match posted.state.pool.run(run).await {
+        Ok((_, true)) => see_other("/ui/runs?notice=refresh"),
+        Ok((_, false)) => see_other("/ui/runs?notice=refresh-pending"),
+        Err(error) => problem_page(
+            &posted.frame("Действие не выполнено", Section::Runs),
+            &error,
+            "/ui/runs",
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -11,19 +11,14 @@ use crate::domain::command::{BatchStatus, CommandStatus, RunStatus};
 use crate::domain::time::Utc;
 use crate::domain::words::{self, COMMANDS as COMMAND_FORMS, TIMES};
 use crate::service::{
-    BatchView, CommandView, FailedBatch, HourActivity, IssueView, Overview, ProjectIssues,
-    ProjectView, RelayState, SliceRow, SyncRunView,
+    AGENT_SILENT_SECONDS, BatchView, CommandView, FailedBatch, HourActivity, IssueView, Overview,
+    ProjectIssues, ProjectView, RelayState, SliceRow, SyncRunView,
 };
 use std::fmt::Write as _;
 use time::OffsetDateTime;
 
 /// The unit of the charts of commands.
 const COMMANDS: Unit = &COMMAND_FORMS;
-
-/// An agent heard from longer ago than this is flagged as silent. Agents talk every few
-/// seconds while they work and at least every 10 minutes while they wait (a long-poll claim
-/// lasts up to 600 s), so twice that is silence, not waiting.
-pub(super) const AGENT_SILENT_SECONDS: i64 = 20 * 60;
 
 /// A running refresh with no page from the agent for this long is flagged as stalled: a page of
 /// Jira's search takes seconds, a pause Jira asks for (429) at most a few minutes.
