@@ -1,5 +1,7 @@
 //! Build script: records the commit the binary is built from, for `jira-hub --version`. A build
-//! outside a git checkout (a source tarball) says `unknown`.
+//! outside a git checkout (a source tarball) says `unknown`. It also sets `has_chromium` where
+//! Debian's Chromium and its WebDriver are installed: the console's browser test needs them and
+//! is ignored without them (so `cargo test` counts it as ignored, not as passed).
 
 fn main() {
     let commit = std::process::Command::new("git")
@@ -15,4 +17,13 @@ fn main() {
     // A new commit or checkout changes HEAD (or the branch it points to).
     println!("cargo:rerun-if-changed=.git/HEAD");
     println!("cargo:rerun-if-changed=.git/refs/heads");
+    println!("cargo::rustc-check-cfg=cfg(has_chromium)");
+    let installed = ["/usr/bin/chromium", "/usr/bin/chromedriver"]
+        .iter()
+        .all(|path| std::path::Path::new(path).exists());
+    if installed {
+        println!("cargo::rustc-cfg=has_chromium");
+    }
+    // Installing or removing them changes the folder.
+    println!("cargo:rerun-if-changed=/usr/bin");
 }

@@ -117,9 +117,13 @@ pub enum Command {
         /// removes issues that left the scope).
         #[arg(long)]
         since_last: bool,
-        /// Follow the refresh with a progress bar until it ends; exit 1 when it failed.
+        /// Follow the refresh with a progress bar until it ends; exit 1 when it failed. Says on
+        /// stderr when no agent has been seen for a while (nobody may be there to run it).
         #[arg(long)]
         wait: bool,
+        /// With --wait, give up after this many seconds (exit 1; the refresh stays queued).
+        #[arg(long, requires = "wait", value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+        timeout: Option<u64>,
     },
     /// Print shell completions for bash, zsh, fish, elvish or powershell.
     Completions {
@@ -365,7 +369,8 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
             project,
             since_last,
             wait,
-        } => queue::refresh(&cli.db, project.as_deref(), since_last, wait)?,
+            timeout,
+        } => queue::refresh(&cli.db, project.as_deref(), since_last, wait, timeout)?,
         Command::Completions { shell } => {
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "jira-hub", &mut script);

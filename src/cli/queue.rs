@@ -6,7 +6,8 @@ use super::{Outcome, open_existing_hub, open_read_only_hub};
 use crate::domain::command::{BatchStatus, CommandStatus, RunStatus};
 use crate::relay::inspect::escape_for_terminal;
 use crate::service::{
-    BatchView, CommandView, HubConnection, RefreshSince, ServiceError, SyncRunView,
+    AGENT_SILENT_SECONDS, BatchView, CommandView, HubConnection, RefreshSince, ServiceError,
+    SyncRunView,
 };
 use anyhow::Context;
 use std::path::Path;
@@ -110,14 +111,16 @@ pub(crate) fn retry(db: &Path, ids: &[i64], batch: Option<i64>) -> anyhow::Resul
     Ok(Outcome::Success)
 }
 
-/// `refresh`: enqueues a refresh of everything (the base JQL) or of one project; with `wait`,
-/// follows it until it ends, a progress bar on a terminal (plain lines otherwise), and exits 1
-/// when it failed.
+/// `refresh`: enqueues a refresh of everything (the base JQL) or of one project, or follows the
+/// one of the same scope already queued or claimed; with `wait`, follows it until it ends, a
+/// progress bar on a terminal (plain lines otherwise), and exits 1 when it failed or when
+/// `timeout` passed first (the refresh stays queued).
 pub(crate) fn refresh(
     db: &Path,
     project: Option<&str>,
     since_last: bool,
     wait: bool,
+    timeout: Option<u64>,
 ) -> anyhow::Result<Outcome> {
     let mut hub = open_existing_hub(db)?;
     let since = if since_last {
@@ -125,32 +128,62 @@ pub(crate) fn refresh(
     } else {
         RefreshSince::Full
     };
-    let batch = hub.enqueue_refresh_of(project, "cli", since)?;
+    let (batch, new) = hub.request_refresh(project, "cli", since)?;
     let command = batch
         .commands
         .first()
         .context("пакет обновления без команды")?;
-    outln!(
-        "batch {}: refresh {} queued ({})",
-        batch.id,
-        command.id,
-        command
-            .params
-            .get("jql")
-            .and_then(|j| j.as_str())
-            .unwrap_or("?")
-    );
+    let jql = command
+        .params
+        .get("jql")
+        .and_then(|j| j.as_str())
+        .unwrap_or("?");
+    if new {
+        outln!("batch {}: refresh {} queued ({jql})", batch.id, command.id);
+    } else {
+        outln!(
+            "batch {}: refresh {} of the same scope is already {} ({jql}); no other queued",
+            batch.id,
+            command.id,
+            command.status.as_str()
+        );
+    }
     if !wait {
         return Ok(Outcome::Success);
     }
-    follow_refresh(&mut hub, batch.id, command.id)
+    follow_refresh(&mut hub, batch.id, command.id, timeout)
 }
 
-/// Polls the database (the daemon and the agent do the work) until the refresh command ends.
+/// Why nobody may be running the refresh: no agent has ever contacted the hub, or none for
+/// longer than an agent ever waits between requests. `None` while an agent is about.
+fn no_agent_warning(hub: &mut HubConnection) -> anyhow::Result<Option<String>> {
+    let agents = hub.agents()?;
+    let now = hub.now_utc();
+    let Some(last) = agents.iter().map(|a| &a.last_seen_at).max() else {
+        return Ok(Some(
+            "no agent has contacted this hub yet: the refresh waits until one claims it \
+             (Ctrl-C stops waiting; the refresh stays queued)"
+                .to_string(),
+        ));
+    };
+    let silent = (now - last.at()).whole_seconds();
+    if silent <= AGENT_SILENT_SECONDS {
+        return Ok(None);
+    }
+    Ok(Some(format!(
+        "no agent seen since {last} ({} min ago): the refresh waits until one claims it \
+         (Ctrl-C stops waiting; the refresh stays queued)",
+        silent / 60
+    )))
+}
+
+/// Polls the database (the daemon and the agent do the work) until the refresh command ends, or
+/// `timeout` seconds pass. Says once, on stderr, when no agent is about to run it.
 fn follow_refresh(
     hub: &mut HubConnection,
     batch_id: i64,
     command_id: i64,
+    timeout: Option<u64>,
 ) -> anyhow::Result<Outcome> {
     let bar = indicatif::ProgressBar::new_spinner();
     bar.set_style(
@@ -159,6 +192,8 @@ fn follow_refresh(
     );
     bar.enable_steady_tick(Duration::from_millis(200));
     let plain = bar.is_hidden();
+    let started = std::time::Instant::now();
+    let mut warned = false;
     let mut last_line = String::new();
     let command = loop {
         let batch = hub.batch(batch_id)?;
@@ -167,6 +202,13 @@ fn follow_refresh(
             .into_iter()
             .find(|c| c.id == command_id)
             .context("команда обновления пропала из пакета")?;
+        if !warned
+            && command.status == CommandStatus::Queued
+            && let Some(warning) = no_agent_warning(hub)?
+        {
+            bar.suspend(|| eprintln!("jira-hub: warning: {warning}"));
+            warned = true;
+        }
         let run = hub.run_of_command(command_id)?;
         let line = progress_line(&command, run.as_ref());
         if let Some(run) = run.as_ref().filter(|r| r.run.status == RunStatus::Running)
@@ -182,6 +224,15 @@ fn follow_refresh(
         last_line = line;
         if command.status.is_terminal() {
             break command;
+        }
+        if let Some(limit) = timeout
+            && started.elapsed() >= Duration::from_secs(limit)
+        {
+            bar.finish_and_clear();
+            anyhow::bail!(
+                "обновление {command_id} не закончилось за {limit} с (--timeout), статус «{}»; оно остаётся в очереди (пакет {batch_id})",
+                command.status.label()
+            );
         }
         std::thread::sleep(Duration::from_millis(500));
     };

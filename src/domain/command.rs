@@ -90,6 +90,19 @@ impl CommandStatus {
     }
 
     /// Terminal statuses never change again.
+    /// The status in Russian, as people see it (the console's badges, messages).
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            CommandStatus::Queued => "в очереди",
+            CommandStatus::Claimed => "у агента",
+            CommandStatus::Done => "выполнена",
+            CommandStatus::Failed => "ошибка",
+            CommandStatus::Skipped => "пропущена",
+            CommandStatus::Cancelled => "отменена",
+            CommandStatus::ConfirmedByState => "подтверждена по состоянию",
+        }
+    }
+
     pub fn is_terminal(self) -> bool {
         !matches!(self, CommandStatus::Queued | CommandStatus::Claimed)
     }

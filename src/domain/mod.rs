@@ -13,6 +13,7 @@ pub(crate) mod json;
 pub(crate) mod project;
 pub(crate) mod settings;
 pub mod time;
+pub(crate) mod words;
 
 use std::fmt;
 

@@ -256,9 +256,13 @@ pub(crate) enum SinceBody {
     Last,
 }
 
-/// Enqueues a one-command refresh batch: full, or incremental with `{"since": "last"}`.
+/// Enqueues a one-command refresh batch: full, or incremental with `{"since": "last"}`. When a
+/// refresh of the same scope (query and boards) is already queued or claimed, its batch is the
+/// answer (200) and nothing is enqueued; a pending full refresh stands for an incremental one.
 #[utoipa::path(post, path = "/refresh", tag = "batches", security(("client_token" = [])), request_body = RefreshBody,
-    responses((status = 201, body = BatchView), (status = 404, body = super::ErrorBody), (status = 422, body = super::ErrorBody)))]
+    responses((status = 201, description = "a new refresh batch was enqueued", body = BatchView),
+        (status = 200, description = "a refresh of the same scope was already queued or claimed: its batch; nothing was enqueued", body = BatchView),
+        (status = 404, body = super::ErrorBody), (status = 422, body = super::ErrorBody)))]
 pub(crate) async fn refresh(
     _: ClientAuth,
     State(state): State<AppState>,
@@ -283,17 +287,22 @@ pub(crate) async fn refresh(
             ));
         }
     };
-    let view = state
+    let (view, new) = state
         .pool
         .run(move |hub| {
-            hub.enqueue_refresh_of(
+            hub.request_refresh(
                 body.project.as_deref(),
                 body.author.as_deref().unwrap_or("api"),
                 since,
             )
         })
         .await?;
-    Ok((StatusCode::CREATED, Json(view)))
+    let status = if new {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(view)))
 }
 
 /// Queues every `failed` and `skipped` command of the batch again; each keeps its earlier outcome

@@ -625,13 +625,18 @@ pub fn router(state: AppState) -> Router {
             "/openapi.json",
             axum::routing::get(move || async move { Json(document.as_ref().clone()) }),
         )
-        .fallback(|| async {
+        .fallback(|headers: axum::http::HeaderMap| async move {
+            // A browser (it asks for HTML) gets the console's page, a client the JSON error.
+            if console::wants_html(&headers) {
+                return console::missing_page();
+            }
             ApiError::new(
                 StatusCode::NOT_FOUND,
                 ErrorCode::NotFound,
                 None,
                 "нет такого ресурса",
             )
+            .into_response()
         })
         .method_not_allowed_fallback(|| async {
             ApiError::new(

@@ -93,7 +93,7 @@ fn date(text: Option<String>) -> Option<String> {
 }
 
 /// Jira's time (`2026-03-05T10:15:30.000+0300`, or with a colon in the offset, or RFC 3339).
-fn jira_time(text: &str) -> Option<OffsetDateTime> {
+pub(crate) fn jira_time(text: &str) -> Option<OffsetDateTime> {
     let formats = [
         format_description!(
             "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond][offset_hour sign:mandatory][offset_minute]"

@@ -420,10 +420,9 @@ fn start_run(
 
 fn dependency_failed(dependency: &CommandRow) -> String {
     format!(
-        "команда {} (seq {}), от которой зависит эта, завершилась со статусом {}",
-        dependency.id,
+        "команда №{} пакета, от которой зависит эта, завершилась со статусом «{}»",
         dependency.seq,
-        dependency.status.as_str()
+        dependency.status.label()
     )
 }
 

@@ -314,8 +314,10 @@ impl HubConnection {
                 CommandStatus::Failed | CommandStatus::Skipped
             ) {
                 return Err(retry_conflict(format!(
-                    "повторить можно только команду в статусе failed или skipped, у команды {id} статус {}",
-                    command.status.as_str()
+                    "повторить можно только команду со статусом «ошибка» или «пропущена»; у команды №{} пакета {} статус «{}»",
+                    command.seq,
+                    command.batch_id,
+                    command.status.label()
                 )));
             }
             let batch = tx.batch(command.batch_id)?.ok_or_else(|| {
@@ -329,9 +331,11 @@ impl HubConnection {
                 )
             {
                 return Err(retry_conflict(format!(
-                    "команда {id} использует результат команды {} в статусе {}: повторите сначала её, эта пойдёт следом",
-                    dependency.id,
-                    dependency.status.as_str()
+                    "команда №{} пакета {} использует результат команды №{} со статусом «{}»: повторите сначала её, эта пойдёт следом",
+                    command.seq,
+                    command.batch_id,
+                    dependency.seq,
+                    dependency.status.label()
                 )));
             }
             let retried = requeue_with_dependents(tx, &command, &now)?;
@@ -362,7 +366,7 @@ impl HubConnection {
                 }
                 if retried == 0 {
                     return Err(retry_conflict(format!(
-                        "в пакете {batch_id} нет команд в статусе failed или skipped"
+                        "в пакете {batch_id} нет команд со статусом «ошибка» или «пропущена»"
                     )));
                 }
                 tracing::info!(
@@ -401,6 +405,30 @@ impl HubConnection {
         author: &str,
         since: RefreshSince,
     ) -> Result<BatchView> {
+        Ok(self.refresh_of(project, author, since, false)?.0)
+    }
+
+    /// What `POST /refresh`, the console and `jira-hub refresh` call: like
+    /// [`HubConnection::enqueue_refresh_of`], but when a refresh of the same scope (the same
+    /// query and boards) is already queued or claimed in a batch not cancelled, that batch is
+    /// answered and nothing is enqueued (`false`). A pending full refresh stands for an
+    /// incremental one of its scope too, not the other way round.
+    pub fn request_refresh(
+        &mut self,
+        project: Option<&str>,
+        author: &str,
+        since: RefreshSince,
+    ) -> Result<(BatchView, bool)> {
+        self.refresh_of(project, author, since, true)
+    }
+
+    fn refresh_of(
+        &mut self,
+        project: Option<&str>,
+        author: &str,
+        since: RefreshSince,
+        reuse: bool,
+    ) -> Result<(BatchView, bool)> {
         let settings = self.settings()?;
         let projects = self.store.projects()?;
         let base = base_jql(
@@ -438,6 +466,23 @@ impl HubConnection {
                 (jql, boards, "Обновление зеркала".to_string())
             }
         };
+        if reuse {
+            let pending = self.store.read(|tx| tx.pending_refreshes())?;
+            let same = pending.into_iter().find(|(_, params)| {
+                let Some(jql) = params.get("jql").and_then(|j| j.as_str()) else {
+                    return false;
+                };
+                let covers = jql == scope
+                    || (since == RefreshSince::Last
+                        && crate::domain::jql::split_incremental(jql)
+                            .is_some_and(|(of, _)| of == scope));
+                covers && params.get("boards") == Some(&json!(boards))
+            });
+            if let Some((batch, _)) = same {
+                tracing::info!(batch, "a refresh of the same scope is pending: no new one");
+                return Ok((self.batch(batch)?, false));
+            }
+        }
         let last = match since {
             RefreshSince::Full => None,
             RefreshSince::Last => {
@@ -453,7 +498,7 @@ impl HubConnection {
             ),
             None => (scope, title),
         };
-        self.enqueue_batch(&BatchRequest {
+        let view = self.enqueue_batch(&BatchRequest {
             title,
             author: author.to_string(),
             project: project.map(String::from),
@@ -462,7 +507,8 @@ impl HubConnection {
                 params: json!({"jql": jql, "boards": boards}),
                 depends_on: None,
             }],
-        })
+        })?;
+        Ok((view, true))
     }
 
     /// What the daemon's timer calls: enqueues a refresh of the base JQL when

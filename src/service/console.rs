@@ -15,6 +15,11 @@ use time::OffsetDateTime;
 /// How many hours the overview's charts cover.
 pub const OVERVIEW_HOURS: usize = 72;
 
+/// An agent heard from longer ago than this (seconds) is silent. Agents talk every few seconds
+/// while they work and at least every 10 minutes while they wait (a long-poll claim lasts up to
+/// 600 s), so twice that is silence, not waiting.
+pub const AGENT_SILENT_SECONDS: i64 = 20 * 60;
+
 /// How many finished runs the chart of refresh durations shows.
 const RECENT_RUNS: i64 = 30;
 
@@ -33,6 +38,9 @@ pub struct Overview {
     pub last_full_refresh: Option<SyncRunView>,
     /// Runs in progress, oldest first.
     pub running: Vec<SyncRunView>,
+    /// For each run of `running`, when the agent last sent something for it (a page, or the
+    /// claim itself): its refresh command's lease, which every result renews.
+    pub running_moved_at: Vec<Option<Utc>>,
     /// The newest runs (finished or not), newest first, for the chart of durations.
     pub recent_runs: Vec<SyncRunView>,
     pub issues: i64,
@@ -99,6 +107,9 @@ pub struct FailedBatch {
     pub open_commands: i64,
     /// Newest first, each with its earlier attempts.
     pub commands: Vec<CommandView>,
+    /// The commands of the batch that skipped ones depend on, when not listed themselves
+    /// (without attempts): whether a skipped command can be retried depends on them.
+    pub dependencies: Vec<CommandView>,
 }
 
 /// A project with how many issues of the mirror carry its label.
@@ -154,15 +165,24 @@ impl HubConnection {
         let last_full_refresh = self.store.last_full_run()?.map(SyncRunView::from);
         let counts = self.store.status_counts()?;
         let read = self.store.read(|tx| -> Result<_> {
+            let running = tx.running_runs()?;
+            let mut moved = Vec::with_capacity(running.len());
+            for run in &running {
+                let command = match run.command_id {
+                    Some(id) => tx.command(id)?,
+                    None => None,
+                };
+                moved.push(command.and_then(|c| c.lease_at.or(c.claimed_at)));
+            }
             Ok((
-                tx.running_runs()?,
+                (running, moved),
                 tx.runs(RECENT_RUNS)?,
                 tx.page_counts()?,
                 tx.finished_per_hour(&since)?,
                 tx.enqueued_per_hour(&since)?,
             ))
         })?;
-        let (running, recent, pages, finished, enqueued) = read;
+        let ((running, running_moved_at), recent, pages, finished, enqueued) = read;
 
         let stored = counts.queue.iter().map(|q| (q.status.as_str(), q.commands));
         let queue = QueueCount::every_status(stored);
@@ -208,6 +228,7 @@ impl HubConnection {
             relay: self.relay_state(settings.relay_dir, now),
             last_full_refresh,
             running: running.into_iter().map(SyncRunView::from).collect(),
+            running_moved_at,
             recent_runs: recent.into_iter().map(SyncRunView::from).collect(),
             issues: counts.issues,
             database_bytes: (pages.pages.max(0) as u64) * (pages.page_size.max(0) as u64),
@@ -318,7 +339,23 @@ impl HubConnection {
                     title: row.title,
                     project: row.project,
                     commands: vec![command],
+                    dependencies: Vec::new(),
                 });
+            }
+            for batch in &mut batches {
+                let wanted: Vec<i64> = batch
+                    .commands
+                    .iter()
+                    .filter_map(|c| c.depends_on)
+                    .filter(|d| !batch.commands.iter().any(|c| c.id == *d))
+                    .collect();
+                for id in wanted {
+                    if !batch.dependencies.iter().any(|c| c.id == id)
+                        && let Some(row) = tx.command(id)?
+                    {
+                        batch.dependencies.push(CommandView::from(row));
+                    }
+                }
             }
             Ok(batches)
         })

@@ -19,7 +19,8 @@ pub use batches::{
     BATCH_PAGE_DEFAULT, BATCH_PAGE_MAX, BatchRequest, CommandRequestBody, RefreshSince,
 };
 pub use console::{
-    BackupFile, FailedBatch, HourActivity, OVERVIEW_HOURS, Overview, ProjectIssues, RelayState,
+    AGENT_SILENT_SECONDS, BackupFile, FailedBatch, HourActivity, OVERVIEW_HOURS, Overview,
+    ProjectIssues, RelayState,
 };
 pub(crate) use metrics::{Metrics, RELAY_STALL_LIMIT};
 pub(crate) use tokens::TokenRole;

@@ -485,6 +485,29 @@ impl Tx<'_> {
         )?)
     }
 
+    /// Refresh commands queued or claimed in batches not cancelled, oldest first: `(batch id,
+    /// params)`.
+    pub(crate) fn pending_refreshes(&self) -> Result<Vec<(i64, serde_json::Value)>> {
+        let mut statement = self.0.prepare_cached(
+            "SELECT c.batch_id, c.params FROM command c JOIN batch b ON b.id = c.batch_id
+             WHERE c.type = 'refresh' AND c.status IN ('queued', 'claimed') AND b.cancelled_at IS NULL
+             ORDER BY c.id",
+        )?;
+        let rows = statement.query_map([], |row| {
+            let params: String = row.get(1)?;
+            Ok((row.get(0)?, params))
+        })?;
+        let mut pending = Vec::new();
+        for row in rows {
+            let (batch, params) = row?;
+            // A row whose params do not parse cannot be the same refresh.
+            if let Ok(params) = serde_json::from_str(&params) {
+                pending.push((batch, params));
+            }
+        }
+        Ok(pending)
+    }
+
     /// When the newest refresh of `jql`, full or incremental (`jql AND updated >= …`), was
     /// enqueued.
     pub(crate) fn last_refresh_enqueued(&self, jql: &str) -> Result<Option<Utc>> {

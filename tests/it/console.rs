@@ -520,7 +520,9 @@ async fn a_cancelled_batch_offers_no_retry() {
     assert!(failed.body.contains(&retry_form), "{}", failed.body);
     assert!(failed.body.contains("нет прав &lt;b&gt;"));
     assert!(
-        failed.body.contains("Отменить пакет (ждут 1)"),
+        failed
+            .body
+            .contains("Отменить пакет (не закончено: 1 команда)"),
         "{}",
         failed.body
     );
@@ -543,7 +545,13 @@ async fn a_cancelled_batch_offers_no_retry() {
     let failed = console
         .get("/ui/failed?notice=cancelled", Some(&cookie))
         .await;
-    assert!(failed.body.contains("Пакет отменён."), "{}", failed.body);
+    assert!(
+        failed
+            .body
+            .contains("Пакет отменён: его команды в очереди сняты."),
+        "{}",
+        failed.body
+    );
     assert!(failed.body.contains("его команды не повторяются"));
     assert!(!failed.body.contains(&retry_form));
     assert!(!failed.body.contains("Отменить пакет"));
@@ -566,4 +574,269 @@ async fn a_cancelled_batch_offers_no_retry() {
         .api(Method::GET, &format!("/batches/{id}"), None)
         .await;
     assert_eq!(after["commands"][0]["status"], "failed");
+}
+
+/// A console on a clock the test moves.
+fn console_on_clock() -> (Console, std::sync::Arc<jira_hub::clock::ManualClock>) {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    set_settings(&mut hub, json!({"auto_refresh_minutes": 0}));
+    let tokens = hub.tokens().unwrap().unwrap();
+    let state = jira_hub::http::AppState {
+        pool: std::sync::Arc::new(jira_hub::http::HubPool::new(hub)),
+        options: HttpOptions::default(),
+    };
+    let console = Console {
+        router: jira_hub::http::router(state),
+        client: tokens.client,
+        agent: tokens.agent,
+        _dir: dir,
+    };
+    (console, clock)
+}
+
+/// «Повторить» only where the service takes it: a command skipped because its dependency failed
+/// offers the dependency instead, by the number the table shows; a batch that completed with a
+/// failure is not «завершён»; the service's refusal names commands by that number and says
+/// statuses in Russian.
+#[tokio::test]
+async fn retry_is_offered_only_where_the_service_takes_it() {
+    let console = console();
+    let cookie = console.sign_in().await;
+    let batch = console
+        .api(
+            Method::POST,
+            "/batches",
+            Some(json!({"title": "создать и прокомментировать", "author": "ivanov", "commands": [
+                {"type": "comment", "params": {"key": "AURORA-1", "body": "первый"}},
+                {"type": "comment", "params": {"key": {"$result": "key"}, "body": "второй"}, "depends_on": 1}]})),
+        )
+        .await;
+    let id = batch["id"].as_i64().unwrap();
+    let first = batch["commands"][0]["id"].as_i64().unwrap();
+    let second = batch["commands"][1]["id"].as_i64().unwrap();
+    let claim = console.claim("agent-1", "c1").await;
+    assert_eq!(claim["commands"][0]["id"], first);
+    let report = console
+        .agent_post(
+            "/agent/report",
+            json!({"kind": "report", "id": "r1", "agent": "agent-1", "sent_at": "2026-11-29T10:00:00Z",
+                   "results": [{"command_id": first, "delivery": claim["commands"][0]["delivery"],
+                                "status": "failed", "error": "нет прав"}]}),
+        )
+        .await;
+    assert_eq!(report.status, StatusCode::OK, "{}", report.body);
+    // The next claim skips the dependent.
+    console.claim("agent-1", "c2").await;
+    let after = console
+        .api(Method::GET, &format!("/batches/{id}"), None)
+        .await;
+    assert_eq!(after["commands"][1]["status"], "skipped", "{after}");
+
+    let first_form = format!("action=\"/ui/commands/{first}/retry\"");
+    let second_form = format!("action=\"/ui/commands/{second}/retry\"");
+    for path in [format!("/ui/batches/{id}"), "/ui/failed".to_string()] {
+        let page = console.get(&path, Some(&cookie)).await;
+        assert!(page.body.contains(&first_form), "{path}: {}", page.body);
+        assert!(!page.body.contains(&second_form), "{path}: {}", page.body);
+        assert!(
+            page.body.contains(&format!(
+                "Зависит от <a href=\"/ui/batches/{id}#command-{first}\">№1</a> («ошибка»)"
+            )),
+            "{path}: {}",
+            page.body
+        );
+    }
+    let page = console
+        .get(&format!("/ui/batches/{id}"), Some(&cookie))
+        .await;
+    assert!(
+        page.body
+            .contains("class=\"bs bs-completed-failed\">завершён с ошибками</dd>"),
+        "{}",
+        page.body
+    );
+    let list = console.get("/ui/batches", Some(&cookie)).await;
+    assert!(
+        list.body
+            .contains("class=\"bs bs-completed-failed\">завершён с ошибками</td>"),
+        "{}",
+        list.body
+    );
+    // The refusal, should the form be posted anyway, in the table's numbering and Russian.
+    let csrf = csrf_of(&page.body);
+    let refused = console
+        .post(
+            &format!("/ui/commands/{second}/retry"),
+            Some(&cookie),
+            &[("csrf", &csrf)],
+            &[],
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.body);
+    assert!(
+        refused.body.contains(&format!(
+            "команда №2 пакета {id} использует результат команды №1 со статусом «ошибка»"
+        )),
+        "{}",
+        refused.body
+    );
+    let alert = refused.body.split("role=\"alert\">").nth(1).unwrap();
+    let alert = alert.split("</p>").next().unwrap();
+    assert!(
+        !alert.contains("failed") && !alert.contains(&format!(" {second} ")),
+        "{alert}"
+    );
+    // Params wrap between JSON members: spaced, marked for the style that keeps words whole.
+    assert!(
+        page.body.contains(
+            "<code class=\"json\">{ &quot;key&quot;: &quot;AURORA-1&quot;, &quot;body&quot;: &quot;первый&quot; }</code>"
+        ),
+        "{}",
+        page.body
+    );
+}
+
+/// Cancelling a batch whose first command is at the agent says what it did (the queued one is
+/// off the queue) and did not (the one at the agent goes on); the button goes.
+#[tokio::test]
+async fn cancelling_says_what_it_did_and_the_button_goes() {
+    let console = console();
+    let cookie = console.sign_in().await;
+    let batch = console
+        .api(
+            Method::POST,
+            "/batches",
+            Some(
+                json!({"title": "три комментария", "author": "ivanov", "commands": [
+                {"type": "comment", "params": {"key": "AURORA-1", "body": "x"}},
+                {"type": "comment", "params": {"key": "AURORA-1", "body": "y"}},
+                {"type": "comment", "params": {"key": "AURORA-1", "body": "z"}}]}),
+            ),
+        )
+        .await;
+    let id = batch["id"].as_i64().unwrap();
+    console.claim("agent-1", "c1").await;
+    let page = console
+        .get(&format!("/ui/batches/{id}"), Some(&cookie))
+        .await;
+    let cancel_form = format!("action=\"/ui/batches/{id}/cancel\"");
+    assert!(page.body.contains(&cancel_form), "{}", page.body);
+    let csrf = csrf_of(&page.body);
+    let cancel = console
+        .post(
+            &format!("/ui/batches/{id}/cancel"),
+            Some(&cookie),
+            &[("csrf", &csrf)],
+            &[],
+        )
+        .await;
+    assert_eq!(cancel.status, StatusCode::SEE_OTHER, "{}", cancel.body);
+    let location = cancel.headers["location"].to_str().unwrap().to_string();
+    assert_eq!(
+        location,
+        format!("/ui/batches/{id}?notice=cancelled-at-agent")
+    );
+    let page = console.get(&location, Some(&cookie)).await;
+    assert!(
+        page.body
+            .contains("те, что уже у агента, отмена не прерывает"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("Отмена сняла с очереди 2 команды.")
+            && page
+                .body
+                .contains("У агента осталась 1 команда: отмена их не прерывает"),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains(&cancel_form), "{}", page.body);
+    let failed = console.get("/ui/failed", Some(&cookie)).await;
+    assert!(!failed.body.contains(&cancel_form), "{}", failed.body);
+}
+
+/// An unknown page of the console is an HTML page; the API's unknown paths stay JSON for
+/// clients, HTML for a browser.
+#[tokio::test]
+async fn an_unknown_console_page_is_a_page() {
+    let console = console();
+    let cookie = console.sign_in().await;
+    for path in ["/ui/nothing", "/ui/batches/1/nothing"] {
+        let page = console.get(path, Some(&cookie)).await;
+        assert_eq!(page.status, StatusCode::NOT_FOUND, "{path}");
+        assert_eq!(
+            page.headers["content-type"], "text/html; charset=utf-8",
+            "{path}"
+        );
+        assert!(page.body.contains("Такой страницы в консоли нет"), "{path}");
+    }
+    let request = Request::builder()
+        .uri("/favicon.ico")
+        .header("Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+        .body(Body::empty())
+        .unwrap();
+    let page = console.send(request).await;
+    assert_eq!(page.status, StatusCode::NOT_FOUND);
+    assert!(page.body.contains("<!DOCTYPE html>"), "{}", page.body);
+    let page = console.get("/no-such-api", None).await;
+    assert_eq!(page.status, StatusCode::NOT_FOUND);
+    let error: Value = serde_json::from_str(&page.body).unwrap();
+    assert_eq!(error["error"]["code"], "not_found", "{error}");
+}
+
+/// The overview flags an agent that has said nothing for longer than it ever waits between
+/// requests, and a refresh the agent has sent no page of for ten minutes; Jira's comment times
+/// show in the hub's form.
+#[tokio::test]
+async fn the_overview_flags_a_silent_agent_and_a_stalled_refresh() {
+    let (console, clock) = console_on_clock();
+    let cookie = console.sign_in().await;
+    console.api(Method::POST, "/refresh", None).await;
+    let claim = console.claim("agent-1", "c1").await;
+    let command = &claim["commands"][0];
+    let issues = [raw_issue(
+        "AURORA-1",
+        "1",
+        &["AWPCA"],
+        json!({"comment": {"comments": [{"id": "5", "author": {"displayName": "Петров"}, "body": "ок",
+                                         "created": "2026-11-29T13:00:00.000+0300"}]}}),
+    )];
+    let report = console
+        .agent_post(
+            "/agent/report",
+            json!({"kind": "report", "id": "r1", "agent": "agent-1", "sent_at": "2026-11-29T10:00:00Z",
+                   "results": [{"command_id": command["id"], "delivery": command["delivery"], "status": "progress",
+                                "page": {"start_at": 0, "total": 3, "issues": issues}}]}),
+        )
+        .await;
+    assert_eq!(report.status, StatusCode::OK, "{}", report.body);
+    let page = console.get("/", Some(&cookie)).await;
+    assert!(!page.body.contains("стоит:"), "{}", page.body);
+    assert!(!page.body.contains("Молчит"), "{}", page.body);
+
+    clock.advance(time::Duration::minutes(11));
+    let page = console.get("/", Some(&cookie)).await;
+    assert!(
+        page.body.contains("стоит: от агента ничего нет 11 мин"),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("Молчит"), "{}", page.body);
+
+    clock.advance(time::Duration::minutes(10));
+    let page = console.get("/", Some(&cookie)).await;
+    assert!(page.body.contains("Молчит 21 мин"), "{}", page.body);
+    assert!(page.body.contains("class=\"agent silent\""));
+
+    let issue = console.get("/ui/issues/AURORA-1", Some(&cookie)).await;
+    assert!(
+        issue.body.contains(
+            "<time datetime=\"2026-11-29T10:00:00.000000Z\" title=\"2026-11-29T13:00:00.000+0300\">2026-11-29 10:00:00 UTC</time>"
+        ),
+        "{}",
+        issue.body
+    );
 }

@@ -117,7 +117,7 @@ impl Api {
             .await
     }
 
-    async fn agent(&self, path: &str, body: Value) -> (StatusCode, Value) {
+    pub(crate) async fn agent(&self, path: &str, body: Value) -> (StatusCode, Value) {
         self.call(Method::POST, path, Some(&self.agent.clone()), Some(body))
             .await
     }

@@ -61,9 +61,21 @@ fn a_retried_command_is_queued_again_with_its_history_and_its_skipped_dependents
 
     // The dependent alone is refused: its dependency failed too; a done command is refused.
     let message = conflict_message(hub.retry_command(second).unwrap_err());
-    assert!(message.contains(&first.to_string()), "{message}");
+    // Named as the batch's table numbers them, statuses in Russian.
+    assert!(
+        message.contains("команда №2 пакета")
+            && message.contains("команды №1 со статусом «ошибка»"),
+        "{message}"
+    );
     let message = conflict_message(hub.retry_command(third).unwrap_err());
-    assert!(message.contains("done"), "{message}");
+    assert!(
+        message.contains("у команды №3 пакета") && message.contains("«выполнена»"),
+        "{message}"
+    );
+    assert!(
+        !message.contains("done") && !message.contains("failed"),
+        "{message}"
+    );
     assert!(matches!(
         hub.retry_command(9999),
         Err(ServiceError::NotFound(_))
@@ -476,5 +488,106 @@ fn the_cli_lists_shows_retries_and_follows_a_refresh() {
     assert!(
         out.stderr.contains("of 3"),
         "progress lines without a terminal: {out:?}"
+    );
+}
+
+/// Asking for a refresh while one of the same scope (query and boards) is queued or claimed
+/// answers that one (200, nothing enqueued); a pending full one stands for an incremental one;
+/// once the pending one's batch is cancelled, a new one is enqueued (201). The
+/// OpenAPI document says so.
+#[tokio::test]
+async fn a_pending_refresh_of_the_same_scope_is_reused() {
+    let api = api();
+    let (status, first) = api.client(Method::POST, "/refresh", None).await;
+    assert_eq!(status, StatusCode::CREATED, "{first}");
+    let (status, again) = api.client(Method::POST, "/refresh", None).await;
+    assert_eq!((status, &again["id"]), (StatusCode::OK, &first["id"]));
+    let (status, since) = api
+        .client(Method::POST, "/refresh", Some(json!({"since": "last"})))
+        .await;
+    assert_eq!((status, &since["id"]), (StatusCode::OK, &first["id"]));
+    // With one project, its refresh is the same query and boards as the base JQL's.
+    let (status, project) = api
+        .client(Method::POST, "/refresh", Some(json!({"project": "AWPCA"})))
+        .await;
+    assert_eq!((status, &project["id"]), (StatusCode::OK, &first["id"]));
+    // Claimed is still pending.
+    let (_, claim) = api
+        .agent(
+            "/agent/claim",
+            json!({"kind": "claim", "id": "c1", "agent": "agent-1", "sent_at": "2026-11-29T10:00:00Z",
+                   "agent_version": "1.4.0", "settings_version": 0, "max_commands": 1}),
+        )
+        .await;
+    assert_eq!(claim["commands"][0]["batch_id"], first["id"], "{claim}");
+    let (status, again) = api.client(Method::POST, "/refresh", None).await;
+    assert_eq!((status, &again["id"]), (StatusCode::OK, &first["id"]));
+    let id = first["id"].as_i64().unwrap();
+    api.client(Method::POST, &format!("/batches/{id}/cancel"), None)
+        .await;
+    let (status, fresh) = api.client(Method::POST, "/refresh", None).await;
+    assert_eq!(status, StatusCode::CREATED, "{fresh}");
+    assert_ne!(fresh["id"], first["id"]);
+
+    let (_, document) = api.client(Method::GET, "/openapi.json", None).await;
+    let responses = &document["paths"]["/refresh"]["post"]["responses"];
+    assert!(
+        responses["200"]["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("already queued or claimed")),
+        "{responses}"
+    );
+}
+
+/// `refresh --wait` with no agent about says so once on stderr (never, or since when), keeps
+/// waiting, and gives up at `--timeout` with the refresh left queued; asking again follows the
+/// pending refresh instead of queueing another.
+#[test]
+fn refresh_wait_says_when_no_agent_is_about() {
+    let dir = TestDir::new();
+    let clock = clock();
+    drop(ready_hub(&dir, &clock));
+    let db = dir.db();
+    let out = run(&db, &["refresh", "--wait", "--timeout", "1"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stdout.contains(": refresh 1 queued ("), "{out:?}");
+    assert_eq!(
+        out.stderr
+            .matches("warning: no agent has contacted this hub yet")
+            .count(),
+        1,
+        "{out:?}"
+    );
+    assert!(
+        out.stderr.contains("не закончилось за 1 с (--timeout)")
+            && out.stderr.contains("остаётся в очереди (пакет 1)"),
+        "{out:?}"
+    );
+
+    // An agent seen a day ago (the test's clock), not since.
+    let mut hub = open_hub(&dir, &clock);
+    let heartbeat = jira_hub::protocol::decode_value(
+        json!({"kind": "heartbeat", "id": "h1", "agent": "agent-7",
+        "sent_at": "2026-11-29T10:00:00Z", "agent_version": "2.0.0", "jira_ok": true}),
+    )
+    .unwrap();
+    hub.handle_agent_request(&heartbeat).unwrap();
+    drop(hub);
+    let out = run(&db, &["refresh", "--wait", "--timeout", "1"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stdout
+            .contains("batch 1: refresh 1 of the same scope is already queued"),
+        "{out:?}"
+    );
+    assert!(
+        out.stderr
+            .contains("warning: no agent seen since 2026-11-29T10:00:00"),
+        "{out:?}"
+    );
+    let mut hub = open_hub(&dir, &clock);
+    assert!(
+        matches!(hub.batch(2), Err(ServiceError::NotFound(_))),
+        "one refresh batch only"
     );
 }

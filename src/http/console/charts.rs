@@ -53,21 +53,14 @@ fn frame(out: &mut String, title: &str, marks: &[Mark], unit: Unit, first: &str,
 }
 
 /// A unit's Russian forms for 1, 2 and 5 of it: `["команда", "команды", "команд"]`.
-pub(super) type Unit = &'static [&'static str; 3];
+pub(super) type Unit = &'static crate::domain::words::Forms;
 
 /// A value with its unit in the right form: `1 команда`, `3 команды`, `2,5 с`.
 fn amount(value: f64, unit: Unit) -> String {
     let form = if value.fract() != 0.0 {
         unit[1]
     } else {
-        let n = value.abs() as u64;
-        match (n % 10, n % 100) {
-            (1, 11) => unit[2],
-            (1, _) => unit[0],
-            (2..=4, 12..=14) => unit[2],
-            (2..=4, _) => unit[1],
-            _ => unit[2],
-        }
+        crate::domain::words::plural(value.abs() as u64, unit)
     };
     format!("{} {form}", number(value))
 }

@@ -146,6 +146,18 @@ pub(super) fn refusal_page(message: &str) -> String {
     out
 }
 
+/// The page of a path the console does not have.
+pub(super) fn missing_page() -> String {
+    let mut out = String::with_capacity(1024);
+    head(&mut out, "Страницы нет");
+    out.push_str(
+        "<body class=\"sign-in\"><main><h1>jira-hub</h1>\
+         <p class=\"error\" role=\"alert\">Такой страницы в консоли нет.</p>\
+         <p><a href=\"/\">На главную</a></p></main></body></html>\n",
+    );
+    out
+}
+
 /// A POST form of one button, with the anti-forgery token and hidden fields.
 pub(super) fn form(
     action: &str,
@@ -232,16 +244,10 @@ pub(super) fn size_words(bytes: u64) -> String {
     format!("{value:.1} {}", UNITS[unit]).replace('.', ",")
 }
 
-/// A command status in Russian.
+/// A command status in Russian (a stored status this build does not know shows as it is).
 pub(super) fn command_status_words(status: &str) -> &str {
     match CommandStatus::parse(status) {
-        Some(CommandStatus::Queued) => "в очереди",
-        Some(CommandStatus::Claimed) => "у агента",
-        Some(CommandStatus::Done) => "выполнена",
-        Some(CommandStatus::Failed) => "ошибка",
-        Some(CommandStatus::Skipped) => "пропущена",
-        Some(CommandStatus::Cancelled) => "отменена",
-        Some(CommandStatus::ConfirmedByState) => "подтверждена по состоянию",
+        Some(known) => known.label(),
         None => status,
     }
 }

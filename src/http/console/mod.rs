@@ -108,6 +108,7 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/ui/issues/{key}/notes", post(add_note))
         .route("/ui/runs", get(runs))
         .route("/ui/refresh", post(refresh))
+        .route("/ui/{*rest}", get(|| async { missing_page() }))
         .layer(Extension(Arc::new(Console::new())))
 }
 
@@ -217,11 +218,17 @@ fn cross_site(headers: &HeaderMap) -> bool {
 /// What a notice code of a redirect says.
 fn notice_words(code: &str) -> Option<&'static str> {
     Some(match code {
-        "cancelled" => "Пакет отменён.",
+        "cancelled" => "Пакет отменён: его команды в очереди сняты.",
+        "cancelled-at-agent" => {
+            "Пакет отменён: команды в очереди сняты, а те, что уже у агента, отмена не прерывает."
+        }
         "retried" => "Команда снова в очереди.",
         "retried-batch" => "Неудачные команды пакета снова в очереди.",
         "note" => "Заметка добавлена.",
         "refresh" => "Обновление зеркала поставлено в очередь.",
+        "refresh-pending" => {
+            "Такое обновление уже ждёт в очереди или идёт: второе не добавлено, ждите это."
+        }
         _ => return None,
     })
 }
@@ -655,17 +662,57 @@ async fn act_on<T: Send + 'static>(
     act(posted, section, to, &page, move |hub| work(hub, id)).await
 }
 
+/// Cancels a batch; the notice says whether commands at the agent go on (cancelling does not
+/// stop them).
 async fn cancel_batch(Path(id): Path<String>, posted: Posted) -> Response {
-    let page = |id| format!("/ui/batches/{id}");
-    act_on(
-        &id,
-        posted,
-        Section::Batches,
-        page,
-        "cancelled",
-        |hub, id| hub.cancel_batch(id),
-    )
-    .await
+    let Ok(id) = id.parse::<i64>() else {
+        let error = ApiError::new(
+            StatusCode::NOT_FOUND,
+            super::ErrorCode::NotFound,
+            None,
+            "такого пакета нет",
+        );
+        return problem_page(
+            &posted.frame("Не найдено", Section::Batches),
+            &error,
+            "/ui/batches",
+        );
+    };
+    let page = format!("/ui/batches/{id}");
+    match posted.state.pool.run(move |hub| hub.cancel_batch(id)).await {
+        Ok(view) => {
+            let at_agent = view.counters.get("claimed").copied().unwrap_or(0) > 0;
+            let notice = if at_agent {
+                "cancelled-at-agent"
+            } else {
+                "cancelled"
+            };
+            see_other(&with_notice(
+                local_page(posted.field("back")).unwrap_or(&page),
+                notice,
+            ))
+        }
+        Err(error) => problem_page(
+            &posted.frame("Действие не выполнено", Section::Batches),
+            &error,
+            &page,
+        ),
+    }
+}
+
+/// A page of the console that does not exist: an HTML page (not the API's JSON) with a way to
+/// the overview, for whoever follows an old or mistyped link.
+pub(super) fn missing_page() -> Response {
+    html(StatusCode::NOT_FOUND, html::missing_page())
+}
+
+/// Whether a request for an unknown path came from a browser (it asks for HTML first), whose
+/// person should see a page rather than the API's JSON error.
+pub(super) fn wants_html(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/html"))
 }
 
 async fn retry_failed(Path(id): Path<String>, posted: Posted) -> Response {
@@ -772,14 +819,18 @@ async fn refresh(posted: Posted) -> Response {
         .map(str::trim)
         .filter(|p| !p.is_empty())
         .map(String::from);
-    act(
-        posted,
-        Section::Runs,
-        "/ui/runs?notice=refresh".to_string(),
-        "/ui/runs",
-        move |hub| hub.enqueue_refresh_of(project.as_deref(), "консоль", RefreshSince::Full),
-    )
-    .await
+    let run = move |hub: &mut HubConnection| {
+        hub.request_refresh(project.as_deref(), "консоль", RefreshSince::Full)
+    };
+    match posted.state.pool.run(run).await {
+        Ok((_, true)) => see_other("/ui/runs?notice=refresh"),
+        Ok((_, false)) => see_other("/ui/runs?notice=refresh-pending"),
+        Err(error) => problem_page(
+            &posted.frame("Действие не выполнено", Section::Runs),
+            &error,
+            "/ui/runs",
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -7,16 +7,22 @@ use super::html::{
     clip, command_status_words, command_type_words, duration_words, esc, form, run_kind_words,
     run_status_words, seconds_since, segment, size_words, time_and_age, time_of,
 };
-use crate::domain::command::{BatchStatus, RunStatus};
+use crate::domain::command::{BatchStatus, CommandStatus, RunStatus};
+use crate::domain::time::Utc;
+use crate::domain::words::{self, COMMANDS as COMMAND_FORMS, TIMES};
 use crate::service::{
-    BatchView, CommandView, FailedBatch, HourActivity, IssueView, Overview, ProjectIssues,
-    ProjectView, RelayState, SliceRow, SyncRunView,
+    AGENT_SILENT_SECONDS, BatchView, CommandView, FailedBatch, HourActivity, IssueView, Overview,
+    ProjectIssues, ProjectView, RelayState, SliceRow, SyncRunView,
 };
 use std::fmt::Write as _;
 use time::OffsetDateTime;
 
 /// The unit of the charts of commands.
-const COMMANDS: Unit = &["команда", "команды", "команд"];
+const COMMANDS: Unit = &COMMAND_FORMS;
+
+/// A running refresh with no page from the agent for this long is flagged as stalled: a page of
+/// Jira's search takes seconds, a pause Jira asks for (429) at most a few minutes.
+pub(super) const REFRESH_STALLED_SECONDS: i64 = 10 * 60;
 
 /// Statuses of a batch a list can be filtered by.
 const BATCH_FILTERS: &[BatchStatus] = &[
@@ -49,6 +55,18 @@ fn counter_words<'a>(counters: impl IntoIterator<Item = (&'a &'static str, &'a u
         "нет команд".to_string()
     } else {
         parts.join(" ")
+    }
+}
+
+/// A batch's status as the console shows it: a batch that completed with failed or skipped
+/// commands is «завершён с ошибками», not the green «завершён».
+fn batch_status_words(view: &BatchView) -> (String, &'static str) {
+    let failed = view.counters.get("failed").copied().unwrap_or(0)
+        + view.counters.get("skipped").copied().unwrap_or(0);
+    if view.status == BatchStatus::Completed && failed > 0 {
+        ("bs bs-completed-failed".to_string(), "завершён с ошибками")
+    } else {
+        (format!("bs bs-{}", view.status), view.status_label)
     }
 }
 
@@ -126,14 +144,24 @@ pub(super) fn overview(view: &Overview) -> String {
             Some(false) => "<span class=\"bad\">Jira недоступна</span>",
             None => "<span>о Jira не сообщал</span>",
         };
+        let silent = seconds_since(&agent.last_seen_at, now) > AGENT_SILENT_SECONDS;
         let _ = write!(
             out,
-            "<div class=\"agent\"><h3>{}</h3><p>Был на связи {}<br>Версия: {} · {}</p>",
+            "<div class=\"agent{}\"><h3>{}</h3><p>Был на связи {}<br>Версия: {} · {}</p>",
+            if silent { " silent" } else { "" },
             esc(&agent.agent),
             time_and_age(&agent.last_seen_at, now),
             or_dash(agent.version.as_deref()),
             jira
         );
+        if silent {
+            let _ = write!(
+                out,
+                "<p class=\"bad\" role=\"status\">Молчит {}: агент обращается к хабу хотя бы раз в 10 мин. \
+                 Работает ли он, есть ли связь с хабом или папкой обмена?</p>",
+                duration_words(seconds_since(&agent.last_seen_at, now))
+            );
+        }
         if let Some(error) = &agent.last_error {
             let _ = write!(
                 out,
@@ -205,8 +233,20 @@ pub(super) fn overview(view: &Overview) -> String {
         out.push_str("<p>Сейчас обновление не идёт.</p>");
     } else {
         out.push_str("<p>Идёт обновление:</p><ul class=\"runs\">");
-        for run in &view.running {
+        for (i, run) in view.running.iter().enumerate() {
             out.push_str(&run_progress(run, now));
+            let moved = view.running_moved_at.get(i).and_then(Option::as_ref);
+            let since = moved.unwrap_or(&run.run.started_at);
+            if seconds_since(since, now) > REFRESH_STALLED_SECONDS {
+                let _ = write!(
+                    out,
+                    "<li class=\"bad stalled\">№{} стоит: от агента ничего нет {} (с {}). \
+                     Если агент молчит, обновление продолжится, когда он вернётся.</li>",
+                    run.run.id,
+                    duration_words(seconds_since(since, now)),
+                    time_of(since)
+                );
+            }
         }
         out.push_str("</ul>");
     }
@@ -376,16 +416,15 @@ pub(super) fn batches(
              <th>Автор</th><th>Создан</th><th>Статус</th><th>Команды</th></tr></thead><tbody>",
         );
         for b in list {
+            let (class, label) = batch_status_words(b);
             let _ = write!(
                 out,
                 "<tr><td><a href=\"/ui/batches/{id}\">{id}</a></td><td><a href=\"/ui/batches/{id}\">{}</a></td>\
-                 <td>{}</td><td>{}</td><td>{}</td><td class=\"bs bs-{}\">{}</td><td>{} из {}</td></tr>",
+                 <td>{}</td><td>{}</td><td>{}</td><td class=\"{class}\">{label}</td><td>{} из {}</td></tr>",
                 esc(&b.title),
                 or_dash(b.project.as_deref()),
                 esc(&b.author),
                 time_of(&b.created_at),
-                b.status,
-                b.status_label,
                 counter_words(&b.counters),
                 b.counters.values().sum::<usize>(),
                 id = b.id,
@@ -397,14 +436,76 @@ pub(super) fn batches(
     out
 }
 
-/// A command's params or result, short.
+/// A command's params or result, short, with a space after each `,` and `:` between members so
+/// that a long one wraps between them rather than inside a word.
 fn json_text(value: &serde_json::Value) -> String {
-    clip(&value.to_string(), 160)
+    let mut bytes = Vec::new();
+    let formatter = serde_json::ser::PrettyFormatter::with_indent(b"");
+    let mut serializer = serde_json::Serializer::with_formatter(&mut bytes, formatter);
+    let text = match serde::Serialize::serialize(value, &mut serializer) {
+        // A newline can only be between members: inside strings it is written `\n`.
+        Ok(()) => String::from_utf8_lossy(&bytes).replace('\n', " "),
+        Err(_) => value.to_string(),
+    };
+    clip(&text, 160)
+}
+
+/// What a failed or skipped command's row offers: the retry the service would accept, or, when
+/// its dependency ended without a result, that one (retrying it brings this one along).
+fn retry_cell(
+    command: &CommandView,
+    known: &[&CommandView],
+    csrf: Option<&str>,
+    back: &str,
+) -> String {
+    let Some(csrf) = csrf else {
+        return String::new();
+    };
+    if !matches!(
+        command.status,
+        CommandStatus::Failed | CommandStatus::Skipped
+    ) {
+        return String::new();
+    }
+    let blocking = command
+        .depends_on
+        .and_then(|id| known.iter().find(|c| c.id == id))
+        .filter(|d| {
+            matches!(
+                d.status,
+                CommandStatus::Failed | CommandStatus::Skipped | CommandStatus::Cancelled
+            )
+        });
+    match blocking {
+        Some(dependency) => format!(
+            "<span class=\"hint\">Зависит от <a href=\"/ui/batches/{}#command-{}\">№{}</a> («{}»): \
+             повторите её, эта пойдёт следом.</span>",
+            dependency.batch_id,
+            dependency.id,
+            dependency.seq,
+            esc(dependency.status.label())
+        ),
+        None => form(
+            &format!("/ui/commands/{}/retry", command.id),
+            csrf,
+            &[("back", back)],
+            "Повторить",
+            "",
+        ),
+    }
 }
 
 /// The commands' table; `csrf` is given where the failed may be retried (not in a cancelled
-/// batch, whose commands never go back to Jira).
-fn command_rows(out: &mut String, commands: &[CommandView], csrf: Option<&str>, back: &str) {
+/// batch, whose commands never go back to Jira); `others` are commands of the same batches not
+/// in the table that the rows may depend on.
+fn command_rows(
+    out: &mut String,
+    commands: &[CommandView],
+    others: &[CommandView],
+    csrf: Option<&str>,
+    back: &str,
+) {
+    let known: Vec<&CommandView> = commands.iter().chain(others).collect();
     out.push_str(
         "<div class=\"scroll\"><table><thead><tr><th>№</th><th>Тип</th><th>Параметры</th><th>Статус</th>\
          <th>Выдач</th><th>Агент</th><th>Результат или ошибка</th><th></th></tr></thead><tbody>",
@@ -412,22 +513,15 @@ fn command_rows(out: &mut String, commands: &[CommandView], csrf: Option<&str>, 
     for c in commands {
         let outcome = match (&c.error, &c.result) {
             (Some(error), _) => format!("<span class=\"error\">{}</span>", esc(&clip(error, 400))),
-            (None, Some(result)) => format!("<code>{}</code>", esc(&json_text(result))),
+            (None, Some(result)) => {
+                format!("<code class=\"json\">{}</code>", esc(&json_text(result)))
+            }
             (None, None) => "—".to_string(),
         };
-        let retry = match csrf {
-            Some(csrf) if matches!(c.status.as_str(), "failed" | "skipped") => form(
-                &format!("/ui/commands/{}/retry", c.id),
-                csrf,
-                &[("back", back)],
-                "Повторить",
-                "",
-            ),
-            _ => String::new(),
-        };
+        let retry = retry_cell(c, &known, csrf, back);
         let _ = write!(
             out,
-            "<tr id=\"command-{}\"><td>{}</td><td>{}</td><td><code>{}</code></td><td class=\"status\">{}</td>\
+            "<tr id=\"command-{}\"><td>{}</td><td>{}</td><td><code class=\"json\">{}</code></td><td class=\"status\">{}</td>\
              <td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{retry}</td></tr>",
             c.id,
             c.seq,
@@ -448,10 +542,10 @@ fn attempts_words(command: &CommandView) -> String {
     if let Some(last) = command.attempts.last() {
         let _ = write!(
             out,
-            "<br><span class=\"hint\" title=\"{}\">повторена: {} раз, прежде {}</span>",
+            "<br><span class=\"hint\" title=\"{}\">повторена {}, прежде «{}»</span>",
             esc(last.error.as_deref().unwrap_or_default()),
-            command.attempts.len(),
-            esc(command_status_words(last.status.as_str()))
+            words::count(command.attempts.len() as u64, &TIMES),
+            esc(last.status.label())
         );
     }
     out
@@ -461,14 +555,13 @@ fn attempts_words(command: &CommandView) -> String {
 pub(super) fn batch(view: &BatchView, csrf: &str) -> String {
     let mut out = String::with_capacity(16 * 1024);
     let back = format!("/ui/batches/{}", view.id);
+    let (class, label) = batch_status_words(view);
     let _ = write!(
         out,
         "<section id=\"batch-head\" data-live><dl class=\"facts\">\
-         <dt>Статус</dt><dd id=\"batch-status\" class=\"bs bs-{}\">{}</dd>\
+         <dt>Статус</dt><dd id=\"batch-status\" class=\"{class}\">{label}</dd>\
          <dt>Команды</dt><dd>{}</dd><dt>Автор</dt><dd>{}</dd><dt>Проект</dt><dd>{}</dd>\
          <dt>Создан</dt><dd>{}</dd>",
-        view.status,
-        view.status_label,
         counter_words(&view.counters),
         esc(&view.author),
         or_dash(view.project.as_deref()),
@@ -477,7 +570,11 @@ pub(super) fn batch(view: &BatchView, csrf: &str) -> String {
     if let Some(at) = &view.cancelled_at {
         let _ = write!(out, "<dt>Отменён</dt><dd>{}</dd>", time_of(at));
     }
-    out.push_str("</dl><p class=\"actions\">");
+    out.push_str("</dl>");
+    if view.cancelled_at.is_some() {
+        out.push_str(&cancel_outcome(view));
+    }
+    out.push_str("<p class=\"actions\">");
     let failed = view.counters.get("failed").copied().unwrap_or(0)
         + view.counters.get("skipped").copied().unwrap_or(0);
     if failed > 0 && view.cancelled_at.is_none() {
@@ -489,7 +586,10 @@ pub(super) fn batch(view: &BatchView, csrf: &str) -> String {
             "",
         ));
     }
-    if matches!(view.status, BatchStatus::Queued | BatchStatus::Running) {
+    // Cancelling again would change nothing: the button goes once the batch is cancelled.
+    if view.cancelled_at.is_none()
+        && matches!(view.status, BatchStatus::Queued | BatchStatus::Running)
+    {
         out.push_str(&form(
             &format!("/ui/batches/{}/cancel", view.id),
             csrf,
@@ -500,8 +600,42 @@ pub(super) fn batch(view: &BatchView, csrf: &str) -> String {
     }
     out.push_str("</p></section><section id=\"batch-commands\" data-live><h2>Команды</h2>");
     let retry = view.cancelled_at.is_none().then_some(csrf);
-    command_rows(&mut out, &view.commands, retry, &back);
+    command_rows(&mut out, &view.commands, &[], retry, &back);
     out.push_str("</section>");
+    out
+}
+
+/// What cancelling a batch did and did not do: queued commands were taken off the queue;
+/// commands already at the agent are not stopped and end as the agent reports (or «отменена»
+/// when it never does).
+fn cancel_outcome(view: &BatchView) -> String {
+    let count = |status: &str| view.counters.get(status).copied().unwrap_or(0) as u64;
+    let cancelled = count("cancelled");
+    let at_agent = count("claimed");
+    let mut out = String::from("<p id=\"cancel-outcome\" class=\"hint\">");
+    if cancelled > 0 {
+        let _ = write!(
+            out,
+            "Отмена сняла с очереди {}. ",
+            words::count(cancelled, &COMMAND_FORMS)
+        );
+    }
+    if at_agent > 0 {
+        let _ = write!(
+            out,
+            "У агента {} {}: отмена их не прерывает, итог покажет агент \
+             (а если он не ответит, они станут «отменена», в Jira не повторяясь).",
+            if at_agent == 1 {
+                "осталась"
+            } else {
+                "остались"
+            },
+            words::count(at_agent, &COMMAND_FORMS),
+        );
+    } else {
+        out.push_str("Больше в Jira не уйдёт ни одна команда пакета.");
+    }
+    out.push_str("</p>");
     out
 }
 
@@ -538,18 +672,27 @@ pub(super) fn failed(list: &[FailedBatch], csrf: &str, limit: i64) -> String {
                 "",
             ));
         }
-        if batch.open_commands > 0 {
+        if batch.open_commands > 0 && !batch.cancelled {
             out.push_str(&form(
                 &format!("/ui/batches/{id}/cancel"),
                 csrf,
                 &[("back", "/ui/failed")],
-                &format!("Отменить пакет (ждут {})", batch.open_commands),
+                &format!(
+                    "Отменить пакет (не закончено: {})",
+                    words::count(batch.open_commands.max(0) as u64, &COMMAND_FORMS)
+                ),
                 "danger",
             ));
         }
         out.push_str("</p>");
         let retry = (!batch.cancelled).then_some(csrf);
-        command_rows(&mut out, &batch.commands, retry, "/ui/failed");
+        command_rows(
+            &mut out,
+            &batch.commands,
+            &batch.dependencies,
+            retry,
+            "/ui/failed",
+        );
         out.push_str("</article>");
     }
     out.push_str("</section>");
@@ -696,7 +839,9 @@ pub(super) fn issue(view: &IssueView, csrf: &str) -> String {
             out,
             "<div class=\"comment\"><p class=\"meta\">{} · {}</p><div class=\"text\">{}</div></div>",
             or_dash(c.author.as_deref()),
-            or_dash(c.created.as_deref()),
+            c.created
+                .as_deref()
+                .map_or_else(|| "—".to_string(), jira_time_of),
             esc(&c.body)
         );
     }
@@ -796,6 +941,23 @@ pub(super) fn runs(
     }
     out.push_str("</section>");
     out
+}
+
+/// A time Jira wrote (`2026-11-29T13:00:00.000+0300`) in the hub's form (`2026-11-29 10:00:00
+/// UTC`), Jira's own text in the tooltip; text that is not such a time shows as it is.
+fn jira_time_of(text: &str) -> String {
+    match crate::jira::jira_time(text) {
+        Some(at) => {
+            let utc = Utc::new(at);
+            format!(
+                "<time datetime=\"{}\" title=\"{}\">{} UTC</time>",
+                esc(utc.as_str()),
+                esc(text),
+                esc(&utc.as_str()[..19].replacen('T', " ", 1))
+            )
+        }
+        None => esc(text).to_string(),
+    }
 }
 
 /// A refusal or failure of an action, with a way back.

@@ -1,0 +1,57 @@
+//! Russian words for counts: the form of a noun after a number (`1 команда`, `2 команды`,
+//! `5 команд`, `11 команд`, `21 команда`), the one rule every message, page and CLI line uses.
+
+/// A noun's forms after 1, 2 and 5: `["команда", "команды", "команд"]`.
+pub(crate) type Forms = [&'static str; 3];
+
+pub(crate) const COMMANDS: Forms = ["команда", "команды", "команд"];
+pub(crate) const TIMES: Forms = ["раз", "раза", "раз"];
+
+/// The form of `forms` that goes after `n`.
+pub(crate) fn plural(n: u64, forms: &Forms) -> &'static str {
+    match (n % 10, n % 100) {
+        (_, 11..=14) => forms[2],
+        (1, _) => forms[0],
+        (2..=4, _) => forms[1],
+        _ => forms[2],
+    }
+}
+
+/// `n` and its noun: `3 команды`.
+pub(crate) fn count(n: u64, forms: &Forms) -> String {
+    format!("{n} {}", plural(n, forms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forms_follow_the_last_digits() {
+        let said: Vec<String> = [0, 1, 2, 4, 5, 11, 12, 14, 21, 22, 25, 101, 111, 112, 1000]
+            .iter()
+            .map(|n| count(*n, &COMMANDS))
+            .collect();
+        assert_eq!(
+            said,
+            [
+                "0 команд",
+                "1 команда",
+                "2 команды",
+                "4 команды",
+                "5 команд",
+                "11 команд",
+                "12 команд",
+                "14 команд",
+                "21 команда",
+                "22 команды",
+                "25 команд",
+                "101 команда",
+                "111 команд",
+                "112 команд",
+                "1000 команд"
+            ]
+        );
+        assert_eq!(count(3, &TIMES), "3 раза");
+    }
+}
