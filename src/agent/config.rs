@@ -134,7 +134,7 @@ const LEGACY_KEYS: [&str; 20] = [
     "jira_login",
 ];
 
-const KNOWN_KEYS: [&str; 26] = [
+const KNOWN_KEYS: [&str; 27] = [
     "jira_url",
     "jira_user",
     "jira_password",

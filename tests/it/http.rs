@@ -1509,6 +1509,8 @@ async fn metrics_stay_parseable_whatever_the_agents_are_called() {
         .collect();
     assert_eq!(shown(agents), expected);
     assert!(exposition.families.contains_key("jira_hub_claims"));
+}
+
 /// A claim with `wait_seconds` is held while there is nothing to hand out: a batch enqueued
 /// meanwhile answers it with the command; with nothing coming it is answered empty when its wait
 /// ends. Time is tokio's, paused: the waits pass without waiting, and the test looks at what
