@@ -1436,3 +1436,25 @@ async fn slices_carry_etags_and_refreshes_can_be_incremental() {
         );
     }
 }
+
+/// Issue 19: the document carries the hub's extension of the report (`released` with
+/// `not_before_seconds`) and of the claim (`released_seconds_ago`).
+#[tokio::test]
+async fn the_document_shows_the_release_of_a_command() {
+    let api = api();
+    let (status, document) = api.call(Method::GET, "/openapi.json", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let schemas = &document["components"]["schemas"];
+    let statuses = schemas["ResultStatus"]["enum"].as_array().unwrap();
+    assert!(statuses.contains(&json!("released")), "{statuses:?}");
+    assert!(
+        schemas["CommandResult"]["properties"]["not_before_seconds"].is_object(),
+        "{}",
+        schemas["CommandResult"]
+    );
+    assert!(
+        schemas["ClaimedCommand"]["properties"]["released_seconds_ago"].is_object(),
+        "{}",
+        schemas["ClaimedCommand"]
+    );
+}
