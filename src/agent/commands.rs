@@ -270,7 +270,9 @@ impl Executor<'_> {
         if let Some(sprint) = &sprint {
             self.add_to_sprint(&key, sprint, params)
                 .map_err(|e| match e {
-                    Fail::Reason(r) | Fail::Release(r) => fail(format!("{key} создана, но {r}")),
+                    Fail::Reason(r) => fail(format!("{key} создана, но {r}")),
+                    // The issue is marked: the next delivery takes it and adds it to the sprint.
+                    Fail::Release(r) => Fail::Release(format!("{key} создана, но {r}")),
                     Fail::Stopped => Fail::Stopped,
                 })?;
         }
