@@ -270,7 +270,9 @@ impl Executor<'_> {
         if let Some(sprint) = &sprint {
             self.add_to_sprint(&key, sprint, params)
                 .map_err(|e| match e {
-                    Fail::Reason(r) | Fail::Release(r) => fail(format!("{key} создана, но {r}")),
+                    Fail::Reason(r) => fail(format!("{key} создана, но {r}")),
+                    // The issue is marked: the next delivery takes it and adds it to the sprint.
+                    Fail::Release(r) => Fail::Release(format!("{key} создана, но {r}")),
                     Fail::Stopped => Fail::Stopped,
                 })?;
         }
@@ -838,5 +840,199 @@ mod tests {
         let other_hub = json!({"command": 7, "batch": 2, "enqueued_at": "2026-01-01T00:00:00Z"});
         assert_eq!(marker_is_of(&other_hub, &command), Some(false));
         assert_eq!(marker_is_of(&json!({"note": "x"}), &command), None);
+    }
+
+    /// A Jira of canned answers on a loopback port, for the checks before a repeated write:
+    /// `answer(method, path, nth call of that path)` gives status and body. Records what it saw.
+    struct Canned {
+        url: String,
+        seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    }
+
+    fn canned(answer: fn(&str, &str, usize) -> (u16, Value)) -> Canned {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                if reader.read_line(&mut line).is_err() {
+                    continue;
+                }
+                let mut parts = line.split_whitespace();
+                let method = parts.next().unwrap_or("").to_string();
+                let target = parts.next().unwrap_or("").to_string();
+                let mut length = 0usize;
+                loop {
+                    let mut header = String::new();
+                    if reader.read_line(&mut header).is_err() || header.trim().is_empty() {
+                        break;
+                    }
+                    if let Some(v) = header.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0; length];
+                let _ = reader.read_exact(&mut body);
+                let path = target.split('?').next().unwrap_or("").to_string();
+                let nth = {
+                    let mut log = log.lock().unwrap();
+                    log.push(format!("{method} {path}"));
+                    log.iter()
+                        .filter(|l| **l == format!("{method} {path}"))
+                        .count()
+                };
+                let (status, value) = answer(&method, &path, nth);
+                let text = value.to_string();
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+                    text.len()
+                );
+            }
+        });
+        Canned { url, seen }
+    }
+
+    fn jira_at(url: &str) -> Jira {
+        let text = json!({"jira_url": url, "jira_user": "agent", "jira_password": "secret",
+            "agent_token": "t", "hub_url": "http://127.0.0.1:1", "name": "agent-1",
+            "search_lag_seconds": 60})
+        .to_string();
+        let no_env = |_: &str| None;
+        let config = crate::agent::config::AgentConfig::from_text(
+            &text,
+            &crate::agent::config::Environment { var: &no_env },
+        )
+        .unwrap();
+        let client = crate::agent::net::Client::new(&config).unwrap();
+        let mut jira = Jira::new(
+            client,
+            url,
+            crate::agent::config::Secret::new(crate::agent::net::basic_auth("agent", "secret")),
+            config.deployment,
+            0,
+            std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        );
+        jira.set_min_interval(Duration::ZERO);
+        jira
+    }
+
+    fn redelivered_create(released_seconds_ago: Option<u64>) -> ClaimedCommand {
+        serde_json::from_value(
+            json!({"id": 7, "batch_id": 2, "seq": 1, "type": "ensure_issue",
+            "params": {"issue_type": "task", "summary": "Облачная"}, "delivery": 2,
+            "enqueued_at": "2026-11-29T10:00:00Z", "released_seconds_ago": released_seconds_ago}),
+        )
+        .unwrap()
+    }
+
+    /// Cloud's search shows the issue an earlier delivery made only on the third look: the
+    /// redelivered create waits (through the injected sleep: no wall time passes) and looks
+    /// again instead of creating a second issue; it waits no longer than the lag plus the
+    /// request timeout less what already passed since the command was given back.
+    #[test]
+    fn a_redelivered_create_on_cloud_waits_for_the_search_through_the_injected_sleep() {
+        fn answer(method: &str, path: &str, nth: usize) -> (u16, Value) {
+            match (method, path) {
+                ("GET", "/rest/api/2/serverInfo") => (
+                    200,
+                    json!({"deploymentType": "Cloud",
+                    "serverTime": "2026-11-29T13:05:00.000+0300", "versionNumbers": [1001, 0, 0]}),
+                ),
+                ("GET", "/rest/api/2/search/jql") if nth < 3 => {
+                    (200, json!({"issues": [], "isLast": true}))
+                }
+                ("GET", "/rest/api/2/search/jql") => (
+                    200,
+                    json!({"isLast": true, "issues": [
+                    {"id": "10001", "key": "AURORA-9", "fields": {"summary": "Облачная"}}]}),
+                ),
+                ("GET", "/rest/api/2/issue/AURORA-9/properties/jira-hub") => (
+                    200,
+                    json!({
+                    "key": "jira-hub", "value": {"command": 7, "batch": 2,
+                    "enqueued_at": "2026-11-29T10:00:00Z"}}),
+                ),
+                _ => (404, json!({"errorMessages": ["нет"]})),
+            }
+        }
+        let jira_server = canned(answer);
+        let mut jira = jira_at(&jira_server.url);
+        let settings = AgentSettings::from_value(&json!({"project_key": "AURORA",
+            "issue_types": {"task": {"name": "Задача", "id": "10002"}, "epic": {"name": "Эпик"}}}));
+        let slept = std::cell::RefCell::new(Vec::<Duration>::new());
+        let sleep = |d: Duration| {
+            slept.borrow_mut().push(d);
+            true
+        };
+        let mut executor = Executor {
+            jira: &mut jira,
+            settings: &settings,
+            page_size: 100,
+            max_retries: 0,
+            search_lag: None,
+            agent: "agent-1",
+            write_limit: Duration::from_secs(60),
+            claimed: Some(("2026-11-29T10:05:00Z", Instant::now())),
+            sleep: &sleep,
+        };
+        let outcome = executor.execute(&redelivered_create(Some(100)), &mut |_| Ok(()));
+        assert_eq!(
+            outcome,
+            Outcome::Done(json!({"key": "AURORA-9", "created": false}))
+        );
+        assert_eq!(
+            *slept.borrow(),
+            [Duration::from_secs(5), Duration::from_secs(5)],
+            "two waits of the 20 s left of 60 + 60 after 100"
+        );
+        let seen = jira_server.seen.lock().unwrap().clone();
+        assert!(
+            !seen.contains(&"POST /rest/api/2/issue".to_string()),
+            "{seen:?}"
+        );
+
+        // Given back long enough ago: one look, no wait, then the create.
+        fn nothing(method: &str, path: &str, _: usize) -> (u16, Value) {
+            match (method, path) {
+                ("GET", "/rest/api/2/serverInfo") => (
+                    200,
+                    json!({"deploymentType": "Cloud",
+                    "serverTime": "2026-11-29T13:05:00.000+0300"}),
+                ),
+                ("GET", "/rest/api/2/search/jql") => (200, json!({"issues": [], "isLast": true})),
+                ("POST", "/rest/api/2/issue") => (201, json!({"id": "10002", "key": "AURORA-10"})),
+                _ => (404, json!({"errorMessages": ["нет"]})),
+            }
+        }
+        let jira_server = canned(nothing);
+        let mut jira = jira_at(&jira_server.url);
+        let slept = std::cell::RefCell::new(Vec::<Duration>::new());
+        let sleep = |d: Duration| {
+            slept.borrow_mut().push(d);
+            true
+        };
+        let mut executor = Executor {
+            jira: &mut jira,
+            settings: &settings,
+            page_size: 100,
+            max_retries: 0,
+            search_lag: None,
+            agent: "agent-1",
+            write_limit: Duration::from_secs(60),
+            claimed: None,
+            sleep: &sleep,
+        };
+        let outcome = executor.execute(&redelivered_create(Some(180)), &mut |_| Ok(()));
+        assert_eq!(
+            outcome,
+            Outcome::Done(json!({"key": "AURORA-10", "created": true}))
+        );
+        assert!(slept.borrow().is_empty());
     }
 }

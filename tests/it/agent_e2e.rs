@@ -786,7 +786,15 @@ fn two_agents_killed_at_random_amid_lost_answers_leave_every_effect_once() {
     }
     let view = stack.wait_completed(plan_id);
     stack.fake.wait_applied(WAIT);
-    assert_landed_once(&stack.fake, "chaos2", &view);
+    let (epic, task) = assert_landed_once(&stack.fake, "chaos2", &view);
+    for (index, key) in [(0, &epic), (1, &task)] {
+        assert_eq!(&result_key(&view, index), key);
+        let marker = &stack.fake.issue_properties(key)["jira-hub"];
+        assert_eq!(
+            marker["command"], view["commands"][index]["id"],
+            "{key} is the issue of command {index}: {marker}"
+        );
+    }
     let view = stack.wait_completed(twins);
     let keys = stack.fake.keys_with_summary("Близнец chaos2");
     assert_eq!(keys.len(), 2, "two twins, no more: {keys:?}");

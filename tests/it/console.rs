@@ -840,3 +840,36 @@ async fn the_overview_flags_a_silent_agent_and_a_stalled_refresh() {
         issue.body
     );
 }
+
+/// Issue 19: a command its agent gave back after a lost answer shows why and until when it
+/// waits, escaped like every text from outside.
+#[tokio::test]
+async fn a_command_given_back_shows_its_wait_and_reason() {
+    let console = console();
+    let cookie = console.sign_in().await;
+    let id = console.batch("возврат").await["id"].as_i64().unwrap();
+    let claim = console.claim("agent-1", "c1").await;
+    let command = claim["commands"][0]["id"].as_i64().unwrap();
+    let report = console
+        .agent_post(
+            "/agent/report",
+            json!({"kind": "report", "id": "r1", "agent": "agent-1", "sent_at": "2026-11-29T10:00:00Z",
+                   "results": [{"command_id": command, "delivery": 1, "status": "released",
+                                "not_before_seconds": 180, "error": "ответ потерян <504>"}]}),
+        )
+        .await;
+    assert_eq!(report.status, StatusCode::OK, "{}", report.body);
+    let page = console
+        .get(&format!("/ui/batches/{id}"), Some(&cookie))
+        .await;
+    assert!(
+        page.body.contains("возвращена агентом, выдача не раньше"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("ответ потерян &lt;504&gt;"),
+        "{}",
+        page.body
+    );
+}

@@ -1693,3 +1693,25 @@ async fn agent_names_are_bounded_and_listed_a_bounded_number() {
             .all(|a| a["agent"].as_str().unwrap().starts_with("agent-"))
     );
 }
+
+/// Issue 19: the document carries the hub's extension of the report (`released` with
+/// `not_before_seconds`) and of the claim (`released_seconds_ago`).
+#[tokio::test]
+async fn the_document_shows_the_release_of_a_command() {
+    let api = api();
+    let (status, document) = api.call(Method::GET, "/openapi.json", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let schemas = &document["components"]["schemas"];
+    let statuses = schemas["ResultStatus"]["enum"].as_array().unwrap();
+    assert!(statuses.contains(&json!("released")), "{statuses:?}");
+    assert!(
+        schemas["CommandResult"]["properties"]["not_before_seconds"].is_object(),
+        "{}",
+        schemas["CommandResult"]
+    );
+    assert!(
+        schemas["ClaimedCommand"]["properties"]["released_seconds_ago"].is_object(),
+        "{}",
+        schemas["ClaimedCommand"]
+    );
+}

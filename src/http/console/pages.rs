@@ -548,6 +548,14 @@ fn attempts_words(command: &CommandView) -> String {
             esc(last.status.label())
         );
     }
+    if let Some(not_before) = &command.not_before {
+        // Given back by its agent after a lost answer (issue 19): waits before the next delivery.
+        let _ = write!(
+            out,
+            "<br><span class=\"hint\">возвращена агентом, выдача не раньше {}</span>",
+            esc(&not_before.to_string())
+        );
+    }
     out
 }
 
