@@ -190,7 +190,7 @@ pub struct ServeArgs {
     /// rebinding. Repeat it; in the environment, separate names with commas.
     #[arg(long = "allowed-host", env = "JIRA_HUB_ALLOWED_HOSTS", value_delimiter = ',', value_parser = parse_allowed_host)]
     pub allowed_hosts: Vec<String>,
-    /// The console's public address behind a reverse proxy (https://hub.example.com): a form
+    /// The console's public address behind a reverse proxy (`https://hub.example.com`): a form
     /// sent from it is from this site whatever Host the proxy passes on, and its host is
     /// allowed. Repeat it; in the environment, separate addresses with commas.
     #[arg(long = "public-url", env = "JIRA_HUB_PUBLIC_URL", value_delimiter = ',', value_parser = crate::http::parse_origin)]
