@@ -23,7 +23,6 @@ use jira_hub::http::{AppState, HttpOptions, HubPool, router};
 use jira_hub::service::HubConnection;
 use rusqlite::{Connection, params};
 use serde_json::Value;
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use time::OffsetDateTime;
@@ -150,10 +149,6 @@ fn main() -> Result<(), Error> {
         timer.elapsed().as_secs_f64()
     );
     let token = hub.tokens()?.ok_or("no tokens")?.client;
-    let cookie = token.bytes().fold(String::new(), |mut out, b| {
-        let _ = write!(out, "{b:02x}");
-        out
-    });
     let mut direct = hub.connect()?;
     let counter = Connection::open(&db)?;
     let app = router(AppState {
@@ -163,6 +158,22 @@ fn main() -> Result<(), Error> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    // A session as a browser gets it: the sign-in's cookie.
+    let cookie = runtime.block_on(async {
+        let request = Request::post("/ui/sign-in")
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .body(Body::from(format!("token={token}")))?;
+        let response = app.clone().oneshot(request).await?;
+        let cookie = response
+            .headers()
+            .get("set-cookie")
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.split(';').next())
+            .and_then(|pair| pair.split_once('='))
+            .map(|(_, id)| id.to_string())
+            .ok_or("the sign-in set no cookie")?;
+        Ok::<_, Error>(cookie)
+    })?;
     let get = |path: &'static str| -> Result<(Duration, usize), Error> {
         let timer = Instant::now();
         let body = runtime.block_on(async {

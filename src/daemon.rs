@@ -165,6 +165,17 @@ async fn run(hub: HubConnection, options: ServeOptions, db: &Path) -> anyhow::Re
         .await
         .with_context(|| format!("не удалось слушать {}", options.listen))?;
     let address = listener.local_addr()?;
+    if !address.ip().is_loopback()
+        && options.http.allowed_hosts.is_empty()
+        && options.http.public_origins.is_empty()
+    {
+        // Reached by IP address or localhost it works; by a DNS name (a proxy passing the
+        // browser's Host, a bookmark) it is refused until the name is given.
+        tracing::warn!(
+            %address,
+            "listening beyond the loopback with no --allowed-host: the console, /metrics and /ready refuse requests that name the hub by a DNS name (403, against DNS rebinding) until it is given with --allowed-host or --public-url; IP addresses, localhost and requests with a token are accepted"
+        );
+    }
     let shutdown = Shutdown::new();
 
     let relay = Relay::new(hub.connect()?, options.relay.clone(), shutdown.clone());

@@ -142,6 +142,8 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l http-timeout
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l http-max-connections -d 'Open HTTP connections at most; at the cap a new one closes the oldest idle one' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l http-header-timeout-seconds -d 'A connection that has not sent its request headers within this time is closed' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l http-idle-timeout-seconds -d 'A keep-alive connection with no request for this long is closed' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l allowed-host -d 'A host name by which browsers and clients reach the hub (besides IP addresses and localhost, always accepted): a request naming another is refused, which stops DNS rebinding. Repeat it; in the environment, separate names with commas' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l public-url -d 'The console\'s public address behind a reverse proxy (`https://hub.example.com`): a form sent from it is from this site whatever Host the proxy passes on, and its host is allowed. Repeat it; in the environment, separate addresses with commas' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l init-from -d 'Initialise a new database from this legacy config first (nothing happens to one that has settings)' -r -F
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l default-relay-dir -d 'When relay_dir is not set, set it to this folder (made if missing)' -r -F
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F

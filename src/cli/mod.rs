@@ -189,6 +189,16 @@ pub struct ServeArgs {
     /// A keep-alive connection with no request for this long is closed.
     #[arg(long, env = "JIRA_HUB_HTTP_IDLE_TIMEOUT_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub http_idle_timeout_seconds: u64,
+    /// A host name by which browsers and clients reach the hub (besides IP addresses and
+    /// localhost, always accepted): a request naming another is refused, which stops DNS
+    /// rebinding. Repeat it; in the environment, separate names with commas.
+    #[arg(long = "allowed-host", env = "JIRA_HUB_ALLOWED_HOSTS", value_delimiter = ',', value_parser = parse_allowed_host)]
+    pub allowed_hosts: Vec<String>,
+    /// The console's public address behind a reverse proxy (`https://hub.example.com`): a form
+    /// sent from it is from this site whatever Host the proxy passes on, and its host is
+    /// allowed. Repeat it; in the environment, separate addresses with commas.
+    #[arg(long = "public-url", env = "JIRA_HUB_PUBLIC_URL", value_delimiter = ',', value_parser = crate::http::parse_origin)]
+    pub public_urls: Vec<String>,
     /// Initialise a new database from this legacy config first (nothing happens to one that has settings).
     #[arg(long, env = "JIRA_HUB_INIT_FROM")]
     pub init_from: Option<PathBuf>,
@@ -413,8 +423,27 @@ impl ServeArgs {
                 max_connections: self.http_max_connections as usize,
                 header_timeout: Duration::from_secs(self.http_header_timeout_seconds),
                 idle_timeout: Duration::from_secs(self.http_idle_timeout_seconds),
+                allowed_hosts: self.allowed_hosts,
+                public_origins: self.public_urls,
             },
         }
+    }
+}
+
+/// `--allowed-host`: a host name as `Host` carries it, kept lowercase without a final dot.
+fn parse_allowed_host(text: &str) -> Result<String, String> {
+    let name = text.trim().trim_end_matches('.').to_ascii_lowercase();
+    let valid = !name.is_empty()
+        && name.len() <= 253
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+    if valid {
+        Ok(name)
+    } else {
+        Err(format!(
+            "{text}: ожидается имя хоста (hub.example.com), без схемы и порта"
+        ))
     }
 }
 

@@ -12,6 +12,10 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+/// The slice is revalidated with its ETag every time and kept by no shared cache (it is
+/// business data behind a token).
+const SLICE_CACHE: HeaderValue = HeaderValue::from_static("private, no-cache");
+
 /// Every setting but the tokens, with the computed `base_jql`.
 #[utoipa::path(get, path = "/settings", tag = "settings", security(("client_token" = [])),
     responses((status = 200, body = Object), (status = 401, body = super::ErrorBody)))]
@@ -108,7 +112,14 @@ pub(crate) async fn project_issues(
         .filter_map(|value| value.to_str().ok())
         .any(|value| none_match_hits(value, &etag))
     {
-        return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag_value)]).into_response());
+        return Ok((
+            StatusCode::NOT_MODIFIED,
+            [
+                (header::ETAG, etag_value),
+                (header::CACHE_CONTROL, SLICE_CACHE),
+            ],
+        )
+            .into_response());
     }
     Ok((
         StatusCode::OK,
@@ -118,6 +129,7 @@ pub(crate) async fn project_issues(
                 HeaderValue::from_static("application/json"),
             ),
             (header::ETAG, etag_value),
+            (header::CACHE_CONTROL, SLICE_CACHE),
         ],
         body,
     )

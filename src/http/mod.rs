@@ -15,9 +15,10 @@ mod server;
 
 use crate::service::{HubConnection, ServiceError};
 use axum::body::Bytes;
+use axum::extract::State;
 use axum::extract::{FromRequest, FromRequestParts, Request};
-use axum::http::StatusCode;
 use axum::http::request::Parts;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json, Router};
 use serde::Serialize;
@@ -41,6 +42,12 @@ pub struct HttpOptions {
     pub header_timeout: Duration,
     /// A connection with no request in hand for this long is closed.
     pub idle_timeout: Duration,
+    /// Host names (lowercase, without a port) by which the hub may be reached besides IP
+    /// addresses and `localhost`: a request naming any other is refused (DNS rebinding).
+    pub allowed_hosts: Vec<String>,
+    /// The console's public origins behind a reverse proxy (`https://hub.example.com`): a
+    /// browser's `Origin` that is one of them is this site, whatever `Host` the proxy sent.
+    pub public_origins: Vec<String>,
 }
 
 impl Default for HttpOptions {
@@ -51,8 +58,114 @@ impl Default for HttpOptions {
             max_connections: 256,
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
+            allowed_hosts: Vec::new(),
+            public_origins: Vec::new(),
         }
     }
+}
+
+/// `https://Hub.Example.com:443/` → `https://hub.example.com`: an origin as a browser's
+/// `Origin` header writes it (lowercase, no default port, no path). Refuses anything that is not
+/// `http(s)://host[:port]`.
+pub fn parse_origin(text: &str) -> Result<String, String> {
+    let lower = text.trim().trim_end_matches('/').to_ascii_lowercase();
+    let (scheme, rest) = lower
+        .split_once("://")
+        .filter(|(scheme, _)| *scheme == "http" || *scheme == "https")
+        .ok_or_else(|| format!("{text}: ожидается адрес вида https://hub.example.com"))?;
+    if rest.is_empty() || rest.contains(['/', '?', '#', '@', ' ']) {
+        return Err(format!(
+            "{text}: ожидается адрес вида https://hub.example.com (без пути)"
+        ));
+    }
+    let rest = match (scheme, rest.rsplit_once(':')) {
+        ("https", Some((host, "443"))) | ("http", Some((host, "80"))) => host,
+        _ => rest,
+    };
+    Ok(format!("{scheme}://{rest}"))
+}
+
+/// The host part of a `Host` header (or of an origin's authority): lowercase, without its port
+/// or a final dot; an IPv6 literal without its brackets.
+pub(crate) fn host_name(authority: &str) -> Option<String> {
+    let authority = authority.trim();
+    let name = if let Some(rest) = authority.strip_prefix('[') {
+        rest.split_once(']')?.0
+    } else {
+        match authority.rsplit_once(':') {
+            Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
+            _ => authority,
+        }
+    };
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    (!name.is_empty()).then_some(name)
+}
+
+/// Whether a request naming `host` may be served: an IP address (a page of another site can
+/// only reach one under its own name, so DNS rebinding always brings a name), `localhost` and
+/// its subdomains (RFC 6761: always the loopback), an allowed host, or the host of a public
+/// origin.
+fn host_allowed(host: &str, options: &HttpOptions) -> bool {
+    host.parse::<std::net::IpAddr>().is_ok()
+        || host == "localhost"
+        || host.ends_with(".localhost")
+        || options.allowed_hosts.iter().any(|allowed| allowed == host)
+        || options
+            .public_origins
+            .iter()
+            .filter_map(|origin| origin.split_once("://"))
+            .filter_map(|(_, authority)| host_name(authority))
+            .any(|public| public == host)
+}
+
+/// Refuses (403) a request whose `Host` names the hub by a name it was not given (DNS
+/// rebinding: a page of another site resolving its own name to the hub's address, to read what
+/// needs no token: `/metrics`, `/ready`, the console). A request that carries a token
+/// (`Authorization`) passes, whatever name it used: such a page cannot know a token, and the
+/// token is checked next (so agents and clients reach the hub by any name). `/health` passes
+/// too, for load balancers; it carries nothing. A request without `Host` (HTTP/1.0, a test)
+/// passes: a browser always sends one.
+async fn host_guard(
+    State(state): State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if request.uri().path() != "/health"
+        && !request
+            .headers()
+            .contains_key(axum::http::header::AUTHORIZATION)
+        && let Some(value) = request.headers().get(axum::http::header::HOST)
+    {
+        let host = value.to_str().ok().and_then(host_name);
+        if !host
+            .as_deref()
+            .is_some_and(|host| host_allowed(host, &state.options))
+        {
+            let shown = host.unwrap_or_else(|| "?".into());
+            tracing::debug!(host = %shown, "a request naming an unknown host refused");
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                ErrorCode::Forbidden,
+                Some("Host"),
+                format!(
+                    "хаб не знает имени «{shown}»: обращайтесь по IP-адресу или localhost, либо запустите его с --allowed-host {shown}"
+                ),
+            )
+            .into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// Answers not to keep: `Cache-Control: no-store` unless the route said otherwise (the console's
+/// script and style, the slice with its ETag).
+async fn no_store(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let mut response = next.run(request).await;
+    response
+        .headers_mut()
+        .entry(axum::http::header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    response
 }
 
 /// Several [`HubConnection`]s, lent to one request at a time on a
@@ -655,6 +768,11 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state.options.request_timeout,
             time_limit,
+        ))
+        .layer(axum::middleware::from_fn(no_store))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            host_guard,
         ))
         .with_state(state)
 }

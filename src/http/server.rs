@@ -149,7 +149,7 @@ pub(crate) async fn serve(
         let stream = tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok((stream, peer)) => (stream, peer),
                 Err(error) => {
                     // Out of descriptors (EMFILE) and the like pass; the loop must not spin.
                     if accept_error_log.due() {
@@ -160,6 +160,7 @@ pub(crate) async fn serve(
                 }
             },
         };
+        let (stream, peer) = stream;
         let permit = match permits.clone().try_acquire_owned() {
             Ok(permit) => permit,
             Err(_) => {
@@ -193,7 +194,7 @@ pub(crate) async fn serve(
         let stopping = stopping.clone();
         let options = options.clone();
         tokio::spawn(async move {
-            serve_connection(stream, router, &options, &connection, stopping).await;
+            serve_connection(stream, peer, router, &options, &connection, stopping).await;
             registry.remove(id);
             drop(permit);
         });
@@ -213,6 +214,7 @@ pub(crate) async fn serve(
 
 async fn serve_connection(
     stream: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
     router: Router,
     options: &HttpOptions,
     connection: &Arc<Connection>,
@@ -220,7 +222,11 @@ async fn serve_connection(
 ) {
     let inner = TowerToHyperService::new(router);
     let tracked = connection.clone();
-    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+    let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+        // The peer's address, for what is limited per client (the console's sign-in).
+        request
+            .extensions_mut()
+            .insert(axum::extract::ConnectInfo(peer));
         let busy = Busy::begin(&tracked);
         let answer = inner.call(request);
         async move {

@@ -1012,3 +1012,47 @@ fn relay_inspect_names_a_missing_path_and_judges_tokens_as_the_hub_does() {
     let out = run_ok(&dir.db(), &["relay", "inspect", empty.to_str().unwrap()]);
     assert!(out.stderr.contains("нет файлов реле"), "{out:?}");
 }
+
+/// `serve --allowed-host` and `--public-url` (or their environment variables) name the hosts the
+/// console and `/metrics` answer to besides IP addresses and localhost; a bad URL is a usage
+/// error.
+#[test]
+fn serve_answers_to_the_hosts_it_was_given() {
+    use std::io::{Read, Write};
+    let dir = TestDir::new();
+    run_ok(
+        &dir.db(),
+        &["init", "--config", example_config().to_str().unwrap()],
+    );
+    let out = run(
+        &dir.db(),
+        &["serve", "--public-url", "ftp://hub.example.com"],
+    );
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stderr.contains("https://hub.example.com"), "{out:?}");
+
+    let daemon = Daemon::start(
+        &dir.db(),
+        &[
+            "--allowed-host",
+            "hub.example.com",
+            "--public-url",
+            "https://console.example.com",
+        ],
+    );
+    let status = |host: &str| {
+        let mut stream = std::net::TcpStream::connect(&daemon.address).unwrap();
+        write!(
+            stream,
+            "GET /metrics HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer.split_whitespace().nth(1).unwrap().to_string()
+    };
+    assert_eq!(status("hub.example.com"), "200");
+    assert_eq!(status("console.example.com"), "200");
+    assert_eq!(status(&daemon.address), "200");
+    assert_eq!(status("evil.example"), "403");
+}

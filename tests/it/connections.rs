@@ -127,10 +127,10 @@ fn silent_and_idle_connections_are_closed() {
     let silent = TcpStream::connect(&daemon.address).unwrap();
     let mut partial = TcpStream::connect(&daemon.address).unwrap();
     partial
-        .write_all(b"GET /health HTTP/1.1\r\nHost: t\r\n")
+        .write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         .unwrap();
     let mut kept = TcpStream::connect(&daemon.address).unwrap();
-    kept.write_all(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
+    kept.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         .unwrap();
     kept.set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
@@ -146,14 +146,14 @@ fn silent_and_idle_connections_are_closed() {
         "agent_version": "1", "settings_version": 0, "max_commands": 1})
         .to_string();
     let request = format!(
-        "POST /agent/claim HTTP/1.1\r\nHost: t\r\nConnection: close\r\nAuthorization: bearer {agent}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{claim}\r\n0\r\n\r\n",
+        "POST /agent/claim HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: bearer {agent}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{claim}\r\n0\r\n\r\n",
         claim.len()
     );
     let (status, body) = exchange(&daemon.address, request.as_bytes());
     assert_eq!((status, &body["kind"]), (200, &json!("claim")), "{body}");
     // Neither length nor chunks: an empty body, refused in the shape.
     let request = format!(
-        "POST /agent/claim HTTP/1.1\r\nHost: t\r\nConnection: close\r\nAuthorization: Bearer {agent}\r\nContent-Type: application/json\r\n\r\n"
+        "POST /agent/claim HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: Bearer {agent}\r\nContent-Type: application/json\r\n\r\n"
     );
     let (status, body) = exchange(&daemon.address, request.as_bytes());
     assert_eq!(status, 400, "{body}");

@@ -80,7 +80,7 @@ impl Console {
         let mut request = Request::builder()
             .method(Method::POST)
             .uri(path)
-            .header("Host", "hub.test")
+            .header("Host", "127.0.0.1:8740")
             .header("Content-Type", "application/x-www-form-urlencoded");
         if let Some(cookie) = cookie {
             request = request.header("Cookie", cookie);
@@ -338,7 +338,7 @@ async fn a_post_without_the_anti_forgery_token_or_from_another_site_changes_noth
             Some(&cookie),
             &[("csrf", &csrf)],
             &[
-                ("Origin", "http://hub.test"),
+                ("Origin", "http://127.0.0.1:8740"),
                 ("Sec-Fetch-Site", "same-origin"),
             ],
         )
@@ -576,8 +576,10 @@ async fn a_cancelled_batch_offers_no_retry() {
     assert_eq!(after["commands"][0]["status"], "failed");
 }
 
-/// A console on a clock the test moves.
-fn console_on_clock() -> (Console, std::sync::Arc<jira_hub::clock::ManualClock>) {
+/// A console over a hub whose clock the test moves.
+fn console_on_clock(
+    options: HttpOptions,
+) -> (Console, std::sync::Arc<jira_hub::clock::ManualClock>) {
     let dir = TestDir::new();
     let clock = clock();
     let mut hub = ready_hub(&dir, &clock);
@@ -585,15 +587,272 @@ fn console_on_clock() -> (Console, std::sync::Arc<jira_hub::clock::ManualClock>)
     let tokens = hub.tokens().unwrap().unwrap();
     let state = jira_hub::http::AppState {
         pool: std::sync::Arc::new(jira_hub::http::HubPool::new(hub)),
-        options: HttpOptions::default(),
+        options,
     };
-    let console = Console {
-        router: jira_hub::http::router(state),
-        client: tokens.client,
-        agent: tokens.agent,
-        _dir: dir,
+    (
+        Console {
+            router: jira_hub::http::router(state),
+            client: tokens.client,
+            agent: tokens.agent,
+            _dir: dir,
+        },
+        clock,
+    )
+}
+
+fn hex(text: &str) -> String {
+    text.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The cookie holds a session of the hub's, not the client token; «Выйти» ends that session
+/// on the hub (the same cookie sent again is refused), so does a rotated client token, and a
+/// session ends after 12 hours unused.
+#[tokio::test]
+async fn a_session_is_the_hubs_and_ends_on_sign_out_rotation_and_idleness() {
+    let (console, clock) = console_on_clock(HttpOptions::default());
+    let cookie = console.sign_in().await;
+    let value = cookie.split_once('=').unwrap().1.to_string();
+    assert_ne!(value, hex(&console.client), "the cookie is not the token");
+    assert!(!value.contains(&console.client));
+    assert_eq!(value.len(), 64);
+    let page = console.get("/", Some(&cookie)).await;
+    assert_eq!(page.status, StatusCode::OK);
+    // Another sign-in is another session.
+    let second = console.sign_in().await;
+    assert_ne!(second, cookie);
+
+    let csrf = csrf_of(&page.body);
+    let out = console
+        .post("/ui/sign-out", Some(&cookie), &[("csrf", &csrf)], &[])
+        .await;
+    assert_eq!(out.status, StatusCode::SEE_OTHER);
+    let replayed = console.get("/", Some(&cookie)).await;
+    assert_eq!(
+        replayed.status,
+        StatusCode::UNAUTHORIZED,
+        "signed out on the hub"
+    );
+    assert_eq!(console.get("/", Some(&second)).await.status, StatusCode::OK);
+
+    // Unused for 12 hours: gone; used within them: kept.
+    clock.advance(time::Duration::hours(11));
+    assert_eq!(console.get("/", Some(&second)).await.status, StatusCode::OK);
+    clock.advance(time::Duration::hours(11));
+    assert_eq!(console.get("/", Some(&second)).await.status, StatusCode::OK);
+    clock.advance(time::Duration::hours(13));
+    assert_eq!(
+        console.get("/", Some(&second)).await.status,
+        StatusCode::UNAUTHORIZED,
+        "idle"
+    );
+
+    // A rotated client token ends every session.
+    let third = console.sign_in().await;
+    assert_eq!(console.get("/", Some(&third)).await.status, StatusCode::OK);
+    run_ok(&console._dir.db(), &["tokens", "--rotate", "client"]);
+    assert_eq!(
+        console.get("/", Some(&third)).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+}
+
+/// Failed sign-ins: five pass at once, then each waits twice as long (429 with Retry-After),
+/// the right token included, until the wait is over.
+#[tokio::test]
+async fn failed_sign_ins_are_delayed_with_retry_after() {
+    let (console, clock) = console_on_clock(HttpOptions::default());
+    for n in 1..=6 {
+        let page = console
+            .post("/ui/sign-in", None, &[("token", "guess")], &[])
+            .await;
+        assert_eq!(page.status, StatusCode::UNAUTHORIZED, "attempt {n}");
+    }
+    let limited = console
+        .post("/ui/sign-in", None, &[("token", &console.client)], &[])
+        .await;
+    assert_eq!(limited.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(limited.headers["retry-after"], "1");
+    assert!(
+        limited.body.contains("повторите через 1 с"),
+        "{}",
+        limited.body
+    );
+    clock.advance(time::Duration::seconds(1));
+    let wrong = console
+        .post("/ui/sign-in", None, &[("token", "guess")], &[])
+        .await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+    let limited = console
+        .post("/ui/sign-in", None, &[("token", &console.client)], &[])
+        .await;
+    assert_eq!(limited.headers["retry-after"], "2");
+    clock.advance(time::Duration::seconds(2));
+    let right = console
+        .post("/ui/sign-in", None, &[("token", &console.client)], &[])
+        .await;
+    assert_eq!(right.status, StatusCode::SEE_OTHER);
+}
+
+/// Behind a reverse proxy that passes its upstream's address as `Host` (nginx's default), a
+/// browser's sign-in and actions are from this site: by `Sec-Fetch-Site`, by the proxy's
+/// `X-Forwarded-Host`, or by `--public-url`; another site is still refused.
+#[tokio::test]
+async fn behind_a_proxy_that_rewrites_host_the_console_works() {
+    let proxied: Pairs = &[("Origin", "https://hub.example.com")];
+    let console = console();
+    let modern: Pairs = &[
+        ("Origin", "https://hub.example.com"),
+        ("Sec-Fetch-Site", "same-origin"),
+    ];
+    let forwarded: Pairs = &[
+        ("Origin", "https://hub.example.com"),
+        ("X-Forwarded-Host", "hub.example.com"),
+    ];
+    for headers in [modern, forwarded] {
+        let page = console
+            .post("/ui/sign-in", None, &[("token", &console.client)], headers)
+            .await;
+        assert_eq!(
+            page.status,
+            StatusCode::SEE_OTHER,
+            "{headers:?}: {}",
+            page.body
+        );
+    }
+    let refused = console
+        .post("/ui/sign-in", None, &[("token", &console.client)], proxied)
+        .await;
+    assert_eq!(
+        refused.status,
+        StatusCode::FORBIDDEN,
+        "no sign of this site"
+    );
+
+    let public = jira_hub::http::parse_origin("https://Hub.Example.com:443/").unwrap();
+    assert_eq!(public, "https://hub.example.com");
+    let (console, _) = console_on_clock(HttpOptions {
+        public_origins: vec![public],
+        ..HttpOptions::default()
+    });
+    let page = console
+        .post("/ui/sign-in", None, &[("token", &console.client)], proxied)
+        .await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+    let cookie = page.headers["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let csrf = csrf_of(&console.get("/ui/runs", Some(&cookie)).await.body);
+    let refresh = console
+        .post("/ui/refresh", Some(&cookie), &[("csrf", &csrf)], proxied)
+        .await;
+    assert_eq!(refresh.status, StatusCode::SEE_OTHER, "{}", refresh.body);
+    let evil = console
+        .post(
+            "/ui/refresh",
+            Some(&cookie),
+            &[("csrf", &csrf)],
+            &[("Origin", "https://evil.example")],
+        )
+        .await;
+    assert_eq!(evil.status, StatusCode::FORBIDDEN);
+}
+
+/// API answers are not kept by caches (`no-store`; the slice is revalidated by its ETag), the
+/// console's script may be.
+#[tokio::test]
+async fn answers_say_how_they_may_be_cached() {
+    let console = console();
+    let cookie = console.sign_in().await;
+    let cache = |page: &Page| {
+        page.headers
+            .get("cache-control")
+            .map(|v| v.to_str().unwrap().to_string())
     };
-    (console, clock)
+    let bearer = |path: &str| {
+        Request::builder()
+            .uri(path)
+            .header("Authorization", format!("Bearer {}", console.client))
+            .body(Body::empty())
+            .unwrap()
+    };
+    for path in [
+        "/batches",
+        "/settings",
+        "/projects",
+        "/agents",
+        "/nonexistent",
+    ] {
+        let page = console.send(bearer(path)).await;
+        assert_eq!(cache(&page).as_deref(), Some("no-store"), "{path}");
+    }
+    for path in ["/metrics", "/ready", "/openapi.json"] {
+        let page = console.get(path, None).await;
+        assert_eq!(cache(&page).as_deref(), Some("no-store"), "{path}");
+    }
+    let slice = console.send(bearer("/projects/AWPCA/issues")).await;
+    assert_eq!(slice.status, StatusCode::OK, "{}", slice.body);
+    assert_eq!(cache(&slice).as_deref(), Some("private, no-cache"));
+    let page = console.get("/ui/batches", Some(&cookie)).await;
+    assert_eq!(cache(&page).as_deref(), Some("no-store"));
+    let script = console.get("/ui/static/console.js", None).await;
+    assert_eq!(cache(&script).as_deref(), Some("max-age=300"));
+}
+
+/// DNS rebinding: a request that names the hub by a name it was not given is refused (403) by
+/// everything a token does not protect; IP addresses, localhost, allowed names, `/health` and
+/// requests with a token pass.
+#[tokio::test]
+async fn a_request_naming_an_unknown_host_is_refused() {
+    let (console, _) = console_on_clock(HttpOptions {
+        allowed_hosts: vec!["hub.example.com".into()],
+        ..HttpOptions::default()
+    });
+    let get = |path: &str, host: &str, token: Option<&str>| {
+        let mut request = Request::builder().uri(path).header("Host", host);
+        if let Some(token) = token {
+            request = request.header("Authorization", format!("Bearer {token}"));
+        }
+        request.body(Body::empty()).unwrap()
+    };
+    for host in [
+        "evil.example",
+        "evil.example:8740",
+        "hub.example.com.evil.example",
+    ] {
+        for path in ["/metrics", "/ready", "/openapi.json", "/", "/ui/batches"] {
+            let page = console.send(get(path, host, None)).await;
+            assert_eq!(page.status, StatusCode::FORBIDDEN, "{host} {path}");
+            assert!(page.body.contains("--allowed-host"), "{}", page.body);
+        }
+        assert_eq!(
+            console.send(get("/health", host, None)).await.status,
+            StatusCode::OK
+        );
+        assert_eq!(
+            console
+                .send(get("/batches", host, Some(&console.client)))
+                .await
+                .status,
+            StatusCode::OK,
+            "a token is checked instead"
+        );
+    }
+    for host in [
+        "127.0.0.1:8740",
+        "[::1]:8740",
+        "10.1.2.3",
+        "localhost:8740",
+        "LOCALHOST",
+        "hub.example.com",
+        "Hub.Example.COM.:443",
+    ] {
+        let page = console.send(get("/metrics", host, None)).await;
+        assert_eq!(page.status, StatusCode::OK, "{host}");
+    }
 }
 
 /// «Повторить» only where the service takes it: a command skipped because its dependency failed
@@ -792,7 +1051,7 @@ async fn an_unknown_console_page_is_a_page() {
 /// show in the hub's form.
 #[tokio::test]
 async fn the_overview_flags_a_silent_agent_and_a_stalled_refresh() {
-    let (console, clock) = console_on_clock();
+    let (console, clock) = console_on_clock(HttpOptions::default());
     let cookie = console.sign_in().await;
     console.api(Method::POST, "/refresh", None).await;
     let claim = console.claim("agent-1", "c1").await;

@@ -966,7 +966,7 @@ fn a_stop_drains_requests_in_flight() {
     let mut stream = std::net::TcpStream::connect(&daemon.address).unwrap();
     stream.set_read_timeout(Some(WAIT)).unwrap();
     let head = format!(
-        "POST /projects HTTP/1.1\r\nHost: t\r\nConnection: close\r\nAuthorization: Bearer {client}\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n",
+        "POST /projects HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: Bearer {client}\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n",
         body.len()
     );
     stream.write_all(head.as_bytes()).unwrap();

@@ -449,7 +449,7 @@ pub fn http(
         .map(|b| serde_json::to_vec(b).expect("json"))
         .unwrap_or_default();
     let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Length: {}\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
     if let Some(token) = token {

@@ -1,13 +1,18 @@
 //! The operator's web console (issue 11): server-rendered HTML in Russian at `/` and under
 //! `/ui/`, over the same service calls as the API.
 //!
-//! Signing in takes the client token once; the browser keeps it in an `HttpOnly`,
-//! `SameSite=Strict` cookie and every request checks it as `authorize` checks a bearer token
-//! (constant time). Without it every page is the sign-in form (401). Every action is a POST that
-//! carries an anti-forgery token: HMAC-SHA256 of the client token under a key drawn at random
-//! when the router is built, so it changes with the token and with each start of the hub. A POST
-//! whose `Sec-Fetch-Site` or `Origin` says it came from another site is refused before anything
-//! else (403), and so is one without the right anti-forgery token.
+//! Signing in takes the client token once and opens a session: a random id in an `HttpOnly`,
+//! `SameSite=Strict` cookie, kept by the hub (in memory, as its SHA-256) with its own random
+//! anti-forgery token. The cookie never holds the client token. A session ends when the operator
+//! signs out («Выйти» forgets it), after [`SESSION_IDLE`] without a request or [`SESSION_LIFE`]
+//! in any case, when the client token is rotated, and when the hub restarts. Without a session
+//! every page is the sign-in form (401). Failed sign-ins are limited per client address and in
+//! all (429 with `Retry-After`) and logged in aggregate.
+//!
+//! Every action is a POST that carries the session's anti-forgery token. A POST that the browser
+//! says came from another site (`Sec-Fetch-Site`, or else an `Origin` that is neither this
+//! `Host`, the `X-Forwarded-Host`/`Forwarded` host a proxy passed on, nor a `--public-url`) is
+//! refused before anything else (403), and so is one without the right anti-forgery token.
 //!
 //! Parts of a page that change (`data-live` sections) are replaced in place by a small script
 //! that fetches the same page every few seconds; without JavaScript the links and forms work.
@@ -31,40 +36,250 @@ use serde::Deserialize;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-/// The cookie that holds the client token (hex of its bytes, so any token fits a cookie).
+/// The cookie that holds the session's id (hex of 32 random bytes).
 const COOKIE: &str = "jira_hub_session";
 
-/// How long the browser keeps the cookie: 30 days.
-const COOKIE_MAX_AGE: u32 = 30 * 24 * 3600;
+/// A session unused for this long ends (the open pages' live updates use it).
+pub(crate) const SESSION_IDLE: time::Duration = time::Duration::hours(12);
+
+/// A session ends this long after its sign-in in any case; the cookie lives as long.
+pub(crate) const SESSION_LIFE: time::Duration = time::Duration::days(7);
+
+/// Sessions kept at most; at the cap the oldest goes.
+const MAX_SESSIONS: usize = 10_000;
+
+/// Failed sign-ins from one client address that are not delayed; each one after doubles the
+/// wait before the next attempt ([`FAILED_SIGN_IN_MAX_WAIT`] at most).
+const FREE_FAILURES: u32 = 5;
+const FAILED_SIGN_IN_MAX_WAIT: time::Duration = time::Duration::minutes(15);
+/// A client's failures are forgotten this long after its last one.
+const FAILURE_MEMORY: time::Duration = time::Duration::hours(1);
+/// Failed sign-ins from all clients together in one minute; past it every sign-in waits for the
+/// minute to end.
+const GLOBAL_FAILURES_PER_MINUTE: u32 = 60;
+/// Client addresses whose failures are remembered at most (the oldest are forgotten).
+const MAX_TRACKED_CLIENTS: usize = 10_000;
 
 /// How many batches, failed commands and runs a list shows.
 const LIST_LIMIT: i64 = 200;
 
-/// What an anti-forgery token signs, under the client token as the key.
-const CSRF_LABEL: &[u8] = b"jira-hub console: anti-forgery token, v1";
+/// One signed-in browser.
+struct Session {
+    /// SHA-256 of the client token it signed in with: a rotated token ends it.
+    token_hash: [u8; 32],
+    /// The anti-forgery token of its forms (hex of 32 random bytes).
+    csrf: String,
+    created: time::OffsetDateTime,
+    last_used: time::OffsetDateTime,
+}
 
-/// The anti-forgery tokens of the console's forms. A token is an HMAC-SHA256 of a fixed label
-/// under the client token: only someone holding the client token can make it (a page of another
-/// site cannot read the cookie), it stays valid across restarts of the hub (a form left open
-/// still works), and it ends when the client token is rotated.
-pub(super) struct Console;
+/// Failed sign-ins from one client address.
+#[derive(Debug, Clone, Copy)]
+struct Failures {
+    count: u32,
+    last: time::OffsetDateTime,
+    /// No attempt is taken before this.
+    locked_until: Option<time::OffsetDateTime>,
+}
+
+/// The failed sign-ins the console remembers.
+#[derive(Default)]
+struct Throttle {
+    clients: std::collections::HashMap<std::net::IpAddr, Failures>,
+    /// The minute being counted and the failures in it, from all clients.
+    minute: Option<(time::OffsetDateTime, u32)>,
+    /// Failures since the last summary in the log, and when that was.
+    unlogged: u32,
+    logged_at: Option<time::OffsetDateTime>,
+}
+
+impl Throttle {
+    /// How long `client` must wait before its next attempt, if it must.
+    fn wait(
+        &mut self,
+        client: std::net::IpAddr,
+        now: time::OffsetDateTime,
+    ) -> Option<time::Duration> {
+        if let Some((start, failures)) = self.minute
+            && failures >= GLOBAL_FAILURES_PER_MINUTE
+            && now < start + time::Duration::MINUTE
+        {
+            return Some(start + time::Duration::MINUTE - now);
+        }
+        let failures = self.clients.get(&client)?;
+        failures
+            .locked_until
+            .filter(|until| *until > now)
+            .map(|until| until - now)
+    }
+
+    /// A failed attempt of `client`: counted for it and in all.
+    fn failed(&mut self, client: std::net::IpAddr, now: time::OffsetDateTime) {
+        self.minute = match self.minute {
+            Some((start, n)) if now < start + time::Duration::MINUTE => Some((start, n + 1)),
+            _ => Some((now, 1)),
+        };
+        if self.clients.len() >= MAX_TRACKED_CLIENTS && !self.clients.contains_key(&client) {
+            self.clients
+                .retain(|_, failures| failures.last + FAILURE_MEMORY > now);
+            if self.clients.len() >= MAX_TRACKED_CLIENTS
+                && let Some(oldest) = self
+                    .clients
+                    .iter()
+                    .min_by_key(|(_, failures)| failures.last)
+                    .map(|(address, _)| *address)
+            {
+                self.clients.remove(&oldest);
+            }
+        }
+        let entry = self.clients.entry(client).or_insert(Failures {
+            count: 0,
+            last: now,
+            locked_until: None,
+        });
+        if entry.last + FAILURE_MEMORY <= now {
+            entry.count = 0;
+        }
+        entry.count += 1;
+        entry.last = now;
+        entry.locked_until = (entry.count > FREE_FAILURES).then(|| {
+            let doublings = (entry.count - FREE_FAILURES - 1).min(20);
+            now + time::Duration::seconds(1_i64 << doublings).min(FAILED_SIGN_IN_MAX_WAIT)
+        });
+        let count = entry.count;
+        let locked = entry.locked_until;
+        // In aggregate: the first failure of a client, each time its wait doubles (a power of
+        // two), and a summary of everyone's at most once a minute.
+        self.unlogged += 1;
+        if count == 1 || count.is_power_of_two() {
+            tracing::warn!(%client, failures = count, locked_until = ?locked.map(crate::domain::time::format_utc), "failed console sign-ins");
+        }
+        if self
+            .logged_at
+            .is_none_or(|at| at + time::Duration::MINUTE <= now)
+        {
+            tracing::warn!(
+                failures = self.unlogged,
+                clients = self.clients.len(),
+                "failed console sign-ins since the last summary"
+            );
+            self.unlogged = 0;
+            self.logged_at = Some(now);
+        }
+    }
+
+    /// A successful sign-in: the client's failures are forgotten.
+    fn succeeded(&mut self, client: std::net::IpAddr) {
+        self.clients.remove(&client);
+    }
+}
+
+/// The console's state: its sessions and its memory of failed sign-ins, for this process.
+pub(super) struct Console {
+    /// By the SHA-256 of the session id (the id itself is only in the browser's cookie).
+    sessions: std::sync::Mutex<std::collections::HashMap<[u8; 32], Session>>,
+    throttle: std::sync::Mutex<Throttle>,
+    random: ring::rand::SystemRandom,
+}
 
 impl Console {
     fn new() -> Console {
-        Console
+        Console {
+            sessions: std::sync::Mutex::new(std::collections::HashMap::new()),
+            throttle: std::sync::Mutex::new(Throttle::default()),
+            random: ring::rand::SystemRandom::new(),
+        }
     }
 
-    /// The anti-forgery token of a session of `token`.
-    fn csrf(&self, token: &str) -> Option<String> {
-        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, token.as_bytes());
-        Some(hex(ring::hmac::sign(&key, CSRF_LABEL).as_ref()))
+    fn random_hex(&self) -> Option<String> {
+        let mut bytes = [0u8; 32];
+        ring::rand::SecureRandom::fill(&self.random, &mut bytes).ok()?;
+        Some(hex(&bytes))
     }
 
-    /// Whether `given` is the anti-forgery token of `token` (compared in constant time).
-    fn csrf_matches(&self, token: &str, given: &str) -> bool {
-        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, token.as_bytes());
-        unhex(given).is_some_and(|tag| ring::hmac::verify(&key, CSRF_LABEL, &tag).is_ok())
+    fn sessions(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<[u8; 32], Session>> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+
+    fn throttle(&self) -> std::sync::MutexGuard<'_, Throttle> {
+        self.throttle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Opens a session for the client token `token`; its id (for the cookie) and anti-forgery
+    /// token. `None` when the system gave no random bytes.
+    fn open(&self, token: &str, now: time::OffsetDateTime) -> Option<String> {
+        let id = self.random_hex()?;
+        let csrf = self.random_hex()?;
+        let mut sessions = self.sessions();
+        sessions.retain(|_, session| alive(session, now));
+        if sessions.len() >= MAX_SESSIONS
+            && let Some(oldest) = sessions
+                .iter()
+                .min_by_key(|(_, session)| session.created)
+                .map(|(key, _)| *key)
+        {
+            sessions.remove(&oldest);
+        }
+        sessions.insert(
+            sha256(id.as_bytes()),
+            Session {
+                token_hash: sha256(token.as_bytes()),
+                csrf,
+                created: now,
+                last_used: now,
+            },
+        );
+        Some(id)
+    }
+
+    /// The anti-forgery token of the live session `id`, whose client token is still the one
+    /// whose hash is `token_hash`; the session is used now. A session that ended is forgotten.
+    fn session(
+        &self,
+        id: &str,
+        token_hash: Option<[u8; 32]>,
+        now: time::OffsetDateTime,
+    ) -> Option<String> {
+        let key = sha256(id.as_bytes());
+        let mut sessions = self.sessions();
+        let session = sessions.get_mut(&key)?;
+        if !alive(session, now) || Some(session.token_hash) != token_hash {
+            sessions.remove(&key);
+            return None;
+        }
+        session.last_used = now;
+        Some(session.csrf.clone())
+    }
+
+    /// Signs the session `id` out.
+    fn close(&self, id: &str) {
+        self.sessions().remove(&sha256(id.as_bytes()));
+    }
+}
+
+/// Whether a session is within its idle time and its life.
+fn alive(session: &Session, now: time::OffsetDateTime) -> bool {
+    now < session.last_used + SESSION_IDLE && now < session.created + SESSION_LIFE
+}
+
+fn sha256(bytes: &[u8]) -> [u8; 32] {
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(digest.as_ref());
+    out
+}
+
+/// Whether two texts are equal, in time that does not depend on where they differ.
+fn same_text(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |diff, (x, y)| diff | (x ^ y))
+            == 0
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -73,16 +288,6 @@ fn hex(bytes: &[u8]) -> String {
         let _ = write!(out, "{byte:02x}");
     }
     out
-}
-
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) || !text.is_ascii() {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
-        .collect()
 }
 
 /// The console's routes, mounted beside the API's.
@@ -158,8 +363,8 @@ fn see_other(location: &str) -> Response {
     response
 }
 
-/// The client token of the request's cookie, if it carries one.
-fn cookie_token(headers: &HeaderMap) -> Option<String> {
+/// The session id of the request's cookie, if it carries one (64 hex digits).
+fn cookie_session(headers: &HeaderMap) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -167,13 +372,12 @@ fn cookie_token(headers: &HeaderMap) -> Option<String> {
         .flat_map(|value| value.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(name, _)| *name == COOKIE)
-        .and_then(|(_, value)| unhex(value.trim()))
-        .and_then(|bytes| String::from_utf8(bytes).ok())
-        .filter(|token| !token.is_empty())
+        .map(|(_, value)| value.trim().to_string())
+        .filter(|id| id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
-/// The `Set-Cookie` of a session of `token` (`None`: the one that ends the session).
-fn session_cookie(token: Option<&str>, headers: &HeaderMap) -> HeaderValue {
+/// The `Set-Cookie` of the session `id` (`None`: the one that ends the session).
+fn session_cookie(id: Option<&str>, headers: &HeaderMap) -> HeaderValue {
     // Secure only when the browser reached the hub over TLS (through a proxy that says so): the
     // hub itself serves plain HTTP, where a Secure cookie would never come back.
     let tls = headers
@@ -181,38 +385,59 @@ fn session_cookie(token: Option<&str>, headers: &HeaderMap) -> HeaderValue {
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("https"));
     let secure = if tls { "; Secure" } else { "" };
-    let text = match token {
-        Some(token) => format!(
-            "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={COOKIE_MAX_AGE}{secure}",
-            hex(token.as_bytes())
+    let text = match id {
+        Some(id) => format!(
+            "{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{secure}",
+            SESSION_LIFE.whole_seconds()
         ),
         None => format!("{COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0{secure}"),
     };
     HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
-/// Whether the browser says the request came from another site: `Sec-Fetch-Site` other than
-/// `same-origin` or `none` (typed by the person), or an `Origin` whose host is not this one.
-/// A request with neither (curl, an old browser) still needs the anti-forgery token.
-fn cross_site(headers: &HeaderMap) -> bool {
-    let text = |name: header::HeaderName| {
+/// Whether the browser says the request came from another site.
+///
+/// `Sec-Fetch-Site`, when present, decides: the browser computes it from the page's origin and
+/// the URL it asked for, so a proxy that rewrites `Host` changes nothing; `same-origin` and
+/// `none` (typed by the person) pass. Without it (an older browser), an `Origin` must be this
+/// site as the browser knows it: `Host`, the host a proxy passed on in `X-Forwarded-Host` or
+/// `Forwarded: host=` (a page of another site cannot set those on a form or a simple request,
+/// and any other request is preflighted and never allowed), or one of `public_origins`
+/// (`--public-url`). A request with neither header (curl) still needs the anti-forgery token.
+fn cross_site(headers: &HeaderMap, public_origins: &[String]) -> bool {
+    let text = |name: &str| {
         headers
             .get(name)
             .map(|v| v.to_str().unwrap_or("\u{0}").trim().to_ascii_lowercase())
     };
-    if let Some(site) = text(header::HeaderName::from_static("sec-fetch-site"))
-        && site != "same-origin"
-        && site != "none"
-    {
+    if let Some(site) = text("sec-fetch-site") {
+        return site != "same-origin" && site != "none";
+    }
+    let Some(origin) = text("origin") else {
+        return false;
+    };
+    let Some((scheme, authority)) = origin.split_once("://") else {
+        // `null` (a sandboxed frame, a redirect across sites) and anything else.
+        return true;
+    };
+    if scheme != "http" && scheme != "https" {
         return true;
     }
-    match (text(header::ORIGIN), text(header::HOST)) {
-        (None, _) => false,
-        (Some(origin), Some(host)) => {
-            origin != format!("http://{host}") && origin != format!("https://{host}")
-        }
-        (Some(_), None) => true,
+    if public_origins.contains(&origin) {
+        return false;
     }
+    let forwarded = text("forwarded").and_then(|value| {
+        value
+            .split([';', ','])
+            .filter_map(|pair| pair.trim().split_once('='))
+            .find(|(key, _)| key.trim() == "host")
+            .map(|(_, host)| host.trim().trim_matches('"').to_string())
+    });
+    let hosts = [text("host"), text("x-forwarded-host"), forwarded];
+    !hosts.iter().flatten().any(|host| {
+        // A proxy may list several hosts; the first is the browser's.
+        host.split(',').next().map(str::trim) == Some(authority)
+    })
 }
 
 /// What a notice code of a redirect says.
@@ -263,32 +488,28 @@ struct Signed {
     query: PageQuery,
 }
 
-/// The session of a request: `Ok(None)` without a cookie or with a token that is not the
-/// client's; the anti-forgery token and the token itself otherwise.
+/// The session of a request: `Ok(None)` without a cookie, or with one of a session that ended
+/// (signed out, idle, too old, its client token rotated, the hub restarted); its id and
+/// anti-forgery token otherwise.
 async fn session(
     state: &AppState,
     console: &Console,
     headers: &HeaderMap,
 ) -> Result<Option<(String, String)>, Response> {
-    let Some(token) = cookie_token(headers) else {
+    let Some(id) = cookie_session(headers) else {
         return Ok(None);
     };
-    let given = token.clone();
-    let matches = state
+    let (now, token_hash) = state
         .pool
-        .run(move |hub| hub.client_token_matches(Some(&given)))
+        .run(|hub| {
+            Ok((
+                hub.now_utc(),
+                hub.tokens()?.map(|tokens| sha256(tokens.client.as_bytes())),
+            ))
+        })
         .await
         .map_err(|error| plain_problem(error.status, &error.message))?;
-    if !matches {
-        return Ok(None);
-    }
-    match console.csrf(&token) {
-        Some(csrf) => Ok(Some((token, csrf))),
-        None => Err(plain_problem(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "вход невозможен: системе не хватило случайных байтов, подробности в журнале",
-        )),
-    }
+    Ok(console.session(&id, token_hash, now).map(|csrf| (id, csrf)))
 }
 
 /// A problem shown before anyone is known to be signed in.
@@ -334,6 +555,8 @@ fn internal_problem() -> Response {
 /// An action of a signed-in operator: from this site, with the session's anti-forgery token.
 struct Posted {
     state: AppState,
+    console: Arc<Console>,
+    session: String,
     csrf: String,
     fields: Vec<(String, String)>,
     headers: HeaderMap,
@@ -378,14 +601,14 @@ impl FromRequest<AppState> for Posted {
 
     async fn from_request(request: Request, state: &AppState) -> Result<Self, Self::Rejection> {
         let (parts, body) = request.into_parts();
-        if cross_site(&parts.headers) {
+        if cross_site(&parts.headers, &state.options.public_origins) {
             tracing::warn!("a cross-site console POST refused");
             return Err(forbidden("запрос пришёл с другого сайта и отклонён"));
         }
         let Some(console) = console_of(&parts) else {
             return Err(internal_problem());
         };
-        let Some((token, csrf)) = session(state, &console, &parts.headers).await? else {
+        let Some((session, csrf)) = session(state, &console, &parts.headers).await? else {
             return Err(sign_in_form(StatusCode::UNAUTHORIZED, None));
         };
         let headers = parts.headers.clone();
@@ -395,7 +618,7 @@ impl FromRequest<AppState> for Posted {
             .find(|(key, _)| key == "csrf")
             .map(|(_, value)| value.as_str())
             .unwrap_or_default();
-        if !console.csrf_matches(&token, given) {
+        if !same_text(&csrf, given) {
             tracing::warn!("a console POST without the right anti-forgery token refused");
             return Err(forbidden(
                 "форма устарела или пришла не со страницы хаба: обновите страницу и повторите",
@@ -403,6 +626,8 @@ impl FromRequest<AppState> for Posted {
         }
         Ok(Posted {
             state: state.clone(),
+            console,
+            session,
             csrf,
             fields,
             headers,
@@ -516,11 +741,53 @@ fn static_file(content_type: &'static str, text: &'static str) -> Response {
 // ---------------------------------------------------------------------------------------------
 // Signing in and out
 
+/// The client's address, for the limit on failed sign-ins (a reverse proxy's own, behind one:
+/// the limit then holds for all its clients together).
+fn client_address(request: &Request) -> std::net::IpAddr {
+    request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map_or(
+            std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+            |info| info.0.ip(),
+        )
+}
+
+/// 429 with `Retry-After` (whole seconds, at least one).
+fn too_many(wait: time::Duration) -> Response {
+    let seconds = u64::try_from(wait.whole_milliseconds())
+        .unwrap_or(0)
+        .div_ceil(1000)
+        .max(1);
+    let mut response = sign_in_form(
+        StatusCode::TOO_MANY_REQUESTS,
+        Some(&format!(
+            "слишком много неудачных попыток входа; повторите через {seconds} с"
+        )),
+    );
+    if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
+}
+
 async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
     let headers = request.headers().clone();
-    if cross_site(&headers) {
+    if cross_site(&headers, &state.options.public_origins) {
         tracing::warn!("a cross-site console sign-in refused");
         return forbidden("запрос пришёл с другого сайта и отклонён");
+    }
+    let Some(console) = request.extensions().get::<Arc<Console>>().cloned() else {
+        return internal_problem();
+    };
+    let client_address = client_address(&request);
+    let now = match state.pool.run(|hub| Ok(hub.now_utc())).await {
+        Ok(now) => now,
+        Err(error) => return plain_problem(error.status, &error.message),
+    };
+    // A client that failed too often waits, before its token is even looked at.
+    if let Some(wait) = console.throttle().wait(client_address, now) {
+        return too_many(wait);
     }
     let fields = match form_fields(request, &state).await {
         Ok(fields) => fields,
@@ -535,12 +802,13 @@ async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
         return sign_in_form(StatusCode::UNAUTHORIZED, Some("введите токен клиента"));
     }
     let given = token.clone();
-    let (client, agent) = match state
+    let (client, agent, initialised) = match state
         .pool
         .run(move |hub| {
             Ok((
                 hub.client_token_matches(Some(&given))?,
                 hub.agent_token_matches(Some(&given))?,
+                hub.tokens()?.is_some(),
             ))
         })
         .await
@@ -549,22 +817,33 @@ async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
         Err(error) => return plain_problem(error.status, &error.message),
     };
     if !client {
-        tracing::info!("a console sign-in with a wrong token");
-        let message = if agent {
+        console.throttle().failed(client_address, now);
+        let message = if !initialised {
+            "у хаба нет токенов: база не инициализирована (jira-hub init --config FILE)"
+        } else if agent {
             "это токен агента; консоль открывается токеном клиента"
         } else {
             "токен не подошёл"
         };
         return sign_in_form(StatusCode::UNAUTHORIZED, Some(message));
     }
+    console.throttle().succeeded(client_address);
+    let Some(id) = console.open(&token, now) else {
+        return plain_problem(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "вход невозможен: системе не хватило случайных байтов, подробности в журнале",
+        );
+    };
     let mut response = see_other("/");
     response
         .headers_mut()
-        .insert(header::SET_COOKIE, session_cookie(Some(&token), &headers));
+        .insert(header::SET_COOKIE, session_cookie(Some(&id), &headers));
     response
 }
 
+/// «Выйти»: the session is forgotten by the hub, and the browser's cookie ends.
 async fn sign_out(posted: Posted) -> Response {
+    posted.console.close(&posted.session);
     let mut response = see_other("/");
     response
         .headers_mut()
@@ -837,47 +1116,152 @@ async fn refresh(posted: Posted) -> Response {
 mod tests {
     use super::*;
 
-    #[test]
-    fn cross_site_requests_are_seen() {
-        let headers = |pairs: &[(&'static str, &'static str)]| {
-            let mut map = HeaderMap::new();
-            for (name, value) in pairs {
-                map.insert(*name, HeaderValue::from_static(value));
-            }
-            map
-        };
-        assert!(!cross_site(&headers(&[])));
-        assert!(!cross_site(&headers(&[
-            ("host", "hub:8080"),
-            ("origin", "http://hub:8080"),
-            ("sec-fetch-site", "same-origin")
-        ])));
-        assert!(cross_site(&headers(&[("sec-fetch-site", "cross-site")])));
-        assert!(cross_site(&headers(&[("sec-fetch-site", "same-site")])));
-        assert!(cross_site(&headers(&[
-            ("host", "hub:8080"),
-            ("origin", "http://evil.example")
-        ])));
-        assert!(cross_site(&headers(&[("host", "hub"), ("origin", "null")])));
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(*name, HeaderValue::from_static(value));
+        }
+        map
     }
 
     #[test]
-    fn cookies_and_tokens_round_trip() {
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            header::COOKIE,
-            HeaderValue::from_str(&format!("a=b; {COOKIE}={}; c=d", hex("токен;=".as_bytes())))
-                .unwrap_or_else(|_| HeaderValue::from_static("")),
+    fn cross_site_requests_are_seen() {
+        let none: &[String] = &[];
+        assert!(!cross_site(&headers(&[]), none));
+        assert!(!cross_site(
+            &headers(&[
+                ("host", "hub:8080"),
+                ("origin", "http://hub:8080"),
+                ("sec-fetch-site", "same-origin")
+            ]),
+            none
+        ));
+        assert!(cross_site(
+            &headers(&[("sec-fetch-site", "cross-site")]),
+            none
+        ));
+        assert!(cross_site(
+            &headers(&[("sec-fetch-site", "same-site")]),
+            none
+        ));
+        assert!(cross_site(
+            &headers(&[("host", "hub:8080"), ("origin", "http://evil.example")]),
+            none
+        ));
+        assert!(cross_site(
+            &headers(&[("host", "hub"), ("origin", "null")]),
+            none
+        ));
+        // Behind a proxy that rewrites Host (nginx's default: the upstream's address).
+        let proxied = [
+            ("host", "127.0.0.1:8740"),
+            ("origin", "https://hub.example.com"),
+        ];
+        assert!(cross_site(&headers(&proxied), none));
+        let mut with_fetch = headers(&proxied);
+        with_fetch.insert("sec-fetch-site", HeaderValue::from_static("same-origin"));
+        assert!(!cross_site(&with_fetch, none));
+        let mut forwarded = headers(&proxied);
+        forwarded.insert(
+            "x-forwarded-host",
+            HeaderValue::from_static("hub.example.com"),
         );
-        assert_eq!(cookie_token(&headers).as_deref(), Some("токен;="));
+        assert!(!cross_site(&forwarded, none));
+        let mut standard = headers(&proxied);
+        standard.insert(
+            "forwarded",
+            HeaderValue::from_static("for=10.0.0.1;proto=https;host=hub.example.com"),
+        );
+        assert!(!cross_site(&standard, none));
+        let public = ["https://hub.example.com".to_string()];
+        assert!(!cross_site(&headers(&proxied), &public));
+        assert!(cross_site(
+            &headers(&[
+                ("host", "127.0.0.1:8740"),
+                ("origin", "https://evil.example")
+            ]),
+            &public
+        ));
+    }
+
+    #[test]
+    fn sessions_end_by_sign_out_idleness_age_and_rotation() {
         let console = Console::new();
-        let csrf = console.csrf("t").unwrap_or_default();
-        assert!(console.csrf_matches("t", &csrf));
-        assert!(!console.csrf_matches("u", &csrf));
-        assert!(!console.csrf_matches("t", ""));
-        assert!(!console.csrf_matches("t", "zz"));
-        // Another process (the hub restarted) makes and accepts the same token.
-        assert!(Console::new().csrf_matches("t", &csrf));
+        let start = time::macros::datetime!(2026-11-29 10:00:00 UTC);
+        let token = sha256(b"t");
+        let id = console.open("t", start).unwrap_or_default();
+        assert_eq!(id.len(), 64);
+        let csrf = console.session(&id, Some(token), start);
+        assert!(csrf.as_deref().is_some_and(|c| c.len() == 64 && c != id));
+        assert!(
+            console.session(&id, Some(sha256(b"u")), start).is_none(),
+            "rotated"
+        );
+        assert!(
+            console.session(&id, Some(token), start).is_none(),
+            "and gone"
+        );
+
+        let id = console.open("t", start).unwrap_or_default();
+        let later = start + SESSION_IDLE - time::Duration::SECOND;
+        assert!(console.session(&id, Some(token), later).is_some());
+        assert!(
+            console
+                .session(&id, Some(token), later + SESSION_IDLE)
+                .is_none(),
+            "idle"
+        );
+
+        let id = console.open("t", start).unwrap_or_default();
+        let mut now = start;
+        while now + SESSION_IDLE / 2 < start + SESSION_LIFE {
+            now += SESSION_IDLE / 2;
+            assert!(console.session(&id, Some(token), now).is_some());
+        }
+        assert!(
+            console
+                .session(&id, Some(token), start + SESSION_LIFE)
+                .is_none(),
+            "too old"
+        );
+
+        let id = console.open("t", start).unwrap_or_default();
+        console.close(&id);
+        assert!(
+            console.session(&id, Some(token), start).is_none(),
+            "signed out"
+        );
+        assert!(same_text("ab", "ab") && !same_text("ab", "ac") && !same_text("ab", "abc"));
+    }
+
+    #[test]
+    fn failed_sign_ins_wait_longer_each_time_and_in_all() {
+        let mut throttle = Throttle::default();
+        let start = time::macros::datetime!(2026-11-29 10:00:00 UTC);
+        let one: std::net::IpAddr = [10, 0, 0, 1].into();
+        let other: std::net::IpAddr = [10, 0, 0, 2].into();
+        for _ in 0..FREE_FAILURES {
+            assert_eq!(throttle.wait(one, start), None);
+            throttle.failed(one, start);
+        }
+        assert_eq!(throttle.wait(one, start), None);
+        throttle.failed(one, start);
+        assert_eq!(throttle.wait(one, start), Some(time::Duration::SECOND));
+        assert_eq!(throttle.wait(other, start), None, "per client");
+        let next = start + time::Duration::SECOND;
+        assert_eq!(throttle.wait(one, next), None);
+        throttle.failed(one, next);
+        assert_eq!(throttle.wait(one, next), Some(2 * time::Duration::SECOND));
+        throttle.succeeded(one);
+        assert_eq!(throttle.wait(one, next), None, "a success forgets");
+        // In all: past the minute's budget everyone waits for the minute's end.
+        let mut all = Throttle::default();
+        for n in 0..GLOBAL_FAILURES_PER_MINUTE {
+            let client: std::net::IpAddr = [10, 1, (n / 256) as u8, (n % 256) as u8].into();
+            all.failed(client, start);
+        }
+        assert_eq!(all.wait(other, start), Some(time::Duration::MINUTE));
+        assert_eq!(all.wait(other, start + time::Duration::MINUTE), None);
     }
 
     #[test]
