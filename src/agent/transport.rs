@@ -555,6 +555,31 @@ mod tests {
     }
 
     #[test]
+    fn a_new_run_takes_back_only_its_own_name_s_waiting_claims() {
+        let dir = tempfile::tempdir().unwrap();
+        let hex = "0123456789abcdef0123456789abcdef";
+        let ours = format!("claim-agent-1-{hex}.json");
+        let kept = [
+            format!("claim-agent-1-x-{hex}.json"),
+            format!("claim-agent-10-{hex}.json"),
+            format!("report-agent-1-{hex}.json"),
+            format!("claim-agent-1-{hex}.json.part"),
+        ];
+        for name in kept.iter().chain([&ours]) {
+            std::fs::write(dir.path().join(name), b"{}").unwrap();
+        }
+        forget_stale_claims(dir.path(), "agent-1");
+        assert!(
+            !dir.path().join(&ours).exists(),
+            "its own claim is taken back"
+        );
+        for name in &kept {
+            assert!(dir.path().join(name).exists(), "{name} is not its claim");
+        }
+        assert_eq!(new_id("agent-1").len(), "agent-1-".len() + 32);
+    }
+
+    #[test]
     fn refusals_in_the_hubs_words() {
         assert_eq!(
             refusal_message(br#"{"kind":"error","error":{"code":"token","field":"token","message":"bad token"}}"#),

@@ -80,6 +80,7 @@ async fn wait_for_work(
 ) -> Result<Json<AgentAnswer>, ApiError> {
     let deadline = tokio::time::Instant::now() + wait;
     let signal = state.pool.work_signal();
+    let mut counted: Option<Counted> = None;
     loop {
         // Armed before the look, so that work coming during it is not missed.
         let notified = signal.notified();
@@ -93,13 +94,34 @@ async fn wait_for_work(
             .await?
         {
             Handled::Answered(answer) => return Ok(Json(answer)),
-            Handled::Waiting => {}
+            Handled::Waiting => {
+                counted.get_or_insert_with(|| Counted::new(state.pool.metrics()));
+            }
         }
         let next = deadline.min(tokio::time::Instant::now() + WAIT_RECHECK);
         tokio::select! {
             () = notified => {}
             () = tokio::time::sleep_until(next) => {}
         }
+    }
+}
+
+/// One claim counted in `jira_hub_claims_waiting` while it is held (also when the agent goes
+/// away and the request is dropped).
+struct Counted(Arc<crate::service::Metrics>);
+
+impl Counted {
+    fn new(metrics: Arc<crate::service::Metrics>) -> Self {
+        crate::service::Metrics::add(&metrics.claims_waiting_http, 1);
+        Counted(metrics)
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0
+            .claims_waiting_http
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

@@ -218,6 +218,15 @@ impl Collector for HubCollector {
         )?;
         encode_gauge(
             &mut encoder,
+            "jira_hub_claims_waiting",
+            "Claims held while they wait for work (over HTTP now, and parked in the relay's inbox/ after its last pass)",
+            i64::try_from(
+                Metrics::get(&m.claims_waiting_http) + Metrics::get(&m.claims_waiting_relay),
+            )
+            .unwrap_or(i64::MAX),
+        )?;
+        encode_gauge(
+            &mut encoder,
             "jira_hub_relay_files_waiting",
             "Request files left in the relay's inbox/ after its last pass",
             i64::try_from(

@@ -367,6 +367,10 @@ impl Relay {
             .retain(|name, _| candidates.iter().any(|(listed, _)| listed == name));
         // A claim waiting for work is not a file waiting to be handled.
         let handled = counts.applied + counts.refused + counts.parked;
+        self.hub
+            .metrics()
+            .claims_waiting_relay
+            .store(counts.parked as u64, std::sync::atomic::Ordering::Relaxed);
         self.hub.metrics().relay_files_waiting.store(
             (candidates.len() as u64).saturating_sub(handled as u64),
             std::sync::atomic::Ordering::Relaxed,

@@ -33,6 +33,10 @@ pub struct Metrics {
     /// Request files left in `inbox/` after the relay's last pass (waiting to arrive whole, or
     /// beyond the pass's reading budget).
     pub relay_files_waiting: AtomicU64,
+    /// Claims held over HTTP now while they wait for work.
+    pub claims_waiting_http: AtomicU64,
+    /// Claim files the relay's last pass left parked in `inbox/`, waiting for work.
+    pub claims_waiting_relay: AtomicU64,
     /// The relay found its folder missing on its last pass (the share is not mounted).
     pub relay_missing: std::sync::atomic::AtomicBool,
     /// Relay files refused on one day of the hub's UTC clock: the day and how many. Counted by

@@ -1538,6 +1538,20 @@ async fn a_claim_waits_for_work_over_http() {
     );
     let (_, agents) = api.client(Method::GET, "/agents", None).await;
     assert_eq!(agents[0]["agent"], "agent-h", "the waiting agent is seen");
+    let claims_waiting = |metrics: &Value| {
+        metrics
+            .as_str()
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("jira_hub_claims_waiting "))
+            .map(str::to_string)
+    };
+    let (_, metrics) = api.call(Method::GET, "/metrics", None, None).await;
+    assert_eq!(
+        claims_waiting(&metrics).as_deref(),
+        Some("1"),
+        "/metrics shows it waiting"
+    );
     let (status, batch) = api
         .client(
             Method::POST,
@@ -1550,6 +1564,8 @@ async fn a_claim_waits_for_work_over_http() {
     let (status, answer) = held.await.unwrap();
     assert_eq!(status, StatusCode::OK, "{answer}");
     assert_eq!(answer["commands"][0]["batch_id"], batch["id"], "{answer}");
+    let (_, metrics) = api.call(Method::GET, "/metrics", None, None).await;
+    assert_eq!(claims_waiting(&metrics).as_deref(), Some("0"));
 
     // Nothing comes: answered empty at the end of its wait, not before.
     let held = tokio::spawn({

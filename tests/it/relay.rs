@@ -201,6 +201,12 @@ fn a_waiting_claim_is_parked_until_work_comes_or_its_wait_ends() {
         ["agent-w"],
         "the waiting agent is seen when its claim arrives"
     );
+    let parked = |hub: &jira_hub::service::HubConnection| {
+        hub.metrics()
+            .claims_waiting_relay
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    assert_eq!(parked(&hub), 1, "/metrics counts it waiting");
 
     // Meanwhile other files pass: a heartbeat, and a claim that does not wait.
     drop_file(
@@ -238,6 +244,7 @@ fn a_waiting_claim_is_parked_until_work_comes_or_its_wait_ends() {
         "{answer}"
     );
     assert!(!inbox.join("claim-w1.json").exists(), "archived");
+    assert_eq!(parked(&hub), 0);
     assert_eq!(
         hub.batch(batch.id).unwrap().commands[0].status,
         CommandStatus::Claimed
