@@ -14,6 +14,8 @@ pub(crate) struct Reply {
     pub status: u16,
     /// `Retry-After`, as sent.
     pub retry_after: Option<String>,
+    /// `Content-Type`, as sent: an HTML page from a proxy is not Jira's JSON (issue 19).
+    pub content_type: Option<String>,
     pub body: Vec<u8>,
 }
 
@@ -134,6 +136,7 @@ impl Client {
                 .map(str::to_string)
         };
         let retry_after = header("retry-after");
+        let content_type = header("content-type");
         let body = response
             .body_mut()
             .with_config()
@@ -143,6 +146,7 @@ impl Client {
         Ok(Reply {
             status,
             retry_after,
+            content_type,
             body,
         })
     }

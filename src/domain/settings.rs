@@ -116,6 +116,24 @@ impl std::fmt::Debug for Tokens {
     }
 }
 
+/// Where a `transitions_map` entry sends an issue (issue 19). Either the target status by its
+/// id (translated names are never compared), with an optional transition id preferred when
+/// several transitions lead there; or, as before, a bare transition id: then the agent takes
+/// that transition only when Jira offers it for the issue *and* it leads to a status of the
+/// entry's name, so a workflow where that id means something else is refused, not followed.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum TransitionTarget {
+    /// The legacy form: a transition id.
+    TransitionId(String),
+    /// The target status's id, and a transition id to prefer.
+    Status {
+        status_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        transition_id: Option<String>,
+    },
+}
+
 /// All settings, typed, with defaults filled in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
@@ -124,7 +142,7 @@ pub struct Settings {
     pub issue_types: Option<IssueTypes>,
     pub priority_map: BTreeMap<String, String>,
     pub link_types: BTreeMap<String, String>,
-    pub transitions_map: BTreeMap<String, String>,
+    pub transitions_map: BTreeMap<String, TransitionTarget>,
     pub pacing: Pacing,
     /// `None` until `init` made them.
     pub tokens: Option<Tokens>,
@@ -299,7 +317,8 @@ pub(crate) fn validate_update(
 pub(crate) fn validate_setting(key: &str, value: &Value) -> Result<Value, ValidationError> {
     match key {
         PROJECT_KEY => validate_project_key(value),
-        FIELD_IDS | PRIORITY_MAP | LINK_TYPES | TRANSITIONS_MAP => validate_string_map(key, value),
+        FIELD_IDS | PRIORITY_MAP | LINK_TYPES => validate_string_map(key, value),
+        TRANSITIONS_MAP => validate_transitions_map(value),
         ISSUE_TYPES => validate_issue_types(value),
         PACING => validate_pacing(value),
         BACKUP_KEEP => {
@@ -354,6 +373,59 @@ fn validate_project_key(value: &Value) -> Result<Value, ValidationError> {
             "ключ проекта Jira — строка из заглавных латинских букв, цифр и _, начиная с буквы",
         ))
     }
+}
+
+/// `transitions_map`: name → a transition id (legacy), or `{"status_id", "transition_id"?}`.
+fn validate_transitions_map(value: &Value) -> Result<Value, ValidationError> {
+    let key = TRANSITIONS_MAP;
+    let Some(map) = value.as_object() else {
+        return Err(ValidationError::new(
+            key,
+            "ожидается объект «статус → {\"status_id\": …} или id перехода»",
+        ));
+    };
+    for (name, v) in map {
+        if name.trim().is_empty() {
+            return Err(ValidationError::new(key, "пустое имя в объекте"));
+        }
+        let field = format!("{key}.{name}");
+        match v {
+            Value::Object(target) => {
+                if !is_non_blank_string(target.get("status_id")) {
+                    return Err(ValidationError::new(
+                        format!("{field}.status_id"),
+                        "ожидается непустая строка: id целевого статуса Jira",
+                    ));
+                }
+                if let Some(hint) = target.get("transition_id")
+                    && !hint.is_null()
+                    && !is_non_blank_string(Some(hint))
+                {
+                    return Err(ValidationError::new(
+                        format!("{field}.transition_id"),
+                        "ожидается непустая строка или null",
+                    ));
+                }
+                if let Some(other) = target
+                    .keys()
+                    .find(|k| *k != "status_id" && *k != "transition_id")
+                {
+                    return Err(ValidationError::new(
+                        format!("{field}.{other}"),
+                        "неизвестное поле; допустимы status_id и transition_id",
+                    ));
+                }
+            }
+            other if is_non_blank_string(Some(other)) => {}
+            _ => {
+                return Err(ValidationError::new(
+                    field,
+                    "ожидается объект {\"status_id\": …} или непустая строка (id перехода)",
+                ));
+            }
+        }
+    }
+    Ok(value.clone())
 }
 
 fn validate_string_map(key: &str, value: &Value) -> Result<Value, ValidationError> {
@@ -578,6 +650,21 @@ mod tests {
         );
         check("field_ids", json!([]), Some("field_ids"));
         check("transitions_map", json!({"Готово": "31"}), None);
+        check(
+            "transitions_map",
+            json!({"Готово": {"status_id": "10001"}, "В работе": {"status_id": "3", "transition_id": "11"}}),
+            None,
+        );
+        check(
+            "transitions_map",
+            json!({"Готово": {"transition_id": "31"}}),
+            Some("transitions_map.Готово.status_id"),
+        );
+        check(
+            "transitions_map",
+            json!({"Готово": {"status_id": "1", "to": "x"}}),
+            Some("transitions_map.Готово.to"),
+        );
         check(
             "transitions_map",
             json!({"Готово": 31}),

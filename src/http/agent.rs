@@ -52,10 +52,14 @@ async fn handle(
             ),
         ));
     }
-    let answer = state
+    let mut answer = state
         .pool
         .run(move |hub| hub.handle_agent_request(&request))
         .await?;
+    // The largest report this transport takes: the body limit (issue 19).
+    if let AgentAnswer::Claim(claim) = &mut answer {
+        claim.max_report_bytes = Some(state.options.max_body_bytes as u64);
+    }
     Ok(Json(answer))
 }
 

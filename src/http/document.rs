@@ -374,7 +374,11 @@ fn schemas_written_here() -> Vec<(&'static str, Value)> {
         "issue_types": {"oneOf": [{"$ref": reference("IssueTypesSetting")}, {"type": "null"}]},
         "priority_map": string_map("Priority names by logical name."),
         "link_types": string_map("Jira link type names by logical name."),
-        "transitions_map": string_map("Jira statuses by the names batches use."),
+        "transitions_map": {"type": "object", "description": "Jira statuses by the names batches use: the target status's id (`{\"status_id\": \"10001\", \"transition_id\": \"31\"}`, the transition id only preferred when several lead there), or, the legacy form, a transition id, taken only when it leads to a status of that name.",
+            "additionalProperties": {"oneOf": [
+                {"type": "string"},
+                {"type": "object", "required": ["status_id"], "additionalProperties": false,
+                 "properties": {"status_id": {"type": "string"}, "transition_id": {"type": ["string", "null"]}}}]}},
         "pacing": {"$ref": reference("Pacing")},
         "backup_keep": {"type": "integer", "minimum": 1, "maximum": 100000},
         "auto_refresh_minutes": {"type": ["integer", "null"], "minimum": 0, "maximum": 525600},

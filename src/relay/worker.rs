@@ -517,7 +517,13 @@ impl Relay {
                     return Outcome::Later;
                 };
                 let answer = match self.hub.handle_prepared_request(&request, premapped) {
-                    Ok(answer) => answer,
+                    Ok(mut answer) => {
+                        // The largest report this transport takes: the file limit (issue 19).
+                        if let crate::protocol::AgentAnswer::Claim(claim) = &mut answer {
+                            claim.max_report_bytes = Some(self.options.max_file_bytes);
+                        }
+                        answer
+                    }
                     Err(
                         error @ (ServiceError::Internal(_)
                         | ServiceError::Busy(_)

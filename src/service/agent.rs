@@ -307,6 +307,8 @@ fn claim_in(tx: &Tx<'_>, claim: &ClaimRequest, now: &Now, streak: u32) -> Result
         settings: settings_outdated.then(|| settings.agent_view()),
         pause_seconds: pause,
         commands,
+        // The transport that answers sets its own limit.
+        max_report_bytes: None,
     })
 }
 

@@ -88,7 +88,28 @@ pub enum Fault {
     DropBeforeApply,
     /// Applies the request, then hangs up without an answer.
     DropAfterApply,
+    /// A 200 that is not Jira's answer: see [`Broken`].
+    Broken(Broken),
 }
+
+/// 200 answers a client must not take for a good page. Each is seen in the field: an SSO or proxy
+/// login page served with 200 to an expired session (Atlassian KB "REST API calls return the
+/// login page HTML with a 200 status"; jira-python #1125), a body cut short by a proxy that
+/// closed the stream (`Content-Length` absent, chunked: the client sees a clean end), and a JSON
+/// object without `issues` (an error envelope or another API's answer behind a misrouted proxy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Broken {
+    /// `text/html` 200: a login page.
+    Html,
+    /// The normal JSON answer cut in the middle (the request is applied).
+    Truncated,
+    /// `{"startAt":0,"maxResults":50,"total":0}`: JSON with no `issues` array.
+    NoIssues,
+}
+
+/// The login page an SSO proxy serves in place of the API's answer.
+const LOGIN_PAGE: &str = "<!DOCTYPE html><html><head><title>Log in - Jira</title></head><body>\
+<form id=\"login-form\" action=\"/login.jsp\" method=\"post\"><input name=\"os_username\"></form></body></html>";
 
 /// One request as the fake saw it.
 #[derive(Debug, Clone)]
@@ -245,6 +266,10 @@ struct StateInner {
     next_token: u64,
     boards: BTreeMap<u64, (String, String)>,
     sprints: Vec<Sprint>,
+    /// Old keys of moved issues → their id (Jira keeps them: `MovedIssueKeyStore`, since 6.1).
+    moved_keys: HashMap<String, u64>,
+    /// A search answer over this many bytes is not served: see `set_search_byte_limit`.
+    search_byte_limit: Option<usize>,
 }
 
 type Shared = Arc<Mutex<StateInner>>;
@@ -311,6 +336,8 @@ impl FakeJira {
                     state: "future".into(),
                 },
             ],
+            moved_keys: HashMap::new(),
+            search_byte_limit: None,
         }));
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the fake Jira");
         std_listener.set_nonblocking(true).expect("nonblocking");
@@ -438,6 +465,43 @@ impl FakeJira {
         state.projects.entry(project.to_string()).or_insert(1);
         let fields = fields.as_object().cloned().unwrap_or_default();
         state.insert_issue(project, fields, now_ms(), None)
+    }
+
+    /// Moves an issue to `project` as Jira's Move does: a new key (the next number there), the
+    /// old key remembered (`GET /issue/OLD` still finds it; a relational JQL on it is refused).
+    /// Returns the new key.
+    pub fn move_issue(&self, key: &str, project: &str) -> String {
+        let mut state = lock(&self.state);
+        let id = state.by_key.remove(key).expect("the issue to move");
+        let number = state.projects.entry(project.to_string()).or_insert(1);
+        let new_key = format!("{project}-{number}");
+        *number += 1;
+        let base = state.base.clone();
+        let issue = state.issues.get_mut(&id).expect("issue");
+        issue.key = new_key.clone();
+        issue.project = project.to_string();
+        issue.fields.insert(
+            "project".into(),
+            json!({"self": format!("{base}/rest/api/2/project/{project}"), "id": "10101",
+                   "key": project, "name": format!("Проект {project}"), "projectTypeKey": "software"}),
+        );
+        issue.updated_ms = now_ms();
+        state.by_key.insert(new_key.clone(), id);
+        state.moved_keys.insert(key.to_string(), id);
+        new_key
+    }
+
+    /// Deletes an issue: its key names nothing any more.
+    pub fn delete_issue(&self, key: &str) {
+        let mut state = lock(&self.state);
+        let id = state.by_key.remove(key).expect("the issue to delete");
+        state.issues.remove(&id);
+    }
+
+    /// A search answer larger than `bytes` takes longer than the proxy in front of Jira waits:
+    /// it is answered 504 by the proxy (see `gateway_timeout`). `None`: no limit.
+    pub fn set_search_byte_limit(&self, bytes: Option<usize>) {
+        lock(&self.state).search_byte_limit = bytes;
     }
 
     pub fn issue_count(&self) -> usize {
@@ -617,6 +681,8 @@ impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, Kill
 enum Body {
     Json(Value),
     Html(String),
+    /// JSON text cut short, served as `application/json`.
+    Cut(String),
     Empty,
 }
 
@@ -668,6 +734,12 @@ impl Reply {
             Body::Html(text) => {
                 (status, [("content-type", "text/html;charset=UTF-8")], text).into_response()
             }
+            Body::Cut(text) => (
+                status,
+                [("content-type", "application/json;charset=UTF-8")],
+                text,
+            )
+                .into_response(),
             Body::Empty => status.into_response(),
         };
         for (name, value) in self.headers {
@@ -865,6 +937,30 @@ async fn handle(
             let _ = reply;
             record(0);
             return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+        }
+        Some(Fault::Broken(kind)) => {
+            let body = match kind {
+                Broken::Html => Body::Html(LOGIN_PAGE.to_string()),
+                Broken::NoIssues => Body::Json(json!({"startAt": 0, "maxResults": 50, "total": 0})),
+                Broken::Truncated => {
+                    let reply = lock(&state).apply(endpoint, &request);
+                    let text = match reply.body {
+                        Body::Json(value) => value.to_string(),
+                        Body::Html(text) | Body::Cut(text) => text,
+                        Body::Empty => String::new(),
+                    };
+                    let mut cut = text.len() / 2;
+                    while !text.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    Body::Cut(text[..cut].to_string())
+                }
+            };
+            Reply {
+                status: 200,
+                headers: Vec::new(),
+                body,
+            }
         }
         Some(Fault::Slow(delay)) => {
             // In a task of its own: the client hanging up must not cancel the write.
@@ -1122,7 +1218,12 @@ impl StateInner {
     }
 
     fn find(&self, key: &str) -> Result<u64, Reply> {
-        self.by_key.get(key).copied().ok_or_else(|| {
+        // An old key of a moved issue still finds it (`MovedIssueKeyStore`, Jira 6.1+).
+        let moved = self
+            .moved_keys
+            .get(key)
+            .filter(|id| self.issues.contains_key(id));
+        self.by_key.get(key).or(moved).copied().ok_or_else(|| {
             Reply::error(
                 404,
                 "Issue does not exist or you do not have permission to see it.",
@@ -1211,18 +1312,95 @@ impl StateInner {
                 ));
             }
         }
+        let ranges = self.key_ranges(query)?;
         let now = Instant::now();
-        Ok(self
+        let mut ids: Vec<u64> = self
             .issues
             .values()
             .filter(|issue| query.clauses.iter().all(|c| c.matches(issue)))
+            .filter(|issue| {
+                ranges.iter().all(|(project, operator, number)| {
+                    let n = key_number(&issue.key);
+                    issue.project == *project
+                        && match operator.as_str() {
+                            ">" => n > *number,
+                            ">=" => n >= *number,
+                            "<" => n < *number,
+                            _ => n <= *number,
+                        }
+                })
+            })
             .filter(|issue| {
                 !lag || issue
                     .created_at
                     .is_none_or(|at| now.duration_since(at) >= self.search_lag)
             })
             .map(|issue| issue.id)
-            .collect())
+            .collect();
+        if query.by_key {
+            ids.sort_by(|a, b| {
+                let (a, b) = (&self.issues[a], &self.issues[b]);
+                (&a.project, key_number(&a.key)).cmp(&(&b.project, key_number(&b.key)))
+            });
+        }
+        Ok(ids)
+    }
+
+    /// The relational issue-key clauses of `query`, resolved as Jira resolves them: the literal
+    /// names one issue (by id when it is a number, else by key), and the clause becomes "that
+    /// issue's project, key number compared" (`IssueIdClauseQueryFactory.handleRelational`,
+    /// Jira Server source). The validator refuses a literal that names no issue
+    /// (`IssueIdValidator`: "An issue with key 'X' does not exist for field 'key'." — the text
+    /// jira-resilient's `_STALE_KEY_PATTERNS` records from a production Jira Server, 2026-05-20;
+    /// an id: `jira.jql.clause.no.value.for.id`), and a relational operator on the old key of a
+    /// moved issue ("Operator '>=' cannot be applied to moved issue key 'ALC-1'.", Jira's own
+    /// webdriver test of moved issues, `MovedIssueKeyStore` since 6.1).
+    fn key_ranges(&self, query: &Query) -> Result<Vec<(String, String, u64)>, Reply> {
+        let mut ranges = Vec::new();
+        for clause in &query.clauses {
+            let Clause::KeyCompare {
+                field,
+                operator,
+                literal,
+                numeric,
+            } = clause
+            else {
+                continue;
+            };
+            let id = if *numeric {
+                let id: u64 = literal.parse().unwrap_or(u64::MAX);
+                if !self.issues.contains_key(&id) {
+                    return Err(Reply::error(
+                        400,
+                        &format!(
+                            "A value with ID '{literal}' does not exist for the field '{field}'."
+                        ),
+                    ));
+                }
+                id
+            } else if let Some(id) = self.by_key.get(literal) {
+                *id
+            } else if self.moved_keys.contains_key(literal) {
+                return Err(Reply::error(
+                    400,
+                    &format!(
+                        "Operator '{operator}' cannot be applied to moved issue key '{literal}'."
+                    ),
+                ));
+            } else {
+                return Err(Reply::error(
+                    400,
+                    &format!("An issue with key '{literal}' does not exist for field '{field}'."),
+                ));
+            };
+            let issue = &self.issues[&id];
+            ranges.push((
+                issue.project.clone(),
+                operator.clone(),
+                key_number(&issue.key),
+            ));
+        }
+        Ok(ranges)
     }
 
     fn search_dc(&mut self, request: &Request) -> Result<Reply, Reply> {
@@ -1259,11 +1437,14 @@ impl StateInner {
             .take(max)
             .map(|id| self.render(&self.issues[id], &filter))
             .collect();
-        Ok(Reply::json(
-            200,
-            json!({"expand": "schema,names", "startAt": start_at, "maxResults": max,
-                   "total": ids.len(), "issues": issues}),
-        ))
+        let body = json!({"expand": "schema,names", "startAt": start_at, "maxResults": max,
+                          "total": ids.len(), "issues": issues});
+        if let Some(limit) = self.search_byte_limit
+            && body.to_string().len() > limit
+        {
+            return Err(gateway_timeout());
+        }
+        Ok(Reply::json(200, body))
     }
 
     fn search_cloud(&mut self, request: &Request) -> Result<Reply, Reply> {
@@ -1857,8 +2038,20 @@ fn number_param(value: Option<&str>, default: usize, name: &str) -> Result<usize
 #[derive(Debug, Clone, PartialEq)]
 enum Clause {
     Project(String),
+    /// `project not in (…)`.
+    ProjectNotIn(Vec<String>),
     Labels(Vec<String>),
-    IdAbove(u64, bool),
+    /// `id`/`key`/`issue`/`issuekey` with `>`, `>=`, `<`, `<=`: one clause in Jira whatever
+    /// the name. The literal (an id as a number, a key as text) names an issue; the clause
+    /// matches the issues of *that issue's project* whose key number compares so (Jira Server's
+    /// `IssueIdClauseQueryFactory.handleRelational`: a range on the key-number order field AND
+    /// the referenced issue's project). Resolved against the state in `matching`.
+    KeyCompare {
+        field: String,
+        operator: String,
+        literal: String,
+        numeric: bool,
+    },
     CreatedSince(i64),
     UpdatedSince(i64),
     ReporterIsMe,
@@ -1869,8 +2062,10 @@ impl Clause {
     fn matches(&self, issue: &Issue) -> bool {
         match self {
             Clause::Project(key) => issue.project == *key,
+            Clause::ProjectNotIn(keys) => !keys.contains(&issue.project),
             Clause::Labels(labels) => issue.labels.iter().any(|l| labels.contains(l)),
-            Clause::IdAbove(n, inclusive) => issue.id > *n || (*inclusive && issue.id == *n),
+            // Resolved by `StateInner::matching`, which knows the referenced issue.
+            Clause::KeyCompare { .. } => true,
             Clause::CreatedSince(ms) => issue.created_ms >= *ms,
             Clause::UpdatedSince(ms) => issue.updated_ms >= *ms,
             Clause::ReporterIsMe => issue.fields["reporter"]["name"] == USER,
@@ -1882,6 +2077,9 @@ impl Clause {
 #[derive(Debug, Default)]
 struct Query {
     clauses: Vec<Clause>,
+    /// `ORDER BY id|key|issuekey|issue`: Jira sorts all four by the issue key (project, then
+    /// the key number), not by the numeric id (the issue clause is one field, see `KeyCompare`).
+    by_key: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -2038,6 +2236,7 @@ impl Parser {
         let operator = match self.next() {
             Some(Token::Symbol(s)) => s.to_string(),
             Some(Token::Word(w)) if w.eq_ignore_ascii_case("in") => "in".to_string(),
+            Some(Token::Word(w)) if w.eq_ignore_ascii_case("not") => "not".to_string(),
             other => {
                 return Err(jql_error(&format!(
                     "Expecting operator but got {}.",
@@ -2055,12 +2254,33 @@ impl Parser {
             ("project", "=") => Clause::Project(self.value()?),
             ("labels", "=") => Clause::Labels(vec![self.value()?]),
             ("labels", "in") => Clause::Labels(self.list()?),
-            ("id", ">" | ">=") => {
-                let value = self.value()?;
-                let n = value
-                    .parse()
-                    .map_err(|_| jql_error(&format!("'{value}' is not a valid issue id.")))?;
-                Clause::IdAbove(n, operator == ">=")
+            ("id" | "key" | "issue" | "issuekey", ">" | ">=" | "<" | "<=") => {
+                let (literal, numeric) = match self.next() {
+                    Some(Token::Word(w)) => {
+                        let numeric = w.bytes().all(|b| b.is_ascii_digit());
+                        (w, numeric)
+                    }
+                    Some(Token::Quoted(w)) => (w, false),
+                    other => {
+                        return Err(jql_error(&format!(
+                            "Expecting either a value, list or function but got {}.",
+                            describe(other.as_ref())
+                        )));
+                    }
+                };
+                Clause::KeyCompare {
+                    field: field.clone(),
+                    operator: operator.clone(),
+                    literal,
+                    numeric,
+                }
+            }
+            ("project", "not") => {
+                if !self.keyword("in") {
+                    return Err(unsupported());
+                }
+                self.at += 1;
+                Clause::ProjectNotIn(self.list()?)
             }
             ("created" | "updated", ">=") => {
                 let value = match self.next() {
@@ -2096,11 +2316,11 @@ impl Parser {
                     )));
                 }
             },
-            ("key" | "issuekey", "=") => Clause::Keys(vec![self.value()?]),
-            ("key" | "issuekey", "in") => Clause::Keys(self.list()?),
+            ("key" | "issuekey" | "issue", "=") => Clause::Keys(vec![self.value()?]),
+            ("key" | "issuekey" | "issue", "in") => Clause::Keys(self.list()?),
             (
                 "project" | "labels" | "id" | "created" | "updated" | "reporter" | "key"
-                | "issuekey",
+                | "issuekey" | "issue",
                 _,
             ) => {
                 return Err(unsupported());
@@ -2131,10 +2351,12 @@ fn parse_jql(jql: &str) -> Result<Query, Reply> {
         at: 0,
     };
     let mut clauses = Vec::new();
+    let mut by_key = false;
     if parser.peek().is_some() && !parser.keyword("ORDER") {
         parser.expression(&mut clauses)?;
     }
     if parser.keyword("ORDER") {
+        by_key = true;
         parser.at += 1;
         if !parser.keyword("BY") {
             return Err(jql_error("Expecting 'by' after 'order'."));
@@ -2142,7 +2364,8 @@ fn parse_jql(jql: &str) -> Result<Query, Reply> {
         parser.at += 1;
         match parser.next() {
             Some(Token::Word(w))
-                if ["id", "key", "issuekey"].contains(&w.to_ascii_lowercase().as_str()) => {}
+                if ["id", "key", "issuekey", "issue"]
+                    .contains(&w.to_ascii_lowercase().as_str()) => {}
             other => {
                 return Err(jql_error(&format!(
                     "Only ORDER BY id ASC is simulated, not {}.",
@@ -2162,7 +2385,27 @@ fn parse_jql(jql: &str) -> Result<Query, Reply> {
             describe(Some(token))
         )));
     }
-    Ok(Query { clauses })
+    Ok(Query { clauses, by_key })
+}
+
+/// What a reverse proxy answers when Jira takes longer than its read timeout (nginx's
+/// `proxy_read_timeout`, 60 s by default: "504 Gateway Time-out", an HTML page).
+fn gateway_timeout() -> Reply {
+    Reply {
+        status: 504,
+        headers: Vec::new(),
+        body: Body::Html(
+            "<html><head><title>504 Gateway Time-out</title></head><body><center><h1>504 Gateway Time-out</h1></center><hr><center>nginx</center></body></html>"
+                .to_string(),
+        ),
+    }
+}
+
+/// The number of an issue key (`AURORA-12` → 12).
+fn key_number(key: &str) -> u64 {
+    key.rsplit_once('-')
+        .and_then(|(_, n)| n.parse().ok())
+        .unwrap_or(0)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2500,6 +2743,67 @@ mod tests {
         }
         let answer = search(&fake, "project = NOPE", 0, 10);
         assert_eq!(answer.status, 400);
+    }
+
+    #[test]
+    fn the_issue_key_clause_is_jiras() {
+        let fake = FakeJira::start(Mode::DataCenter);
+        let a = fake.seed_issues(PROJECT, "AWPCA", 3);
+        let other = fake.seed_issues("OTHER", "AWPCA", 2);
+        // OTHER-1 (an older id than AURORA-3? no: a newer id) moves in: it takes AURORA-4.
+        let moved_in = fake.move_issue(&other[0], PROJECT);
+        assert_eq!(moved_in, "AURORA-4");
+        let id_of = |key: &str| fake.issue(key).unwrap()["id"].as_str().unwrap().to_string();
+        let all = |jql: &str| keys(&search(&fake, jql, 0, 100));
+        // `id > N`: N's project, key number above N's.
+        assert_eq!(
+            all(&format!("id > {} ORDER BY id ASC", id_of(&a[0]))),
+            [&a[1..], std::slice::from_ref(&moved_in)].concat()
+        );
+        assert_eq!(
+            all(r#"key > "AURORA-2" ORDER BY key ASC"#),
+            [a[2].clone(), moved_in.clone()]
+        );
+        assert_eq!(
+            all(r#"issuekey >= "AURORA-3" order by issuekey"#),
+            [a[2].clone(), moved_in.clone()]
+        );
+        assert_eq!(all(r#"issue < "AURORA-2""#), a[..1]);
+        assert_eq!(
+            all(r#"labels = AWPCA AND project not in ("AURORA") ORDER BY key ASC"#),
+            [other[1].clone()]
+        );
+        // ORDER BY key: by project, then key number (not by id).
+        assert_eq!(
+            all("labels = AWPCA ORDER BY key ASC"),
+            [a.clone(), vec![moved_in.clone(), other[1].clone()]].concat()
+        );
+        // A gone key in a comparison is refused in Jira's words.
+        let refused = |jql: &str| {
+            let answer = search(&fake, jql, 0, 10);
+            assert_eq!(answer.status, 400, "{jql}");
+            answer.json()["errorMessages"][0]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(
+            refused(r#"key > "OTHER-1""#),
+            "Operator '>' cannot be applied to moved issue key 'OTHER-1'."
+        );
+        fake.delete_issue(&a[1]);
+        assert_eq!(
+            refused(r#"project = AURORA AND key > "AURORA-2" ORDER BY key ASC"#),
+            "An issue with key 'AURORA-2' does not exist for field 'key'."
+        );
+        assert_eq!(
+            refused("id > 99999"),
+            "A value with ID '99999' does not exist for the field 'id'."
+        );
+        // The moved issue's old key still opens it (as its new key).
+        let answer = get(&fake, "/rest/api/2/issue/OTHER-1");
+        assert_eq!(answer.status, 200);
+        assert_eq!(answer.json()["key"], "AURORA-4");
     }
 
     #[test]
