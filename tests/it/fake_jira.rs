@@ -193,6 +193,16 @@ pub const TRANSITIONS: &[(&str, &str, Option<&str>, &str)] = &[
     ("31", "Снять", None, "Снято"),
 ];
 
+/// The bugs' workflow (issue type `Ошибка`, id 10004): other transition ids, and `11` means
+/// something else here. Jira gives each issue type of a project its workflow (workflow schemes),
+/// and a transition id is only an index inside one workflow (`GET …/transitions` lists "ids per
+/// workflow", ../shared/guide/jira-api.md; ansible's "Failed find valid transition for '6'").
+pub const BUG_TRANSITIONS: &[(&str, &str, Option<&str>, &str)] = &[
+    ("11", "Не исправлять", None, "Снято"),
+    ("711", "Взять в работу", Some("Открыта"), "В работе"),
+    ("721", "Исправлено", Some("В работе"), "Готово"),
+];
+
 /// The custom fields the fake treats specially (the example config's ids).
 pub const SPRINT_FIELD: &str = "customfield_10105";
 pub const EPIC_LINK_FIELD: &str = "customfield_10101";
@@ -270,6 +280,18 @@ struct StateInner {
     moved_keys: HashMap<String, u64>,
     /// A search answer over this many bytes is not served: see `set_search_byte_limit`.
     search_byte_limit: Option<usize>,
+    /// Transition id → the status a post-function leaves the issue in instead.
+    redirects: HashMap<String, &'static str>,
+    /// Changes made right after the n-th search answer (see `after_search`).
+    scheduled: Vec<(usize, Change)>,
+    searches_served: usize,
+}
+
+/// A change to Jira made by someone else while the agent pages.
+#[derive(Debug, Clone)]
+pub enum Change {
+    Delete(String),
+    Move(String, String),
 }
 
 type Shared = Arc<Mutex<StateInner>>;
@@ -338,6 +360,9 @@ impl FakeJira {
             ],
             moved_keys: HashMap::new(),
             search_byte_limit: None,
+            redirects: HashMap::new(),
+            scheduled: Vec::new(),
+            searches_served: 0,
         }));
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the fake Jira");
         std_listener.set_nonblocking(true).expect("nonblocking");
@@ -502,6 +527,18 @@ impl FakeJira {
     /// it is answered 504 by the proxy (see `gateway_timeout`). `None`: no limit.
     pub fn set_search_byte_limit(&self, bytes: Option<usize>) {
         lock(&self.state).search_byte_limit = bytes;
+    }
+
+    /// A post-function of transition `tid` leaves the issue in `status` instead of the
+    /// transition's target (as a "fast-track" or "update issue field: status" post-function
+    /// does: Atlassian's "Configure advanced work item workflows"/post functions documentation).
+    pub fn redirect_transition(&self, tid: &str, status: &'static str) {
+        lock(&self.state).redirects.insert(tid.to_string(), status);
+    }
+
+    /// `change` happens right after the `n`-th Server search has been answered (1-based).
+    pub fn after_search(&self, n: usize, change: Change) {
+        lock(&self.state).scheduled.push((n, change));
     }
 
     pub fn issue_count(&self) -> usize {
@@ -1346,6 +1383,32 @@ impl StateInner {
         Ok(ids)
     }
 
+    fn change(&mut self, change: Change) {
+        match change {
+            Change::Delete(key) => {
+                if let Some(id) = self.by_key.remove(&key) {
+                    self.issues.remove(&id);
+                }
+            }
+            Change::Move(key, project) => {
+                let Some(id) = self.by_key.remove(&key) else {
+                    return;
+                };
+                let number = self.projects.entry(project.clone()).or_insert(1);
+                let new_key = format!("{project}-{number}");
+                *number += 1;
+                let issue = self.issues.get_mut(&id).expect("issue");
+                issue.key = new_key.clone();
+                issue.project = project.clone();
+                issue
+                    .fields
+                    .insert("project".into(), json!({"key": project, "id": "10101"}));
+                self.by_key.insert(new_key, id);
+                self.moved_keys.insert(key, id);
+            }
+        }
+    }
+
     /// The relational issue-key clauses of `query`, resolved as Jira resolves them: the literal
     /// names one issue (by id when it is a number, else by key), and the clause becomes "that
     /// issue's project, key number compared" (`IssueIdClauseQueryFactory.handleRelational`,
@@ -1443,6 +1506,17 @@ impl StateInner {
             && body.to_string().len() > limit
         {
             return Err(gateway_timeout());
+        }
+        self.searches_served += 1;
+        let served = self.searches_served;
+        let due: Vec<Change> = self
+            .scheduled
+            .iter()
+            .filter(|(n, _)| *n == served)
+            .map(|(_, c)| c.clone())
+            .collect();
+        for change in due {
+            self.change(change);
         }
         Ok(Reply::json(200, body))
     }
@@ -1692,9 +1766,50 @@ impl StateInner {
             .collect()
     }
 
+    /// The workflow of the issue's type: bugs have their own.
+    fn workflow(
+        issue: &Issue,
+    ) -> &'static [(
+        &'static str,
+        &'static str,
+        Option<&'static str>,
+        &'static str,
+    )] {
+        if issue.fields["issuetype"]["id"] == "10004" {
+            BUG_TRANSITIONS
+        } else {
+            TRANSITIONS
+        }
+    }
+
+    fn offered_in(
+        workflow: &'static [(
+            &'static str,
+            &'static str,
+            Option<&'static str>,
+            &'static str,
+        )],
+        status: usize,
+    ) -> Vec<&'static (
+        &'static str,
+        &'static str,
+        Option<&'static str>,
+        &'static str,
+    )> {
+        let current = STATUSES[status].1;
+        workflow
+            .iter()
+            .filter(|(_, _, from, to)| match from {
+                Some(from) => *from == current,
+                None => *to != current,
+            })
+            .collect()
+    }
+
     fn get_transitions(&self, request: &Request) -> Result<Reply, Reply> {
         let id = self.find(&request.segments[4])?;
-        let transitions: Vec<Value> = Self::offered(self.issues[&id].status)
+        let issue = &self.issues[&id];
+        let transitions: Vec<Value> = Self::offered_in(Self::workflow(issue), issue.status)
             .into_iter()
             .map(|(tid, name, _, to)| {
                 let (sid, _) = STATUSES.iter().find(|(_, n)| n == to).expect("status");
@@ -1721,8 +1836,9 @@ impl StateInner {
         }) else {
             return Err(Reply::error(400, "Missing 'transition' identifier"));
         };
+        let redirect = self.redirects.get(&tid).copied();
         let issue = self.issues.get_mut(&id).expect("found");
-        let Some((_, _, _, to)) = Self::offered(issue.status)
+        let Some((_, _, _, to)) = Self::offered_in(Self::workflow(issue), issue.status)
             .into_iter()
             .find(|(t, _, _, _)| *t == tid)
         else {
@@ -1734,7 +1850,8 @@ impl StateInner {
                 ),
             ));
         };
-        issue.status = STATUSES.iter().position(|(_, n)| n == to).expect("status");
+        let to = redirect.unwrap_or(to);
+        issue.status = STATUSES.iter().position(|(_, n)| *n == to).expect("status");
         issue.updated_ms = now_ms();
         Ok(Reply::empty(204))
     }
