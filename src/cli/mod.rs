@@ -22,7 +22,7 @@ use std::sync::Arc;
 // The schema in VERSION is written out (concat! takes literals): this fails the build when the
 // schema moves on and VERSION does not.
 const _: () = assert!(
-    crate::store::CURRENT_SCHEMA_VERSION == 4 && crate::store::CURRENT_V4_REVISION == 6,
+    crate::store::CURRENT_SCHEMA_VERSION == 4 && crate::store::CURRENT_V4_REVISION == 9,
     "update VERSION's schema"
 );
 
@@ -31,7 +31,7 @@ const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (commit ",
     env!("JIRA_HUB_COMMIT"),
-    ", database schema v4 revision 6)"
+    ", database schema v4 revision 9)"
 );
 
 #[derive(Debug, Parser)]
@@ -120,6 +120,8 @@ pub enum Command {
         /// Follow the refresh with a progress bar until it ends; exit 1 when it failed.
         #[arg(long)]
         wait: bool,
+        #[command(subcommand)]
+        action: Option<RefreshCommand>,
     },
     /// Print shell completions for bash, zsh, fish, elvish or powershell.
     Completions {
@@ -216,6 +218,15 @@ pub enum BatchesCommand {
     Show { id: i64 },
     /// Cancel a batch: its queued commands become cancelled.
     Cancel { id: i64 },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RefreshCommand {
+    /// Apply the removals of a full refresh held by `prune_guard` (see `jira-hub status`).
+    Confirm {
+        /// The held sync run's id.
+        run: i64,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -346,9 +357,14 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
             queue::retry(&cli.db, &ids, batch)?
         }
         Command::Refresh {
+            action: Some(RefreshCommand::Confirm { run }),
+            ..
+        } => queue::confirm_refresh(&cli.db, run)?,
+        Command::Refresh {
             project,
             since_last,
             wait,
+            action: None,
         } => queue::refresh(&cli.db, project.as_deref(), since_last, wait)?,
         Command::Completions { shell } => {
             let mut script = Vec::new();

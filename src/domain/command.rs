@@ -120,6 +120,8 @@ pub enum RunStatus {
     Running,
     Done,
     Failed,
+    /// A full run whose removals from the mirror wait for a confirmation (`prune_guard`).
+    Held,
 }
 
 impl RunStatus {

@@ -33,6 +33,8 @@ pub struct Overview {
     pub last_full_refresh: Option<SyncRunView>,
     /// Runs in progress, oldest first.
     pub running: Vec<SyncRunView>,
+    /// Full runs whose removals wait for a confirmation (issue 19).
+    pub held_runs: Vec<super::HeldRunView>,
     /// The newest runs (finished or not), newest first, for the chart of durations.
     pub recent_runs: Vec<SyncRunView>,
     pub issues: i64,
@@ -208,6 +210,7 @@ impl HubConnection {
             relay: self.relay_state(settings.relay_dir, now),
             last_full_refresh,
             running: running.into_iter().map(SyncRunView::from).collect(),
+            held_runs: self.held_runs()?,
             recent_runs: recent.into_iter().map(SyncRunView::from).collect(),
             issues: counts.issues,
             database_bytes: (pages.pages.max(0) as u64) * (pages.page_size.max(0) as u64),

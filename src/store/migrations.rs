@@ -25,7 +25,7 @@ pub(crate) const CURRENT_SCHEMA_VERSION: u32 = 4;
 /// fixes the schema version at 4, so changes it does not describe (new columns with defaults, an
 /// index) are revisions of v4 rather than a v5: `schema_version` stays what the data model says,
 /// and every other tool that reads a v4 database still finds the tables it knows.
-pub(crate) const CURRENT_V4_REVISION: u32 = 6;
+pub(crate) const CURRENT_V4_REVISION: u32 = 9;
 
 /// What one step needs besides the transaction.
 struct StepContext {
@@ -63,7 +63,7 @@ struct Revision {
     apply: fn(&Transaction<'_>, &StepContext) -> Result<Vec<String>>,
 }
 
-const REVISIONS: [Revision; 6] = [
+const REVISIONS: [Revision; 7] = [
     Revision {
         to: 1,
         apply: v4_revision_1,
@@ -87,6 +87,10 @@ const REVISIONS: [Revision; 6] = [
     Revision {
         to: 6,
         apply: v4_revision_6,
+    },
+    Revision {
+        to: 9,
+        apply: v4_revision_9,
     },
 ];
 
@@ -486,6 +490,13 @@ fn v4_revision_5(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
 /// `issue_mirror_changed_at`) go; every ingested issue and link wrote them.
 fn v4_revision_6(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
     tx.execute_batch(include_str!("sql/v4r6.sql"))?;
+    Ok(Vec::new())
+}
+
+/// Revision 9 of v4 (issue 19): `held_prune`, the removals of full runs held for a
+/// confirmation. Idempotent (`CREATE TABLE IF NOT EXISTS`).
+fn v4_revision_9(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
+    tx.execute_batch(include_str!("sql/v4r9.sql"))?;
     Ok(Vec::new())
 }
 

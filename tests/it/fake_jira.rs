@@ -1375,9 +1375,9 @@ impl StateInner {
             .map(|issue| issue.id)
             .collect();
         if query.by_key {
-            ids.sort_by(|a, b| {
-                let (a, b) = (&self.issues[a], &self.issues[b]);
-                (&a.project, key_number(&a.key)).cmp(&(&b.project, key_number(&b.key)))
+            ids.sort_by_cached_key(|id| {
+                let issue = &self.issues[id];
+                (issue.project.clone(), key_number(&issue.key))
             });
         }
         Ok(ids)

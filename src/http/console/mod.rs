@@ -99,6 +99,7 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/ui/batches", get(batches))
         .route("/ui/batches/{id}", get(batch))
         .route("/ui/batches/{id}/cancel", post(cancel_batch))
+        .route("/ui/sync-runs/{id}/confirm", post(confirm_run))
         .route("/ui/batches/{id}/retry-failed", post(retry_failed))
         .route("/ui/failed", get(failed))
         .route("/ui/commands/{id}/retry", post(retry_command))
@@ -218,6 +219,7 @@ fn cross_site(headers: &HeaderMap) -> bool {
 fn notice_words(code: &str) -> Option<&'static str> {
     Some(match code {
         "cancelled" => "Пакет отменён.",
+        "confirmed" => "Удаление подтверждено: задачи убраны из зеркала.",
         "retried" => "Команда снова в очереди.",
         "retried-batch" => "Неудачные команды пакета снова в очереди.",
         "note" => "Заметка добавлена.",
@@ -668,6 +670,18 @@ async fn cancel_batch(Path(id): Path<String>, posted: Posted) -> Response {
     .await
 }
 
+async fn confirm_run(Path(id): Path<String>, posted: Posted) -> Response {
+    act_on(
+        &id,
+        posted,
+        Section::Runs,
+        |_| "/ui/runs".to_string(),
+        "confirmed",
+        |hub, id| hub.confirm_run(id, "console"),
+    )
+    .await
+}
+
 async fn retry_failed(Path(id): Path<String>, posted: Posted) -> Response {
     let page = |id| format!("/ui/batches/{id}");
     act_on(
@@ -755,11 +769,18 @@ async fn runs(signed: Signed) -> Response {
         signed,
         Section::Runs,
         "/ui/runs",
-        |hub| Ok((hub.sync_runs()?, hub.projects()?, hub.now_utc())),
-        |(runs, projects, now), csrf| {
+        |hub| {
+            Ok((
+                hub.sync_runs()?,
+                hub.projects()?,
+                hub.held_runs()?,
+                hub.now_utc(),
+            ))
+        },
+        |(runs, projects, held, now), csrf| {
             (
                 "Синхронизация".to_string(),
-                pages::runs(&runs, &projects, csrf, now),
+                pages::runs_with_held(&runs, &projects, &held, csrf, now),
             )
         },
     )
