@@ -1,7 +1,8 @@
 //! The agent's Jira client: one paced call at a time (`pacing.min_interval_ms` between two calls,
 //! the hub's `pause_seconds` before the next one), 429/503 honoured with `Retry-After`, reads
-//! retried, writes never repeated blindly, Jira's error bodies turned into words, and the two
-//! searches (Server/DC keyset paging by id, Cloud's `search/jql` with page tokens).
+//! retried, writes never repeated blindly, Jira's error bodies turned into words, answers checked
+//! for the shape the agent relies on, and the two searches (Server/DC paged by issue key, project
+//! by project; Cloud's `search/jql` with page tokens).
 //!
 //! Issue bodies stay raw JSON (`RawValue`) and are handed on page by page: nothing here holds a
 //! whole result set.

@@ -606,7 +606,7 @@ fn a_first_release_v4_database_gets_revision_1() {
     let revision: i64 = conn
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .unwrap();
-    assert_eq!(revision, 6);
+    assert_eq!(revision, 9);
     assert_eq!(
         count(
             &conn,
