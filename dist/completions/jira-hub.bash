@@ -175,6 +175,9 @@ _jira__hub() {
             jira__hub__subcmd__help__subcmd__projects,list)
                 cmd="jira__hub__subcmd__help__subcmd__projects__subcmd__list"
                 ;;
+            jira__hub__subcmd__help__subcmd__refresh,confirm)
+                cmd="jira__hub__subcmd__help__subcmd__refresh__subcmd__confirm"
+                ;;
             jira__hub__subcmd__help__subcmd__relay,inspect)
                 cmd="jira__hub__subcmd__help__subcmd__relay__subcmd__inspect"
                 ;;
@@ -204,6 +207,18 @@ _jira__hub() {
                 ;;
             jira__hub__subcmd__projects__subcmd__help,list)
                 cmd="jira__hub__subcmd__projects__subcmd__help__subcmd__list"
+                ;;
+            jira__hub__subcmd__refresh,confirm)
+                cmd="jira__hub__subcmd__refresh__subcmd__confirm"
+                ;;
+            jira__hub__subcmd__refresh,help)
+                cmd="jira__hub__subcmd__refresh__subcmd__help"
+                ;;
+            jira__hub__subcmd__refresh__subcmd__help,confirm)
+                cmd="jira__hub__subcmd__refresh__subcmd__help__subcmd__confirm"
+                ;;
+            jira__hub__subcmd__refresh__subcmd__help,help)
+                cmd="jira__hub__subcmd__refresh__subcmd__help__subcmd__help"
                 ;;
             jira__hub__subcmd__relay,help)
                 cmd="jira__hub__subcmd__relay__subcmd__help"
@@ -896,8 +911,22 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__help__subcmd__refresh)
-            opts=""
+            opts="confirm"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__help__subcmd__refresh__subcmd__confirm)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1236,7 +1265,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__refresh)
-            opts="-h --project --since-last --wait --db --log-format --help"
+            opts="-h --project --since-last --wait --db --log-format --help confirm help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1254,6 +1283,70 @@ _jira__hub() {
                     COMPREPLY=($(compgen -W "auto plain journal json" -- "${cur}"))
                     return 0
                     ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__refresh__subcmd__confirm)
+            opts="-h --db --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "auto plain journal json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__refresh__subcmd__help)
+            opts="confirm help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__refresh__subcmd__help__subcmd__confirm)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__refresh__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 *)
                     COMPREPLY=()
                     ;;

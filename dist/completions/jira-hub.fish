@@ -239,15 +239,25 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_s
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from help" -f -a "failed" -d 'Commands that ended failed or skipped, newest first, with their errors'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from help" -f -a "retry" -d 'Queue failed or skipped commands again (their earlier outcome is kept), or with --batch every failed and skipped command of a batch'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh" -l project -d 'Refresh this project\'s label only (with its board); everything otherwise' -r
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -l project -d 'Refresh this project\'s label only (with its board); everything otherwise' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh" -l since-last -d 'Only what changed since the last successful run (an incremental refresh; it never removes issues that left the scope)'
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh" -l wait -d 'Follow the refresh with a progress bar until it ends; exit 1 when it failed'
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -l since-last -d 'Only what changed since the last successful run (an incremental refresh; it never removes issues that left the scope)'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -l wait -d 'Follow the refresh with a progress bar until it ends; exit 1 when it failed'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -f -a "confirm" -d 'Apply the removals of a full refresh held by `prune_guard` (see `jira-hub status`)'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and __fish_seen_subcommand_from confirm" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and __fish_seen_subcommand_from confirm" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and __fish_seen_subcommand_from confirm" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and __fish_seen_subcommand_from help" -f -a "confirm" -d 'Apply the removals of a full refresh held by `prune_guard` (see `jira-hub status`)'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand completions" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand completions" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
 plain\t'Text with a timestamp, for a terminal or a file'
@@ -296,3 +306,4 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from batches" -f -a "cancel" -d 'Cancel a batch: its queued commands become cancelled'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from commands" -f -a "failed" -d 'Commands that ended failed or skipped, newest first, with their errors'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from commands" -f -a "retry" -d 'Queue failed or skipped commands again (their earlier outcome is kept), or with --batch every failed and skipped command of a batch'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from refresh" -f -a "confirm" -d 'Apply the removals of a full refresh held by `prune_guard` (see `jira-hub status`)'

@@ -11,7 +11,7 @@
 
 use super::jira_api::{Deployment, Jira, JiraError, SearchPage};
 use super::jql;
-use crate::domain::settings::{IssueTypes, Pacing};
+use crate::domain::settings::{IssueTypes, Pacing, TransitionTarget};
 use crate::protocol::ClaimedCommand;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -26,7 +26,7 @@ pub(crate) struct AgentSettings {
     pub issue_types: Option<IssueTypes>,
     pub priority_map: BTreeMap<String, String>,
     pub link_types: BTreeMap<String, String>,
-    pub transitions_map: BTreeMap<String, String>,
+    pub transitions_map: BTreeMap<String, TransitionTarget>,
     pub pacing: Pacing,
     /// The legacy fallback board of commands enqueued before schema v4.
     pub board_id: Option<i64>,
@@ -567,30 +567,89 @@ impl Executor<'_> {
 
     // ---- transition ----
 
+    /// Moves an issue to the status `status` names in `transitions_map` (issue 19): the
+    /// transition is chosen among those Jira offers for this issue (`GET …/transitions`, whose
+    /// ids differ between workflows) by its target status id; "already there" compares the
+    /// issue's `status.id`; after the call the status is read back, and a transition that ended
+    /// elsewhere (a post-function, a validator) fails the command with what happened.
     fn transition(&mut self, params: &Value) -> Result<Value, Fail> {
         let key = text(params, "key").ok_or_else(|| fail("key: обязательное поле отсутствует"))?;
         let status =
             text(params, "status").ok_or_else(|| fail("status: обязательное поле отсутствует"))?;
+        let target = self
+            .settings
+            .transitions_map
+            .get(&status)
+            .cloned()
+            .ok_or_else(|| fail(format!("status: {status:?} нет в transitions_map")))?;
         let issue_path = format!("/rest/api/2/issue/{}", jql::encode(&key));
         let mut tries = 0;
         loop {
-            let issue: Value = self
-                .jira
-                .read_json(&format!("{issue_path}?fields=status"))?;
-            if issue["fields"]["status"]["name"].as_str() == Some(status.as_str()) {
+            let current = self.issue_status(&issue_path, &key)?;
+            let offered = self.offered_transitions(&issue_path, &key)?;
+            let (target_id, hint) = match &target {
+                TransitionTarget::Status {
+                    status_id,
+                    transition_id,
+                } => (status_id.clone(), transition_id.clone()),
+                TransitionTarget::TransitionId(id) => {
+                    match offered.iter().find(|t| t.id == *id) {
+                        Some(hinted) if same_name(&hinted.to_name, &status) => {
+                            (hinted.to_id.clone(), Some(id.clone()))
+                        }
+                        Some(hinted) => {
+                            return Err(fail(format!(
+                                "переход {id} из transitions_map для «{status}» ведёт {key} в статус «{}» (id {}), а не в «{status}»; укажите в transitions_map {{\"status_id\": …}} целевого статуса",
+                                hinted.to_name, hinted.to_id
+                            )));
+                        }
+                        // The legacy form cannot know the target's id: a name is all it has.
+                        None if same_name(&current.name, &status) => {
+                            return Ok(json!({"status": status}));
+                        }
+                        None => {
+                            return Err(fail(format!(
+                                "Jira не предлагает переход {id} для {key} (статус «{}»); доступны: {}",
+                                current.name,
+                                describe_offered(&offered)
+                            )));
+                        }
+                    }
+                }
+            };
+            if current.id == target_id {
                 return Ok(json!({"status": status}));
             }
-            let id = self
-                .settings
-                .transitions_map
-                .get(&status)
-                .ok_or_else(|| fail(format!("status: {status:?} нет в transitions_map")))?;
+            let candidates: Vec<&Offered> =
+                offered.iter().filter(|t| t.to_id == target_id).collect();
+            let chosen = candidates
+                .iter()
+                .find(|t| hint.as_deref() == Some(t.id.as_str()))
+                .or(candidates.first())
+                .ok_or_else(|| {
+                    fail(format!(
+                        "Jira не предлагает для {key} перехода в «{status}» (статус id {target_id}) из статуса «{}» (id {}); доступны: {}",
+                        current.name,
+                        current.id,
+                        describe_offered(&offered)
+                    ))
+                })?;
+            let transition_id = chosen.id.clone();
             match self.jira.write(
                 "POST",
                 &format!("{issue_path}/transitions"),
-                &json!({"transition": {"id": id}}),
+                &json!({"transition": {"id": transition_id}}),
             ) {
-                Ok(_) => return Ok(json!({"status": status})),
+                Ok(_) => {
+                    let after = self.issue_status(&issue_path, &key)?;
+                    if after.id == target_id {
+                        return Ok(json!({"status": status}));
+                    }
+                    return Err(fail(format!(
+                        "переход {transition_id} выполнен, но {key} теперь в статусе «{}» (id {}), а не в «{status}» (id {target_id}): его изменила постфункция или другой участник",
+                        after.name, after.id
+                    )));
+                }
                 Err(JiraError::Ambiguous(error)) if tries < self.max_retries => {
                     tracing::warn!(%error, "a transition got no answer: reading the status again");
                     tries += 1;
@@ -598,6 +657,49 @@ impl Executor<'_> {
                 Err(error) => return Err(error.into()),
             }
         }
+    }
+
+    /// The issue's status, checked: `fields.status.id` must be there.
+    fn issue_status(&mut self, issue_path: &str, key: &str) -> Result<StatusRef, Fail> {
+        let issue: Value = self
+            .jira
+            .read_json(&format!("{issue_path}?fields=status"))?;
+        let status = &issue["fields"]["status"];
+        let id = id_text(&status["id"]).ok_or_else(|| {
+            fail(format!(
+                "ответ Jira о {key} без fields.status.id: {}",
+                short(&issue)
+            ))
+        })?;
+        Ok(StatusRef {
+            id,
+            name: status["name"].as_str().unwrap_or("").to_string(),
+        })
+    }
+
+    /// The transitions Jira offers for the issue now, checked: each with an id and a target.
+    fn offered_transitions(&mut self, issue_path: &str, key: &str) -> Result<Vec<Offered>, Fail> {
+        let answer: Value = self.jira.read_json(&format!("{issue_path}/transitions"))?;
+        let list = answer["transitions"].as_array().ok_or_else(|| {
+            fail(format!(
+                "ответ Jira о переходах {key} без массива transitions: {}",
+                short(&answer)
+            ))
+        })?;
+        list.iter()
+            .map(|t| match (id_text(&t["id"]), id_text(&t["to"]["id"])) {
+                (Some(id), Some(to_id)) => Ok(Offered {
+                    id,
+                    name: t["name"].as_str().unwrap_or("").to_string(),
+                    to_id,
+                    to_name: t["to"]["name"].as_str().unwrap_or("").to_string(),
+                }),
+                _ => Err(fail(format!(
+                    "переход {key} без id или без to.id в ответе Jira: {}",
+                    short(t)
+                ))),
+            })
+            .collect()
     }
 
     // ---- link ----
@@ -764,6 +866,56 @@ impl Executor<'_> {
             }
         }
         Ok(json!({"total": total, "boards": boards}))
+    }
+}
+
+/// An issue's status as Jira shows it.
+struct StatusRef {
+    id: String,
+    name: String,
+}
+
+/// A transition Jira offers for an issue.
+struct Offered {
+    id: String,
+    name: String,
+    to_id: String,
+    to_name: String,
+}
+
+/// The offered transitions for a message: `«name» (id) → «status» (id)`.
+fn describe_offered(offered: &[Offered]) -> String {
+    if offered.is_empty() {
+        return "ни одного перехода".to_string();
+    }
+    offered
+        .iter()
+        .map(|t| format!("«{}» ({}) → «{}» (id {})", t.name, t.id, t.to_name, t.to_id))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Two status names the same, ignoring case and surrounding blanks.
+fn same_name(a: &str, b: &str) -> bool {
+    a.trim().to_lowercase() == b.trim().to_lowercase()
+}
+
+/// An id as Jira sends it: a string, or a number.
+fn id_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// A value for a message, at most 200 characters.
+fn short(value: &Value) -> String {
+    let text = value.to_string();
+    if text.chars().count() > 200 {
+        text.chars().take(200).collect::<String>() + "…"
+    } else {
+        text
     }
 }
 

@@ -1,7 +1,8 @@
 //! The agent's Jira client: one paced call at a time (`pacing.min_interval_ms` between two calls,
 //! the hub's `pause_seconds` before the next one), 429/503 honoured with `Retry-After`, reads
-//! retried, writes never repeated blindly, Jira's error bodies turned into words, and the two
-//! searches (Server/DC keyset paging by id, Cloud's `search/jql` with page tokens).
+//! retried, writes never repeated blindly, Jira's error bodies turned into words, answers checked
+//! for the shape the agent relies on, and the two searches (Server/DC paged by issue key, project
+//! by project; Cloud's `search/jql` with page tokens).
 //!
 //! Issue bodies stay raw JSON (`RawValue`) and are handed on page by page: nothing here holds a
 //! whole result set.
@@ -22,6 +23,20 @@ use std::time::{Duration, Instant, SystemTime};
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(900);
 /// The longest backoff between two tries when Jira says nothing.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// How many times in a row a search page may fail to come (each time asked again with half the
+/// page size) before the search fails.
+const MAX_PAGE_FAILURES: u32 = 6;
+
+/// Why the last read failed, when it failed for want of an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadFailure {
+    /// No answer in time, or the connection dropped after the request went.
+    NoAnswer,
+    /// A 5xx (503 excepted): the answer may be too large or too slow to make.
+    ServerError(u16),
+    /// Anything else: not sent, rate limited.
+    Other,
+}
 
 /// Which kind of Jira answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +110,8 @@ pub(crate) struct Jira {
     skew_ms: Option<i64>,
     /// `serverInfo.versionNumbers`' first two, when Jira said.
     version: Option<(u64, u64)>,
+    /// Why the last failed read failed (a search page shrinks only for a slow or large answer).
+    last_read_failure: Option<ReadFailure>,
 }
 
 impl Jira {
@@ -126,6 +143,7 @@ impl Jira {
             stop,
             skew_ms: None,
             version: None,
+            last_read_failure: None,
         }
     }
 
@@ -301,13 +319,23 @@ impl Jira {
         loop {
             let (failure, retry_after) = match self.once("GET", path, None) {
                 Err(CallError::Stopped) => return Err(JiraError::Stopped),
-                Err(CallError::Net(e)) => (e.to_string(), None),
+                Err(CallError::Net(e)) => {
+                    self.last_read_failure = Some(match e {
+                        NetError::Ambiguous(_) => ReadFailure::NoAnswer,
+                        NetError::NotSent(_) => ReadFailure::Other,
+                    });
+                    (e.to_string(), None)
+                }
                 Ok(reply) if (200..300).contains(&reply.status) => return Ok(reply),
                 Ok(reply) if reply.status == 429 || reply.status == 503 => {
                     self.count(0, 1);
+                    self.last_read_failure = Some(ReadFailure::Other);
                     (error_text(&reply), reply.retry_after)
                 }
-                Ok(reply) if reply.status >= 500 => (error_text(&reply), None),
+                Ok(reply) if reply.status >= 500 => {
+                    self.last_read_failure = Some(ReadFailure::ServerError(reply.status));
+                    (error_text(&reply), None)
+                }
                 Ok(reply) => {
                     return Err(JiraError::Refused {
                         status: reply.status,
@@ -401,8 +429,25 @@ impl Jira {
         }
     }
 
-    /// Server/DC: keyset paging by id from the start (`(jql) AND id > last ORDER BY id ASC`,
-    /// always `startAt=0`), so results past the 10,000-row window come back whole.
+    /// Server/DC: paged by issue key, project by project (issue 19). In Jira's JQL `id`, `key`,
+    /// `issue` and `issuekey` are one clause, and `key > "P-7"` means "project P, key number above
+    /// 7", so a numeric `id > N` was "the project of issue N", not "a larger id": a page that ended
+    /// on an issue moved into the project stopped the search, and one whose last issue moved away
+    /// ended it short. Here:
+    ///
+    /// - a project's first page is `(<jql>) AND project not in (<done>) ORDER BY key ASC`; its
+    ///   first issue names the project P paged next (issues of other projects on that page are
+    ///   left for their own turn);
+    /// - the next pages are `(<jql>) AND key > "<last key of P>" ORDER BY key ASC` (`startAt=0`:
+    ///   no deep offsets, so the 10,000-row window never bites);
+    /// - every page must progress: its issues in P, key numbers rising above the last one, each
+    ///   with an `id`, a `key` and `fields`; anything else fails the search, never ends it short;
+    /// - when the last key no longer names an issue of P (deleted: "An issue with key … does
+    ///   not exist", moved: "… cannot be applied to moved issue key …"), the page is asked again
+    ///   after the previous key of the last good page, issues already sent are skipped by id; when
+    ///   no key of that page is left, P is paged again from its start, de-duplicated the same way;
+    /// - a page that does not come (a timeout, a 5xx after the retries, 413) is asked again from
+    ///   the same place with half the page size, up to [`MAX_PAGE_FAILURES`] times in a row.
     fn search_server(
         &mut self,
         query: &str,
@@ -410,47 +455,120 @@ impl Jira {
         page_size: u32,
         on_page: &mut dyn FnMut(SearchPage) -> Result<(), JiraError>,
     ) -> Result<u64, JiraError> {
-        #[derive(Deserialize)]
-        struct Answer {
-            #[serde(rename = "maxResults")]
-            max_results: Option<u64>,
-            total: Option<u64>,
-            #[serde(default)]
-            issues: Vec<Box<RawValue>>,
-        }
+        let mut size = page_size.max(1);
         let mut sent = 0u64;
-        let mut last_id: Option<u64> = None;
+        let mut sent_ids: std::collections::HashSet<u64> = std::collections::HashSet::new();
+        let mut done: Vec<String> = Vec::new();
+        // The project being paged, and the keys (with their numbers) of its last good page.
+        let mut project: Option<String> = None;
+        let mut cursor: Vec<(String, u64)> = Vec::new();
+        let mut failures = 0u32;
+        let mut total_hint: Option<u64> = None;
         loop {
-            let page_jql = jql::keyset(query, last_id);
+            let after = cursor.last().cloned();
+            let page_jql = jql::key_page(query, &done, after.as_ref().map(|(k, _)| k.as_str()));
             let path = format!(
-                "/rest/api/2/search?jql={}&startAt=0&maxResults={page_size}&fields={}",
+                "/rest/api/2/search?jql={}&startAt=0&maxResults={size}&fields={}",
                 jql::encode(&page_jql),
                 jql::encode(fields)
             );
-            let answer: Answer = self.read_json(&path)?;
+            self.last_read_failure = None;
+            let reply = match self.read(&path) {
+                Ok(reply) => reply,
+                Err(JiraError::Refused {
+                    status: 400,
+                    message,
+                }) if after.is_some() && is_stale_key(&message) => {
+                    let (gone, _) = cursor.pop().unwrap_or_default();
+                    tracing::warn!(key = %gone, %message, "the last key of a page left the project or was deleted: paging again from the key before it");
+                    if cursor.is_empty() {
+                        project = None;
+                    }
+                    continue;
+                }
+                Err(error) if is_page_failure(&error, self.last_read_failure) => {
+                    failures += 1;
+                    if failures > MAX_PAGE_FAILURES {
+                        return Err(JiraError::Unavailable(format!(
+                            "страница поиска не получена {failures} раз подряд, последний раз при размере {size}: {error}"
+                        )));
+                    }
+                    size = (size / 2).max(1);
+                    tracing::warn!(%error, page_size = size, "a search page did not come: asking again from the same place with a smaller page");
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
+            let answer = server_page(&reply)?;
+            failures = 0;
+            let asked = answer.max_results.unwrap_or(u64::from(size)).max(1);
             let count = answer.issues.len() as u64;
-            if count == 0 {
-                break;
+            if let Some(remaining) = answer.total {
+                let hint = sent + remaining;
+                total_hint = Some(total_hint.map_or(hint, |t: u64| t.max(hint)));
             }
-            let next_id = issue_id(answer.issues.last().map(|r| r.get()).unwrap_or("{}"))
-                .ok_or_else(|| {
-                    JiraError::Unavailable("a search result has no numeric id".into())
+            let first_of_project = after.is_none();
+            let mut keep: Vec<Box<RawValue>> = Vec::with_capacity(answer.issues.len());
+            let mut last_number = after.as_ref().map(|(_, n)| *n);
+            let mut page_keys: Vec<(String, u64)> = Vec::new();
+            let mut others = 0u64;
+            for (raw, head) in answer.issues.into_iter().zip(answer.heads) {
+                let (issue_project, number) = split_key(&head.key).ok_or_else(|| {
+                    JiraError::Unavailable(format!(
+                        "поиск Jira вернул ключ {:?}, это не ключ задачи",
+                        head.key
+                    ))
                 })?;
-            if last_id.is_some_and(|last| next_id <= last) {
-                return Err(JiraError::Unavailable(
-                    "the search does not progress by id".into(),
-                ));
+                if done.iter().any(|d| d == issue_project) {
+                    return Err(JiraError::Unavailable(format!(
+                        "поиск Jira не продвигается: {} из проекта, уже пройденного до конца",
+                        head.key
+                    )));
+                }
+                let current = project.get_or_insert_with(|| issue_project.to_string());
+                if issue_project != current.as_str() {
+                    if first_of_project {
+                        // Another project's issue on a project's first page: its own turn comes.
+                        others += 1;
+                        continue;
+                    }
+                    return Err(JiraError::Unavailable(format!(
+                        "поиск Jira после ключа {} вернул {} из другого проекта",
+                        after.as_ref().map(|(k, _)| k.as_str()).unwrap_or(""),
+                        head.key
+                    )));
+                }
+                if let Some(last) = last_number.filter(|last| number <= *last) {
+                    return Err(JiraError::Unavailable(format!(
+                        "поиск Jira не продвигается по ключу: {} после номера {last}",
+                        head.key
+                    )));
+                }
+                last_number = Some(number);
+                page_keys.push((head.key.clone(), number));
+                if sent_ids.insert(head.id) {
+                    keep.push(raw);
+                }
             }
-            last_id = Some(next_id);
-            let asked = answer.max_results.unwrap_or(u64::from(page_size)).max(1);
-            let remaining = answer.total;
-            on_page(SearchPage {
-                issues: answer.issues,
-                total: remaining.map(|t| sent + t),
-            })?;
-            sent += count;
-            if count < asked || remaining.is_some_and(|t| count >= t) {
+            let new = keep.len() as u64;
+            if new > 0 {
+                on_page(SearchPage {
+                    issues: keep,
+                    total: total_hint.map(|t| t.max(sent + new)),
+                })?;
+                sent += new;
+            }
+            if count == 0 || (first_of_project && count < asked && others == 0) {
                 break;
+            }
+            if count < asked || page_keys.is_empty() {
+                // The project has no more issues after this page (a short page holds the rest).
+                if let Some(finished) = project.take() {
+                    done.push(finished);
+                }
+                cursor.clear();
+            } else {
+                cursor = page_keys;
             }
         }
         Ok(sent)
@@ -466,8 +584,7 @@ impl Jira {
     ) -> Result<u64, JiraError> {
         #[derive(Deserialize)]
         struct Answer {
-            #[serde(default)]
-            issues: Vec<Box<RawValue>>,
+            issues: Option<Vec<Box<RawValue>>>,
             #[serde(rename = "nextPageToken")]
             next_page_token: Option<String>,
             #[serde(rename = "isLast")]
@@ -484,11 +601,14 @@ impl Jira {
             if let Some(token) = &token {
                 path.push_str(&format!("&nextPageToken={}", jql::encode(token)));
             }
-            let answer: Answer = self.read_json(&path)?;
-            let count = answer.issues.len() as u64;
+            let reply = self.read(&path)?;
+            let answer: Answer = parse(&reply)?;
+            let issues = answer.issues.ok_or_else(|| no_issues(&reply))?;
+            issue_heads(&issues)?;
+            let count = issues.len() as u64;
             if count > 0 {
                 on_page(SearchPage {
-                    issues: answer.issues,
+                    issues,
                     total: None,
                 })?;
             }
@@ -560,27 +680,154 @@ fn path_only(path: &str) -> &str {
     path.split('?').next().unwrap_or(path)
 }
 
-fn issue_id(raw: &str) -> Option<u64> {
-    #[derive(Deserialize)]
-    struct Id {
-        id: Value,
-    }
-    let id: Id = serde_json::from_str(raw).ok()?;
-    match id.id {
-        Value::String(s) => s.parse().ok(),
-        Value::Number(n) => n.as_u64(),
-        _ => None,
-    }
-}
-
-/// Parses a 2xx answer's JSON body.
+/// Parses a 2xx answer's JSON body. An answer that says it is not JSON (an HTML login or error
+/// page a proxy serves with 200) or that is not the JSON expected (cut short, another shape) is
+/// an error naming what was wrong, never an empty result (issue 19).
 pub(crate) fn parse<T: serde::de::DeserializeOwned>(reply: &Reply) -> Result<T, JiraError> {
+    check_json(reply)?;
     serde_json::from_slice(&reply.body).map_err(|e| {
         JiraError::Unavailable(format!(
             "HTTP {}: ответ — не тот JSON, что ожидался ({e})",
             reply.status
         ))
     })
+}
+
+/// The start of a body, as text for a message.
+fn body_excerpt(body: &[u8]) -> String {
+    short_text(&String::from_utf8_lossy(&body[..body.len().min(4096)]))
+}
+
+/// A `Content-Type` that is there and is not JSON is refused with the start of the body.
+fn check_json(reply: &Reply) -> Result<(), JiraError> {
+    match reply.content_type.as_deref() {
+        Some(kind) if !kind.to_ascii_lowercase().contains("json") => {
+            Err(JiraError::Unavailable(format!(
+                "HTTP {}: ответ Jira — не JSON (Content-Type: {kind}): {}",
+                reply.status,
+                body_excerpt(&reply.body)
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// What the agent relies on in an issue of a search result.
+#[derive(Debug)]
+pub(crate) struct IssueHead {
+    pub id: u64,
+    pub key: String,
+}
+
+/// Checks one raw issue of a search page: an object with a numeric `id` (a string of digits or
+/// a number), a non-empty `key` and a `fields` object.
+pub(crate) fn issue_head(raw: &RawValue) -> Result<IssueHead, String> {
+    #[derive(Deserialize)]
+    struct Head<'a> {
+        id: Option<Value>,
+        #[serde(borrow)]
+        key: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow)]
+        fields: Option<&'a RawValue>,
+    }
+    let head: Head<'_> =
+        serde_json::from_str(raw.get()).map_err(|e| format!("задача — не объект JSON ({e})"))?;
+    let id = match &head.id {
+        Some(Value::String(s)) => s.parse().ok(),
+        Some(Value::Number(n)) => n.as_u64(),
+        _ => None,
+    }
+    .ok_or_else(|| "у задачи нет числового id".to_string())?;
+    let key = head
+        .key
+        .filter(|k| !k.is_empty())
+        .ok_or_else(|| format!("у задачи {id} нет key"))?
+        .into_owned();
+    if !head.fields.is_some_and(|f| f.get().starts_with('{')) {
+        return Err(format!("у задачи {key} нет объекта fields"));
+    }
+    Ok(IssueHead { id, key })
+}
+
+/// A Server/DC search answer, checked: `issues` an array of issues (each with `id`, `key`,
+/// `fields`), `startAt`/`maxResults`/`total` numbers when present.
+struct ServerPage {
+    max_results: Option<u64>,
+    total: Option<u64>,
+    issues: Vec<Box<RawValue>>,
+    heads: Vec<IssueHead>,
+}
+
+fn server_page(reply: &Reply) -> Result<ServerPage, JiraError> {
+    #[derive(Deserialize)]
+    struct Answer {
+        #[serde(rename = "startAt")]
+        _start_at: Option<u64>,
+        #[serde(rename = "maxResults")]
+        max_results: Option<u64>,
+        total: Option<u64>,
+        issues: Option<Vec<Box<RawValue>>>,
+    }
+    let answer: Answer = parse(reply)?;
+    let issues = answer.issues.ok_or_else(|| no_issues(reply))?;
+    let heads = issue_heads(&issues)?;
+    Ok(ServerPage {
+        max_results: answer.max_results,
+        total: answer.total,
+        issues,
+        heads,
+    })
+}
+
+fn no_issues(reply: &Reply) -> JiraError {
+    JiraError::Unavailable(format!(
+        "HTTP {}: в ответе поиска Jira нет массива issues: {}",
+        reply.status,
+        body_excerpt(&reply.body)
+    ))
+}
+
+/// The checked heads of a page's issues, or an error naming the first issue that is not one.
+fn issue_heads(issues: &[Box<RawValue>]) -> Result<Vec<IssueHead>, JiraError> {
+    issues
+        .iter()
+        .enumerate()
+        .map(|(i, raw)| {
+            issue_head(raw).map_err(|e| {
+                JiraError::Unavailable(format!("ответ поиска Jira, задача {}: {e}", i + 1))
+            })
+        })
+        .collect()
+}
+
+/// `P-12` → `("P", 12)`.
+fn split_key(key: &str) -> Option<(&str, u64)> {
+    let (project, number) = key.rsplit_once('-')?;
+    if project.is_empty() {
+        return None;
+    }
+    Some((project, number.parse().ok()?))
+}
+
+/// Jira's refusal of a key comparison whose key is gone: deleted ("An issue with key 'X' does
+/// not exist for field 'key'.") or moved ("Operator '>' cannot be applied to moved issue key
+/// 'X'."), as Jira Server words them (its `IssueIdValidator` and moved-key check).
+fn is_stale_key(message: &str) -> bool {
+    (message.contains("An issue with key") && message.contains("does not exist"))
+        || message.contains("cannot be applied to moved issue key")
+}
+
+/// A page that did not come for want of time or room: no answer, a 5xx, or 413.
+fn is_page_failure(error: &JiraError, failure: Option<ReadFailure>) -> bool {
+    match error {
+        JiraError::Refused { status: 413, .. } => true,
+        JiraError::Refused { status, .. } => *status >= 500,
+        JiraError::Unavailable(_) => matches!(
+            failure,
+            Some(ReadFailure::NoAnswer | ReadFailure::ServerError(_))
+        ),
+        _ => false,
+    }
 }
 
 /// Jira's words for an error answer: `errors` as `field: message`, then `errorMessages`, joined
@@ -762,10 +1009,79 @@ mod tests {
     }
 
     #[test]
-    fn ids_of_raw_issues() {
-        assert_eq!(issue_id(r#"{"id": "10014", "key": "A-1"}"#), Some(10014));
-        assert_eq!(issue_id(r#"{"id": 7}"#), Some(7));
-        assert_eq!(issue_id(r#"{"key": "A-1"}"#), None);
+    fn issues_of_a_page_are_checked() {
+        let head = |text: &str| issue_head(&RawValue::from_string(text.into()).unwrap());
+        let ok = head(r#"{"id": "10014", "key": "A-1", "fields": {}}"#).unwrap();
+        assert_eq!((ok.id, ok.key.as_str()), (10014, "A-1"));
+        assert_eq!(
+            head(r#"{"id": 7, "key": "A-2", "fields": {"a": 1}}"#)
+                .unwrap()
+                .id,
+            7
+        );
+        assert!(
+            head(r#"{"key": "A-1", "fields": {}}"#)
+                .unwrap_err()
+                .contains("id")
+        );
+        assert!(head(r#"{"id": "x1", "key": "A-1", "fields": {}}"#).is_err());
+        assert!(
+            head(r#"{"id": "1", "fields": {}}"#)
+                .unwrap_err()
+                .contains("key")
+        );
+        assert!(
+            head(r#"{"id": "1", "key": "A-1"}"#)
+                .unwrap_err()
+                .contains("fields")
+        );
+        assert!(head(r#"{"id": "1", "key": "A-1", "fields": []}"#).is_err());
+        assert!(head("[1]").is_err());
+        assert_eq!(split_key("AURORA-12"), Some(("AURORA", 12)));
+        assert_eq!(split_key("A-B-3"), Some(("A-B", 3)));
+        assert_eq!(split_key("-3"), None);
+        assert_eq!(split_key("A-x"), None);
+    }
+
+    #[test]
+    fn answers_that_are_not_json_are_errors() {
+        let reply = |content_type: Option<&str>, body: &[u8]| Reply {
+            status: 200,
+            retry_after: None,
+            content_type: content_type.map(String::from),
+            body: body.to_vec(),
+        };
+        let html = reply(
+            Some("text/html;charset=UTF-8"),
+            b"<html><title>Log in</title></html>",
+        );
+        let error = parse::<Value>(&html).unwrap_err().to_string();
+        assert!(
+            error.contains("не JSON") && error.contains("Log in"),
+            "{error}"
+        );
+        let cut = reply(Some("application/json"), br#"{"issues": [{"id": "1""#);
+        assert!(parse::<Value>(&cut).is_err());
+        let no_issues = reply(Some("application/json"), br#"{"startAt":0,"total":0}"#);
+        let error = server_page(&no_issues).err().unwrap().to_string();
+        assert!(server_page(&reply(None, br#"{"issues":[{"id":"1"}]}"#)).is_err());
+        assert!(error.contains("issues"), "{error}");
+        let typed = reply(None, br#"{"total":"many","issues":[]}"#);
+        assert!(server_page(&typed).is_err(), "paging fields are typed");
+        assert!(server_page(&reply(None, br#"{"issues":[]}"#)).is_ok());
+    }
+
+    #[test]
+    fn a_gone_key_is_recognised_in_jiras_words() {
+        assert!(is_stale_key(
+            "An issue with key 'AURORA-7' does not exist for field 'key'."
+        ));
+        assert!(is_stale_key(
+            "Operator '>' cannot be applied to moved issue key 'AURORA-7'."
+        ));
+        assert!(!is_stale_key(
+            "Field 'key' does not exist or you do not have permission to view it."
+        ));
     }
 
     #[test]

@@ -1,7 +1,7 @@
-//! The JQL the agent writes: quoting of values, the keyset form of a refresh query (paging by id
-//! instead of deep offsets), the check before a create is repeated, and URL encoding of query
+//! The JQL the agent writes: quoting of values, the key-paged form of a refresh query (paging by
+//! issue key instead of deep offsets), the check before a create is repeated, and URL encoding of query
 //! parameters. Only forms that both Jira and the simulated Jira of the tests understand:
-//! clauses joined by `AND`, one parenthesised group, `ORDER BY id ASC`.
+//! clauses joined by `AND`, one parenthesised group, `ORDER BY key ASC`.
 
 /// A JQL string literal: `"…"` with `"` and `\` escaped.
 pub(crate) fn quote(value: &str) -> String {
@@ -55,20 +55,30 @@ fn is_order_by(rest: &str) -> bool {
     )
 }
 
-/// One page's query of a keyset search: `(<jql without ORDER BY>) AND id > <last> ORDER BY id
-/// ASC`, or without the `id` clause for the first page.
-pub(crate) fn keyset(jql: &str, after_id: Option<u64>) -> String {
+/// One page's query of a Server/DC search, paged by issue key (issue 19). In Jira's JQL `id`,
+/// `key`, `issue` and `issuekey` are one clause: `key > "P-7"` means "project P, key number above
+/// 7" (and `ORDER BY key` sorts by project, then key number), so a page continues after the last
+/// key of the previous one *within its project*: `(<jql>) AND key > "P-7" ORDER BY key ASC`.
+/// A project's first page excludes the projects already paged:
+/// `(<jql>) AND project not in ("P") ORDER BY key ASC`.
+pub(crate) fn key_page(jql: &str, done_projects: &[String], after_key: Option<&str>) -> String {
     let base = without_order_by(jql);
-    let filter = if base.is_empty() {
-        String::new()
+    let mut clauses: Vec<String> = Vec::new();
+    if !base.is_empty() {
+        clauses.push(format!("({base})"));
+    }
+    match after_key {
+        Some(key) => clauses.push(format!("key > {}", quote(key))),
+        None if !done_projects.is_empty() => {
+            let list: Vec<String> = done_projects.iter().map(|p| quote(p)).collect();
+            clauses.push(format!("project not in ({})", list.join(", ")));
+        }
+        None => {}
+    }
+    if clauses.is_empty() {
+        "ORDER BY key ASC".to_string()
     } else {
-        format!("({base})")
-    };
-    match (after_id, filter.is_empty()) {
-        (None, true) => "ORDER BY id ASC".to_string(),
-        (None, false) => format!("{filter} ORDER BY id ASC"),
-        (Some(id), true) => format!("id > {id} ORDER BY id ASC"),
-        (Some(id), false) => format!("{filter} AND id > {id} ORDER BY id ASC"),
+        format!("{} ORDER BY key ASC", clauses.join(" AND "))
     }
 }
 
@@ -133,14 +143,22 @@ mod tests {
         );
         assert_eq!(without_order_by("reorder = 1"), "reorder = 1");
         assert_eq!(
-            keyset(jql, None),
-            r#"(project = AURORA AND labels in ("AWPCA", "STOCKS")) ORDER BY id ASC"#
+            key_page(jql, &[], None),
+            r#"(project = AURORA AND labels in ("AWPCA", "STOCKS")) ORDER BY key ASC"#
         );
         assert_eq!(
-            keyset(jql, Some(10_500)),
-            r#"(project = AURORA AND labels in ("AWPCA", "STOCKS")) AND id > 10500 ORDER BY id ASC"#
+            key_page(jql, &[], Some("AURORA-1050")),
+            r#"(project = AURORA AND labels in ("AWPCA", "STOCKS")) AND key > "AURORA-1050" ORDER BY key ASC"#
         );
-        assert_eq!(keyset("ORDER BY key", Some(3)), "id > 3 ORDER BY id ASC");
+        assert_eq!(
+            key_page("labels = x", &["A".to_string(), "B".to_string()], None),
+            r#"(labels = x) AND project not in ("A", "B") ORDER BY key ASC"#
+        );
+        assert_eq!(
+            key_page("ORDER BY key", &[], Some("A-3")),
+            r#"key > "A-3" ORDER BY key ASC"#
+        );
+        assert_eq!(key_page("", &[], None), "ORDER BY key ASC");
     }
 
     #[test]

@@ -74,6 +74,8 @@ struct Agent {
     request_timeout: Duration,
     /// The last claim answer's `created_at` (the hub's clock) and when it arrived.
     claimed: Option<(String, Instant)>,
+    /// The hub's `max_report_bytes` from the last claim answer (issue 19).
+    max_report_bytes: Option<u64>,
 }
 
 impl Agent {
@@ -111,6 +113,7 @@ impl Agent {
             release_grace: config.release_grace,
             request_timeout: config.request_timeout,
             claimed: None,
+            max_report_bytes: None,
         })
     }
 
@@ -199,6 +202,7 @@ impl Agent {
                 "settings from the hub"
             );
         }
+        self.max_report_bytes = answer.max_report_bytes;
         if answer.pause_seconds > 0 {
             tracing::info!(
                 pause_seconds = answer.pause_seconds,
@@ -233,6 +237,7 @@ impl Agent {
         tracing::info!(command = command.id, r#type = %command.command_type, delivery = command.delivery, "executing");
         self.jira.take_counters();
         let hub = &self.hub;
+        let max_report_bytes = self.max_report_bytes;
         let mut start_at = 0u64;
         // A refresh's pages go to the hub from a thread of their own while the next page is read
         // from Jira: the two waits overlap instead of adding up. At most one page waits in the
@@ -247,19 +252,14 @@ impl Agent {
             let (pages, queued) = std::sync::mpsc::sync_channel::<CommandResult>(1);
             let reporter = scope.spawn(|| {
                 for result in queued {
-                    let command_id = result.command_id;
-                    match hub.report(vec![result]) {
-                        Ok(answer) => {
-                            if let Some(ignored) =
-                                answer.ignored.iter().find(|i| i.command_id == command_id)
-                            {
-                                fail(JiraError::Unavailable(format!(
-                                    "хаб больше не принимает этот refresh: {}",
-                                    ignored.reason
-                                )));
-                                return;
-                            }
+                    match report_page(hub, result, max_report_bytes) {
+                        Ok(Some(reason)) => {
+                            fail(JiraError::Unavailable(format!(
+                                "хаб больше не принимает этот refresh: {reason}"
+                            )));
+                            return;
                         }
+                        Ok(None) => {}
                         Err(LinkError::Stopped) => {
                             fail(JiraError::Stopped);
                             return;
@@ -387,6 +387,92 @@ impl Agent {
                 tracing::warn!(command = command.id, %error, "the report was not acknowledged");
                 self.last_error = Some(error.to_string());
             }
+        }
+    }
+}
+
+/// Reports one refresh page, split into smaller reports when the hub will not take it whole
+/// (larger than its `max_report_bytes`, or refused as too large): each half goes with its own
+/// `start_at`, the first carrying the page's call counts. A single issue too large for the hub
+/// fails the refresh with its size. Returns the hub's reason when it ignored the page.
+fn report_page(
+    hub: &HubLink,
+    result: CommandResult,
+    limit: Option<u64>,
+) -> Result<Option<String>, LinkError> {
+    let command_id = result.command_id;
+    let mut pending = vec![result];
+    while let Some(result) = pending.pop() {
+        match hub.report_within(vec![result], limit) {
+            Ok(answer) => {
+                if let Some(ignored) = answer.ignored.iter().find(|i| i.command_id == command_id) {
+                    return Ok(Some(ignored.reason.clone()));
+                }
+            }
+            Err((LinkError::TooLarge { bytes, limit }, mut back)) => {
+                let Some(mut first) = back.pop() else {
+                    return Err(LinkError::TooLarge { bytes, limit });
+                };
+                let Some(page) = first.page.as_mut() else {
+                    return Err(LinkError::TooLarge { bytes, limit });
+                };
+                if page.issues.len() <= 1 {
+                    let key = page
+                        .issues
+                        .first()
+                        .and_then(|raw| jira_api::issue_head(raw).ok())
+                        .map(|head| head.key)
+                        .unwrap_or_default();
+                    return Err(LinkError::Other(format!(
+                        "задача {key} одна занимает {bytes} байт, больше, чем хаб принимает ({limit})"
+                    )));
+                }
+                tracing::info!(
+                    bytes,
+                    %limit,
+                    issues = page.issues.len(),
+                    "a refresh page is larger than the hub takes: it goes in two halves"
+                );
+                let rest = page.issues.split_off(page.issues.len() / 2);
+                let second_page = Page {
+                    start_at: page.start_at + page.issues.len() as u64,
+                    total: page.total,
+                    issues: rest,
+                };
+                let second = CommandResult {
+                    page: Some(second_page),
+                    jira_calls: 0,
+                    rate_limited: 0,
+                    ..first.clone_without_page()
+                };
+                // The first half goes first: `pending` is a stack.
+                pending.push(second);
+                pending.push(first);
+            }
+            Err((error, _)) => return Err(error),
+        }
+    }
+    Ok(None)
+}
+
+trait WithoutPage {
+    fn clone_without_page(&self) -> CommandResult;
+}
+
+impl WithoutPage for CommandResult {
+    /// The result's other members, with no page (cheap: a page is the bulk).
+    fn clone_without_page(&self) -> CommandResult {
+        CommandResult {
+            command_id: self.command_id,
+            delivery: self.delivery,
+            status: self.status,
+            result: self.result.clone(),
+            error: self.error.clone(),
+            jira_calls: self.jira_calls,
+            rate_limited: self.rate_limited,
+            finished_at: self.finished_at.clone(),
+            page: None,
+            not_before_seconds: self.not_before_seconds,
         }
     }
 }

@@ -14,6 +14,8 @@ pub(crate) struct Reply {
     pub status: u16,
     /// `Retry-After`, as sent.
     pub retry_after: Option<String>,
+    /// `Content-Type`, as sent: an HTML page from a proxy is not Jira's JSON (issue 19).
+    pub content_type: Option<String>,
     pub body: Vec<u8>,
 }
 
@@ -165,6 +167,7 @@ fn read_reply(
                 .map(str::to_string)
         };
         let retry_after = header("retry-after");
+        let content_type = header("content-type");
         let body = response
             .body_mut()
             .with_config()
@@ -174,6 +177,7 @@ fn read_reply(
         Ok(Reply {
             status,
             retry_after,
+            content_type,
             body,
         })
     }

@@ -25,6 +25,9 @@ use std::time::{Duration, Instant};
 /// The agent's version, sent in claims and heartbeats.
 pub(crate) const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// A request body this large that loses its connection twice is taken as too large (issue 19).
+const LARGE_BODY: usize = 1024 * 1024;
+
 /// How often the relay's outbox is looked at while an answer is awaited.
 const OUTBOX_POLL: Duration = Duration::from_millis(50);
 
@@ -57,6 +60,10 @@ pub(crate) enum LinkError {
     Refused { kind: Kind, message: String },
     #[error("the agent is stopping")]
     Stopped,
+    /// The report is larger than the hub takes (its `max_report_bytes`, an HTTP 413, or a
+    /// connection reset twice while a large body was being sent).
+    #[error("the report of {bytes} bytes is larger than the hub takes ({limit})")]
+    TooLarge { bytes: u64, limit: String },
     #[error("{0}")]
     Other(String),
 }
@@ -140,13 +147,27 @@ impl HubLink {
 
     /// Sends results. While the agent stops, it still waits (a bounded time) for the answer.
     pub(crate) fn report(&self, results: Vec<CommandResult>) -> Result<ReportAnswer, LinkError> {
+        self.report_within(results, None)
+            .map_err(|(error, _)| error)
+    }
+
+    /// Sends results whose request must fit in `limit` bytes (the hub's `max_report_bytes`): a
+    /// larger one is not sent at all but answered [`LinkError::TooLarge`], so the caller can
+    /// split it. A failure hands the results back.
+    pub(crate) fn report_within(
+        &self,
+        results: Vec<CommandResult>,
+        limit: Option<u64>,
+    ) -> Result<ReportAnswer, (LinkError, Vec<CommandResult>)> {
         let id = new_id(&self.name);
         let request = ReportRequest {
             envelope: self.envelope(&id),
             results,
         };
-        let bytes = self.exchange(Kind::Report, &id, &request, true)?;
-        decode(Kind::Report, &bytes)
+        match self.exchange_within(Kind::Report, &id, &request, true, limit) {
+            Ok(bytes) => decode(Kind::Report, &bytes).map_err(|e| (e, request.results)),
+            Err(error) => Err((error, request.results)),
+        }
     }
 
     fn stopping(&self) -> bool {
@@ -161,8 +182,28 @@ impl HubLink {
         body: &T,
         patient: bool,
     ) -> Result<Vec<u8>, LinkError> {
+        self.exchange_within(kind, id, body, patient, None)
+    }
+
+    /// [`HubLink::exchange`] of a request that must fit in `limit` bytes.
+    fn exchange_within<T: Serialize>(
+        &self,
+        kind: Kind,
+        id: &str,
+        body: &T,
+        patient: bool,
+        limit: Option<u64>,
+    ) -> Result<Vec<u8>, LinkError> {
         let bytes = serde_json::to_vec(&Outgoing { kind, body })
             .map_err(|e| LinkError::Other(e.to_string()))?;
+        if let Some(limit) = limit
+            && bytes.len() as u64 > limit
+        {
+            return Err(LinkError::TooLarge {
+                bytes: bytes.len() as u64,
+                limit: format!("{limit} bytes"),
+            });
+        }
         // Once stopping, a patient request gets this long more.
         let grace = self.answer_timeout.min(Duration::from_secs(30));
         let mut stopped_at: Option<Instant> = None;
@@ -223,6 +264,15 @@ impl HubLink {
             }
             for error_name in &error_names {
                 if let Some(refusal) = take_answer(&outbox, error_name)? {
+                    let code = serde_json::from_slice::<serde_json::Value>(&refusal)
+                        .ok()
+                        .and_then(|v| v["error"]["code"].as_str().map(String::from));
+                    if code.as_deref() == Some("too_large") {
+                        return Err(LinkError::TooLarge {
+                            bytes: bytes.len() as u64,
+                            limit: refusal_message(&refusal),
+                        });
+                    }
                     return Err(LinkError::Refused {
                         kind,
                         message: refusal_message(&refusal),
@@ -263,6 +313,7 @@ impl HubLink {
         let authorization = format!("Bearer {}", self.token.expose());
         let mut attempt = 0u32;
         let waits = kind == Kind::Claim && !self.claim_wait.is_zero();
+        let mut resets = 0u32;
         loop {
             super::alive();
             let sent = if waits {
@@ -275,6 +326,25 @@ impl HubLink {
             };
             let failure = match sent {
                 Ok(reply) if (200..300).contains(&reply.status) => return Ok(reply.body),
+                Ok(reply) if reply.status == 413 => {
+                    return Err(LinkError::TooLarge {
+                        bytes: bytes.len() as u64,
+                        limit: format!("HTTP 413: {}", refusal_message(&reply.body)),
+                    });
+                }
+                // A server that refuses a body it will not read may close the connection before
+                // its 413 is read: the client sees a reset or a broken pipe instead. A large body
+                // that meets that twice is taken as too large rather than sent forever.
+                Err(error) if bytes.len() >= LARGE_BODY && resets >= 1 => {
+                    return Err(LinkError::TooLarge {
+                        bytes: bytes.len() as u64,
+                        limit: format!("the connection was cut twice while sending it: {error}"),
+                    });
+                }
+                Err(error) if bytes.len() >= LARGE_BODY => {
+                    resets += 1;
+                    error.to_string()
+                }
                 Ok(reply) if reply.status >= 500 || reply.status == 408 || reply.status == 429 => {
                     format!("HTTP {}", reply.status)
                 }

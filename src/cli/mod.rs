@@ -124,6 +124,8 @@ pub enum Command {
         /// With --wait, give up after this many seconds (exit 1; the refresh stays queued).
         #[arg(long, requires = "wait", value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
         timeout: Option<u64>,
+        #[command(subcommand)]
+        action: Option<RefreshCommand>,
     },
     /// Print shell completions for bash, zsh, fish, elvish or powershell.
     Completions {
@@ -237,6 +239,15 @@ pub enum BatchesCommand {
     Show { id: i64 },
     /// Cancel a batch: its queued commands become cancelled.
     Cancel { id: i64 },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RefreshCommand {
+    /// Apply the removals of a full refresh held by `prune_guard` (see `jira-hub status`).
+    Confirm {
+        /// The held sync run's id.
+        run: i64,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -376,10 +387,15 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
             queue::retry(&cli.db, &ids, batch)?
         }
         Command::Refresh {
+            action: Some(RefreshCommand::Confirm { run }),
+            ..
+        } => queue::confirm_refresh(&cli.db, run)?,
+        Command::Refresh {
             project,
             since_last,
             wait,
             timeout,
+            action: None,
         } => queue::refresh(&cli.db, project.as_deref(), since_last, wait, timeout)?,
         Command::Completions { shell } => {
             let mut script = Vec::new();

@@ -66,6 +66,18 @@ pub(crate) fn cancel_batch(db: &Path, id: i64) -> anyhow::Result<Outcome> {
     Ok(Outcome::Success)
 }
 
+/// `refresh confirm RUN`: a held full refresh's removals are applied (issue 19).
+pub(crate) fn confirm_refresh(db: &Path, run: i64) -> anyhow::Result<Outcome> {
+    let mut hub = open_existing_hub(db)?;
+    let confirmed = hub.confirm_run(run, "CLI")?;
+    outln!(
+        "refresh #{}: {} issues removed from the mirror",
+        confirmed.run_id,
+        confirmed.removed
+    );
+    Ok(Outcome::Success)
+}
+
 /// `commands failed`: what ended failed or skipped, newest first.
 pub(crate) fn failed_commands(db: &Path, limit: i64) -> anyhow::Result<Outcome> {
     let mut hub = open_read_only_hub(db)?;

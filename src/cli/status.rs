@@ -75,6 +75,14 @@ pub(crate) fn status(db: &Path) -> anyhow::Result<Outcome> {
             run.run.issues_changed
         );
     }
+    for held in &status.held_runs {
+        outln!(
+            "held:         refresh #{} would remove {} issues; confirm with `jira-hub refresh confirm {}`",
+            held.run_id,
+            held.would_remove,
+            held.run_id
+        );
+    }
     if status.counts.agents.is_empty() {
         outln!("agents:       none seen");
     }

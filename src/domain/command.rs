@@ -133,6 +133,8 @@ pub enum RunStatus {
     Running,
     Done,
     Failed,
+    /// A full run whose removals from the mirror wait for a confirmation (`prune_guard`).
+    Held,
 }
 
 impl RunStatus {
@@ -710,7 +712,11 @@ mod tests {
             }),
             priority_map: [("high".to_string(), "Высокий".to_string())].into(),
             link_types: [("blocks".to_string(), "Blocks".to_string())].into(),
-            transitions_map: [("Готово".to_string(), "31".to_string())].into(),
+            transitions_map: [(
+                "Готово".to_string(),
+                crate::domain::settings::TransitionTarget::TransitionId("31".to_string()),
+            )]
+            .into(),
             ..Settings::default()
         }
     }

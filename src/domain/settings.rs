@@ -25,6 +25,7 @@ pub(crate) const AUTO_REFRESH_MINUTES: &str = "auto_refresh_minutes";
 pub(crate) const RELAY_DIR: &str = "relay_dir";
 pub(crate) const CLOSED_STATUSES: &str = "closed_statuses";
 pub(crate) const FULL_REFRESH_HOURS: &str = "full_refresh_hours";
+pub(crate) const PRUNE_GUARD: &str = "prune_guard";
 pub(crate) const SCHEMA_VERSION: &str = "schema_version";
 /// Legacy keys of schema v1–v3: kept in the table, never written, `board_id` passed to the agent.
 pub(crate) const LEGACY_BASE_JQL: &str = "base_jql";
@@ -39,6 +40,32 @@ pub(crate) const DEFAULT_CLOSED_STATUSES: [&str; 2] = ["Готово", "Снят
 pub(crate) const DEFAULT_BACKUP_KEEP: u32 = 10;
 /// Hours between two full automatic refreshes (the ones in between are incremental).
 pub(crate) const DEFAULT_FULL_REFRESH_HOURS: u32 = 24;
+
+/// When a full refresh may remove issues from the mirror by itself (issue 19): a run that would
+/// remove, in some project, at least `min_issues` issues *and* more than `max_percent` percent
+/// of that project's mirrored issues is held until an operator confirms it (or the next full run
+/// finds the same issues missing). The hub's alone: the agent never sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PruneGuard {
+    pub max_percent: u32,
+    pub min_issues: u32,
+}
+
+impl Default for PruneGuard {
+    fn default() -> Self {
+        PruneGuard {
+            max_percent: 20,
+            min_issues: 50,
+        }
+    }
+}
+
+impl PruneGuard {
+    /// Whether removing `missing` of a project's `total` issues needs a confirmation.
+    pub fn holds(&self, missing: u64, total: u64) -> bool {
+        missing >= u64::from(self.min_issues) && missing * 100 > u64::from(self.max_percent) * total
+    }
+}
 
 /// How the hub paces the agent; missing members take the defaults of system.md §3.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,6 +143,24 @@ impl std::fmt::Debug for Tokens {
     }
 }
 
+/// Where a `transitions_map` entry sends an issue (issue 19). Either the target status by its
+/// id (translated names are never compared), with an optional transition id preferred when
+/// several transitions lead there; or, as before, a bare transition id: then the agent takes
+/// that transition only when Jira offers it for the issue *and* it leads to a status of the
+/// entry's name, so a workflow where that id means something else is refused, not followed.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum TransitionTarget {
+    /// The legacy form: a transition id.
+    TransitionId(String),
+    /// The target status's id, and a transition id to prefer.
+    Status {
+        status_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        transition_id: Option<String>,
+    },
+}
+
 /// All settings, typed, with defaults filled in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
@@ -124,7 +169,7 @@ pub struct Settings {
     pub issue_types: Option<IssueTypes>,
     pub priority_map: BTreeMap<String, String>,
     pub link_types: BTreeMap<String, String>,
-    pub transitions_map: BTreeMap<String, String>,
+    pub transitions_map: BTreeMap<String, TransitionTarget>,
     pub pacing: Pacing,
     /// `None` until `init` made them.
     pub tokens: Option<Tokens>,
@@ -138,6 +183,8 @@ pub struct Settings {
     /// The automatic refresh is full when the last full run started this long ago (or never
     /// was); incremental otherwise. The hub's alone: the agent never sees it.
     pub full_refresh_hours: u32,
+    /// When a full refresh's removals wait for a confirmation.
+    pub prune_guard: PruneGuard,
     /// `board_id` left by a v3 database: the agent's fallback board for commands enqueued before
     /// the migration. Never shown to clients, never written.
     pub legacy_board_id: Option<Value>,
@@ -160,6 +207,7 @@ impl Default for Settings {
             relay_dir: None,
             closed_statuses: DEFAULT_CLOSED_STATUSES.map(String::from).to_vec(),
             full_refresh_hours: DEFAULT_FULL_REFRESH_HOURS,
+            prune_guard: PruneGuard::default(),
             legacy_board_id: None,
         }
     }
@@ -220,6 +268,7 @@ impl Settings {
                 RELAY_DIR => typed(&normalized).map(|v| settings.relay_dir = v),
                 CLOSED_STATUSES => typed(&normalized).map(|v| settings.closed_statuses = v),
                 FULL_REFRESH_HOURS => typed(&normalized).map(|v| settings.full_refresh_hours = v),
+                PRUNE_GUARD => typed(&normalized).map(|v| settings.prune_guard = v),
                 _ => {
                     warnings.push(format!("stored setting {key} is unknown and ignored"));
                     Some(())
@@ -251,6 +300,7 @@ impl Settings {
             FULL_REFRESH_HOURS.to_string(),
             json!(self.full_refresh_hours),
         );
+        view.insert(PRUNE_GUARD.to_string(), json!(self.prune_guard));
         view.insert(SETTINGS_VERSION.to_string(), json!(self.settings_version));
         Value::Object(view)
     }
@@ -299,7 +349,8 @@ pub(crate) fn validate_update(
 pub(crate) fn validate_setting(key: &str, value: &Value) -> Result<Value, ValidationError> {
     match key {
         PROJECT_KEY => validate_project_key(value),
-        FIELD_IDS | PRIORITY_MAP | LINK_TYPES | TRANSITIONS_MAP => validate_string_map(key, value),
+        FIELD_IDS | PRIORITY_MAP | LINK_TYPES => validate_string_map(key, value),
+        TRANSITIONS_MAP => validate_transitions_map(value),
         ISSUE_TYPES => validate_issue_types(value),
         PACING => validate_pacing(value),
         BACKUP_KEEP => {
@@ -316,6 +367,7 @@ pub(crate) fn validate_setting(key: &str, value: &Value) -> Result<Value, Valida
             validate_integer(key, value, 1, 87_600, false)?;
             Ok(value.clone())
         }
+        PRUNE_GUARD => validate_prune_guard(value),
         LEGACY_BASE_JQL => Err(ValidationError::new(key, BASE_JQL_READ_ONLY)),
         LEGACY_BOARD_ID => Err(ValidationError::new(key, BOARD_ID_READ_ONLY)),
         TOKENS => Err(ValidationError::new(
@@ -354,6 +406,59 @@ fn validate_project_key(value: &Value) -> Result<Value, ValidationError> {
             "ключ проекта Jira — строка из заглавных латинских букв, цифр и _, начиная с буквы",
         ))
     }
+}
+
+/// `transitions_map`: name → a transition id (legacy), or `{"status_id", "transition_id"?}`.
+fn validate_transitions_map(value: &Value) -> Result<Value, ValidationError> {
+    let key = TRANSITIONS_MAP;
+    let Some(map) = value.as_object() else {
+        return Err(ValidationError::new(
+            key,
+            "ожидается объект «статус → {\"status_id\": …} или id перехода»",
+        ));
+    };
+    for (name, v) in map {
+        if name.trim().is_empty() {
+            return Err(ValidationError::new(key, "пустое имя в объекте"));
+        }
+        let field = format!("{key}.{name}");
+        match v {
+            Value::Object(target) => {
+                if !is_non_blank_string(target.get("status_id")) {
+                    return Err(ValidationError::new(
+                        format!("{field}.status_id"),
+                        "ожидается непустая строка: id целевого статуса Jira",
+                    ));
+                }
+                if let Some(hint) = target.get("transition_id")
+                    && !hint.is_null()
+                    && !is_non_blank_string(Some(hint))
+                {
+                    return Err(ValidationError::new(
+                        format!("{field}.transition_id"),
+                        "ожидается непустая строка или null",
+                    ));
+                }
+                if let Some(other) = target
+                    .keys()
+                    .find(|k| *k != "status_id" && *k != "transition_id")
+                {
+                    return Err(ValidationError::new(
+                        format!("{field}.{other}"),
+                        "неизвестное поле; допустимы status_id и transition_id",
+                    ));
+                }
+            }
+            other if is_non_blank_string(Some(other)) => {}
+            _ => {
+                return Err(ValidationError::new(
+                    field,
+                    "ожидается объект {\"status_id\": …} или непустая строка (id перехода)",
+                ));
+            }
+        }
+    }
+    Ok(value.clone())
 }
 
 fn validate_string_map(key: &str, value: &Value) -> Result<Value, ValidationError> {
@@ -532,6 +637,42 @@ fn validate_relay_dir(value: &Value) -> Result<Value, ValidationError> {
     }
 }
 
+/// `prune_guard`: `{"max_percent": 0–100, "min_issues": ≥ 0}`; a member left out keeps its
+/// default. Returns the object with both members.
+fn validate_prune_guard(value: &Value) -> Result<Value, ValidationError> {
+    let Some(object) = value.as_object() else {
+        return Err(ValidationError::new(
+            PRUNE_GUARD,
+            "ожидается объект {\"max_percent\": 0–100, \"min_issues\": число}",
+        ));
+    };
+    if let Some(other) = object
+        .keys()
+        .find(|k| *k != "max_percent" && *k != "min_issues")
+    {
+        return Err(ValidationError::new(
+            format!("{PRUNE_GUARD}.{other}"),
+            "неизвестное поле; допустимы max_percent и min_issues",
+        ));
+    }
+    let mut guard = PruneGuard::default();
+    if let Some(v) = object.get("max_percent") {
+        validate_integer(&format!("{PRUNE_GUARD}.max_percent"), v, 0, 100, false)?;
+        guard.max_percent = v.as_u64().unwrap_or_default() as u32;
+    }
+    if let Some(v) = object.get("min_issues") {
+        validate_integer(
+            &format!("{PRUNE_GUARD}.min_issues"),
+            v,
+            0,
+            10_000_000,
+            false,
+        )?;
+        guard.min_issues = v.as_u64().unwrap_or_default() as u32;
+    }
+    Ok(json!(guard))
+}
+
 fn validate_closed_statuses(value: &Value) -> Result<Value, ValidationError> {
     let Some(list) = value.as_array() else {
         return Err(ValidationError::new(
@@ -578,6 +719,21 @@ mod tests {
         );
         check("field_ids", json!([]), Some("field_ids"));
         check("transitions_map", json!({"Готово": "31"}), None);
+        check(
+            "transitions_map",
+            json!({"Готово": {"status_id": "10001"}, "В работе": {"status_id": "3", "transition_id": "11"}}),
+            None,
+        );
+        check(
+            "transitions_map",
+            json!({"Готово": {"transition_id": "31"}}),
+            Some("transitions_map.Готово.status_id"),
+        );
+        check(
+            "transitions_map",
+            json!({"Готово": {"status_id": "1", "to": "x"}}),
+            Some("transitions_map.Готово.to"),
+        );
         check(
             "transitions_map",
             json!({"Готово": 31}),

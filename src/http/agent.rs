@@ -64,10 +64,18 @@ async fn handle(
                 .pool
                 .run(move |hub| hub.handle_agent_request(&request))
                 .await?;
-            return Ok(Json(answer));
+            return Ok(Json(with_report_limit(&state, answer)));
         }
     };
     wait_for_work(&state, Arc::new(request), wait).await
+}
+
+/// A claim's answer says the largest report this transport takes: the body limit (issue 19).
+fn with_report_limit(state: &AppState, mut answer: AgentAnswer) -> AgentAnswer {
+    if let AgentAnswer::Claim(claim) = &mut answer {
+        claim.max_report_bytes = Some(state.options.max_body_bytes as u64);
+    }
+    answer
 }
 
 /// A claim that may wait: held (no blocking thread kept) until it hands out something, work may
@@ -93,7 +101,7 @@ async fn wait_for_work(
             .run(move |hub| hub.handle_or_wait(&held, None, may_wait))
             .await?
         {
-            Handled::Answered(answer) => return Ok(Json(answer)),
+            Handled::Answered(answer) => return Ok(Json(with_report_limit(state, answer))),
             Handled::Waiting => {
                 counted.get_or_insert_with(|| Counted::new(state.pool.metrics()));
             }

@@ -374,3 +374,20 @@ pub(crate) async fn agents(
 ) -> Result<Json<Vec<AgentView>>, ApiError> {
     Ok(Json(state.pool.run(|hub| hub.agents()).await?))
 }
+
+/// Applies the removals of a full refresh held by `prune_guard` (issue 19).
+#[utoipa::path(post, path = "/sync-runs/{id}/confirm", tag = "mirror", security(("client_token" = [])),
+    params(("id" = i64, Path, description = "the held sync run's id")),
+    responses((status = 200, body = crate::service::ConfirmedView), (status = 404, body = super::ErrorBody), (status = 409, description = "the run is not held (confirmed, superseded or never held)", body = super::ErrorBody)))]
+pub(crate) async fn confirm_sync_run(
+    _: ClientAuth,
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<i64>,
+) -> Result<Json<crate::service::ConfirmedView>, ApiError> {
+    Ok(Json(
+        state
+            .pool
+            .run(move |hub| hub.confirm_run(id, "API"))
+            .await?,
+    ))
+}

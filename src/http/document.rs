@@ -376,13 +376,19 @@ fn schemas_written_here() -> Vec<(&'static str, Value)> {
         "issue_types": {"oneOf": [{"$ref": reference("IssueTypesSetting")}, {"type": "null"}]},
         "priority_map": string_map("Priority names by logical name."),
         "link_types": string_map("Jira link type names by logical name."),
-        "transitions_map": string_map("Jira statuses by the names batches use."),
+        "transitions_map": {"type": "object", "description": "Jira statuses by the names batches use: the target status's id (`{\"status_id\": \"10001\", \"transition_id\": \"31\"}`, the transition id only preferred when several lead there), or, the legacy form, a transition id, taken only when it leads to a status of that name.",
+            "additionalProperties": {"oneOf": [
+                {"type": "string"},
+                {"type": "object", "required": ["status_id"], "additionalProperties": false,
+                 "properties": {"status_id": {"type": "string"}, "transition_id": {"type": ["string", "null"]}}}]}},
         "pacing": {"$ref": reference("Pacing")},
         "backup_keep": {"type": "integer", "minimum": 1, "maximum": 100000},
         "auto_refresh_minutes": {"type": ["integer", "null"], "minimum": 0, "maximum": 525600},
         "relay_dir": {"type": ["string", "null"], "description": "An absolute path; null turns the relay off."},
         "closed_statuses": {"type": "array", "items": {"type": "string"}},
-        "full_refresh_hours": {"type": "integer", "minimum": 1, "maximum": 87600, "description": "Hours between two full automatic refreshes; the automatic refreshes in between are incremental (`updated >=` the start of the last successful run, less an overlap)."}
+        "full_refresh_hours": {"type": "integer", "minimum": 1, "maximum": 87600, "description": "Hours between two full automatic refreshes; the automatic refreshes in between are incremental (`updated >=` the start of the last successful run, less an overlap)."},
+        "prune_guard": {"type": "object", "additionalProperties": false, "description": "A full refresh that would remove, in some project, at least `min_issues` issues and more than `max_percent` percent of its mirror is held until confirmed (`POST /sync-runs/{id}/confirm`) or until the next full refresh misses the same issues.",
+            "properties": {"max_percent": {"type": "integer", "minimum": 0, "maximum": 100, "default": 20}, "min_issues": {"type": "integer", "minimum": 0, "default": 50}}}
     });
     let mut view = writable.clone();
     if let Some(view) = view.as_object_mut() {

@@ -683,6 +683,7 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(client::failed_commands))
         .routes(routes!(client::refresh))
         .routes(routes!(client::sync_runs))
+        .routes(routes!(client::confirm_sync_run))
         .routes(routes!(client::agents))
         .routes(routes!(agent::claim))
         .routes(routes!(agent::report))

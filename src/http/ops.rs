@@ -94,6 +94,9 @@ struct Figures {
     /// Seconds since the last full refresh finished; `None`: never (no sample is written then).
     last_full_refresh_age: Option<i64>,
     mirror_issues: i64,
+    /// Full refreshes held by `prune_guard`, and the issues they would remove (issue 19).
+    held_runs: i64,
+    issues_awaiting_removal: i64,
     /// Seconds the oldest queued command has waited; 0 when nothing is queued.
     oldest_queued_age: i64,
     /// Each agent with the seconds since it was last seen.
@@ -209,6 +212,18 @@ impl Collector for HubCollector {
             "jira_hub_mirror_issues",
             "Issues in the mirror",
             figures.mirror_issues,
+        )?;
+        encode_gauge(
+            &mut encoder,
+            "jira_hub_sync_runs_held",
+            "Full refreshes whose removals wait for a confirmation (prune_guard)",
+            figures.held_runs,
+        )?;
+        encode_gauge(
+            &mut encoder,
+            "jira_hub_issues_awaiting_removal",
+            "Issues held full refreshes would remove once confirmed",
+            figures.issues_awaiting_removal,
         )?;
         encode_gauge(
             &mut encoder,
@@ -459,6 +474,8 @@ pub(crate) async fn metrics(
             .and_then(|run| run.finished_at.as_ref())
             .map(age),
         mirror_issues: status.counts.issues,
+        held_runs: status.held_runs.len() as i64,
+        issues_awaiting_removal: status.held_runs.iter().map(|h| h.would_remove).sum(),
         oldest_queued_age: status.counts.oldest_queued_since.as_ref().map_or(0, age),
         agents_last_seen_age: status
             .counts

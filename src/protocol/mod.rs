@@ -237,6 +237,12 @@ pub struct ClaimAnswer {
     pub settings: Option<Value>,
     pub pause_seconds: u32,
     pub commands: Vec<ClaimedCommand>,
+    /// The largest report the hub takes over the transport that answered, in bytes: the HTTP
+    /// request body limit (`--http-max-body-mb`) or the relay's file limit
+    /// (`--relay-max-file-mb`). The agent splits a refresh page into smaller reports to fit.
+    /// Absent from older hubs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_report_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]

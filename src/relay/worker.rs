@@ -600,8 +600,12 @@ impl Relay {
                 let may_wait =
                     deadline.is_some_and(|end| now < end) && !self.shutdown.is_triggered();
                 let answer = match self.hub.handle_or_wait(&request, premapped, may_wait) {
-                    Ok(Handled::Answered(answer)) => {
+                    Ok(Handled::Answered(mut answer)) => {
                         self.parked.remove(name);
+                        // The largest report this transport takes: the file limit (issue 19).
+                        if let crate::protocol::AgentAnswer::Claim(claim) = &mut answer {
+                            claim.max_report_bytes = Some(self.options.max_file_bytes);
+                        }
                         answer
                     }
                     Ok(Handled::Waiting) => {

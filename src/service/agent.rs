@@ -393,6 +393,8 @@ fn claim_in(
         settings: settings_outdated.then(|| settings.agent_view()),
         pause_seconds: pause,
         commands,
+        // The transport that answers sets its own limit.
+        max_report_bytes: None,
     })
 }
 
@@ -798,13 +800,88 @@ fn complete_refresh(
     let full =
         run.kind == RunKind::Full && base_jql_in(tx, settings)?.is_some_and(|jql| jql == run.query);
     if full {
-        let removed = tx.prune_unseen(&run.started_at)?;
-        if removed > 0 {
-            tracing::info!(
-                removed,
-                "issues that left the hub's scope were removed from the mirror"
-            );
-        }
+        return prune_or_hold(tx, settings, &run, now);
+    }
+    tx.finish_run(run.id, RunStatus::Done, &now.utc, None)?;
+    Ok(())
+}
+
+/// The end of a full run (issue 19): the issues it missed leave the mirror, unless in some
+/// project they are more than `prune_guard` allows. Then the run ends `held` with what it would
+/// remove, and nothing is removed until an operator confirms it or a later full run misses
+/// exactly the same issues (which confirms it). A newer full run supersedes older held ones.
+fn prune_or_hold(
+    tx: &Tx<'_>,
+    settings: &Settings,
+    run: &crate::store::RunRow,
+    now: &Now,
+) -> Result<()> {
+    let labels: Vec<String> = tx.projects()?.into_iter().map(|p| p.label).collect();
+    let preview = tx.prune_preview(&run.started_at, &labels)?;
+    let guard = settings.prune_guard;
+    let over: Vec<&(String, u64, u64)> = preview
+        .by_label
+        .iter()
+        .filter(|(_, total, missing)| guard.holds(*missing, *total))
+        .collect();
+    let earlier = tx.latest_held()?.filter(|held| held.run_id != run.id);
+    let agrees = earlier
+        .as_ref()
+        .is_some_and(|held| !preview.keys.is_empty() && held.keys == preview.keys);
+    if !over.is_empty() && !agrees {
+        let projects = serde_json::to_string(
+            &over
+                .iter()
+                .map(|(label, total, missing)| json!({"label": label, "issues": total, "missing": missing}))
+                .collect::<Vec<_>>(),
+        )
+        .map_err(crate::store::StoreError::from)?;
+        let words: Vec<String> = over
+            .iter()
+            .map(|(label, total, missing)| format!("{label}: {missing} из {total}"))
+            .collect();
+        let message = format!(
+            "удаление {} задач из зеркала ждёт подтверждения ({}; предел prune_guard: {}% и не меньше {}): jira-hub refresh confirm {}",
+            preview.keys.len(),
+            words.join(", "),
+            guard.max_percent,
+            guard.min_issues,
+            run.id
+        );
+        tracing::warn!(
+            run = run.id,
+            would_remove = preview.keys.len(),
+            "a full refresh would remove too much of the mirror: held for a confirmation"
+        );
+        tx.supersede_held(
+            run.id,
+            &format!("заменён более новым полным обновлением №{}", run.id),
+        )?;
+        tx.hold_prune(run.id, &preview.keys, &projects, &now.utc)?;
+        tx.finish_run(run.id, RunStatus::Held, &now.utc, Some(&message))?;
+        return Ok(());
+    }
+    let removed = if agrees {
+        let held = earlier.as_ref().map(|h| h.run_id).unwrap_or_default();
+        tracing::info!(
+            run = run.id,
+            held,
+            "a full refresh missed the same issues as a held one: its removals are confirmed"
+        );
+        tx.confirm_held(held, &now.utc, &format!("полное обновление №{}", run.id))?;
+        tx.prune_keys(&preview.keys, &run.started_at)?
+    } else {
+        tx.prune_unseen(&run.started_at)?
+    };
+    tx.supersede_held(
+        run.id,
+        &format!("заменён более новым полным обновлением №{}", run.id),
+    )?;
+    if removed > 0 {
+        tracing::info!(
+            removed,
+            "issues that left the hub's scope were removed from the mirror"
+        );
     }
     tx.finish_run(run.id, RunStatus::Done, &now.utc, None)?;
     Ok(())

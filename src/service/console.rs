@@ -41,6 +41,8 @@ pub struct Overview {
     /// For each run of `running`, when the agent last sent something for it (a page, or the
     /// claim itself): its refresh command's lease, which every result renews.
     pub running_moved_at: Vec<Option<Utc>>,
+    /// Full runs whose removals wait for a confirmation (issue 19).
+    pub held_runs: Vec<super::HeldRunView>,
     /// The newest runs (finished or not), newest first, for the chart of durations.
     pub recent_runs: Vec<SyncRunView>,
     pub issues: i64,
@@ -229,6 +231,7 @@ impl HubConnection {
             last_full_refresh,
             running: running.into_iter().map(SyncRunView::from).collect(),
             running_moved_at,
+            held_runs: self.held_runs()?,
             recent_runs: recent.into_iter().map(SyncRunView::from).collect(),
             issues: counts.issues,
             database_bytes: (pages.pages.max(0) as u64) * (pages.page_size.max(0) as u64),

@@ -8,6 +8,8 @@ pub use agent::Handled;
 pub(crate) use agent::{Premapped, premap};
 mod batches;
 mod console;
+mod held;
+pub use held::{ConfirmedView, HeldRunView};
 mod init;
 mod metrics;
 mod mirror;
@@ -122,6 +124,8 @@ pub struct StatusReport {
     pub last_full_refresh: Option<RunView>,
     /// The newest successful run of any kind, with its kind.
     pub last_refresh: Option<SyncRunView>,
+    /// Full runs whose removals wait for a confirmation (issue 19).
+    pub held_runs: Vec<HeldRunView>,
     pub relay_dir: Option<String>,
     pub initialized: bool,
 }
@@ -355,6 +359,7 @@ impl HubConnection {
             counts: self.store.status_counts()?.into(),
             last_full_refresh,
             last_refresh,
+            held_runs: self.held_runs()?,
             relay_dir: settings.relay_dir,
         })
     }

@@ -47,7 +47,7 @@ pub(crate) struct CommandRow {
     pub pause_seconds: i64,
     /// The id of the command whose result this one uses.
     pub depends_on: Option<i64>,
-    /// A command its agent gave back (`released`, revision 8): not handed out before this time.
+    /// A command its agent gave back (`released`, revision 7): not handed out before this time.
     pub not_before: Option<Utc>,
 }
 

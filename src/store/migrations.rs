@@ -63,7 +63,7 @@ struct Revision {
     apply: fn(&Transaction<'_>, &StepContext) -> Result<Vec<String>>,
 }
 
-const REVISIONS: [Revision; 7] = [
+const REVISIONS: [Revision; 8] = [
     Revision {
         to: 1,
         apply: v4_revision_1,
@@ -87,6 +87,10 @@ const REVISIONS: [Revision; 7] = [
     Revision {
         to: 6,
         apply: v4_revision_6,
+    },
+    Revision {
+        to: 7,
+        apply: v4_revision_7,
     },
     Revision {
         to: 8,
@@ -774,18 +778,18 @@ fn v4_revision_6(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
     Ok(Vec::new())
 }
 
-/// Revision 8 of v4: `command.not_before`, the time before which a command its agent gave back
+/// Revision 7 of v4: `command.not_before`, the time before which a command its agent gave back
 /// (`released`: a write's answer was lost and the write may still be running in Jira) is not
-/// handed out again. Idempotent: the column is added only when missing.
+/// handed out again.
+fn v4_revision_7(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
+    apply_idempotent(tx, include_str!("sql/v4r7.sql"))?;
+    Ok(Vec::new())
+}
+
+/// Revision 8 of v4 (issue 19): `held_prune`, the removals of full runs held for a
+/// confirmation.
 fn v4_revision_8(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
-    let present: bool = tx.query_row(
-        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('command') WHERE name = 'not_before')",
-        [],
-        |row| row.get(0),
-    )?;
-    if !present {
-        tx.execute_batch(include_str!("sql/v4r8.sql"))?;
-    }
+    apply_idempotent(tx, include_str!("sql/v4r8.sql"))?;
     Ok(Vec::new())
 }
 

@@ -2,7 +2,7 @@
 //! (`fake_jira.rs`), over the file relay and over HTTP. Every wait is bounded; nothing asserts on
 //! how fast things went.
 
-use crate::fake_jira::{EPIC_LINK_FIELD, Endpoint, FakeJira, Fault, Mode, PROJECT};
+use crate::fake_jira::{Broken, Change, EPIC_LINK_FIELD, Endpoint, FakeJira, Fault, Mode, PROJECT};
 use crate::support::*;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -40,6 +40,11 @@ struct Stack {
 
 impl Stack {
     fn start(mode: Mode, transport: Transport) -> Stack {
+        Stack::start_with(mode, transport, &[], json!({}))
+    }
+
+    /// [`Stack::start`] with more options of `serve` and more keys of the agent's config.
+    fn start_with(mode: Mode, transport: Transport, serve: &[&str], agent: Value) -> Stack {
         let dir = TestDir::in_memory_fs();
         let (mut hub, relay, agent_token) = relay_hub(&dir);
         // The fake's workflow and link types; fast pacing, short claim timeouts, short backoff.
@@ -55,7 +60,7 @@ impl Stack {
         );
         let client_token = hub.tokens().unwrap().unwrap().client;
         drop(hub);
-        let daemon = Daemon::start(&dir.db(), &[]);
+        let daemon = Daemon::start(&dir.db(), serve);
         let fake = FakeJira::start(mode);
         let mut config = json!({
             "jira_url": fake.url(), "jira_user": "agent", "jira_password": "secret",
@@ -65,6 +70,9 @@ impl Stack {
             // than the fake's slowest write below (1.5 s), short enough for a test.
             "release_grace_seconds": 3,
         });
+        for (key, value) in agent.as_object().into_iter().flatten() {
+            config[key] = value.clone();
+        }
         match transport {
             Transport::Relay => config["relay_dir"] = relay.display().to_string().into(),
             Transport::Http => config["hub_url"] = format!("http://{}", daemon.address).into(),
@@ -813,4 +821,191 @@ fn two_agents_killed_at_random_amid_lost_answers_leave_every_effect_once() {
         assert_eq!(comments[0]["body"], body);
     }
     assert_eq!(stack.fake.faults_pending(), 0, "every fault was served");
+}
+
+// ---- issue 19: the agent is safe to point at a production Jira (items 7–10, 13) ----
+
+fn mirror_keys(stack: &Stack) -> Vec<String> {
+    let mut keys: Vec<String> = stack
+        .mirror("AWPCA")
+        .iter()
+        .filter(|i| i["neighbor"] == false)
+        .map(|i| i["key"].as_str().unwrap().to_string())
+        .collect();
+    keys.sort_by_key(|k| k.rsplit_once('-').unwrap().1.parse::<u64>().unwrap());
+    keys
+}
+
+/// Item 7: a transition is chosen among those Jira offers for the issue, by target status id;
+/// the legacy transition id is not followed into another workflow's meaning; a post-function
+/// that leaves the issue elsewhere fails the command.
+#[test]
+fn transitions_go_where_they_are_asked_to() {
+    let mut stack = Stack::start(Mode::DataCenter, Transport::Relay);
+    let bug = stack.fake.seed_issue(
+        PROJECT,
+        json!({"summary": "Ошибка в отчёте", "labels": ["AWPCA"],
+               "issuetype": {"id": "10004", "name": "Ошибка"}}),
+    );
+    stack.spawn_agent();
+    let transition = |stack: &Stack, status: &str| {
+        let id = stack.enqueue(
+            json!({"title": "переход", "author": "ivanov", "project": "AWPCA",
+            "commands": [{"type": "transition", "params": {"key": bug, "status": status}}]}),
+        );
+        stack.wait_completed(id)["commands"][0].clone()
+    };
+    // The legacy map says "В работе" is transition 11; in the bugs' workflow 11 is "Не исправлять".
+    let command = transition(&stack, "В работе");
+    assert_eq!(command["status"], "failed", "{command:#}");
+    let error = command["error"].as_str().unwrap();
+    assert!(
+        error.contains("Снято") && error.contains("status_id"),
+        "{error}"
+    );
+    assert_eq!(
+        stack.fake.status_of(&bug).unwrap(),
+        "Открыта",
+        "nothing moved"
+    );
+    // By target status id: the bugs' own transition (711) is found.
+    let (status, view) = stack.client(
+        "PUT",
+        "/settings",
+        Some(json!({"transitions_map": {"В работе": {"status_id": "3"},
+                                        "Готово": {"status_id": "10001", "transition_id": "21"}}})),
+    );
+    assert_eq!(status, 200, "{view}");
+    let command = transition(&stack, "В работе");
+    assert_eq!(command["status"], "done", "{command:#}");
+    assert_eq!(stack.fake.status_of(&bug).unwrap(), "В работе");
+    let again = transition(&stack, "В работе");
+    assert_eq!(
+        again["status"], "done",
+        "already there, by status id: {again:#}"
+    );
+    // A post-function leaves the issue in "Снято": the command says so instead of succeeding.
+    stack.fake.redirect_transition("721", "Снято");
+    let command = transition(&stack, "Готово");
+    assert_eq!(command["status"], "failed", "{command:#}");
+    let error = command["error"].as_str().unwrap();
+    assert!(error.contains("721") && error.contains("Снято"), "{error}");
+}
+
+/// Item 8: Data Center paging by key survives an issue moved into the project (an old id with a
+/// new high key), the page's last issue deleted and the last issue moved away mid-run.
+#[test]
+fn data_center_paging_is_right_for_jiras_issue_key_clause() {
+    let mut stack = Stack::start_with(
+        Mode::DataCenter,
+        Transport::Relay,
+        &[],
+        json!({"page_size": 3}),
+    );
+    let other = stack.fake.seed_issues("OTHER", "AWPCA", 1);
+    stack.fake.seed_issues(PROJECT, "AWPCA", 5);
+    // OTHER-1 has the smallest id; moved in, it is AURORA-6 and ends the second page.
+    assert_eq!(stack.fake.move_issue(&other[0], PROJECT), "AURORA-6");
+    stack.fake.seed_issues(PROJECT, "AWPCA", 6);
+    // The third page ends on AURORA-9, then it is deleted; the fourth ends on AURORA-12, then
+    // it moves away.
+    stack
+        .fake
+        .after_search(3, Change::Delete("AURORA-9".into()));
+    stack
+        .fake
+        .after_search(4, Change::Move("AURORA-12".into(), "OTHER".into()));
+    stack.spawn_agent();
+    let id = stack.refresh();
+    let command = stack.wait_completed(id)["commands"][0].clone();
+    assert_eq!(command["status"], "done", "{command:#}");
+    let expected: Vec<String> = (1..=12).map(|n| format!("AURORA-{n}")).collect();
+    assert_eq!(
+        mirror_keys(&stack),
+        expected,
+        "every issue the pages returned, once"
+    );
+}
+
+/// Item 10 (agent): a 200 that is not a search answer fails the refresh; the mirror is kept.
+#[test]
+fn a_wrong_search_answer_fails_the_refresh_and_keeps_the_mirror() {
+    let mut stack = Stack::start(Mode::DataCenter, Transport::Relay);
+    stack.fake.seed_issues(PROJECT, "AWPCA", 5);
+    stack.spawn_agent();
+    let id = stack.refresh();
+    assert_eq!(stack.wait_completed(id)["commands"][0]["status"], "done");
+    assert_eq!(mirror_keys(&stack).len(), 5);
+    for (broken, words) in [
+        (Broken::NoIssues, "issues"),
+        (Broken::Html, "не JSON"),
+        (Broken::Truncated, "JSON"),
+    ] {
+        stack.fake.fault(Endpoint::Search, Fault::Broken(broken), 1);
+        let id = stack.refresh();
+        let command = stack.wait_completed(id)["commands"][0].clone();
+        assert_eq!(command["status"], "failed", "{broken:?}: {command:#}");
+        let error = command["error"].as_str().unwrap();
+        assert!(error.contains(words), "{broken:?}: {error}");
+        assert_eq!(
+            mirror_keys(&stack).len(),
+            5,
+            "{broken:?}: the mirror is kept"
+        );
+    }
+}
+
+/// Seeds `n` issues of about `bytes` each (a long description).
+fn seed_heavy(fake: &FakeJira, n: usize, bytes: usize) {
+    let text = "Подробное описание. ".repeat(bytes / 37 + 1);
+    for i in 0..n {
+        fake.seed_issue(
+            PROJECT,
+            json!({"summary": format!("Тяжёлая задача {i}"), "description": text, "labels": ["AWPCA"],
+                   "issuetype": {"id": "10002", "name": "Задача"}}),
+        );
+    }
+}
+
+/// Item 9: a page Jira cannot serve in time (the proxy answers 504) is asked again smaller.
+#[test]
+fn pages_too_large_for_jira_shrink() {
+    let mut stack = Stack::start_with(
+        Mode::DataCenter,
+        Transport::Relay,
+        &[],
+        json!({"page_size": 40, "max_retries": 1}),
+    );
+    seed_heavy(&stack.fake, 40, 20_000);
+    stack.fake.set_search_byte_limit(Some(300_000));
+    stack.spawn_agent();
+    let id = stack.refresh();
+    let command = stack.wait_completed(id)["commands"][0].clone();
+    assert_eq!(command["status"], "done", "{command:#}");
+    assert_eq!(mirror_keys(&stack).len(), 40);
+}
+
+/// Item 13: over HTTP a page larger than the hub's body limit is split into reports that fit
+/// (the claim answer says the limit), instead of being refused or resent forever.
+#[test]
+fn a_page_over_the_hubs_limit_is_split_to_fit() {
+    let mut stack = Stack::start_with(
+        Mode::DataCenter,
+        Transport::Http,
+        &["--http-max-body-mb", "1"],
+        json!({}),
+    );
+    seed_heavy(&stack.fake, 30, 100_000);
+    stack.spawn_agent();
+    let id = stack.refresh();
+    let command = stack.wait_completed(id)["commands"][0].clone();
+    assert_eq!(command["status"], "done", "{command:#}");
+    assert_eq!(mirror_keys(&stack).len(), 30);
+    let (status, runs) = stack.client("GET", "/sync-runs", None);
+    assert_eq!(status, 200);
+    let pages = runs[0]["pages"].as_i64().unwrap_or_default();
+    assert!(
+        pages >= 3,
+        "one Jira page went as several reports: {runs:#}"
+    );
 }

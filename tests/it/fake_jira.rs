@@ -103,7 +103,28 @@ pub enum Fault {
     /// (nginx.org/en/docs/http/ngx_http_proxy_module.html#proxy_read_timeout). Tests get the
     /// 504 at once.
     ProxyTimeout { apply_after: Duration },
+    /// A 200 that is not Jira's answer: see [`Broken`].
+    Broken(Broken),
 }
+
+/// 200 answers a client must not take for a good page. Each is seen in the field: an SSO or proxy
+/// login page served with 200 to an expired session (Atlassian KB "REST API calls return the
+/// login page HTML with a 200 status"; jira-python #1125), a body cut short by a proxy that
+/// closed the stream (`Content-Length` absent, chunked: the client sees a clean end), and a JSON
+/// object without `issues` (an error envelope or another API's answer behind a misrouted proxy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Broken {
+    /// `text/html` 200: a login page.
+    Html,
+    /// The normal JSON answer cut in the middle (the request is applied).
+    Truncated,
+    /// `{"startAt":0,"maxResults":50,"total":0}`: JSON with no `issues` array.
+    NoIssues,
+}
+
+/// The login page an SSO proxy serves in place of the API's answer.
+const LOGIN_PAGE: &str = "<!DOCTYPE html><html><head><title>Log in - Jira</title></head><body>\
+<form id=\"login-form\" action=\"/login.jsp\" method=\"post\"><input name=\"os_username\"></form></body></html>";
 
 /// One request as the fake saw it.
 #[derive(Debug, Clone)]
@@ -185,6 +206,16 @@ pub const TRANSITIONS: &[(&str, &str, Option<&str>, &str)] = &[
     ("11", "Начать работу", Some("Открыта"), "В работе"),
     ("21", "Завершить", Some("В работе"), "Готово"),
     ("31", "Снять", None, "Снято"),
+];
+
+/// The bugs' workflow (issue type `Ошибка`, id 10004): other transition ids, and `11` means
+/// something else here. Jira gives each issue type of a project its workflow (workflow schemes),
+/// and a transition id is only an index inside one workflow (`GET …/transitions` lists "ids per
+/// workflow", ../shared/guide/jira-api.md; ansible's "Failed find valid transition for '6'").
+pub const BUG_TRANSITIONS: &[(&str, &str, Option<&str>, &str)] = &[
+    ("11", "Не исправлять", None, "Снято"),
+    ("711", "Взять в работу", Some("Открыта"), "В работе"),
+    ("721", "Исправлено", Some("В работе"), "Готово"),
 ];
 
 /// The custom fields the fake treats specially (the example config's ids).
@@ -270,6 +301,22 @@ struct StateInner {
     comment_properties: HashMap<u64, BTreeMap<String, Value>>,
     /// Requests Jira is still working on after a proxy answered for it.
     in_flight: usize,
+    /// Old keys of moved issues → their id (Jira keeps them: `MovedIssueKeyStore`, since 6.1).
+    moved_keys: HashMap<String, u64>,
+    /// A search answer over this many bytes is not served: see `set_search_byte_limit`.
+    search_byte_limit: Option<usize>,
+    /// Transition id → the status a post-function leaves the issue in instead.
+    redirects: HashMap<String, &'static str>,
+    /// Changes made right after the n-th search answer (see `after_search`).
+    scheduled: Vec<(usize, Change)>,
+    searches_served: usize,
+}
+
+/// A change to Jira made by someone else while the agent pages.
+#[derive(Debug, Clone)]
+pub enum Change {
+    Delete(String),
+    Move(String, String),
 }
 
 type Shared = Arc<Mutex<StateInner>>;
@@ -345,6 +392,11 @@ impl FakeJira {
             create_properties: true,
             comment_properties: HashMap::new(),
             in_flight: 0,
+            moved_keys: HashMap::new(),
+            search_byte_limit: None,
+            redirects: HashMap::new(),
+            scheduled: Vec::new(),
+            searches_served: 0,
         }));
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the fake Jira");
         std_listener.set_nonblocking(true).expect("nonblocking");
@@ -524,6 +576,55 @@ impl FakeJira {
         state.insert_issue(project, fields, now_ms(), None)
     }
 
+    /// Moves an issue to `project` as Jira's Move does: a new key (the next number there), the
+    /// old key remembered (`GET /issue/OLD` still finds it; a relational JQL on it is refused).
+    /// Returns the new key.
+    pub fn move_issue(&self, key: &str, project: &str) -> String {
+        let mut state = lock(&self.state);
+        let id = state.by_key.remove(key).expect("the issue to move");
+        let number = state.projects.entry(project.to_string()).or_insert(1);
+        let new_key = format!("{project}-{number}");
+        *number += 1;
+        let base = state.base.clone();
+        let issue = state.issues.get_mut(&id).expect("issue");
+        issue.key = new_key.clone();
+        issue.project = project.to_string();
+        issue.fields.insert(
+            "project".into(),
+            json!({"self": format!("{base}/rest/api/2/project/{project}"), "id": "10101",
+                   "key": project, "name": format!("Проект {project}"), "projectTypeKey": "software"}),
+        );
+        issue.updated_ms = now_ms();
+        state.by_key.insert(new_key.clone(), id);
+        state.moved_keys.insert(key.to_string(), id);
+        new_key
+    }
+
+    /// Deletes an issue: its key names nothing any more.
+    pub fn delete_issue(&self, key: &str) {
+        let mut state = lock(&self.state);
+        let id = state.by_key.remove(key).expect("the issue to delete");
+        state.issues.remove(&id);
+    }
+
+    /// A search answer larger than `bytes` takes longer than the proxy in front of Jira waits:
+    /// it is answered 504 by the proxy (see `gateway_timeout`). `None`: no limit.
+    pub fn set_search_byte_limit(&self, bytes: Option<usize>) {
+        lock(&self.state).search_byte_limit = bytes;
+    }
+
+    /// A post-function of transition `tid` leaves the issue in `status` instead of the
+    /// transition's target (as a "fast-track" or "update issue field: status" post-function
+    /// does: Atlassian's "Configure advanced work item workflows"/post functions documentation).
+    pub fn redirect_transition(&self, tid: &str, status: &'static str) {
+        lock(&self.state).redirects.insert(tid.to_string(), status);
+    }
+
+    /// `change` happens right after the `n`-th Server search has been answered (1-based).
+    pub fn after_search(&self, n: usize, change: Change) {
+        lock(&self.state).scheduled.push((n, change));
+    }
+
     pub fn issue_count(&self) -> usize {
         lock(&self.state).issues.len()
     }
@@ -701,6 +802,8 @@ impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, Kill
 enum Body {
     Json(Value),
     Html(String),
+    /// JSON text cut short, served as `application/json`.
+    Cut(String),
     Empty,
 }
 
@@ -752,6 +855,12 @@ impl Reply {
             Body::Html(text) => {
                 (status, [("content-type", "text/html;charset=UTF-8")], text).into_response()
             }
+            Body::Cut(text) => (
+                status,
+                [("content-type", "application/json;charset=UTF-8")],
+                text,
+            )
+                .into_response(),
             Body::Empty => status.into_response(),
         };
         for (name, value) in self.headers {
@@ -971,6 +1080,30 @@ async fn handle(
                 status: 504,
                 headers: Vec::new(),
                 body: Body::Html(GATEWAY_TIMEOUT_504.to_string()),
+            }
+        }
+        Some(Fault::Broken(kind)) => {
+            let body = match kind {
+                Broken::Html => Body::Html(LOGIN_PAGE.to_string()),
+                Broken::NoIssues => Body::Json(json!({"startAt": 0, "maxResults": 50, "total": 0})),
+                Broken::Truncated => {
+                    let reply = lock(&state).apply(endpoint, &request);
+                    let text = match reply.body {
+                        Body::Json(value) => value.to_string(),
+                        Body::Html(text) | Body::Cut(text) => text,
+                        Body::Empty => String::new(),
+                    };
+                    let mut cut = text.len() / 2;
+                    while !text.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    Body::Cut(text[..cut].to_string())
+                }
+            };
+            Reply {
+                status: 200,
+                headers: Vec::new(),
+                body,
             }
         }
         Some(Fault::Slow(delay)) => {
@@ -1246,7 +1379,12 @@ impl StateInner {
     }
 
     fn find(&self, key: &str) -> Result<u64, Reply> {
-        self.by_key.get(key).copied().ok_or_else(|| {
+        // An old key of a moved issue still finds it (`MovedIssueKeyStore`, Jira 6.1+).
+        let moved = self
+            .moved_keys
+            .get(key)
+            .filter(|id| self.issues.contains_key(id));
+        self.by_key.get(key).or(moved).copied().ok_or_else(|| {
             Reply::error(
                 404,
                 "Issue does not exist or you do not have permission to see it.",
@@ -1338,18 +1476,121 @@ impl StateInner {
                 ));
             }
         }
+        let ranges = self.key_ranges(query)?;
         let now = Instant::now();
-        Ok(self
+        let mut ids: Vec<u64> = self
             .issues
             .values()
             .filter(|issue| query.clauses.iter().all(|c| c.matches(issue)))
+            .filter(|issue| {
+                ranges.iter().all(|(project, operator, number)| {
+                    let n = key_number(&issue.key);
+                    issue.project == *project
+                        && match operator.as_str() {
+                            ">" => n > *number,
+                            ">=" => n >= *number,
+                            "<" => n < *number,
+                            _ => n <= *number,
+                        }
+                })
+            })
             .filter(|issue| {
                 !lag || issue
                     .created_at
                     .is_none_or(|at| now.duration_since(at) >= self.search_lag)
             })
             .map(|issue| issue.id)
-            .collect())
+            .collect();
+        if query.by_key {
+            ids.sort_by_cached_key(|id| {
+                let issue = &self.issues[id];
+                (issue.project.clone(), key_number(&issue.key))
+            });
+        }
+        Ok(ids)
+    }
+
+    fn change(&mut self, change: Change) {
+        match change {
+            Change::Delete(key) => {
+                if let Some(id) = self.by_key.remove(&key) {
+                    self.issues.remove(&id);
+                }
+            }
+            Change::Move(key, project) => {
+                let Some(id) = self.by_key.remove(&key) else {
+                    return;
+                };
+                let number = self.projects.entry(project.clone()).or_insert(1);
+                let new_key = format!("{project}-{number}");
+                *number += 1;
+                let issue = self.issues.get_mut(&id).expect("issue");
+                issue.key = new_key.clone();
+                issue.project = project.clone();
+                issue
+                    .fields
+                    .insert("project".into(), json!({"key": project, "id": "10101"}));
+                self.by_key.insert(new_key, id);
+                self.moved_keys.insert(key, id);
+            }
+        }
+    }
+
+    /// The relational issue-key clauses of `query`, resolved as Jira resolves them: the literal
+    /// names one issue (by id when it is a number, else by key), and the clause becomes "that
+    /// issue's project, key number compared" (`IssueIdClauseQueryFactory.handleRelational`,
+    /// Jira Server source). The validator refuses a literal that names no issue
+    /// (`IssueIdValidator`: "An issue with key 'X' does not exist for field 'key'." — the text
+    /// jira-resilient's `_STALE_KEY_PATTERNS` records from a production Jira Server, 2026-05-20;
+    /// an id: `jira.jql.clause.no.value.for.id`), and a relational operator on the old key of a
+    /// moved issue ("Operator '>=' cannot be applied to moved issue key 'ALC-1'.", Jira's own
+    /// webdriver test of moved issues, `MovedIssueKeyStore` since 6.1).
+    fn key_ranges(&self, query: &Query) -> Result<Vec<(String, String, u64)>, Reply> {
+        let mut ranges = Vec::new();
+        for clause in &query.clauses {
+            let Clause::KeyCompare {
+                field,
+                operator,
+                literal,
+                numeric,
+            } = clause
+            else {
+                continue;
+            };
+            let id = if *numeric {
+                let id: u64 = literal.parse().unwrap_or(u64::MAX);
+                if !self.issues.contains_key(&id) {
+                    return Err(Reply::error(
+                        400,
+                        &format!(
+                            "A value with ID '{literal}' does not exist for the field '{field}'."
+                        ),
+                    ));
+                }
+                id
+            } else if let Some(id) = self.by_key.get(literal) {
+                *id
+            } else if self.moved_keys.contains_key(literal) {
+                return Err(Reply::error(
+                    400,
+                    &format!(
+                        "Operator '{operator}' cannot be applied to moved issue key '{literal}'."
+                    ),
+                ));
+            } else {
+                return Err(Reply::error(
+                    400,
+                    &format!("An issue with key '{literal}' does not exist for field '{field}'."),
+                ));
+            };
+            let issue = &self.issues[&id];
+            ranges.push((
+                issue.project.clone(),
+                operator.clone(),
+                key_number(&issue.key),
+            ));
+        }
+        Ok(ranges)
     }
 
     fn search_dc(&mut self, request: &Request) -> Result<Reply, Reply> {
@@ -1386,11 +1627,25 @@ impl StateInner {
             .take(max)
             .map(|id| self.render(&self.issues[id], &filter))
             .collect();
-        Ok(Reply::json(
-            200,
-            json!({"expand": "schema,names", "startAt": start_at, "maxResults": max,
-                   "total": ids.len(), "issues": issues}),
-        ))
+        let body = json!({"expand": "schema,names", "startAt": start_at, "maxResults": max,
+                          "total": ids.len(), "issues": issues});
+        if let Some(limit) = self.search_byte_limit
+            && body.to_string().len() > limit
+        {
+            return Err(gateway_timeout());
+        }
+        self.searches_served += 1;
+        let served = self.searches_served;
+        let due: Vec<Change> = self
+            .scheduled
+            .iter()
+            .filter(|(n, _)| *n == served)
+            .map(|(_, c)| c.clone())
+            .collect();
+        for change in due {
+            self.change(change);
+        }
+        Ok(Reply::json(200, body))
     }
 
     fn search_cloud(&mut self, request: &Request) -> Result<Reply, Reply> {
@@ -1845,9 +2100,50 @@ impl StateInner {
             .collect()
     }
 
+    /// The workflow of the issue's type: bugs have their own.
+    fn workflow(
+        issue: &Issue,
+    ) -> &'static [(
+        &'static str,
+        &'static str,
+        Option<&'static str>,
+        &'static str,
+    )] {
+        if issue.fields["issuetype"]["id"] == "10004" {
+            BUG_TRANSITIONS
+        } else {
+            TRANSITIONS
+        }
+    }
+
+    fn offered_in(
+        workflow: &'static [(
+            &'static str,
+            &'static str,
+            Option<&'static str>,
+            &'static str,
+        )],
+        status: usize,
+    ) -> Vec<&'static (
+        &'static str,
+        &'static str,
+        Option<&'static str>,
+        &'static str,
+    )> {
+        let current = STATUSES[status].1;
+        workflow
+            .iter()
+            .filter(|(_, _, from, to)| match from {
+                Some(from) => *from == current,
+                None => *to != current,
+            })
+            .collect()
+    }
+
     fn get_transitions(&self, request: &Request) -> Result<Reply, Reply> {
         let id = self.find(&request.segments[4])?;
-        let transitions: Vec<Value> = Self::offered(self.issues[&id].status)
+        let issue = &self.issues[&id];
+        let transitions: Vec<Value> = Self::offered_in(Self::workflow(issue), issue.status)
             .into_iter()
             .map(|(tid, name, _, to)| {
                 let (sid, _) = STATUSES.iter().find(|(_, n)| n == to).expect("status");
@@ -1874,8 +2170,9 @@ impl StateInner {
         }) else {
             return Err(Reply::error(400, "Missing 'transition' identifier"));
         };
+        let redirect = self.redirects.get(&tid).copied();
         let issue = self.issues.get_mut(&id).expect("found");
-        let Some((_, _, _, to)) = Self::offered(issue.status)
+        let Some((_, _, _, to)) = Self::offered_in(Self::workflow(issue), issue.status)
             .into_iter()
             .find(|(t, _, _, _)| *t == tid)
         else {
@@ -1887,7 +2184,8 @@ impl StateInner {
                 ),
             ));
         };
-        issue.status = STATUSES.iter().position(|(_, n)| n == to).expect("status");
+        let to = redirect.unwrap_or(to);
+        issue.status = STATUSES.iter().position(|(_, n)| *n == to).expect("status");
         issue.updated_ms = now_ms();
         Ok(Reply::empty(204))
     }
@@ -2200,8 +2498,20 @@ fn number_param(value: Option<&str>, default: usize, name: &str) -> Result<usize
 #[derive(Debug, Clone, PartialEq)]
 enum Clause {
     Project(String),
+    /// `project not in (…)`.
+    ProjectNotIn(Vec<String>),
     Labels(Vec<String>),
-    IdAbove(u64, bool),
+    /// `id`/`key`/`issue`/`issuekey` with `>`, `>=`, `<`, `<=`: one clause in Jira whatever
+    /// the name. The literal (an id as a number, a key as text) names an issue; the clause
+    /// matches the issues of *that issue's project* whose key number compares so (Jira Server's
+    /// `IssueIdClauseQueryFactory.handleRelational`: a range on the key-number order field AND
+    /// the referenced issue's project). Resolved against the state in `matching`.
+    KeyCompare {
+        field: String,
+        operator: String,
+        literal: String,
+        numeric: bool,
+    },
     CreatedSince(i64),
     UpdatedSince(i64),
     ReporterIsMe,
@@ -2214,8 +2524,10 @@ impl Clause {
     fn matches(&self, issue: &Issue) -> bool {
         match self {
             Clause::Project(key) => issue.project == *key,
+            Clause::ProjectNotIn(keys) => !keys.contains(&issue.project),
             Clause::Labels(labels) => issue.labels.iter().any(|l| labels.contains(l)),
-            Clause::IdAbove(n, inclusive) => issue.id > *n || (*inclusive && issue.id == *n),
+            // Resolved by `StateInner::matching`, which knows the referenced issue.
+            Clause::KeyCompare { .. } => true,
             Clause::CreatedSince(ms) => issue.created_ms >= *ms,
             Clause::UpdatedSince(ms) => issue.updated_ms >= *ms,
             Clause::ReporterIsMe => {
@@ -2234,6 +2546,9 @@ impl Clause {
 #[derive(Debug, Default)]
 struct Query {
     clauses: Vec<Clause>,
+    /// `ORDER BY id|key|issuekey|issue`: Jira sorts all four by the issue key (project, then
+    /// the key number), not by the numeric id (the issue clause is one field, see `KeyCompare`).
+    by_key: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -2390,6 +2705,7 @@ impl Parser {
         let operator = match self.next() {
             Some(Token::Symbol(s)) => s.to_string(),
             Some(Token::Word(w)) if w.eq_ignore_ascii_case("in") => "in".to_string(),
+            Some(Token::Word(w)) if w.eq_ignore_ascii_case("not") => "not".to_string(),
             other => {
                 return Err(jql_error(&format!(
                     "Expecting operator but got {}.",
@@ -2407,12 +2723,33 @@ impl Parser {
             ("project", "=") => Clause::Project(self.value()?),
             ("labels", "=") => Clause::Labels(vec![self.value()?]),
             ("labels", "in") => Clause::Labels(self.list()?),
-            ("id", ">" | ">=") => {
-                let value = self.value()?;
-                let n = value
-                    .parse()
-                    .map_err(|_| jql_error(&format!("'{value}' is not a valid issue id.")))?;
-                Clause::IdAbove(n, operator == ">=")
+            ("id" | "key" | "issue" | "issuekey", ">" | ">=" | "<" | "<=") => {
+                let (literal, numeric) = match self.next() {
+                    Some(Token::Word(w)) => {
+                        let numeric = w.bytes().all(|b| b.is_ascii_digit());
+                        (w, numeric)
+                    }
+                    Some(Token::Quoted(w)) => (w, false),
+                    other => {
+                        return Err(jql_error(&format!(
+                            "Expecting either a value, list or function but got {}.",
+                            describe(other.as_ref())
+                        )));
+                    }
+                };
+                Clause::KeyCompare {
+                    field: field.clone(),
+                    operator: operator.clone(),
+                    literal,
+                    numeric,
+                }
+            }
+            ("project", "not") => {
+                if !self.keyword("in") {
+                    return Err(unsupported());
+                }
+                self.at += 1;
+                Clause::ProjectNotIn(self.list()?)
             }
             ("created" | "updated", ">=") => {
                 let value = match self.next() {
@@ -2461,11 +2798,11 @@ impl Parser {
                     )));
                 }
             },
-            ("key" | "issuekey", "=") => Clause::Keys(vec![self.value()?]),
-            ("key" | "issuekey", "in") => Clause::Keys(self.list()?),
+            ("key" | "issuekey" | "issue", "=") => Clause::Keys(vec![self.value()?]),
+            ("key" | "issuekey" | "issue", "in") => Clause::Keys(self.list()?),
             (
                 "project" | "labels" | "id" | "created" | "updated" | "reporter" | "creator"
-                | "key" | "issuekey",
+                | "key" | "issuekey" | "issue",
                 _,
             ) => {
                 return Err(unsupported());
@@ -2496,10 +2833,12 @@ fn parse_jql(jql: &str) -> Result<Query, Reply> {
         at: 0,
     };
     let mut clauses = Vec::new();
+    let mut by_key = false;
     if parser.peek().is_some() && !parser.keyword("ORDER") {
         parser.expression(&mut clauses)?;
     }
     if parser.keyword("ORDER") {
+        by_key = true;
         parser.at += 1;
         if !parser.keyword("BY") {
             return Err(jql_error("Expecting 'by' after 'order'."));
@@ -2507,7 +2846,8 @@ fn parse_jql(jql: &str) -> Result<Query, Reply> {
         parser.at += 1;
         match parser.next() {
             Some(Token::Word(w))
-                if ["id", "key", "issuekey"].contains(&w.to_ascii_lowercase().as_str()) => {}
+                if ["id", "key", "issuekey", "issue"]
+                    .contains(&w.to_ascii_lowercase().as_str()) => {}
             other => {
                 return Err(jql_error(&format!(
                     "Only ORDER BY id ASC is simulated, not {}.",
@@ -2527,7 +2867,27 @@ fn parse_jql(jql: &str) -> Result<Query, Reply> {
             describe(Some(token))
         )));
     }
-    Ok(Query { clauses })
+    Ok(Query { clauses, by_key })
+}
+
+/// What a reverse proxy answers when Jira takes longer than its read timeout (nginx's
+/// `proxy_read_timeout`, 60 s by default: "504 Gateway Time-out", an HTML page).
+fn gateway_timeout() -> Reply {
+    Reply {
+        status: 504,
+        headers: Vec::new(),
+        body: Body::Html(
+            "<html><head><title>504 Gateway Time-out</title></head><body><center><h1>504 Gateway Time-out</h1></center><hr><center>nginx</center></body></html>"
+                .to_string(),
+        ),
+    }
+}
+
+/// The number of an issue key (`AURORA-12` → 12).
+fn key_number(key: &str) -> u64 {
+    key.rsplit_once('-')
+        .and_then(|(_, n)| n.parse().ok())
+        .unwrap_or(0)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2888,6 +3248,67 @@ mod tests {
         }
         let answer = search(&fake, "project = NOPE", 0, 10);
         assert_eq!(answer.status, 400);
+    }
+
+    #[test]
+    fn the_issue_key_clause_is_jiras() {
+        let fake = FakeJira::start(Mode::DataCenter);
+        let a = fake.seed_issues(PROJECT, "AWPCA", 3);
+        let other = fake.seed_issues("OTHER", "AWPCA", 2);
+        // OTHER-1 (an older id than AURORA-3? no: a newer id) moves in: it takes AURORA-4.
+        let moved_in = fake.move_issue(&other[0], PROJECT);
+        assert_eq!(moved_in, "AURORA-4");
+        let id_of = |key: &str| fake.issue(key).unwrap()["id"].as_str().unwrap().to_string();
+        let all = |jql: &str| keys(&search(&fake, jql, 0, 100));
+        // `id > N`: N's project, key number above N's.
+        assert_eq!(
+            all(&format!("id > {} ORDER BY id ASC", id_of(&a[0]))),
+            [&a[1..], std::slice::from_ref(&moved_in)].concat()
+        );
+        assert_eq!(
+            all(r#"key > "AURORA-2" ORDER BY key ASC"#),
+            [a[2].clone(), moved_in.clone()]
+        );
+        assert_eq!(
+            all(r#"issuekey >= "AURORA-3" order by issuekey"#),
+            [a[2].clone(), moved_in.clone()]
+        );
+        assert_eq!(all(r#"issue < "AURORA-2""#), a[..1]);
+        assert_eq!(
+            all(r#"labels = AWPCA AND project not in ("AURORA") ORDER BY key ASC"#),
+            [other[1].clone()]
+        );
+        // ORDER BY key: by project, then key number (not by id).
+        assert_eq!(
+            all("labels = AWPCA ORDER BY key ASC"),
+            [a.clone(), vec![moved_in.clone(), other[1].clone()]].concat()
+        );
+        // A gone key in a comparison is refused in Jira's words.
+        let refused = |jql: &str| {
+            let answer = search(&fake, jql, 0, 10);
+            assert_eq!(answer.status, 400, "{jql}");
+            answer.json()["errorMessages"][0]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(
+            refused(r#"key > "OTHER-1""#),
+            "Operator '>' cannot be applied to moved issue key 'OTHER-1'."
+        );
+        fake.delete_issue(&a[1]);
+        assert_eq!(
+            refused(r#"project = AURORA AND key > "AURORA-2" ORDER BY key ASC"#),
+            "An issue with key 'AURORA-2' does not exist for field 'key'."
+        );
+        assert_eq!(
+            refused("id > 99999"),
+            "A value with ID '99999' does not exist for the field 'id'."
+        );
+        // The moved issue's old key still opens it (as its new key).
+        let answer = get(&fake, "/rest/api/2/issue/OTHER-1");
+        assert_eq!(answer.status, 200);
+        assert_eq!(answer.json()["key"], "AURORA-4");
     }
 
     #[test]

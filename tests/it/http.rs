@@ -797,6 +797,7 @@ async fn the_openapi_document_matches_the_routes() {
         "POST /issues/{key}/notes",
         "POST /projects",
         "POST /refresh",
+        "POST /sync-runs/{id}/confirm",
         "PUT /settings",
     ];
     assert_eq!(documented, expected);

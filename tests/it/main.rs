@@ -19,6 +19,7 @@ mod migrations;
 mod mirror;
 mod projects;
 mod properties;
+mod prune_guard;
 mod queue;
 mod relay;
 mod release;

@@ -579,7 +579,7 @@ fn a_migration_stopped_by_a_full_disk_leaves_the_old_version() {
 /// runs' kinds and scopes, the issues' `mirror_changed_at`; then revision 3: the index of queued
 /// commands; then revision 4: the attempts of retried commands and the runs' progress; then
 /// revision 5: the index of finished commands; then revision 6: two unread indexes dropped;
-/// then revision 8: `command.not_before` (a command its agent gave back).
+/// then revision 7: `command.not_before` (a command its agent gave back).
 #[test]
 fn a_first_release_v4_database_gets_revision_1() {
     let dir = TestDir::new();
@@ -614,7 +614,7 @@ fn a_first_release_v4_database_gets_revision_1() {
             "SELECT count(*) FROM pragma_table_info('command') WHERE name = 'not_before'"
         ),
         1,
-        "revision 8's column"
+        "revision 7's column"
     );
     assert_eq!(
         count(

@@ -931,9 +931,17 @@ fn the_relay_and_http_answer_alike() {
         Some(&claim),
     );
     assert_eq!(status, 200);
+    // Each transport says the largest report it takes (issue 19): the relay's file limit,
+    // HTTP's body limit; the rest is the same decision.
+    assert_eq!(by_file["max_report_bytes"], json!(256 * 1024 * 1024));
+    assert_eq!(by_http["max_report_bytes"], json!(64 * 1024 * 1024));
+    let without_limit = |mut v: serde_json::Value| {
+        v.as_object_mut().unwrap().remove("max_report_bytes");
+        without_time(v)
+    };
     assert_eq!(
-        without_time(by_file.clone()),
-        without_time(by_http),
+        without_limit(by_file.clone()),
+        without_limit(by_http),
         "the claim answers differ"
     );
 

@@ -276,6 +276,7 @@ pub(super) fn run_status_words(status: RunStatus) -> &'static str {
         RunStatus::Running => "идёт",
         RunStatus::Done => "готово",
         RunStatus::Failed => "ошибка",
+        RunStatus::Held => "ждёт подтверждения удаления",
     }
 }
 

@@ -304,6 +304,7 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/ui/batches", get(batches))
         .route("/ui/batches/{id}", get(batch))
         .route("/ui/batches/{id}/cancel", post(cancel_batch))
+        .route("/ui/sync-runs/{id}/confirm", post(confirm_run))
         .route("/ui/batches/{id}/retry-failed", post(retry_failed))
         .route("/ui/failed", get(failed))
         .route("/ui/commands/{id}/retry", post(retry_command))
@@ -447,6 +448,7 @@ fn notice_words(code: &str) -> Option<&'static str> {
         "cancelled-at-agent" => {
             "Пакет отменён: команды в очереди сняты, а те, что уже у агента, отмена не прерывает."
         }
+        "confirmed" => "Удаление подтверждено: задачи убраны из зеркала.",
         "retried" => "Команда снова в очереди.",
         "retried-batch" => "Неудачные команды пакета снова в очереди.",
         "note" => "Заметка добавлена.",
@@ -994,6 +996,18 @@ pub(super) fn wants_html(headers: &HeaderMap) -> bool {
         .is_some_and(|accept| accept.contains("text/html"))
 }
 
+async fn confirm_run(Path(id): Path<String>, posted: Posted) -> Response {
+    act_on(
+        &id,
+        posted,
+        Section::Runs,
+        |_| "/ui/runs".to_string(),
+        "confirmed",
+        |hub, id| hub.confirm_run(id, "console"),
+    )
+    .await
+}
+
 async fn retry_failed(Path(id): Path<String>, posted: Posted) -> Response {
     let page = |id| format!("/ui/batches/{id}");
     act_on(
@@ -1081,11 +1095,18 @@ async fn runs(signed: Signed) -> Response {
         signed,
         Section::Runs,
         "/ui/runs",
-        |hub| Ok((hub.sync_runs()?, hub.projects()?, hub.now_utc())),
-        |(runs, projects, now), csrf| {
+        |hub| {
+            Ok((
+                hub.sync_runs()?,
+                hub.projects()?,
+                hub.held_runs()?,
+                hub.now_utc(),
+            ))
+        },
+        |(runs, projects, held, now), csrf| {
             (
                 "Синхронизация".to_string(),
-                pages::runs(&runs, &projects, csrf, now),
+                pages::runs_with_held(&runs, &projects, &held, csrf, now),
             )
         },
     )

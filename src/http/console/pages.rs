@@ -107,6 +107,7 @@ pub(super) fn overview(view: &Overview) -> String {
     let now = view.now.at();
     let mut out = String::with_capacity(32 * 1024);
     out.push_str("<section id=\"overview-cards\" class=\"cards\" data-live>");
+    held_card(&mut out, &view.held_runs);
 
     // The queue.
     out.push_str("<article class=\"card\"><h2>Очередь</h2><table class=\"counts\">");
@@ -339,6 +340,7 @@ pub(super) fn overview(view: &Overview) -> String {
             class: match run.run.status {
                 RunStatus::Failed => "bad",
                 RunStatus::Running => "live",
+                RunStatus::Held => "bad",
                 RunStatus::Done => "",
             },
         })
@@ -882,13 +884,72 @@ pub(super) fn issue(view: &IssueView, csrf: &str) -> String {
 // ---------------------------------------------------------------------------------------------
 // Sync runs
 
-pub(super) fn runs(
+/// The full refreshes whose removals wait for an operator (issue 19), on the overview.
+fn held_card(out: &mut String, held: &[crate::service::HeldRunView]) {
+    if held.is_empty() {
+        return;
+    }
+    out.push_str("<article class=\"card\"><h2>Удаление ждёт подтверждения</h2>");
+    for run in held {
+        let _ = write!(
+            out,
+            "<p class=\"bad\">Полное обновление №{} удалило бы из зеркала <b>{}</b> задач — больше, чем позволяет prune_guard. <a href=\"/ui/runs#held\">Проверить и подтвердить</a>.</p>",
+            run.run_id, run.would_remove
+        );
+    }
+    out.push_str("</article>");
+}
+
+/// The held runs with their confirm buttons, on the runs page.
+fn held_section(out: &mut String, held: &[crate::service::HeldRunView], csrf: &str) {
+    if held.is_empty() {
+        return;
+    }
+    out.push_str("<section id=\"held\"><h2>Удаление ждёт подтверждения</h2>");
+    for run in held {
+        let projects: Vec<String> = run
+            .projects
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| {
+                format!(
+                    "{}: {} из {}",
+                    p["label"].as_str().unwrap_or(""),
+                    p["missing"],
+                    p["issues"]
+                )
+            })
+            .collect();
+        let _ = write!(
+            out,
+            "<p>Обновление №{}: удалило бы <b>{}</b> задач ({}); например: {}.</p><p class=\"actions\">",
+            run.run_id,
+            run.would_remove,
+            esc(&projects.join(", ")),
+            esc(&run.sample_keys.join(", "))
+        );
+        out.push_str(&form(
+            &format!("/ui/sync-runs/{}/confirm", run.run_id),
+            csrf,
+            &[],
+            "Подтвердить удаление",
+            "danger",
+        ));
+        out.push_str("</p>");
+    }
+    out.push_str("</section>");
+}
+
+pub(super) fn runs_with_held(
     runs: &[SyncRunView],
     projects: &[ProjectView],
+    held: &[crate::service::HeldRunView],
     csrf: &str,
     now: OffsetDateTime,
 ) -> String {
     let mut out = String::with_capacity(16 * 1024);
+    held_section(&mut out, held, csrf);
     let _ = write!(
         out,
         "<form method=\"post\" action=\"/ui/refresh\" class=\"filter\">\

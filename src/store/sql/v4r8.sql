@@ -1,5 +1,13 @@
--- Revision 8 of schema v4 (PRAGMA user_version = 8): a command its agent gave back (report
--- status `released`: a write's answer was lost, the write may still be running in Jira) is queued
--- again but not handed out before this time (the hub's clock, UTC). NULL: no such wait.
--- Added only when missing (the revision's code checks pragma_table_info first).
-ALTER TABLE command ADD COLUMN not_before TEXT;
+-- Revision 8 of v4 (issue 19): the removals a full refresh did not apply by itself. A full run
+-- that would remove more of a project's mirror than `prune_guard` allows ends `held`; its row
+-- here lists the keys it would remove, until an operator confirms it (or a later full run that
+-- misses the same keys does). Written so that running it twice changes nothing.
+CREATE TABLE IF NOT EXISTS held_prune (
+    run_id       INTEGER PRIMARY KEY REFERENCES sync_run (id),
+    keys         TEXT NOT NULL,
+    count        INTEGER NOT NULL,
+    projects     TEXT NOT NULL,
+    held_at      TEXT NOT NULL,
+    confirmed_at TEXT,
+    confirmed_by TEXT
+);
