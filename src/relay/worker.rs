@@ -166,7 +166,7 @@ impl Relay {
 
     /// The background thread; the relay's own commits then leave checkpoints to
     /// [`Relay::note_applied`]. Without it everything is done in line, as in [`Relay::pass`].
-    fn start_background(&self) -> Option<Background> {
+    fn start_background(&mut self) -> Option<Background> {
         match Background::start() {
             Ok(background) => {
                 if let Err(error) = self.hub.defer_checkpoints() {

@@ -526,3 +526,54 @@ impl Store {
         write_backup(&self.reader()?, &self.path, kind, now)
     }
 }
+
+/// Whether this process now holds the database file itself exclusively.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FileLock {
+    Held,
+    /// Another process holds it: the same file under another name (a hard or symbolic link).
+    HeldElsewhere,
+    /// Not taken: the file is on a network file system, where the lock would be SQLite's own.
+    Skipped(String),
+}
+
+/// Locks the database file itself (`flock`, exclusive, not waiting) through the descriptor kept
+/// for the life of the process, so that two daemons cannot serve one file reached through two
+/// names (the data folder's lock file belongs to the folder, and a hard link has another one).
+/// On Linux, `flock` locks and the `fcntl` byte-range locks SQLite takes on the same file do not
+/// interact (flock(2), "Since Linux 2.0 … there is no interaction between the types of lock
+/// placed by flock() and fcntl(2)"), except over NFS and SMB, where the kernel emulates `flock`
+/// with whole-file byte-range locks (and on SMB makes them mandatory): there it is not taken.
+pub(crate) fn lock_database_file(db_path: &Path) -> Result<FileLock> {
+    const NETWORK_FILE_SYSTEMS: [(i64, &str); 4] = [
+        (0x6969, "NFS"),
+        (0x517B, "SMB"),
+        (0xFF53_4D42, "CIFS"),
+        (0xFE53_4D42, "SMB2"),
+    ];
+    let file = database_file(db_path)?;
+    let kind = rustix::fs::fstatfs(file)
+        // `f_type`'s width differs between architectures.
+        .map(|stat| {
+            #[allow(clippy::useless_conversion)]
+            i64::from(stat.f_type)
+        })
+        .unwrap_or_default();
+    if let Some((_, name)) = NETWORK_FILE_SYSTEMS
+        .iter()
+        .find(|(magic, _)| *magic == kind)
+    {
+        return Ok(FileLock::Skipped(format!(
+            "{} is on {name}: the database file itself is not locked (only its folder is)",
+            db_path.display()
+        )));
+    }
+    match file.try_lock() {
+        Ok(()) => Ok(FileLock::Held),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(FileLock::HeldElsewhere),
+        Err(std::fs::TryLockError::Error(source)) => Err(StoreError::Io {
+            context: format!("не удалось заблокировать {}", db_path.display()),
+            source,
+        }),
+    }
+}
