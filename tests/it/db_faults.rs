@@ -246,3 +246,139 @@ fn a_database_made_read_only_and_back_under_the_daemon() {
     assert!(titles.iter().any(|t| t == "до"), "{titles:?}");
     assert!(!titles.iter().any(|t| t == "пока только чтение"));
 }
+
+/// A full disk under the daemon (a 4 MiB tmpfs over the data folder, in a mount namespace of
+/// its own): writes are 507 `disk_full` with nothing acknowledged, `/ready` says so; space freed,
+/// the hub finds out by itself and writes again. Skipped, saying why, where mount namespaces are
+/// not allowed.
+#[test]
+fn a_full_disk_under_the_daemon() {
+    use std::io::BufRead;
+    let dir = TestDir::new();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let control = dir.path();
+    let script = r#"
+        mount -t tmpfs -o size=4m tmpfs "$1" || exit 97
+        "$0" --db "$1/hub.sqlite" init --config "$3" > "$2/init.out" 2>&1 || exit 98
+        "$0" --db "$1/hub.sqlite" serve --listen 127.0.0.1:0 &
+        echo $! > "$2/serve.pid"
+        while [ ! -e "$2/fill" ]; do sleep 0.02; done
+        dd if=/dev/zero of="$1/filler" bs=4096 2>/dev/null
+        touch "$2/filled"
+        while [ ! -e "$2/free" ]; do sleep 0.02; done
+        rm "$1/filler"
+        touch "$2/freed"
+        wait
+    "#;
+    let mut child = std::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", script])
+        .arg(env!("CARGO_BIN_EXE_jira-hub"))
+        .arg(&data)
+        .arg(control)
+        .arg(example_config())
+        .env_remove("JIRA_HUB_DB")
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    let Ok(child) = child.as_mut() else {
+        eprintln!("SKIPPED: unshare cannot run here");
+        return;
+    };
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().and_then(Result::ok).unwrap_or_default();
+    let Some(address) = first
+        .rsplit("http://")
+        .next()
+        .filter(|a| a.starts_with("127."))
+    else {
+        let status = child.wait().unwrap();
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        eprintln!(
+            "SKIPPED: no tmpfs in a mount namespace here ({status}; unshare -m and mount need CAP_SYS_ADMIN): {stderr}"
+        );
+        return;
+    };
+    let address = address.trim().to_string();
+    std::thread::spawn(move || for _ in lines {});
+    let init = std::fs::read_to_string(control.join("init.out")).unwrap();
+    let token = init
+        .lines()
+        .find_map(|line| line.strip_prefix("client token:"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let serve_pid = std::fs::read_to_string(control.join("serve.pid")).unwrap();
+    let stop = || {
+        let _ = std::process::Command::new("kill")
+            .arg(serve_pid.trim())
+            .status();
+    };
+    let (status, body) = post_batch(&address, &token, "до");
+    assert_eq!(status, 201, "{body}");
+    std::fs::write(control.join("fill"), "").unwrap();
+    let wait_for = |name: &str| {
+        let started = std::time::Instant::now();
+        while !control.join(name).exists() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "{name}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    };
+    wait_for("filled");
+    let mut accepted = 0;
+    let full = (0..500).find_map(|i| {
+        let (status, body) = post_batch(&address, &token, &format!("полный диск {i}"));
+        if status == 201 {
+            accepted += 1;
+            None
+        } else {
+            Some((status, body))
+        }
+    });
+    let Some((status, body)) = full else {
+        stop();
+        panic!("500 batches fitted on a full 4 MiB disk");
+    };
+    let ready = http(&address, "GET", "/ready", None, None);
+    std::fs::write(control.join("free"), "").unwrap();
+    wait_for("freed");
+    assert_eq!(status, 507, "{body}");
+    assert_eq!(body["error"]["code"], "disk_full", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("нет места"),
+        "{body}"
+    );
+    assert_eq!(ready.0, 503, "{}", ready.1);
+    assert!(
+        ready.1["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("disk_full"),
+        "{}",
+        ready.1
+    );
+    let (status, ready) = http(&address, "GET", "/ready", None, None);
+    assert_eq!(status, 200, "{ready}");
+    let (status, body) = post_batch(&address, &token, "после");
+    assert_eq!(status, 201, "{body}");
+    let (status, batches) = http(&address, "GET", "/batches?limit=1000", Some(&token), None);
+    stop();
+    let _ = child.wait();
+    assert_eq!(status, 200, "{batches}");
+    let text = batches.to_string();
+    assert!(text.contains("после") && text.contains("\"до\""), "{text}");
+    for i in 0..accepted {
+        assert!(
+            text.contains(&format!("полный диск {i}\"")),
+            "acknowledged batch {i} lost"
+        );
+    }
+}
