@@ -175,6 +175,9 @@ _jira__hub() {
             jira__hub__subcmd__help__subcmd__projects,list)
                 cmd="jira__hub__subcmd__help__subcmd__projects__subcmd__list"
                 ;;
+            jira__hub__subcmd__help__subcmd__relay,init)
+                cmd="jira__hub__subcmd__help__subcmd__relay__subcmd__init"
+                ;;
             jira__hub__subcmd__help__subcmd__relay,inspect)
                 cmd="jira__hub__subcmd__help__subcmd__relay__subcmd__inspect"
                 ;;
@@ -208,6 +211,9 @@ _jira__hub() {
             jira__hub__subcmd__relay,help)
                 cmd="jira__hub__subcmd__relay__subcmd__help"
                 ;;
+            jira__hub__subcmd__relay,init)
+                cmd="jira__hub__subcmd__relay__subcmd__init"
+                ;;
             jira__hub__subcmd__relay,inspect)
                 cmd="jira__hub__subcmd__relay__subcmd__inspect"
                 ;;
@@ -216,6 +222,9 @@ _jira__hub() {
                 ;;
             jira__hub__subcmd__relay__subcmd__help,help)
                 cmd="jira__hub__subcmd__relay__subcmd__help__subcmd__help"
+                ;;
+            jira__hub__subcmd__relay__subcmd__help,init)
+                cmd="jira__hub__subcmd__relay__subcmd__help__subcmd__init"
                 ;;
             jira__hub__subcmd__relay__subcmd__help,inspect)
                 cmd="jira__hub__subcmd__relay__subcmd__help__subcmd__inspect"
@@ -902,8 +911,22 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__help__subcmd__relay)
-            opts="inspect validate"
+            opts="inspect validate init"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__help__subcmd__relay__subcmd__init)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1254,7 +1277,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__relay)
-            opts="-h --db --log-format --help inspect validate help"
+            opts="-h --db --log-format --help inspect validate init help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1276,7 +1299,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__relay__subcmd__help)
-            opts="inspect validate help"
+            opts="inspect validate init help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1290,6 +1313,20 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__relay__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__relay__subcmd__help__subcmd__init)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1324,6 +1361,28 @@ _jira__hub() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__relay__subcmd__init)
+            opts="-h --db --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "auto plain journal json" -- "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
