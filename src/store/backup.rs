@@ -31,6 +31,9 @@ pub(crate) enum BackupKind {
     Manual,
     /// The daemon's daily copy: `<stamp>-periodic.sqlite`, the newest `backup_keep` kept.
     Periodic,
+    /// What the daemon's connection still reads of a database file deleted or replaced under
+    /// it: `<stamp>-rescued.sqlite`, never pruned.
+    Rescued,
 }
 
 const PERIODIC_SUFFIX: &str = "periodic";
@@ -82,6 +85,7 @@ fn backup_names(
         BackupKind::Migration { from } => format!("{}-schema-v{from}", backup_stamp(now)),
         BackupKind::Manual => format!("{}-manual", backup_stamp(now)),
         BackupKind::Periodic => format!("{}-{PERIODIC_SUFFIX}", backup_stamp(now)),
+        BackupKind::Rescued => format!("{}-rescued", backup_stamp(now)),
     };
     if matches!(kind, BackupKind::Migration { .. }) {
         remove_stale_migration_partials(&dir);
@@ -519,6 +523,25 @@ impl Store {
                 .map_err(io_error(format!("не удалось удалить {}", old.display())))?;
         }
         Ok(Some(made))
+    }
+
+    /// A copy of what this connection reads, made through it (not a new connection: the path
+    /// may name another file, or none): the database the hub served when its file was deleted
+    /// or replaced under it, every acknowledged write included.
+    pub(super) fn rescue_copy(&self, now: OffsetDateTime) -> Result<PathBuf> {
+        let made = write_backup(&self.conn, &self.path, BackupKind::Rescued, now);
+        self.conn
+            .query_row(
+                &format!("PRAGMA mmap_size = {}", super::MMAP_BYTES),
+                [],
+                |_| Ok(()),
+            )
+            .map(|_| ())
+            .or_else(|error| match error {
+                rusqlite::Error::QueryReturnedNoRows => Ok(()),
+                other => Err(other),
+            })?;
+        made
     }
 
     /// An online backup now (`jira-hub backup`).

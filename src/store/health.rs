@@ -78,8 +78,8 @@ impl DbHealth {
         self.last.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Records a fault; logged when it is new or of another kind.
-    pub(super) fn record(&self, fault: Fault, detail: String) {
+    /// Records a fault; logged when it is new or of another kind (then `true`).
+    pub(super) fn record(&self, fault: Fault, detail: String) -> bool {
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         if last.as_ref().is_none_or(|seen| seen.fault != fault) {
             tracing::error!(fault = fault.name(), %detail, "the database cannot be written");
@@ -88,7 +88,9 @@ impl DbHealth {
                 since: OffsetDateTime::now_utc(),
                 detail,
             });
+            return true;
         }
+        false
     }
 
     /// A write succeeded: whatever was wrong is over.

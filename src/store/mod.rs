@@ -406,7 +406,8 @@ impl Store {
             Ok(_) => self.health.clear(),
             Err(error) => {
                 if let Some(StoreError::Unavailable { fault, detail }) = error.as_store_error() {
-                    self.health.record(*fault, detail.clone());
+                    let (fault, detail) = (*fault, detail.clone());
+                    self.note_fault(fault, detail);
                     if fault.spoils_connection() {
                         self.replace_connection();
                     }
@@ -414,6 +415,24 @@ impl Store {
             }
         }
         result
+    }
+
+    /// Records a fault for the process; the first time the file is found deleted or replaced,
+    /// what this connection still reads of it is copied into `backups/` (`<stamp>-rescued`),
+    /// so nothing the hub acknowledged before is lost with the file.
+    fn note_fault(&self, fault: Fault, detail: String) {
+        if self.health.record(fault, detail) && fault == Fault::Moved {
+            match self.rescue_copy(OffsetDateTime::now_utc()) {
+                Ok(copy) => tracing::error!(
+                    copy = %copy.display(),
+                    "the database file was deleted or replaced under the hub; what it held is copied"
+                ),
+                Err(error) => tracing::error!(
+                    %error,
+                    "the database file was deleted or replaced under the hub, and could not be copied"
+                ),
+            }
+        }
     }
 
     /// A connection SQLite opened read-only (the file could not be written then) stays so for
@@ -458,7 +477,7 @@ impl Store {
     pub(crate) fn reconnect(&self, now: OffsetDateTime) -> Result<Store> {
         health::check_identity(&self.path, self.identity).inspect_err(|error| {
             if let StoreError::Unavailable { fault, detail } = error {
-                self.health.record(*fault, detail.clone());
+                self.note_fault(*fault, detail.clone());
             }
         })?;
         let (mut store, _) = Store::open_with(&self.path, now, Create::Never)?;
@@ -474,7 +493,7 @@ impl Store {
         if let Err(StoreError::Unavailable { fault, detail }) =
             health::check_identity(&self.path, self.identity)
         {
-            self.health.record(fault, detail);
+            self.note_fault(fault, detail);
         } else if self
             .health
             .current()

@@ -171,6 +171,28 @@ fn a_database_moved_or_deleted_under_the_daemon_takes_no_writes() {
     assert_eq!(status, 503);
     drop(daemon);
     assert!(!dir.db().exists(), "no database made in its place");
+    // What the deleted file held, every acknowledged write included, was copied when the hub
+    // found it gone.
+    let rescued: Vec<String> = dir
+        .backups()
+        .into_iter()
+        .filter(|name| name.contains("-rescued"))
+        .collect();
+    assert_eq!(rescued.len(), 2, "one copy per loss: {rescued:?}");
+    // The second copy (the same second gets `-2`) holds what was written after the file came back.
+    let titles: Vec<String> = rescued
+        .iter()
+        .flat_map(|name| batch_titles(&dir.backup_path(name)))
+        .collect();
+    assert!(
+        titles.iter().any(|t| t == "до") && titles.iter().any(|t| t == "после"),
+        "{titles:?}"
+    );
+    assert!(
+        !titles
+            .iter()
+            .any(|t| t.starts_with("пока") || t.starts_with("в удал"))
+    );
 }
 
 /// A connection opened while the database file could not be written is read-only for good in
