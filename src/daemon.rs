@@ -9,7 +9,7 @@ use crate::clock::SystemClock;
 use crate::relay::{Relay, RelayOptions};
 use crate::service::HubConnection;
 use crate::shutdown::Shutdown;
-use crate::store::{LOCK_FILE, StoreError, data_dir_of};
+use crate::store::{FileLock, LOCK_FILE, StoreError, data_dir_of};
 use anyhow::{Context, anyhow};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -114,6 +114,22 @@ pub(crate) fn serve(db: &Path, options: ServeOptions) -> Result<(), ServeError> 
                 .map_err(ServeError::from);
         }
     }
+    // The file itself, so that the same database reached through another name (a hard link,
+    // whose folder has a lock file of its own) is never served twice.
+    match crate::store::lock_database_file(db) {
+        Ok(FileLock::Held) => {}
+        Ok(FileLock::HeldElsewhere) => {
+            return Err(anyhow!(
+                "на базе {} уже работает другой jira-hub serve: её файл заблокирован другим процессом (та же база под другим именем — жёсткая или символьная ссылка?)",
+                db.display()
+            )
+            .into());
+        }
+        Ok(FileLock::Skipped(why)) => tracing::warn!("{why}"),
+        Err(error) => {
+            return Err(anyhow::Error::from(error).into());
+        }
+    }
     if let Some(backup) = &report.backup {
         tracing::info!(from = report.old_version, backup = %backup.display(), "database migrated at start");
     }
@@ -146,6 +162,9 @@ fn prepare(hub: &mut HubConnection, options: &ServeOptions) -> anyhow::Result<()
     {
         std::fs::create_dir_all(relay)
             .with_context(|| format!("не удалось создать {}", relay.display()))?;
+        // Asked for by the operator: the folder is marked, its four folders made.
+        crate::relay::init_folder(relay)
+            .with_context(|| format!("не удалось подготовить папку реле {}", relay.display()))?;
         let absolute = std::fs::canonicalize(relay)?;
         let mut update = serde_json::Map::new();
         update.insert(
@@ -321,6 +340,9 @@ impl Signals {
 pub async fn run_timers(hub: HubConnection, every: TimerPeriods, shutdown: Shutdown) {
     let hub = Arc::new(Mutex::new(hub));
     let sweep = repeat(&hub, every.claim_sweep, &shutdown, |hub| {
+        // While the database cannot be written, a write that changes nothing shows when it can
+        // again (so `/ready` and `/metrics` clear without waiting for a request).
+        let _ = hub.probe_database();
         if let Err(error) = hub.expire_claims() {
             tracing::error!(%error, "claim timeout sweep failed");
         }

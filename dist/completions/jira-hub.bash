@@ -178,6 +178,9 @@ _jira__hub() {
             jira__hub__subcmd__help__subcmd__refresh,confirm)
                 cmd="jira__hub__subcmd__help__subcmd__refresh__subcmd__confirm"
                 ;;
+            jira__hub__subcmd__help__subcmd__relay,init)
+                cmd="jira__hub__subcmd__help__subcmd__relay__subcmd__init"
+                ;;
             jira__hub__subcmd__help__subcmd__relay,inspect)
                 cmd="jira__hub__subcmd__help__subcmd__relay__subcmd__inspect"
                 ;;
@@ -223,6 +226,9 @@ _jira__hub() {
             jira__hub__subcmd__relay,help)
                 cmd="jira__hub__subcmd__relay__subcmd__help"
                 ;;
+            jira__hub__subcmd__relay,init)
+                cmd="jira__hub__subcmd__relay__subcmd__init"
+                ;;
             jira__hub__subcmd__relay,inspect)
                 cmd="jira__hub__subcmd__relay__subcmd__inspect"
                 ;;
@@ -231,6 +237,9 @@ _jira__hub() {
                 ;;
             jira__hub__subcmd__relay__subcmd__help,help)
                 cmd="jira__hub__subcmd__relay__subcmd__help__subcmd__help"
+                ;;
+            jira__hub__subcmd__relay__subcmd__help,init)
+                cmd="jira__hub__subcmd__relay__subcmd__help__subcmd__init"
                 ;;
             jira__hub__subcmd__relay__subcmd__help,inspect)
                 cmd="jira__hub__subcmd__relay__subcmd__help__subcmd__inspect"
@@ -939,8 +948,22 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__help__subcmd__relay)
-            opts="inspect validate"
+            opts="inspect validate init"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__help__subcmd__relay__subcmd__init)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1265,13 +1288,17 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__refresh)
-            opts="-h --project --since-last --wait --db --log-format --help confirm help"
+            opts="-h --project --since-last --wait --timeout --db --log-format --help confirm help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --project)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1355,7 +1382,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__relay)
-            opts="-h --db --log-format --help inspect validate help"
+            opts="-h --db --log-format --help inspect validate init help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1377,7 +1404,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__relay__subcmd__help)
-            opts="inspect validate help"
+            opts="inspect validate init help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1391,6 +1418,20 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__relay__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__relay__subcmd__help__subcmd__init)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1425,6 +1466,28 @@ _jira__hub() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__relay__subcmd__init)
+            opts="-h --db --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "auto plain journal json" -- "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

@@ -153,15 +153,16 @@ journal\t'Text with the syslog priority as `<N>` first and no timestamp (journal
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l relay-no-notify -d 'List inbox/ on the timer only, without change notifications'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate help" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate init help" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate init help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate help" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate help" -f -a "inspect" -d 'A readable table of one relay file or a whole relay folder'
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate help" -f -a "validate" -d 'Check files against the protocol; exit 1 when any is invalid'
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate init help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate init help" -f -a "inspect" -d 'A readable table of one relay file or a whole relay folder'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate init help" -f -a "validate" -d 'Check files against the protocol; exit 1 when any is invalid'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate init help" -f -a "init" -d 'Prepare a relay folder: make it (when its parent exists), its inbox/, outbox/, archive/ and rejected/, and the marker .jira-hub-relay, after which the hub makes them again if they go missing. Without the marker the hub never makes them in a plain folder: it may be the empty mount point of a share that is not mounted'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate init help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from inspect" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from inspect" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
 plain\t'Text with a timestamp, for a terminal or a file'
@@ -174,8 +175,15 @@ plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from validate" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from init" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from init" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from init" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from help" -f -a "inspect" -d 'A readable table of one relay file or a whole relay folder'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from help" -f -a "validate" -d 'Check files against the protocol; exit 1 when any is invalid'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from help" -f -a "init" -d 'Prepare a relay folder: make it (when its parent exists), its inbox/, outbox/, archive/ and rejected/, and the marker .jira-hub-relay, after which the hub makes them again if they go missing. Without the marker the hub never makes them in a plain folder: it may be the empty mount point of a share that is not mounted'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
@@ -240,13 +248,14 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_s
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from help" -f -a "retry" -d 'Queue failed or skipped commands again (their earlier outcome is kept), or with --batch every failed and skipped command of a batch'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -l project -d 'Refresh this project\'s label only (with its board); everything otherwise' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -l timeout -d 'With --wait, give up after this many seconds (exit 1; the refresh stays queued)' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -l since-last -d 'Only what changed since the last successful run (an incremental refresh; it never removes issues that left the scope)'
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -l wait -d 'Follow the refresh with a progress bar until it ends; exit 1 when it failed'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -l wait -d 'Follow the refresh with a progress bar until it ends; exit 1 when it failed. Says on stderr when no agent has been seen for a while (nobody may be there to run it)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -f -a "confirm" -d 'Apply the removals of a full refresh held by `prune_guard` (see `jira-hub status`)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -301,6 +310,7 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from projects" -f -a "add" -d 'Create a project'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from relay" -f -a "inspect" -d 'A readable table of one relay file or a whole relay folder'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from relay" -f -a "validate" -d 'Check files against the protocol; exit 1 when any is invalid'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from relay" -f -a "init" -d 'Prepare a relay folder: make it (when its parent exists), its inbox/, outbox/, archive/ and rejected/, and the marker .jira-hub-relay, after which the hub makes them again if they go missing. Without the marker the hub never makes them in a plain folder: it may be the empty mount point of a share that is not mounted'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from batches" -f -a "list" -d 'Batches, newest first, with their command counters'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from batches" -f -a "show" -d 'One batch with its commands: status, deliveries, who claimed them, result or error'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from batches" -f -a "cancel" -d 'Cancel a batch: its queued commands become cancelled'

@@ -215,6 +215,11 @@ pub enum RelayCommand {
     Inspect { path: PathBuf },
     /// Check files against the protocol; exit 1 when any is invalid.
     Validate { path: PathBuf },
+    /// Prepare a relay folder: make it (when its parent exists), its inbox/, outbox/, archive/ and
+    /// rejected/, and the marker .jira-hub-relay, after which the hub makes them again if they go
+    /// missing. Without the marker the hub never makes them in a plain folder: it may be the
+    /// empty mount point of a share that is not mounted.
+    Init { path: PathBuf },
 }
 
 #[derive(Debug, Subcommand)]
@@ -366,6 +371,7 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
         },
         Command::Relay(RelayCommand::Inspect { path }) => relay::inspect(&cli.db, &path)?,
         Command::Relay(RelayCommand::Validate { path }) => relay::validate(&cli.db, &path)?,
+        Command::Relay(RelayCommand::Init { path }) => relay::init(&path)?,
         Command::Batches(BatchesCommand::List {
             project,
             status,

@@ -1,4 +1,4 @@
-//! `relay inspect PATH` and `relay validate PATH`.
+//! `relay inspect PATH`, `relay validate PATH` and `relay init DIR`.
 
 use super::Outcome;
 use super::open_read_only_hub;
@@ -7,6 +7,19 @@ use crate::relay::inspect::{collect, escape_for_terminal, format_table, inspect_
 use crate::service::HubConnection;
 use anyhow::Context;
 use std::path::Path;
+
+/// `relay init DIR`: the relay folder made ready, saying what was made.
+pub(crate) fn init(path: &Path) -> anyhow::Result<Outcome> {
+    let made = crate::relay::init_folder(path)
+        .with_context(|| format!("не удалось подготовить папку реле {}", path.display()))?;
+    if made.is_empty() {
+        outln!("{}: already a relay folder; nothing made", path.display());
+    }
+    for made in made {
+        outln!("made {}", made.display());
+    }
+    Ok(Outcome::Success)
+}
 
 pub(crate) fn inspect(db: &Path, path: &Path) -> anyhow::Result<Outcome> {
     let files =

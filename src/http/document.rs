@@ -93,7 +93,14 @@ fn declare_errors(operation: &mut Value) {
         errors.extend([
             ("401", "No token, or an unknown one (code `unauthorized`)."),
             ("403", "The other side's token (code `forbidden`)."),
-            ("503", "The database stayed locked; retry (code `busy`)."),
+            (
+                "503",
+                "The database stayed locked (code `busy`), or cannot be written now or is no longer the file the hub opened (code `database_unavailable`); nothing was written, retry.",
+            ),
+            (
+                "507",
+                "No room on the database's disk (code `disk_full`); nothing was written, retry later.",
+            ),
         ]);
     }
     if has_body || has_parameters {

@@ -13,7 +13,7 @@ mod document;
 mod ops;
 mod server;
 
-use crate::service::{HubConnection, ServiceError};
+use crate::service::{Fault, HubConnection, ServiceError, StoreError};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::{FromRequest, FromRequestParts, Request};
@@ -272,8 +272,13 @@ pub enum ErrorCode {
     Timeout,
     /// 503: the database stayed locked; retry.
     Busy,
-    /// 503 of `/ready`: the database does not answer.
+    /// 503 of `/ready`: the database does not answer, or cannot be written.
     NotReady,
+    /// 507: no room on the database's disk; nothing was written, retry later.
+    DiskFull,
+    /// 503: the database file cannot be written now (read-only, an I/O error) or is no longer
+    /// the file the hub opened; nothing was written.
+    DatabaseUnavailable,
     /// 500: a fault of the hub, details in its log.
     Internal,
 }
@@ -349,6 +354,17 @@ impl From<ServiceError> for ApiError {
                     None,
                     "база занята, повторите запрос",
                 )
+            }
+            ServiceError::Internal(error @ StoreError::Unavailable { fault, .. }) => {
+                tracing::warn!(%error, "a write was refused");
+                let (status, code) = match fault {
+                    Fault::Full => (StatusCode::INSUFFICIENT_STORAGE, ErrorCode::DiskFull),
+                    _ => (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        ErrorCode::DatabaseUnavailable,
+                    ),
+                };
+                ApiError::new(status, code, None, error.to_string())
             }
             ServiceError::Internal(error) => ApiError::internal(error.to_string()),
             error @ ServiceError::Random(_) => ApiError::internal(error.to_string()),

@@ -1,7 +1,7 @@
 //! Operations: liveness, readiness, metrics. No token: they carry no business data.
 
 use super::{ApiError, AppState, ErrorCode};
-use crate::service::Metrics;
+use crate::service::{Fault, Metrics};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
@@ -31,9 +31,12 @@ pub(crate) async fn health() -> Json<Value> {
 #[utoipa::path(get, path = "/ready", tag = "operations",
     responses((status = 200, description = "ready", body = Object), (status = 503, description = "the database does not answer, was never initialised (no tokens), or the relay loop is stuck", body = super::ErrorBody)))]
 pub(crate) async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let (relay_dir, stalled, problem, missing, initialised) = state
+    let (relay_dir, stalled, problem, missing, initialised, fault) = state
         .pool
         .run(|hub| {
+            // While a fault is recorded, a write that changes nothing shows whether it is over.
+            let _ = hub.probe_database();
+            let fault = hub.database_fault();
             let metrics = hub.metrics();
             let settings = hub.settings()?;
             Ok((
@@ -44,6 +47,7 @@ pub(crate) async fn ready(State(state): State<AppState>) -> Result<Json<Value>, 
                     .relay_missing
                     .load(std::sync::atomic::Ordering::Relaxed),
                 settings.tokens.is_some(),
+                fault,
             ))
         })
         .await
@@ -63,6 +67,19 @@ pub(crate) async fn ready(State(state): State<AppState>) -> Result<Json<Value>, 
             ErrorCode::NotReady,
             None,
             "база не инициализирована: токенов нет, клиенты и агент получают отказ; выполните jira-hub init --config FILE",
+        ));
+    }
+    if let Some(seen) = fault {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::NotReady,
+            Some("database"),
+            format!(
+                "база не принимает записи ({}) с {}: {}",
+                seen.fault.name(),
+                crate::domain::time::format_utc(seen.since),
+                seen.detail
+            ),
         ));
     }
     if let Some(silent) = stalled {
@@ -101,6 +118,8 @@ struct Figures {
     oldest_queued_age: i64,
     /// Each agent with the seconds since it was last seen.
     agents_last_seen_age: Vec<(String, i64)>,
+    /// What is wrong with the database file (`disk_full`, `read_only`, `io_error`, `moved`).
+    database_fault: Option<&'static str>,
 }
 
 /// The process's metrics registry, built once with the router: one collector that reads the
@@ -199,6 +218,21 @@ impl Collector for HubCollector {
             queue.metric_type(),
         )?;
         queue.encode(metric)?;
+        let faults = Family::<FaultLabel, Gauge>::default();
+        for fault in [Fault::Full, Fault::ReadOnly, Fault::Io, Fault::Moved] {
+            faults
+                .get_or_create(&FaultLabel {
+                    fault: fault.name().to_string(),
+                })
+                .set(i64::from(figures.database_fault == Some(fault.name())));
+        }
+        let metric = encoder.encode_descriptor(
+            "jira_hub_database_fault",
+            "1 for what keeps the database from being written now (a full disk, a read-only or moved file, an I/O error), until a write succeeds",
+            None,
+            faults.metric_type(),
+        )?;
+        faults.encode(metric)?;
         if let Some(age) = figures.last_full_refresh_age {
             encode_gauge(
                 &mut encoder,
@@ -299,6 +333,11 @@ fn encode_gauge(
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabel {
     status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FaultLabel {
+    fault: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -449,7 +488,10 @@ pub(crate) async fn metrics(
             .get(header::ACCEPT)
             .and_then(|value| value.to_str().ok()),
     );
-    let status = state.pool.run(|hub| hub.status()).await?;
+    let (status, fault) = state
+        .pool
+        .run(|hub| Ok((hub.status()?, hub.database_fault())))
+        .await?;
     let now = time::OffsetDateTime::now_utc();
     let age = |at: &crate::domain::time::Utc| (now - at.at()).whole_seconds().max(0);
     let figures = Figures {
@@ -483,6 +525,7 @@ pub(crate) async fn metrics(
             .iter()
             .map(|agent| (agent.agent.clone(), age(&agent.last_seen_at)))
             .collect(),
+        database_fault: fault.map(|seen| seen.fault.name()),
     };
     let mut text = String::new();
     {

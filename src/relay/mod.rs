@@ -28,6 +28,57 @@ use std::time::Duration;
 /// The four folders the relay keeps inside `relay_dir`.
 pub(crate) const FOLDERS: [&str; 4] = ["inbox", "outbox", "archive", "rejected"];
 
+/// The file that marks a folder the hub set up as a relay folder (`jira-hub relay init`, the
+/// quick start's `--default-relay-dir`, or a freshly mounted empty share): only there does the
+/// relay make its four folders again when they are missing.
+pub(crate) const MARKER: &str = ".jira-hub-relay";
+
+/// Whether the relay may make its missing folders in `dir`: the folder carries the marker, or is
+/// a mount point (its device differs from its parent's: a share is mounted there, so the folders
+/// land on the share). An empty folder that is not a mount point may be where a share is
+/// mounted when it is up: the folders would go to the local disk, where the agent never looks.
+pub(crate) fn may_make_folders(dir: &Path) -> bool {
+    dir.join(MARKER).exists() || is_mount_point(dir)
+}
+
+/// Whether `dir` is a mount point: its device differs from its parent's (or it is `/`).
+pub(crate) fn is_mount_point(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(own) = std::fs::metadata(dir) else {
+        return false;
+    };
+    match std::fs::metadata(dir.join("..")) {
+        Ok(parent) => parent.dev() != own.dev() || parent.ino() == own.ino(),
+        Err(_) => false,
+    }
+}
+
+/// `jira-hub relay init DIR` and the quick start: makes `dir` (when its parent exists), its four
+/// folders and the marker. Returns what was made.
+pub(crate) fn init_folder(dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    let mut made = Vec::new();
+    if !dir.is_dir() {
+        std::fs::create_dir(dir)?;
+        made.push(dir.to_path_buf());
+    }
+    for folder in FOLDERS {
+        let path = dir.join(folder);
+        if std::fs::symlink_metadata(&path).is_err() {
+            std::fs::create_dir(&path)?;
+            made.push(path);
+        }
+    }
+    let marker = dir.join(MARKER);
+    if !marker.exists() {
+        std::fs::write(
+            &marker,
+            "This folder is a jira-hub relay folder: the hub makes inbox/, outbox/, archive/ and rejected/ here when they are missing.\n",
+        )?;
+        made.push(marker);
+    }
+    Ok(made)
+}
+
 /// The relay's timings and limits: options of `serve`, not settings.
 #[derive(Debug, Clone)]
 pub struct RelayOptions {
@@ -96,5 +147,24 @@ pub(crate) fn describe_relay_dir(relay_dir: Option<&str>) -> String {
                 .collect();
             format!("{dir}: {}", counts.join(", "))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `/proc` is a mount point wherever Linux runs; a folder made in the temp folder is not.
+    #[test]
+    fn a_mount_point_is_told_by_its_device() {
+        assert!(is_mount_point(Path::new("/proc")));
+        assert!(is_mount_point(Path::new("/")));
+        let dir = std::env::temp_dir().join(format!("jira-hub-mnt-{}", std::process::id()));
+        let _ = std::fs::create_dir(&dir);
+        assert!(!is_mount_point(&dir));
+        assert!(!may_make_folders(&dir));
+        std::fs::write(dir.join(MARKER), "").unwrap();
+        assert!(may_make_folders(&dir));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -196,7 +196,7 @@ impl Relay {
 
     /// The background thread; the relay's own commits then leave checkpoints to
     /// [`Relay::note_applied`]. Without it everything is done in line, as in [`Relay::pass`].
-    fn start_background(&self) -> Option<Background> {
+    fn start_background(&mut self) -> Option<Background> {
         match Background::start() {
             Ok(background) => {
                 if let Err(error) = self.hub.defer_checkpoints() {
@@ -413,6 +413,7 @@ impl Relay {
             self.current = None;
             return Ok(None);
         }
+        let mut absent = Vec::new();
         for folder in FOLDERS {
             let path = dir.join(folder);
             match path.symlink_metadata() {
@@ -425,11 +426,36 @@ impl Relay {
                     self.current = None;
                     return Ok(None);
                 }
-                Err(_) => std::fs::create_dir(&path).map_err(|source| RelayError::Io {
-                    context: format!("cannot create {}", path.display()),
-                    source,
-                })?,
+                Err(_) => absent.push(path),
             }
+        }
+        if !absent.is_empty() {
+            if !super::may_make_folders(&dir) {
+                // An empty mount point of a share that is not mounted looks just like this: the
+                // folders would be made on the local disk, where the agent never looks.
+                self.hub
+                    .metrics()
+                    .relay_missing
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                self.report_problem(Some(format!(
+                    "в папке реле {} нет {} (и метки {}): общая папка не смонтирована? Если это и есть папка реле, подготовьте её: jira-hub relay init {}",
+                    dir.display(),
+                    FOLDERS
+                        .iter()
+                        .map(|f| format!("{f}/"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    super::MARKER,
+                    dir.display()
+                )));
+                self.current = None;
+                return Ok(None);
+            }
+            super::init_folder(&dir).map_err(|source| RelayError::Io {
+                context: format!("cannot create the relay's folders in {}", dir.display()),
+                source,
+            })?;
+            tracing::info!(relay_dir = %dir.display(), "the relay's missing folders were made");
         }
         self.report_problem(None);
         if self

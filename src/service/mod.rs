@@ -25,6 +25,7 @@ pub use console::{
     ProjectIssues, RelayState,
 };
 pub(crate) use metrics::{Metrics, RELAY_STALL_LIMIT};
+pub use store::{Fault, FaultSeen, StoreError};
 pub(crate) use tokens::TokenRole;
 pub use views::{
     AgentView, AttemptView, BatchSummary, BatchView, CommandView, CommentView, CountsView,
@@ -51,7 +52,7 @@ use crate::domain::jql::base_jql;
 use crate::domain::project::validate_new_project;
 use crate::domain::settings::{Settings, validate_update};
 use crate::domain::time::Utc;
-use crate::store::{self, BackupKind, OpenReport, Store, StoreError};
+use crate::store::{self, BackupKind, OpenReport, Store};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -86,6 +87,15 @@ impl From<StoreError> for ServiceError {
             StoreError::Conflict { field, message } => ServiceError::Conflict { field, message },
             busy @ StoreError::Busy(_) => ServiceError::Busy(busy),
             other => ServiceError::Internal(other),
+        }
+    }
+}
+
+impl store::AsStoreError for ServiceError {
+    fn as_store_error(&self) -> Option<&StoreError> {
+        match self {
+            ServiceError::Busy(error) | ServiceError::Internal(error) => Some(error),
+            _ => None,
         }
     }
 }
@@ -181,8 +191,7 @@ impl HubConnection {
     /// Another connection to the same database, sharing the clock and the pacing state: one per
     /// thread that serves requests.
     pub fn connect(&self) -> Result<HubConnection> {
-        let (store, _) =
-            Store::open_with(self.store.path(), self.clock.now(), store::Create::Never)?;
+        let store = self.store.reconnect(self.clock.now())?;
         Ok(HubConnection {
             store,
             clock: self.clock.clone(),
@@ -195,7 +204,7 @@ impl HubConnection {
 
     /// Commits on this connection leave the WAL's checkpoints to [`HubConnection::checkpoint`]
     /// (the relay runs them between requests, so that no commit waits for one).
-    pub(crate) fn defer_checkpoints(&self) -> Result<()> {
+    pub(crate) fn defer_checkpoints(&mut self) -> Result<()> {
         Ok(self.store.defer_checkpoints()?)
     }
 
@@ -207,6 +216,18 @@ impl HubConnection {
     /// Copies the WAL into the database file as far as readers allow, waiting for nobody.
     pub(crate) fn checkpoint(&self) -> Result<()> {
         Ok(self.store.checkpoint()?)
+    }
+
+    /// What is wrong with the database file, if anything: the fault the last write met (no
+    /// write succeeded since), or the file at the path not being the one the hub opened.
+    pub fn database_fault(&self) -> Option<store::FaultSeen> {
+        self.store.health()
+    }
+
+    /// While a fault is recorded, tries a write that changes nothing, so the hub finds out by
+    /// itself that the cause is gone (the timers call it).
+    pub fn probe_database(&mut self) -> Result<()> {
+        Ok(self.store.probe_write()?)
     }
 
     /// The process's counters.

@@ -31,6 +31,9 @@ pub(crate) enum BackupKind {
     Manual,
     /// The daemon's daily copy: `<stamp>-periodic.sqlite`, the newest `backup_keep` kept.
     Periodic,
+    /// What the daemon's connection still reads of a database file deleted or replaced under
+    /// it: `<stamp>-rescued.sqlite`, never pruned.
+    Rescued,
 }
 
 const PERIODIC_SUFFIX: &str = "periodic";
@@ -82,6 +85,7 @@ fn backup_names(
         BackupKind::Migration { from } => format!("{}-schema-v{from}", backup_stamp(now)),
         BackupKind::Manual => format!("{}-manual", backup_stamp(now)),
         BackupKind::Periodic => format!("{}-{PERIODIC_SUFFIX}", backup_stamp(now)),
+        BackupKind::Rescued => format!("{}-rescued", backup_stamp(now)),
     };
     if matches!(kind, BackupKind::Migration { .. }) {
         remove_stale_migration_partials(&dir);
@@ -521,8 +525,78 @@ impl Store {
         Ok(Some(made))
     }
 
+    /// A copy of what this connection reads, made through it (not a new connection: the path
+    /// may name another file, or none): the database the hub served when its file was deleted
+    /// or replaced under it, every acknowledged write included.
+    pub(super) fn rescue_copy(&self, now: OffsetDateTime) -> Result<PathBuf> {
+        let made = write_backup(&self.conn, &self.path, BackupKind::Rescued, now);
+        self.conn
+            .query_row(
+                &format!("PRAGMA mmap_size = {}", super::MMAP_BYTES),
+                [],
+                |_| Ok(()),
+            )
+            .map(|_| ())
+            .or_else(|error| match error {
+                rusqlite::Error::QueryReturnedNoRows => Ok(()),
+                other => Err(other),
+            })?;
+        made
+    }
+
     /// An online backup now (`jira-hub backup`).
     pub(crate) fn backup_now(&self, kind: BackupKind, now: OffsetDateTime) -> Result<PathBuf> {
         write_backup(&self.reader()?, &self.path, kind, now)
+    }
+}
+
+/// Whether this process now holds the database file itself exclusively.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FileLock {
+    Held,
+    /// Another process holds it: the same file under another name (a hard or symbolic link).
+    HeldElsewhere,
+    /// Not taken: the file is on a network file system, where the lock would be SQLite's own.
+    Skipped(String),
+}
+
+/// Locks the database file itself (`flock`, exclusive, not waiting) through the descriptor kept
+/// for the life of the process, so that two daemons cannot serve one file reached through two
+/// names (the data folder's lock file belongs to the folder, and a hard link has another one).
+/// On Linux, `flock` locks and the `fcntl` byte-range locks SQLite takes on the same file do not
+/// interact (flock(2), "Since Linux 2.0 … there is no interaction between the types of lock
+/// placed by flock() and fcntl(2)"), except over NFS and SMB, where the kernel emulates `flock`
+/// with whole-file byte-range locks (and on SMB makes them mandatory): there it is not taken.
+pub(crate) fn lock_database_file(db_path: &Path) -> Result<FileLock> {
+    const NETWORK_FILE_SYSTEMS: [(i64, &str); 4] = [
+        (0x6969, "NFS"),
+        (0x517B, "SMB"),
+        (0xFF53_4D42, "CIFS"),
+        (0xFE53_4D42, "SMB2"),
+    ];
+    let file = database_file(db_path)?;
+    let kind = rustix::fs::fstatfs(file)
+        // `f_type`'s width differs between architectures.
+        .map(|stat| {
+            #[allow(clippy::useless_conversion)]
+            i64::from(stat.f_type)
+        })
+        .unwrap_or_default();
+    if let Some((_, name)) = NETWORK_FILE_SYSTEMS
+        .iter()
+        .find(|(magic, _)| *magic == kind)
+    {
+        return Ok(FileLock::Skipped(format!(
+            "{} is on {name}: the database file itself is not locked (only its folder is)",
+            db_path.display()
+        )));
+    }
+    match file.try_lock() {
+        Ok(()) => Ok(FileLock::Held),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(FileLock::HeldElsewhere),
+        Err(std::fs::TryLockError::Error(source)) => Err(StoreError::Io {
+            context: format!("не удалось заблокировать {}", db_path.display()),
+            source,
+        }),
     }
 }

@@ -13,6 +13,7 @@ mod backup;
 mod commands;
 mod console;
 mod held;
+mod health;
 mod migrations;
 mod mirror;
 mod projects;
@@ -21,9 +22,10 @@ mod status;
 mod tx;
 
 pub(crate) use agents::AgentSeen;
-pub(crate) use backup::BackupKind;
+pub(crate) use backup::{BackupKind, FileLock, lock_database_file};
 pub(crate) use commands::{AttemptRow, BatchRow, CommandRow, Finish};
 pub(crate) use held::HeldRow;
+pub use health::{Fault, FaultSeen};
 pub(crate) use migrations::{CURRENT_SCHEMA_VERSION, CURRENT_V4_REVISION};
 pub(crate) use mirror::{CommentRow, IssueRow, IssueText, NoteRow};
 pub(crate) use status::{AGENTS_LISTED, AgentRow, RunRow, StatusCounts};
@@ -31,6 +33,7 @@ pub(crate) use tx::Tx;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 use time::OffsetDateTime;
 
@@ -86,6 +89,11 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// The database file cannot be written now (a full disk, a read-only file, an I/O error) or
+    /// is no longer the file the hub opened; nothing was written, the same request may succeed
+    /// once the cause is gone.
+    #[error("{}: {detail}", unavailable_words(*fault))]
+    Unavailable { fault: Fault, detail: String },
     /// Another connection held the lock past the busy timeout (`SQLITE_BUSY`, `SQLITE_LOCKED`):
     /// nothing was written, the same request may succeed later.
     #[error("база данных занята: {0}")]
@@ -96,15 +104,49 @@ pub enum StoreError {
     Json(#[from] serde_json::Error),
 }
 
-/// SQLite's own code decides whether an error is a busy database, never its message.
+/// SQLite's own code decides whether an error is a busy database or a fault of the file, never
+/// its message.
 impl From<rusqlite::Error> for StoreError {
     fn from(error: rusqlite::Error) -> Self {
+        if let Some(fault) = Fault::of(&error) {
+            return StoreError::Unavailable {
+                fault,
+                detail: error.to_string(),
+            };
+        }
         match error.sqlite_error_code() {
             Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
                 StoreError::Busy(error)
             }
             _ => StoreError::Sqlite(error),
         }
+    }
+}
+
+fn unavailable_words(fault: Fault) -> &'static str {
+    match fault {
+        Fault::Full => {
+            "на диске базы нет места, запись не сделана; повторите, когда место появится"
+        }
+        Fault::ReadOnly => {
+            "файл базы или его папка доступны только для чтения, запись не сделана; повторите, когда запись будет разрешена"
+        }
+        Fault::Io => "ошибка ввода-вывода базы, запись не сделана",
+        Fault::Moved => {
+            "файл базы удалён или заменён, пока хаб работал: запись не сделана; верните файл на место или перезапустите хаб"
+        }
+    }
+}
+
+/// The store's error inside a caller's error type, so a transaction can tell a fault of the
+/// file (to record it, and to replace a spoiled connection) whatever the caller wraps it in.
+pub(crate) trait AsStoreError {
+    fn as_store_error(&self) -> Option<&StoreError>;
+}
+
+impl AsStoreError for StoreError {
+    fn as_store_error(&self) -> Option<&StoreError> {
+        Some(self)
     }
 }
 
@@ -132,6 +174,13 @@ pub(crate) struct Store {
     conn: Connection,
     /// The database file; backups go to `backups/` beside it.
     path: PathBuf,
+    /// The device and inode of the file this process opened at `path` (its first connection's):
+    /// a write is refused when the path names another file, or none.
+    identity: (u64, u64),
+    /// The faults writes met, shared by every connection of the process ([`Store::reconnect`]).
+    health: Arc<health::DbHealth>,
+    /// Whether this connection leaves checkpoints to its owner (kept when it is replaced).
+    deferred_checkpoints: bool,
 }
 
 impl Store {
@@ -218,9 +267,14 @@ impl Store {
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         tune(&conn)?;
+        let identity =
+            health::identity_of(path).ok_or_else(|| StoreError::Missing(path.to_path_buf()))?;
         let mut store = Store {
             conn,
             path: path.to_path_buf(),
+            identity,
+            health: Arc::default(),
+            deferred_checkpoints: false,
         };
         let outcome = migrations::migrate(&mut store, now)?;
         warnings.extend(outcome.warnings);
@@ -281,6 +335,9 @@ impl Store {
         Ok(Store {
             conn,
             path: path.to_path_buf(),
+            identity: health::identity_of(path).unwrap_or_default(),
+            health: Arc::default(),
+            deferred_checkpoints: false,
         })
     }
 
@@ -327,18 +384,148 @@ impl Store {
     /// Runs `f` in a write transaction taken at once (`BEGIN IMMEDIATE`), so that what it reads
     /// cannot change before it writes; commits when `f` succeeds, rolls back otherwise.
     fn write<T>(&mut self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let value = f(&tx)?;
-        tx.commit()?;
-        Ok(value)
+        self.writable_connection();
+        let (path, identity) = (self.path.clone(), self.identity);
+        let result = (|| {
+            let tx = self
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let value = f(&tx)?;
+            health::check_identity(&path, identity)?;
+            tx.commit()?;
+            Ok(value)
+        })();
+        self.after_write(result)
+    }
+
+    /// What a write's outcome says of the file: a fault is recorded (and a connection that
+    /// stays read-only or broken is replaced), a success clears the last one.
+    pub(super) fn after_write<T, E: AsStoreError>(
+        &mut self,
+        result: std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        match &result {
+            Ok(_) => self.health.clear(),
+            Err(error) => {
+                if let Some(StoreError::Unavailable { fault, detail }) = error.as_store_error() {
+                    let (fault, detail) = (*fault, detail.clone());
+                    self.note_fault(fault, detail);
+                    if fault.spoils_connection() {
+                        self.replace_connection();
+                    }
+                }
+            }
+        }
+        result
+    }
+
+    /// Records a fault for the process; the first time the file is found deleted or replaced,
+    /// what this connection still reads of it is copied into `backups/` (`<stamp>-rescued`),
+    /// so nothing the hub acknowledged before is lost with the file.
+    fn note_fault(&self, fault: Fault, detail: String) {
+        if self.health.record(fault, detail) && fault == Fault::Moved {
+            match self.rescue_copy(OffsetDateTime::now_utc()) {
+                Ok(copy) => tracing::error!(
+                    copy = %copy.display(),
+                    "the database file was deleted or replaced under the hub; what it held is copied"
+                ),
+                Err(error) => tracing::error!(
+                    %error,
+                    "the database file was deleted or replaced under the hub, and could not be copied"
+                ),
+            }
+        }
+    }
+
+    /// A connection SQLite opened read-only (the file could not be written then) stays so for
+    /// good: before a write it is replaced, so writes work again once the file is writable.
+    pub(super) fn writable_connection(&mut self) {
+        if self.conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(false) {
+            self.replace_connection();
+        }
+    }
+
+    /// Opens a new connection in place of this one (the old one is closed: SQLite keeps the
+    /// process's locks on the file while another connection holds them). When the file cannot
+    /// be opened now, the old one stays, to be replaced at the next fault.
+    fn replace_connection(&mut self) {
+        let opened = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(StoreError::from)
+        .and_then(|conn| {
+            conn.busy_timeout(BUSY_TIMEOUT)?;
+            conn.pragma_update(None, "synchronous", "FULL")?;
+            conn.pragma_update(None, "foreign_keys", "ON")?;
+            tune(&conn)?;
+            if self.deferred_checkpoints {
+                conn.query_row("PRAGMA wal_autocheckpoint = 0", [], |_| Ok(()))
+                    .optional()?;
+            }
+            Ok(conn)
+        });
+        match opened {
+            Ok(conn) => {
+                tracing::debug!("a database connection that met a fault was replaced");
+                self.conn = conn;
+            }
+            Err(error) => tracing::warn!(%error, "cannot open a new database connection"),
+        }
+    }
+
+    /// Another connection to the same file, sharing what writes met; refused (never created)
+    /// when the path no longer names the file this store opened.
+    pub(crate) fn reconnect(&self, now: OffsetDateTime) -> Result<Store> {
+        health::check_identity(&self.path, self.identity).inspect_err(|error| {
+            if let StoreError::Unavailable { fault, detail } = error {
+                self.note_fault(*fault, detail.clone());
+            }
+        })?;
+        let (mut store, _) = Store::open_with(&self.path, now, Create::Never)?;
+        health::check_identity(&self.path, self.identity)?;
+        store.identity = self.identity;
+        store.health = self.health.clone();
+        Ok(store)
+    }
+
+    /// The fault the last write met, if no write succeeded since; the file at the path not
+    /// being the one opened is checked now (a `stat`), whatever the writes met.
+    pub(crate) fn health(&self) -> Option<FaultSeen> {
+        if let Err(StoreError::Unavailable { fault, detail }) =
+            health::check_identity(&self.path, self.identity)
+        {
+            self.note_fault(fault, detail);
+        } else if self
+            .health
+            .current()
+            .is_some_and(|seen| seen.fault == Fault::Moved)
+        {
+            // The file is back where it was.
+            self.health.clear();
+        }
+        self.health.current()
+    }
+
+    /// A write that changes nothing (the header's revision number set to itself, which SQLite
+    /// writes as a page like any other): while a fault is recorded, shows whether writing works
+    /// again without waiting for a request.
+    pub(crate) fn probe_write(&mut self) -> Result<()> {
+        if self.health.current().is_none() {
+            return Ok(());
+        }
+        self.write(|tx| {
+            let revision: i64 = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+            tx.pragma_update(None, "user_version", revision)?;
+            Ok(())
+        })
     }
 
     /// Commits on this connection stop running SQLite's automatic checkpoint (which copies the
     /// WAL into the database file inside the commit that crosses 1,000 pages): whoever calls this
     /// checkpoints with [`Store::checkpoint`], off the commit's path.
-    pub(crate) fn defer_checkpoints(&self) -> Result<()> {
+    pub(crate) fn defer_checkpoints(&mut self) -> Result<()> {
+        self.deferred_checkpoints = true;
         self.conn
             .query_row("PRAGMA wal_autocheckpoint = 0", [], |_| Ok(()))
             .optional()?;

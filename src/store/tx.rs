@@ -2,7 +2,7 @@
 //! (a claim, a report) runs in one transaction while rusqlite stays inside this module. The
 //! queries are methods of [`Tx`], grouped by table in the sibling files.
 
-use super::{Result, Store, StoreError};
+use super::{AsStoreError, Result, Store, StoreError};
 use crate::domain::command::{CommandType, RunKind, RunStatus};
 use crate::domain::time::Utc;
 use rusqlite::{Transaction, TransactionBehavior};
@@ -13,18 +13,26 @@ pub(crate) struct Tx<'c>(pub(super) Transaction<'c>);
 impl Store {
     /// Runs `f` in a write transaction taken at once (`BEGIN IMMEDIATE`); commits when it
     /// succeeds, rolls back (nothing written) when it fails.
-    pub(crate) fn transact<T, E: From<StoreError>>(
+    /// Before the commit, the file at the path must still be the one opened (a write into a
+    /// deleted file would be acknowledged and lost).
+    pub(crate) fn transact<T, E: From<StoreError> + AsStoreError>(
         &mut self,
         f: impl FnOnce(&Tx<'_>) -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(StoreError::from)?;
-        let tx = Tx(tx);
-        let value = f(&tx)?;
-        tx.0.commit().map_err(StoreError::from)?;
-        Ok(value)
+        self.writable_connection();
+        let (path, identity) = (self.path.clone(), self.identity);
+        let result = (|| {
+            let tx = self
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(StoreError::from)?;
+            let tx = Tx(tx);
+            let value = f(&tx)?;
+            super::health::check_identity(&path, identity)?;
+            tx.0.commit().map_err(StoreError::from)?;
+            Ok(value)
+        })();
+        self.after_write(result)
     }
 
     /// Runs `f` on one consistent snapshot, without taking the write lock.

@@ -55,3 +55,352 @@ fn a_database_gone_between_two_starts_is_not_silently_made_anew() {
     assert_eq!(status, 200, "{body}");
     drop(daemon);
 }
+
+/// Runs `chattr` (`+i`/`-i`: immutable, which stops root too); `false` when this machine cannot
+/// (not root, or a file system without the flag), for the test to skip visibly.
+fn chattr(flag: &str, path: &std::path::Path) -> bool {
+    std::process::Command::new("chattr")
+        .arg(flag)
+        .arg(path)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// A hub initialised from the example config; its client token.
+fn initialised(dir: &TestDir) -> String {
+    let hub = ready_hub(dir, &clock());
+    let token = hub.tokens().unwrap().unwrap().client;
+    drop(hub);
+    token
+}
+
+fn post_batch(address: &str, token: &str, title: &str) -> (u16, serde_json::Value) {
+    http(
+        address,
+        "POST",
+        "/batches",
+        Some(token),
+        Some(
+            &serde_json::json!({"title": title, "author": "ivanov", "commands": [
+            {"type": "comment", "params": {"key": "AURORA-1", "body": "x".repeat(2000)}}]}),
+        ),
+    )
+}
+
+fn batch_titles(db: &std::path::Path) -> Vec<String> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut statement = conn.prepare("SELECT title FROM batch ORDER BY id").unwrap();
+    statement
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// A second daemon on the same database file reached through a hard link (another folder,
+/// another folder lock) is refused: the file itself is locked.
+#[test]
+fn a_database_reached_through_a_hard_link_is_served_once() {
+    let dir = TestDir::new();
+    initialised(&dir);
+    let _first = Daemon::start(&dir.db(), &[]);
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    let link = other.join("hub.sqlite");
+    std::fs::hard_link(dir.db(), &link).unwrap();
+    let second = run(&link, &["serve", "--listen", "127.0.0.1:0"]);
+    assert_eq!(second.code, 1, "{second:?}");
+    assert!(
+        second.stderr.contains("уже работает другой jira-hub serve")
+            && second.stderr.contains("жёсткая или символьная ссылка"),
+        "{second:?}"
+    );
+}
+
+/// The database file renamed away under the daemon: writes are refused (503
+/// `database_unavailable`, nothing acknowledged), `/ready` is 503 naming it; renamed back,
+/// everything works again by itself. Deleted: the same, and nothing answered 201 is lost.
+#[test]
+fn a_database_moved_or_deleted_under_the_daemon_takes_no_writes() {
+    let dir = TestDir::new();
+    let token = initialised(&dir);
+    let daemon = Daemon::start(&dir.db(), &[]);
+    let (status, body) = post_batch(&daemon.address, &token, "до");
+    assert_eq!(status, 201, "{body}");
+    let aside = dir.path().join("data/hub.sqlite.aside");
+    std::fs::rename(dir.db(), &aside).unwrap();
+    let (status, body) = post_batch(&daemon.address, &token, "пока файла нет");
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], "database_unavailable", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("удалён или заменён"),
+        "{body}"
+    );
+    let (status, ready) = http(&daemon.address, "GET", "/ready", None, None);
+    assert_eq!(status, 503, "{ready}");
+    assert!(
+        ready["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("moved"),
+        "{ready}"
+    );
+    let (_, metrics) = http(&daemon.address, "GET", "/metrics", None, None);
+    let metrics = metrics
+        .as_str()
+        .map(String::from)
+        .unwrap_or_else(|| metrics.to_string());
+    assert!(
+        metrics.contains("jira_hub_database_fault{fault=\"moved\"} 1"),
+        "{metrics}"
+    );
+    std::fs::rename(&aside, dir.db()).unwrap();
+    let (status, ready) = http(&daemon.address, "GET", "/ready", None, None);
+    assert_eq!(status, 200, "{ready}");
+    let (status, body) = post_batch(&daemon.address, &token, "после");
+    assert_eq!(status, 201, "{body}");
+
+    std::fs::remove_file(dir.db()).unwrap();
+    let (status, body) = post_batch(&daemon.address, &token, "в удалённый файл");
+    assert_eq!(status, 503, "{body}");
+    let (status, _) = http(&daemon.address, "GET", "/ready", None, None);
+    assert_eq!(status, 503);
+    drop(daemon);
+    assert!(!dir.db().exists(), "no database made in its place");
+    // What the deleted file held, every acknowledged write included, was copied when the hub
+    // found it gone.
+    let rescued: Vec<String> = dir
+        .backups()
+        .into_iter()
+        .filter(|name| name.contains("-rescued"))
+        .collect();
+    assert_eq!(rescued.len(), 2, "one copy per loss: {rescued:?}");
+    // The second copy (the same second gets `-2`) holds what was written after the file came back.
+    let titles: Vec<String> = rescued
+        .iter()
+        .flat_map(|name| batch_titles(&dir.backup_path(name)))
+        .collect();
+    assert!(
+        titles.iter().any(|t| t == "до") && titles.iter().any(|t| t == "после"),
+        "{titles:?}"
+    );
+    assert!(
+        !titles
+            .iter()
+            .any(|t| t.starts_with("пока") || t.starts_with("в удал"))
+    );
+}
+
+/// A connection opened while the database file could not be written is read-only for good in
+/// SQLite: the hub replaces it before its next write, so once the file is writable again every
+/// connection writes (before, half the HTTP pool answered 500 until a restart).
+#[test]
+fn a_connection_opened_while_the_file_was_read_only_writes_once_it_is_writable() {
+    let dir = TestDir::new();
+    let hub = ready_hub(&dir, &clock());
+    if !chattr("+i", &dir.db()) {
+        eprintln!(
+            "SKIPPED: chattr +i is not possible here (needs root and a file system with the flag)"
+        );
+        return;
+    }
+    let opened = hub.connect();
+    assert!(chattr("-i", &dir.db()));
+    let mut second = opened.expect("a read-only connection opens");
+    second
+        .enqueue_batch(&batch(serde_json::json!({"title": "после", "author": "a",
+            "commands": [{"type": "comment", "params": {"key": "AURORA-1", "body": "x"}}]})))
+        .expect("the file is writable again");
+    assert_eq!(batch_titles(&dir.db()), ["после"]);
+}
+
+/// The database file and its WAL made immutable under the daemon (read-only even for root):
+/// writes are 503 `database_unavailable` with nothing acknowledged, `/ready` and `/metrics` say
+/// so; made writable again, the hub finds out by itself and every write succeeds.
+#[test]
+fn a_database_made_read_only_and_back_under_the_daemon() {
+    let dir = TestDir::new();
+    let token = initialised(&dir);
+    let daemon = Daemon::start(&dir.db(), &[]);
+    let (status, body) = post_batch(&daemon.address, &token, "до");
+    assert_eq!(status, 201, "{body}");
+    let wal = std::path::PathBuf::from(format!("{}-wal", dir.db().display()));
+    if !chattr("+i", &dir.db()) {
+        eprintln!(
+            "SKIPPED: chattr +i is not possible here (needs root and a file system with the flag)"
+        );
+        return;
+    }
+    assert!(chattr("+i", &wal));
+    let refused = post_batch(&daemon.address, &token, "пока только чтение");
+    let ready = http(&daemon.address, "GET", "/ready", None, None);
+    let (_, metrics) = http(&daemon.address, "GET", "/metrics", None, None);
+    assert!(chattr("-i", &dir.db()) && chattr("-i", &wal));
+    assert_eq!(refused.0, 503, "{}", refused.1);
+    assert_eq!(refused.1["error"]["code"], "database_unavailable");
+    assert_eq!(ready.0, 503, "{}", ready.1);
+    let metrics = metrics
+        .as_str()
+        .map(String::from)
+        .unwrap_or_else(|| metrics.to_string());
+    assert!(
+        metrics.contains("jira_hub_database_fault{fault=\"io_error\"} 1")
+            || metrics.contains("jira_hub_database_fault{fault=\"read_only\"} 1"),
+        "{metrics}"
+    );
+    let (status, ready) = http(&daemon.address, "GET", "/ready", None, None);
+    assert_eq!(status, 200, "{ready}");
+    for i in 0..20 {
+        let (status, body) = post_batch(&daemon.address, &token, &format!("после {i}"));
+        assert_eq!(status, 201, "{i}: {body}");
+    }
+    drop(daemon);
+    let titles = batch_titles(&dir.db());
+    assert_eq!(
+        titles.iter().filter(|t| t.starts_with("после")).count(),
+        20,
+        "{titles:?}"
+    );
+    assert!(titles.iter().any(|t| t == "до"), "{titles:?}");
+    assert!(!titles.iter().any(|t| t == "пока только чтение"));
+}
+
+/// A full disk under the daemon (a 4 MiB tmpfs over the data folder, in a mount namespace of
+/// its own): writes are 507 `disk_full` with nothing acknowledged, `/ready` says so; space freed,
+/// the hub finds out by itself and writes again. Skipped, saying why, where mount namespaces are
+/// not allowed.
+#[test]
+fn a_full_disk_under_the_daemon() {
+    use std::io::BufRead;
+    let dir = TestDir::new();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let control = dir.path();
+    let script = r#"
+        mount -t tmpfs -o size=4m tmpfs "$1" || exit 97
+        "$0" --db "$1/hub.sqlite" init --config "$3" > "$2/init.out" 2>&1 || exit 98
+        "$0" --db "$1/hub.sqlite" serve --listen 127.0.0.1:0 &
+        echo $! > "$2/serve.pid"
+        while [ ! -e "$2/fill" ]; do sleep 0.02; done
+        dd if=/dev/zero of="$1/filler" bs=4096 2>/dev/null
+        touch "$2/filled"
+        while [ ! -e "$2/free" ]; do sleep 0.02; done
+        rm "$1/filler"
+        touch "$2/freed"
+        wait
+    "#;
+    let mut child = std::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", script])
+        .arg(env!("CARGO_BIN_EXE_jira-hub"))
+        .arg(&data)
+        .arg(control)
+        .arg(example_config())
+        .env_remove("JIRA_HUB_DB")
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    let Ok(child) = child.as_mut() else {
+        eprintln!("SKIPPED: unshare cannot run here");
+        return;
+    };
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().and_then(Result::ok).unwrap_or_default();
+    let Some(address) = first
+        .rsplit("http://")
+        .next()
+        .filter(|a| a.starts_with("127."))
+    else {
+        let status = child.wait().unwrap();
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        eprintln!(
+            "SKIPPED: no tmpfs in a mount namespace here ({status}; unshare -m and mount need CAP_SYS_ADMIN): {stderr}"
+        );
+        return;
+    };
+    let address = address.trim().to_string();
+    std::thread::spawn(move || for _ in lines {});
+    let init = std::fs::read_to_string(control.join("init.out")).unwrap();
+    let token = init
+        .lines()
+        .find_map(|line| line.strip_prefix("client token:"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let serve_pid = std::fs::read_to_string(control.join("serve.pid")).unwrap();
+    let stop = || {
+        let _ = std::process::Command::new("kill")
+            .arg(serve_pid.trim())
+            .status();
+    };
+    let (status, body) = post_batch(&address, &token, "до");
+    assert_eq!(status, 201, "{body}");
+    std::fs::write(control.join("fill"), "").unwrap();
+    let wait_for = |name: &str| {
+        let started = std::time::Instant::now();
+        while !control.join(name).exists() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "{name}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    };
+    wait_for("filled");
+    let mut accepted = 0;
+    let full = (0..500).find_map(|i| {
+        let (status, body) = post_batch(&address, &token, &format!("полный диск {i}"));
+        if status == 201 {
+            accepted += 1;
+            None
+        } else {
+            Some((status, body))
+        }
+    });
+    let Some((status, body)) = full else {
+        stop();
+        panic!("500 batches fitted on a full 4 MiB disk");
+    };
+    let ready = http(&address, "GET", "/ready", None, None);
+    std::fs::write(control.join("free"), "").unwrap();
+    wait_for("freed");
+    assert_eq!(status, 507, "{body}");
+    assert_eq!(body["error"]["code"], "disk_full", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("нет места"),
+        "{body}"
+    );
+    assert_eq!(ready.0, 503, "{}", ready.1);
+    assert!(
+        ready.1["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("disk_full"),
+        "{}",
+        ready.1
+    );
+    let (status, ready) = http(&address, "GET", "/ready", None, None);
+    assert_eq!(status, 200, "{ready}");
+    let (status, body) = post_batch(&address, &token, "после");
+    assert_eq!(status, 201, "{body}");
+    let (status, batches) = http(&address, "GET", "/batches?limit=1000", Some(&token), None);
+    stop();
+    let _ = child.wait();
+    assert_eq!(status, 200, "{batches}");
+    let text = batches.to_string();
+    assert!(text.contains("после") && text.contains("\"до\""), "{text}");
+    for i in 0..accepted {
+        assert!(
+            text.contains(&format!("полный диск {i}\"")),
+            "acknowledged batch {i} lost"
+        );
+    }
+}

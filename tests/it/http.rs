@@ -1281,13 +1281,61 @@ fn busy_is_decided_by_the_error_code_not_its_text() {
         );
     }
     let answer = ApiError::from(ServiceError::from(sqlite(
-        rusqlite::ffi::SQLITE_IOERR,
+        rusqlite::ffi::SQLITE_ERROR,
         "database is locked",
     )));
     assert_eq!(
         (answer.status.as_u16(), answer.code),
         (500, ErrorCode::Internal)
     );
+}
+
+/// Faults of the database file are told by SQLite's code too (issue 18): a full disk is 507
+/// `disk_full`, a read-only file or an I/O error 503 `database_unavailable`, each with a Russian
+/// message saying nothing was written; never 500 `internal`.
+#[test]
+fn faults_of_the_database_file_are_507_or_503_by_their_code() {
+    use jira_hub::http::{ApiError, ErrorCode};
+    use jira_hub::service::ServiceError;
+    use jira_hub::store::StoreError;
+    for (code, status, expected, words) in [
+        (
+            rusqlite::ffi::SQLITE_FULL,
+            507,
+            ErrorCode::DiskFull,
+            "нет места",
+        ),
+        (
+            rusqlite::ffi::SQLITE_READONLY,
+            503,
+            ErrorCode::DatabaseUnavailable,
+            "только для чтения",
+        ),
+        (
+            rusqlite::ffi::SQLITE_IOERR,
+            503,
+            ErrorCode::DatabaseUnavailable,
+            "ввода-вывода",
+        ),
+        (
+            rusqlite::ffi::SQLITE_CANTOPEN,
+            503,
+            ErrorCode::DatabaseUnavailable,
+            "ввода-вывода",
+        ),
+    ] {
+        let error = StoreError::from(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(code),
+            Some("database or disk is full".to_string()),
+        ));
+        let answer = ApiError::from(ServiceError::from(error));
+        assert_eq!((answer.status.as_u16(), answer.code), (status, expected));
+        assert!(
+            answer.message.contains(words) && answer.message.contains("запись не сделана"),
+            "{}",
+            answer.message
+        );
+    }
 }
 
 /// The slice answers with a strong `ETag`; `If-None-Match` with it is 304 with no body while

@@ -922,3 +922,45 @@ fn a_v4_database_of_the_data_model_serves_both_transports() {
     );
     assert_eq!(count(&conn, "SELECT count(*) FROM agent_request"), 6);
 }
+
+/// The hub's own database whose header lost its number (another tool reset `user_version`):
+/// every revision runs again, idempotently: nothing is made twice and no backfill rewrites what
+/// the hub wrote since (an incremental run stays incremental, a renewed lease stays renewed).
+#[test]
+fn revisions_run_again_on_a_header_reset_change_no_row() {
+    let dir = TestDir::new();
+    drop(open_hub(&dir, &clock()));
+    let conn = Connection::open(dir.db()).unwrap();
+    conn.execute_batch(
+        "INSERT INTO sync_run (query, started_at, status, full, kind, scope)
+           VALUES ('project = AURORA AND updated >= 1', '2026-01-04T00:00:00Z', 'done', 0, 'incremental', 'project = AURORA');
+         INSERT INTO batch (title, author, created_at) VALUES ('план', 'ivanov', '2026-01-03T00:00:00Z');
+         INSERT INTO command (batch_id, seq, type, params, status, claimed_at, lease_at, deliveries)
+           VALUES (1, 1, 'comment', '{\"key\":\"AURORA-1\",\"body\":\"x\"}', 'claimed',
+                   '2026-01-03T00:00:01Z', '2026-01-03T00:09:00Z', 1);
+         PRAGMA user_version = 0;",
+    )
+    .unwrap();
+    drop(conn);
+    run_ok(&dir.db(), &["migrate"]);
+    let conn = Connection::open(dir.db()).unwrap();
+    assert_v4_shape(&conn);
+    let revision: i64 = conn
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(revision, 6);
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM sync_run WHERE kind = 'incremental' AND scope = 'project = AURORA'"
+        ),
+        1
+    );
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM command WHERE lease_at = '2026-01-03T00:09:00Z'"
+        ),
+        1
+    );
+}

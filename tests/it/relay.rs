@@ -561,7 +561,28 @@ fn a_missing_relay_dir_is_never_created_and_changes_are_followed() {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert!(!share.exists(), "an unmounted share is not created");
+    // An empty folder that is not a mount point (the mount point of a share not mounted): its
+    // folders are not made on the local disk; /ready says what to do.
     std::fs::create_dir(&share).unwrap();
+    let started = std::time::Instant::now();
+    loop {
+        let (_, ready) = http(&daemon.address, "GET", "/ready", None, None);
+        let problem = ready["relay_problem"].as_str().unwrap_or_default();
+        if ready["relay"] == "missing" && problem.contains("jira-hub relay init") {
+            break;
+        }
+        assert!(
+            started.elapsed() < WAIT,
+            "the daemon never said the share is not set up: {ready}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        std::fs::read_dir(&share).unwrap().count(),
+        0,
+        "nothing made in an empty folder that is not a mount point"
+    );
+    run_ok(&dir.db(), &["relay", "init", share.to_str().unwrap()]);
     wait_for_dir(&share.join("inbox"));
     drop_file(
         &share.join("inbox"),
@@ -571,10 +592,12 @@ fn a_missing_relay_dir_is_never_created_and_changes_are_followed() {
     wait_for_json(&share.join("outbox/claim-s1.json"), WAIT);
 
     let moved = dir.path().join("moved");
-    std::fs::create_dir(&moved).unwrap();
+    run_ok(&dir.db(), &["relay", "init", moved.to_str().unwrap()]);
+    // A folder of a marked relay folder that goes missing is made again.
+    std::fs::remove_dir(moved.join("archive")).unwrap();
     update.insert("relay_dir".into(), moved.display().to_string().into());
     hub.update_settings(&update).unwrap();
-    wait_for_dir(&moved.join("inbox"));
+    wait_for_dir(&moved.join("archive"));
     drop_file(
         &moved.join("inbox"),
         "claim-m1.json",
@@ -1146,4 +1169,50 @@ fn a_refused_file_that_cannot_be_moved_is_counted_once() {
     assert_eq!(refused(), 2);
     assert!(relay.join("rejected/claim-wrong.json").exists());
     let _ = token;
+}
+
+/// «The share not mounted» (issue 18): a `relay_dir` that is an empty folder and not a mount
+/// point gets no `inbox/`, `outbox/`, … on the local disk, pass after pass, and the hub says so;
+/// once the share is mounted there (its folders appear) the relay uses it by itself. A marked
+/// folder (`jira-hub relay init`) gets its missing folders made again.
+#[test]
+fn an_empty_mount_point_gets_no_relay_folders() {
+    let dir = TestDir::new();
+    let (mut hub, _relay, token) = relay_hub(&dir);
+    let mount_point = dir.path().join("mnt");
+    std::fs::create_dir(&mount_point).unwrap();
+    let mut update = serde_json::Map::new();
+    update.insert("relay_dir".into(), mount_point.display().to_string().into());
+    hub.update_settings(&update).unwrap();
+    let mut worker = worker(&hub, Duration::from_secs(30));
+    for _ in 0..3 {
+        assert_eq!(worker.pass().unwrap(), Default::default());
+    }
+    assert_eq!(std::fs::read_dir(&mount_point).unwrap().count(), 0);
+    let problem = hub.metrics().relay_problem().unwrap();
+    assert!(
+        problem.contains("не смонтирована") && problem.contains("jira-hub relay init"),
+        "{problem}"
+    );
+    assert!(
+        hub.metrics()
+            .relay_missing
+            .load(std::sync::atomic::Ordering::Relaxed)
+    );
+    // The share comes up with its folders: used at once.
+    for folder in ["inbox", "outbox", "archive", "rejected"] {
+        std::fs::create_dir(mount_point.join(folder)).unwrap();
+    }
+    drop_file(
+        &mount_point.join("inbox"),
+        "claim-m1.json",
+        &claim_file("m1", &token, 1),
+    );
+    assert_eq!(worker.pass().unwrap().applied, 1);
+    assert!(hub.metrics().relay_problem().is_none());
+    // A marked folder whose outbox/ went missing gets it again.
+    std::fs::write(mount_point.join(".jira-hub-relay"), "").unwrap();
+    std::fs::remove_dir_all(mount_point.join("outbox")).unwrap();
+    worker.pass().unwrap();
+    assert!(mount_point.join("outbox").is_dir());
 }
