@@ -188,12 +188,13 @@ async fn run(hub: HubConnection, options: ServeOptions, db: &Path) -> anyhow::Re
     let settings = hub.settings()?;
     // The banner is for a person at a terminal; a closed stdout must not stop the daemon.
     let banner = format!(
-        "jira-hub serving http://{address}\ndatabase:  {}\nrelay_dir: {}\ntokens:    jira-hub --db {} tokens\n",
+        "jira-hub serving http://{address}\ndatabase:  {}\nrelay_dir: {}\ntokens:    {} --db {} tokens\n",
         db.display(),
         settings
             .relay_dir
             .as_deref()
             .unwrap_or("(not set: the agent can only use HTTP)"),
+        crate::program(),
         db.display()
     );
     {

@@ -1228,13 +1228,17 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__refresh)
-            opts="-h --project --since-last --wait --db --log-format --help"
+            opts="-h --project --since-last --wait --timeout --db --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --project)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

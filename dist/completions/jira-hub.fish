@@ -25,7 +25,7 @@ function __fish_jira_hub_using_subcommand
 end
 
 complete -c jira-hub -n "__fish_jira_hub_needs_command" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_needs_command" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_needs_command" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
@@ -49,7 +49,7 @@ complete -c jira-hub -n "__fish_jira_hub_needs_command" -f -a "agent" -d 'Run th
 complete -c jira-hub -n "__fish_jira_hub_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -l config -d 'The legacy config (format: admin/jira-sync/config.example.json); `-` reads it from standard input' -r -F
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
@@ -57,13 +57,13 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -l force -d 'Imp
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -l if-new -d 'Do nothing, successfully, when the database already has settings'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand migrate" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand migrate" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand migrate" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand migrate" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and not __fish_seen_subcommand_from get set help" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and not __fish_seen_subcommand_from get set help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and not __fish_seen_subcommand_from get set help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
@@ -72,13 +72,13 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and not __fi
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and not __fish_seen_subcommand_from get set help" -f -a "set" -d 'Write one setting: KEY and a JSON value (strings in quotes: \'"/srv/relay"\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and not __fish_seen_subcommand_from get set help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from get" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from get" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from get" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from get" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from set" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from set" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from set" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
@@ -87,7 +87,7 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_s
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from help" -f -a "set" -d 'Write one setting: KEY and a JSON value (strings in quotes: \'"/srv/relay"\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and not __fish_seen_subcommand_from list add help" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and not __fish_seen_subcommand_from list add help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and not __fish_seen_subcommand_from list add help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
@@ -96,14 +96,14 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and not __fi
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and not __fish_seen_subcommand_from list add help" -f -a "add" -d 'Create a project'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and not __fish_seen_subcommand_from list add help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from list" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from list" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from list" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from add" -l board -d 'The project\'s Jira board' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from add" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from add" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from add" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
@@ -111,22 +111,22 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_s
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from help" -f -a "list" -d 'The projects in base-JQL order'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from help" -f -a "add" -d 'Create a project'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand tokens" -l rotate -r -f -a "agent\t''
-client\t''"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand tokens" -l rotate -d 'Replace this token with a new one and print both; the old one stops working at once (the agent\'s config or the clients must get the new one)' -r -f -a "agent\t'The token `jira-hub agent` presents'
+client\t'The token of API clients and the web console'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand tokens" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand tokens" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand tokens" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand tokens" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand status" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand status" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand status" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand backup" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand backup" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand backup" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
@@ -145,14 +145,14 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l http-idle-ti
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l init-from -d 'Initialise a new database from this legacy config first (nothing happens to one that has settings)' -r -F
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l default-relay-dir -d 'When relay_dir is not set, set it to this folder (made if missing)' -r -F
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l relay-no-notify -d 'List inbox/ on the timer only, without change notifications'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate help" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
@@ -161,13 +161,13 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate help" -f -a "validate" -d 'Check files against the protocol; exit 1 when any is invalid'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from inspect" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from inspect" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from inspect" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from inspect" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from validate" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from validate" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from validate" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
@@ -176,41 +176,41 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from help" -f -a "validate" -d 'Check files against the protocol; exit 1 when any is invalid'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -f -a "list" -d 'Batches, newest first, with their command counters'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -f -a "show" -d 'One batch with its commands: status, deliveries, who claimed them, result or error'
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -f -a "cancel" -d 'Cancel a batch: its queued commands become cancelled'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -f -a "cancel" -d 'Cancel a batch: its queued commands become cancelled; those already at the agent are not stopped and end as the agent reports'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -l project -d 'Only this project\'s batches' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -l status -d 'Only batches in this status: queued, running, cancelled or completed' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from show" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from show" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from show" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from cancel" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from cancel" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from cancel" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from cancel" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from help" -f -a "list" -d 'Batches, newest first, with their command counters'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from help" -f -a "show" -d 'One batch with its commands: status, deliveries, who claimed them, result or error'
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from help" -f -a "cancel" -d 'Cancel a batch: its queued commands become cancelled'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from help" -f -a "cancel" -d 'Cancel a batch: its queued commands become cancelled; those already at the agent are not stopped and end as the agent reports'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry help" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
@@ -220,14 +220,14 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fi
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from failed" -l limit -d 'At most this many' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from failed" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from failed" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from failed" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from failed" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from retry" -l batch -d 'Retry every failed and skipped command of this batch' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from retry" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from retry" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from retry" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
@@ -236,30 +236,31 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_s
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from help" -f -a "retry" -d 'Queue failed or skipped commands again (their earlier outcome is kept), or with --batch every failed and skipped command of a batch'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh" -l project -d 'Refresh this project\'s label only (with its board); everything otherwise' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh" -l timeout -d 'With --wait, give up after this many seconds (exit 1; the refresh stays queued)' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh" -l since-last -d 'Only what changed since the last successful run (an incremental refresh; it never removes issues that left the scope)'
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh" -l wait -d 'Follow the refresh with a progress bar until it ends; exit 1 when it failed'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh" -l wait -d 'Follow the refresh with a progress bar until it ends; exit 1 when it failed. Says on stderr when no agent has been seen for a while (nobody may be there to run it)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand completions" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand completions" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand completions" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand man" -l dir -d 'Write jira-hub.1 and a page for each subcommand (jira-hub-serve.1, …) here' -r -F
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand man" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand man" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand man" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand man" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand agent" -l config -d 'The agent\'s config (format: admin/agent.example.json)' -r -F
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand agent" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand agent" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand agent" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
@@ -289,6 +290,6 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from relay" -f -a "validate" -d 'Check files against the protocol; exit 1 when any is invalid'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from batches" -f -a "list" -d 'Batches, newest first, with their command counters'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from batches" -f -a "show" -d 'One batch with its commands: status, deliveries, who claimed them, result or error'
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from batches" -f -a "cancel" -d 'Cancel a batch: its queued commands become cancelled'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from batches" -f -a "cancel" -d 'Cancel a batch: its queued commands become cancelled; those already at the agent are not stopped and end as the agent reports'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from commands" -f -a "failed" -d 'Commands that ended failed or skipped, newest first, with their errors'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from commands" -f -a "retry" -d 'Queue failed or skipped commands again (their earlier outcome is kept), or with --batch every failed and skipped command of a batch'

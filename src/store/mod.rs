@@ -49,7 +49,7 @@ pub enum StoreError {
     #[error("{0}")]
     Incompatible(String),
     /// There is no database at this path, and the command does not create one.
-    #[error("базы данных нет: {0} (её создают jira-hub init, migrate и serve)")]
+    #[error("базы данных нет: {0} (её создают {program} init, migrate и serve)", program = crate::program())]
     Missing(PathBuf),
     /// A migration step failed; the database is left at its old version.
     #[error(
@@ -191,7 +191,9 @@ impl Store {
                 )));
             }
             return Err(StoreError::Incompatible(format!(
-                "база {} схемы v{version} (ревизия {revision}) требует миграции до v{CURRENT_SCHEMA_VERSION}: выполните jira-hub migrate",
+                "база {} схемы v{version} (ревизия {revision}) требует миграции до v{CURRENT_SCHEMA_VERSION}: выполните {} --db {} migrate",
+                path.display(),
+                crate::program(),
                 path.display()
             )));
         }
