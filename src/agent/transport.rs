@@ -334,8 +334,10 @@ pub(crate) fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Resul
     result
 }
 
-/// A new request id: the agent's name made safe, a dash, 32 random hex digits; at most 64
-/// characters of `[A-Za-z0-9_-]`.
+/// A new request id: the agent's name made safe, a dash, a UUID v7 in 32 hex digits; at most 64
+/// characters of `[A-Za-z0-9_-]`. A v7 UUID starts with the time in milliseconds (then random
+/// bits, kept increasing within the process), so one agent's relay files sort by time in a
+/// listing.
 pub(crate) fn new_id(name: &str) -> String {
     let mut prefix: String = name
         .chars()
@@ -351,16 +353,7 @@ pub(crate) fn new_id(name: &str) -> String {
     if prefix.is_empty() {
         prefix.push_str("agent");
     }
-    let mut random = [0u8; 16];
-    if getrandom::fill(&mut random).is_err() {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default();
-        random = (nanos ^ u128::from(std::process::id())).to_le_bytes();
-    }
-    let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{prefix}-{hex}")
+    format!("{prefix}-{}", uuid::Uuid::now_v7().simple())
 }
 
 #[cfg(test)]
@@ -377,6 +370,13 @@ mod tests {
         }
         assert!(new_id("agent-1").starts_with("agent-1-"));
         assert_ne!(new_id("a"), new_id("a"));
+        // Time-ordered: later ids sort after earlier ones, and carry a v7 UUID.
+        let ids: Vec<String> = (0..200).map(|_| new_id("agent-1")).collect();
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(ids, sorted);
+        let uuid = uuid::Uuid::parse_str(&ids[0]["agent-1-".len()..]).expect("a UUID");
+        assert_eq!(uuid.get_version_num(), 7);
     }
 
     #[test]
