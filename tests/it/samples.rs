@@ -26,6 +26,15 @@ fn the_samples_are_valid() {
     let out = run(&dir.db(), &["relay", "validate", bad.to_str().unwrap()]);
     assert_eq!(out.code, 1, "{out:?}");
     assert!(out.stdout.contains("INVALID"), "{out:?}");
+    // JSON that ends early: said in one Russian word.
+    let cut = dir.path().join("claim-cut.json");
+    std::fs::write(&cut, r#"{"kind": "claim", "id": "cut""#).unwrap();
+    let out = run(&dir.db(), &["relay", "validate", cut.to_str().unwrap()]);
+    assert!(
+        out.stdout
+            .contains("неполный JSON: файл, возможно, ещё пишется"),
+        "{out:?}"
+    );
 }
 
 #[test]
