@@ -229,17 +229,19 @@ async fn run(hub: HubConnection, options: ServeOptions, db: &Path) -> anyhow::Re
 
     let settings = hub.settings()?;
     let tokens = if settings.tokens.is_some() {
-        format!("jira-hub --db {} tokens", db.display())
+        format!("{} --db {} tokens", crate::program(), db.display())
     } else {
         // Served anyway (the operator may run `init` now; tokens are read at each request),
         // but said loudly: every API call, sign-in and agent request is refused until then.
         tracing::warn!(
             database = %db.display(),
-            "the database was never initialised: it has no tokens, so every API call, console sign-in and agent request is refused; run `jira-hub --db {} init --config FILE` (the running hub takes the tokens at once); /ready answers 503 until then",
+            "the database was never initialised: it has no tokens, so every API call, console sign-in and agent request is refused; run `{} --db {} init --config FILE` (the running hub takes the tokens at once); /ready answers 503 until then",
+            crate::program(),
             db.display()
         );
         format!(
-            "NONE: the database was never initialised; run jira-hub --db {} init --config FILE",
+            "NONE: the database was never initialised; run {} --db {} init --config FILE",
+            crate::program(),
             db.display()
         )
     };

@@ -31,6 +31,27 @@ macro_rules! out {
     }};
 }
 
+/// The program as the operator started it, for the commands a hint tells them to type: the
+/// path it was run by when that has a `/` (`target/release/jira-hub` in a clone, `./jira-hub`),
+/// else `jira-hub` (found in `PATH`). A path with characters a shell reads is single-quoted.
+pub fn program() -> String {
+    let Some(path) = std::env::args_os()
+        .next()
+        .map(|a| a.to_string_lossy().into_owned())
+        .filter(|a| a.contains('/'))
+    else {
+        return "jira-hub".to_string();
+    };
+    let plain = path
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+".contains(c));
+    if plain {
+        path
+    } else {
+        format!("'{}'", path.replace('\'', "'\\''"))
+    }
+}
+
 pub(crate) mod agent;
 pub mod cli;
 pub mod clock;

@@ -2,7 +2,6 @@
 //! here and nowhere else: 0 success, 1 runtime error or refusal, 2 usage error (clap), 3 a
 //! database this binary cannot run (systemd's unit does not restart on it).
 
-use clap::Parser;
 use jira_hub::cli::{CliError, LogFormat, Outcome};
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -13,8 +12,14 @@ use std::process::ExitCode;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = jira_hub::cli::Cli::parse();
-    setup_logging(cli.log_format);
+    let cli = jira_hub::cli::parse();
+    // The daemon and the agent log what they do; any other command's output is its answer, and
+    // its log says only what went wrong (RUST_LOG still decides when set).
+    let daemon = matches!(
+        cli.command,
+        jira_hub::cli::Command::Serve(_) | jira_hub::cli::Command::Agent { .. }
+    );
+    setup_logging(cli.log_format, if daemon { "info" } else { "warn" });
     match jira_hub::cli::run(cli) {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Negative) => ExitCode::from(1),
@@ -31,11 +36,11 @@ fn main() -> ExitCode {
     }
 }
 
-/// Logs to stderr, level from `RUST_LOG` (default `info`), in the asked shape.
-fn setup_logging(format: LogFormat) {
+/// Logs to stderr, level from `RUST_LOG` (else `default`), in the asked shape.
+fn setup_logging(format: LogFormat, default: &str) {
     let filter = || {
         tracing_subscriber::EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default))
     };
     let format = match format {
         // systemd sets JOURNAL_STREAM when stderr goes to the journal.

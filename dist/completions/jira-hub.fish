@@ -25,7 +25,7 @@ function __fish_jira_hub_using_subcommand
 end
 
 complete -c jira-hub -n "__fish_jira_hub_needs_command" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_needs_command" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_needs_command" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
@@ -49,7 +49,7 @@ complete -c jira-hub -n "__fish_jira_hub_needs_command" -f -a "agent" -d 'Run th
 complete -c jira-hub -n "__fish_jira_hub_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -l config -d 'The legacy config (format: admin/jira-sync/config.example.json); `-` reads it from standard input' -r -F
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
@@ -57,13 +57,13 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -l force -d 'Imp
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -l if-new -d 'Do nothing, successfully, when the database already has settings'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand migrate" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand migrate" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand migrate" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand migrate" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and not __fish_seen_subcommand_from get set help" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and not __fish_seen_subcommand_from get set help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and not __fish_seen_subcommand_from get set help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
@@ -72,13 +72,13 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and not __fi
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and not __fish_seen_subcommand_from get set help" -f -a "set" -d 'Write one setting: KEY and a JSON value (strings in quotes: \'"/srv/relay"\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and not __fish_seen_subcommand_from get set help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from get" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from get" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from get" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from get" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from set" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from set" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from set" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
@@ -87,7 +87,7 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_s
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from help" -f -a "set" -d 'Write one setting: KEY and a JSON value (strings in quotes: \'"/srv/relay"\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and not __fish_seen_subcommand_from list add help" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and not __fish_seen_subcommand_from list add help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and not __fish_seen_subcommand_from list add help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
@@ -96,14 +96,14 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and not __fi
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and not __fish_seen_subcommand_from list add help" -f -a "add" -d 'Create a project'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and not __fish_seen_subcommand_from list add help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from list" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from list" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from list" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from add" -l board -d 'The project\'s Jira board' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from add" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from add" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from add" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
@@ -111,22 +111,22 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_s
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from help" -f -a "list" -d 'The projects in base-JQL order'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from help" -f -a "add" -d 'Create a project'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand projects; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand tokens" -l rotate -r -f -a "agent\t''
-client\t''"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand tokens" -l rotate -d 'Replace this token with a new one and print both; the old one stops working at once (the agent\'s config or the clients must get the new one)' -r -f -a "agent\t'The token `jira-hub agent` presents'
+client\t'The token of API clients and the web console'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand tokens" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand tokens" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand tokens" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand tokens" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand status" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand status" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand status" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand backup" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand backup" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand backup" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
@@ -147,14 +147,14 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l public-url -
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l init-from -d 'Initialise a new database from this legacy config first (nothing happens to one that has settings)' -r -F
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l default-relay-dir -d 'When relay_dir is not set, set it to this folder (made if missing)' -r -F
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l relay-no-notify -d 'List inbox/ on the timer only, without change notifications'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate init help" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate init help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate init help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
@@ -164,19 +164,19 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate init help" -f -a "init" -d 'Prepare a relay folder: make it (when its parent exists), its inbox/, outbox/, archive/ and rejected/, and the marker .jira-hub-relay, after which the hub makes them again if they go missing. Without the marker the hub never makes them in a plain folder: it may be the empty mount point of a share that is not mounted'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and not __fish_seen_subcommand_from inspect validate init help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from inspect" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from inspect" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from inspect" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from inspect" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from validate" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from validate" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from validate" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from validate" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from init" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from init" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from init" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
@@ -186,43 +186,43 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from help" -f -a "init" -d 'Prepare a relay folder: make it (when its parent exists), its inbox/, outbox/, archive/ and rejected/, and the marker .jira-hub-relay, after which the hub makes them again if they go missing. Without the marker the hub never makes them in a plain folder: it may be the empty mount point of a share that is not mounted'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand relay; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -f -a "list" -d 'Batches, newest first, with their command counters'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -f -a "show" -d 'One batch with its commands: status, deliveries, who claimed them, result or error'
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -f -a "cancel" -d 'Cancel a batch: its queued commands become cancelled'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -f -a "cancel" -d 'Cancel a batch: its queued commands become cancelled; those already at the agent are not stopped and end as the agent reports'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and not __fish_seen_subcommand_from list show cancel help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -l project -d 'Only this project\'s batches' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -l status -d 'Only batches in this status: queued, running, cancelled or completed (among the page\'s batches)' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -l limit -d 'At most this many batches, 1 to 500' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -l before -d 'Only batches older than this id: the next page after a list that ended with it' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from show" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from show" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from show" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from cancel" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from cancel" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from cancel" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from cancel" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from help" -f -a "list" -d 'Batches, newest first, with their command counters'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from help" -f -a "show" -d 'One batch with its commands: status, deliveries, who claimed them, result or error'
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from help" -f -a "cancel" -d 'Cancel a batch: its queued commands become cancelled'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from help" -f -a "cancel" -d 'Cancel a batch: its queued commands become cancelled; those already at the agent are not stopped and end as the agent reports'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry help" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
@@ -232,14 +232,14 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fi
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from failed" -l limit -d 'At most this many' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from failed" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from failed" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from failed" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from failed" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from retry" -l batch -d 'Retry every failed and skipped command of this batch' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from retry" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from retry" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from retry" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
@@ -250,7 +250,7 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_s
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -l project -d 'Refresh this project\'s label only (with its board); everything otherwise' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -l timeout -d 'With --wait, give up after this many seconds (exit 1; the refresh stays queued)' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
@@ -260,7 +260,7 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fis
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -f -a "confirm" -d 'Apply the removals of a full refresh held by `prune_guard` (see `jira-hub status`)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and __fish_seen_subcommand_from confirm" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and __fish_seen_subcommand_from confirm" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and __fish_seen_subcommand_from confirm" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
@@ -268,21 +268,21 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and __fish_se
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and __fish_seen_subcommand_from help" -f -a "confirm" -d 'Apply the removals of a full refresh held by `prune_guard` (see `jira-hub status`)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand completions" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand completions" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand completions" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand man" -l dir -d 'Write jira-hub.1 and a page for each subcommand (jira-hub-serve.1, …) here' -r -F
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand man" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand man" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand man" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand man" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand agent" -l config -d 'The agent\'s config (format: admin/agent.example.json)' -r -F
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand agent" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand agent" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t''
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand agent" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
@@ -313,7 +313,7 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from relay" -f -a "init" -d 'Prepare a relay folder: make it (when its parent exists), its inbox/, outbox/, archive/ and rejected/, and the marker .jira-hub-relay, after which the hub makes them again if they go missing. Without the marker the hub never makes them in a plain folder: it may be the empty mount point of a share that is not mounted'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from batches" -f -a "list" -d 'Batches, newest first, with their command counters'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from batches" -f -a "show" -d 'One batch with its commands: status, deliveries, who claimed them, result or error'
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from batches" -f -a "cancel" -d 'Cancel a batch: its queued commands become cancelled'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from batches" -f -a "cancel" -d 'Cancel a batch: its queued commands become cancelled; those already at the agent are not stopped and end as the agent reports'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from commands" -f -a "failed" -d 'Commands that ended failed or skipped, newest first, with their errors'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from commands" -f -a "retry" -d 'Queue failed or skipped commands again (their earlier outcome is kept), or with --batch every failed and skipped command of a batch'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from refresh" -f -a "confirm" -d 'Apply the removals of a full refresh held by `prune_guard` (see `jira-hub status`)'

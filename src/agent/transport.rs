@@ -522,20 +522,12 @@ fn id_prefix(name: &str) -> String {
     }
 }
 
-/// A new request id: the agent's name made safe, a dash, 32 random hex digits; at most 64
-/// characters of `[A-Za-z0-9_-]`.
+/// A new request id: the agent's name made safe, a dash, a UUID v7 in 32 hex digits; at most 64
+/// characters of `[A-Za-z0-9_-]`. A v7 UUID starts with the time in milliseconds (then random
+/// bits, kept increasing within the process), so one agent's relay files sort by time in a
+/// listing.
 pub(crate) fn new_id(name: &str) -> String {
-    let prefix = id_prefix(name);
-    let mut random = [0u8; 16];
-    if getrandom::fill(&mut random).is_err() {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default();
-        random = (nanos ^ u128::from(std::process::id())).to_le_bytes();
-    }
-    let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{prefix}-{hex}")
+    format!("{}-{}", id_prefix(name), uuid::Uuid::now_v7().simple())
 }
 
 #[cfg(test)]
@@ -552,6 +544,13 @@ mod tests {
         }
         assert!(new_id("agent-1").starts_with("agent-1-"));
         assert_ne!(new_id("a"), new_id("a"));
+        // Time-ordered: later ids sort after earlier ones, and carry a v7 UUID.
+        let ids: Vec<String> = (0..200).map(|_| new_id("agent-1")).collect();
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(ids, sorted);
+        let uuid = uuid::Uuid::parse_str(&ids[0]["agent-1-".len()..]).expect("a UUID");
+        assert_eq!(uuid.get_version_num(), 7);
     }
 
     #[test]

@@ -37,10 +37,15 @@ pub(crate) fn init(
     outln!("backups:     {}", data_dir_of(db).join("backups").display());
     outln!(
         "relay_dir:   {}",
-        settings
-            .relay_dir
-            .as_deref()
-            .unwrap_or("(not set: jira-hub settings set relay_dir '\"/path\"')")
+        settings.relay_dir.as_deref().map_or_else(
+            || {
+                format!(
+                    "(not set: {} settings set relay_dir '\"/path\"')",
+                    crate::program()
+                )
+            },
+            str::to_string,
+        )
     );
     outln!("imported:    {}", report.imported_keys.join(", "));
     if !report.ignored_keys.is_empty() {
@@ -96,7 +101,10 @@ pub(crate) fn tokens(db: &Path, rotate: Option<RotateWhich>) -> anyhow::Result<O
         })?,
         None => match open_read_only_hub(db)?.tokens()? {
             Some(tokens) => tokens,
-            None => bail!("в базе ещё нет токенов: сначала выполните jira-hub init --config FILE"),
+            None => bail!(
+                "в базе ещё нет токенов: сначала выполните {} init --config FILE",
+                crate::program()
+            ),
         },
     };
     outln!("agent:  {}", tokens.agent);

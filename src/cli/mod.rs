@@ -5,6 +5,7 @@
 
 mod admin;
 mod agent;
+mod examples;
 mod projects;
 mod queue;
 mod relay;
@@ -90,6 +91,8 @@ pub enum Command {
     Projects(ProjectsCommand),
     /// Print the agent and client tokens, or make a new one.
     Tokens {
+        /// Replace this token with a new one and print both; the old one stops working at once
+        /// (the agent's config or the clients must get the new one).
         #[arg(long, value_enum)]
         rotate: Option<RotateWhich>,
     },
@@ -129,6 +132,7 @@ pub enum Command {
     },
     /// Print shell completions for bash, zsh, fish, elvish or powershell.
     Completions {
+        /// The shell to write completions for.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
@@ -212,14 +216,23 @@ pub struct ServeArgs {
 #[derive(Debug, Subcommand)]
 pub enum RelayCommand {
     /// A readable table of one relay file or a whole relay folder.
-    Inspect { path: PathBuf },
+    Inspect {
+        /// A relay file, or a relay folder (its inbox/, outbox/, archive/ and rejected/).
+        path: PathBuf,
+    },
     /// Check files against the protocol; exit 1 when any is invalid.
-    Validate { path: PathBuf },
+    Validate {
+        /// A relay file, or a folder whose relay files are checked.
+        path: PathBuf,
+    },
     /// Prepare a relay folder: make it (when its parent exists), its inbox/, outbox/, archive/ and
     /// rejected/, and the marker .jira-hub-relay, after which the hub makes them again if they go
     /// missing. Without the marker the hub never makes them in a plain folder: it may be the
     /// empty mount point of a share that is not mounted.
-    Init { path: PathBuf },
+    Init {
+        /// The relay folder to prepare.
+        path: PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -241,9 +254,16 @@ pub enum BatchesCommand {
         before: Option<i64>,
     },
     /// One batch with its commands: status, deliveries, who claimed them, result or error.
-    Show { id: i64 },
-    /// Cancel a batch: its queued commands become cancelled.
-    Cancel { id: i64 },
+    Show {
+        /// The batch's id (the first column of `batches list`).
+        id: i64,
+    },
+    /// Cancel a batch: its queued commands become cancelled; those already at the agent are not
+    /// stopped and end as the agent reports.
+    Cancel {
+        /// The batch's id (the first column of `batches list`).
+        id: i64,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -266,7 +286,7 @@ pub enum CommandsCommand {
     /// Queue failed or skipped commands again (their earlier outcome is kept), or with --batch
     /// every failed and skipped command of a batch.
     Retry {
-        /// The commands' ids.
+        /// The commands' ids (the `#` numbers of `commands failed` and `batches show`).
         #[arg(required_unless_present = "batch", conflicts_with = "batch")]
         ids: Vec<i64>,
         /// Retry every failed and skipped command of this batch.
@@ -278,10 +298,15 @@ pub enum CommandsCommand {
 #[derive(Debug, Subcommand)]
 pub enum SettingsCommand {
     /// Print all settings (without tokens), or one.
-    Get { key: Option<String> },
+    Get {
+        /// The setting to print (`relay_dir`, `pacing`, …); all of them when absent.
+        key: Option<String>,
+    },
     /// Write one setting: KEY and a JSON value (strings in quotes: '"/srv/relay"').
     Set {
+        /// The setting to write (`settings get` lists them).
         key: String,
+        /// Its new value as JSON: a string in double quotes, a number, an object.
         #[arg(allow_hyphen_values = true)]
         json: String,
     },
@@ -293,7 +318,10 @@ pub enum ProjectsCommand {
     List,
     /// Create a project.
     Add {
+        /// The Jira label of the project's issues (letters, digits, `_`, `-`; unique whatever
+        /// the case).
         label: String,
+        /// The project's name, for people.
         name: String,
         /// The project's Jira board.
         #[arg(long, allow_negative_numbers = true)]
@@ -304,6 +332,7 @@ pub enum ProjectsCommand {
 /// The shape of log lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
+    /// `journal` under systemd (`JOURNAL_STREAM` set), else `plain`.
     Auto,
     /// Text with a timestamp, for a terminal or a file.
     Plain,
@@ -316,7 +345,9 @@ pub enum LogFormat {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum RotateWhich {
+    /// The token `jira-hub agent` presents.
     Agent,
+    /// The token of API clients and the web console.
     Client,
 }
 
@@ -340,6 +371,14 @@ pub enum CliError {
     /// A runtime error or a refusal (exit 1), with its causes.
     #[error(transparent)]
     Failed(#[from] anyhow::Error),
+}
+
+/// The command line parsed from the process's arguments, with each command's examples in its
+/// `--help`; exits as clap does on a usage error or `--help`.
+pub fn parse() -> Cli {
+    use clap::FromArgMatches as _;
+    let matches = examples::with_examples(Cli::command()).get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit())
 }
 
 /// Runs one parsed command.
@@ -477,10 +516,13 @@ fn man(dir: Option<&Path>) -> anyhow::Result<Outcome> {
         Some(dir) => {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("не удалось создать папку {}", dir.display()))?;
-            clap_mangen::generate_to(command, dir)
+            examples::man_pages(command, dir)
                 .with_context(|| format!("не удалось записать страницы в {}", dir.display()))?;
         }
-        None => clap_mangen::Man::new(command).render(&mut std::io::stdout())?,
+        None => {
+            let page = examples::main_page(command)?;
+            std::io::Write::write_all(&mut std::io::stdout().lock(), page.as_bytes())?;
+        }
     }
     Ok(Outcome::Success)
 }

@@ -112,7 +112,7 @@ pub(crate) fn retry(db: &Path, ids: &[i64], batch: Option<i64>) -> anyhow::Resul
             }
             Err(error @ (ServiceError::NotFound(_) | ServiceError::Conflict { .. })) => {
                 refused += 1;
-                tracing::error!("команда {id}: {error}");
+                eprintln!("jira-hub: команда {id}: {error}");
             }
             Err(error) => return Err(error.into()),
         }

@@ -15,7 +15,9 @@ pub(crate) fn get(db: &Path, key: Option<&str>) -> anyhow::Result<Outcome> {
         Some(key) => match view.get(key) {
             Some(value) => value.clone(),
             // The same words as a write of an unknown key (the validation of PUT /settings).
-            None if key == "tokens" => bail!("{key}: токены показывает jira-hub tokens"),
+            None if key == "tokens" => {
+                bail!("{key}: токены показывает {} tokens", crate::program())
+            }
             None => bail!("{key}: неизвестная настройка"),
         },
     };

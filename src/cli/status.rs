@@ -15,7 +15,11 @@ pub(crate) fn status(db: &Path) -> anyhow::Result<Outcome> {
         status.schema_version
     );
     if !status.initialized {
-        outln!("              not initialised: run jira-hub init --config FILE");
+        outln!(
+            "              not initialised: run {} --db {} init --config FILE",
+            crate::program(),
+            status.db_path.display()
+        );
     }
     outln!(
         "settings:     version {}, Jira project {}",

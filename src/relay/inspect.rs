@@ -202,7 +202,7 @@ fn inspect_request(path: &Path, name: &str, token: TokenCheck<'_>, report: &mut 
             return;
         }
         Decision::Wait | Decision::Read => {
-            report.valid = Err("не полный JSON: файл, возможно, ещё пишется".into());
+            report.valid = Err("неполный JSON: файл, возможно, ещё пишется".into());
             return;
         }
         Decision::Skip => {

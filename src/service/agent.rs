@@ -524,14 +524,18 @@ fn apply_result(
     };
     if command.status.is_terminal() {
         return Ok(Err(format!(
-            "команда уже в конечном статусе {}; повторный или поздний отчёт ничего не меняет",
-            command.status.as_str()
+            "команда уже в конечном статусе «{}»; повторный или поздний отчёт ничего не меняет",
+            command.status.label()
         )));
     }
     if result.delivery == 0 || result.delivery > command.deliveries {
         return Ok(Err(format!(
-            "выдачи {} у этой команды не было (выдана {} раз)",
-            result.delivery, command.deliveries
+            "выдачи {} у этой команды не было (выдана {})",
+            result.delivery,
+            crate::domain::words::count(
+                u64::from(command.deliveries),
+                &crate::domain::words::TIMES
+            )
         )));
     }
     if let Some(retried_after) = tx.deliveries_before_retry(command.id)?

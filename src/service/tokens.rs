@@ -36,7 +36,10 @@ impl HubConnection {
         let fresh = generate_token()?;
         let rotated = self.store.rotate_token(role == TokenRole::Agent, fresh)?;
         let tokens = rotated.ok_or_else(|| {
-            ServiceError::NotFound("the database has no tokens yet: run jira-hub init first".into())
+            ServiceError::NotFound(format!(
+                "the database has no tokens yet: run {} init first",
+                crate::program()
+            ))
         })?;
         tracing::info!(role = ?role, "token rotated");
         Ok(tokens)

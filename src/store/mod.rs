@@ -54,7 +54,7 @@ pub enum StoreError {
     #[error("{0}")]
     Incompatible(String),
     /// There is no database at this path, and the command does not create one.
-    #[error("базы данных нет: {0} (её создают jira-hub init, migrate и serve)")]
+    #[error("базы данных нет: {0} (её создают {program} init, migrate и serve)", program = crate::program())]
     Missing(PathBuf),
     /// The folder the database would be made in is missing: only the data folder itself is
     /// created, never the path to it (a mistyped `--db` must not make a tree).
@@ -325,7 +325,9 @@ impl Store {
             Err(error) => return Err(error),
             Ok(migrations::Plan::Migrate { .. }) => {
                 return Err(StoreError::Incompatible(format!(
-                    "база {} схемы v{version} (ревизия {revision}) требует миграции до v{CURRENT_SCHEMA_VERSION}: выполните jira-hub migrate",
+                    "база {} схемы v{version} (ревизия {revision}) требует миграции до v{CURRENT_SCHEMA_VERSION}: выполните {} --db {} migrate",
+                    path.display(),
+                    crate::program(),
                     path.display()
                 )));
             }

@@ -227,7 +227,7 @@ fn dependencies_gate_and_substitute_results() {
             .error
             .as_deref()
             .unwrap()
-            .contains("failed"),
+            .contains("со статусом «ошибка»"),
         "{:?}",
         stored.commands[2].error
     );
@@ -301,7 +301,7 @@ fn reports_are_idempotent_and_late_reports_count() {
     let again = agent.report(&mut hub, json!([{"command_id": id, "delivery": 1, "status": "failed", "error": "x", "jira_calls": 5}]));
     assert!(again.accepted.is_empty());
     assert!(
-        again.ignored[0].reason.contains("done"),
+        again.ignored[0].reason.contains("«выполнена»"),
         "{:?}",
         again.ignored
     );

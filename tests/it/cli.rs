@@ -616,7 +616,14 @@ fn restoring_a_backup_as_the_readme_says() {
         out.code, 1,
         "read-only status asks for a migration: {out:?}"
     );
-    assert!(out.stderr.contains("jira-hub migrate"), "{out:?}");
+    assert!(
+        out.stderr.contains(&format!(
+            "выполните {} --db {} migrate",
+            env!("CARGO_BIN_EXE_jira-hub"),
+            dir.db().display()
+        )),
+        "{out:?}"
+    );
     drop(Daemon::start(&dir.db(), &[]));
     assert!(run_ok(&dir.db(), &["status"]).stdout.contains("AWPCA"));
 }
@@ -1055,4 +1062,72 @@ fn serve_answers_to_the_hosts_it_was_given() {
     assert_eq!(status("console.example.com"), "200");
     assert_eq!(status(&daemon.address), "200");
     assert_eq!(status("evil.example"), "403");
+}
+/// A command other than `serve` and `agent` answers on stdout and logs nothing on stderr unless
+/// something went wrong (`RUST_LOG` still turns the log up); hints name the program as it was
+/// started: its path when run by one (a clone's `target/…/jira-hub`), else `jira-hub`.
+#[test]
+fn commands_answer_on_stdout_log_only_warnings_and_hint_the_program_as_started() {
+    let dir = TestDir::new();
+    let db = dir.db();
+    let quiet = |args: &[&str]| {
+        let output = hub_command(&db, args)
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{args:?}: {output:?}");
+        (
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let (stdout, stderr) = quiet(&["migrate"]);
+    assert!(!stdout.is_empty());
+    assert_eq!(stderr, "", "migrate logged at info");
+    let (stdout, stderr) = quiet(&["status"]);
+    assert_eq!(stderr, "");
+    let binary = env!("CARGO_BIN_EXE_jira-hub");
+    assert!(
+        stdout.contains(&format!(
+            "not initialised: run {binary} --db {} init --config FILE",
+            db.display()
+        )),
+        "{stdout}"
+    );
+    let config = example_config();
+    let (stdout, stderr) = quiet(&["init", "--config", config.to_str().unwrap()]);
+    assert!(stdout.contains("imported:"), "{stdout}");
+    assert_eq!(stderr, "", "init logged at info");
+    let (_, stderr) = quiet(&["refresh"]);
+    assert_eq!(stderr, "", "refresh logged at info");
+    // RUST_LOG turns it up.
+    let output = hub_command(&db, &["refresh"])
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("INFO"),
+        "{output:?}"
+    );
+
+    // Found in PATH: the hint says `jira-hub`.
+    let bin_dir = std::path::Path::new(binary).parent().unwrap();
+    let output = std::process::Command::new("jira-hub")
+        .env("PATH", bin_dir)
+        .env_remove("RUST_LOG")
+        .args(["--db", db.to_str().unwrap(), "settings", "get", "tokens"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).trim(),
+        "jira-hub: tokens: токены показывает jira-hub tokens",
+        "{output:?}"
+    );
+    let output = run(&db, &["settings", "get", "tokens"]);
+    assert!(
+        output
+            .stderr
+            .contains(&format!("токены показывает {binary} tokens")),
+        "{output:?}"
+    );
 }

@@ -1132,3 +1132,39 @@ async fn a_command_given_back_shows_its_wait_and_reason() {
         page.body
     );
 }
+
+/// «Обновить сейчас» while the same refresh is pending adds none and says so.
+#[tokio::test]
+async fn refresh_now_reuses_a_pending_refresh() {
+    let console = console();
+    let cookie = console.sign_in().await;
+    let page = console.get("/ui/runs", Some(&cookie)).await;
+    let csrf = csrf_of(&page.body);
+    let first = console
+        .post("/ui/refresh", Some(&cookie), &[("csrf", &csrf)], &[])
+        .await;
+    assert_eq!(first.headers["location"], "/ui/runs?notice=refresh");
+    let again = console
+        .post("/ui/refresh", Some(&cookie), &[("csrf", &csrf)], &[])
+        .await;
+    assert_eq!(again.headers["location"], "/ui/runs?notice=refresh-pending");
+    let page = console
+        .get("/ui/runs?notice=refresh-pending", Some(&cookie))
+        .await;
+    assert!(
+        page.body
+            .contains("Такое обновление уже ждёт в очереди или идёт"),
+        "{}",
+        page.body
+    );
+    let second = Request::builder()
+        .uri("/batches/2")
+        .header("Authorization", format!("Bearer {}", console.client))
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(
+        console.send(second).await.status,
+        StatusCode::NOT_FOUND,
+        "one refresh batch only"
+    );
+}

@@ -353,7 +353,7 @@ fn a_full_disk_under_the_daemon() {
     };
     wait_for("filled");
     let mut accepted = 0;
-    let full = (0..500).find_map(|i| {
+    let full = (0..400).find_map(|i| {
         let (status, body) = post_batch(&address, &token, &format!("полный диск {i}"));
         if status == 201 {
             accepted += 1;
@@ -391,7 +391,7 @@ fn a_full_disk_under_the_daemon() {
     assert_eq!(status, 200, "{ready}");
     let (status, body) = post_batch(&address, &token, "после");
     assert_eq!(status, 201, "{body}");
-    let (status, batches) = http(&address, "GET", "/batches?limit=1000", Some(&token), None);
+    let (status, batches) = http(&address, "GET", "/batches?limit=500", Some(&token), None);
     stop();
     let _ = child.wait();
     assert_eq!(status, 200, "{batches}");

@@ -286,3 +286,43 @@ fn claims_follow_batch_time_then_id_then_seq() {
         ]
     );
 }
+
+/// The reasons of ignored results are Russian throughout: statuses in words, counts in the right
+/// form (`выдана 2 раза`).
+#[test]
+fn ignored_results_say_why_in_russian() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    set_settings(
+        &mut hub,
+        json!({"pacing": {"claim_timeout_seconds": 60, "max_deliveries": 3}}),
+    );
+    let agent = Agent::new("agent-1");
+    hub.enqueue_batch(&one_transition()).unwrap();
+    let first = agent.claim(&mut hub, 1).commands[0].id;
+    clock.advance(Duration::seconds(61));
+    assert_eq!(agent.claim(&mut hub, 1).commands[0].delivery, 2);
+    let answer = agent.report(
+        &mut hub,
+        json!([{"command_id": first, "delivery": 7, "status": "done", "result": {}}]),
+    );
+    let reason = format!("{answer:?}");
+    assert!(
+        reason.contains("выдачи 7 у этой команды не было (выдана 2 раза)"),
+        "{reason}"
+    );
+    agent.report(
+        &mut hub,
+        json!([{"command_id": first, "delivery": 2, "status": "done", "result": {}}]),
+    );
+    let answer = agent.report(
+        &mut hub,
+        json!([{"command_id": first, "delivery": 2, "status": "done", "result": {}}]),
+    );
+    let reason = format!("{answer:?}");
+    assert!(
+        reason.contains("команда уже в конечном статусе «выполнена»"),
+        "{reason}"
+    );
+}

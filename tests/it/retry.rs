@@ -591,3 +591,29 @@ fn refresh_wait_says_when_no_agent_is_about() {
         "one refresh batch only"
     );
 }
+
+/// The README's `POST /batches` example is accepted as written, and its `depends_on` (a
+/// position when sent) comes back as the id of that command.
+#[tokio::test]
+async fn the_readmes_batch_example_is_accepted() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let end = readme
+        .find("}' http://127.0.0.1:8740/batches")
+        .expect("the example");
+    let start = readme[..end].rfind("-d '").expect("its body") + 4;
+    let body: Value = serde_json::from_str(&readme[start..=end]).unwrap();
+    let api = api();
+    // Sent twice, so that ids and positions differ in the second answer.
+    api.client(Method::POST, "/batches", Some(body.clone()))
+        .await;
+    let (status, view) = api.client(Method::POST, "/batches", Some(body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{view}");
+    assert_eq!(view["commands"][1]["seq"], 2);
+    assert_eq!(view["commands"][0]["id"], 3, "{view}");
+    assert_eq!(view["commands"][1]["depends_on"], view["commands"][0]["id"]);
+    assert_eq!(
+        view["commands"][1]["params"]["key"],
+        json!({"$result": "key"})
+    );
+}

@@ -26,6 +26,15 @@ fn the_samples_are_valid() {
     let out = run(&dir.db(), &["relay", "validate", bad.to_str().unwrap()]);
     assert_eq!(out.code, 1, "{out:?}");
     assert!(out.stdout.contains("INVALID"), "{out:?}");
+    // JSON that ends early: said in one Russian word.
+    let cut = dir.path().join("claim-cut.json");
+    std::fs::write(&cut, r#"{"kind": "claim", "id": "cut""#).unwrap();
+    let out = run(&dir.db(), &["relay", "validate", cut.to_str().unwrap()]);
+    assert!(
+        out.stdout
+            .contains("неполный JSON: файл, возможно, ещё пишется"),
+        "{out:?}"
+    );
 }
 
 #[test]
@@ -95,11 +104,9 @@ pub fn shell_block(markdown: &str, heading: &str) -> String {
     after[start..start + end].to_string()
 }
 
-/// The walk-through of `relay-samples/README.md`, typed literally from the repository root, with
-/// the quick start's hub running: the claim gets its answer and `relay inspect` shows it.
-#[test]
-fn the_walk_through_works_as_written() {
-    let dir = TestDir::new();
+/// A checkout as the walk-through expects it in `dir`: `relay-samples/`, the example config and
+/// the binary as `target/release/jira-hub`; returns its root, database and relay folder.
+fn checkout(dir: &TestDir) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
     let root = dir.path().join("checkout");
     std::fs::create_dir_all(root.join("target/release")).unwrap();
     std::fs::create_dir_all(root.join("admin")).unwrap();
@@ -115,9 +122,62 @@ fn the_walk_through_works_as_written() {
         root.join("target/release/jira-hub"),
     )
     .unwrap();
-    // The quick start, with this checkout's paths.
     let db = root.join("data/hub.sqlite");
     let relay = root.join("relay");
+    (root, db, relay)
+}
+
+/// The walk-through with no hub running: its wait gives up with a message saying what to look
+/// at, instead of waiting forever (`sleep` is a stand-in that returns at once).
+#[test]
+fn the_walk_through_gives_up_with_a_message() {
+    let dir = TestDir::new();
+    let (root, db, relay) = checkout(&dir);
+    run_ok(
+        &db,
+        &["init", "--config", example_config().to_str().unwrap()],
+    );
+    let setting = format!("\"{}\"", relay.display());
+    run_ok(&db, &["settings", "set", "relay_dir", &setting]);
+    for folder in ["inbox", "outbox"] {
+        std::fs::create_dir_all(relay.join(folder)).unwrap();
+    }
+    let shims = dir.path().join("shims");
+    std::fs::create_dir_all(&shims).unwrap();
+    std::fs::write(shims.join("sleep"), "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(
+        shims.join("sleep"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let readme = std::fs::read_to_string(samples().join("README.md")).unwrap();
+    let block = shell_block(&readme, "## A round trip by hand");
+    let path = format!("{}:{}", shims.display(), std::env::var("PATH").unwrap());
+    let out = std::process::Command::new("timeout")
+        .args(["120", "bash", "-euo", "pipefail", "-c", &block])
+        .current_dir(&root)
+        .env_remove("JIRA_HUB_DB")
+        .env("PATH", path)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "no answer within 30 s: is the hub running (serve) with relay_dir {}?",
+            relay.display()
+        )),
+        "{out:?}"
+    );
+}
+
+/// The walk-through of `relay-samples/README.md`, typed literally from the repository root, with
+/// the quick start's hub running: the claim gets its answer and `relay inspect` shows it.
+#[test]
+fn the_walk_through_works_as_written() {
+    let dir = TestDir::new();
+    let (root, db, relay) = checkout(&dir);
+    // The quick start, with this checkout's paths.
     let _daemon = Daemon::start(
         &db,
         &[
