@@ -10,7 +10,7 @@ use crate::domain::settings::{IssueTypes, Pacing};
 use crate::protocol::ClaimedCommand;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The settings a claim answer hands the agent (the hub's agent view), read leniently: a member
 /// that does not parse keeps its default.
@@ -72,18 +72,33 @@ pub enum Outcome {
     Failed(String),
     /// The agent is stopping: nothing to report, the hub hands the command out again.
     Stopped,
+    /// The command goes back to the hub unfinished (Jira cannot be reached, or the lease would
+    /// lapse): `unreachable` says which; see `agent::give_back`.
+    GiveBack {
+        reason: String,
+        unreachable: bool,
+    },
 }
 
 /// A failure inside a command: a reason for the report, or a stop.
 enum Fail {
     Reason(String),
     Stopped,
+    GiveBack { reason: String, unreachable: bool },
 }
 
 impl From<JiraError> for Fail {
     fn from(error: JiraError) -> Self {
         match error {
             JiraError::Stopped => Fail::Stopped,
+            JiraError::Unreachable(reason) => Fail::GiveBack {
+                reason,
+                unreachable: true,
+            },
+            JiraError::GiveBack(reason) => Fail::GiveBack {
+                reason,
+                unreachable: false,
+            },
             JiraError::Refused { message, .. } => Fail::Reason(message),
             other => Fail::Reason(other.to_string()),
         }
@@ -124,6 +139,13 @@ impl Executor<'_> {
             Ok(value) => Outcome::Done(value),
             Err(Fail::Reason(message)) => Outcome::Failed(message),
             Err(Fail::Stopped) => Outcome::Stopped,
+            Err(Fail::GiveBack {
+                reason,
+                unreachable,
+            }) => Outcome::GiveBack {
+                reason,
+                unreachable,
+            },
         }
     }
 
@@ -159,13 +181,13 @@ impl Executor<'_> {
         let fields = self.issue_fields(params, true)?;
         let since_ms = since_ms(command.enqueued_at.as_deref());
         let mut check = command.delivery > 1;
-        let mut lost_at: Option<Instant> = None;
+        let mut lost_at: Option<Duration> = None;
         let mut tries = 0u32;
         loop {
             if check {
                 let lag_until = match lost_at {
                     Some(at) => at + self.lag()?,
-                    None => Instant::now(),
+                    None => self.jira.waits().now(),
                 };
                 loop {
                     let found = self.find_created(&summary, &labels, since_ms)?;
@@ -188,13 +210,13 @@ impl Executor<'_> {
                             )));
                         }
                     }
-                    if Instant::now() >= lag_until {
+                    let now = self.jira.waits().now();
+                    if now >= lag_until {
                         break;
                     }
                     // Cloud's search catches up with writes within seconds to minutes.
-                    let stop = || false;
-                    let wait = Duration::from_secs(1).min(lag_until - Instant::now());
-                    if !super::net::sleep_unless(wait, &stop) {
+                    let wait = Duration::from_secs(1).min(lag_until - now);
+                    if !self.jira.waits().sleep(wait) {
                         return Err(Fail::Stopped);
                     }
                 }
@@ -213,7 +235,9 @@ impl Executor<'_> {
                     if let Some(sprint) = &sprint {
                         self.add_to_sprint(&key, sprint, params)
                             .map_err(|e| match e {
-                                Fail::Reason(r) => fail(format!("{key} создана, но {r}")),
+                                Fail::Reason(r) | Fail::GiveBack { reason: r, .. } => {
+                                    fail(format!("{key} создана, но {r}"))
+                                }
                                 Fail::Stopped => Fail::Stopped,
                             })?;
                     }
@@ -228,7 +252,7 @@ impl Executor<'_> {
                         )));
                     }
                     check = true;
-                    lost_at = Some(Instant::now());
+                    lost_at = Some(self.jira.waits().now());
                 }
                 Err(other) => return Err(other.into()),
             }

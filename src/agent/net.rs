@@ -4,7 +4,6 @@
 //! and "it may have reached the server" (a write must be checked before it is repeated).
 
 use super::config::AgentConfig;
-use std::time::Duration;
 
 /// The largest answer body read (a search page of 1,000 issues with every field fits).
 const MAX_BODY_BYTES: u64 = 1024 * 1024 * 1024;
@@ -14,7 +13,25 @@ pub(crate) struct Reply {
     pub status: u16,
     /// `Retry-After`, as sent.
     pub retry_after: Option<String>,
+    /// The headers the agent reads besides: rate limits (`X-RateLimit-*`, `RateLimit-Reason`,
+    /// Cloud's beta `*RateLimit*`), `Location`, `X-Seraph-LoginReason`; names in lower case.
+    pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+}
+
+impl Reply {
+    /// A header's value (`name` in lower case).
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Whether the agent keeps this header of an answer.
+fn kept_header(name: &str) -> bool {
+    name.contains("ratelimit") || name == "location" || name == "x-seraph-loginreason"
 }
 
 /// Why a request got no answer.
@@ -134,6 +151,14 @@ impl Client {
                 .map(str::to_string)
         };
         let retry_after = header("retry-after");
+        let headers = response
+            .headers()
+            .iter()
+            .filter(|(name, _)| kept_header(name.as_str()))
+            .filter_map(|(name, value)| {
+                Some((name.as_str().to_string(), value.to_str().ok()?.to_string()))
+            })
+            .collect();
         let body = response
             .body_mut()
             .with_config()
@@ -143,29 +168,60 @@ impl Client {
         Ok(Reply {
             status,
             retry_after,
+            headers,
             body,
         })
     }
 }
 
+/// Sorts a failure into "not sent" and "may have arrived", in words that say exactly what
+/// happened (the agent's `last_error` and a command's error show them to operators).
 fn classify(error: ureq::Error) -> NetError {
     use ureq::Error as E;
     let text = error.to_string();
     match error {
-        E::HostNotFound | E::ConnectionFailed | E::BadUri(_) | E::InvalidProxyUrl => {
-            NetError::NotSent(text)
+        E::HostNotFound => NetError::NotSent(format!("имя хоста не найдено (DNS): {text}")),
+        E::ConnectionFailed => NetError::NotSent(format!("соединение не установлено: {text}")),
+        E::BadUri(_) | E::InvalidProxyUrl => NetError::NotSent(format!("неверный адрес: {text}")),
+        E::ConnectProxyFailed(_) => NetError::NotSent(format!("прокси не соединил: {text}")),
+        // A TLS handshake fails before the request is written: never ambiguous.
+        E::Tls(_) | E::Rustls(_) | E::Pem(_) => {
+            NetError::NotSent(format!("TLS: рукопожатие не удалось: {text}"))
         }
-        E::ConnectProxyFailed(_) | E::Tls(_) | E::Rustls(_) | E::Pem(_) => NetError::NotSent(text),
-        E::Timeout(ureq::Timeout::Resolve | ureq::Timeout::Connect) => NetError::NotSent(text),
-        E::Timeout(_) => NetError::Ambiguous(text),
+        E::Timeout(ureq::Timeout::Resolve) => {
+            NetError::NotSent(format!("имя хоста не найдено (DNS): истекло время: {text}"))
+        }
+        E::Timeout(ureq::Timeout::Connect) => {
+            NetError::NotSent(format!("истекло время соединения: {text}"))
+        }
+        E::Timeout(_) => NetError::Ambiguous(format!("истекло время ответа: {text}")),
         E::Io(io) => match io.kind() {
-            std::io::ErrorKind::ConnectionRefused
-            | std::io::ErrorKind::AddrNotAvailable
-            | std::io::ErrorKind::NotFound => NetError::NotSent(text),
+            std::io::ErrorKind::ConnectionRefused => {
+                NetError::NotSent(format!("соединение отвергнуто: {text}"))
+            }
+            std::io::ErrorKind::AddrNotAvailable
+            | std::io::ErrorKind::NotFound
+            | std::io::ErrorKind::HostUnreachable
+            | std::io::ErrorKind::NetworkUnreachable => {
+                NetError::NotSent(format!("сеть недоступна: {text}"))
+            }
+            // rustls reports a failed handshake as an I/O error of kind InvalidData.
+            std::io::ErrorKind::InvalidData if is_tls_error(&io) => {
+                NetError::NotSent(format!("TLS: рукопожатие не удалось: {text}"))
+            }
+            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
+                NetError::Ambiguous(format!("истекло время ответа: {text}"))
+            }
             _ => NetError::Ambiguous(text),
         },
         _ => NetError::Ambiguous(text),
     }
+}
+
+/// Whether an I/O error carries a rustls error (a handshake that failed).
+fn is_tls_error(io: &std::io::Error) -> bool {
+    io.get_ref()
+        .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
 }
 
 /// `Authorization: Basic …` for a user and password.
@@ -192,21 +248,6 @@ fn base64(bytes: &[u8]) -> String {
         }
     }
     out
-}
-
-/// Sleeps `total` in short steps, stopping early when `stop` says so. Returns false when stopped.
-pub(crate) fn sleep_unless(total: Duration, stop: &dyn Fn() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + total;
-    loop {
-        if stop() {
-            return false;
-        }
-        let now = std::time::Instant::now();
-        if now >= deadline {
-            return true;
-        }
-        std::thread::sleep((deadline - now).min(Duration::from_millis(100)));
-    }
 }
 
 #[cfg(test)]

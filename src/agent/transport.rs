@@ -9,7 +9,8 @@
 //! `Authorization: Bearer`; lost connections and 5xx are retried with the same id.
 
 use super::config::{AgentConfig, HubTransport, Secret};
-use super::net::{Client, sleep_unless};
+use super::net::Client;
+use super::wait::Waits;
 use crate::protocol::{
     ClaimAnswer, ClaimRequest, CommandResult, Envelope, HeartbeatAnswer, HeartbeatRequest, Kind,
     ReportAnswer, ReportRequest,
@@ -19,7 +20,6 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The agent's version, sent in claims and heartbeats.
@@ -38,7 +38,7 @@ pub(crate) struct HubLink {
     name: String,
     token: Secret,
     answer_timeout: Duration,
-    stop: Arc<AtomicBool>,
+    waits: Arc<Waits>,
 }
 
 enum Way {
@@ -66,7 +66,7 @@ struct Outgoing<'a, T: Serialize> {
 }
 
 impl HubLink {
-    pub(crate) fn new(config: &AgentConfig, client: Client, stop: Arc<AtomicBool>) -> HubLink {
+    pub(crate) fn new(config: &AgentConfig, client: Client, waits: Arc<Waits>) -> HubLink {
         let way = match &config.transport {
             HubTransport::Relay(dir) => Way::Relay(dir.clone()),
             HubTransport::Http(url) => Way::Http {
@@ -79,7 +79,7 @@ impl HubLink {
             name: config.name.clone(),
             token: config.agent_token.clone(),
             answer_timeout: config.answer_timeout,
-            stop,
+            waits,
         }
     }
 
@@ -87,7 +87,7 @@ impl HubLink {
         Envelope {
             id: id.to_string(),
             agent: self.name.clone(),
-            sent_at: crate::domain::time::format_utc(time::OffsetDateTime::now_utc()),
+            sent_at: crate::domain::time::format_utc(self.waits.wall()),
             token: match self.way {
                 Way::Relay(_) => Some(self.token.expose().to_string()),
                 Way::Http { .. } => None,
@@ -140,7 +140,7 @@ impl HubLink {
     }
 
     fn stopping(&self) -> bool {
-        self.stop.load(Ordering::SeqCst)
+        self.waits.stopping()
     }
 
     /// Sends one request until it is answered; `patient`: keep at it for a while when stopping.
@@ -192,7 +192,7 @@ impl HubLink {
         let mut written_at: Option<Instant> = None;
         let mut warned = false;
         loop {
-            super::alive();
+            self.waits.alive();
             if written_at.is_none() {
                 match write_file(&inbox, &name, bytes) {
                     Ok(()) => written_at = Some(Instant::now()),
@@ -201,9 +201,10 @@ impl HubLink {
                             tracing::warn!(folder = %inbox.display(), %error, "cannot write into the relay's inbox (is the share mounted?); retrying");
                             warned = true;
                         }
-                        if give_up() || !sleep_unless(Duration::from_secs(1), &|| false) {
+                        if give_up() {
                             return Err(LinkError::Stopped);
                         }
+                        self.waits.sleep_through(Duration::from_secs(1));
                         continue;
                     }
                 }
@@ -248,7 +249,7 @@ impl HubLink {
         let authorization = format!("Bearer {}", self.token.expose());
         let mut attempt = 0u32;
         loop {
-            super::alive();
+            self.waits.alive();
             let failure = match client.send("POST", &target, &authorization, Some(bytes)) {
                 Ok(reply) if (200..300).contains(&reply.status) => return Ok(reply.body),
                 Ok(reply) if reply.status >= 500 || reply.status == 408 || reply.status == 429 => {
@@ -266,7 +267,11 @@ impl HubLink {
                 tracing::warn!(kind = %kind, attempt, error = %failure, "the hub did not answer; retrying with the same id");
             }
             let wait = super::jira_api::backoff(attempt.min(5));
-            if give_up() || !sleep_unless(wait, &|| false) || give_up() {
+            if give_up() {
+                return Err(LinkError::Stopped);
+            }
+            self.waits.sleep_through(wait);
+            if give_up() {
                 return Err(LinkError::Stopped);
             }
             attempt += 1;

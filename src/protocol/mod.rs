@@ -86,7 +86,8 @@ pub enum ResultStatus {
     Done,
     Failed,
     Skipped,
-    /// A page of a refresh; the command stays claimed.
+    /// A page of a refresh; the command stays claimed. Without `page`, for any command of the
+    /// current delivery: "still working", which renews its lease and changes nothing else.
     Progress,
 }
 
@@ -211,6 +212,11 @@ pub struct ClaimAnswer {
     pub settings: Option<Value>,
     pub pause_seconds: u32,
     pub commands: Vec<ClaimedCommand>,
+    /// How long the commands handed out stay the agent's without a word from it
+    /// (`pacing.claim_timeout_seconds`): a result of any status renews a command's lease, and a
+    /// `progress` without `page` does nothing else. Absent from older hubs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_seconds: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]

@@ -307,6 +307,7 @@ fn claim_in(tx: &Tx<'_>, claim: &ClaimRequest, now: &Now, streak: u32) -> Result
         settings: settings_outdated.then(|| settings.agent_view()),
         pause_seconds: pause,
         commands,
+        lease_seconds: Some(settings.pacing.claim_timeout_seconds),
     })
 }
 
@@ -451,11 +452,11 @@ fn apply_result(
     let is_refresh = command.command_type == CommandType::Refresh;
     // An ignored result changes nothing: the checks come before any write.
     if result.status == ResultStatus::Progress {
-        if !is_refresh {
-            return Ok(Err("progress бывает только у команды refresh".into()));
-        }
         if result.page.is_none() {
-            return Ok(Err("у progress нет page".into()));
+            return keep_alive(tx, &command, result, now);
+        }
+        if !is_refresh {
+            return Ok(Err("page бывает только у команды refresh".into()));
         }
     }
     tx.add_jira_counts(command.id, result.jira_calls, result.rate_limited)?;
@@ -515,6 +516,32 @@ fn apply_result(
             skip_dependents(tx, &command, status, now)?;
         }
     }
+    Ok(Ok(()))
+}
+
+/// A `progress` without `page`: the agent still works on the command (a long wait for Jira), so
+/// its lease is renewed, and nothing else changes (counts included; a refresh's run too). Only
+/// the current delivery keeps a lease: an older one's agent has lost it, and the answer tells it
+/// so (it stops working on the command).
+fn keep_alive(
+    tx: &Tx<'_>,
+    command: &CommandRow,
+    result: &CommandResult,
+    now: &Now,
+) -> Result<std::result::Result<(), String>> {
+    if result.delivery != command.deliveries {
+        return Ok(Err(format!(
+            "аренда выдачи {} потеряна: команда выдана снова (выдача {})",
+            result.delivery, command.deliveries
+        )));
+    }
+    if command.status != CommandStatus::Claimed {
+        return Ok(Err(format!(
+            "аренда потеряна: команда в статусе {}",
+            command.status.as_str()
+        )));
+    }
+    tx.renew_lease(command.id, &now.utc)?;
     Ok(Ok(()))
 }
 
