@@ -401,3 +401,156 @@ fn an_unreachable_jira_holds_the_queue_and_says_why() {
     assert!(fake.comments(&key).is_empty());
     assert_eq!(fake.calls(Endpoint::AddComment), 0);
 }
+
+/// A TLS front for the simulated Jira (`https://localhost:<port>` → the fake's plain port),
+/// serving `cert`: what a Jira behind a reverse proxy with its own certificate looks like.
+struct TlsFront {
+    url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl TlsFront {
+    fn start(backend: &str, cert: &rcgen::Certificate, key: &rcgen::KeyPair) -> TlsFront {
+        use tokio_rustls::rustls;
+        let backend = backend.trim_start_matches("http://").to_string();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            )
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let url = format!(
+            "https://localhost:{}",
+            listener.local_addr().unwrap().port()
+        );
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                let accept = async {
+                    loop {
+                        let Ok((tcp, _)) = listener.accept().await else {
+                            continue;
+                        };
+                        let (acceptor, backend) = (acceptor.clone(), backend.clone());
+                        tokio::spawn(async move {
+                            // A handshake the client refuses just ends the connection.
+                            let Ok(mut tls) = acceptor.accept(tcp).await else {
+                                return;
+                            };
+                            let Ok(mut plain) = tokio::net::TcpStream::connect(&backend).await
+                            else {
+                                return;
+                            };
+                            let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+                        });
+                    }
+                };
+                tokio::select! {
+                    _ = accept => {}
+                    _ = stopped => {}
+                }
+            });
+            runtime.shutdown_background();
+        });
+        TlsFront {
+            url,
+            stop: Some(stop),
+        }
+    }
+}
+
+impl Drop for TlsFront {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// A self-signed certificate as `openssl req -x509 -newkey … -subj /CN=localhost` makes it: its
+/// own issuer, and `basicConstraints = critical, CA:TRUE` (openssl.cnf's `v3_ca`, which `req
+/// -x509` applies).
+fn self_signed_ca() -> (rcgen::Certificate, rcgen::KeyPair) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "localhost");
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    (params.self_signed(&key).unwrap(), key)
+}
+
+/// Item 12: a self-signed CA:TRUE certificate given as `ca_file` is accepted as the server's
+/// own (WebPKI alone refuses it: `CaUsedAsEndEntity`); a server presenting another certificate
+/// fails the handshake, which is "not sent": the queue is held and the reason says TLS.
+#[test]
+fn a_self_signed_certificate_in_ca_file_is_accepted_and_a_wrong_one_holds_the_queue() {
+    let fake = FakeJira::start(Mode::DataCenter);
+    let key = seed(&fake);
+    let (cert, cert_key) = self_signed_ca();
+    let front = TlsFront::start(&fake.url(), &cert, &cert_key);
+    let pem_dir = TestDir::new();
+    let ca_file = pem_dir.path().join("jira.pem");
+    std::fs::write(&ca_file, cert.pem()).unwrap();
+
+    let hub = Hub::start(
+        json!({"pacing": {"min_interval_ms": 0}}),
+        comments_on(&key, 1),
+    );
+    let config = hub.agent_config(&front.url, json!({"ca_file": ca_file}));
+    run_agent(&hub, &config, None, 1);
+    assert_eq!(fake.comments(&key).len(), 1);
+    let agents = hub.read().agents().unwrap();
+    assert_eq!(agents[0].jira_ok, Some(true), "{agents:?}");
+    assert_eq!(hub.commands()[0].status, CommandStatus::Done);
+
+    // Another certificate than the pinned one: refused, before anything is sent.
+    let (other, other_key) = self_signed_ca();
+    let impostor = TlsFront::start(&fake.url(), &other, &other_key);
+    let hub = Hub::start(
+        json!({"pacing": {"min_interval_ms": 0}}),
+        comments_on(&key, 1),
+    );
+    let config = hub.agent_config(&impostor.url, json!({"ca_file": ca_file}));
+    let stop = Arc::new(AtomicBool::new(false));
+    let agent = {
+        let (clock, stop) = (hub.clock.clone(), stop.clone());
+        std::thread::spawn(move || {
+            jira_hub::run_agent_for_test(&config, clock, None, stop, None).unwrap()
+        })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let error = loop {
+        let agents = hub.read().agents().unwrap();
+        if let Some(a) = agents.into_iter().find(|a| a.jira_ok == Some(false)) {
+            break a.last_error.unwrap_or_default();
+        }
+        assert!(std::time::Instant::now() < deadline, "no heartbeat");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    stop.store(true, Ordering::SeqCst);
+    agent.join().unwrap();
+    assert!(error.contains("TLS"), "{error}");
+    assert!(error.contains("нет соединения"), "not sent: {error}");
+    let commands = hub.commands();
+    assert!(
+        commands
+            .iter()
+            .all(|c| c.status == CommandStatus::Queued && c.deliveries == 0),
+        "{commands:?}"
+    );
+    assert_eq!(fake.comments(&key).len(), 1, "nothing more was written");
+}
