@@ -511,9 +511,22 @@ fn a_self_signed_certificate_in_ca_file_is_accepted_and_a_wrong_one_holds_the_qu
         comments_on(&key, 1),
     );
     let config = hub.agent_config(&front.url, json!({"ca_file": ca_file}));
-    run_agent(&hub, &config, None, 1);
-    assert_eq!(fake.comments(&key).len(), 1);
+    let stop = Arc::new(AtomicBool::new(false));
+    let agent = {
+        let (clock, stop) = (hub.clock.clone(), stop.clone());
+        std::thread::spawn(move || {
+            jira_hub::run_agent_for_test(&config, clock, None, stop, None).unwrap()
+        })
+    };
+    // Until the command is done (socket I/O only); a refused certificate never gets there.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while hub.commands()[0].status != CommandStatus::Done && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, Ordering::SeqCst);
+    agent.join().unwrap();
     let agents = hub.read().agents().unwrap();
+    assert_eq!(fake.comments(&key).len(), 1, "{agents:?}");
     assert_eq!(agents[0].jira_ok, Some(true), "{agents:?}");
     assert_eq!(hub.commands()[0].status, CommandStatus::Done);
 
