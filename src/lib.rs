@@ -53,6 +53,9 @@ pub fn program() -> String {
 }
 
 pub(crate) mod agent;
+/// The agent's loop on a test's clock (tests only).
+#[doc(hidden)]
+pub use agent::run_for_test as run_agent_for_test;
 pub mod cli;
 pub mod clock;
 pub mod daemon;

@@ -15,7 +15,7 @@ use crate::domain::settings::{IssueTypes, Pacing, TransitionTarget};
 use crate::protocol::ClaimedCommand;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The settings a claim answer hands the agent (the hub's agent view), read leniently: a member
 /// that does not parse keeps its default.
@@ -80,6 +80,12 @@ pub enum Outcome {
     Released(String),
     /// The agent is stopping: nothing to report, the hub hands the command out again.
     Stopped,
+    /// The command goes back to the hub unfinished (Jira cannot be reached, or the lease would
+    /// lapse): `unreachable` says which; see `agent::give_back`.
+    GiveBack {
+        reason: String,
+        unreachable: bool,
+    },
 }
 
 /// A failure inside a command: a reason for the report, a lost answer, or a stop.
@@ -87,6 +93,7 @@ enum Fail {
     Reason(String),
     Release(String),
     Stopped,
+    GiveBack { reason: String, unreachable: bool },
 }
 
 /// The entity property that marks what the agent creates (issues and comments), set in the
@@ -141,6 +148,14 @@ impl From<JiraError> for Fail {
     fn from(error: JiraError) -> Self {
         match error {
             JiraError::Stopped => Fail::Stopped,
+            JiraError::Unreachable(reason) => Fail::GiveBack {
+                reason,
+                unreachable: true,
+            },
+            JiraError::GiveBack(reason) => Fail::GiveBack {
+                reason,
+                unreachable: false,
+            },
             JiraError::Refused { message, .. } => Fail::Reason(message),
             JiraError::Ambiguous(error) => Fail::Release(format!(
                 "ответ Jira на запись потерян ({error}); запись могла выполниться, поэтому в этой выдаче она не повторяется"
@@ -168,7 +183,7 @@ pub(crate) struct Executor<'a> {
     pub write_limit: Duration,
     /// The claim answer's `created_at` (the hub's clock) and when it arrived: with the
     /// command's `enqueued_at` they give the batch's age, which bounds the checks on Jira's clock.
-    pub claimed: Option<(&'a str, Instant)>,
+    pub claimed: Option<(&'a str, std::time::Instant)>,
     /// Waits this long, feeding the watchdog; false when the agent is stopping. Injected, so
     /// that the agent's clock can drive it (tests do not sleep).
     pub sleep: &'a dyn Fn(Duration) -> bool,
@@ -195,6 +210,13 @@ impl Executor<'_> {
             Err(Fail::Reason(message)) => Outcome::Failed(message),
             Err(Fail::Release(message)) => Outcome::Released(message),
             Err(Fail::Stopped) => Outcome::Stopped,
+            Err(Fail::GiveBack {
+                reason,
+                unreachable,
+            }) => Outcome::GiveBack {
+                reason,
+                unreachable,
+            },
         }
     }
 
@@ -273,6 +295,13 @@ impl Executor<'_> {
                     Fail::Reason(r) => fail(format!("{key} создана, но {r}")),
                     // The issue is marked: the next delivery takes it and adds it to the sprint.
                     Fail::Release(r) => Fail::Release(format!("{key} создана, но {r}")),
+                    Fail::GiveBack {
+                        reason,
+                        unreachable,
+                    } => Fail::GiveBack {
+                        reason: format!("{key} создана, но {reason}"),
+                        unreachable,
+                    },
                     Fail::Stopped => Fail::Stopped,
                 })?;
         }
@@ -296,7 +325,7 @@ impl Executor<'_> {
         );
         if let Err(error) = self.idempotent_write("PUT", &path, marker) {
             let error = match error {
-                Fail::Reason(r) | Fail::Release(r) => r,
+                Fail::Reason(r) | Fail::Release(r) | Fail::GiveBack { reason: r, .. } => r,
                 Fail::Stopped => "the agent is stopping".into(),
             };
             tracing::warn!(%key, %error, "the created issue's marker could not be set");
@@ -1068,7 +1097,11 @@ mod tests {
             crate::agent::config::Secret::new(crate::agent::net::basic_auth("agent", "secret")),
             config.deployment,
             0,
-            std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            std::sync::Arc::new(crate::agent::wait::Waits::new(
+                std::sync::Arc::new(crate::clock::SystemClock),
+                std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+                crate::agent::wait::Notifier::Systemd,
+            )),
         );
         jira.set_min_interval(Duration::ZERO);
         jira
@@ -1130,7 +1163,7 @@ mod tests {
             search_lag: None,
             agent: "agent-1",
             write_limit: Duration::from_secs(60),
-            claimed: Some(("2026-11-29T10:05:00Z", Instant::now())),
+            claimed: Some(("2026-11-29T10:05:00Z", std::time::Instant::now())),
             sleep: &sleep,
         };
         let outcome = executor.execute(&redelivered_create(Some(100)), &mut |_| Ok(()));

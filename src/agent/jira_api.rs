@@ -9,15 +9,15 @@
 
 use super::config::{DeploymentSetting, Secret};
 use super::jql;
-use super::net::{Client, NetError, Reply, sleep_unless};
+use super::net::{Client, NetError, Reply};
+use super::wait::Waits;
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 /// The longest wait a `Retry-After` may impose.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(900);
@@ -37,6 +37,10 @@ pub(crate) enum ReadFailure {
     /// Anything else: not sent, rate limited.
     Other,
 }
+/// How many rate-limited answers (429, or 503 with `Retry-After`) one call waits out before the
+/// command goes back to the hub: they are not failures of the command, and each wait is bounded
+/// by the lease.
+const MAX_RATE_LIMITED: u32 = 20;
 
 /// Which kind of Jira answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +60,12 @@ pub(crate) enum JiraError {
     Ambiguous(String),
     /// Jira could not be reached, or kept failing, after every retry.
     Unavailable(String),
+    /// Jira cannot be reached at all (DNS, refused, TLS, timeouts, 401, a login redirect): the
+    /// command is given back to the hub untouched, and the agent stops claiming until Jira
+    /// answers its heartbeat again.
+    Unreachable(String),
+    /// The command goes back to the hub (its lease would lapse during a wait, or was lost).
+    GiveBack(String),
     /// The agent is stopping: the call was not made.
     Stopped,
 }
@@ -66,6 +76,8 @@ impl std::fmt::Display for JiraError {
             JiraError::Refused { status, message } => write!(f, "{message} (HTTP {status})"),
             JiraError::Ambiguous(e) => write!(f, "ответ Jira потерян: {e}"),
             JiraError::Unavailable(e) => write!(f, "Jira недоступна: {e}"),
+            JiraError::Unreachable(e) => write!(f, "Jira недоступна: {e}"),
+            JiraError::GiveBack(e) => write!(f, "команда возвращена хабу: {e}"),
             JiraError::Stopped => f.write_str("агент останавливается"),
         }
     }
@@ -100,11 +112,12 @@ pub(crate) struct Jira {
     deployment: Option<Deployment>,
     me: Option<Me>,
     min_interval: Duration,
-    last_call: Option<Instant>,
-    not_before: Option<Instant>,
+    /// When the last call ended (monotonic, [`Waits::now`]).
+    last_call: Option<Duration>,
+    /// No call before this (the hub's pause, Jira's `Retry-After` or rate-limit reset).
+    not_before: Option<Duration>,
     max_retries: u32,
     counters: Rc<Cell<Counters>>,
-    stop: Arc<AtomicBool>,
     /// Jira's clock minus the agent's, in milliseconds, from the last `serverInfo.serverTime`
     /// (issue 19: the windows of the checks before a repeated write are Jira's times).
     skew_ms: Option<i64>,
@@ -112,6 +125,9 @@ pub(crate) struct Jira {
     version: Option<(u64, u64)>,
     /// Why the last failed read failed (a search page shrinks only for a slow or large answer).
     last_read_failure: Option<ReadFailure>,
+    waits: Arc<Waits>,
+    /// The last rate limit Jira announced, in words, until a call goes through unlimited.
+    rate_limited: Option<String>,
 }
 
 impl Jira {
@@ -121,7 +137,7 @@ impl Jira {
         authorization: Secret,
         setting: DeploymentSetting,
         max_retries: u32,
-        stop: Arc<AtomicBool>,
+        waits: Arc<Waits>,
     ) -> Jira {
         let deployment = match setting {
             DeploymentSetting::Auto => None,
@@ -140,10 +156,11 @@ impl Jira {
             not_before: None,
             max_retries,
             counters: Rc::default(),
-            stop,
             skew_ms: None,
             version: None,
             last_read_failure: None,
+            waits,
+            rate_limited: None,
         }
     }
 
@@ -155,9 +172,28 @@ impl Jira {
     /// The hub's `pause_seconds`: no call before that long from now.
     pub(crate) fn pause(&mut self, pause: Duration) {
         if !pause.is_zero() {
-            let until = Instant::now() + pause;
-            self.not_before = Some(self.not_before.map_or(until, |t| t.max(until)));
+            self.hold_until(self.waits.now() + pause);
         }
+    }
+
+    fn hold_until(&mut self, until: Duration) {
+        self.not_before = Some(self.not_before.map_or(until, |t| t.max(until)));
+    }
+
+    /// How long from now until the next call may go (the pacer, a pause, a rate limit).
+    pub(crate) fn ready_in(&self) -> Duration {
+        let mut ready = self
+            .last_call
+            .map_or(Duration::ZERO, |t| t + self.min_interval);
+        if let Some(not_before) = self.not_before {
+            ready = ready.max(not_before);
+        }
+        ready.saturating_sub(self.waits.now())
+    }
+
+    /// The rate limit Jira announced last, while it lasts (for the heartbeat's note).
+    pub(crate) fn rate_limited(&self) -> Option<&str> {
+        self.rate_limited.as_deref()
     }
 
     /// The counters since the last call of this, which resets them.
@@ -179,7 +215,7 @@ impl Jira {
     }
 
     fn stopping(&self) -> bool {
-        self.stop.load(Ordering::SeqCst)
+        self.waits.stopping()
     }
 
     /// The deployment, asking `serverInfo` when it is not known yet.
@@ -195,8 +231,8 @@ impl Jira {
     /// A heartbeat's probe makes one try (`retry: false`): a Jira that is down is reported at once.
     pub(crate) fn server_info(&mut self, retry: bool) -> Result<(), JiraError> {
         let retries = if retry { self.max_retries } else { 0 };
-        let asked = SystemTime::now();
-        let reply = self.read_with("/rest/api/2/serverInfo", retries)?;
+        let asked = SystemTime::from(self.waits.wall());
+        let reply = self.read_with("/rest/api/2/serverInfo", retries, retry)?;
         let info: Value = parse(&reply)?;
         if let Some([major, minor, ..]) = info
             .get("versionNumbers")
@@ -211,7 +247,7 @@ impl Jira {
             .and_then(jira_time)
         {
             // The answer was made between the question and its arrival: the middle of the two.
-            let answered = SystemTime::now();
+            let answered = SystemTime::from(self.waits.wall());
             let middle = asked + answered.duration_since(asked).unwrap_or_default() / 2;
             let local = time::OffsetDateTime::from(middle);
             self.skew_ms = Some(((server - local).whole_milliseconds()) as i64);
@@ -267,17 +303,19 @@ impl Jira {
         Ok(me)
     }
 
-    /// Waits for the pacer, then makes one call.
+    /// Waits for the pacer (and any pause or rate limit), then makes one call. Every call, the
+    /// heartbeat's `serverInfo` included, goes through here.
     fn once(&mut self, method: &str, path: &str, body: Option<&[u8]>) -> Result<Reply, CallError> {
-        let now = Instant::now();
-        let mut ready = self.last_call.map_or(now, |t| t + self.min_interval);
-        if let Some(not_before) = self.not_before {
-            ready = ready.max(not_before);
-        }
-        if ready > now {
-            let stop = self.stop.clone();
-            if !sleep_unless(ready - now, &|| stop.load(Ordering::SeqCst)) {
-                return Err(CallError::Stopped);
+        let wait = self.ready_in();
+        if !wait.is_zero() {
+            if !self.waits.may_wait(wait) {
+                return Err(CallError::GiveBack(format!(
+                    "Jira можно спрашивать только через {} с, а аренда команд кончится раньше",
+                    wait.as_secs()
+                )));
+            }
+            if !self.waits.sleep(wait) {
+                return Err(self.interrupted());
             }
         }
         if self.stopping() {
@@ -289,66 +327,159 @@ impl Jira {
         let result = self
             .client
             .send(method, &url, self.authorization.expose(), body);
-        self.last_call = Some(Instant::now());
+        self.last_call = Some(self.waits.now());
         tracing::debug!(method, path = %path_only(path), status = ?result.as_ref().map(|r| r.status).ok(), "jira call");
+        if let Ok(reply) = &result {
+            self.note_limits(reply);
+        }
         result.map_err(CallError::Net)
     }
 
-    /// Waits as Jira asked (or a backoff); false when stopping.
-    fn wait_after(&mut self, reply_retry_after: Option<&str>, attempt: u32) -> bool {
-        let wait = reply_retry_after
-            .and_then(|text| parse_retry_after(text, SystemTime::now()))
-            .map(|d| d.min(MAX_RETRY_AFTER))
-            .unwrap_or_else(|| backoff(attempt));
-        tracing::info!(
-            wait_ms = wait.as_millis() as u64,
-            attempt,
-            "Jira asks to wait"
-        );
-        let stop = self.stop.clone();
-        sleep_unless(wait, &|| stop.load(Ordering::SeqCst))
+    /// A wait that ended early: the agent stops, or the lease of its commands was lost.
+    fn interrupted(&self) -> CallError {
+        if self.stopping() {
+            CallError::Stopped
+        } else {
+            CallError::GiveBack("аренда команд потеряна во время ожидания".into())
+        }
     }
 
-    /// A read: retried on lost connections, 429, 5xx, up to `max_retries`.
+    /// Rate-limit headers on any answer: a `Retry-After` (Data Center sends one on every answer,
+    /// 0 while tokens remain) or a near limit slows the next call down; a 429/503's wait is
+    /// decided by [`Jira::wait_after`].
+    fn note_limits(&mut self, reply: &Reply) {
+        let limited = reply.status == 429 || reply.status == 503;
+        if !limited {
+            self.rate_limited = None;
+            let now = SystemTime::from(self.waits.wall());
+            if let Some(wait) = reply
+                .retry_after
+                .as_deref()
+                .and_then(|t| parse_retry_after(t, now))
+                .filter(|d| !d.is_zero())
+            {
+                self.hold_until(self.waits.now() + wait.min(MAX_RETRY_AFTER));
+            }
+            let near = |name: &str| reply.header(name).is_some_and(|v| v.trim() == "true");
+            if near("x-ratelimit-nearlimit") || near("x-beta-ratelimit-nearlimit") {
+                // Less than a fifth of the budget left (developer.atlassian.com rate-limiting):
+                // at most one call a second until it recovers.
+                let until = self.waits.now() + Duration::from_secs(1).max(self.min_interval);
+                self.hold_until(until);
+            }
+        }
+    }
+
+    /// How long a rate-limited (or failed) answer asks to wait, and why, in words for the log.
+    fn limit_wait(&self, reply: Option<&Reply>, attempt: u32) -> (Duration, String) {
+        let wall = self.waits.wall();
+        match reply.and_then(|r| rate_limit_wait(r, wall)) {
+            Some(limit) => (limit.wait.min(MAX_RETRY_AFTER), limit.describe()),
+            None => (
+                backoff(attempt),
+                "без заголовков: экспоненциальная пауза".into(),
+            ),
+        }
+    }
+
+    /// Waits as Jira asked (or a backoff); `Err` when stopping, or when the wait would outlast
+    /// the lease of the commands held (they go back to the hub; the pause stays for the next
+    /// call).
+    fn wait_after(&mut self, reply: Option<&Reply>, attempt: u32) -> Result<(), JiraError> {
+        let (wait, why) = self.limit_wait(reply, attempt);
+        if let Some(reply) = reply.filter(|r| r.status == 429 || r.status == 503) {
+            let note = format!("HTTP {}: {why}", reply.status);
+            tracing::info!(
+                wait_ms = wait.as_millis() as u64,
+                attempt,
+                reason = %note,
+                "Jira rate limits the agent: waiting"
+            );
+            self.rate_limited = Some(note);
+        } else {
+            tracing::info!(
+                wait_ms = wait.as_millis() as u64,
+                attempt,
+                "Jira did not answer well: waiting before the next try"
+            );
+        }
+        let until = self.waits.now() + wait;
+        self.hold_until(until);
+        if !self.waits.may_wait(wait) {
+            return Err(JiraError::GiveBack(format!(
+                "Jira просит подождать {} с, а аренда команд кончится раньше",
+                wait.as_secs()
+            )));
+        }
+        if !self.waits.sleep_until(until) {
+            return Err(match self.interrupted() {
+                CallError::GiveBack(why) => JiraError::GiveBack(why),
+                _ => JiraError::Stopped,
+            });
+        }
+        Ok(())
+    }
+
+    /// A read: retried on lost connections, 429, 5xx, up to `max_retries` (rate-limited answers
+    /// are waited out apart from those, up to [`MAX_RATE_LIMITED`]).
     pub(crate) fn read(&mut self, path: &str) -> Result<Reply, JiraError> {
-        self.read_with(path, self.max_retries)
+        self.read_with(path, self.max_retries, true)
     }
 
-    fn read_with(&mut self, path: &str, max_retries: u32) -> Result<Reply, JiraError> {
+    /// `wait_limits`: wait out a rate limit (false: the heartbeat's probe, which only notes it).
+    fn read_with(
+        &mut self,
+        path: &str,
+        max_retries: u32,
+        wait_limits: bool,
+    ) -> Result<Reply, JiraError> {
         let mut attempt = 0;
+        let mut limited = 0;
         loop {
-            let (failure, retry_after) = match self.once("GET", path, None) {
+            let (failure, reply) = match self.once("GET", path, None) {
                 Err(CallError::Stopped) => return Err(JiraError::Stopped),
+                Err(CallError::GiveBack(why)) => return Err(JiraError::GiveBack(why)),
                 Err(CallError::Net(e)) => {
-                    self.last_read_failure = Some(match e {
+                    self.last_read_failure = Some(match &e {
                         NetError::Ambiguous(_) => ReadFailure::NoAnswer,
                         NetError::NotSent(_) => ReadFailure::Other,
                     });
-                    (e.to_string(), None)
+                    (Failure::Net(e), None)
                 }
                 Ok(reply) if (200..300).contains(&reply.status) => return Ok(reply),
-                Ok(reply) if reply.status == 429 || reply.status == 503 => {
+                Ok(reply) if is_rate_limited(&reply) => {
                     self.count(0, 1);
                     self.last_read_failure = Some(ReadFailure::Other);
-                    (error_text(&reply), reply.retry_after)
+                    limited += 1;
+                    if !wait_limits || limited > MAX_RATE_LIMITED {
+                        // Not a failure of Jira or of the command: the pause stays for the next
+                        // call, whoever makes it.
+                        let (wait, why) = self.limit_wait(Some(&reply), attempt);
+                        tracing::info!(
+                            wait_ms = wait.as_millis() as u64,
+                            reason = %why,
+                            "Jira rate limits the agent: the next call waits"
+                        );
+                        self.hold_until(self.waits.now() + wait);
+                        self.rate_limited = Some(format!("HTTP {}: {why}", reply.status));
+                        return Err(JiraError::GiveBack(format!(
+                            "Jira ограничивает частоту запросов (HTTP {})",
+                            reply.status
+                        )));
+                    }
+                    self.wait_after(Some(&reply), attempt)?;
+                    continue;
                 }
                 Ok(reply) if reply.status >= 500 => {
                     self.last_read_failure = Some(ReadFailure::ServerError(reply.status));
-                    (error_text(&reply), None)
+                    (Failure::Status(error_text(&reply)), Some(reply))
                 }
-                Ok(reply) => {
-                    return Err(JiraError::Refused {
-                        status: reply.status,
-                        message: error_text(&reply),
-                    });
-                }
+                Ok(reply) => return Err(refusal(&reply)),
             };
             if attempt >= max_retries {
-                return Err(JiraError::Unavailable(failure));
+                return Err(failure.into_error());
             }
-            if !self.wait_after(retry_after.as_deref(), attempt) {
-                return Err(JiraError::Stopped);
-            }
+            self.wait_after(reply.as_ref(), attempt)?;
             attempt += 1;
         }
     }
@@ -372,44 +503,44 @@ impl Jira {
     ) -> Result<Reply, JiraError> {
         let bytes = serde_json::to_vec(body).map_err(|e| JiraError::Unavailable(e.to_string()))?;
         let mut attempt = 0;
+        let mut limited = 0;
         loop {
-            let (failure, retry_after) = match self.once(method, path, Some(&bytes)) {
+            let failure = match self.once(method, path, Some(&bytes)) {
                 Err(CallError::Stopped) => return Err(JiraError::Stopped),
+                Err(CallError::GiveBack(why)) => return Err(JiraError::GiveBack(why)),
                 Err(CallError::Net(NetError::Ambiguous(e))) => {
                     return Err(JiraError::Ambiguous(e));
                 }
-                Err(CallError::Net(e)) => (e.to_string(), None),
+                Err(CallError::Net(e)) => Failure::Net(e),
                 Ok(reply) if (200..300).contains(&reply.status) => return Ok(reply),
                 Ok(reply) if reply.status == 429 => {
+                    // Nothing was applied: waited out and sent again.
                     self.count(0, 1);
-                    (error_text(&reply), reply.retry_after)
+                    limited += 1;
+                    if limited > MAX_RATE_LIMITED {
+                        return Err(JiraError::GiveBack(format!(
+                            "Jira ограничивает частоту запросов (HTTP {})",
+                            reply.status
+                        )));
+                    }
+                    self.wait_after(Some(&reply), attempt)?;
+                    continue;
                 }
                 Ok(reply) if reply.status == 503 => {
                     self.count(0, 1);
-                    if !self.wait_after(reply.retry_after.as_deref(), attempt) {
-                        return Err(JiraError::Stopped);
-                    }
+                    self.wait_after(Some(&reply), attempt)?;
                     return Err(JiraError::Ambiguous(error_text(&reply)));
                 }
                 Ok(reply) if reply.status >= 500 => {
-                    if !self.wait_after(None, attempt) {
-                        return Err(JiraError::Stopped);
-                    }
+                    self.wait_after(None, attempt)?;
                     return Err(JiraError::Ambiguous(error_text(&reply)));
                 }
-                Ok(reply) => {
-                    return Err(JiraError::Refused {
-                        status: reply.status,
-                        message: error_text(&reply),
-                    });
-                }
+                Ok(reply) => return Err(refusal(&reply)),
             };
             if attempt >= self.max_retries {
-                return Err(JiraError::Unavailable(failure));
+                return Err(failure.into_error());
             }
-            if !self.wait_after(retry_after.as_deref(), attempt) {
-                return Err(JiraError::Stopped);
-            }
+            self.wait_after(None, attempt)?;
             attempt += 1;
         }
     }
@@ -673,6 +804,154 @@ pub(crate) fn jira_time(text: &str) -> Option<time::OffsetDateTime> {
 enum CallError {
     Net(NetError),
     Stopped,
+    GiveBack(String),
+}
+
+/// The last failure of a call that is retried.
+enum Failure {
+    Net(NetError),
+    /// A 5xx: Jira answered, badly.
+    Status(String),
+}
+
+impl Failure {
+    /// The error once the retries are spent: a request that never got through (not sent, or
+    /// no answer to a read) means Jira cannot be reached; a 5xx means it is failing.
+    fn into_error(self) -> JiraError {
+        match self {
+            Failure::Net(e) => JiraError::Unreachable(e.to_string()),
+            Failure::Status(e) => JiraError::Unavailable(e),
+        }
+    }
+}
+
+/// 429, or a 503 that says how long to wait (Cloud: "a 503 response may be returned when a
+/// resource limit has been reached … handled with similar logic", developer.atlassian.com
+/// rate-limiting).
+fn is_rate_limited(reply: &Reply) -> bool {
+    reply.status == 429 || (reply.status == 503 && reply.retry_after.is_some())
+}
+
+/// A non-2xx answer that is not retried: Jira's words, except for the answers that say Jira
+/// cannot be used at all (it does not take the agent's credentials, or a proxy sends it to a
+/// login page), which hold the queue instead of failing commands.
+fn refusal(reply: &Reply) -> JiraError {
+    let message = error_text(reply);
+    match reply.status {
+        401 => JiraError::Unreachable(format!(
+            "Jira не принимает учётные данные агента (HTTP 401): {message}"
+        )),
+        // `X-Seraph-LoginReason: AUTHENTICATION_DENIED` (or `AUTHENTICATED_FAILED`): "the
+        // application rejected the login without even checking the password, which most
+        // commonly indicates that JIRA's CAPTCHA feature has been triggered"
+        // (developer.atlassian.com, "JIRA REST API Example - Basic Authentication"); any other
+        // 403 is a permission of this command.
+        403 if reply.header("x-seraph-loginreason").is_some() => JiraError::Unreachable(format!(
+            "Jira не пускает агента (HTTP 403, X-Seraph-LoginReason: {}): {message}",
+            reply.header("x-seraph-loginreason").unwrap_or_default()
+        )),
+        300..=399 => JiraError::Unreachable(format!(
+            "Jira отвечает перенаправлением HTTP {} на {} (страница входа прокси или SSO?); агент не следует перенаправлениям",
+            reply.status,
+            reply.header("location").unwrap_or("(без Location)")
+        )),
+        status => JiraError::Refused { status, message },
+    }
+}
+
+/// What a rate-limited answer asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RateLimit {
+    pub wait: Duration,
+    /// Which header gave the wait.
+    pub source: &'static str,
+    /// `RateLimit-Reason` (or Cloud's beta `X-Beta-RateLimit-Reason`).
+    pub reason: Option<String>,
+}
+
+impl RateLimit {
+    fn describe(&self) -> String {
+        let mut text = format!("ждём {} с ({})", self.wait.as_secs(), self.source);
+        if let Some(reason) = &self.reason {
+            text.push_str(&format!(", причина: {reason}"));
+        }
+        text
+    }
+}
+
+/// The wait a 429/503 asks for: `Retry-After` (seconds or an HTTP date); else Cloud's
+/// `X-RateLimit-Reset` (ISO 8601, `yyyy-MM-ddTHH:mmZ`), the beta quota's
+/// `X-Beta-RateLimit-Reset` or `Beta-RateLimit: "…";r=0;t=<seconds>` (the longest of them).
+/// Sources: developer.atlassian.com/cloud/jira/platform/rate-limiting/ ("429 responses may be
+/// accompanied by Retry-After and X-RateLimit-Reset headers … in the format
+/// yyyy-MM-ddTHH:mmZ"; `RateLimit-Reason`), community.developer.atlassian.com
+/// "2026 point-based rate limits" (the beta headers as observed).
+pub(crate) fn rate_limit_wait(reply: &Reply, now: time::OffsetDateTime) -> Option<RateLimit> {
+    let reason = reply
+        .header("ratelimit-reason")
+        .or_else(|| reply.header("x-beta-ratelimit-reason"))
+        .map(str::to_string);
+    if let Some(wait) = reply
+        .retry_after
+        .as_deref()
+        .and_then(|t| parse_retry_after(t, SystemTime::from(now)))
+    {
+        return Some(RateLimit {
+            wait,
+            source: "Retry-After",
+            reason,
+        });
+    }
+    let until = |name: &str| {
+        let at = parse_reset(reply.header(name)?)?;
+        (at - now).try_into().ok().or(Some(Duration::ZERO))
+    };
+    let mut best: Option<(Duration, &'static str)> = None;
+    for (wait, source) in [
+        (until("x-ratelimit-reset"), "X-RateLimit-Reset"),
+        (until("x-beta-ratelimit-reset"), "X-Beta-RateLimit-Reset"),
+        (
+            reply.header("beta-ratelimit").and_then(beta_reset),
+            "Beta-RateLimit",
+        ),
+    ] {
+        if let Some(wait) = wait
+            && best.is_none_or(|(b, _)| wait > b)
+        {
+            best = Some((wait, source));
+        }
+    }
+    best.map(|(wait, source)| RateLimit {
+        wait,
+        source,
+        reason,
+    })
+}
+
+/// `X-RateLimit-Reset`: ISO 8601 to the minute (`2026-03-26T16:00Z`) or with seconds.
+fn parse_reset(text: &str) -> Option<time::OffsetDateTime> {
+    use time::format_description::well_known::Rfc3339;
+    let text = text.trim();
+    if let Ok(at) = time::OffsetDateTime::parse(text, &Rfc3339) {
+        return Some(at);
+    }
+    let minutes = text.strip_suffix('Z')?;
+    time::OffsetDateTime::parse(&format!("{minutes}:00Z"), &Rfc3339).ok()
+}
+
+/// `Beta-RateLimit: "tenant-app-quota";r=0;t=2788`: with nothing remaining (`r=0`), `t` seconds
+/// until the quota resets (the IETF RateLimit header fields draft's `t`).
+fn beta_reset(text: &str) -> Option<Duration> {
+    let mut remaining = None;
+    let mut reset = None;
+    for part in text.split(';').map(str::trim) {
+        if let Some(r) = part.strip_prefix("r=") {
+            remaining = r.trim().parse::<u64>().ok();
+        } else if let Some(t) = part.strip_prefix("t=") {
+            reset = t.trim().parse::<u64>().ok();
+        }
+    }
+    (remaining == Some(0)).then_some(Duration::from_secs(reset?))
 }
 
 /// The path without its query (queries carry JQL, which may name labels and summaries).
@@ -822,7 +1101,9 @@ fn is_page_failure(error: &JiraError, failure: Option<ReadFailure>) -> bool {
     match error {
         JiraError::Refused { status: 413, .. } => true,
         JiraError::Refused { status, .. } => *status >= 500,
-        JiraError::Unavailable(_) => matches!(
+        // A search sent and never answered (after the read's own retries) is a page too slow to
+        // make, not yet a Jira that cannot be reached.
+        JiraError::Unavailable(_) | JiraError::Unreachable(_) => matches!(
             failure,
             Some(ReadFailure::NoAnswer | ReadFailure::ServerError(_))
         ),
@@ -1049,6 +1330,7 @@ mod tests {
             status: 200,
             retry_after: None,
             content_type: content_type.map(String::from),
+            headers: Vec::new(),
             body: body.to_vec(),
         };
         let html = reply(

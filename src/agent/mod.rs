@@ -18,28 +18,48 @@ pub(crate) mod jira_api;
 pub(crate) mod jql;
 pub(crate) mod net;
 pub(crate) mod transport;
+pub(crate) mod wait;
 
 pub(crate) use config::AgentConfig;
 
+use crate::clock::{Clock, SystemClock};
 use crate::protocol::{ClaimedCommand, CommandResult, Page, ResultStatus};
 use commands::{AgentSettings, Executor, Outcome};
 use config::JiraAuth;
 use jira_api::{Jira, JiraError};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use transport::{HubLink, LinkError};
+use wait::{Notifier, Waits};
 
 /// Runs the agent until `shutdown` is set: heartbeats, claims, executes, reports.
 pub(crate) fn run(config: AgentConfig, shutdown: Arc<AtomicBool>) -> anyhow::Result<()> {
-    Agent::new(&config, shutdown)?.run(false)
+    Agent::new(&config, shutdown, Arc::new(SystemClock), Notifier::Systemd)?.run(None)
 }
 
 /// One cycle: a heartbeat, a claim, its commands executed and reported; then returns.
 pub(crate) fn run_once(mut config: AgentConfig, shutdown: Arc<AtomicBool>) -> anyhow::Result<()> {
     // One cycle answers at once: with nothing queued it must not wait for work.
     config.claim_wait = Duration::ZERO;
-    Agent::new(&config, shutdown)?.run(true)
+    Agent::new(&config, shutdown, Arc::new(SystemClock), Notifier::Systemd)?.run(Some(1))
+}
+
+/// The agent in a test's hands: a config's text (as the file would hold it), the clock its waits
+/// go through, a datagram socket that receives its watchdog pings, and how many claims it makes
+/// before it returns (`None`: until `shutdown`).
+#[doc(hidden)]
+pub fn run_for_test(
+    config_text: &str,
+    clock: Arc<dyn Clock>,
+    notify_socket: Option<std::path::PathBuf>,
+    shutdown: Arc<AtomicBool>,
+    claims: Option<u32>,
+) -> anyhow::Result<()> {
+    let env = config::Environment { var: &|_| None };
+    let config = AgentConfig::from_text(config_text, &env)?;
+    let notifier = notify_socket.map_or(Notifier::Systemd, Notifier::Socket);
+    Agent::new(&config, shutdown, clock, notifier)?.run(claims)
 }
 
 /// Tells systemd's watchdog the agent is alive (at most once a second; nothing without systemd).
@@ -55,14 +75,23 @@ pub(crate) fn alive() {
     }
 }
 
+/// How many Jira calls a command other than a refresh makes, about (a check, the write, a
+/// read-back): with the pacing's interval, what a claim's size is judged by.
+const CALLS_PER_COMMAND: u32 = 4;
+/// What one call takes besides the pacing's interval, about.
+const CALL_ALLOWANCE: Duration = Duration::from_millis(500);
+/// The longest pause between two probes of a Jira that cannot be reached.
+const MAX_PROBE_BACKOFF: Duration = Duration::from_secs(60);
+
 struct Agent {
     jira: Jira,
-    hub: HubLink,
-    shutdown: Arc<AtomicBool>,
+    hub: Arc<HubLink>,
+    waits: Arc<Waits>,
     settings: AgentSettings,
     settings_version: i64,
     last_error: Option<String>,
-    last_heartbeat: Option<Instant>,
+    /// When the last heartbeat went (monotonic, [`Waits::now`]).
+    last_heartbeat: Option<Duration>,
     heartbeat_every: Duration,
     idle_poll: Duration,
     max_commands: u32,
@@ -76,29 +105,41 @@ struct Agent {
     claimed: Option<(String, Instant)>,
     /// The hub's `max_report_bytes` from the last claim answer (issue 19).
     max_report_bytes: Option<u64>,
+    /// The lease the hub gave with the last claim (`None`: an older hub that does not say).
+    lease: Option<Duration>,
+    /// Why Jira cannot be reached, while it cannot: the agent claims nothing meanwhile.
+    jira_down: Option<String>,
+    /// Probes of an unreachable Jira so far (for their backoff).
+    probes: u32,
 }
 
 impl Agent {
-    fn new(config: &AgentConfig, shutdown: Arc<AtomicBool>) -> anyhow::Result<Agent> {
+    fn new(
+        config: &AgentConfig,
+        shutdown: Arc<AtomicBool>,
+        clock: Arc<dyn Clock>,
+        notifier: Notifier,
+    ) -> anyhow::Result<Agent> {
         let client = net::Client::new(config)?;
         let authorization = match &config.jira_auth {
             JiraAuth::Basic { user, password } => net::basic_auth(user, password.expose()),
             JiraAuth::Bearer(token) => format!("Bearer {}", token.expose()),
         };
+        let waits = Arc::new(Waits::new(clock, shutdown, notifier));
         let jira = Jira::new(
             client.clone(),
             &config.jira_url,
             config::Secret::new(authorization),
             config.deployment,
             config.max_retries,
-            shutdown.clone(),
+            waits.clone(),
         );
-        let hub = HubLink::new(config, client, shutdown.clone());
+        let hub = Arc::new(HubLink::new(config, client, waits.clone()));
         tracing::info!(version = transport::AGENT_VERSION, "{}", config.describe());
         Ok(Agent {
             jira,
             hub,
-            shutdown,
+            waits,
             settings: AgentSettings::default(),
             settings_version: 0,
             last_error: None,
@@ -114,40 +155,71 @@ impl Agent {
             request_timeout: config.request_timeout,
             claimed: None,
             max_report_bytes: None,
+            lease: None,
+            jira_down: None,
+            probes: 0,
         })
     }
 
     fn stopping(&self) -> bool {
-        self.shutdown.load(Ordering::SeqCst)
+        self.waits.stopping()
     }
 
-    fn run(mut self, once: bool) -> anyhow::Result<()> {
+    fn heartbeat_due(&self) -> bool {
+        let now = self.waits.now();
+        self.last_heartbeat
+            .is_none_or(|t| now.saturating_sub(t) >= self.heartbeat_every)
+    }
+
+    /// `claims`: return after that many claims (`None`: run until stopped).
+    fn run(mut self, claims: Option<u32>) -> anyhow::Result<()> {
         // Ready once the config is good and the clients are built: an unmounted share or a hub
         // that does not answer yet is waited for (and logged) while running, not by failing the
         // unit's start; the loop keeps the watchdog fed meanwhile.
         let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
-        while !self.stopping() {
-            alive();
-            if self
-                .last_heartbeat
-                .is_none_or(|t| t.elapsed() >= self.heartbeat_every)
-            {
+        let mut claimed = 0u32;
+        while !self.stopping() && claims.is_none_or(|n| claimed < n) {
+            self.waits.alive();
+            if self.heartbeat_due() || self.jira_down.is_some() {
                 self.heartbeat();
             }
-            let claimed_at = Instant::now();
+            if self.stopping() {
+                break;
+            }
+            if self.jira_down.is_some() {
+                // Jira cannot be reached: commands stay queued at the hub (another agent, or
+                // this one later, runs them), and Jira is probed again after a backoff.
+                let wait = jira_api::backoff(self.probes)
+                    .max(self.idle_poll)
+                    .min(MAX_PROBE_BACKOFF.max(self.idle_poll));
+                self.probes += 1;
+                self.waits.sleep(wait);
+                continue;
+            }
+            let ready_in = self.jira.ready_in();
+            if ready_in > self.idle_poll {
+                // Jira asked for a pause (a rate limit): nothing is claimed that would sit in
+                // the agent's hands meanwhile; heartbeats go on.
+                let to_heartbeat = self.last_heartbeat.map_or(Duration::ZERO, |t| {
+                    (t + self.heartbeat_every).saturating_sub(self.waits.now())
+                });
+                self.waits
+                    .sleep(ready_in.min(to_heartbeat.max(wait::FEED_EVERY)));
+                continue;
+            }
+            let claimed_at = self.waits.now();
             let worked = self.cycle();
-            if once {
+            claimed += 1;
+            if claims.is_some_and(|n| claimed >= n) {
                 break;
             }
             if !worked {
                 // A claim the hub held while it had no work has waited already: the next one
                 // goes at once; one answered at once (an older hub, an error) waits the rest.
-                let rest = self.idle_poll.saturating_sub(claimed_at.elapsed());
-                let stop = self.shutdown.clone();
-                net::sleep_unless(rest, &|| {
-                    alive();
-                    stop.load(Ordering::SeqCst)
-                });
+                let rest = self
+                    .idle_poll
+                    .saturating_sub(self.waits.now().saturating_sub(claimed_at));
+                self.waits.sleep(rest);
             }
         }
         let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
@@ -155,20 +227,47 @@ impl Agent {
         Ok(())
     }
 
-    /// `serverInfo` for `jira_ok`, then the heartbeat message.
+    /// `serverInfo` for `jira_ok`, then the heartbeat message. A rate-limited Jira is up
+    /// (`jira_ok: true`, with a note); one that cannot be reached is down, with exactly why.
     fn heartbeat(&mut self) {
-        self.last_heartbeat = Some(Instant::now());
-        let jira_ok = match self.jira.server_info(false) {
-            Ok(()) => true,
-            Err(JiraError::Stopped) => return,
-            Err(error) => {
-                tracing::warn!(%error, "Jira does not answer serverInfo");
-                self.last_error = Some(format!("serverInfo: {error}"));
-                false
+        self.last_heartbeat = Some(self.waits.now());
+        let mut note = None;
+        let jira_ok = if self.jira.ready_in() > Duration::ZERO
+            && let Some(limit) = self.jira.rate_limited()
+        {
+            // Jira asked for a pause: it is up, and a probe now would only break its rule.
+            note = Some(format!("Jira ограничивает частоту запросов: {limit}"));
+            true
+        } else {
+            match self.jira.server_info(false) {
+                Ok(()) => {
+                    if self.jira_down.take().is_some() {
+                        tracing::info!("Jira answers again: claiming commands again");
+                    }
+                    self.probes = 0;
+                    true
+                }
+                Err(JiraError::Stopped) => return,
+                Err(JiraError::GiveBack(_)) => {
+                    let limit = self.jira.rate_limited().unwrap_or("HTTP 429").to_string();
+                    tracing::info!(%limit, "Jira rate limits serverInfo: it is up");
+                    note = Some(format!("Jira ограничивает частоту запросов: {limit}"));
+                    true
+                }
+                Err(error) => {
+                    let reason = format!("serverInfo: {error}");
+                    if self.jira_down.as_deref() != Some(reason.as_str()) {
+                        tracing::warn!(%reason, "Jira cannot be reached: no commands are claimed until it answers");
+                    }
+                    self.jira_down = Some(reason.clone());
+                    self.last_error = Some(reason);
+                    false
+                }
             }
         };
         self.jira.take_counters();
-        match self.hub.heartbeat(jira_ok, self.last_error.clone()) {
+        let last_error = note.or_else(|| self.last_error.clone());
+        match self.hub.heartbeat(jira_ok, last_error) {
             Ok(()) => {
                 if jira_ok {
                     self.last_error = None;
@@ -179,9 +278,29 @@ impl Agent {
         }
     }
 
+    /// How long one command is expected to take, about (pacing and calls).
+    fn per_command(&self) -> Duration {
+        let interval = Duration::from_millis(u64::from(self.settings.pacing.min_interval_ms));
+        (interval + CALL_ALLOWANCE) * CALLS_PER_COMMAND
+    }
+
+    /// How many commands to ask for: no more than can be finished within the lease at this
+    /// pacing (at least one); `max_commands` is the upper bound.
+    fn claim_size(&self) -> u32 {
+        let Some(lease) = self.lease else {
+            return self.max_commands;
+        };
+        let usable = lease.saturating_sub(safety_margin(lease));
+        let fits = usable.as_millis() / self.per_command().as_millis().max(1);
+        u32::try_from(fits)
+            .unwrap_or(u32::MAX)
+            .clamp(1, self.max_commands.max(1))
+    }
+
     /// One claim and its commands. Returns whether there was work.
     fn cycle(&mut self) -> bool {
-        let answer = match self.hub.claim(self.settings_version, self.max_commands) {
+        let claimed_at = self.waits.now();
+        let answer = match self.hub.claim(self.settings_version, self.claim_size()) {
             Ok(answer) => answer,
             Err(LinkError::Stopped) => return false,
             Err(error) => {
@@ -203,6 +322,9 @@ impl Agent {
             );
         }
         self.max_report_bytes = answer.max_report_bytes;
+        self.lease = answer
+            .lease_seconds
+            .map(|s| Duration::from_secs(u64::from(s)));
         if answer.pause_seconds > 0 {
             tracing::info!(
                 pause_seconds = answer.pause_seconds,
@@ -214,11 +336,9 @@ impl Agent {
         if answer.commands.is_empty() {
             return false;
         }
-        for command in &answer.commands {
-            if self
-                .last_heartbeat
-                .is_none_or(|t| t.elapsed() >= self.heartbeat_every)
-            {
+        let deadline = self.lease.map(|lease| claimed_at + lease);
+        for (index, command) in answer.commands.iter().enumerate() {
+            if self.heartbeat_due() {
                 self.heartbeat();
             }
             if self.stopping() {
@@ -228,15 +348,72 @@ impl Agent {
                 );
                 break;
             }
-            self.execute(command);
+            if let Some(reason) = &self.jira_down {
+                let reason = format!("Jira недоступна: {reason}");
+                self.give_back(&answer.commands[index..], &reason);
+                break;
+            }
+            if let (Some(lease), Some(deadline)) = (self.lease, deadline) {
+                // The command's own lease runs from the claim: it is started only when what it
+                // needs (the pacer's or Jira's wait, and its calls) fits in what is left.
+                let needs = self.jira.ready_in() + self.per_command() + safety_margin(lease);
+                let left = deadline.saturating_sub(self.waits.now());
+                if left < needs {
+                    let reason = format!(
+                        "до конца аренды {} с, а команде нужно около {} с",
+                        left.as_secs(),
+                        needs.as_secs()
+                    );
+                    self.give_back(&answer.commands[index..], &reason);
+                    break;
+                }
+            }
+            let keeper = self.lease.zip(deadline).map(|(lease, deadline)| {
+                Arc::new(LeaseKeeper {
+                    hub: self.hub.clone(),
+                    command_id: command.id,
+                    delivery: command.delivery,
+                    lease,
+                    deadline: Mutex::new(deadline),
+                })
+            });
+            self.waits.hold(keeper.map(|k| k as Arc<dyn wait::Lease>));
+            let ended = self.execute(command);
+            self.waits.hold(None);
+            if let Some((reason, unreachable)) = ended {
+                if unreachable {
+                    tracing::warn!(%reason, "Jira cannot be reached: no commands are claimed until it answers");
+                    self.jira_down = Some(reason.clone());
+                    self.last_error = Some(reason.clone());
+                }
+                self.give_back(&answer.commands[index..], &reason);
+                break;
+            }
         }
         true
     }
 
-    fn execute(&mut self, command: &ClaimedCommand) {
+    /// Gives commands back to the hub unfinished: Jira cannot be reached, or their lease would
+    /// lapse before they could finish. The hub has no way yet to take a command back at once,
+    /// so nothing is reported: the lease runs out and the hub hands each out again, as a later
+    /// delivery (which checks Jira before it writes). The one place that decides it.
+    fn give_back(&self, commands: &[ClaimedCommand], reason: &str) {
+        for command in commands {
+            tracing::info!(
+                command = command.id,
+                delivery = command.delivery,
+                %reason,
+                "the command goes back to the hub unfinished"
+            );
+        }
+    }
+
+    /// Runs one command and reports it; `Some((reason, unreachable))` when it went back to the
+    /// hub unfinished instead.
+    fn execute(&mut self, command: &ClaimedCommand) -> Option<(String, bool)> {
         tracing::info!(command = command.id, r#type = %command.command_type, delivery = command.delivery, "executing");
         self.jira.take_counters();
-        let hub = &self.hub;
+        let hub = &*self.hub;
         let max_report_bytes = self.max_report_bytes;
         let mut start_at = 0u64;
         // A refresh's pages go to the hub from a thread of their own while the next page is read
@@ -274,13 +451,8 @@ impl Agent {
             let jira = &mut self.jira;
             // Pages are reported through the hub as they come, each with the calls made so far.
             let counters = jira.counters_handle();
-            let stop = self.shutdown.clone();
-            let sleep = move |wait: Duration| {
-                net::sleep_unless(wait, &|| {
-                    alive();
-                    stop.load(Ordering::SeqCst)
-                })
-            };
+            let waits = self.waits.clone();
+            let sleep = move |wait: Duration| waits.sleep(wait);
             let mut executor = Executor {
                 jira,
                 settings: &self.settings,
@@ -360,10 +532,14 @@ impl Agent {
                     command = command.id,
                     "stopping: the command is left for the hub to hand out again"
                 );
-                return;
+                return None;
             }
+            Outcome::GiveBack {
+                reason,
+                unreachable,
+            } => return Some((reason, unreachable)),
         };
-        let finished_at = crate::domain::time::format_utc(time::OffsetDateTime::now_utc());
+        let finished_at = crate::domain::time::format_utc(self.waits.wall());
         let report = CommandResult {
             command_id: command.id,
             delivery: command.delivery,
@@ -388,6 +564,89 @@ impl Agent {
                 self.last_error = Some(error.to_string());
             }
         }
+        None
+    }
+}
+
+/// What is kept back from a lease: a command is not started, nor a wait begun, that would end
+/// closer than this to the lease's end (a tenth, at least 2 s, at most half of it).
+fn safety_margin(lease: Duration) -> Duration {
+    (lease / 10).max(Duration::from_secs(2)).min(lease / 2)
+}
+
+/// The lease of the command being executed: renewed with a `progress` without a page (the hub
+/// renews it and changes nothing else) when half of it has run out during a wait; a wait longer
+/// than a whole lease is not begun (the command goes back to the hub).
+struct LeaseKeeper {
+    hub: Arc<HubLink>,
+    command_id: i64,
+    delivery: u32,
+    lease: Duration,
+    /// When the lease ends (monotonic).
+    deadline: Mutex<Duration>,
+}
+
+impl LeaseKeeper {
+    fn deadline(&self) -> Duration {
+        self.deadline.lock().map(|d| *d).unwrap_or_default()
+    }
+
+    /// Sends the keep-alive; false when the hub says the lease is lost (or cannot be reached).
+    fn renew(&self, now: Duration) -> bool {
+        let keep_alive = CommandResult {
+            command_id: self.command_id,
+            delivery: self.delivery,
+            status: ResultStatus::Progress,
+            result: None,
+            error: None,
+            jira_calls: 0,
+            rate_limited: 0,
+            finished_at: None,
+            page: None,
+            not_before_seconds: None,
+        };
+        match self.hub.report(vec![keep_alive]) {
+            Ok(answer) if answer.accepted.contains(&self.command_id) => {
+                if let Ok(mut deadline) = self.deadline.lock() {
+                    *deadline = now + self.lease;
+                }
+                tracing::debug!(command = self.command_id, "lease renewed");
+                true
+            }
+            Ok(answer) => {
+                let reason = answer
+                    .ignored
+                    .iter()
+                    .find(|i| i.command_id == self.command_id)
+                    .map(|i| i.reason.clone())
+                    .unwrap_or_default();
+                tracing::warn!(command = self.command_id, %reason, "the hub did not renew the lease: the command is left");
+                false
+            }
+            Err(error) => {
+                tracing::warn!(command = self.command_id, %error, "the lease could not be renewed");
+                false
+            }
+        }
+    }
+}
+
+impl wait::Lease for LeaseKeeper {
+    fn may_wait(&self, now: Duration, wait: Duration) -> bool {
+        let margin = safety_margin(self.lease);
+        if now + wait + margin <= self.deadline() {
+            return true;
+        }
+        // Longer than what is left: a fresh lease may cover it, never more than one.
+        wait + margin <= self.lease && self.renew(now)
+    }
+
+    fn keep(&self, now: Duration) -> bool {
+        let deadline = self.deadline();
+        if now + self.lease / 2 < deadline {
+            return true;
+        }
+        self.renew(now)
     }
 }
 

@@ -4,7 +4,6 @@
 //! and "it may have reached the server" (a write must be checked before it is repeated).
 
 use super::config::AgentConfig;
-use std::time::Duration;
 
 /// The largest answer body read (a search page of 1,000 issues with every field fits).
 const MAX_BODY_BYTES: u64 = 1024 * 1024 * 1024;
@@ -16,7 +15,25 @@ pub(crate) struct Reply {
     pub retry_after: Option<String>,
     /// `Content-Type`, as sent: an HTML page from a proxy is not Jira's JSON (issue 19).
     pub content_type: Option<String>,
+    /// The headers the agent reads besides: rate limits (`X-RateLimit-*`, `RateLimit-Reason`,
+    /// Cloud's beta `*RateLimit*`), `Location`, `X-Seraph-LoginReason`; names in lower case.
+    pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+}
+
+impl Reply {
+    /// A header's value (`name` in lower case).
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Whether the agent keeps this header of an answer.
+fn kept_header(name: &str) -> bool {
+    name.contains("ratelimit") || name == "location" || name == "x-seraph-loginreason"
 }
 
 /// Why a request got no answer.
@@ -57,13 +74,17 @@ impl Client {
                 .iter()
                 .map(|der| Certificate::from_der(der.as_ref()).to_owned()),
         );
+        let mut pinned: Vec<Certificate<'static>> = Vec::new();
         if let Some(ca_file) = &config.ca_file {
             let pem = std::fs::read(ca_file)
                 .map_err(|e| anyhow::anyhow!("ca_file: cannot read {}: {e}", ca_file.display()))?;
             let before = roots.len();
             for item in ureq::tls::parse_pem(&pem) {
                 match item {
-                    Ok(ureq::tls::PemItem::Certificate(cert)) => roots.push(cert),
+                    Ok(ureq::tls::PemItem::Certificate(cert)) => {
+                        pinned.push(cert.clone());
+                        roots.push(cert);
+                    }
                     Ok(_) => {}
                     Err(e) => {
                         anyhow::bail!("ca_file: {} is not a PEM bundle: {e}", ca_file.display())
@@ -81,7 +102,7 @@ impl Client {
             RootCerts::new_with_certs(&roots)
         };
         let tls = TlsConfig::builder().root_certs(root_certs).build();
-        let agent = ureq::Agent::config_builder()
+        let agent_config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .tls_config(tls)
             .proxy(ureq::Proxy::try_from_env())
@@ -89,8 +110,27 @@ impl Client {
             .timeout_global(Some(config.request_timeout))
             .max_redirects(0)
             .user_agent(format!("jira-hub-agent/{}", env!("CARGO_PKG_VERSION")))
-            .build()
-            .new_agent();
+            .build();
+        let agent = if pinned.is_empty() {
+            agent_config.new_agent()
+        } else {
+            // With a `ca_file`, TLS goes through the agent's own verifier: the usual WebPKI
+            // checks against the system's roots and the file's, and besides them, a server
+            // that presents exactly a certificate of the file (a self-signed one made the
+            // `openssl req -x509` way, which carries `CA:TRUE` and which WebPKI refuses as its
+            // own end entity: `CaUsedAsEndEntity`).
+            let tls = tls::pinned_config(&roots, &pinned)?;
+            use ureq::unversioned::transport::{ConnectProxyConnector, Connector, TcpConnector};
+            let connector =
+                ().chain(ConnectProxyConnector::default())
+                    .chain(TcpConnector::default())
+                    .chain(tls::PinnedTlsConnector(tls));
+            ureq::Agent::with_parts(
+                agent_config,
+                connector,
+                ureq::unversioned::resolver::DefaultResolver::default(),
+            )
+        };
         Ok(Client { agent })
     }
 
@@ -136,7 +176,7 @@ impl Client {
         url: &str,
         authorization: &str,
         body: &[u8],
-        timeout: Duration,
+        timeout: std::time::Duration,
     ) -> Result<Reply, NetError> {
         let outcome = self
             .agent
@@ -168,6 +208,14 @@ fn read_reply(
         };
         let retry_after = header("retry-after");
         let content_type = header("content-type");
+        let headers = response
+            .headers()
+            .iter()
+            .filter(|(name, _)| kept_header(name.as_str()))
+            .filter_map(|(name, value)| {
+                Some((name.as_str().to_string(), value.to_str().ok()?.to_string()))
+            })
+            .collect();
         let body = response
             .body_mut()
             .with_config()
@@ -178,29 +226,249 @@ fn read_reply(
             status,
             retry_after,
             content_type,
+            headers,
             body,
         })
     }
 }
 
+/// TLS with a certificate pinned by `ca_file`.
+mod tls {
+    use rustls::client::WebPkiServerVerifier;
+    use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+    use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+    use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, SignatureScheme};
+    use rustls::{RootCertStore, StreamOwned};
+    use std::io::{Read, Write};
+    use std::sync::Arc;
+    use ureq::unversioned::transport::{
+        Buffers, ConnectionDetails, Connector, Either, LazyBuffers, NextTimeout, Transport,
+        TransportAdapter,
+    };
+
+    /// WebPKI's verdict, except that a server presenting exactly one of the pinned certificates
+    /// is accepted (its handshake signature is still checked against that certificate's key).
+    #[derive(Debug)]
+    struct PinnedVerifier {
+        webpki: Arc<WebPkiServerVerifier>,
+        pinned: Vec<CertificateDer<'static>>,
+    }
+
+    impl ServerCertVerifier for PinnedVerifier {
+        fn verify_server_cert(
+            &self,
+            end_entity: &CertificateDer<'_>,
+            intermediates: &[CertificateDer<'_>],
+            server_name: &ServerName<'_>,
+            ocsp_response: &[u8],
+            now: UnixTime,
+        ) -> Result<ServerCertVerified, rustls::Error> {
+            match self.webpki.verify_server_cert(
+                end_entity,
+                intermediates,
+                server_name,
+                ocsp_response,
+                now,
+            ) {
+                Ok(verified) => Ok(verified),
+                Err(_)
+                    if self
+                        .pinned
+                        .iter()
+                        .any(|p| p.as_ref() == end_entity.as_ref()) =>
+                {
+                    Ok(ServerCertVerified::assertion())
+                }
+                Err(error) => Err(error),
+            }
+        }
+
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.webpki.verify_tls12_signature(message, cert, dss)
+        }
+
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.webpki.verify_tls13_signature(message, cert, dss)
+        }
+
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.webpki.supported_verify_schemes()
+        }
+    }
+
+    /// The client config: the roots (system's and the file's) and the pinned certificates.
+    pub(super) fn pinned_config(
+        roots: &[ureq::tls::Certificate<'static>],
+        pinned: &[ureq::tls::Certificate<'static>],
+    ) -> anyhow::Result<Arc<ClientConfig>> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut store = RootCertStore::empty();
+        store.add_parsable_certificates(roots.iter().map(|c| CertificateDer::from(c.der())));
+        let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(store), provider.clone())
+            .build()
+            .map_err(|e| anyhow::anyhow!("ca_file: no usable certificate: {e}"))?;
+        let verifier = PinnedVerifier {
+            webpki,
+            pinned: pinned
+                .iter()
+                .map(|c| CertificateDer::from(c.der().to_vec()))
+                .collect(),
+        };
+        let config = ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| anyhow::anyhow!("TLS: {e}"))?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
+            .with_no_client_auth();
+        Ok(Arc::new(config))
+    }
+
+    /// ureq's TLS step (as its own `RustlsConnector`), with the config above.
+    #[derive(Debug)]
+    pub(super) struct PinnedTlsConnector(pub(super) Arc<ClientConfig>);
+
+    impl<In: Transport> Connector<In> for PinnedTlsConnector {
+        type Out = Either<In, PinnedTlsTransport>;
+
+        fn connect(
+            &self,
+            details: &ConnectionDetails,
+            chained: Option<In>,
+        ) -> Result<Option<Self::Out>, ureq::Error> {
+            let Some(transport) = chained else {
+                return Err(ureq::Error::ConnectionFailed);
+            };
+            if !details.needs_tls() || transport.is_tls() {
+                return Ok(Some(Either::A(transport)));
+            }
+            let host = details
+                .uri
+                .authority()
+                .map(|a| a.host())
+                .ok_or(ureq::Error::Tls("no host to verify"))?;
+            let host = host
+                .strip_prefix('[')
+                .and_then(|h| h.strip_suffix(']'))
+                .unwrap_or(host);
+            let name = ServerName::try_from(host.to_string())
+                .map_err(|_| ureq::Error::Tls("the host is not a valid TLS name"))?;
+            let mut conn = ClientConnection::new(self.0.clone(), name)?;
+            let mut sock = TransportAdapter::new(transport.boxed(), details.current_time.clone());
+            sock.set_timeout(details.timeout);
+            conn.complete_io(&mut sock)?;
+            Ok(Some(Either::B(PinnedTlsTransport {
+                buffers: LazyBuffers::new(
+                    details.config.input_buffer_size(),
+                    details.config.output_buffer_size(),
+                ),
+                stream: StreamOwned { conn, sock },
+            })))
+        }
+    }
+
+    pub(super) struct PinnedTlsTransport {
+        buffers: LazyBuffers,
+        stream: StreamOwned<ClientConnection, TransportAdapter>,
+    }
+
+    impl std::fmt::Debug for PinnedTlsTransport {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("PinnedTlsTransport")
+        }
+    }
+
+    impl Transport for PinnedTlsTransport {
+        fn buffers(&mut self) -> &mut dyn Buffers {
+            &mut self.buffers
+        }
+
+        fn transmit_output(
+            &mut self,
+            amount: usize,
+            timeout: NextTimeout,
+        ) -> Result<(), ureq::Error> {
+            self.stream.get_mut().set_timeout(timeout);
+            let output = &self.buffers.output()[..amount];
+            self.stream.write_all(output)?;
+            Ok(())
+        }
+
+        fn await_input(&mut self, timeout: NextTimeout) -> Result<bool, ureq::Error> {
+            self.stream.get_mut().set_timeout(timeout);
+            let input = self.buffers.input_append_buf();
+            let amount = self.stream.read(input)?;
+            self.buffers.input_appended(amount);
+            Ok(amount > 0)
+        }
+
+        fn is_open(&mut self) -> bool {
+            self.stream.get_mut().get_mut().is_open()
+        }
+
+        fn is_tls(&self) -> bool {
+            true
+        }
+    }
+}
+
+/// Sorts a failure into "not sent" and "may have arrived", in words that say exactly what
+/// happened (the agent's `last_error` and a command's error show them to operators).
 fn classify(error: ureq::Error) -> NetError {
     use ureq::Error as E;
     let text = error.to_string();
     match error {
-        E::HostNotFound | E::ConnectionFailed | E::BadUri(_) | E::InvalidProxyUrl => {
-            NetError::NotSent(text)
+        E::HostNotFound => NetError::NotSent(format!("имя хоста не найдено (DNS): {text}")),
+        E::ConnectionFailed => NetError::NotSent(format!("соединение не установлено: {text}")),
+        E::BadUri(_) | E::InvalidProxyUrl => NetError::NotSent(format!("неверный адрес: {text}")),
+        E::ConnectProxyFailed(_) => NetError::NotSent(format!("прокси не соединил: {text}")),
+        // A TLS handshake fails before the request is written: never ambiguous.
+        E::Tls(_) | E::Rustls(_) | E::Pem(_) => {
+            NetError::NotSent(format!("TLS: рукопожатие не удалось: {text}"))
         }
-        E::ConnectProxyFailed(_) | E::Tls(_) | E::Rustls(_) | E::Pem(_) => NetError::NotSent(text),
-        E::Timeout(ureq::Timeout::Resolve | ureq::Timeout::Connect) => NetError::NotSent(text),
-        E::Timeout(_) => NetError::Ambiguous(text),
+        E::Timeout(ureq::Timeout::Resolve) => {
+            NetError::NotSent(format!("имя хоста не найдено (DNS): истекло время: {text}"))
+        }
+        E::Timeout(ureq::Timeout::Connect) => {
+            NetError::NotSent(format!("истекло время соединения: {text}"))
+        }
+        E::Timeout(_) => NetError::Ambiguous(format!("истекло время ответа: {text}")),
         E::Io(io) => match io.kind() {
-            std::io::ErrorKind::ConnectionRefused
-            | std::io::ErrorKind::AddrNotAvailable
-            | std::io::ErrorKind::NotFound => NetError::NotSent(text),
+            std::io::ErrorKind::ConnectionRefused => {
+                NetError::NotSent(format!("соединение отвергнуто: {text}"))
+            }
+            std::io::ErrorKind::AddrNotAvailable
+            | std::io::ErrorKind::NotFound
+            | std::io::ErrorKind::HostUnreachable
+            | std::io::ErrorKind::NetworkUnreachable => {
+                NetError::NotSent(format!("сеть недоступна: {text}"))
+            }
+            // rustls reports a failed handshake as an I/O error of kind InvalidData.
+            std::io::ErrorKind::InvalidData if is_tls_error(&io) => {
+                NetError::NotSent(format!("TLS: рукопожатие не удалось: {text}"))
+            }
+            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
+                NetError::Ambiguous(format!("истекло время ответа: {text}"))
+            }
             _ => NetError::Ambiguous(text),
         },
         _ => NetError::Ambiguous(text),
     }
+}
+
+/// Whether an I/O error carries a rustls error (a handshake that failed).
+fn is_tls_error(io: &std::io::Error) -> bool {
+    io.get_ref()
+        .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
 }
 
 /// `Authorization: Basic …` for a user and password.
@@ -227,21 +495,6 @@ fn base64(bytes: &[u8]) -> String {
         }
     }
     out
-}
-
-/// Sleeps `total` in short steps, stopping early when `stop` says so. Returns false when stopped.
-pub(crate) fn sleep_unless(total: Duration, stop: &dyn Fn() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + total;
-    loop {
-        if stop() {
-            return false;
-        }
-        let now = std::time::Instant::now();
-        if now >= deadline {
-            return true;
-        }
-        std::thread::sleep((deadline - now).min(Duration::from_millis(100)));
-    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,8 @@
 //! `Authorization: Bearer`; lost connections and 5xx are retried with the same id.
 
 use super::config::{AgentConfig, HubTransport, Secret};
-use super::net::{Client, sleep_unless};
+use super::net::Client;
+use super::wait::Waits;
 use crate::protocol::{
     ClaimAnswer, ClaimRequest, CommandResult, Envelope, HeartbeatAnswer, HeartbeatRequest, Kind,
     ReportAnswer, ReportRequest,
@@ -19,7 +20,6 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The agent's version, sent in claims and heartbeats.
@@ -45,7 +45,7 @@ pub(crate) struct HubLink {
     claim_wait: Duration,
     /// The configured time limit of an HTTP request (a waiting claim gets `claim_wait` more).
     request_timeout: Duration,
-    stop: Arc<AtomicBool>,
+    waits: Arc<Waits>,
 }
 
 enum Way {
@@ -77,7 +77,7 @@ struct Outgoing<'a, T: Serialize> {
 }
 
 impl HubLink {
-    pub(crate) fn new(config: &AgentConfig, client: Client, stop: Arc<AtomicBool>) -> HubLink {
+    pub(crate) fn new(config: &AgentConfig, client: Client, waits: Arc<Waits>) -> HubLink {
         let way = match &config.transport {
             HubTransport::Relay(dir) => Way::Relay(dir.clone()),
             HubTransport::Http(url) => Way::Http {
@@ -95,7 +95,7 @@ impl HubLink {
             answer_timeout: config.answer_timeout,
             claim_wait: config.claim_wait,
             request_timeout: config.request_timeout,
-            stop,
+            waits,
         }
     }
 
@@ -103,7 +103,7 @@ impl HubLink {
         Envelope {
             id: id.to_string(),
             agent: self.name.clone(),
-            sent_at: crate::domain::time::format_utc(time::OffsetDateTime::now_utc()),
+            sent_at: crate::domain::time::format_utc(self.waits.wall()),
             token: match self.way {
                 Way::Relay(_) => Some(self.token.expose().to_string()),
                 Way::Http { .. } => None,
@@ -171,7 +171,7 @@ impl HubLink {
     }
 
     fn stopping(&self) -> bool {
-        self.stop.load(Ordering::SeqCst)
+        self.waits.stopping()
     }
 
     /// Sends one request until it is answered; `patient`: keep at it for a while when stopping.
@@ -243,7 +243,7 @@ impl HubLink {
         let mut written_at: Option<Instant> = None;
         let mut warned = false;
         loop {
-            super::alive();
+            self.waits.alive();
             if written_at.is_none() {
                 match write_file(&inbox, &name, bytes) {
                     Ok(()) => written_at = Some(Instant::now()),
@@ -252,9 +252,10 @@ impl HubLink {
                             tracing::warn!(folder = %inbox.display(), %error, "cannot write into the relay's inbox (is the share mounted?); retrying");
                             warned = true;
                         }
-                        if give_up() || !sleep_unless(Duration::from_secs(1), &|| false) {
+                        if give_up() {
                             return Err(LinkError::Stopped);
                         }
+                        self.waits.sleep_through(Duration::from_secs(1));
                         continue;
                     }
                 }
@@ -315,7 +316,7 @@ impl HubLink {
         let waits = kind == Kind::Claim && !self.claim_wait.is_zero();
         let mut resets = 0u32;
         loop {
-            super::alive();
+            self.waits.alive();
             let sent = if waits {
                 match self.post_waiting(client, &target, &authorization, bytes, give_up) {
                     Some(sent) => sent,
@@ -360,7 +361,11 @@ impl HubLink {
                 tracing::warn!(kind = %kind, attempt, error = %failure, "the hub did not answer; retrying with the same id");
             }
             let wait = super::jira_api::backoff(attempt.min(5));
-            if give_up() || !sleep_unless(wait, &|| false) || give_up() {
+            if give_up() {
+                return Err(LinkError::Stopped);
+            }
+            self.waits.sleep_through(wait);
+            if give_up() {
                 return Err(LinkError::Stopped);
             }
             attempt += 1;
@@ -401,7 +406,7 @@ impl HubLink {
             match answer.recv_timeout(Duration::from_secs(1)) {
                 Ok(sent) => return Some(sent),
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    super::alive();
+                    self.waits.alive();
                     if give_up() {
                         return None;
                     }

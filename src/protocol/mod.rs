@@ -95,7 +95,8 @@ pub enum ResultStatus {
     Done,
     Failed,
     Skipped,
-    /// A page of a refresh; the command stays claimed.
+    /// A page of a refresh; the command stays claimed. Without `page`, for any command of the
+    /// current delivery: "still working", which renews its lease and changes nothing else.
     Progress,
     /// The agent gives the command back without an outcome (hub extension, issue 19): a write's
     /// answer was lost and the write may still be running in Jira, so this delivery must not
@@ -243,6 +244,11 @@ pub struct ClaimAnswer {
     /// Absent from older hubs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_report_bytes: Option<u64>,
+    /// How long the commands handed out stay the agent's without a word from it
+    /// (`pacing.claim_timeout_seconds`): a result of any status renews a command's lease, and a
+    /// `progress` without `page` does nothing else. Absent from older hubs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_seconds: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]

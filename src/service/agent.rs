@@ -395,6 +395,7 @@ fn claim_in(
         commands,
         // The transport that answers sets its own limit.
         max_report_bytes: None,
+        lease_seconds: Some(settings.pacing.claim_timeout_seconds),
     })
 }
 
@@ -549,11 +550,11 @@ fn apply_result(
     let is_refresh = command.command_type == CommandType::Refresh;
     // An ignored result changes nothing: the checks come before any write.
     if result.status == ResultStatus::Progress {
-        if !is_refresh {
-            return Ok(Err("progress бывает только у команды refresh".into()));
-        }
         if result.page.is_none() {
-            return Ok(Err("у progress нет page".into()));
+            return keep_alive(tx, &command, result, now);
+        }
+        if !is_refresh {
+            return Ok(Err("page бывает только у команды refresh".into()));
         }
     }
     // Only the delivery in hand can be given back: an older one's command may be out again.
@@ -669,6 +670,32 @@ fn release(
         "the agent gave a command back: queued again after its grace"
     );
     Ok(())
+}
+
+/// A `progress` without `page`: the agent still works on the command (a long wait for Jira), so
+/// its lease is renewed, and nothing else changes (counts included; a refresh's run too). Only
+/// the current delivery keeps a lease: an older one's agent has lost it, and the answer tells it
+/// so (it stops working on the command).
+fn keep_alive(
+    tx: &Tx<'_>,
+    command: &CommandRow,
+    result: &CommandResult,
+    now: &Now,
+) -> Result<std::result::Result<(), String>> {
+    if result.delivery != command.deliveries {
+        return Ok(Err(format!(
+            "аренда выдачи {} потеряна: команда выдана снова (выдача {})",
+            result.delivery, command.deliveries
+        )));
+    }
+    if command.status != CommandStatus::Claimed {
+        return Ok(Err(format!(
+            "аренда потеряна: команда в статусе {}",
+            command.status.as_str()
+        )));
+    }
+    tx.renew_lease(command.id, &now.utc)?;
+    Ok(Ok(()))
 }
 
 /// The open run of a refresh command, started now if its first sign of life is a page or its

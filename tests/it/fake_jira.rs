@@ -105,6 +105,28 @@ pub enum Fault {
     ProxyTimeout { apply_after: Duration },
     /// A 200 that is not Jira's answer: see [`Broken`].
     Broken(Broken),
+    /// Cloud's 429, nothing applied: `Retry-After` when given, `X-RateLimit-Reset` (ISO 8601 to
+    /// the minute, `yyyy-MM-ddTHH:mmZ`) `reset_in` seconds from now when given, and
+    /// `RateLimit-Reason` (developer.atlassian.com/cloud/jira/platform/rate-limiting/: "429
+    /// responses may be accompanied by Retry-After and X-RateLimit-Reset headers";
+    /// `jira-burst-based`, `jira-per-issue-on-write`, `jira-quota-tenant-based`, …).
+    CloudRateLimit {
+        retry_after: Option<u64>,
+        reset_in: Option<u64>,
+        reason: &'static str,
+    },
+    /// Data Center's token-bucket 429 (confluence.atlassian.com "_RateLimiting_HTTPheaders":
+    /// `X-RateLimit-Limit`, `-Remaining`, `-Interval-Seconds`, `-FillRate`, `retry-after`).
+    DataCenterRateLimit { retry_after: u64 },
+    /// 503 with `Retry-After` ("a 503 response may be returned when a resource limit has been
+    /// reached", developer.atlassian.com rate-limiting), nothing applied.
+    UnavailableFor(u64),
+    /// A proxy in front of Jira sends the caller to its login page: 302 with `Location`.
+    RedirectToLogin,
+    /// 403 with `X-Seraph-LoginReason: AUTHENTICATION_DENIED`: Jira wants a CAPTCHA before it
+    /// checks the password again (developer.atlassian.com, "JIRA REST API Example - Basic
+    /// Authentication").
+    CaptchaRequired,
 }
 
 /// 200 answers a client must not take for a good page. Each is seen in the field: an SSO or proxy
@@ -1050,6 +1072,74 @@ async fn handle(
             reply
         }
         Some(Fault::Unavailable) => Reply::error(503, "Service Unavailable"),
+        Some(Fault::CloudRateLimit {
+            retry_after,
+            reset_in,
+            reason,
+        }) => {
+            let mut reply = Reply::error(429, "Rate limit exceeded.");
+            if let Some(seconds) = retry_after {
+                reply.headers.push(("retry-after", seconds.to_string()));
+            }
+            if let Some(seconds) = reset_in {
+                // To the minute, rounded up so that the reset is never early.
+                let at = now_ms() / 1000 + seconds as i64 + 59;
+                let at = time::OffsetDateTime::from_unix_timestamp(at - at % 60)
+                    .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+                reply.headers.push((
+                    "x-ratelimit-reset",
+                    format!(
+                        "{:04}-{:02}-{:02}T{:02}:{:02}Z",
+                        at.year(),
+                        u8::from(at.month()),
+                        at.day(),
+                        at.hour(),
+                        at.minute()
+                    ),
+                ));
+            }
+            reply.headers.push(("x-ratelimit-limit", "350".into()));
+            reply.headers.push(("x-ratelimit-remaining", "0".into()));
+            reply.headers.push(("x-ratelimit-nearlimit", "true".into()));
+            reply.headers.push(("ratelimit-reason", reason.into()));
+            reply
+        }
+        Some(Fault::DataCenterRateLimit { retry_after }) => {
+            let mut reply = Reply::error(429, "Rate limit exceeded.");
+            reply.headers.push(("x-ratelimit-limit", "20".into()));
+            reply.headers.push(("x-ratelimit-remaining", "0".into()));
+            reply
+                .headers
+                .push(("x-ratelimit-interval-seconds", "1".into()));
+            reply.headers.push(("x-ratelimit-fillrate", "10".into()));
+            reply.headers.push(("retry-after", retry_after.to_string()));
+            reply
+        }
+        Some(Fault::UnavailableFor(seconds)) => {
+            let mut reply = Reply::error(503, "Service Unavailable");
+            reply.headers.push(("retry-after", seconds.to_string()));
+            reply
+        }
+        Some(Fault::RedirectToLogin) => {
+            let base = lock(&state).base.clone();
+            let mut reply = Reply {
+                status: 302,
+                headers: Vec::new(),
+                body: Body::Empty,
+            };
+            reply.headers.push((
+                "location",
+                format!("{base}/login.jsp?os_destination=%2Frest%2Fapi%2F2%2FserverInfo"),
+            ));
+            reply
+        }
+        Some(Fault::CaptchaRequired) => {
+            let mut reply = Reply::error(403, "CAPTCHA_CHALLENGE; login-url=/login.jsp");
+            reply
+                .headers
+                .push(("x-seraph-loginreason", "AUTHENTICATION_DENIED".into()));
+            reply
+        }
         Some(Fault::DropBeforeApply) => {
             conn.0.store(true, Ordering::SeqCst);
             record(0);

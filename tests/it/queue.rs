@@ -56,8 +56,8 @@ fn a_cancelled_batch_never_sends_its_timed_out_command_again() {
     );
 }
 
-/// 2. An ignored result (a page for a command that is not a refresh, a progress without a page)
-///    adds nothing to the command's counts.
+/// 2. An ignored result (a page for a command that is not a refresh) adds nothing to the
+///    command's counts; nor does a progress without a page (a lease kept alive, issue 19).
 #[test]
 fn an_ignored_result_changes_nothing() {
     let dir = TestDir::new();
@@ -74,11 +74,54 @@ fn an_ignored_result_changes_nothing() {
             {"command_id": id, "delivery": 1, "status": "progress", "jira_calls": 5, "rate_limited": 1}
         ]),
     );
-    assert!(answer.accepted.is_empty());
-    assert_eq!(answer.ignored.len(), 2);
+    assert_eq!(
+        answer.accepted,
+        [id],
+        "the page-less progress keeps the lease"
+    );
+    assert_eq!(answer.ignored.len(), 1);
     let command = &hub.batch(view.id).unwrap().commands[0];
     assert_eq!((command.jira_calls, command.rate_limited), (0, 0));
     assert_eq!(command.status, CommandStatus::Claimed);
+}
+
+/// 2b. A progress without a page keeps any command's lease (issue 19, item 4): the claim says
+///     how long a lease lasts, a keep-alive renews it and changes nothing else, and only the
+///     current delivery keeps one: an agent whose delivery was superseded is told it lost it.
+#[test]
+fn a_progress_without_a_page_keeps_the_lease_of_the_current_delivery() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    set_settings(&mut hub, json!({"pacing": {"claim_timeout_seconds": 60}}));
+    let agent = Agent::new("agent-1");
+    let view = hub.enqueue_batch(&one_transition()).unwrap();
+    let answer = agent.claim(&mut hub, 1);
+    assert_eq!(answer.lease_seconds, Some(60));
+    let id = answer.commands[0].id;
+    for _ in 0..3 {
+        clock.advance(Duration::seconds(50));
+        let answer = agent.report(
+            &mut hub,
+            json!([{"command_id": id, "delivery": 1, "status": "progress"}]),
+        );
+        assert_eq!(answer.accepted, [id]);
+    }
+    assert_eq!(hub.expire_claims().unwrap(), Default::default());
+    let command = &hub.batch(view.id).unwrap().commands[0];
+    assert_eq!(command.status, CommandStatus::Claimed);
+    assert_eq!(command.deliveries, 1);
+    assert!(command.result.is_none() && command.error.is_none());
+    // Silence past the lease: handed out again; the first delivery's keep-alive is refused.
+    clock.advance(Duration::seconds(61));
+    hub.expire_claims().unwrap();
+    assert_eq!(agent.claim(&mut hub, 1).commands[0].delivery, 2);
+    let late = agent.report(
+        &mut hub,
+        json!([{"command_id": id, "delivery": 1, "status": "progress"}]),
+    );
+    assert!(late.accepted.is_empty());
+    assert!(late.ignored[0].reason.contains("потеряна"), "{late:?}");
 }
 
 /// 3. `finished_at` is the hub's clock in UTC; the agent's time (with its offset) is kept apart,
