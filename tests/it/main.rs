@@ -11,7 +11,6 @@ mod connections;
 mod console;
 mod crash;
 mod db_faults;
-mod fake_jira;
 mod hostile;
 mod http;
 mod incremental;
