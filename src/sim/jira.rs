@@ -2633,6 +2633,8 @@ pub fn bearer_auth() -> String {
     format!("Bearer {TOKEN}")
 }
 
+pub mod demo;
+
 // ---------------------------------------------------------------------------------------------
 // A tiny HTTP/1.1 client: one request per connection, for the fake's tests and the benchmark's
 // baseline (no dependency beyond std).

@@ -11,6 +11,7 @@ mod connections;
 mod console;
 mod crash;
 mod db_faults;
+mod demo;
 mod hostile;
 mod http;
 mod incremental;
