@@ -286,8 +286,12 @@ impl Progress {
             }
             if view["status"] == "completed" || view["status"] == "cancelled" {
                 self.batch_done = true;
+                let limited: u64 = view["commands"].as_array().map_or(0, |all| {
+                    all.iter().filter_map(|c| c["rate_limited"].as_u64()).sum()
+                });
                 outln!(
-                    "demo: sample batch {id} {} after {:.1} s: {finished} done, {failed} failed",
+                    "demo: sample batch {id} {} after {:.1} s: {finished} done, {failed} failed, \
+                     {limited} answers 429 (rate limited) waited out",
                     view["status"].as_str().unwrap_or("?"),
                     self.started.elapsed().as_secs_f64()
                 );

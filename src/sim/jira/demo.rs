@@ -553,3 +553,65 @@ impl FakeJira {
 fn jira_date(ms: i64) -> String {
     jira_time(ms)[..10].to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Mode, PROJECT};
+    use super::*;
+
+    /// Everything a client reads of an issue, without the addresses (the port changes).
+    fn seen(jira: &FakeJira) -> Vec<Value> {
+        let mut issues = jira.issues();
+        for issue in &mut issues {
+            let text = issue.to_string().replace(&jira.url(), "BASE");
+            *issue = serde_json::from_str(&text).unwrap();
+        }
+        issues
+    }
+
+    #[test]
+    fn the_project_is_a_team_project_and_one_seed_gives_one_project() {
+        let jira = FakeJira::start(Mode::DataCenter);
+        let keys = jira.seed_demo_project(PROJECT, &["AWPCA", "AWPCB"], 120, 7);
+        assert_eq!(keys.len(), 120);
+        let issues = jira.issues();
+        let kinds = |name: &str| {
+            issues
+                .iter()
+                .filter(|i| i["fields"]["issuetype"]["name"] == name)
+                .count()
+        };
+        assert!(kinds("Эпик") >= 1 && kinds("Задача") > 0 && kinds("Ошибка") > 0);
+        assert!(!jira.links().is_empty());
+        assert!(keys.iter().any(|k| !jira.comments(k).is_empty()));
+        let statuses: std::collections::BTreeSet<String> =
+            keys.iter().filter_map(|k| jira.status_of(k)).collect();
+        assert!(statuses.len() >= 3, "{statuses:?}");
+        let other = FakeJira::start(Mode::DataCenter);
+        other.seed_demo_project(PROJECT, &["AWPCA", "AWPCB"], 120, 7);
+        assert_eq!(seen(&jira), seen(&other));
+    }
+
+    #[test]
+    fn a_saved_state_loads_into_another_run_and_a_bad_file_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jira.json");
+        let first = FakeJira::start(Mode::DataCenter);
+        first.seed_demo_project(PROJECT, &["AWPCA"], 40, 1);
+        first.save_state(&path).unwrap();
+        let second = FakeJira::start(Mode::DataCenter);
+        second.load_state(&path).unwrap();
+        assert_eq!(seen(&first), seen(&second));
+        assert_eq!(first.links().len(), second.links().len());
+        // New issues continue the numbering.
+        let next = second.seed_issue(PROJECT, json!({"summary": "после перезапуска"}));
+        assert_eq!(next, format!("{PROJECT}-41"));
+
+        std::fs::write(&path, r#"{"version": 99}"#).unwrap();
+        let error = second.load_state(&path).unwrap_err();
+        assert!(error.contains("версия 99"), "{error}");
+        std::fs::write(&path, r#"{"version": 1, "issues": [{"id": 1}]}"#).unwrap();
+        assert!(second.load_state(&path).is_err());
+        assert_eq!(second.issue_count(), 41, "a refused file changes nothing");
+    }
+}
