@@ -225,3 +225,43 @@ fn demo_runs_the_loop_stops_on_sigint_and_continues() {
         "{output}"
     );
 }
+
+/// A child that dies early (the hub cannot listen: the port is taken) stops the demo with a
+/// non-zero exit naming it, and the other child is not left behind.
+#[test]
+fn demo_names_the_child_that_died_and_exits_1() {
+    let dir = TestDir::new();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let output = dir.path().join("demo-output.txt");
+    let file = std::fs::File::create(&output).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_jira-hub"))
+        .args(["demo", "--dir"])
+        .arg(dir.path().join("demo"))
+        .args(["--listen", &address, "--issues", "5"])
+        .env_remove("JIRA_HUB_DB")
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let exit = loop {
+        if let Some(exit) = child.try_wait().unwrap() {
+            break exit;
+        }
+        if started.elapsed() > WAIT {
+            let _ = child.kill();
+            panic!(
+                "the demo went on without its hub:\n{}",
+                std::fs::read_to_string(&output).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let text = std::fs::read_to_string(&output).unwrap();
+    assert_eq!(exit.code(), Some(1), "{text}");
+    assert!(text.contains("demo: hub exited 1"), "{text}");
+    assert!(text.contains("hub остановился раньше времени"), "{text}");
+    drop(taken);
+}
