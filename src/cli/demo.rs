@@ -349,6 +349,20 @@ pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
         std::fs::create_dir_all(folder)
             .with_context(|| format!("не удалось создать папку {}", folder.display()))?;
     }
+    // One demo per folder: a second one would run a second Jira over the same state file.
+    let lock_path = dir.join("demo.lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .with_context(|| format!("не удалось открыть {}", lock_path.display()))?;
+    if rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+        bail!(
+            "в папке {} уже запущено демо: остановите его (Ctrl-C) или укажите другую папку (--dir)",
+            dir.display()
+        );
+    }
     let db = hub_dir.join("hub.sqlite");
     let state_file = dir.join("jira.json");
 
@@ -591,6 +605,7 @@ pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
         bail!("демо остановлено с ошибкой: {}", names.join(", "));
     }
     saved.with_context(|| format!("не удалось записать {}", state_file.display()))?;
+    drop(lock);
     Ok(Outcome::Success)
 }
 
