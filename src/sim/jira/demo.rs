@@ -5,7 +5,7 @@
 //! The project is made directly in the state, as [`FakeJira::seed_issues`] does: epics, tasks
 //! and bugs in the epics (the epic link field, `customfield_10101`, as Jira Server's Agile keeps
 //! it), the scrum board's three sprints (the sprint field in Server's `toString` form, as
-//! `sprint_value` answers), statuses along the workflow of [`TRANSITIONS`], links of the types
+//! `sprint_value` answers), statuses along the workflow of [`TRANSITIONS`](super::TRANSITIONS), links of the types
 //! Jira ships ([`LINK_TYPES`]) and comments.
 
 use super::{
