@@ -7,8 +7,7 @@
 //! spent outside the fake (agent + relay + hub; target <= 50%), and the agent's peak RSS (VmHWM,
 //! target < 100 MB). `BENCH_AGENT_ISSUES` changes the size.
 
-#[path = "../tests/it/fake_jira.rs"]
-mod fake_jira;
+use jira_hub::sim::jira as fake_jira;
 
 use fake_jira::{FakeJira, Mode, PROJECT};
 use jira_hub::clock::SystemClock;

@@ -18,8 +18,7 @@
 //! latency samples per transport.
 
 mod common;
-#[path = "../tests/it/fake_jira.rs"]
-mod fake_jira;
+use jira_hub::sim::jira as fake_jira;
 
 use common::size;
 use fake_jira::{FakeJira, Mode, PROJECT};

@@ -13,6 +13,7 @@
 //! - [`cli`]: the command line.
 //! - `agent`: `jira-hub agent`, the program inside Jira's network (protocol and domain only).
 //! - [`clock`]: injected time.
+//! - [`sim`]: the simulated Jira (tests, benchmarks, `jira-hub demo`).
 
 /// `println!` for command output that returns an error instead of panicking when stdout is
 /// closed early (`jira-hub status | head -1`); `main` ends quietly on that error.
@@ -66,4 +67,5 @@ pub mod protocol;
 pub mod relay;
 pub mod service;
 pub mod shutdown;
+pub mod sim;
 pub mod store;

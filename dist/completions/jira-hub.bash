@@ -31,6 +31,9 @@ _jira__hub() {
             jira__hub,completions)
                 cmd="jira__hub__subcmd__completions"
                 ;;
+            jira__hub,demo)
+                cmd="jira__hub__subcmd__demo"
+                ;;
             jira__hub,help)
                 cmd="jira__hub__subcmd__help"
                 ;;
@@ -120,6 +123,9 @@ _jira__hub() {
                 ;;
             jira__hub__subcmd__help,completions)
                 cmd="jira__hub__subcmd__help__subcmd__completions"
+                ;;
+            jira__hub__subcmd__help,demo)
+                cmd="jira__hub__subcmd__help__subcmd__demo"
                 ;;
             jira__hub__subcmd__help,help)
                 cmd="jira__hub__subcmd__help__subcmd__help"
@@ -272,7 +278,7 @@ _jira__hub() {
 
     case "${cmd}" in
         jira__hub)
-            opts="-h -V --db --log-format --help --version init migrate settings projects tokens status backup serve relay batches commands refresh completions man agent help"
+            opts="-h -V --db --log-format --help --version init migrate settings projects tokens status backup serve relay batches commands refresh completions man agent demo help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -667,8 +673,46 @@ _jira__hub() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        jira__hub__subcmd__demo)
+            opts="-h --dir --listen --rate-limit --seed --issues --db --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --seed)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --issues)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "auto plain journal json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         jira__hub__subcmd__help)
-            opts="init migrate settings projects tokens status backup serve relay batches commands refresh completions man agent help"
+            opts="init migrate settings projects tokens status backup serve relay batches commands refresh completions man agent demo help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -808,6 +852,20 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__help__subcmd__completions)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__help__subcmd__demo)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

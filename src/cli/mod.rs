@@ -5,6 +5,7 @@
 
 mod admin;
 mod agent;
+mod demo;
 mod examples;
 mod projects;
 mod queue;
@@ -19,6 +20,8 @@ use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+pub use demo::DemoArgs;
 
 // The schema in VERSION is written out (concat! takes literals): this fails the build when the
 // schema moves on and VERSION does not.
@@ -152,6 +155,10 @@ pub enum Command {
         #[arg(long)]
         once: bool,
     },
+    /// The whole loop on this machine: a simulated Jira with a team project, the hub and an
+    /// agent between them through a relay folder, a sample batch and a refresh; Ctrl-C stops
+    /// all three, running it again continues (--db is ignored: everything is under --dir).
+    Demo(DemoArgs),
 }
 
 /// Every option can also come from the environment (`JIRA_HUB_<OPTION>`), so a unit can keep
@@ -459,6 +466,7 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
         }
         Command::Man { dir } => man(dir.as_deref())?,
         Command::Agent { config, once } => agent::agent(&config, once)?,
+        Command::Demo(args) => demo::demo(args)?,
     })
 }
 

@@ -1,9 +1,11 @@
 //! End to end: the real hub daemon, the real agent binary (`jira-hub agent`), the simulated Jira
-//! (`fake_jira.rs`), over the file relay and over HTTP. Every wait is bounded; nothing asserts on
+//! (`src/sim/jira.rs`), over the file relay and over HTTP. Every wait is bounded; nothing asserts on
 //! how fast things went.
 
-use crate::fake_jira::{Broken, Change, EPIC_LINK_FIELD, Endpoint, FakeJira, Fault, Mode, PROJECT};
 use crate::support::*;
+use jira_hub::sim::jira::{
+    Broken, Change, EPIC_LINK_FIELD, Endpoint, FakeJira, Fault, Mode, PROJECT,
+};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};

@@ -3,11 +3,11 @@
 //! HTTP in this process, both on one `ManualClock`. A `Retry-After: 240` or a lease of a minute
 //! takes no wall time: the agent's sleeps move the clock forward, and the hub sees the same time.
 
-use crate::fake_jira::{Endpoint, FakeJira, Fault, Mode, PROJECT};
 use crate::support::*;
 use jira_hub::clock::{Clock, ManualClock};
 use jira_hub::domain::command::CommandStatus;
 use jira_hub::service::HubConnection;
+use jira_hub::sim::jira::{Endpoint, FakeJira, Fault, Mode, PROJECT};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;

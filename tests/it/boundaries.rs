@@ -102,17 +102,17 @@ const FORBIDDEN: &[(&str, &[&str], &str)] = &[
     ),
     (
         "http",
-        &["store", "relay", "daemon", "cli", "agent"],
+        &["store", "relay", "daemon", "cli", "agent", "sim"],
         "http calls the service; it never touches the store or the relay",
     ),
     (
         "relay",
-        &["store", "http", "daemon", "cli", "agent"],
+        &["store", "http", "daemon", "cli", "agent", "sim"],
         "the relay calls the service; it never touches the store or HTTP",
     ),
     (
         "agent",
-        &["store", "service", "relay", "http", "daemon", "cli"],
+        &["store", "service", "relay", "http", "daemon", "cli", "sim"],
         "the agent speaks the protocol only: it never touches the hub's side",
     ),
     (
@@ -131,24 +131,33 @@ const FORBIDDEN: &[(&str, &[&str], &str)] = &[
     ),
     (
         "store",
-        &["service", "relay", "http", "daemon", "cli", "agent"],
+        &["service", "relay", "http", "daemon", "cli", "agent", "sim"],
         "the store knows rows, not operations or transports",
     ),
     (
         "service",
-        &["relay", "http", "daemon", "cli", "agent"],
+        &["relay", "http", "daemon", "cli", "agent", "sim"],
         "the service is behind every transport, never beside one",
+    ),
+    (
+        "sim",
+        &[
+            "domain", "store", "service", "protocol", "jira", "relay", "http", "daemon", "cli",
+            "agent",
+        ],
+        "the simulated Jira is an outside system: it shares no code with the hub or the agent",
     ),
 ];
 
-/// External crates only one module may use: (path prefix, the module).
-const ONLY_IN: &[(&str, &str)] = &[
-    ("rusqlite::", "store"),
-    ("axum::", "http"),
-    ("hyper::", "http"),
-    ("hyper_util::", "http"),
-    ("notify::", "relay"),
-    ("ureq::", "agent"),
+/// External crates only some modules may use: (path prefix, the modules). `sim` is a fake
+/// Jira server, so it serves HTTP with axum as `http` does.
+const ONLY_IN: &[(&str, &[&str])] = &[
+    ("rusqlite::", &["store"]),
+    ("axum::", &["http", "sim"]),
+    ("hyper::", &["http"]),
+    ("hyper_util::", &["http"]),
+    ("notify::", &["relay"]),
+    ("ureq::", &["agent"]),
 ];
 
 /// Crates that do I/O, which `domain` never uses.
@@ -180,10 +189,11 @@ fn no_module_imports_across_a_forbidden_boundary() {
             }
         }
         for (prefix, only) in ONLY_IN {
-            if module != *only && uses_path(&code, prefix) {
+            if !only.contains(&module.as_str()) && uses_path(&code, prefix) {
                 broken.push(format!(
-                    "{}: {module} uses {prefix} (only {only} may)",
-                    file.display()
+                    "{}: {module} uses {prefix} (only {} may)",
+                    file.display(),
+                    only.join(", ")
                 ));
             }
         }

@@ -12,7 +12,7 @@ mod connections;
 mod console;
 mod crash;
 mod db_faults;
-mod fake_jira;
+mod demo;
 mod hostile;
 mod http;
 mod incremental;

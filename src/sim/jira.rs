@@ -1,7 +1,7 @@
 //! A simulated Jira for the agent's tests and benchmark: a real HTTP server on a loopback port,
 //! stateful, answering with the shapes of real Jira (REST v2 + Agile 1.0), with faults on demand.
 //!
-//! Self-contained (no other test module): `benches/agent.rs` includes it by path. It runs on its
+//! Self-contained (nothing else of the crate): the tests, the benchmarks and `jira-hub demo` use it. It runs on its
 //! own tokio runtime thread, so sync tests drive it directly; its state sits behind a mutex that
 //! the accessors read.
 //!
@@ -10,7 +10,7 @@
 //! recall), and the shapes of the real answers in `tests/fixtures/jira/` (issue, board and sprint;
 //! the link types below are those of `go-jira-all_issuelinktypes.json`, from andygrunwald/go-jira,
 //! MIT).
-#![allow(dead_code)] // the tests and the benchmark each use a part of it
+#![allow(dead_code)] // the tests, the benchmarks and the demo each use a part of it
 
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, State};
@@ -3082,6 +3082,8 @@ pub fn basic_auth() -> String {
 pub fn bearer_auth() -> String {
     format!("Bearer {TOKEN}")
 }
+
+pub mod demo;
 
 // ---------------------------------------------------------------------------------------------
 // A tiny HTTP/1.1 client: one request per connection, for the fake's tests and the benchmark's

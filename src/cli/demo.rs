@@ -1,0 +1,639 @@
+//! `jira-hub demo`: the whole loop on one machine, in one process group under one folder. This
+//! process runs the simulated Jira (`crate::sim`) on a loopback port and starts two children of
+//! the same executable: `serve` (the hub) and `agent` (which talks to the hub through the relay
+//! folder). It queues a sample batch and a full refresh through the hub's HTTP API on the first
+//! run and prints their progress; Ctrl-C stops all three, and the simulated Jira's state is kept
+//! in `DIR/jira.json` so that the next run continues where this one stopped.
+
+use super::Outcome;
+use crate::sim::jira::{self as sim, FakeJira, Mode, PROJECT};
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// The hub's projects in the demo: the labels of the simulated team project's issues.
+pub(crate) const LABELS: &[&str] = &["AWPCA", "AWPCB"];
+
+/// How often the simulated Jira's state is written while the demo runs (and once at the end).
+const SAVE_EVERY: Duration = Duration::from_secs(30);
+/// How often the hub's API is asked for progress.
+const POLL_EVERY: Duration = Duration::from_secs(1);
+/// How long a child may take to stop after SIGINT before it is killed (and reported failed).
+const STOP_LIMIT: Duration = Duration::from_secs(60);
+/// How long the hub may take to answer `/ready` after it was started.
+const READY_LIMIT: Duration = Duration::from_secs(120);
+/// With `--rate-limit`: requests per second the simulated Jira answers before it answers 429
+/// with `Retry-After` (its `rate_limit`); the demo's agent is paced faster than this. Jira Data
+/// Center's rate limiting (8.6 and later) answers 429 with `retry-after` and `X-RateLimit-*`
+/// headers once a user's token bucket is empty ("Improving instance stability with rate
+/// limiting", confluence.atlassian.com/adminjiraserver/improving-instance-stability-with-rate-limiting-983794911.html;
+/// the headers: ".../adjusting-your-code-for-rate-limiting-987143384.html").
+const RATE_LIMIT_PER_SECOND: u32 = 4;
+
+/// The demo's options (`jira-hub demo --help`).
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// The demo's folder: the hub's data (hub/), the relay folder (relay/), the agent's config
+    /// (agent.json), the simulated Jira's state (jira.json) and the logs (logs/). Made on the
+    /// first run; a later run continues from it.
+    #[arg(long, default_value = "./demo")]
+    pub dir: PathBuf,
+    /// The hub's HTTP address (the API and the console at /ui/).
+    #[arg(long, default_value = "127.0.0.1:8740")]
+    pub listen: String,
+    /// The simulated Jira answers 429 Too Many Requests with Retry-After to requests beyond 4 a
+    /// second, as Jira's rate limiting does; the agent waits and goes on.
+    #[arg(long)]
+    pub rate_limit: bool,
+    /// Picks the simulated team project's summaries, statuses, links and comments (first run
+    /// only).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// How many issues the simulated Jira starts with (first run only).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=20_000))]
+    pub issues: u64,
+}
+
+/// The legacy config the demo's hub is initialised from: `admin/jira-sync/config.example.json`
+/// made to match the simulated Jira (its workflow's transition ids, its link type names) and
+/// paced for a demo (no pause between Jira calls beyond 50 ms, short backoff).
+fn legacy_config() -> Value {
+    json!({
+        "project_key": PROJECT,
+        "base_jql": format!("project = {PROJECT} AND labels = {}", LABELS[0]),
+        "board_id": 4216,
+        "issue_type_task": "Задача",
+        "issue_type_task_id": "10002",
+        "issue_type_epic": "Эпик",
+        "issue_type_epic_id": "10000",
+        "issue_type_bug": "Ошибка",
+        "issue_type_bug_id": "10004",
+        "field_ids": {
+            "epic_link": sim::EPIC_LINK_FIELD,
+            "sprint": sim::SPRINT_FIELD,
+            "plan_start": "customfield_12001",
+            "plan_end": "customfield_12002"
+        },
+        "priority_map": {"highest": "Блокирующий", "high": "Высокий", "medium": "Средний", "low": "Низкий"},
+        "link_types": {"blocks": "Blocker", "relates": "Related", "duplicates": "Duplicate"},
+        "transitions_map": {"В работе": "11", "Готово": "21", "Снято": "31"},
+        "pacing": {
+            "min_interval_ms": 50,
+            "max_commands_per_claim": 50,
+            "claim_timeout_seconds": 60,
+            "max_deliveries": 5,
+            "backoff_initial_seconds": 1,
+            "backoff_max_seconds": 10
+        },
+        "backup_keep": 3,
+        "auto_refresh_minutes": 30
+    })
+}
+
+/// The sample batch's title: the demo queues it when the hub has no batch of this title.
+const SAMPLE_TITLE: &str = "Демо: онлайн-запись к специалисту";
+
+/// The sample batch: an epic, a task and a bug in it, the task started, linked and commented,
+/// each step on the result of the one it depends on. `existing` is an issue of the seeded
+/// project that the task blocks.
+fn sample_batch(existing: &str) -> Value {
+    json!({"title": SAMPLE_TITLE, "author": "demo", "project": LABELS[0],
+        "commands": [
+        {"type": "ensure_issue", "params": {"issue_type": "epic", "summary": "Онлайн-запись к специалисту",
+            "description": "Клиент сам выбирает время приёма на сайте."}},
+        {"type": "ensure_issue", "params": {"issue_type": "task", "summary": "Форма записи на приём",
+            "description": "Выбор специалиста, даты и времени; подтверждение по СМС.",
+            "epic_key": {"$result": "key"}}, "depends_on": 1},
+        {"type": "ensure_issue", "params": {"issue_type": "bug", "summary": "Не приходит СМС с подтверждением записи",
+            "epic_key": {"$result": "key"}}, "depends_on": 1},
+        {"type": "transition", "params": {"key": {"$result": "key"}, "status": "В работе"}, "depends_on": 2},
+        {"type": "link", "params": {"from": {"$result": "key"}, "to": existing, "type": "blocks"}, "depends_on": 2},
+        {"type": "comment", "params": {"key": {"$result": "key"}, "body": "Макет формы согласован с регистратурой, начинаем."},
+            "depends_on": 2},
+    ]})
+}
+
+/// A child process of the demo, with its name and log.
+struct Process {
+    name: &'static str,
+    child: Child,
+    log: PathBuf,
+    exit: Option<ExitStatus>,
+}
+
+impl Process {
+    fn spawn(name: &'static str, args: &[&std::ffi::OsStr], log: &Path) -> anyhow::Result<Self> {
+        let exe = std::env::current_exe().context("не удалось узнать путь к программе")?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .with_context(|| format!("не удалось открыть журнал {}", log.display()))?;
+        let child = Command::new(exe)
+            .args(args)
+            .env_remove("JIRA_HUB_DB")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone()?)
+            .stderr(file)
+            .spawn()
+            .with_context(|| format!("не удалось запустить {name}"))?;
+        Ok(Process {
+            name,
+            child,
+            log: log.to_path_buf(),
+            exit: None,
+        })
+    }
+
+    /// Whether it has exited (remembering how).
+    fn exited(&mut self) -> bool {
+        if self.exit.is_none()
+            && let Ok(Some(status)) = self.child.try_wait()
+        {
+            self.exit = Some(status);
+        }
+        self.exit.is_some()
+    }
+
+    fn interrupt(&mut self) {
+        if self.exited() {
+            return;
+        }
+        let pid = i32::try_from(self.child.id())
+            .ok()
+            .and_then(rustix::process::Pid::from_raw);
+        if let Some(pid) = pid {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
+        }
+    }
+
+    /// Waits for it to exit, killing it after [`STOP_LIMIT`].
+    fn wait(&mut self) {
+        let started = Instant::now();
+        while !self.exited() {
+            if started.elapsed() > STOP_LIMIT {
+                let _ = self.child.kill();
+                self.exit = self.child.wait().ok();
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// `hub exited 0`, `agent exited 1`, `agent killed by signal 9`.
+    fn outcome(&self) -> String {
+        match self.exit {
+            Some(status) => match (
+                status.code(),
+                std::os::unix::process::ExitStatusExt::signal(&status),
+            ) {
+                (Some(code), _) => format!("{} exited {code}", self.name),
+                (None, Some(signal)) => format!("{} killed by signal {signal}", self.name),
+                (None, None) => format!("{} ended", self.name),
+            },
+            None => format!("{} did not stop", self.name),
+        }
+    }
+
+    fn succeeded(&self) -> bool {
+        self.exit.is_some_and(|s| s.success())
+    }
+
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(15)..].join("\n")
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if !self.exited() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The hub's HTTP API, as a client sees it.
+struct Api {
+    address: String,
+    auth: String,
+}
+
+impl Api {
+    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> anyhow::Result<(u16, Value)> {
+        let answer = sim::call(
+            &self.address,
+            method,
+            path,
+            Some(&self.auth),
+            body,
+            Duration::from_secs(30),
+        )
+        .with_context(|| format!("хаб не ответил на {method} {path}"))?;
+        Ok((answer.status, answer.json()))
+    }
+
+    fn get(&self, path: &str) -> anyhow::Result<Value> {
+        match self.call("GET", path, None)? {
+            (200, value) => Ok(value),
+            (status, value) => bail!("GET {path}: хаб ответил {status}: {value}"),
+        }
+    }
+
+    fn post(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+        match self.call("POST", path, Some(body))? {
+            (200 | 201, value) => Ok(value),
+            (status, value) => bail!("POST {path}: хаб ответил {status}: {value}"),
+        }
+    }
+}
+
+/// What the demo follows and has already said.
+struct Progress {
+    started: Instant,
+    batch: Option<i64>,
+    batch_said: String,
+    batch_done: bool,
+    /// The refresh command queued once the batch completed (so that the mirror shows what the
+    /// batch made), whose run the demo follows.
+    refresh: Option<i64>,
+    refresh_said: String,
+    refresh_done: bool,
+}
+
+impl Progress {
+    fn poll(&mut self, api: &Api) -> anyhow::Result<()> {
+        if let Some(id) = self.batch.filter(|_| !self.batch_done) {
+            let view = api.get(&format!("/batches/{id}"))?;
+            let counters = &view["counters"];
+            let count = |name: &str| counters[name].as_u64().unwrap_or(0);
+            let total = view["commands"].as_array().map_or(0, Vec::len);
+            let finished = count("done") + count("confirmed_by_state");
+            let failed = count("failed") + count("skipped");
+            let line = format!(
+                "demo: batch {id}: {finished} of {total} done, {failed} failed, status {}",
+                view["status"].as_str().unwrap_or("?")
+            );
+            if line != self.batch_said {
+                outln!("{line}");
+                self.batch_said = line;
+            }
+            if view["status"] == "completed" || view["status"] == "cancelled" {
+                self.batch_done = true;
+                let limited: u64 = view["commands"].as_array().map_or(0, |all| {
+                    all.iter().filter_map(|c| c["rate_limited"].as_u64()).sum()
+                });
+                outln!(
+                    "demo: sample batch {id} {} after {:.1} s: {finished} done, {failed} failed, \
+                     {limited} answers 429 (rate limited) waited out",
+                    view["status"].as_str().unwrap_or("?"),
+                    self.started.elapsed().as_secs_f64()
+                );
+                let refresh = api.post("/refresh", &json!({}))?;
+                self.refresh = refresh["commands"][0]["id"].as_i64();
+                outln!(
+                    "demo: full refresh queued (batch {}): the mirror takes in what the batch made",
+                    refresh["id"]
+                );
+            }
+        }
+        if let Some(command) = self.refresh.filter(|_| !self.refresh_done) {
+            let runs = api.get("/sync-runs")?;
+            let run = runs
+                .as_array()
+                .and_then(|runs| runs.iter().find(|run| run["command_id"] == command));
+            if let Some(run) = run {
+                let seen = run["issues_seen"].as_i64().unwrap_or(0);
+                let status = run["status"].as_str().unwrap_or("?");
+                let line = format!(
+                    "demo: full refresh {}: {status}, {seen} issues seen",
+                    run["id"]
+                );
+                if line != self.refresh_said {
+                    outln!("{line}");
+                    self.refresh_said = line;
+                }
+                if status == "done" {
+                    self.refresh_done = true;
+                    outln!(
+                        "demo: mirror filled: {seen} issues after {:.1} s",
+                        self.started.elapsed().as_secs_f64()
+                    );
+                } else if status == "failed" {
+                    self.refresh_done = true;
+                    outln!(
+                        "demo: the full refresh failed: {} (the agent's log says more)",
+                        run["error"]
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
+    let started = Instant::now();
+    let dir = std::path::absolute(&args.dir)
+        .with_context(|| format!("неверная папка {}", args.dir.display()))?;
+    let hub_dir = dir.join("hub");
+    let relay_dir = dir.join("relay");
+    let logs = dir.join("logs");
+    for folder in [&dir, &hub_dir, &relay_dir, &logs] {
+        std::fs::create_dir_all(folder)
+            .with_context(|| format!("не удалось создать папку {}", folder.display()))?;
+    }
+    // One demo per folder: a second one would run a second Jira over the same state file.
+    let lock_path = dir.join("demo.lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .with_context(|| format!("не удалось открыть {}", lock_path.display()))?;
+    if rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+        bail!(
+            "в папке {} уже запущено демо: остановите его (Ctrl-C) или укажите другую папку (--dir)",
+            dir.display()
+        );
+    }
+    let db = hub_dir.join("hub.sqlite");
+    let state_file = dir.join("jira.json");
+
+    // The simulated Jira, in this process: its state from the last run, or a new team project.
+    let jira = FakeJira::start(Mode::DataCenter);
+    if state_file.exists() {
+        jira.load_state(&state_file)
+            .map_err(|why| anyhow::anyhow!("не удалось загрузить состояние Jira: {why}"))?;
+        outln!(
+            "demo: simulated Jira at {}: {} issues, continued from {}",
+            jira.url(),
+            jira.issue_count(),
+            state_file.display()
+        );
+    } else {
+        let keys = jira.seed_demo_project(PROJECT, LABELS, args.issues as usize, args.seed);
+        jira.save_state(&state_file)
+            .with_context(|| format!("не удалось записать {}", state_file.display()))?;
+        outln!(
+            "demo: simulated Jira at {}: project {PROJECT} with {} issues (labels {})",
+            jira.url(),
+            keys.len(),
+            LABELS.join(", ")
+        );
+    }
+    if args.rate_limit {
+        jira.rate_limit(Some(RATE_LIMIT_PER_SECOND));
+        outln!(
+            "demo: the simulated Jira answers 429 with Retry-After beyond {RATE_LIMIT_PER_SECOND} requests a second"
+        );
+    }
+
+    // The hub's database, initialised from the embedded legacy config on the first run.
+    let tokens = {
+        let (mut hub, _) = super::open_hub(&db)?;
+        if hub.tokens()?.is_none() || hub.settings()?.relay_dir.is_none() {
+            let config = legacy_config();
+            let config_file = hub_dir.join("demo-config.json");
+            std::fs::write(&config_file, serde_json::to_vec_pretty(&config)?)
+                .with_context(|| format!("не удалось записать {}", config_file.display()))?;
+            hub.init_from_config(&config, true)?;
+            // The legacy config names one project (so that its board goes to it); the second
+            // is the support team's, on the kanban board.
+            if !hub.projects()?.iter().any(|p| p.label == LABELS[1]) {
+                hub.create_project(LABELS[1], "Поддержка", Some(4217))?;
+            }
+            let mut update = serde_json::Map::new();
+            update.insert("relay_dir".into(), relay_dir.display().to_string().into());
+            hub.update_settings(&update)?;
+            outln!("demo: hub initialised from {}", config_file.display());
+        }
+        hub.tokens()?
+            .context("в базе демо нет токенов: удалите папку демо и запустите снова")?
+    };
+
+    // The agent's config: this run's Jira address (its port changes), the relay folder.
+    let agent_config = dir.join("agent.json");
+    let config = json!({
+        "jira_url": jira.url(), "jira_user": sim::USER, "jira_password": sim::PASSWORD,
+        "relay_dir": relay_dir.display().to_string(), "agent_token": tokens.agent,
+        "name": "demo-agent", "idle_poll_ms": 200, "heartbeat_seconds": 10,
+    });
+    write_private(&agent_config, &serde_json::to_vec_pretty(&config)?)?;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(signal, stop.clone())?;
+    }
+
+    let hub_log = logs.join("hub.log");
+    let agent_log = logs.join("agent.log");
+    let mut hub = Process::spawn(
+        "hub",
+        &[
+            "--log-format".as_ref(),
+            "plain".as_ref(),
+            "--db".as_ref(),
+            db.as_os_str(),
+            "serve".as_ref(),
+            "--listen".as_ref(),
+            args.listen.as_ref(),
+        ],
+        &hub_log,
+    )?;
+    let api = Api {
+        address: format!("http://{}", reachable(&args.listen)),
+        auth: format!("Bearer {}", tokens.client),
+    };
+    // Ready: the hub answers (or it died, or a signal came).
+    let waited = Instant::now();
+    loop {
+        if stop.load(Ordering::SeqCst) || hub.exited() {
+            break;
+        }
+        if matches!(api.call("GET", "/ready", None), Ok((200, _))) {
+            break;
+        }
+        if waited.elapsed() > READY_LIMIT {
+            hub.interrupt();
+            hub.wait();
+            bail!(
+                "хаб не ответил на {}/ready за {} с; журнал: {}",
+                api.address,
+                READY_LIMIT.as_secs(),
+                hub_log.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut agent = if hub.exited() || stop.load(Ordering::SeqCst) {
+        None
+    } else {
+        Some(Process::spawn(
+            "agent",
+            &[
+                "--log-format".as_ref(),
+                "plain".as_ref(),
+                "agent".as_ref(),
+                "--config".as_ref(),
+                agent_config.as_os_str(),
+            ],
+            &agent_log,
+        )?)
+    };
+
+    let mut progress = Progress {
+        started,
+        batch: None,
+        batch_said: String::new(),
+        batch_done: false,
+        refresh: None,
+        refresh_said: String::new(),
+        refresh_done: false,
+    };
+    if agent.is_some() {
+        outln!("demo: console: http://{}/", reachable(&args.listen));
+        outln!("demo: sign in with the client token: {}", tokens.client);
+        outln!(
+            "demo: API: {} (Authorization: Bearer <client token>)",
+            api.address
+        );
+        outln!(
+            "demo: logs: {} and {}; Ctrl-C stops the demo, running it again continues",
+            hub_log.display(),
+            agent_log.display()
+        );
+        // The hub queues a refresh of its own when it starts: only the sample batch counts.
+        let batches = api.get("/batches?limit=500")?;
+        let queued = batches
+            .as_array()
+            .is_some_and(|all| all.iter().any(|b| b["title"] == SAMPLE_TITLE));
+        if !queued {
+            let batch = api.post("/batches", &sample_batch(&format!("{PROJECT}-1")))?;
+            let id = batch["id"].as_i64().context("хаб не вернул номер пакета")?;
+            outln!(
+                "demo: sample batch {id} queued: {} commands",
+                batch["commands"].as_array().map_or(0, Vec::len)
+            );
+            progress.batch = Some(id);
+        } else {
+            outln!("demo: the sample batch was queued on an earlier run: not again");
+            progress.batch_done = true;
+            progress.refresh_done = true;
+        }
+    }
+
+    // Follow the progress, watch the children, save Jira's state now and then.
+    let mut last_poll = Instant::now() - POLL_EVERY;
+    let mut last_save = Instant::now();
+    let mut early: Option<&'static str> = None;
+    while !stop.load(Ordering::SeqCst) {
+        if hub.exited() {
+            early = Some("hub");
+            break;
+        }
+        if let Some(agent) = agent.as_mut()
+            && agent.exited()
+        {
+            early = Some(agent.name);
+            break;
+        }
+        if last_poll.elapsed() >= POLL_EVERY {
+            last_poll = Instant::now();
+            if let Err(error) = progress.poll(&api) {
+                tracing::warn!("demo: {error:#}");
+            }
+        }
+        if last_save.elapsed() >= SAVE_EVERY {
+            last_save = Instant::now();
+            if let Err(error) = jira.save_state(&state_file) {
+                tracing::warn!(
+                    "demo: не удалось записать {}: {error}",
+                    state_file.display()
+                );
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Stop: a terminal's Ctrl-C reached the whole group already; SIGTERM to this process, or a
+    // child that died, did not, so each child still running gets SIGINT (a second one is
+    // harmless: both stop on the first).
+    if let Some(agent) = agent.as_mut() {
+        agent.interrupt();
+    }
+    hub.interrupt();
+    if let Some(agent) = agent.as_mut() {
+        agent.wait();
+    }
+    hub.wait();
+    let saved = jira.save_state(&state_file);
+    drop(jira);
+    let mut report: Vec<String> = vec![hub.outcome()];
+    report.extend(agent.as_ref().map(Process::outcome));
+    report.push(match &saved {
+        Ok(()) => format!("jira saved to {}", state_file.display()),
+        Err(error) => format!("jira not saved to {}: {error}", state_file.display()),
+    });
+    outln!("demo: {}", report.join(", "));
+    let children: Vec<&Process> = std::iter::once(&hub).chain(agent.as_ref()).collect();
+    let failed: Vec<&&Process> = children.iter().filter(|p| !p.succeeded()).collect();
+    if let Some(name) = early {
+        let process = children.iter().find(|p| p.name == name);
+        if let Some(process) = process {
+            eprintln!(
+                "{} log ({}):\n{}",
+                process.name,
+                process.log.display(),
+                process.log_tail()
+            );
+        }
+        bail!(
+            "{name} остановился раньше времени ({}); журнал: {}",
+            process.map_or_else(String::new, |p| p.outcome()),
+            process.map_or_else(String::new, |p| p.log.display().to_string())
+        );
+    }
+    if !failed.is_empty() {
+        let names: Vec<String> = failed.iter().map(|p| p.outcome()).collect();
+        bail!("демо остановлено с ошибкой: {}", names.join(", "));
+    }
+    saved.with_context(|| format!("не удалось записать {}", state_file.display()))?;
+    drop(lock);
+    Ok(Outcome::Success)
+}
+
+/// The address this machine reaches a listener on: `0.0.0.0:8740` is reached at `127.0.0.1`.
+fn reachable(listen: &str) -> String {
+    if let Some(port) = listen.strip_prefix("0.0.0.0:") {
+        format!("127.0.0.1:{port}")
+    } else if let Some(port) = listen.strip_prefix("[::]:") {
+        format!("[::1]:{port}")
+    } else {
+        listen.to_string()
+    }
+}
+
+/// Writes a file only its owner may read (the agent's config holds its token and Jira's
+/// password).
+fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("не удалось записать {}", path.display()))?;
+    file.write_all(bytes)
+        .with_context(|| format!("не удалось записать {}", path.display()))?;
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    Ok(())
+}
