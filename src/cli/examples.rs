@@ -106,6 +106,16 @@ fn examples(page: &str) -> &'static [Example] {
             "Check files written by hand or by another agent:",
             "jira-hub relay validate relay-samples/",
         )],
+        "jira-hub-demo" => &[
+            (
+                "The whole loop on this machine (Ctrl-C stops it; running it again continues):",
+                "jira-hub demo",
+            ),
+            (
+                "Another folder and port, with Jira's rate limiting:",
+                "jira-hub demo --dir /tmp/jira-demo --listen 127.0.0.1:8750 --rate-limit",
+            ),
+        ],
         "jira-hub-refresh-confirm" => &[(
             "See the held run and its counts, then apply its removals:",
             "jira-hub status\njira-hub refresh confirm 17",
