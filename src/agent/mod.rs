@@ -299,7 +299,6 @@ impl Agent {
 
     /// One claim and its commands. Returns whether there was work.
     fn cycle(&mut self) -> bool {
-        let claimed_at = self.waits.now();
         let answer = match self.hub.claim(self.settings_version, self.claim_size()) {
             Ok(answer) => answer,
             Err(LinkError::Stopped) => return false,
@@ -309,6 +308,10 @@ impl Agent {
                 return false;
             }
         };
+        // The leases run from when the hub handed the commands out, which is when it answered: a
+        // claim the hub held while it had no work (`claim_wait_seconds`) must not count its wait
+        // against them. The answer's way back (a relay file, an HTTP body) is within the margin.
+        let claimed_at = self.waits.now();
         self.claimed = Some((answer.created_at.clone(), Instant::now()));
         if let Some(settings) = &answer.settings {
             self.settings = AgentSettings::from_value(settings);
