@@ -349,6 +349,10 @@ pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
         std::fs::create_dir_all(folder)
             .with_context(|| format!("не удалось создать папку {}", folder.display()))?;
     }
+    // The relay folder as `jira-hub relay init` prepares it: its four folders and the marker, so
+    // the hub keeps them (it makes none in an unmarked folder, which may be an unmounted share).
+    crate::relay::init_folder(&relay_dir)
+        .with_context(|| format!("не удалось подготовить папку реле {}", relay_dir.display()))?;
     // One demo per folder: a second one would run a second Jira over the same state file.
     let lock_path = dir.join("demo.lock");
     let lock = std::fs::OpenOptions::new()
