@@ -259,14 +259,18 @@ impl HubConnection {
     /// re-queued, or failed once they used up their deliveries.
     pub fn expire_claims(&mut self) -> Result<ExpiredClaims> {
         let now = Now::of(self.clock.now());
-        let expired = self.store.transact(|tx| {
-            let settings = settings_in(tx)?;
-            expire_in(tx, &settings, &now)
-        })?;
+        let (expired, released_due) =
+            self.store.transact(|tx| -> Result<(ExpiredClaims, bool)> {
+                let settings = settings_in(tx)?;
+                Ok((expire_in(tx, &settings, &now)?, tx.released_due(&now.utc)?))
+            })?;
         if expired != ExpiredClaims::default() {
             tracing::info!(?expired, "claims timed out");
         }
-        if expired.requeued > 0 {
+        // A command given back becomes claimable when its grace ends, which no write announces:
+        // the sweep (every few seconds) wakes the claims waiting for work then, instead of their
+        // safety look up to `WAIT_RECHECK` later. Once claimed, its `not_before` is cleared.
+        if expired.requeued > 0 || released_due {
             self.work.bump();
         }
         Ok(expired)

@@ -372,6 +372,18 @@ impl Tx<'_> {
         Ok(changed == 1)
     }
 
+    /// Whether a command given back (`released`) has waited out its grace and sits in the queue:
+    /// the hub's times are one fixed-width form, so they compare as text.
+    pub(crate) fn released_due(&self, now: &Utc) -> Result<bool> {
+        Ok(self
+            .0
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM command WHERE status = 'queued'
+                 AND not_before IS NOT NULL AND not_before <= ?1)",
+            )?
+            .query_row(params![now], |row| row.get(0))?)
+    }
+
     /// Queues a `failed` or `skipped` command again: its outcome goes to `command_attempt`, the
     /// row starts afresh (no result, error, finishing times or lease); the delivery count and the
     /// Jira counters go on. Returns false when the command was not failed or skipped.
