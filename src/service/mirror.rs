@@ -179,7 +179,7 @@ impl HubConnection {
             .read(|tx| Ok(tx.last_run_of_command(command_id)?.map(SyncRunView::from)))
     }
 
-    /// `GET /agents`: the agents most recently seen first, at most [`AGENTS_LISTED`]
+    /// `GET /agents`: the agents most recently seen first, at most `AGENTS_LISTED` (100)
     /// (those not seen for [`AGENT_RETENTION`](super::AGENT_RETENTION) are forgotten).
     pub fn agents(&mut self) -> Result<Vec<AgentView>> {
         self.store.read(|tx| {
@@ -195,7 +195,7 @@ impl HubConnection {
     /// [`AGENT_RETENTION`](super::AGENT_RETENTION), and the records of handled agent requests
     /// older than the request retention (at least the relay's retention of its files, so that
     /// no request still in the share outlives the record of its id), at most
-    /// [`PRUNE_BATCH`] of those a call so that no call holds the write lock long. Returns
+    /// `PRUNE_BATCH` (5,000) of those a call so that no call holds the write lock long. Returns
     /// (agents, requests) forgotten.
     pub fn prune_remembered(&mut self) -> Result<(usize, usize)> {
         let now = self.clock.now();
