@@ -15,6 +15,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// How often the timers look whether another process wrote to the database (a quarter second:
+/// a command enqueued by the CLI reaches an idle agent's waiting claim that soon).
+const OTHER_WRITERS_EVERY: Duration = Duration::from_millis(250);
+
 /// How often the timers run their tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimerPeriods {
@@ -349,6 +353,12 @@ pub async fn run_timers(hub: HubConnection, every: TimerPeriods, shutdown: Shutd
             tracing::error!(%error, "claim timeout sweep failed");
         }
     });
+    // A command enqueued by another process (the CLI) wakes the claims waiting for work.
+    let writers = repeat(&hub, OTHER_WRITERS_EVERY, &shutdown, |hub| {
+        if let Err(error) = hub.notice_other_writers() {
+            tracing::debug!(%error, "looking for other writers failed; looked at again");
+        }
+    });
     let refresh = repeat(&hub, every.auto_refresh, &shutdown, |hub| {
         if let Err(error) = hub.auto_refresh() {
             tracing::error!(%error, "automatic refresh failed");
@@ -375,7 +385,7 @@ pub async fn run_timers(hub: HubConnection, every: TimerPeriods, shutdown: Shutd
             .await;
         }
     };
-    tokio::join!(sweep, refresh, backup, watchdog);
+    tokio::join!(sweep, writers, refresh, backup, watchdog);
 }
 
 /// Whether the watchdog may be fed. The relay runs on a thread of its own: a relay stuck in a

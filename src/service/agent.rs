@@ -275,6 +275,22 @@ impl HubConnection {
         }
         Ok(expired)
     }
+
+    /// Another process (the CLI: `jira-hub refresh`, `commands retry`, `batches cancel`)
+    /// commits without a signal in this one: a change of the database since this connection's
+    /// last look (`PRAGMA data_version`, a read of shared memory, no I/O) wakes the claims that
+    /// wait for work, so a command enqueued there reaches an idle agent as soon as the timers
+    /// look (every quarter second). The daemon's own other connections move it too: a spare
+    /// look at the queue, no more. Returns whether it woke them.
+    pub fn notice_other_writers(&mut self) -> Result<bool> {
+        let version = self.store.data_version()?;
+        let changed = self.seen_data_version.is_some_and(|seen| seen != version);
+        self.seen_data_version = Some(version);
+        if changed {
+            self.work.bump();
+        }
+        Ok(changed)
+    }
 }
 
 /// The results a request carries (a report's; none for the others).

@@ -119,6 +119,9 @@ pub struct HubConnection {
     /// How long the record of a handled agent request is kept (at least as long as the relay
     /// keeps its files, see [`HubConnection::prune_remembered`]).
     request_retention: std::time::Duration,
+    /// The database's `data_version` as this connection last saw it (the timers' sweep): a
+    /// change means another connection committed, perhaps a command from another process.
+    seen_data_version: Option<i64>,
 }
 
 /// What `jira-hub status` shows.
@@ -185,6 +188,7 @@ impl HubConnection {
             metrics: Arc::default(),
             work: Arc::default(),
             request_retention: REQUEST_RETENTION,
+            seen_data_version: None,
         }
     }
 
@@ -199,6 +203,7 @@ impl HubConnection {
             metrics: self.metrics.clone(),
             work: self.work.clone(),
             request_retention: self.request_retention,
+            seen_data_version: None,
         })
     }
 

@@ -184,6 +184,14 @@ pub(crate) struct Store {
 }
 
 impl Store {
+    /// SQLite's `PRAGMA data_version` of this connection: it changes when another connection
+    /// (of this process or another, such as the CLI) commits, never for this one's own commits.
+    pub(crate) fn data_version(&self) -> Result<i64> {
+        Ok(self
+            .conn
+            .pragma_query_value(None, "data_version", |row| row.get(0))?)
+    }
+
     /// Opens the database at `path`, creating or migrating it. `now` names the migration backup.
     pub(crate) fn open(path: &Path, now: OffsetDateTime) -> Result<(Store, OpenReport)> {
         Store::open_with(path, now, Create::IfMissing)
