@@ -17,6 +17,7 @@ pub(crate) mod config;
 pub(crate) mod jira_api;
 pub(crate) mod jql;
 pub(crate) mod net;
+pub(crate) mod preflight;
 pub(crate) mod transport;
 pub(crate) mod wait;
 
@@ -43,6 +44,16 @@ pub(crate) fn run_once(mut config: AgentConfig, shutdown: Arc<AtomicBool>) -> an
     // One cycle answers at once: with nothing queued it must not wait for work.
     config.claim_wait = Duration::ZERO;
     Agent::new(&config, shutdown, Arc::new(SystemClock), Notifier::Systemd)?.run(Some(1))
+}
+
+/// `--check`: the preflight against Jira ([`preflight`]); writes nothing to Jira. Returns
+/// whether every check passed.
+pub(crate) fn check(mut config: AgentConfig, shutdown: Arc<AtomicBool>) -> anyhow::Result<bool> {
+    // The settings come with a claim that takes nothing and must not wait for work.
+    config.claim_wait = Duration::ZERO;
+    let mut agent = Agent::new(&config, shutdown, Arc::new(SystemClock), Notifier::Systemd)?;
+    let lines = preflight::run(&mut agent.jira, &agent.hub);
+    Ok(lines.iter().all(|line| line.ok))
 }
 
 /// The agent in a test's hands: a config's text (as the file would hold it), the clock its waits
