@@ -53,7 +53,18 @@ pub(crate) fn check(mut config: AgentConfig, shutdown: Arc<AtomicBool>) -> anyho
     config.claim_wait = Duration::ZERO;
     let mut agent = Agent::new(&config, shutdown, Arc::new(SystemClock), Notifier::Systemd)?;
     let lines = preflight::run(&mut agent.jira, &agent.hub);
-    Ok(lines.iter().all(|line| line.ok))
+    let ok = lines.iter().all(|line| line.ok);
+    // The outcome goes to the hub with one heartbeat (best effort: the exit code is the checks').
+    let jira = lines.iter().find(|line| line.name == "jira");
+    let jira_ok = jira.is_some_and(|line| line.ok);
+    let last_error = jira
+        .filter(|line| !line.ok)
+        .map(|line| format!("serverInfo: {}", line.detail));
+    let report = preflight::report(&lines, agent.waits.wall());
+    if let Err(error) = agent.hub.heartbeat_with(jira_ok, last_error, Some(report)) {
+        eprintln!("хабу не удалось передать итог проверки: {error}");
+    }
+    Ok(ok)
 }
 
 /// The agent in a test's hands: a config's text (as the file would hold it), the clock its waits

@@ -711,6 +711,41 @@ impl Checks<'_> {
     }
 }
 
+/// The report sent to the hub, cut to the protocol's bounds (at most
+/// [`crate::protocol::MAX_CHECK_LINES`] lines; a cut keeps the failing lines first).
+pub(crate) fn report(lines: &[Line], ran_at: time::OffsetDateTime) -> crate::protocol::CheckReport {
+    use crate::protocol::{
+        CheckLine, CheckReport, MAX_CHECK_DETAIL_CHARS, MAX_CHECK_LINES, MAX_CHECK_NAME_CHARS,
+    };
+    let cut = |text: &str, max: usize| -> String {
+        if text.chars().count() <= max {
+            text.to_string()
+        } else {
+            let mut short: String = text.chars().take(max - 1).collect();
+            short.push('…');
+            short
+        }
+    };
+    // Within bounds: the printed order; over them, the failing lines first.
+    let mut ordered: Vec<&Line> = lines.iter().collect();
+    if lines.len() > MAX_CHECK_LINES {
+        ordered.sort_by_key(|l| l.ok);
+    }
+    CheckReport {
+        ran_at: crate::domain::time::format_utc(ran_at),
+        ok: lines.iter().all(|l| l.ok),
+        lines: ordered
+            .into_iter()
+            .take(MAX_CHECK_LINES)
+            .map(|l| CheckLine {
+                name: cut(&l.name, MAX_CHECK_NAME_CHARS),
+                ok: l.ok,
+                detail: cut(&l.detail, MAX_CHECK_DETAIL_CHARS),
+            })
+            .collect(),
+    }
+}
+
 /// `{id, name}` of a JSON object.
 fn id_name(value: &Value) -> Option<(String, String)> {
     let id = match value.get("id")? {

@@ -21,6 +21,8 @@ struct Run {
     stderr: String,
     /// Every request the simulated Jira saw.
     methods: Vec<(String, String)>,
+    /// `GET /agents` after the run.
+    agents: Value,
 }
 
 /// A hub (example config, then `settings`, then the legacy `board_id` when given), its daemon,
@@ -30,6 +32,7 @@ fn check(mode: Mode, settings: Value, board: Option<i64>, prepare: impl Fn(&Fake
     let (mut hub, _relay, agent_token) = relay_hub(&dir);
     set_settings(&mut hub, matching());
     set_settings(&mut hub, settings);
+    let client_token = hub.tokens().unwrap().unwrap().client;
     drop(hub);
     if let Some(board) = board {
         // The legacy board of a v3 database (never written by the hub itself).
@@ -72,13 +75,26 @@ fn check(mode: Mode, settings: Value, board: Option<i64>, prepare: impl Fn(&Fake
         .into_iter()
         .map(|seen| (seen.method, seen.path))
         .collect();
+    let (status, agents) = http(&daemon.address, "GET", "/agents", Some(&client_token), None);
+    assert_eq!(status, 200, "{agents}");
     drop(daemon);
     Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         methods,
+        agents,
     }
+}
+
+/// The last check the hub keeps for `agent-1`.
+fn last_check(run: &Run) -> &Value {
+    let agent = run
+        .agents
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["agent"] == "agent-1"))
+        .unwrap_or_else(|| panic!("agent-1 in {}", run.agents));
+    &agent["last_check"]
 }
 
 fn failing(run: &Run) -> Vec<&str> {
@@ -126,6 +142,18 @@ fn a_matching_config_passes_every_check_and_only_reads_jira() {
     assert!(!run.methods.is_empty());
     let writes: Vec<_> = run.methods.iter().filter(|(m, _)| m != "GET").collect();
     assert!(writes.is_empty(), "--check wrote to Jira: {writes:?}");
+    // The hub keeps the outcome for the agent.
+    let check = last_check(&run);
+    assert_eq!(check["ok"], json!(true), "{}\n{}", run.agents, run.stderr);
+    assert_eq!(
+        check["lines"].as_array().map(Vec::len),
+        Some(run.stdout.lines().count()),
+        "{check}"
+    );
+    assert!(
+        check["ran_at"].as_str().is_some_and(|t| t.ends_with('Z')),
+        "{check}"
+    );
 }
 
 #[test]
@@ -225,6 +253,16 @@ fn each_wrong_value_fails_the_check_and_is_named() {
             run.methods.iter().all(|(m, _)| m == "GET"),
             "{what}: {:?}",
             run.methods
+        );
+        let check = last_check(&run);
+        assert_eq!(check["ok"], json!(false), "{what}: {}", run.agents);
+        assert!(
+            check["lines"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|l| l["ok"] == json!(false) && l["detail"].as_str().unwrap().contains(named)),
+            "{what}: the hub's last check does not name {named}: {check}"
         );
     }
 }
