@@ -266,3 +266,16 @@ fn each_wrong_value_fails_the_check_and_is_named() {
         );
     }
 }
+
+#[test]
+fn a_clock_far_from_jiras_fails_the_check() {
+    let run = check(Mode::DataCenter, json!({}), None, |fake| {
+        fake.set_clock_skew_ms(10 * 60 * 1000);
+    });
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let clock = failing(&run)
+        .into_iter()
+        .find(|l| l.contains("часы"))
+        .unwrap_or_else(|| panic!("no failing clock line:\n{}", run.stdout));
+    assert!(clock.contains("впереди часов агента на 6"), "{clock}");
+}
