@@ -148,8 +148,10 @@ impl Checks<'_> {
             .map(|key| self.issue_types(key))
             .unwrap_or_default();
         if let Some(key) = &project {
-            self.fields(key, &types, deployment);
-            self.transitions(key, &types, deployment);
+            // One issue of each type, when the project has one: one search page.
+            let samples = self.samples(key, deployment);
+            self.fields(key, &types, &samples, deployment);
+            self.transitions(key, &types, &samples);
         }
         self.link_types();
         self.priorities();
@@ -295,7 +297,13 @@ impl Checks<'_> {
 
     /// Each `field_ids` entry exists and is on the create screens of the types that use it; the
     /// epic on Cloud through `parent` (see `commands::fields`).
-    fn fields(&mut self, project: &str, types: &[(String, String, String)], d: Deployment) {
+    fn fields(
+        &mut self,
+        project: &str,
+        types: &[(String, String, String)],
+        samples: &BTreeMap<String, String>,
+        d: Deployment,
+    ) {
         // GET /rest/api/2/field: every field, system and custom.
         let all: Vec<(String, String)> = match self.jira.read_json::<Value>("/rest/api/2/field") {
             Ok(Value::Array(fields)) => fields.iter().filter_map(id_name).collect(),
@@ -337,6 +345,25 @@ impl Checks<'_> {
                 })
                 .clone()
         };
+        // The edit screen, where the project has an issue of the type:
+        // GET /rest/api/2/issue/{key}/editmeta, `{"fields": {fieldId: {…}}}` (REST v2, Data
+        // Center and Cloud).
+        let mut edits: BTreeMap<String, Option<Vec<String>>> = BTreeMap::new();
+        let mut edit_screen = |jira: &mut Jira, issue: &str| -> Option<Vec<String>> {
+            edits
+                .entry(issue.to_string())
+                .or_insert_with(|| {
+                    let path = format!("/rest/api/2/issue/{}/editmeta", jql::encode(issue));
+                    jira.read_json::<Value>(&path).ok().map(|answer| {
+                        answer
+                            .get("fields")
+                            .and_then(Value::as_object)
+                            .map(|fields| fields.keys().cloned().collect())
+                            .unwrap_or_default()
+                    })
+                })
+                .clone()
+        };
         let field_ids = self.settings.field_ids.clone();
         for (key, id) in &field_ids {
             let name = format!("поле {key}");
@@ -351,19 +378,26 @@ impl Checks<'_> {
                             "{logical} «{type_name}» ({type_id}): экран создания не прочитан"
                         )),
                     }
+                    if let Some(issue) = samples.get(type_id) {
+                        match edit_screen(self.jira, issue) {
+                            Some(fields) if fields.iter().any(|f| f == "parent") => {}
+                            Some(_) => missing.push(format!("экран правки {issue} ({logical})")),
+                            None => missing.push(format!("{issue}: editmeta не прочитан")),
+                        }
+                    }
                 }
                 if missing.is_empty() {
                     self.push(
                         name,
                         true,
-                        format!("на Cloud эпик задаётся полем parent ({id} не используется); parent есть на экранах создания"),
+                        format!("на Cloud эпик задаётся полем parent ({id} не используется); parent есть на экранах создания и правки"),
                     );
                 } else {
                     self.push(
                         name,
                         false,
                         format!(
-                            "на Cloud эпик задаётся полем parent, а его нет на экране создания: {}",
+                            "на Cloud эпик задаётся полем parent, а его нет на экранах: {}",
                             missing.join(", ")
                         ),
                     );
@@ -388,24 +422,33 @@ impl Checks<'_> {
             for (logical, type_id, type_name) in users {
                 match screen(self.jira, type_id) {
                     Some(fields) if fields.iter().any(|f| f == id) => {}
-                    Some(_) => missing.push(format!("{logical} «{type_name}» ({type_id})")),
+                    Some(_) => {
+                        missing.push(format!("создания {logical} «{type_name}» ({type_id})"))
+                    }
                     None => missing.push(format!(
                         "{logical} «{type_name}» ({type_id}): экран создания не прочитан"
                     )),
+                }
+                if let Some(issue) = samples.get(type_id) {
+                    match edit_screen(self.jira, issue) {
+                        Some(fields) if fields.iter().any(|f| f == id) => {}
+                        Some(_) => missing.push(format!("правки {issue} ({logical})")),
+                        None => missing.push(format!("{issue}: editmeta не прочитан")),
+                    }
                 }
             }
             if missing.is_empty() {
                 self.push(
                     name,
                     true,
-                    format!("{id} «{field_name}» есть и стоит на экранах создания"),
+                    format!("{id} «{field_name}» есть и стоит на экранах создания и правки"),
                 );
             } else {
                 self.push(
                     name,
                     false,
                     format!(
-                        "{id} «{field_name}» нет на экране создания в {project}: {}",
+                        "{id} «{field_name}» нет на экранах в {project}: {}",
                         missing.join(", ")
                     ),
                 );
@@ -415,7 +458,12 @@ impl Checks<'_> {
 
     /// Every `transitions_map` entry: its status is in the workflow of each configured type, and
     /// where an issue of the type exists, its transitions (read-only) do not contradict it.
-    fn transitions(&mut self, project: &str, types: &[(String, String, String)], d: Deployment) {
+    fn transitions(
+        &mut self,
+        project: &str,
+        types: &[(String, String, String)],
+        samples: &BTreeMap<String, String>,
+    ) {
         if self.settings.transitions_map.is_empty() {
             self.push(
                 "переходы",
@@ -449,8 +497,6 @@ impl Checks<'_> {
                 return;
             }
         };
-        // One issue of each type, when the project has one: one search page.
-        let samples = self.samples(project, d);
         let mut offered: BTreeMap<String, Option<Vec<Offer>>> = BTreeMap::new();
         let map = self.settings.transitions_map.clone();
         for (status, target) in &map {

@@ -73,6 +73,8 @@ pub enum Endpoint {
     Fields,
     /// `GET /rest/api/2/priority`.
     Priorities,
+    /// `GET /rest/api/2/issue/{key}/editmeta`.
+    EditMeta,
     Other,
     /// In [`FakeJira::fault`]: any endpoint.
     Any,
@@ -965,6 +967,7 @@ fn classify(method: &Method, segments: &[&str]) -> Endpoint {
             ["mypermissions"] if get => Endpoint::MyPermissions,
             ["field"] if get => Endpoint::Fields,
             ["priority"] if get => Endpoint::Priorities,
+            ["issue", _, "editmeta"] if get => Endpoint::EditMeta,
             ["serverInfo"] if get => Endpoint::ServerInfo,
             ["myself"] if get => Endpoint::Myself,
             ["search"] if get || post => Endpoint::Search,
@@ -1561,6 +1564,7 @@ impl StateInner {
             Endpoint::CreateMetaFields => self.create_meta_fields(request),
             Endpoint::Fields => Ok(self.fields()),
             Endpoint::Priorities => Ok(self.priorities()),
+            Endpoint::EditMeta => self.edit_meta(request),
             Endpoint::Other | Endpoint::Any => Err(Reply::error(
                 404,
                 &format!("null for uri: {}/{}", self.base, request.segments.join("/")),
@@ -2727,26 +2731,7 @@ impl StateInner {
                 &format!("Issue type with id '{type_id}' does not exist."),
             ));
         };
-        let epic = *type_name == "Эпик" || *type_name == "Epic";
-        let mut ids: Vec<&str> = vec![
-            "summary",
-            "issuetype",
-            "project",
-            "description",
-            "labels",
-            "priority",
-            "assignee",
-            "reporter",
-            SPRINT_FIELD,
-            PLAN_START_FIELD,
-            PLAN_END_FIELD,
-        ];
-        if !epic {
-            ids.push(match self.mode {
-                Mode::DataCenter => EPIC_LINK_FIELD,
-                Mode::Cloud => "parent",
-            });
-        }
+        let ids = self.screen_fields(type_name);
         let fields: Vec<Value> = ids
             .iter()
             .map(|id| {
@@ -2766,6 +2751,52 @@ impl StateInner {
                 }
             },
         ))
+    }
+
+    /// `GET /rest/api/2/issue/{key}/editmeta`: `{"fields": {fieldId: {required, name, key,
+    /// operations, …}}}`, the edit screen's fields (REST v2 "Get edit issue metadata", Data
+    /// Center and Cloud alike). The edit screen here is the create screen without `project`.
+    fn edit_meta(&self, request: &Request) -> Result<Reply, Reply> {
+        let id = self.find(&request.segments[4])?;
+        let issue = &self.issues[&id];
+        let type_name = issue.fields["issuetype"]["name"].as_str().unwrap_or("");
+        let mut fields = Map::new();
+        for id in self.screen_fields(type_name) {
+            if id == "project" {
+                continue;
+            }
+            fields.insert(
+                id.to_string(),
+                json!({"required": id == "summary", "name": field_name(id), "key": id,
+                       "operations": ["set"]}),
+            );
+        }
+        Ok(Reply::json(200, json!({"fields": fields})))
+    }
+
+    /// The fields on the create screen of a type (by its name).
+    fn screen_fields(&self, type_name: &str) -> Vec<&'static str> {
+        let epic = type_name == "Эпик" || type_name == "Epic";
+        let mut ids: Vec<&'static str> = vec![
+            "summary",
+            "issuetype",
+            "project",
+            "description",
+            "labels",
+            "priority",
+            "assignee",
+            "reporter",
+            SPRINT_FIELD,
+            PLAN_START_FIELD,
+            PLAN_END_FIELD,
+        ];
+        if !epic {
+            ids.push(match self.mode {
+                Mode::DataCenter => EPIC_LINK_FIELD,
+                Mode::Cloud => "parent",
+            });
+        }
+        ids
     }
 
     /// `GET /rest/api/2/field`: every field, system and custom (`[{id, key, name, custom, …}]`).

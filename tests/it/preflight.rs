@@ -139,7 +139,18 @@ fn a_matching_config_passes_every_check_and_only_reads_jira() {
         "{}",
         run.stdout
     );
-    assert!(!run.methods.is_empty());
+    // The create screens of the types and the edit screens of the task and the bug were read.
+    for path in [
+        "/rest/api/2/issue/createmeta/AURORA/issuetypes/10004",
+        "/rest/api/2/issue/AURORA-1/editmeta",
+        "/rest/api/2/issue/AURORA-2/editmeta",
+    ] {
+        assert!(
+            run.methods.iter().any(|(_, p)| p == path),
+            "{path}: {:?}",
+            run.methods
+        );
+    }
     let writes: Vec<_> = run.methods.iter().filter(|(m, _)| m != "GET").collect();
     assert!(writes.is_empty(), "--check wrote to Jira: {writes:?}");
     // The hub keeps the outcome for the agent.
