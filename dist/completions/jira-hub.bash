@@ -300,7 +300,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__agent)
-            opts="-h --config --once --db --log-format --help"
+            opts="-h --config --once --check --db --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

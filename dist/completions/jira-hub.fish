@@ -288,6 +288,7 @@ plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand agent" -l once -d 'One heartbeat, one claim, its commands executed and reported, then exit'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand agent" -l check -d 'Preflight: read the hub\'s settings and Jira\'s metadata, write nothing, print one line per check (ok / ОШИБКА); exit 1 on any mismatch'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand agent" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand demo" -l dir -d 'The demo\'s folder: the hub\'s data (hub/), the relay folder (relay/), the agent\'s config (agent.json), the simulated Jira\'s state (jira.json) and the logs (logs/). Made on the first run; a later run continues from it' -r -F
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand demo" -l listen -d 'The hub\'s HTTP address (the API and the console at /ui/)' -r

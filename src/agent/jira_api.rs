@@ -128,6 +128,8 @@ pub(crate) struct Jira {
     waits: Arc<Waits>,
     /// The last rate limit Jira announced, in words, until a call goes through unlimited.
     rate_limited: Option<String>,
+    /// The rate-limit headers seen on any answer (name → last value), for the preflight.
+    limit_headers: std::collections::BTreeMap<String, String>,
 }
 
 impl Jira {
@@ -161,6 +163,7 @@ impl Jira {
             last_read_failure: None,
             waits,
             rate_limited: None,
+            limit_headers: std::collections::BTreeMap::new(),
         }
     }
 
@@ -286,6 +289,16 @@ impl Jira {
         Ok(self.version.is_none_or(|version| version < (7, 2)))
     }
 
+    /// Jira's clock minus the agent's, in milliseconds, when a `serverInfo` told it.
+    pub(crate) fn skew_ms(&self) -> Option<i64> {
+        self.skew_ms
+    }
+
+    /// The rate-limit headers Jira sent on any answer so far (name in lower case → last value).
+    pub(crate) fn limit_headers(&self) -> &std::collections::BTreeMap<String, String> {
+        &self.limit_headers
+    }
+
     /// The agent's own user (`GET myself`), asked once.
     pub(crate) fn me(&mut self) -> Result<Me, JiraError> {
         if let Some(me) = &self.me {
@@ -348,6 +361,15 @@ impl Jira {
     /// 0 while tokens remain) or a near limit slows the next call down; a 429/503's wait is
     /// decided by [`Jira::wait_after`].
     fn note_limits(&mut self, reply: &Reply) {
+        for (name, value) in &reply.headers {
+            if name.contains("ratelimit") || name == "retry-after" {
+                self.limit_headers.insert(name.clone(), value.clone());
+            }
+        }
+        if let Some(value) = &reply.retry_after {
+            self.limit_headers
+                .insert("retry-after".into(), value.clone());
+        }
         let limited = reply.status == 429 || reply.status == 503;
         if !limited {
             self.rate_limited = None;

@@ -17,6 +17,7 @@ pub(crate) mod config;
 pub(crate) mod jira_api;
 pub(crate) mod jql;
 pub(crate) mod net;
+pub(crate) mod preflight;
 pub(crate) mod transport;
 pub(crate) mod wait;
 
@@ -43,6 +44,27 @@ pub(crate) fn run_once(mut config: AgentConfig, shutdown: Arc<AtomicBool>) -> an
     // One cycle answers at once: with nothing queued it must not wait for work.
     config.claim_wait = Duration::ZERO;
     Agent::new(&config, shutdown, Arc::new(SystemClock), Notifier::Systemd)?.run(Some(1))
+}
+
+/// `--check`: the preflight against Jira ([`preflight`]); writes nothing to Jira. Returns
+/// whether every check passed.
+pub(crate) fn check(mut config: AgentConfig, shutdown: Arc<AtomicBool>) -> anyhow::Result<bool> {
+    // The settings come with a claim that takes nothing and must not wait for work.
+    config.claim_wait = Duration::ZERO;
+    let mut agent = Agent::new(&config, shutdown, Arc::new(SystemClock), Notifier::Systemd)?;
+    let lines = preflight::run(&mut agent.jira, &agent.hub);
+    let ok = lines.iter().all(|line| line.ok);
+    // The outcome goes to the hub with one heartbeat (best effort: the exit code is the checks').
+    let jira = lines.iter().find(|line| line.name == "jira");
+    let jira_ok = jira.is_some_and(|line| line.ok);
+    let last_error = jira
+        .filter(|line| !line.ok)
+        .map(|line| format!("serverInfo: {}", line.detail));
+    let report = preflight::report(&lines, agent.waits.wall());
+    if let Err(error) = agent.hub.heartbeat_with(jira_ok, last_error, Some(report)) {
+        eprintln!("хабу не удалось передать итог проверки: {error}");
+    }
+    Ok(ok)
 }
 
 /// The agent in a test's hands: a config's text (as the file would hold it), the clock its waits

@@ -116,12 +116,23 @@ impl HubLink {
         jira_ok: bool,
         last_error: Option<String>,
     ) -> Result<(), LinkError> {
+        self.heartbeat_with(jira_ok, last_error, None)
+    }
+
+    /// A heartbeat that also carries a preflight's outcome (`--check`).
+    pub(crate) fn heartbeat_with(
+        &self,
+        jira_ok: bool,
+        last_error: Option<String>,
+        check: Option<crate::protocol::CheckReport>,
+    ) -> Result<(), LinkError> {
         let id = new_id(&self.name);
         let request = HeartbeatRequest {
             envelope: self.envelope(&id),
             agent_version: AGENT_VERSION.to_string(),
             jira_ok,
             last_error,
+            check,
         };
         let bytes = self.exchange(Kind::Heartbeat, &id, &request, false)?;
         let _: HeartbeatAnswer = decode(Kind::Heartbeat, &bytes)?;

@@ -1,4 +1,4 @@
-//! `jira-hub agent --config FILE [--once]`: loads the agent's config, turns SIGTERM/SIGINT into a
+//! `jira-hub agent --config FILE [--once | --check]`: loads the agent's config, turns SIGTERM/SIGINT into a
 //! clean stop, and runs [`crate::agent`]. Opens no database.
 
 use super::Outcome;
@@ -6,11 +6,19 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-pub(crate) fn agent(config: &Path, once: bool) -> anyhow::Result<Outcome> {
+pub(crate) fn agent(config: &Path, once: bool, check: bool) -> anyhow::Result<Outcome> {
     let config = crate::agent::AgentConfig::load(config)?;
     let shutdown = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(signal, shutdown.clone())?;
+    }
+    if check {
+        // The preflight (`--check`): one line per check on stdout; exit 1 on any mismatch.
+        return Ok(if crate::agent::check(config, shutdown)? {
+            Outcome::Success
+        } else {
+            Outcome::Negative
+        });
     }
     if once {
         crate::agent::run_once(config, shutdown)?;

@@ -182,6 +182,10 @@ fn examples(page: &str) -> &'static [Example] {
                 "One round (heartbeat, claim, run, report), to try a config:",
                 "jira-hub agent --config agent.json --once",
             ),
+            (
+                "Before letting it write: check the hub's settings against Jira, writing nothing (exit 1 on a mismatch):",
+                "jira-hub agent --config /etc/jira-hub/agent.json --check",
+            ),
         ],
         _ => &[],
     }

@@ -26,7 +26,7 @@ pub use demo::DemoArgs;
 // The schema in VERSION is written out (concat! takes literals): this fails the build when the
 // schema moves on and VERSION does not.
 const _: () = assert!(
-    crate::store::CURRENT_SCHEMA_VERSION == 4 && crate::store::CURRENT_V4_REVISION == 8,
+    crate::store::CURRENT_SCHEMA_VERSION == 4 && crate::store::CURRENT_V4_REVISION == 9,
     "update VERSION's schema"
 );
 
@@ -35,7 +35,7 @@ const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (commit ",
     env!("JIRA_HUB_COMMIT"),
-    ", database schema v4 revision 8)"
+    ", database schema v4 revision 9)"
 );
 
 #[derive(Debug, Parser)]
@@ -154,6 +154,10 @@ pub enum Command {
         /// One heartbeat, one claim, its commands executed and reported, then exit.
         #[arg(long)]
         once: bool,
+        /// Preflight: read the hub's settings and Jira's metadata, write nothing, print one line
+        /// per check (ok / ОШИБКА); exit 1 on any mismatch.
+        #[arg(long, conflicts_with = "once")]
+        check: bool,
     },
     /// The whole loop on this machine: a simulated Jira with a team project, the hub and an
     /// agent between them through a relay folder, a sample batch and a refresh; Ctrl-C stops
@@ -465,7 +469,11 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
             Outcome::Success
         }
         Command::Man { dir } => man(dir.as_deref())?,
-        Command::Agent { config, once } => agent::agent(&config, once)?,
+        Command::Agent {
+            config,
+            once,
+            check,
+        } => agent::agent(&config, once, check)?,
         Command::Demo(args) => demo::demo(args)?,
     })
 }

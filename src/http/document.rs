@@ -289,7 +289,23 @@ fn schemas_written_here() -> Vec<(&'static str, Value)> {
                 json!({
                     "agent_version": text("1.4.0"),
                     "jira_ok": {"type": "boolean", "example": true},
-                    "last_error": {"type": ["string", "null"]}
+                    "last_error": {"type": ["string", "null"]},
+                    "check": {
+                        "description": "Hub extension (issue 20): the preflight `jira-hub agent --check` ran, sent once with a heartbeat; the hub keeps the last one per agent (`GET /agents`, the console's overview).",
+                        "type": "object", "additionalProperties": false,
+                        "required": ["ran_at", "ok", "lines"],
+                        "properties": {
+                            "ran_at": text("2026-11-30T19:00:00Z"),
+                            "ok": {"type": "boolean"},
+                            "lines": {"type": "array", "maxItems": crate::protocol::MAX_CHECK_LINES,
+                                      "items": {"type": "object", "additionalProperties": false,
+                                                "required": ["name", "ok", "detail"],
+                                                "properties": {
+                                                    "name": {"type": "string", "maxLength": crate::protocol::MAX_CHECK_NAME_CHARS},
+                                                    "ok": {"type": "boolean"},
+                                                    "detail": {"type": "string", "maxLength": crate::protocol::MAX_CHECK_DETAIL_CHARS}}}}
+                        }
+                    }
                 }),
                 &["agent_version", "jira_ok"],
             ),

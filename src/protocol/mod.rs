@@ -177,6 +177,66 @@ pub struct HeartbeatRequest {
     pub jira_ok: bool,
     #[serde(default)]
     pub last_error: Option<String>,
+    /// Hub extension (issue 20 §6): the preflight `jira-hub agent --check` ran, sent with one
+    /// heartbeat. Absent otherwise; the hub keeps the last one per agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<CheckReport>,
+}
+
+/// The most lines a preflight report carries, and the longest name and detail of one line (in
+/// characters): the agent cuts its report to these, the hub refuses more.
+pub const MAX_CHECK_LINES: usize = 100;
+pub const MAX_CHECK_NAME_CHARS: usize = 100;
+pub const MAX_CHECK_DETAIL_CHARS: usize = 500;
+/// The largest `check` member in bytes (its lines at their bounds, four bytes a character).
+const MAX_CHECK_BYTES: usize = 320 * 1024;
+
+/// A preflight's outcome (`jira-hub agent --check`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckReport {
+    /// When it ran (UTC, RFC 3339).
+    pub ran_at: String,
+    /// Whether every check passed.
+    pub ok: bool,
+    pub lines: Vec<CheckLine>,
+}
+
+/// One check of a preflight: its name, whether it passed, what it found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckLine {
+    pub name: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+impl CheckReport {
+    /// Why the report is over its bounds, if it is.
+    pub fn oversize(&self) -> Option<String> {
+        if self.lines.len() > MAX_CHECK_LINES {
+            return Some(format!(
+                "check: {} строк, больше {MAX_CHECK_LINES}",
+                self.lines.len()
+            ));
+        }
+        if self.ran_at.chars().count() > 64 {
+            return Some("check.ran_at: слишком длинно".into());
+        }
+        self.lines.iter().enumerate().find_map(|(i, line)| {
+            if line.name.chars().count() > MAX_CHECK_NAME_CHARS {
+                Some(format!(
+                    "check.lines[{i}].name: больше {MAX_CHECK_NAME_CHARS} символов"
+                ))
+            } else if line.detail.chars().count() > MAX_CHECK_DETAIL_CHARS {
+                Some(format!(
+                    "check.lines[{i}].detail: больше {MAX_CHECK_DETAIL_CHARS} символов"
+                ))
+            } else {
+                None
+            }
+        })
+    }
 }
 
 /// A decoded request.
@@ -384,6 +444,7 @@ fn known_members(kind: Kind) -> &'static [&'static str] {
             "agent_version",
             "jira_ok",
             "last_error",
+            "check",
         ],
     }
 }
@@ -438,6 +499,21 @@ pub(crate) fn decode_bytes(
         let Some(raw) = top.get(member) else {
             continue;
         };
+        // A heartbeat's `check` (issue 20) is an object, refused unread beyond its bound.
+        if member == "check" && raw.get().starts_with('{') {
+            if raw.get().len() > MAX_CHECK_BYTES {
+                return Err(DecodeError::invalid(
+                    member,
+                    format!("больше {MAX_CHECK_BYTES} байт"),
+                ));
+            }
+            let value = serde_json::from_str(raw.get()).map_err(|e| DecodeError::Invalid {
+                field: member.to_string(),
+                message: crate::domain::json::plain_error(&e).message,
+            })?;
+            light.insert(member.to_string(), value);
+            continue;
+        }
         // The envelope's members are scalars: a container is the wrong type, refused unread.
         let value = if raw.get().starts_with(['[', '{']) {
             return Err(DecodeError::invalid(
@@ -553,7 +629,13 @@ fn build(kind: Kind, value: Value) -> Result<AgentRequest, DecodeError> {
     Ok(match kind {
         Kind::Claim => AgentRequest::Claim(typed(value)?),
         Kind::Report => AgentRequest::Report(typed(value)?),
-        Kind::Heartbeat => AgentRequest::Heartbeat(typed(value)?),
+        Kind::Heartbeat => {
+            let heartbeat: HeartbeatRequest = typed(value)?;
+            if let Some(why) = heartbeat.check.as_ref().and_then(CheckReport::oversize) {
+                return Err(DecodeError::invalid("check", why));
+            }
+            AgentRequest::Heartbeat(heartbeat)
+        }
     })
 }
 
@@ -713,6 +795,48 @@ mod tests {
             decode_value(heartbeat).unwrap(),
             AgentRequest::Heartbeat(_)
         ));
+    }
+
+    #[test]
+    fn a_heartbeat_carries_a_bounded_check() {
+        let heartbeat = |check: Value| {
+            json!({"kind": "heartbeat", "id": "h", "agent": "a", "sent_at": "2026-11-29T10:00:00Z",
+                   "agent_version": "1.4.0", "jira_ok": true, "check": check})
+        };
+        let line = json!({"name": "проект", "ok": false, "detail": "проекта NOPE нет"});
+        let AgentRequest::Heartbeat(h) = decode_value(heartbeat(
+            json!({"ran_at": "2026-11-30T19:00:00Z", "ok": false, "lines": [line]}),
+        ))
+        .unwrap() else {
+            panic!("a heartbeat")
+        };
+        let check = h.check.unwrap();
+        assert_eq!((check.ok, check.lines.len()), (false, 1));
+        assert_eq!(check.lines[0].detail, "проекта NOPE нет");
+        let many = vec![line.clone(); MAX_CHECK_LINES + 1];
+        assert_eq!(
+            error_field(heartbeat(
+                json!({"ran_at": "2026-11-30T19:00:00Z", "ok": false, "lines": many})
+            )),
+            "check"
+        );
+        let long =
+            json!({"name": "x", "ok": true, "detail": "д".repeat(MAX_CHECK_DETAIL_CHARS + 1)});
+        assert_eq!(
+            error_field(heartbeat(
+                json!({"ran_at": "2026-11-30T19:00:00Z", "ok": true, "lines": [long]})
+            )),
+            "check"
+        );
+        // Strict: an unknown member of a line, or a check that is not an object, is refused.
+        let odd = json!({"name": "x", "ok": true, "detail": "", "extra": 1});
+        assert!(
+            decode_value(heartbeat(
+                json!({"ran_at": "2026-11-30T19:00:00Z", "ok": true, "lines": [odd]})
+            ))
+            .is_err()
+        );
+        assert_eq!(error_field(heartbeat(json!([1]))), "check");
     }
 
     #[test]

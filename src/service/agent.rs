@@ -940,11 +940,17 @@ fn prune_or_hold(
 
 fn heartbeat_in(tx: &Tx<'_>, heartbeat: &HeartbeatRequest, now: &Now) -> Result<HeartbeatAnswer> {
     let last_error = heartbeat.last_error.as_deref().map(truncate_error);
+    // The preflight it ran (`--check`), bounded by the decoder: kept as the agent's last.
+    let check = heartbeat
+        .check
+        .as_ref()
+        .and_then(|check| serde_json::to_string(check).ok());
     tx.touch_agent(&AgentSeen {
         agent: &heartbeat.envelope.agent,
         at: now.text(),
         version: Some(&heartbeat.agent_version),
         jira: Some((heartbeat.jira_ok, last_error.as_deref())),
+        check: check.as_deref(),
         ..AgentSeen::default()
     })?;
     Ok(HeartbeatAnswer {

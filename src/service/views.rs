@@ -570,6 +570,9 @@ pub struct AgentView {
     pub last_seen_at: Utc,
     pub jira_ok: Option<bool>,
     pub last_error: Option<String>,
+    /// The last preflight (`jira-hub agent --check`) it sent; absent when none came.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_check: Option<crate::protocol::CheckReport>,
 }
 
 impl From<AgentRow> for AgentView {
@@ -580,6 +583,10 @@ impl From<AgentRow> for AgentView {
             last_seen_at: row.last_seen_at,
             jira_ok: row.jira_ok,
             last_error: row.last_error,
+            last_check: row
+                .last_check
+                .as_deref()
+                .and_then(|text| serde_json::from_str(text).ok()),
         }
     }
 }

@@ -59,6 +59,22 @@ pub enum Endpoint {
     SetIssueProperty,
     /// `GET /rest/api/2/comment/{id}/properties/{propertyKey}`.
     GetCommentProperty,
+    /// `GET /rest/api/2/project/{key}` (the preflight's reads below are all read-only).
+    Project,
+    /// `GET /rest/api/2/project/{key}/statuses`.
+    ProjectStatuses,
+    /// `GET /rest/api/2/mypermissions`.
+    MyPermissions,
+    /// `GET /rest/api/2/issue/createmeta/{project}/issuetypes`.
+    CreateMetaTypes,
+    /// `GET /rest/api/2/issue/createmeta/{project}/issuetypes/{typeId}`.
+    CreateMetaFields,
+    /// `GET /rest/api/2/field`.
+    Fields,
+    /// `GET /rest/api/2/priority`.
+    Priorities,
+    /// `GET /rest/api/2/issue/{key}/editmeta`.
+    EditMeta,
     Other,
     /// In [`FakeJira::fault`]: any endpoint.
     Any,
@@ -244,6 +260,32 @@ pub const BUG_TRANSITIONS: &[(&str, &str, Option<&str>, &str)] = &[
 pub const SPRINT_FIELD: &str = "customfield_10105";
 pub const EPIC_LINK_FIELD: &str = "customfield_10101";
 
+/// `(id, name)` of the priorities (`GET /rest/api/2/priority`): Jira's five defaults, in Russian
+/// as a Russian-language instance names them (ids 1–5, Highest … Lowest).
+pub const PRIORITIES: &[(&str, &str)] = &[
+    ("1", "Блокирующий"),
+    ("2", "Высокий"),
+    ("3", "Средний"),
+    ("4", "Низкий"),
+    ("5", "Незначительный"),
+];
+
+/// The plan-date fields of the example config (`field_ids.plan_start`, `plan_end`).
+pub const PLAN_START_FIELD: &str = "customfield_12001";
+pub const PLAN_END_FIELD: &str = "customfield_12002";
+
+/// The project permissions `mypermissions` knows, `(key, id, name)`: Jira's built-in ones the
+/// agent needs (docs.atlassian.com/software/jira/docs/api/REST/9.12.0/#api/2/mypermissions;
+/// developer.atlassian.com/cloud/jira/platform/rest/v2/api-group-permissions/#api-rest-api-2-mypermissions-get).
+pub const PERMISSIONS: &[(&str, &str, &str)] = &[
+    ("BROWSE_PROJECTS", "10", "Browse Projects"),
+    ("CREATE_ISSUES", "11", "Create Issues"),
+    ("EDIT_ISSUES", "12", "Edit Issues"),
+    ("TRANSITION_ISSUES", "46", "Transition Issues"),
+    ("ADD_COMMENTS", "15", "Add Comments"),
+    ("LINK_ISSUES", "21", "Link Issues"),
+];
+
 const WINDOW: usize = 10_000;
 /// Jira's offset: Moscow, +03:00.
 const OFFSET_SECONDS: i64 = 3 * 3600;
@@ -332,6 +374,8 @@ struct StateInner {
     /// Changes made right after the n-th search answer (see `after_search`).
     scheduled: Vec<(usize, Change)>,
     searches_served: usize,
+    /// Project permissions the agent's user lacks (`mypermissions` answers `false` for them).
+    withheld: HashSet<String>,
 }
 
 /// A change to Jira made by someone else while the agent pages.
@@ -412,6 +456,7 @@ impl FakeJira {
             // time"). Older servers' `IssueUpdateBean` ignores the member
             // (`@JsonIgnoreProperties(ignoreUnknown = true)`): `set_create_properties(false)`.
             create_properties: true,
+            withheld: HashSet::new(),
             comment_properties: HashMap::new(),
             in_flight: 0,
             moved_keys: HashMap::new(),
@@ -915,6 +960,14 @@ fn classify(method: &Method, segments: &[&str]) -> Endpoint {
     let post = method == Method::POST;
     match segments {
         ["rest", "api", "2" | "latest", rest @ ..] => match rest {
+            ["issue", "createmeta", _, "issuetypes"] if get => Endpoint::CreateMetaTypes,
+            ["issue", "createmeta", _, "issuetypes", _] if get => Endpoint::CreateMetaFields,
+            ["project", _] if get => Endpoint::Project,
+            ["project", _, "statuses"] if get => Endpoint::ProjectStatuses,
+            ["mypermissions"] if get => Endpoint::MyPermissions,
+            ["field"] if get => Endpoint::Fields,
+            ["priority"] if get => Endpoint::Priorities,
+            ["issue", _, "editmeta"] if get => Endpoint::EditMeta,
             ["serverInfo"] if get => Endpoint::ServerInfo,
             ["myself"] if get => Endpoint::Myself,
             ["search"] if get || post => Endpoint::Search,
@@ -1504,6 +1557,14 @@ impl StateInner {
             Endpoint::GetIssueProperty => self.get_issue_property(request),
             Endpoint::SetIssueProperty => self.set_issue_property(request),
             Endpoint::GetCommentProperty => self.get_comment_property(request),
+            Endpoint::Project => self.project(request),
+            Endpoint::ProjectStatuses => self.project_statuses(request),
+            Endpoint::MyPermissions => self.my_permissions(request),
+            Endpoint::CreateMetaTypes => self.create_meta_types(request),
+            Endpoint::CreateMetaFields => self.create_meta_fields(request),
+            Endpoint::Fields => Ok(self.fields()),
+            Endpoint::Priorities => Ok(self.priorities()),
+            Endpoint::EditMeta => self.edit_meta(request),
             Endpoint::Other | Endpoint::Any => Err(Reply::error(
                 404,
                 &format!("null for uri: {}/{}", self.base, request.segments.join("/")),
@@ -2527,7 +2588,285 @@ impl StateInner {
     // --- seeding agile --------------------------------------------------------------------
 }
 
+// --- the preflight's metadata (`jira-hub agent --check`): read-only ---------------------------
+impl StateInner {
+    /// The project, or Jira's 404 (REST v2 `GET /rest/api/2/project/{projectIdOrKey}`:
+    /// "Returned if the project is not found, or the calling user does not have permission to
+    /// view it", body `{"errorMessages":["No project could be found with key 'X'."]}`).
+    fn find_project(&self, key: &str) -> Result<(), Reply> {
+        if self.projects.contains_key(key) {
+            Ok(())
+        } else {
+            Err(Reply::error(
+                404,
+                &format!("No project could be found with key '{key}'."),
+            ))
+        }
+    }
+
+    fn issue_type_json(&self, id: &str, name: &str) -> Value {
+        json!({"self": format!("{}/rest/api/2/issuetype/{id}", self.base), "id": id,
+               "name": name, "description": "", "subtask": false})
+    }
+
+    fn project(&self, request: &Request) -> Result<Reply, Reply> {
+        let key = &request.segments[4];
+        self.find_project(key)?;
+        let types: Vec<Value> = ISSUE_TYPES
+            .iter()
+            .map(|(id, name)| self.issue_type_json(id, name))
+            .collect();
+        Ok(Reply::json(
+            200,
+            json!({"self": format!("{}/rest/api/2/project/10000", self.base), "id": "10000",
+                   "key": key, "name": format!("Проект {key}"), "projectTypeKey": "software",
+                   "issueTypes": types}),
+        ))
+    }
+
+    /// `GET /rest/api/2/project/{key}/statuses`: per issue type, its workflow's statuses
+    /// (`[{id, name, subtask, statuses: [{id, name, …}]}]`, REST v2 "Get all statuses for
+    /// project"). Every type here goes through the same four statuses (the bugs' workflow has
+    /// other transitions, not other statuses).
+    fn project_statuses(&self, request: &Request) -> Result<Reply, Reply> {
+        self.find_project(&request.segments[4])?;
+        let statuses: Vec<Value> = STATUSES
+            .iter()
+            .map(|(id, name)| {
+                json!({"self": format!("{}/rest/api/2/status/{id}", self.base), "id": id,
+                       "name": name, "description": ""})
+            })
+            .collect();
+        let types: Vec<Value> = ISSUE_TYPES
+            .iter()
+            .map(|(id, name)| {
+                json!({"self": format!("{}/rest/api/2/issuetype/{id}", self.base), "id": id,
+                       "name": name, "subtask": false, "statuses": statuses})
+            })
+            .collect();
+        Ok(Reply::json(200, Value::Array(types)))
+    }
+
+    /// `GET /rest/api/2/mypermissions?projectKey=…&permissions=…`: `{"permissions": {KEY:
+    /// {id, key, name, type, description, havePermission}}}`. Cloud refuses the call without
+    /// `permissions` (developer.atlassian.com/cloud/jira/platform/rest/v2/api-group-permissions:
+    /// "permissions: A list of permission keys. This parameter is required."; 400 otherwise).
+    /// An unknown project: 404 as the project itself.
+    fn my_permissions(&self, request: &Request) -> Result<Reply, Reply> {
+        if let Some(project) = request.param("projectKey") {
+            self.find_project(project)?;
+        }
+        let asked: Vec<&str> = request
+            .param("permissions")
+            .map(|p| {
+                p.split(',')
+                    .map(str::trim)
+                    .filter(|p| !p.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if asked.is_empty() && self.mode == Mode::Cloud {
+            return Err(Reply::error(
+                400,
+                "The 'permissions' query parameter is required.",
+            ));
+        }
+        let mut out = Map::new();
+        for (key, id, name) in PERMISSIONS {
+            if !asked.is_empty() && !asked.contains(key) {
+                continue;
+            }
+            out.insert(
+                key.to_string(),
+                json!({"id": id, "key": key, "name": name, "type": "PROJECT", "description": "",
+                       "havePermission": !self.withheld.contains(*key)}),
+            );
+        }
+        if let Some(unknown) = asked
+            .iter()
+            .find(|a| !PERMISSIONS.iter().any(|(k, _, _)| k == *a))
+        {
+            return Err(Reply::error(
+                400,
+                &format!("Permission key '{unknown}' does not exist."),
+            ));
+        }
+        Ok(Reply::json(200, json!({"permissions": out})))
+    }
+
+    /// `GET /rest/api/2/issue/createmeta/{project}/issuetypes`: Data Center 8.4+ pages them as
+    /// `{maxResults, startAt, total, isLast, values}`, Cloud as `{maxResults, startAt, total,
+    /// issueTypes}` (jira.js `server.getCreateIssueMetaProjectIssueTypes` and
+    /// `cloud.getCreateIssueMetaIssueTypes`, from the two REST specs).
+    fn create_meta_types(&self, request: &Request) -> Result<Reply, Reply> {
+        self.find_project(&request.segments[5])?;
+        let types: Vec<Value> = ISSUE_TYPES
+            .iter()
+            .map(|(id, name)| self.issue_type_json(id, name))
+            .collect();
+        let total = types.len();
+        Ok(Reply::json(
+            200,
+            match self.mode {
+                Mode::DataCenter => json!({"maxResults": 50, "startAt": 0, "total": total,
+                                           "isLast": true, "values": types}),
+                Mode::Cloud => {
+                    json!({"maxResults": 50, "startAt": 0, "total": total, "issueTypes": types})
+                }
+            },
+        ))
+    }
+
+    /// The create screen's fields of one type: Data Center `{…, values: [{fieldId, name, …}]}`,
+    /// Cloud `{…, fields: [{fieldId, key, name, …}]}` (the same two specs). On Data Center the
+    /// epic goes through Epic Link (not on the epic's own screen); on Cloud through `parent`
+    /// (Epic Link is not on any screen: "Field 'customfield_…' cannot be set", see
+    /// `check_parent`).
+    fn create_meta_fields(&self, request: &Request) -> Result<Reply, Reply> {
+        self.find_project(&request.segments[5])?;
+        let type_id = &request.segments[7];
+        let Some((_, type_name)) = ISSUE_TYPES.iter().find(|(id, _)| id == type_id) else {
+            return Err(Reply::error(
+                404,
+                &format!("Issue type with id '{type_id}' does not exist."),
+            ));
+        };
+        let ids = self.screen_fields(type_name);
+        let fields: Vec<Value> = ids
+            .iter()
+            .map(|id| {
+                json!({"fieldId": id, "key": id, "name": field_name(id),
+                       "required": matches!(*id, "summary" | "issuetype" | "project"),
+                       "hasDefaultValue": false, "operations": ["set"]})
+            })
+            .collect();
+        let total = fields.len();
+        Ok(Reply::json(
+            200,
+            match self.mode {
+                Mode::DataCenter => json!({"maxResults": 50, "startAt": 0, "total": total,
+                                           "isLast": true, "values": fields}),
+                Mode::Cloud => {
+                    json!({"maxResults": 50, "startAt": 0, "total": total, "fields": fields})
+                }
+            },
+        ))
+    }
+
+    /// `GET /rest/api/2/issue/{key}/editmeta`: `{"fields": {fieldId: {required, name, key,
+    /// operations, …}}}`, the edit screen's fields (REST v2 "Get edit issue metadata", Data
+    /// Center and Cloud alike). The edit screen here is the create screen without `project`.
+    fn edit_meta(&self, request: &Request) -> Result<Reply, Reply> {
+        let id = self.find(&request.segments[4])?;
+        let issue = &self.issues[&id];
+        let type_name = issue.fields["issuetype"]["name"].as_str().unwrap_or("");
+        let mut fields = Map::new();
+        for id in self.screen_fields(type_name) {
+            if id == "project" {
+                continue;
+            }
+            fields.insert(
+                id.to_string(),
+                json!({"required": id == "summary", "name": field_name(id), "key": id,
+                       "operations": ["set"]}),
+            );
+        }
+        Ok(Reply::json(200, json!({"fields": fields})))
+    }
+
+    /// The fields on the create screen of a type (by its name).
+    fn screen_fields(&self, type_name: &str) -> Vec<&'static str> {
+        let epic = type_name == "Эпик" || type_name == "Epic";
+        let mut ids: Vec<&'static str> = vec![
+            "summary",
+            "issuetype",
+            "project",
+            "description",
+            "labels",
+            "priority",
+            "assignee",
+            "reporter",
+            SPRINT_FIELD,
+            PLAN_START_FIELD,
+            PLAN_END_FIELD,
+        ];
+        if !epic {
+            ids.push(match self.mode {
+                Mode::DataCenter => EPIC_LINK_FIELD,
+                Mode::Cloud => "parent",
+            });
+        }
+        ids
+    }
+
+    /// `GET /rest/api/2/field`: every field, system and custom (`[{id, key, name, custom, …}]`).
+    fn fields(&self) -> Reply {
+        let fields: Vec<Value> = [
+            "summary",
+            "issuetype",
+            "project",
+            "description",
+            "labels",
+            "priority",
+            "assignee",
+            "reporter",
+            "status",
+            "parent",
+            EPIC_LINK_FIELD,
+            SPRINT_FIELD,
+            PLAN_START_FIELD,
+            PLAN_END_FIELD,
+        ]
+        .iter()
+        .map(|id| {
+            json!({"id": id, "key": id, "name": field_name(id),
+                   "custom": id.starts_with("customfield_"), "orderable": true,
+                   "navigable": true, "searchable": true})
+        })
+        .collect();
+        Reply::json(200, Value::Array(fields))
+    }
+
+    /// `GET /rest/api/2/priority`: `[{self, id, name, …}]`.
+    fn priorities(&self) -> Reply {
+        let values: Vec<Value> = PRIORITIES
+            .iter()
+            .map(|(id, name)| {
+                json!({"self": format!("{}/rest/api/2/priority/{id}", self.base), "id": id,
+                       "name": name, "description": ""})
+            })
+            .collect();
+        Reply::json(200, Value::Array(values))
+    }
+}
+
+/// The names the fake gives its fields.
+fn field_name(id: &str) -> &'static str {
+    match id {
+        "summary" => "Тема",
+        "issuetype" => "Тип задачи",
+        "project" => "Проект",
+        "description" => "Описание",
+        "labels" => "Метки",
+        "priority" => "Приоритет",
+        "assignee" => "Исполнитель",
+        "reporter" => "Автор",
+        "status" => "Статус",
+        "parent" => "Родитель",
+        EPIC_LINK_FIELD => "Epic Link",
+        SPRINT_FIELD => "Sprint",
+        PLAN_START_FIELD => "Плановое начало",
+        PLAN_END_FIELD => "Плановое окончание",
+        _ => "",
+    }
+}
+
 impl FakeJira {
+    /// The agent's user loses a project permission (`mypermissions` says `false`).
+    pub fn withhold_permission(&self, key: &str) {
+        lock(&self.state).withheld.insert(key.to_string());
+    }
+
     pub fn add_board(&self, id: u64, name: &str, kind: &str) {
         lock(&self.state)
             .boards

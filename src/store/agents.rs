@@ -16,6 +16,8 @@ pub(crate) struct AgentSeen<'a> {
     pub reported: bool,
     /// From a heartbeat: whether Jira answered, and the agent's last error.
     pub jira: Option<(bool, Option<&'a str>)>,
+    /// From a heartbeat that carries a preflight (`--check`): its JSON text.
+    pub check: Option<&'a str>,
 }
 
 impl Tx<'_> {
@@ -26,15 +28,16 @@ impl Tx<'_> {
         };
         self.0
             .prepare_cached(
-                "INSERT INTO agent_status (agent, version, last_seen_at, last_claim_at, last_report_at, jira_ok, last_error)
-                 VALUES (?1, ?2, ?3, CASE WHEN ?4 THEN ?3 END, CASE WHEN ?5 THEN ?3 END, ?6, ?7)
+                "INSERT INTO agent_status (agent, version, last_seen_at, last_claim_at, last_report_at, jira_ok, last_error, last_check)
+                 VALUES (?1, ?2, ?3, CASE WHEN ?4 THEN ?3 END, CASE WHEN ?5 THEN ?3 END, ?6, ?7, ?9)
                  ON CONFLICT (agent) DO UPDATE SET
                     version = coalesce(excluded.version, version),
                     last_seen_at = excluded.last_seen_at,
                     last_claim_at = CASE WHEN ?4 THEN excluded.last_seen_at ELSE last_claim_at END,
                     last_report_at = CASE WHEN ?5 THEN excluded.last_seen_at ELSE last_report_at END,
                     jira_ok = CASE WHEN ?8 THEN excluded.jira_ok ELSE jira_ok END,
-                    last_error = CASE WHEN ?8 THEN excluded.last_error ELSE last_error END",
+                    last_error = CASE WHEN ?8 THEN excluded.last_error ELSE last_error END,
+                    last_check = coalesce(excluded.last_check, last_check)",
             )?
             .execute(params![
                 seen.agent,
@@ -44,7 +47,8 @@ impl Tx<'_> {
                 seen.reported,
                 jira_ok,
                 last_error,
-                has_jira
+                has_jira,
+                seen.check
             ])?;
         Ok(())
     }
@@ -122,7 +126,7 @@ impl Tx<'_> {
     /// The agents most recently seen first, at most `limit`.
     pub(crate) fn agents(&self, limit: i64) -> Result<Vec<super::AgentRow>> {
         let mut statement = self.0.prepare(
-            "SELECT agent, version, last_seen_at, jira_ok, last_error FROM agent_status ORDER BY last_seen_at DESC, agent LIMIT ?1",
+            "SELECT agent, version, last_seen_at, jira_ok, last_error, last_check FROM agent_status ORDER BY last_seen_at DESC, agent LIMIT ?1",
         )?;
         let rows = statement.query_map([limit], |row| {
             Ok(super::AgentRow {
@@ -131,6 +135,7 @@ impl Tx<'_> {
                 last_seen_at: row.get(2)?,
                 jira_ok: row.get::<_, Option<i64>>(3)?.map(|v| v != 0),
                 last_error: row.get(4)?,
+                last_check: row.get(5)?,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)

@@ -45,6 +45,8 @@ pub(crate) struct AgentRow {
     pub last_seen_at: Utc,
     pub jira_ok: Option<bool>,
     pub last_error: Option<String>,
+    /// The last preflight it sent (JSON text, revision 9), if any.
+    pub last_check: Option<String>,
 }
 
 /// A `sync_run` row; the service shows it as a `SyncRunView`.
@@ -97,7 +99,7 @@ impl Store {
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         let mut statement = self.conn.prepare(
-            "SELECT agent, version, last_seen_at, jira_ok, last_error FROM agent_status
+            "SELECT agent, version, last_seen_at, jira_ok, last_error, last_check FROM agent_status
              ORDER BY last_seen_at DESC, agent LIMIT ?1",
         )?;
         let agents = statement
@@ -108,6 +110,7 @@ impl Store {
                     last_seen_at: row.get(2)?,
                     jira_ok: row.get::<_, Option<i64>>(3)?.map(|v| v != 0),
                     last_error: row.get(4)?,
+                    last_check: row.get(5)?,
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;

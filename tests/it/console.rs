@@ -1168,3 +1168,37 @@ async fn refresh_now_reuses_a_pending_refresh() {
         "one refresh batch only"
     );
 }
+
+/// Issue 20 §6: the last preflight an agent sent with a heartbeat shows on the overview's agent
+/// panel, when it ran and its failing lines.
+#[tokio::test]
+async fn the_overview_shows_an_agents_last_check() {
+    let console = console();
+    let cookie = console.sign_in().await;
+    let page = console
+        .agent_post(
+            "/agent/heartbeat",
+            json!({"kind": "heartbeat", "id": "h1", "agent": "agent-1", "sent_at": "2026-11-29T10:00:00Z",
+                   "agent_version": "1.4.0", "jira_ok": true,
+                   "check": {"ran_at": "2026-11-30T19:00:00Z", "ok": false, "lines": [
+                       {"name": "проект", "ok": true, "detail": "AURORA"},
+                       {"name": "тип связи blocks", "ok": false,
+                        "detail": "типа связи «Blocks» в Jira нет; есть: «Blocker»"}]}}),
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let page = console.get("/", Some(&cookie)).await;
+    assert!(
+        page.body
+            .contains("Проверка настроек (agent --check) 2026-11-30T19:00:00Z: ошибок: 1"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body
+            .contains("тип связи blocks: типа связи «Blocks» в Jira нет; есть: «Blocker»"),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("<li>проект"), "{}", page.body);
+}

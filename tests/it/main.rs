@@ -18,6 +18,7 @@ mod http;
 mod incremental;
 mod migrations;
 mod mirror;
+mod preflight;
 mod projects;
 mod properties;
 mod prune_guard;

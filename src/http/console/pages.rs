@@ -170,6 +170,33 @@ pub(super) fn overview(view: &Overview) -> String {
                 esc(&clip(error, 300))
             );
         }
+        if let Some(check) = &agent.last_check {
+            // The last preflight (`jira-hub agent --check`) and its failing lines.
+            let failing: Vec<_> = check.lines.iter().filter(|l| !l.ok).collect();
+            let _ = write!(
+                out,
+                "<p class=\"check{}\">Проверка настроек (agent --check) {}: {}</p>",
+                if check.ok { "" } else { " bad" },
+                esc(&check.ran_at),
+                if check.ok {
+                    "всё в порядке".to_string()
+                } else {
+                    format!("ошибок: {}", failing.len())
+                }
+            );
+            if !failing.is_empty() {
+                out.push_str("<ul class=\"check-failures\">");
+                for line in failing {
+                    let _ = write!(
+                        out,
+                        "<li>{}: {}</li>",
+                        esc(&line.name),
+                        esc(&clip(&line.detail, 500))
+                    );
+                }
+                out.push_str("</ul>");
+            }
+        }
         out.push_str("</div>");
     }
     out.push_str("</article>");

@@ -1,0 +1,292 @@
+//! `jira-hub agent --check` (issue 20 §6): the real hub daemon, the real agent binary, the
+//! simulated Jira (`src/sim/jira.rs`). A matching config passes every check; one wrong value of
+//! each kind fails the run (exit 1) and is named; Jira is only read.
+
+use crate::support::*;
+use jira_hub::sim::jira::{FakeJira, Mode, PROJECT};
+use serde_json::{Value, json};
+
+/// The settings that match the simulated Jira (its link types, its statuses by id).
+fn matching() -> Value {
+    json!({
+        "link_types": {"blocks": "Blocker", "relates": "Related", "duplicates": "Duplicate"},
+        "transitions_map": {"В работе": {"status_id": "3"}, "Готово": {"status_id": "10001"},
+                            "Снято": {"status_id": "10002"}},
+    })
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+    /// Every request the simulated Jira saw.
+    methods: Vec<(String, String)>,
+    /// `GET /agents` after the run.
+    agents: Value,
+}
+
+/// A hub (example config, then `settings`, then the legacy `board_id` when given), its daemon,
+/// a simulated Jira with one task and one bug (after `prepare`), and `jira-hub agent --check`.
+fn check(mode: Mode, settings: Value, board: Option<i64>, prepare: impl Fn(&FakeJira)) -> Run {
+    let dir = TestDir::new();
+    let (mut hub, _relay, agent_token) = relay_hub(&dir);
+    set_settings(&mut hub, matching());
+    set_settings(&mut hub, settings);
+    let client_token = hub.tokens().unwrap().unwrap().client;
+    drop(hub);
+    if let Some(board) = board {
+        // The legacy board of a v3 database (never written by the hub itself).
+        let conn = rusqlite::Connection::open(dir.db()).unwrap();
+        conn.execute(
+            "INSERT OR REPLACE INTO setting (key, value) VALUES ('board_id', ?1)",
+            [board.to_string()],
+        )
+        .unwrap();
+    }
+    let daemon = Daemon::start(&dir.db(), &[]);
+    let fake = FakeJira::start(mode);
+    fake.seed_issue(
+        PROJECT,
+        json!({"summary": "задача", "issuetype": {"id": "10002", "name": "Задача"}}),
+    );
+    fake.seed_issue(
+        PROJECT,
+        json!({"summary": "ошибка", "issuetype": {"id": "10004", "name": "Ошибка"}}),
+    );
+    prepare(&fake);
+    let config = json!({
+        "jira_url": fake.url(), "jira_user": "agent", "jira_password": "secret",
+        "agent_token": agent_token, "name": "agent-1",
+        "hub_url": format!("http://{}", daemon.address),
+        "answer_timeout_seconds": 5, "request_timeout_seconds": 5,
+    });
+    let path = dir.path().join("agent.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_jira-hub"))
+        .args(["agent", "--check", "--config"])
+        .arg(&path)
+        .current_dir(dir.path())
+        .env_remove("JIRA_HUB_DB")
+        .output()
+        .expect("run the agent");
+    let methods = fake
+        .requests()
+        .into_iter()
+        .map(|seen| (seen.method, seen.path))
+        .collect();
+    let (status, agents) = http(&daemon.address, "GET", "/agents", Some(&client_token), None);
+    assert_eq!(status, 200, "{agents}");
+    drop(daemon);
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        methods,
+        agents,
+    }
+}
+
+/// The last check the hub keeps for `agent-1`.
+fn last_check(run: &Run) -> &Value {
+    let agent = run
+        .agents
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["agent"] == "agent-1"))
+        .unwrap_or_else(|| panic!("agent-1 in {}", run.agents));
+    &agent["last_check"]
+}
+
+fn failing(run: &Run) -> Vec<&str> {
+    run.stdout
+        .lines()
+        .filter(|l| l.starts_with("ОШИБКА"))
+        .collect()
+}
+
+#[test]
+fn a_matching_config_passes_every_check_and_only_reads_jira() {
+    let run = check(Mode::DataCenter, json!({}), Some(4216), |_| {});
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(failing(&run).is_empty(), "{}", run.stdout);
+    for name in [
+        "настройки хаба",
+        "проект",
+        "права",
+        "тип задачи task",
+        "тип задачи epic",
+        "тип задачи bug",
+        "поле epic_link",
+        "поле sprint",
+        "поле plan_start",
+        "переход «В работе»",
+        "тип связи blocks",
+        "приоритет highest",
+        "доска",
+        "часы",
+        "ограничения частоты",
+    ] {
+        assert!(
+            run.stdout
+                .lines()
+                .any(|l| l.starts_with("ok") && l.contains(name)),
+            "no ok line for {name}:\n{}",
+            run.stdout
+        );
+    }
+    assert!(
+        run.stdout.contains("4216: «AURORA board», тип scrum"),
+        "{}",
+        run.stdout
+    );
+    // The create screens of the types and the edit screens of the task and the bug were read.
+    for path in [
+        "/rest/api/2/issue/createmeta/AURORA/issuetypes/10004",
+        "/rest/api/2/issue/AURORA-1/editmeta",
+        "/rest/api/2/issue/AURORA-2/editmeta",
+    ] {
+        assert!(
+            run.methods.iter().any(|(_, p)| p == path),
+            "{path}: {:?}",
+            run.methods
+        );
+    }
+    let writes: Vec<_> = run.methods.iter().filter(|(m, _)| m != "GET").collect();
+    assert!(writes.is_empty(), "--check wrote to Jira: {writes:?}");
+    // The hub keeps the outcome for the agent.
+    let check = last_check(&run);
+    assert_eq!(check["ok"], json!(true), "{}\n{}", run.agents, run.stderr);
+    assert_eq!(
+        check["lines"].as_array().map(Vec::len),
+        Some(run.stdout.lines().count()),
+        "{check}"
+    );
+    assert!(
+        check["ran_at"].as_str().is_some_and(|t| t.ends_with('Z')),
+        "{check}"
+    );
+}
+
+#[test]
+fn on_cloud_the_epic_goes_through_parent() {
+    let run = check(Mode::Cloud, json!({}), None, |_| {});
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let epic = run
+        .stdout
+        .lines()
+        .find(|l| l.contains("поле epic_link"))
+        .expect("the epic line");
+    assert!(epic.starts_with("ok") && epic.contains("parent"), "{epic}");
+    assert!(
+        run.methods.iter().all(|(m, _)| m == "GET"),
+        "{:?}",
+        run.methods
+    );
+}
+
+#[test]
+fn each_wrong_value_fails_the_check_and_is_named() {
+    let types = |bug_id: &str| {
+        json!({"issue_types": {"task": {"name": "Задача", "id": "10002"},
+                               "epic": {"name": "Эпик", "id": "10000"},
+                               "bug": {"name": "Ошибка", "id": bug_id}}})
+    };
+    // (what, settings, legacy board, withheld permission, the value a failing line names)
+    type Case<'a> = (&'a str, Value, Option<i64>, Option<&'a str>, &'a str);
+    let cases: Vec<Case> = vec![
+        ("issue type id", types("99999"), None, None, "99999"),
+        (
+            "field id",
+            json!({"field_ids": {"epic_link": "customfield_10101", "sprint": "customfield_99999",
+                                 "plan_start": "customfield_12001", "plan_end": "customfield_12002"}}),
+            None,
+            None,
+            "customfield_99999",
+        ),
+        (
+            "transition target",
+            json!({"transitions_map": {"Отложено": {"status_id": "10099"}}}),
+            None,
+            None,
+            "10099",
+        ),
+        (
+            "a transition id another workflow gives another meaning",
+            json!({"transitions_map": {"В работе": "11"}}),
+            None,
+            None,
+            "ведёт в «Снято»",
+        ),
+        (
+            "link type",
+            json!({"link_types": {"blocks": "Blocks"}}),
+            None,
+            None,
+            "«Blocks»",
+        ),
+        (
+            "priority",
+            json!({"priority_map": {"highest": "Критический"}}),
+            None,
+            None,
+            "«Критический»",
+        ),
+        ("board", json!({}), Some(9999), None, "9999"),
+        (
+            "project key",
+            json!({"project_key": "NOPE"}),
+            None,
+            None,
+            "NOPE",
+        ),
+        (
+            "permission",
+            json!({}),
+            None,
+            Some("LINK_ISSUES"),
+            "LINK_ISSUES",
+        ),
+    ];
+    for (what, settings, board, withheld, named) in cases {
+        let run = check(Mode::DataCenter, settings, board, |fake| {
+            if let Some(permission) = withheld {
+                fake.withhold_permission(permission);
+            }
+        });
+        assert_eq!(run.code, 1, "{what}: {}\n{}", run.stdout, run.stderr);
+        let failing = failing(&run);
+        assert!(
+            failing.iter().any(|l| l.contains(named)),
+            "{what}: no failing line names {named}:\n{}",
+            run.stdout
+        );
+        assert!(
+            run.methods.iter().all(|(m, _)| m == "GET"),
+            "{what}: {:?}",
+            run.methods
+        );
+        let check = last_check(&run);
+        assert_eq!(check["ok"], json!(false), "{what}: {}", run.agents);
+        assert!(
+            check["lines"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|l| l["ok"] == json!(false) && l["detail"].as_str().unwrap().contains(named)),
+            "{what}: the hub's last check does not name {named}: {check}"
+        );
+    }
+}
+
+#[test]
+fn a_clock_far_from_jiras_fails_the_check() {
+    let run = check(Mode::DataCenter, json!({}), None, |fake| {
+        fake.set_clock_skew_ms(10 * 60 * 1000);
+    });
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let clock = failing(&run)
+        .into_iter()
+        .find(|l| l.contains("часы"))
+        .unwrap_or_else(|| panic!("no failing clock line:\n{}", run.stdout));
+    assert!(clock.contains("впереди часов агента на 6"), "{clock}");
+}
