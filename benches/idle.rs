@@ -131,6 +131,8 @@ fn main() -> Result<(), Error> {
     hub.init_from_config(&config, false)?;
     let relay = dir.path().join("relay");
     std::fs::create_dir_all(&relay)?;
+    // Marked as `jira-hub relay init` marks it: the hub makes its folders only in such a folder.
+    std::fs::write(relay.join(".jira-hub-relay"), b"")?;
     // The automatic refresh would give the agent work: off, its timer still runs.
     let update = json!({"relay_dir": relay.display().to_string(), "auto_refresh_minutes": 0,
         "pacing": {"min_interval_ms": 0}});

@@ -32,6 +32,8 @@ pub fn setup() -> Result<Setup, Error> {
     hub.init_from_config(&config, false)?;
     let relay = dir.path().join("relay");
     std::fs::create_dir_all(&relay)?;
+    // Marked as `jira-hub relay init` marks it: the hub makes its folders only in such a folder.
+    std::fs::write(relay.join(".jira-hub-relay"), b"")?;
     let update = json!({"relay_dir": relay.display().to_string(), "auto_refresh_minutes": 0,
         "pacing": {"max_commands_per_claim": 100}});
     hub.update_settings(update.as_object().ok_or("object")?)?;
