@@ -249,7 +249,7 @@ pub const TRANSITIONS: &[(&str, &str, Option<&str>, &str)] = &[
 /// The bugs' workflow (issue type `Ошибка`, id 10004): other transition ids, and `11` means
 /// something else here. Jira gives each issue type of a project its workflow (workflow schemes),
 /// and a transition id is only an index inside one workflow (`GET …/transitions` lists "ids per
-/// workflow", ../shared/guide/jira-api.md; ansible's "Failed find valid transition for '6'").
+/// workflow", the project guide to Jira's API (guide/jira-api.md of the specification); ansible's "Failed find valid transition for '6'").
 pub const BUG_TRANSITIONS: &[(&str, &str, Option<&str>, &str)] = &[
     ("11", "Не исправлять", None, "Снято"),
     ("711", "Взять в работу", Some("Открыта"), "В работе"),
