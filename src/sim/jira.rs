@@ -2704,17 +2704,22 @@ impl StateInner {
             .iter()
             .map(|(id, name)| self.issue_type_json(id, name))
             .collect();
-        let total = types.len();
-        Ok(Reply::json(
-            200,
-            match self.mode {
-                Mode::DataCenter => json!({"maxResults": 50, "startAt": 0, "total": total,
-                                           "isLast": true, "values": types}),
-                Mode::Cloud => {
-                    json!({"maxResults": 50, "startAt": 0, "total": total, "issueTypes": types})
-                }
-            },
-        ))
+        Ok(self.create_meta_page(types, "issueTypes"))
+    }
+
+    /// One page of createmeta as each deployment pages it: Data Center `values` with `isLast`,
+    /// Cloud under its own member (`issueTypes`, `fields`).
+    fn create_meta_page(&self, values: Vec<Value>, cloud_member: &str) -> Reply {
+        let total = values.len();
+        let mut page = json!({"maxResults": 50, "startAt": 0, "total": total});
+        match self.mode {
+            Mode::DataCenter => {
+                page["isLast"] = json!(true);
+                page["values"] = Value::Array(values);
+            }
+            Mode::Cloud => page[cloud_member] = Value::Array(values),
+        }
+        Reply::json(200, page)
     }
 
     /// The create screen's fields of one type: Data Center `{…, values: [{fieldId, name, …}]}`,
@@ -2740,17 +2745,7 @@ impl StateInner {
                        "hasDefaultValue": false, "operations": ["set"]})
             })
             .collect();
-        let total = fields.len();
-        Ok(Reply::json(
-            200,
-            match self.mode {
-                Mode::DataCenter => json!({"maxResults": 50, "startAt": 0, "total": total,
-                                           "isLast": true, "values": fields}),
-                Mode::Cloud => {
-                    json!({"maxResults": 50, "startAt": 0, "total": total, "fields": fields})
-                }
-            },
-        ))
+        Ok(self.create_meta_page(fields, "fields"))
     }
 
     /// `GET /rest/api/2/issue/{key}/editmeta`: `{"fields": {fieldId: {required, name, key,
