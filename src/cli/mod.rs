@@ -200,6 +200,13 @@ pub struct ServeArgs {
     /// Open HTTP connections at most; at the cap a new one closes the oldest idle one.
     #[arg(long, env = "JIRA_HUB_HTTP_MAX_CONNECTIONS", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=65_536))]
     pub http_max_connections: u64,
+    /// HTTP connections that have shown no valid token at most (default: three quarters of
+    /// --http-max-connections); the rest is kept for agents and clients.
+    #[arg(long, env = "JIRA_HUB_HTTP_MAX_ANONYMOUS_CONNECTIONS", value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    pub http_max_anonymous_connections: Option<u64>,
+    /// A request without a valid token must be read whole and answered within this time.
+    #[arg(long, env = "JIRA_HUB_HTTP_ANONYMOUS_TIMEOUT_SECONDS", default_value_t = crate::http::ANONYMOUS_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub http_anonymous_timeout_seconds: u64,
     /// A connection that has not sent its request headers within this time is closed.
     #[arg(long, env = "JIRA_HUB_HTTP_HEADER_TIMEOUT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub http_header_timeout_seconds: u64,
@@ -498,6 +505,15 @@ impl ServeArgs {
                 max_body_bytes: (self.http_max_body_mb * 1024 * 1024) as usize,
                 request_timeout: Duration::from_secs(self.http_timeout_seconds),
                 max_connections: self.http_max_connections as usize,
+                max_anonymous_connections: self.http_max_anonymous_connections.map_or_else(
+                    || {
+                        crate::http::default_anonymous_connections(
+                            self.http_max_connections as usize,
+                        )
+                    },
+                    |n| n as usize,
+                ),
+                anonymous_timeout: Duration::from_secs(self.http_anonymous_timeout_seconds),
                 header_timeout: Duration::from_secs(self.http_header_timeout_seconds),
                 idle_timeout: Duration::from_secs(self.http_idle_timeout_seconds),
                 allowed_hosts: self.allowed_hosts,

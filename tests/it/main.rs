@@ -4,6 +4,7 @@
 
 mod agent_e2e;
 mod agent_waits;
+mod anonymous;
 mod batches;
 mod boundaries;
 mod chains;
