@@ -6,7 +6,7 @@
 //! or a live console session; see [`Trust`]), and anonymous connections also hold a permit of
 //! their own, smaller semaphore (`max_anonymous_connections`), so the rest of the connections is
 //! always room for agents and clients. At the anonymous cap a new connection closes the oldest
-//! anonymous one (an idle one first) and takes its place: the newest wins, so `/health` and an
+//! anonymous one (busy or not) and takes its place: the newest wins, so `/health` and an
 //! agent's or client's new connection (anonymous until its headers are read) are answered
 //! however many strangers hold connections. An anonymous connection gets
 //! [`ANONYMOUS_TIMEOUT`](super::ANONYMOUS_TIMEOUT) (`anonymous_timeout`) for each request: from
@@ -16,7 +16,7 @@
 //! `header_timeout` (hyper's `header_read_timeout`), a request takes up to `request_timeout` (a
 //! claim its wait more), and a connection with no request in hand for `idle_timeout` is closed
 //! (hyper has no keep-alive timeout of its own). At the total cap, a new connection closes the
-//! oldest idle one (an anonymous one first) and takes its place; when every connection is busy
+//! oldest anonymous one, or else the oldest idle one, and takes its place; when every connection is busy
 //! the new one is refused at once. On shutdown the listener stops, idle connections close, and
 //! requests in hand finish (bounded by the request and header time limits).
 
@@ -192,15 +192,17 @@ impl Registry {
         }
     }
 
-    /// Tells the oldest anonymous connection to close, an idle one first.
+    /// Tells the oldest anonymous connection to close, busy or not: each has its deadline
+    /// anyway, and the newest (an agent whose headers are on their way) must not be the one to
+    /// go just because the older ones have sent theirs.
     fn evict_oldest_anonymous(&self) -> bool {
-        self.evict(|c| !c.is_trusted() && c.is_idle(), |c| !c.is_trusted())
+        self.evict(|c| !c.is_trusted(), |_| false)
     }
 
-    /// Tells the oldest idle connection to close, an anonymous one first; false when every
-    /// connection is busy.
-    fn evict_oldest_idle(&self) -> bool {
-        self.evict(|c| !c.is_trusted() && c.is_idle(), Connection::is_idle)
+    /// Tells the oldest anonymous connection to close, or else the oldest idle one; false when
+    /// every connection is trusted and busy.
+    fn evict_for_room(&self) -> bool {
+        self.evict(|c| !c.is_trusted(), Connection::is_idle)
     }
 }
 
@@ -296,9 +298,9 @@ pub(crate) async fn serve(
                 "connections without a token at their cap: the oldest closed to make room"
             );
         }
-        // At the total cap, the oldest idle connection makes room.
+        // At the total cap, the oldest anonymous connection makes room, or else the oldest idle.
         let permit = match anonymous_permit {
-            Some(anonymous_permit) => admit(&permits, || registry.evict_oldest_idle())
+            Some(anonymous_permit) => admit(&permits, || registry.evict_for_room())
                 .await
                 .map(|permit| (permit, anonymous_permit)),
             None => None,
