@@ -140,7 +140,7 @@ pub(super) async fn handle(
     let (early, fault) = {
         let mut s = lock(&state);
         *s.calls.entry(endpoint).or_insert(0) += 1;
-        let early = s.gate(&auth);
+        let early = s.gate(&auth, endpoint);
         let fault = if early.is_none() {
             s.take_fault(endpoint)
         } else {
@@ -168,7 +168,13 @@ pub(super) async fn handle(
             if !half.is_zero() {
                 tokio::time::sleep(half).await;
             }
-            let reply = lock(&state).apply(endpoint, &request);
+            let reply = {
+                let mut state = lock(&state);
+                let mut reply = state.apply(endpoint, &request);
+                // An answer of Jira's own to an authenticated request, whatever its status.
+                state.stamp(&mut reply);
+                reply
+            };
             if !half.is_zero() {
                 tokio::time::sleep(half).await;
             }
@@ -251,13 +257,7 @@ pub(super) async fn handle(
             ));
             reply
         }
-        Some(Fault::CaptchaRequired) => {
-            let mut reply = Reply::error(403, "CAPTCHA_CHALLENGE; login-url=/login.jsp");
-            reply
-                .headers
-                .push(("x-seraph-loginreason", "AUTHENTICATION_DENIED".into()));
-            reply
-        }
+        Some(Fault::CaptchaRequired) => lock(&state).captcha_reply(),
         Some(Fault::DropBeforeApply) => {
             conn.0.store(true, Ordering::SeqCst);
             record(0);
@@ -388,6 +388,9 @@ impl FakeJira {
             // (`@JsonIgnoreProperties(ignoreUnknown = true)`): `set_create_properties(false)`.
             create_properties: true,
             withheld: HashSet::new(),
+            revoked: false,
+            captcha: false,
+            basic_auth_off: None,
             comment_properties: HashMap::new(),
             in_flight: 0,
             moved_keys: HashMap::new(),

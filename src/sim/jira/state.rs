@@ -72,6 +72,12 @@ pub(super) struct StateInner {
     /// Changes made right after the n-th search answer (see `after_search`).
     pub(super) scheduled: Vec<(usize, Change)>,
     pub(super) searches_served: usize,
+    /// The agent's credentials are no longer accepted (`FakeJira::revoke_credentials`).
+    pub(super) revoked: bool,
+    /// A CAPTCHA lockout (`FakeJira::captcha_lockout`).
+    pub(super) captcha: bool,
+    /// Basic auth disabled on Data Center, and how it is refused.
+    pub(super) basic_auth_off: Option<BasicAuthOff>,
     /// Project permissions the agent's user lacks (`mypermissions` answers `false` for them).
     pub(super) withheld: HashSet<String>,
 }

@@ -920,3 +920,164 @@ fn a_proxy_answers_504_while_jira_goes_on() {
     fake.wait_applied(T);
     assert_eq!(fake.keys_with_summary("Позже").len(), 1, "applied later");
 }
+
+fn call_as(fake: &FakeJira, method: &str, path: &str, auth: Option<&str>) -> Answer {
+    call(&fake.url(), method, path, auth, None, T).expect("answer")
+}
+
+#[test]
+fn data_center_stamps_every_authenticated_answer_whatever_its_status() {
+    let fake = FakeJira::start(Mode::DataCenter);
+    let key = create(&fake, "Штамп", &[]);
+    let answers = [
+        get(&fake, "/rest/api/2/serverInfo"),
+        post(
+            &fake,
+            &format!("/rest/api/2/issue/{key}/comment"),
+            json!({"body": "Текст"}),
+        ),
+        put(
+            &fake,
+            &format!("/rest/api/2/issue/{key}"),
+            json!({"fields": {"summary": "Новая"}}),
+        ),
+        get(&fake, "/rest/api/2/issue/AURORA-999"),
+        post(
+            &fake,
+            &format!("/rest/api/2/issue/{key}/transitions"),
+            json!({"transition": {"id": "21"}}),
+        ),
+    ];
+    let statuses: Vec<u16> = answers.iter().map(|a| a.status).collect();
+    assert_eq!(statuses, [200, 201, 204, 404, 400]);
+    for answer in &answers {
+        assert_eq!(
+            answer.header("X-Seraph-LoginReason"),
+            Some("OK"),
+            "{answer:?}"
+        );
+        assert_eq!(answer.header("X-AUSERNAME"), Some(USER), "{answer:?}");
+    }
+    let anonymous = call_as(&fake, "GET", "/rest/api/2/myself", None);
+    assert_eq!(anonymous.status, 401);
+    assert_eq!(anonymous.header("X-Seraph-LoginReason"), None);
+    let wrong = call_as(
+        &fake,
+        "GET",
+        "/rest/api/2/myself",
+        Some("Basic YWdlbnQ6d3Jvbmc="),
+    );
+    assert_eq!(wrong.status, 401);
+    assert_eq!(
+        wrong.header("X-Seraph-LoginReason"),
+        Some("AUTHENTICATED_FAILED")
+    );
+    let cloud = FakeJira::start(Mode::Cloud);
+    let answer = get(&cloud, "/rest/api/2/myself");
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.header("X-Seraph-LoginReason"), Some("OUT, OK"));
+    assert_eq!(answer.header("X-AUSERNAME"), None);
+}
+
+#[test]
+fn a_captcha_lockout_refuses_every_call_with_jiras_headers() {
+    let fake = FakeJira::start(Mode::DataCenter);
+    let expected = format!("CAPTCHA_CHALLENGE; login-url={}/login.jsp", fake.url());
+    let check = |answer: &Answer| {
+        assert_eq!(answer.status, 403, "{answer:?}");
+        assert_eq!(
+            answer.header("X-Seraph-LoginReason"),
+            Some("AUTHENTICATED_FAILED")
+        );
+        assert_eq!(
+            answer.header("X-Authentication-Denied-Reason"),
+            Some(expected.as_str())
+        );
+    };
+    fake.fault(Endpoint::Myself, Fault::CaptchaRequired, 1);
+    check(&get(&fake, "/rest/api/2/myself"));
+    assert_eq!(get(&fake, "/rest/api/2/myself").status, 200);
+    fake.captcha_lockout(true);
+    for path in ["/rest/api/2/myself", "/rest/api/2/serverInfo"] {
+        check(&get(&fake, path));
+    }
+    check(&call_as(
+        &fake,
+        "GET",
+        "/rest/api/2/myself",
+        Some(&bearer_auth()),
+    ));
+    fake.captcha_lockout(false);
+    assert_eq!(get(&fake, "/rest/api/2/myself").status, 200);
+}
+
+#[test]
+fn a_revoked_cloud_token_still_reads_server_info_and_nothing_else() {
+    let fake = FakeJira::start(Mode::Cloud);
+    fake.seed_issues(PROJECT, "AWPCA", 2);
+    assert_eq!(
+        get(&fake, "/rest/api/2/myself").json()["accountId"],
+        ACCOUNT_ID
+    );
+    fake.revoke_credentials(true);
+    let info = get(&fake, "/rest/api/2/serverInfo");
+    assert_eq!(info.status, 200);
+    assert_eq!(info.json()["deploymentType"], "Cloud");
+    assert_eq!(
+        info.header("X-Seraph-LoginReason"),
+        Some("AUTHENTICATED_FAILED")
+    );
+    for path in [
+        "/rest/api/2/myself".to_string(),
+        format!(
+            "/rest/api/2/search/jql?jql={}",
+            encode(&format!("project = {PROJECT}"))
+        ),
+        format!("/rest/api/2/issue/{PROJECT}-1"),
+    ] {
+        let answer = get(&fake, &path);
+        assert_eq!(answer.status, 401, "{path}: {answer:?}");
+        assert_eq!(
+            answer.json()["errorMessages"][0],
+            "Client must be authenticated to access this resource."
+        );
+        assert_eq!(
+            answer.header("X-Seraph-LoginReason"),
+            Some("AUTHENTICATED_FAILED")
+        );
+    }
+    let anonymous = call_as(&fake, "GET", "/rest/api/2/serverInfo", None);
+    assert_eq!(anonymous.status, 200);
+    assert_eq!(anonymous.header("X-Seraph-LoginReason"), None);
+    fake.revoke_credentials(false);
+    assert_eq!(get(&fake, "/rest/api/2/myself").status, 200);
+
+    let dc = FakeJira::start(Mode::DataCenter);
+    dc.revoke_credentials(true);
+    assert_eq!(get(&dc, "/rest/api/2/myself").status, 401);
+    assert_eq!(get(&dc, "/rest/api/2/serverInfo").status, 401);
+}
+
+#[test]
+fn data_center_without_basic_auth_refuses_it_and_takes_tokens() {
+    let fake = FakeJira::start(Mode::DataCenter);
+    fake.disable_basic_auth(Some(BasicAuthOff::RedirectToLogin));
+    let answer = get(&fake, "/rest/api/2/myself");
+    assert_eq!(answer.status, 302);
+    assert_eq!(
+        answer.header("Location"),
+        Some(format!("{}/login.jsp", fake.url()).as_str())
+    );
+    let token = call_as(&fake, "GET", "/rest/api/2/myself", Some(&bearer_auth()));
+    assert_eq!(token.status, 200);
+    assert_eq!(token.header("X-Seraph-LoginReason"), Some("OK"));
+    fake.disable_basic_auth(Some(BasicAuthOff::Forbidden));
+    let answer = get(&fake, "/rest/api/2/myself");
+    assert_eq!(answer.status, 403);
+    assert_eq!(
+        answer.json()["message"],
+        "Basic Authentication has been disabled on this instance."
+    );
+    fake.disable_basic_auth(None);
+    assert_eq!(get(&fake, "/rest/api/2/myself").status, 200);
+}
