@@ -24,6 +24,7 @@
 //!   project and its state on disk.
 #![allow(dead_code)] // the tests, the benchmarks and the demo each use a part of it
 
+mod access;
 mod agile;
 mod auth;
 mod client;
@@ -48,7 +49,8 @@ mod workflow;
 // The modules share their items through this root (each says `use super::*`); the public API
 // is re-exported below.
 use self::{
-    agile::*, clock::*, faults::*, issues::*, jql::*, links::*, reply::*, routes::*, state::*,
+    access::*, agile::*, clock::*, faults::*, issues::*, jql::*, links::*, reply::*, routes::*,
+    state::*,
 };
 
 pub use self::auth::{

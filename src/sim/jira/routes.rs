@@ -111,6 +111,9 @@ pub(super) fn classify(method: &Method, segments: &[&str]) -> Endpoint {
 
 impl StateInner {
     pub(super) fn apply(&mut self, endpoint: Endpoint, request: &Request) -> Reply {
+        if let Some(reply) = self.refused(endpoint, request) {
+            return reply;
+        }
         let result = match endpoint {
             Endpoint::ServerInfo => Ok(self.server_info()),
             Endpoint::Myself => Ok(Reply::json(200, self.user_json())),

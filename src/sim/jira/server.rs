@@ -389,6 +389,8 @@ impl FakeJira {
             create_properties: true,
             withheld: HashSet::new(),
             revoked: false,
+            refusals: Vec::new(),
+            agile_licensed: true,
             captcha: false,
             basic_auth_off: None,
             comment_properties: HashMap::new(),

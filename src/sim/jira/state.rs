@@ -78,6 +78,10 @@ pub(super) struct StateInner {
     pub(super) captcha: bool,
     /// Basic auth disabled on Data Center, and how it is refused.
     pub(super) basic_auth_off: Option<BasicAuthOff>,
+    /// Paths and issue operations refused (`FakeJira::refuse_path`, `refuse_issue`).
+    pub(super) refusals: Vec<Refusal>,
+    /// Whether the user has a Jira Software licence (the agile API answers).
+    pub(super) agile_licensed: bool,
     /// Project permissions the agent's user lacks (`mypermissions` answers `false` for them).
     pub(super) withheld: HashSet<String>,
 }

@@ -1081,3 +1081,71 @@ fn data_center_without_basic_auth_refuses_it_and_takes_tokens() {
     fake.disable_basic_auth(None);
     assert_eq!(get(&fake, "/rest/api/2/myself").status, 200);
 }
+
+#[test]
+fn a_refused_path_or_issue_operation_is_a_403_about_that_request_only() {
+    let fake = FakeJira::start(Mode::DataCenter);
+    let a = create(&fake, "Первая", &[]);
+    let b = create(&fake, "Вторая", &[]);
+    fake.refuse_issue(&a, Endpoint::AddComment, 403);
+    let refused = post(
+        &fake,
+        &format!("/rest/api/2/issue/{a}/comment"),
+        json!({"body": "Нельзя"}),
+    );
+    assert_eq!(refused.status, 403);
+    assert_eq!(
+        refused.json(),
+        json!({"errorMessages": ["You do not have the permission to comment on this issue."],
+               "errors": {}})
+    );
+    assert_eq!(refused.header("X-Seraph-LoginReason"), Some("OK"));
+    assert!(fake.comments(&a).is_empty(), "nothing applied");
+    // The same operation on another issue, and another operation on this one, go on.
+    let other = post(
+        &fake,
+        &format!("/rest/api/2/issue/{b}/comment"),
+        json!({"body": "Можно"}),
+    );
+    assert_eq!(other.status, 201);
+    assert_eq!(get(&fake, &format!("/rest/api/2/issue/{a}")).status, 200);
+
+    fake.refuse_path("/rest/api/2/issue/");
+    let edit = put(
+        &fake,
+        &format!("/rest/api/2/issue/{b}"),
+        json!({"fields": {"summary": "Нет"}}),
+    );
+    assert_eq!(edit.status, 403);
+    assert_eq!(
+        edit.json()["errorMessages"][0],
+        "You do not have permission to edit issues in this project."
+    );
+    assert_eq!(get(&fake, "/rest/api/2/myself").status, 200);
+    fake.clear_refusals();
+    assert_eq!(get(&fake, &format!("/rest/api/2/issue/{a}")).status, 200);
+}
+
+#[test]
+fn without_a_jira_software_licence_only_the_agile_api_is_refused() {
+    let fake = FakeJira::start(Mode::DataCenter);
+    fake.set_agile_licensed(false);
+    for path in ["/rest/agile/1.0/board", "/rest/agile/1.0/board/4216/sprint"] {
+        let answer = get(&fake, path);
+        assert_eq!(answer.status, 403, "{path}");
+        assert_eq!(
+            answer.json()["errorMessages"][0],
+            "The user does not have valid license."
+        );
+        assert_eq!(answer.header("X-Seraph-LoginReason"), Some("OK"));
+    }
+    let sprint = post(
+        &fake,
+        "/rest/agile/1.0/sprint/741/issue",
+        json!({"issues": []}),
+    );
+    assert_eq!(sprint.status, 403);
+    assert_eq!(get(&fake, "/rest/api/2/myself").status, 200);
+    fake.set_agile_licensed(true);
+    assert_eq!(get(&fake, "/rest/agile/1.0/board").status, 200);
+}
