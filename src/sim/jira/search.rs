@@ -66,10 +66,14 @@ impl StateInner {
     }
 
     pub(super) fn matching(&self, query: &Query, lag: bool) -> Result<Vec<u64>, Reply> {
-        for clause in &query.clauses {
-            if let Clause::Project(key) = clause
-                && !self.projects.contains_key(key)
-            {
+        // Every project a clause names must exist (`project = X`, `project in (X, Y)`).
+        let named = query.clauses.iter().flat_map(|clause| match clause {
+            Clause::Project(key) => std::slice::from_ref(key),
+            Clause::ProjectIn(keys) => keys.as_slice(),
+            _ => &[],
+        });
+        for key in named {
+            if !self.projects.contains_key(key) {
                 return Err(Reply::error(
                     400,
                     &format!("The value '{key}' does not exist for the field 'project'."),

@@ -1149,3 +1149,47 @@ fn without_a_jira_software_licence_only_the_agile_api_is_refused() {
     fake.set_agile_licensed(true);
     assert_eq!(get(&fake, "/rest/agile/1.0/board").status, 200);
 }
+
+#[test]
+fn two_projects_and_a_label_spanning_both() {
+    let fake = FakeJira::start(Mode::DataCenter);
+    let aurora = fake.seed_issues(PROJECT, "SPAN", 3);
+    fake.seed_issues(PROJECT, "OTHER", 1);
+    let orion = fake.seed_issues("ORION", "SPAN", 2);
+    let both = format!("project in ({PROJECT}, ORION) AND labels = SPAN ORDER BY key ASC");
+    let mut expected = aurora.clone();
+    expected.extend(orion.iter().cloned());
+    assert_eq!(keys(&search(&fake, &both, 0, 50)), expected);
+    assert_eq!(
+        keys(&search(&fake, "labels = SPAN ORDER BY key ASC", 0, 50)),
+        expected
+    );
+    // `key > "P-n"` continues within P only (the key clause names the issue's project).
+    let after = format!(
+        "project in ({PROJECT}, ORION) AND labels = SPAN AND key > \"{}\" ORDER BY key ASC",
+        aurora[2]
+    );
+    assert!(keys(&search(&fake, &after, 0, 50)).is_empty());
+    let rest = format!(
+        "project in ({PROJECT}, ORION) AND labels = SPAN AND project not in ({PROJECT}) ORDER BY key ASC"
+    );
+    assert_eq!(keys(&search(&fake, &rest, 0, 50)), orion);
+    let unknown = search(&fake, "project in (AURORA, NOPE)", 0, 50);
+    assert_eq!(unknown.status, 400);
+    assert_eq!(
+        unknown.json()["errorMessages"][0],
+        "The value 'NOPE' does not exist for the field 'project'."
+    );
+
+    let cloud = FakeJira::start(Mode::Cloud);
+    cloud.seed_issues(PROJECT, "SPAN", 2);
+    cloud.seed_issues("ORION", "SPAN", 2);
+    let answer = get(
+        &cloud,
+        &format!(
+            "/rest/api/2/search/jql?jql={}&fields=summary",
+            encode("project in (AURORA, ORION) AND labels = SPAN")
+        ),
+    );
+    assert_eq!(answer.json()["issues"].as_array().map(Vec::len), Some(4));
+}
