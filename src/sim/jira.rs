@@ -60,7 +60,7 @@ pub use self::client::{Answer, call, encode};
 pub use self::clock::{agile_time, jira_time};
 pub use self::faults::{Broken, Fault};
 pub use self::issues::{
-    EPIC_LINK_FIELD, ISSUE_TYPES, PLAN_END_FIELD, PLAN_START_FIELD, SPRINT_FIELD,
+    EPIC_LINK_FIELD, ISSUE_TYPES, PLAN_END_FIELD, PLAN_START_FIELD, SPRINT_FIELD, SummaryRewrite,
 };
 pub use self::links::{LINK_TYPES, LinkView};
 pub use self::meta::{PERMISSIONS, PRIORITIES};

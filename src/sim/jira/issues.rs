@@ -299,6 +299,9 @@ impl StateInner {
         } else {
             BTreeMap::new()
         };
+        if let Some(rewrite) = &self.summary_rewrite {
+            fields.insert("summary".into(), rewrite.apply(&summary).into());
+        }
         let now = self.jira_now_ms();
         let key = self.insert_issue(&project, fields, now, Some(Instant::now()));
         *self.creates.entry(summary).or_insert(0) += 1;
@@ -592,5 +595,37 @@ impl FakeJira {
             .filter(|i| i.summary == summary)
             .map(|i| i.key.clone())
             .collect()
+    }
+}
+
+/// What an Automation rule or a create post-function does to the summary of every new issue
+/// ([`FakeJira::rewrite_summaries_on_create`]). Jira stores the summary as sent
+/// (`SummarySystemField` trims only a copy for validation), and then a rule may rewrite it: an
+/// Automation "Edit issue" action on "Issue created" setting `Summary` to, say, `[Support]
+/// {{issue.summary}}` (Atlassian's Automation smart values documentation), or a workflow's
+/// "Update issue field" post-function on the create transition (docs/jira-field-notes.md,
+/// "Writes"). A create's identity is then its marker, never its summary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SummaryRewrite {
+    /// `prefix` + the summary as sent.
+    Prefix(String),
+    /// Another summary altogether.
+    Replace(String),
+}
+
+impl SummaryRewrite {
+    fn apply(&self, summary: &str) -> String {
+        match self {
+            SummaryRewrite::Prefix(prefix) => format!("{prefix}{summary}"),
+            SummaryRewrite::Replace(text) => text.clone(),
+        }
+    }
+}
+
+impl FakeJira {
+    /// Every issue created over HTTP from now on gets its summary rewritten by `rewrite`
+    /// (`None`: stored as sent, the default). `creates_of` still counts by the summary sent.
+    pub fn rewrite_summaries_on_create(&self, rewrite: Option<SummaryRewrite>) {
+        lock(&self.state).summary_rewrite = rewrite;
     }
 }

@@ -389,6 +389,7 @@ impl FakeJira {
             create_properties: true,
             withheld: HashSet::new(),
             revoked: false,
+            summary_rewrite: None,
             refusals: Vec::new(),
             agile_licensed: true,
             captcha: false,

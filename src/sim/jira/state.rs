@@ -82,6 +82,8 @@ pub(super) struct StateInner {
     pub(super) refusals: Vec<Refusal>,
     /// Whether the user has a Jira Software licence (the agile API answers).
     pub(super) agile_licensed: bool,
+    /// What a rule does to the summary of a new issue (`FakeJira::rewrite_summaries_on_create`).
+    pub(super) summary_rewrite: Option<SummaryRewrite>,
     /// Project permissions the agent's user lacks (`mypermissions` answers `false` for them).
     pub(super) withheld: HashSet<String>,
 }

@@ -1193,3 +1193,33 @@ fn two_projects_and_a_label_spanning_both() {
     );
     assert_eq!(answer.json()["issues"].as_array().map(Vec::len), Some(4));
 }
+
+#[test]
+fn a_rule_rewrites_the_summary_of_every_new_issue() {
+    let fake = FakeJira::start(Mode::Cloud);
+    fake.rewrite_summaries_on_create(Some(SummaryRewrite::Prefix("[Поддержка] ".into())));
+    let key = create(&fake, "Сбой выгрузки", &["AWPCA"]);
+    assert_eq!(
+        fake.issue(&key).unwrap()["fields"]["summary"],
+        "[Поддержка] Сбой выгрузки"
+    );
+    assert!(fake.keys_with_summary("Сбой выгрузки").is_empty());
+    assert_eq!(fake.creates_of("Сбой выгрузки"), 1, "counted as sent");
+    let found = get(
+        &fake,
+        &format!(
+            "/rest/api/2/search/jql?jql={}&fields=summary",
+            encode("labels = AWPCA")
+        ),
+    );
+    assert_eq!(
+        found.json()["issues"][0]["fields"]["summary"],
+        "[Поддержка] Сбой выгрузки"
+    );
+    fake.rewrite_summaries_on_create(Some(SummaryRewrite::Replace("Заявка".into())));
+    let other = create(&fake, "Ещё одна", &[]);
+    assert_eq!(fake.issue(&other).unwrap()["fields"]["summary"], "Заявка");
+    fake.rewrite_summaries_on_create(None);
+    let plain = create(&fake, "Как есть", &[]);
+    assert_eq!(fake.issue(&plain).unwrap()["fields"]["summary"], "Как есть");
+}
