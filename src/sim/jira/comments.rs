@@ -2,7 +2,7 @@
 //! comment properties (on create and by their own endpoints).
 
 use super::*;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
 /// A REST v2 body as Jira Cloud gives it back: stored as ADF (paragraphs, hard breaks), then
@@ -85,7 +85,12 @@ impl StateInner {
         Ok(Reply::empty(if existed { 200 } else { 201 }))
     }
 
-    pub(super) fn get_comment_property(&self, request: &Request) -> Result<Reply, Reply> {
+    /// Comment entity properties exist on both deployments: Data Center's REST API
+    /// (`/rest/api/2/comment/{commentId}/properties/{propertyKey}`, GET and PUT, "Comment
+    /// properties", docs.atlassian.com/software/jira/docs/api/REST/9.12.0) and Cloud's ("Issue
+    /// comment properties", developer.atlassian.com/cloud/jira/platform/rest/v2/
+    /// api-group-issue-comment-properties). An unknown comment: 404.
+    fn comment_id(&self, request: &Request) -> Result<u64, Reply> {
         let id: u64 = request.segments[4].parse().unwrap_or(0);
         let text = id.to_string();
         let exists = self
@@ -98,11 +103,45 @@ impl StateInner {
                 &format!("Can not find a comment for the id: {id}."),
             ));
         }
+        Ok(id)
+    }
+
+    pub(super) fn get_comment_property(&self, request: &Request) -> Result<Reply, Reply> {
+        let id = self.comment_id(request)?;
         let key = &request.segments[6];
         Self::property_reply(
             key,
             self.comment_properties.get(&id).and_then(|p| p.get(key)),
         )
+    }
+
+    /// `PUT /comment/{id}/properties/{propertyKey}`: the body is the value; 201 when new, 200
+    /// when replaced (as for issue properties).
+    pub(super) fn set_comment_property(&mut self, request: &Request) -> Result<Reply, Reply> {
+        let id = self.comment_id(request)?;
+        let key = request.segments[6].clone();
+        let value = Self::body_json(request)?;
+        let existed = self
+            .comment_properties
+            .entry(id)
+            .or_default()
+            .insert(key, value)
+            .is_some();
+        Ok(Reply::empty(if existed { 200 } else { 201 }))
+    }
+
+    /// The `properties` member of a Cloud search answer's issue: the asked issue properties it
+    /// has, by key (Cloud's `search/jql` "properties: A list of up to 5 issue properties to
+    /// include in the results", developer.atlassian.com/cloud/jira/platform/rest/v2/
+    /// api-group-issue-search). Data Center's search never returns properties
+    /// (JRASERVER-62898): its search ignores the parameter.
+    pub(super) fn searched_properties(&self, issue: u64, keys: &[String]) -> Value {
+        let properties = &self.issues[&issue].properties;
+        let found: Map<String, Value> = keys
+            .iter()
+            .filter_map(|k| properties.get(k).map(|v| (k.clone(), v.clone())))
+            .collect();
+        Value::Object(found)
     }
 
     pub(super) fn get_comments(&self, request: &Request) -> Result<Reply, Reply> {

@@ -295,6 +295,20 @@ impl StateInner {
         };
         let max = asked.min(self.max_results);
         let filter = FieldFilter::parse(get("fields"), FieldFilter::IdOnly);
+        let properties: Vec<String> = get("properties")
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .map(String::from)
+            .collect();
+        if properties.len() > 5 {
+            // "up to 5"; the reference gives no text for more (this one is ours).
+            return Err(Reply::error(
+                400,
+                "At most 5 issue properties can be requested in 'properties'.",
+            ));
+        }
         let ids = self.matching(&query, true)?;
         let rest: Vec<u64> = ids
             .into_iter()
@@ -303,7 +317,13 @@ impl StateInner {
         let page = &rest[..rest.len().min(max)];
         let issues: Vec<Value> = page
             .iter()
-            .map(|id| self.render(&self.issues[id], &filter))
+            .map(|id| {
+                let mut issue = self.render(&self.issues[id], &filter);
+                if !properties.is_empty() {
+                    issue["properties"] = self.searched_properties(*id, &properties);
+                }
+                issue
+            })
             .collect();
         let is_last = page.len() == rest.len();
         let mut body = json!({"issues": issues, "isLast": is_last});

@@ -1223,3 +1223,73 @@ fn a_rule_rewrites_the_summary_of_every_new_issue() {
     let plain = create(&fake, "Как есть", &[]);
     assert_eq!(fake.issue(&plain).unwrap()["fields"]["summary"], "Как есть");
 }
+
+#[test]
+fn comment_properties_on_both_deployments_and_issue_properties_in_cloud_search_only() {
+    for mode in [Mode::DataCenter, Mode::Cloud] {
+        let fake = FakeJira::start(mode);
+        let key = create(&fake, "Свойства", &["PROPS"]);
+        let comment = post(
+            &fake,
+            &format!("/rest/api/2/issue/{key}/comment"),
+            json!({"body": "Комментарий"}),
+        )
+        .json()["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let path = format!("/rest/api/2/comment/{comment}/properties/jira-hub");
+        assert_eq!(get(&fake, &path).status, 404, "{mode:?}");
+        assert_eq!(put(&fake, &path, json!({"command": "c-1"})).status, 201);
+        assert_eq!(put(&fake, &path, json!({"command": "c-2"})).status, 200);
+        assert_eq!(
+            get(&fake, &path).json(),
+            json!({"key": "jira-hub", "value": {"command": "c-2"}})
+        );
+        assert_eq!(
+            fake.comment_properties(&comment)["jira-hub"],
+            json!({"command": "c-2"})
+        );
+        let unknown = put(
+            &fake,
+            "/rest/api/2/comment/99/properties/jira-hub",
+            json!({}),
+        );
+        assert_eq!(unknown.status, 404);
+        assert_eq!(
+            put(
+                &fake,
+                &format!("/rest/api/2/issue/{key}/properties/jira-hub"),
+                json!({"command": "i-1"})
+            )
+            .status,
+            201
+        );
+        let jql = encode("labels = PROPS");
+        let issue = match mode {
+            Mode::Cloud => get(
+                &fake,
+                &format!("/rest/api/2/search/jql?jql={jql}&fields=summary&properties=jira-hub"),
+            ),
+            Mode::DataCenter => get(
+                &fake,
+                &format!("/rest/api/2/search?jql={jql}&fields=summary&properties=jira-hub"),
+            ),
+        }
+        .json()["issues"][0]
+            .clone();
+        match mode {
+            Mode::Cloud => assert_eq!(issue["properties"], json!({"jira-hub": {"command": "i-1"}})),
+            Mode::DataCenter => assert!(issue.get("properties").is_none(), "{issue}"),
+        }
+    }
+    let cloud = FakeJira::start(Mode::Cloud);
+    let six = get(
+        &cloud,
+        &format!(
+            "/rest/api/2/search/jql?jql={}&properties=a,b,c,d,e,f",
+            encode("project = AURORA")
+        ),
+    );
+    assert_eq!(six.status, 400);
+}
