@@ -28,6 +28,100 @@ pub(super) fn through_adf(body: &str) -> String {
     paragraphs.join("\n\n")
 }
 
+/// The rest of Cloud's wiki → ADF → wiki round trip (with [`FakeJira::set_markup_round_trip`]):
+/// the body comes back as Jira's ADF-to-wiki writer spells it, which changes more than
+/// whitespace (docs/jira-field-notes.md, "Comment bodies change on Cloud … escaping of `* _ {
+/// [`, links, lists and mentions"):
+/// - a `-` bullet list comes back as `*` (ADF has one `bulletList`; wiki markup writes it `*`);
+/// - a mention `[~name]` of the agent's user comes back as `[~accountid:…]` (Cloud mentions name
+///   the account id since the privacy changes: "Deprecation notice and migration guide for
+///   major changes to Jira Cloud REST APIs to improve user privacy");
+/// - a bare URL comes back as a link `[url|url]` (the text carries a `link` mark);
+/// - characters the wiki writer would read as markup are escaped: every `{`, a `[` that opens
+///   no link or mention, and a `*` or `_` inside a word or standing alone.
+///
+/// The exact spelling of Cloud's writer is not published; this is an approximation of the kinds
+/// of change recorded, so that a client comparing bodies fails here as it would there.
+pub(super) fn markup_through_adf(body: &str) -> String {
+    body.split('\n')
+        .map(|line| {
+            let line = match line.strip_prefix("- ") {
+                Some(item) => format!("* {item}"),
+                None => line.to_string(),
+            };
+            escape_line(&line)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn escape_line(line: &str) -> String {
+    let chars: Vec<char> = line.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    // A leading list marker is markup, not text.
+    if line.starts_with("* ") {
+        out.push_str("* ");
+        i = 2;
+    }
+    while i < chars.len() {
+        let c = chars[i];
+        let rest: String = chars[i..].iter().collect();
+        if c == '[' {
+            if let Some(end) = rest.find(']') {
+                let inner = &rest[1..end];
+                if let Some(name) = inner.strip_prefix('~') {
+                    let who = if name == USER {
+                        format!("accountid:{ACCOUNT_ID}")
+                    } else {
+                        name.to_string()
+                    };
+                    out.push_str(&format!("[~{who}]"));
+                    i += rest[..=end].chars().count();
+                    continue;
+                }
+                if inner.contains('|') || inner.starts_with("http") {
+                    out.push_str(&rest[..=end]);
+                    i += rest[..=end].chars().count();
+                    continue;
+                }
+            }
+            out.push_str("\\[");
+        } else if (rest.starts_with("http://") || rest.starts_with("https://"))
+            && (i == 0 || chars[i - 1].is_whitespace())
+        {
+            let url: String = rest.chars().take_while(|c| !c.is_whitespace()).collect();
+            i += url.chars().count();
+            out.push_str(&format!("[{url}|{url}]"));
+            continue;
+        } else if c == '{' {
+            out.push_str("\\{");
+        } else if c == '*' || c == '_' {
+            let before = i.checked_sub(1).map(|b| chars[b]);
+            let after = chars.get(i + 1).copied();
+            let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+            let space = |c: Option<char>| c.is_none_or(char::is_whitespace);
+            if (word(before) && word(after)) || (space(before) && space(after)) {
+                out.push('\\');
+            }
+            out.push(c);
+        } else {
+            out.push(c);
+        }
+        i += 1;
+    }
+    out
+}
+
+impl FakeJira {
+    /// Cloud: a comment's body comes back through the whole wiki → ADF → wiki round trip
+    /// ([`markup_through_adf`]: escaping, links, lists, mentions), not only with its whitespace
+    /// normalised. Off by default.
+    pub fn set_markup_round_trip(&self, on: bool) {
+        lock(&self.state).markup_round_trip = on;
+    }
+}
+
 impl StateInner {
     /// The `properties` member of a create: `[{"key", "value"}]`, values JSON of at most 32768
     /// characters ("The maximum length of an issue property value is 32768 characters").
@@ -171,6 +265,7 @@ impl StateInner {
         };
         // Cloud keeps a REST v2 body as ADF and converts it back to wiki markup when read.
         let text = match self.mode {
+            Mode::Cloud if self.markup_round_trip => markup_through_adf(&through_adf(&text)),
             Mode::Cloud => through_adf(&text),
             Mode::DataCenter => text,
         };

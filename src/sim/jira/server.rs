@@ -389,6 +389,7 @@ impl FakeJira {
             create_properties: true,
             withheld: HashSet::new(),
             revoked: false,
+            markup_round_trip: false,
             summary_rewrite: None,
             refusals: Vec::new(),
             agile_licensed: true,

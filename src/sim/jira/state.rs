@@ -84,6 +84,8 @@ pub(super) struct StateInner {
     pub(super) agile_licensed: bool,
     /// What a rule does to the summary of a new issue (`FakeJira::rewrite_summaries_on_create`).
     pub(super) summary_rewrite: Option<SummaryRewrite>,
+    /// Cloud comment bodies go through the whole markup round trip (`set_markup_round_trip`).
+    pub(super) markup_round_trip: bool,
     /// Project permissions the agent's user lacks (`mypermissions` answers `false` for them).
     pub(super) withheld: HashSet<String>,
 }

@@ -1293,3 +1293,28 @@ fn comment_properties_on_both_deployments_and_issue_properties_in_cloud_search_o
     );
     assert_eq!(six.status, 400);
 }
+
+#[test]
+fn cloud_comments_can_come_back_changed_by_the_markup_round_trip() {
+    let body = "- пункт\nсм. https://example.com/x и [~agent]\njira_hub {code} [метка] 2 * 3 *важно* [сайт|https://example.com]";
+    let changed = format!(
+        "* пункт\nсм. [https://example.com/x|https://example.com/x] и [~accountid:{ACCOUNT_ID}]\njira\\_hub \\{{code}} \\[метка] 2 \\* 3 *важно* [сайт|https://example.com]"
+    );
+    for (mode, on, expected) in [
+        (Mode::Cloud, true, changed.as_str()),
+        (Mode::Cloud, false, body),
+        (Mode::DataCenter, true, body),
+    ] {
+        let fake = FakeJira::start(mode);
+        fake.set_markup_round_trip(on);
+        let key = create(&fake, "Разметка", &[]);
+        let answer = post(
+            &fake,
+            &format!("/rest/api/2/issue/{key}/comment"),
+            json!({"body": body}),
+        );
+        assert_eq!(answer.status, 201);
+        assert_eq!(answer.json()["body"], expected, "{mode:?} {on}");
+        assert_eq!(fake.comments(&key)[0]["body"], expected);
+    }
+}
