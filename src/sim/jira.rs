@@ -34,6 +34,7 @@ pub mod demo;
 mod faults;
 mod issues;
 mod jql;
+mod language;
 mod links;
 mod meta;
 mod record;
@@ -62,6 +63,7 @@ pub use self::faults::{Broken, Fault};
 pub use self::issues::{
     EPIC_LINK_FIELD, ISSUE_TYPES, PLAN_END_FIELD, PLAN_START_FIELD, SPRINT_FIELD, SummaryRewrite,
 };
+pub use self::language::Language;
 pub use self::links::{LINK_TYPES, LinkView};
 pub use self::meta::{PERMISSIONS, PRIORITIES};
 pub use self::record::Seen;

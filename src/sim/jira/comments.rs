@@ -259,7 +259,10 @@ impl StateInner {
             _ => {
                 return Err(Reply::field_error(
                     "comment",
-                    "Comment body can not be empty!",
+                    &self.words(
+                        "Comment body can not be empty!".into(),
+                        "Текст комментария не может быть пустым!".into(),
+                    ),
                 ));
             }
         };

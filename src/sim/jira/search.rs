@@ -76,7 +76,10 @@ impl StateInner {
             if !self.projects.contains_key(key) {
                 return Err(Reply::error(
                     400,
-                    &format!("The value '{key}' does not exist for the field 'project'."),
+                    &self.words(
+                        format!("The value '{key}' does not exist for the field 'project'."),
+                        format!("Значение '{key}' не существует для поля 'project'."),
+                    ),
                 ));
             }
         }
@@ -166,8 +169,11 @@ impl StateInner {
                 if !self.issues.contains_key(&id) {
                     return Err(Reply::error(
                         400,
-                        &format!(
-                            "A value with ID '{literal}' does not exist for the field '{field}'."
+                        &self.words(
+                            format!(
+                                "A value with ID '{literal}' does not exist for the field '{field}'."
+                            ),
+                            format!("Значение с ID '{literal}' не существует для поля '{field}'."),
                         ),
                     ));
                 }
@@ -177,14 +183,24 @@ impl StateInner {
             } else if self.moved_keys.contains_key(literal) {
                 return Err(Reply::error(
                     400,
-                    &format!(
-                        "Operator '{operator}' cannot be applied to moved issue key '{literal}'."
+                    &self.words(
+                        format!(
+                            "Operator '{operator}' cannot be applied to moved issue key '{literal}'."
+                        ),
+                        format!(
+                            "Оператор '{operator}' нельзя применить к ключу перемещённой задачи '{literal}'."
+                        ),
                     ),
                 ));
             } else {
                 return Err(Reply::error(
                     400,
-                    &format!("An issue with key '{literal}' does not exist for field '{field}'."),
+                    &self.words(
+                        format!(
+                            "An issue with key '{literal}' does not exist for field '{field}'."
+                        ),
+                        format!("Задача с ключом '{literal}' не существует для поля '{field}'."),
+                    ),
                 ));
             };
             let issue = &self.issues[&id];

@@ -389,6 +389,7 @@ impl FakeJira {
             create_properties: true,
             withheld: HashSet::new(),
             revoked: false,
+            language: Language::English,
             markup_round_trip: false,
             summary_rewrite: None,
             refusals: Vec::new(),

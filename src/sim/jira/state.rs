@@ -86,6 +86,8 @@ pub(super) struct StateInner {
     pub(super) summary_rewrite: Option<SummaryRewrite>,
     /// Cloud comment bodies go through the whole markup round trip (`set_markup_round_trip`).
     pub(super) markup_round_trip: bool,
+    /// The language of the agent's account: of Jira's error texts (`FakeJira::set_language`).
+    pub(super) language: Language,
     /// Project permissions the agent's user lacks (`mypermissions` answers `false` for them).
     pub(super) withheld: HashSet<String>,
 }

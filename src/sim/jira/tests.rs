@@ -1318,3 +1318,66 @@ fn cloud_comments_can_come_back_changed_by_the_markup_round_trip() {
         assert_eq!(fake.comments(&key)[0]["body"], expected);
     }
 }
+
+#[test]
+fn error_texts_come_in_the_accounts_language() {
+    let fake = FakeJira::start(Mode::DataCenter);
+    fake.seed_issues(PROJECT, "AWPCA", 2);
+    fake.seed_issues("OTHER", "AWPCA", 1);
+    let moved = fake.move_issue("OTHER-1", PROJECT);
+    assert_eq!(moved, format!("{PROJECT}-3"));
+    fake.set_language(Language::Russian);
+    let error = |answer: Answer| {
+        assert_eq!(answer.status, 400, "{answer:?}");
+        answer.json()["errorMessages"][0]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        error(search(&fake, "key > \"AURORA-99\"", 0, 10)),
+        "Задача с ключом 'AURORA-99' не существует для поля 'key'."
+    );
+    assert_eq!(
+        error(search(&fake, "id >= 99999", 0, 10)),
+        "Значение с ID '99999' не существует для поля 'id'."
+    );
+    assert_eq!(
+        error(search(&fake, "key > \"OTHER-1\"", 0, 10)),
+        "Оператор '>' нельзя применить к ключу перемещённой задачи 'OTHER-1'."
+    );
+    assert_eq!(
+        error(search(&fake, "project = NOPE", 0, 10)),
+        "Значение 'NOPE' не существует для поля 'project'."
+    );
+    let missing = get(&fake, "/rest/api/2/issue/AURORA-99");
+    assert_eq!(missing.status, 404);
+    assert_eq!(
+        missing.json()["errorMessages"][0],
+        "Задача не существует, или у вас нет прав на её просмотр."
+    );
+    let create = |fields: Value| post(&fake, "/rest/api/2/issue", json!({"fields": fields}));
+    let no_summary = create(json!({"project": {"key": PROJECT}, "issuetype": {"name": "Задача"}}));
+    assert_eq!(
+        no_summary.json()["errors"]["summary"],
+        "Необходимо указать тему задачи."
+    );
+    let spaces = create(
+        json!({"project": {"key": PROJECT}, "issuetype": {"name": "Задача"},
+                               "summary": "Метки", "labels": ["две метки"]}),
+    );
+    assert_eq!(
+        spaces.json()["errors"]["labels"],
+        "Метка 'две метки' содержит пробелы, что недопустимо."
+    );
+    let no_project = create(json!({"summary": "Без проекта"}));
+    assert_eq!(
+        no_project.json()["errors"]["project"],
+        "Укажите действительный ID или ключ проекта"
+    );
+    fake.set_language(Language::English);
+    assert_eq!(
+        error(search(&fake, "key > \"AURORA-99\"", 0, 10)),
+        "An issue with key 'AURORA-99' does not exist for field 'key'."
+    );
+}
