@@ -18,10 +18,33 @@
 //! - [`issues`] (and [`links`]): issues and their fields; [`workflow`]: statuses and transitions;
 //! - [`comments`]: comments and entity properties; [`agile`]: boards and sprints; [`meta`]: the
 //!   preflight's read-only metadata;
-//! - [`auth`] and [`faults`]: credentials and misbehaviour on demand; [`record`]: what the fake
-//!   saw; [`clock`]: Jira's clock and time formats; [`state`]: the state behind the mutex;
+//! - [`auth`]: who the caller is (credentials, the `X-Seraph-LoginReason` stamp, CAPTCHA,
+//!   revoked tokens, Basic auth disabled); [`access`]: what the caller may do (403s on a path or
+//!   an issue operation, no Jira Software licence); [`language`]: the account's language;
+//! - [`faults`]: misbehaviour on demand; [`record`]: what the fake saw; [`clock`]: Jira's clock
+//!   and time formats; [`state`]: the state behind the mutex;
 //! - [`client`]: a tiny HTTP client for the tests and the benchmark; [`demo`]: the demo's
 //!   project and its state on disk.
+//!
+//! Always on, as Jira does it: Data Center stamps `X-Seraph-LoginReason: OK` and `X-AUSERNAME`
+//! on every answer to an authenticated request (Cloud: `OUT, OK`); comment entity properties on
+//! both deployments; Cloud's `search/jql` returns the issue properties asked in `properties`
+//! (up to 5), Data Center's search never does.
+//!
+//! The knobs a test turns on [`FakeJira`] (each documented where it is defined):
+//! - search: `set_max_results`, `set_search_lag` (Cloud), `set_search_byte_limit` (a proxy's
+//!   504), `after_search` (a delete or move between pages); two projects: `add_project`,
+//!   `seed_issues(project, label, n)` (JQL `project in (A, B)`);
+//! - issues: `seed_issue`, `move_issue`, `delete_issue`, `set_create_properties`,
+//!   `rewrite_summaries_on_create(Some(SummaryRewrite::Prefix(..)))`, `redirect_transition`;
+//! - comments: `set_markup_round_trip(true)` (Cloud's wiki → ADF → wiki beyond whitespace);
+//! - agile: `add_board`, `add_sprint`, `set_agile_licensed(false)`;
+//! - who and what: `revoke_credentials(true)`, `captcha_lockout(true)`,
+//!   `disable_basic_auth(Some(BasicAuthOff::..))`, `refuse_path(prefix)`,
+//!   `refuse_issue(key, endpoint, status)`, `clear_refusals`, `withhold_permission`,
+//!   `set_language(Language::Russian)`;
+//! - faults and time: `fault(endpoint, Fault::.., times)`, `clear_faults`, `rate_limit`,
+//!   `set_latency`, `set_clock_skew_ms`.
 #![allow(dead_code)] // the tests, the benchmarks and the demo each use a part of it
 
 mod access;
