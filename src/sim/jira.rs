@@ -8,22 +8,22 @@
 //! What it imitates: Jira's documented and observed behaviour (error bodies, paging, the
 //! 10,000-row window, Cloud's `search/jql` and its lag, as ARCHITECTURE.md's agent decisions
 //! recall), and the shapes of the real answers in `tests/fixtures/jira/` (issue, board and sprint;
-//! the link types of [`links`] are those of `go-jira-all_issuelinktypes.json`, from andygrunwald/go-jira,
+//! the link types of `links` are those of `go-jira-all_issuelinktypes.json`, from andygrunwald/go-jira,
 //! MIT).
 //!
 //! The module tree, one concern each (every behaviour with its source beside it):
-//! - [`server`]: the loopback server, the connection layer, the one handler; [`routes`]: which
-//!   endpoint a request is and who answers it; [`reply`]: requests and Jira's reply shapes;
-//! - [`search`] and [`jql`]: Data Center and Cloud search, the JQL subset;
-//! - [`issues`] (and [`links`]): issues and their fields; [`workflow`]: statuses and transitions;
-//! - [`comments`]: comments and entity properties; [`agile`]: boards and sprints; [`meta`]: the
+//! - `server`: the loopback server, the connection layer, the one handler; `routes`: which
+//!   endpoint a request is and who answers it; `reply`: requests and Jira's reply shapes;
+//! - `search` and `jql`: Data Center and Cloud search, the JQL subset;
+//! - `issues` (and `links`): issues and their fields; `workflow`: statuses and transitions;
+//! - `comments`: comments and entity properties; `agile`: boards and sprints; `meta`: the
 //!   preflight's read-only metadata;
-//! - [`auth`]: who the caller is (credentials, the `X-Seraph-LoginReason` stamp, CAPTCHA,
-//!   revoked tokens, Basic auth disabled); [`access`]: what the caller may do (403s on a path or
-//!   an issue operation, no Jira Software licence); [`language`]: the account's language;
-//! - [`faults`]: misbehaviour on demand; [`record`]: what the fake saw; [`clock`]: Jira's clock
-//!   and time formats; [`state`]: the state behind the mutex;
-//! - [`client`]: a tiny HTTP client for the tests and the benchmark; [`demo`]: the demo's
+//! - `auth`: who the caller is (credentials, the `X-Seraph-LoginReason` stamp, CAPTCHA,
+//!   revoked tokens, Basic auth disabled); `access`: what the caller may do (403s on a path or
+//!   an issue operation, no Jira Software licence); `language`: the account's language;
+//! - `faults`: misbehaviour on demand; `record`: what the fake saw; `clock`: Jira's clock
+//!   and time formats; `state`: the state behind the mutex;
+//! - `client`: a tiny HTTP client for the tests and the benchmark; [`demo`]: the demo's
 //!   project and its state on disk.
 //!
 //! Always on, as Jira does it: Data Center stamps `X-Seraph-LoginReason: OK` and `X-AUSERNAME`

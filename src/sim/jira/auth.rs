@@ -240,7 +240,7 @@ impl StateInner {
 
 impl FakeJira {
     /// The agent's credentials stop working (a revoked or expired API token, a changed
-    /// password): each deployment answers as in [`StateInner::gate`] (Cloud: `serverInfo` 200
+    /// password): each deployment answers as Jira does (Cloud: `serverInfo` 200
     /// anonymously with `X-Seraph-LoginReason: AUTHENTICATED_FAILED`, every other call 401).
     /// `false` gives them back.
     pub fn revoke_credentials(&self, revoked: bool) {

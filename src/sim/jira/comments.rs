@@ -115,7 +115,7 @@ fn escape_line(line: &str) -> String {
 
 impl FakeJira {
     /// Cloud: a comment's body comes back through the whole wiki → ADF → wiki round trip
-    /// ([`markup_through_adf`]: escaping, links, lists, mentions), not only with its whitespace
+    /// (escaping, links, lists, mentions: `markup_through_adf`), not only with its whitespace
     /// normalised. Off by default.
     pub fn set_markup_round_trip(&self, on: bool) {
         lock(&self.state).markup_round_trip = on;
