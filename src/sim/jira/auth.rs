@@ -80,6 +80,9 @@ impl StateInner {
                 reply.headers.push(("retry-after", "1".into()));
                 reply.headers.push(("x-ratelimit-limit", limit.to_string()));
                 reply.headers.push(("x-ratelimit-remaining", "0".into()));
+                if self.accepts(auth) {
+                    self.stamp(&mut reply);
+                }
                 return Some(reply);
             }
             self.window.push_back(now);
@@ -93,8 +96,7 @@ impl StateInner {
         {
             return Some(self.basic_auth_refused(off));
         }
-        let valid = (auth == self.basic || auth == self.bearer) && !self.revoked;
-        if valid {
+        if self.accepts(auth) {
             return None;
         }
         let supplied = !auth.is_empty();
@@ -140,6 +142,11 @@ impl StateInner {
                 reply
             }
         })
+    }
+
+    /// Whether `auth` authenticates the agent's user (a valid, unrevoked credential).
+    fn accepts(&self, auth: &str) -> bool {
+        (auth == self.basic || auth == self.bearer) && !self.revoked
     }
 
     /// The stamp of an authenticated answer. Data Center's Seraph filter sets

@@ -237,6 +237,10 @@ pub(super) async fn handle(
                 .push(("x-ratelimit-interval-seconds", "1".into()));
             reply.headers.push(("x-ratelimit-fillrate", "10".into()));
             reply.headers.push(("retry-after", retry_after.to_string()));
+            // Data Center limits each authenticated user's bucket: Seraph has passed the
+            // request, so its stamp is there (the recorded 200 carries `X-Seraph-LoginReason:
+            // OK` beside `X-RateLimit-*`, docs/jira-field-notes.md).
+            lock(&state).stamp(&mut reply);
             reply
         }
         Some(Fault::UnavailableFor(seconds)) => {

@@ -958,6 +958,14 @@ fn data_center_stamps_every_authenticated_answer_whatever_its_status() {
         );
         assert_eq!(answer.header("X-AUSERNAME"), Some(USER), "{answer:?}");
     }
+    fake.fault(
+        Endpoint::Myself,
+        Fault::DataCenterRateLimit { retry_after: 1 },
+        1,
+    );
+    let limited = get(&fake, "/rest/api/2/myself");
+    assert_eq!(limited.status, 429);
+    assert_eq!(limited.header("X-Seraph-LoginReason"), Some("OK"));
     let anonymous = call_as(&fake, "GET", "/rest/api/2/myself", None);
     assert_eq!(anonymous.status, 401);
     assert_eq!(anonymous.header("X-Seraph-LoginReason"), None);
