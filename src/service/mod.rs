@@ -229,9 +229,13 @@ impl HubConnection {
         self.store.health()
     }
 
-    /// While a fault is recorded, tries a write that changes nothing, so the hub finds out by
-    /// itself that the cause is gone (the timers call it).
+    /// Looks whether the file at the path is still the one opened and, while a fault is
+    /// recorded, tries a write that changes nothing, so the hub finds out by itself that the
+    /// cause is gone (the timers call it).
     pub fn probe_database(&mut self) -> Result<()> {
+        // A file replaced or deleted is found at rest too (a `stat`), so that its old journal is
+        // moved aside before anything can stop the hub.
+        self.store.health();
         Ok(self.store.probe_write()?)
     }
 
