@@ -1,0 +1,82 @@
+//! The smaller faults of issue 23 (§6): a failing log sink, an empty `--db` file, a relay
+//! marker that is a link, `agent --check`/`--once` beside a running agent of the same name.
+
+use crate::support::*;
+
+/// `serve` with stderr on `/dev/full` (every write fails with `ENOSPC`, a real failing sink):
+/// it starts, answers, takes writes that log, counts the log lines it could not write in
+/// `/metrics`, and stops on SIGTERM with exit 0. Before, the first log line panicked the main
+/// thread (exit 101), and any later one its thread.
+#[test]
+fn a_failing_log_sink_neither_panics_nor_stops_the_daemon() {
+    use std::io::BufRead;
+    let dir = TestDir::new();
+    let hub = ready_hub(&dir, &clock());
+    let token = hub.tokens().unwrap().unwrap().client;
+    drop(hub);
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let mut child = hub_command(&dir.db(), &["serve", "--listen", "127.0.0.1:0"])
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(full)
+        .spawn()
+        .expect("start serve");
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().and_then(Result::ok).unwrap_or_default();
+    std::thread::spawn(move || for _ in lines {});
+    let Some(address) = first
+        .rsplit("http://")
+        .next()
+        .map(str::trim)
+        .filter(|a| a.starts_with("127."))
+    else {
+        let _ = child.kill();
+        panic!("serve did not start: {first:?}, {:?}", child.wait());
+    };
+    let dropped = |address: &str| -> u64 {
+        let (status, metrics) = http(address, "GET", "/metrics", None, None);
+        assert_eq!(status, 200);
+        let text = metrics
+            .as_str()
+            .map(String::from)
+            .unwrap_or_else(|| metrics.to_string());
+        text.lines()
+            .find_map(|line| line.strip_prefix("jira_hub_log_lines_dropped_total "))
+            .unwrap_or_else(|| panic!("no counter: {text}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let before = dropped(address);
+    assert!(before >= 1, "the start's own lines: {before}");
+    // Each enqueued batch logs a line at info.
+    for i in 0..20 {
+        let (status, body) = http(
+            address,
+            "POST",
+            "/batches",
+            Some(&token),
+            Some(
+                &serde_json::json!({"title": format!("журнал {i}"), "author": "a",
+                "commands": [{"type": "comment", "params": {"key": "AURORA-1", "body": "x"}}]}),
+            ),
+        );
+        assert_eq!(status, 201, "{i}: {body}");
+    }
+    assert!(
+        dropped(address) >= before + 20,
+        "each line dropped is counted"
+    );
+    let (status, _) = http(address, "GET", "/health", None, None);
+    assert_eq!(status, 200);
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = child.wait().unwrap();
+    assert_eq!(exit.code(), Some(0), "{exit:?}");
+}
