@@ -150,6 +150,17 @@ impl HubConnection {
         Ok((HubConnection::with_store(store, clock), report))
     }
 
+    /// Opens (creating or migrating) the database at `db_path`, creating it also in an existing
+    /// empty file (`init --use-empty-file`; any other open refuses one).
+    pub(crate) fn open_also_in_empty_file(
+        db_path: &Path,
+        clock: Arc<dyn Clock>,
+    ) -> Result<(HubConnection, OpenReport)> {
+        let (store, report) =
+            Store::open_with(db_path, clock.now(), store::Create::AlsoInEmptyFile)?;
+        Ok((HubConnection::with_store(store, clock), report))
+    }
+
     /// Opens (migrating) the database at `db_path`, creating it only where no hub lived: `serve`
     /// and `migrate`. A database gone from a folder with a lock file, backups or its WAL is
     /// refused rather than replaced by an empty one.

@@ -209,6 +209,9 @@ impl Store {
         let mut warnings = Vec::new();
         let existing = match std::fs::metadata(path) {
             Ok(meta) if meta.is_file() => {
+                if meta.len() == 0 && create != Create::AlsoInEmptyFile {
+                    refuse_empty_file(path)?;
+                }
                 let conn = Connection::open_with_flags(
                     path,
                     OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -232,7 +235,7 @@ impl Store {
                 match create {
                     Create::Never => return Err(StoreError::Missing(path.to_path_buf())),
                     Create::Guarded => refuse_if_lost(path, &data_dir)?,
-                    Create::IfMissing => {}
+                    Create::IfMissing | Create::AlsoInEmptyFile => {}
                 }
                 if !data_dir.is_dir() {
                     let parent = data_dir_of(&data_dir);
@@ -312,8 +315,10 @@ impl Store {
     /// works on a read-only data directory and on a backup file. A database that needs a
     /// migration is refused with what to do.
     pub(crate) fn open_read_only(path: &Path) -> Result<Store> {
-        if !path.is_file() {
-            return Err(StoreError::Missing(path.to_path_buf()));
+        match std::fs::metadata(path) {
+            Ok(meta) if meta.is_file() && meta.len() == 0 => refuse_empty_file(path)?,
+            Ok(meta) if meta.is_file() => {}
+            _ => return Err(StoreError::Missing(path.to_path_buf())),
         }
         let conn = match Self::read_only_connection(path, false) {
             Ok(conn) => conn,
@@ -698,6 +703,22 @@ fn not_a_database(path: &Path) -> impl Fn(rusqlite::Error) -> StoreError {
     }
 }
 
+/// An empty file is refused as the database: SQLite reads it as an empty database, so the hub
+/// would make its own in someone else's file (and set its folder to 0700). The hub's own file is
+/// never empty (its header is written when it is made) unless all of it is still in a WAL
+/// beside it, which is then opened as it is.
+fn refuse_empty_file(path: &Path) -> Result<()> {
+    let wal = health::companion(path, "-wal");
+    if std::fs::metadata(wal).is_ok_and(|wal| wal.len() > 0) {
+        return Ok(());
+    }
+    Err(StoreError::Incompatible(format!(
+        "{path} — пустой файл, а не база хаба: база в нём не создаётся (пустые файлы бывают чужими, например в /etc). Проверьте путь --db; чтобы создать базу именно в нём, выполните {program} --db {path} init --config FILE --use-empty-file",
+        path = path.display(),
+        program = crate::program(),
+    )))
+}
+
 /// Whether opening may create the database file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Create {
@@ -705,6 +726,9 @@ pub(crate) enum Create {
     Never,
     /// When there is none (`init`, and hubs made by tests).
     IfMissing,
+    /// When there is none, or in the existing empty file (`init --use-empty-file`): an empty
+    /// file is otherwise refused, as it may be anyone's (`/etc` holds such files).
+    AlsoInEmptyFile,
     /// Only where no hub lived (`serve`, `migrate`): see [`refuse_if_lost`].
     Guarded,
 }

@@ -80,3 +80,54 @@ fn a_failing_log_sink_neither_panics_nor_stops_the_daemon() {
     let exit = child.wait().unwrap();
     assert_eq!(exit.code(), Some(0), "{exit:?}");
 }
+
+/// An empty file given as `--db` (`/etc` holds such files) is refused by every command, naming
+/// the path and what to do, and nothing changes: the file stays empty, its folder keeps its mode,
+/// no `backups/` or journal appears. `init --use-empty-file` is the explicit way to make the
+/// database there. Before, any command turned the file into a hub database and set its folder
+/// to 0700.
+#[test]
+fn an_empty_file_given_as_db_is_refused_unless_init_is_asked_to_use_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TestDir::new();
+    let etc = dir.path().join("etc");
+    std::fs::create_dir(&etc).unwrap();
+    std::fs::set_permissions(&etc, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let empty = etc.join("hosts.allow");
+    std::fs::write(&empty, "").unwrap();
+    let config = example_config();
+    let config = config.to_str().unwrap();
+    for args in [
+        &["init", "--config", config][..],
+        &["migrate"],
+        &["status"],
+        &["tokens"],
+        &["serve", "--listen", "127.0.0.1:0"],
+    ] {
+        let out = run(&empty, args);
+        assert_ne!(out.code, 0, "{args:?}: {out:?}");
+        assert!(
+            out.stderr.starts_with("jira-hub: ")
+                && out
+                    .stderr
+                    .contains(&format!("{} — пустой файл", empty.display()))
+                && out.stderr.contains("--use-empty-file"),
+            "{args:?}: {out:?}"
+        );
+        assert_eq!(std::fs::metadata(&empty).unwrap().len(), 0, "{args:?}");
+        assert_eq!(
+            mode(&etc) & 0o777,
+            0o755,
+            "{args:?} changed the folder's mode"
+        );
+        let names: Vec<_> = std::fs::read_dir(&etc)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, ["hosts.allow"], "{args:?}");
+    }
+    let out = run_ok(&empty, &["init", "--config", config, "--use-empty-file"]);
+    assert!(out.stdout.contains("client"), "{out:?}");
+    assert!(std::fs::metadata(&empty).unwrap().len() > 0);
+    run_ok(&empty, &["status"]);
+}
