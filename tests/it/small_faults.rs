@@ -131,3 +131,37 @@ fn an_empty_file_given_as_db_is_refused_unless_init_is_asked_to_use_it() {
     assert!(std::fs::metadata(&empty).unwrap().len() > 0);
     run_ok(&empty, &["status"]);
 }
+
+/// `relay init` on a folder whose marker `.jira-hub-relay` is a dangling link (as root, the
+/// file was made wherever it pointed): refused, naming the link, and nothing is made, neither
+/// where it points nor the relay's folders.
+#[test]
+fn relay_init_makes_nothing_through_a_link() {
+    let dir = TestDir::new();
+    let relay = dir.path().join("relay");
+    std::fs::create_dir(&relay).unwrap();
+    let planted = dir.path().join("planted");
+    std::os::unix::fs::symlink(&planted, relay.join(".jira-hub-relay")).unwrap();
+    let out = run(&dir.db(), &["relay", "init", relay.to_str().unwrap()]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains(&format!(
+            "{} — ссылка",
+            relay.join(".jira-hub-relay").display()
+        )),
+        "{out:?}"
+    );
+    assert!(
+        std::fs::symlink_metadata(&planted).is_err(),
+        "made through the link"
+    );
+    assert_eq!(
+        std::fs::read_dir(&relay).unwrap().count(),
+        1,
+        "nothing made"
+    );
+    // The link gone, the folder is made as usual.
+    std::fs::remove_file(relay.join(".jira-hub-relay")).unwrap();
+    let out = run_ok(&dir.db(), &["relay", "init", relay.to_str().unwrap()]);
+    assert!(out.stdout.contains(".jira-hub-relay"), "{out:?}");
+}
