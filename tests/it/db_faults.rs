@@ -367,8 +367,20 @@ fn a_full_disk_under_the_daemon() {
         panic!("500 batches fitted on a full 4 MiB disk");
     };
     let ready = http(&address, "GET", "/ready", None, None);
+    // Not ready while the disk stays full, past the timers' claim sweep (every 5 s), whose
+    // transaction that changed nothing made it say ready (issue 23 §6).
+    let while_full: Vec<u16> = (0..14)
+        .map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            http(&address, "GET", "/ready", None, None).0
+        })
+        .collect();
     std::fs::write(control.join("free"), "").unwrap();
     wait_for("freed");
+    assert!(
+        while_full.iter().all(|status| *status == 503),
+        "ready while the disk was full: {while_full:?}"
+    );
     assert_eq!(status, 507, "{body}");
     assert_eq!(body["error"]["code"], "disk_full", "{body}");
     assert!(
