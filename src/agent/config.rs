@@ -96,6 +96,9 @@ pub(crate) struct AgentConfig {
     /// How long the hub keeps a command the agent gave back (a write's answer was lost) before
     /// handing it out again: longer than any server or proxy time limit plus Cloud's search lag.
     pub release_grace: Duration,
+    /// `--once` or `--check`: a run beside the agent that may be running under the same name.
+    /// Never read from the file.
+    pub one_shot: bool,
 }
 
 /// The environment the loader reads: variables and the systemd credentials folder. Tests pass
@@ -357,6 +360,7 @@ impl AgentConfig {
                 1,
                 u64::from(crate::protocol::MAX_NOT_BEFORE_SECONDS),
             )?,
+            one_shot: false,
         })
     }
 

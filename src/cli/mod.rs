@@ -83,6 +83,10 @@ pub enum Command {
         /// Do nothing, successfully, when the database already has settings.
         #[arg(long)]
         if_new: bool,
+        /// Make the database in the existing empty file --db names (an empty file is otherwise
+        /// refused by every command: it may be anyone's).
+        #[arg(long)]
+        use_empty_file: bool,
     },
     /// Create or migrate the database, print what was done, and exit.
     Migrate,
@@ -399,7 +403,8 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
             config,
             force,
             if_new,
-        } => admin::init(&cli.db, &config, force, if_new)?,
+            use_empty_file,
+        } => admin::init(&cli.db, &config, force, if_new, use_empty_file)?,
         Command::Migrate => admin::migrate(&cli.db)?,
         Command::Settings(SettingsCommand::Get { key }) => settings::get(&cli.db, key.as_deref())?,
         Command::Settings(SettingsCommand::Set { key, json }) => {
@@ -546,6 +551,14 @@ fn man(dir: Option<&Path>) -> anyhow::Result<Outcome> {
 /// Opens the hub's database, creating or migrating it: `init` and `migrate` (and `serve`).
 fn open_hub(db: &Path) -> anyhow::Result<(HubConnection, crate::store::OpenReport)> {
     HubConnection::open(db, Arc::new(SystemClock))
+        .with_context(|| format!("не удалось открыть базу {}", db.display()))
+}
+
+/// `open_hub`, making the database in an existing empty file too (`init --use-empty-file`).
+fn open_hub_also_in_empty_file(
+    db: &Path,
+) -> anyhow::Result<(HubConnection, crate::store::OpenReport)> {
+    HubConnection::open_also_in_empty_file(db, Arc::new(SystemClock))
         .with_context(|| format!("не удалось открыть базу {}", db.display()))
 }
 

@@ -1011,3 +1011,57 @@ fn a_page_over_the_hubs_limit_is_split_to_fit() {
         "one Jira page went as several reports: {runs:#}"
     );
 }
+
+/// `agent --check` and `agent --once` beside a running relay agent of the same name (the host
+/// name by default) leave that agent's claim waiting at the hub where it is: their requests are
+/// their own (`claim-<name>-once-<hex>.json`), and they take back no claim. Before, each took the
+/// waiting claim out of `inbox/` as "left by an earlier run", and the agent heard nothing for its
+/// `answer_timeout`.
+#[test]
+fn one_shot_runs_leave_the_waiting_claim_of_the_running_agent_of_their_name() {
+    let mut stack = Stack::start(Mode::DataCenter, Transport::Relay);
+    stack.set_agent_config("claim_wait_seconds", json!(600));
+    stack.set_agent_config("answer_timeout_seconds", json!(600));
+    let config: Value = serde_json::from_slice(&std::fs::read(&stack.config).unwrap()).unwrap();
+    let inbox = PathBuf::from(config["relay_dir"].as_str().unwrap()).join("inbox");
+    let waiting = || -> Vec<String> {
+        std::fs::read_dir(&inbox)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|name| name.starts_with("claim-agent-1-") && name.ends_with(".json"))
+            .collect()
+    };
+    stack.spawn_agent();
+    let started = Instant::now();
+    let parked = loop {
+        // Parked: the hub holds it (its file stays in inbox/ past the relay's passes).
+        let first = waiting();
+        std::thread::sleep(Duration::from_millis(300));
+        if !first.is_empty() && waiting() == first {
+            break first;
+        }
+        assert!(started.elapsed() < WAIT, "no claim parked");
+    };
+    for mode in ["--check", "--once"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_jira-hub"))
+            .args(["agent", "--config"])
+            .arg(&stack.config)
+            .arg(mode)
+            .current_dir(stack.dir.path())
+            .env_remove("JIRA_HUB_DB")
+            .output()
+            .unwrap();
+        assert!(out.status.code().is_some(), "{mode}: {out:?}");
+        assert_eq!(
+            waiting(),
+            parked,
+            "{mode} touched the running agent's waiting claim"
+        );
+    }
+    // The waiting claim takes the next command at once (not after the agent's answer_timeout).
+    let id = stack.enqueue(one_command(
+        "рядом с --once",
+        json!({"type": "comment", "params": {"key": format!("{PROJECT}-1"), "body": "рядом"}}),
+    ));
+    stack.wait_completed(id);
+}

@@ -28,5 +28,6 @@ mod release;
 mod retry;
 mod samples;
 mod settings;
+mod small_faults;
 mod support;
 mod timers;
