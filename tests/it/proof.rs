@@ -1,0 +1,317 @@
+//! Issue 24, §3, the hub's side: a lapsed command is confirmed by proof, never by likeness. A
+//! create or a comment goes back to the queue (its next delivery reads its marker in Jira); a
+//! transition is confirmed only by status id from a refresh that read Jira after the delivery; a
+//! command given back in a cancelled batch is not handed out again and shows the marker to look
+//! for; a command given back holds the later commands of its batch. Time moves on a `ManualClock`.
+
+use crate::support::*;
+use jira_hub::domain::command::CommandStatus;
+use jira_hub::service::HubConnection;
+use serde_json::{Value, json};
+use time::Duration;
+
+/// One refresh through the protocol, its pages `issues`, ended `done`.
+fn refresh(hub: &mut HubConnection, agent: &Agent, issues: Vec<Value>) {
+    hub.enqueue_refresh(None, "ivanov").unwrap();
+    let claim = agent.claim(hub, 1);
+    let command = &claim.commands[0];
+    assert_eq!(command.command_type, "refresh");
+    let total = issues.len();
+    let answer = agent.report(
+        hub,
+        json!([{"command_id": command.id, "delivery": command.delivery, "status": "done",
+                "page": {"start_at": 0, "total": total, "issues": issues},
+                "result": {"total": total, "boards": []}}]),
+    );
+    assert_eq!(answer.accepted, [command.id], "{answer:?}");
+}
+
+fn start(
+    settings: Value,
+) -> (
+    TestDir,
+    std::sync::Arc<jira_hub::clock::ManualClock>,
+    HubConnection,
+) {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    set_settings(&mut hub, settings);
+    (dir, clock, hub)
+}
+
+fn statuses(hub: &mut HubConnection, batch: i64) -> Vec<CommandStatus> {
+    hub.batch(batch)
+        .unwrap()
+        .commands
+        .iter()
+        .map(|c| c.status)
+        .collect()
+}
+
+/// Twin creates, a refresh in between: the first is done as AURORA-10 and mirrored; the second's
+/// lease lapses. It is not confirmed with AURORA-10 (which looks exactly like what it was to
+/// make): it goes back to the queue, and ends with its own key.
+#[test]
+fn twin_creates_with_a_refresh_in_between_each_end_with_their_own_key() {
+    let (_dir, clock, mut hub) = start(json!({"pacing": {"claim_timeout_seconds": 60}}));
+    let agent = Agent::new("agent-1");
+    let twin = json!({"type": "ensure_issue",
+        "params": {"issue_type": "task", "summary": "Близнец", "labels": ["AWPCA"]}});
+    let work = hub
+        .enqueue_batch(&batch(
+            json!({"title": "t", "author": "a", "commands": [twin, twin]}),
+        ))
+        .unwrap();
+    let claim = agent.claim(&mut hub, 10);
+    assert_eq!(claim.commands.len(), 2);
+    let (first, second) = (claim.commands[0].id, claim.commands[1].id);
+    agent.report(
+        &mut hub,
+        json!([{"command_id": first, "delivery": 1, "status": "done",
+                "result": {"key": "AURORA-10", "created": true}}]),
+    );
+    clock.advance(Duration::seconds(20));
+    refresh(
+        &mut hub,
+        &agent,
+        vec![raw_issue(
+            "AURORA-10",
+            "10",
+            &["AWPCA"],
+            json!({"summary": "Близнец", "created": "2026-11-29T13:00:05.000+0300"}),
+        )],
+    );
+    clock.advance(Duration::seconds(41));
+    let expired = hub.expire_claims().unwrap();
+    assert_eq!(
+        (expired.confirmed_by_state, expired.requeued),
+        (0, 1),
+        "{expired:?}"
+    );
+    let again = agent.claim(&mut hub, 10);
+    assert_eq!(again.commands.len(), 1);
+    assert_eq!(
+        (again.commands[0].id, again.commands[0].delivery),
+        (second, 2)
+    );
+    agent.report(
+        &mut hub,
+        json!([{"command_id": second, "delivery": 2, "status": "done",
+                "result": {"key": "AURORA-11", "created": true}}]),
+    );
+    let view = hub.batch(work.id).unwrap();
+    let keys: Vec<Value> = view
+        .commands
+        .iter()
+        .map(|c| c.result.as_ref().unwrap()["key"].clone())
+        .collect();
+    assert_eq!(keys, [json!("AURORA-10"), json!("AURORA-11")]);
+}
+
+/// A recurring comment: the mirror holds a week-old comment with the same text. A new comment
+/// whose lease lapses is not confirmed by it.
+#[test]
+fn an_old_look_alike_comment_does_not_confirm_a_new_one() {
+    let (_dir, clock, mut hub) = start(json!({"pacing": {"claim_timeout_seconds": 60}}));
+    let agent = Agent::new("agent-1");
+    let text = "Перенесено в следующий спринт";
+    refresh(
+        &mut hub,
+        &agent,
+        vec![raw_issue(
+            "AURORA-1",
+            "1",
+            &["AWPCA"],
+            json!({"comment": {"comments": [{"id": "5", "body": text,
+                "created": "2026-11-22T10:00:00.000+0300"}]}}),
+        )],
+    );
+    let work = hub
+        .enqueue_batch(&batch(json!({"title": "t", "author": "a", "commands": [
+            {"type": "comment", "params": {"key": "AURORA-1", "body": text}}]})))
+        .unwrap();
+    assert_eq!(agent.claim(&mut hub, 10).commands.len(), 1);
+    clock.advance(Duration::seconds(20));
+    // A refresh after the delivery still shows only the old comment.
+    refresh(
+        &mut hub,
+        &agent,
+        vec![raw_issue(
+            "AURORA-1",
+            "1",
+            &["AWPCA"],
+            json!({"comment": {"comments": [{"id": "5", "body": text,
+                "created": "2026-11-22T10:00:00.000+0300"}]}}),
+        )],
+    );
+    clock.advance(Duration::seconds(41));
+    let expired = hub.expire_claims().unwrap();
+    assert_eq!(expired.confirmed_by_state, 0, "{expired:?}");
+    assert_eq!(statuses(&mut hub, work.id), [CommandStatus::Queued]);
+    let again = agent.claim(&mut hub, 10);
+    assert_eq!(again.commands[0].delivery, 2, "its next delivery decides");
+}
+
+/// A transition is confirmed only by status id, from a refresh that read Jira after the command
+/// was handed out: a mirror read before (however it looks), or a status of the same name and
+/// another id, proves nothing.
+#[test]
+fn a_transition_is_not_confirmed_by_a_stale_mirror() {
+    let (_dir, clock, mut hub) = start(json!({"pacing": {"claim_timeout_seconds": 60},
+        "transitions_map": {"Готово": {"status_id": "10001"}}}));
+    let agent = Agent::new("agent-1");
+    let done = |id: &str| {
+        vec![raw_issue(
+            "AURORA-1",
+            "1",
+            &["AWPCA"],
+            json!({"status": {"id": id, "name": "Готово"}}),
+        )]
+    };
+    // The mirror already shows the target status, read before the command is handed out.
+    refresh(&mut hub, &agent, done("10001"));
+    clock.advance(Duration::seconds(1));
+    let work = hub
+        .enqueue_batch(&batch(json!({"title": "t", "author": "a", "commands": [
+            {"type": "transition", "params": {"key": "AURORA-1", "status": "Готово"}}]})))
+        .unwrap();
+    assert_eq!(agent.claim(&mut hub, 10).commands.len(), 1);
+    clock.advance(Duration::seconds(61));
+    let expired = hub.expire_claims().unwrap();
+    assert_eq!((expired.confirmed_by_state, expired.requeued), (0, 1));
+
+    // Delivered again; a refresh after it shows a status of that name but another id.
+    clock.advance(Duration::seconds(1));
+    assert_eq!(agent.claim(&mut hub, 10).commands[0].delivery, 2);
+    clock.advance(Duration::seconds(5));
+    refresh(&mut hub, &agent, done("10099"));
+    clock.advance(Duration::seconds(61));
+    let expired = hub.expire_claims().unwrap();
+    assert_eq!((expired.confirmed_by_state, expired.requeued), (0, 1));
+
+    // Delivered a third time; a refresh after it shows the target's id: confirmed.
+    clock.advance(Duration::seconds(1));
+    assert_eq!(agent.claim(&mut hub, 10).commands[0].delivery, 3);
+    clock.advance(Duration::seconds(5));
+    refresh(&mut hub, &agent, done("10001"));
+    clock.advance(Duration::seconds(61));
+    let expired = hub.expire_claims().unwrap();
+    assert_eq!(expired.confirmed_by_state, 1, "{expired:?}");
+    let view = hub.batch(work.id).unwrap();
+    assert_eq!(view.commands[0].status, CommandStatus::ConfirmedByState);
+    assert_eq!(view.commands[0].result, Some(json!({"status": "Готово"})));
+}
+
+/// A command given back (`released`) after its batch was cancelled is not handed out again, and
+/// a create that may exist in Jira shows the marker to look for.
+#[test]
+fn a_released_command_of_a_cancelled_batch_is_not_delivered_again_and_is_flagged() {
+    let (_dir, clock, mut hub) = start(json!({"pacing": {"claim_timeout_seconds": 600}}));
+    let agent = Agent::new("agent-1");
+    let work = hub
+        .enqueue_batch(&batch(json!({"title": "t", "author": "a", "commands": [
+            {"type": "ensure_issue", "params": {"issue_type": "task", "summary": "Одна"}},
+            {"type": "transition", "params": {"key": "AURORA-1", "status": "Готово"}}]})))
+        .unwrap();
+    let claim = agent.claim(&mut hub, 1);
+    let id = claim.commands[0].id;
+    hub.cancel_batch(work.id).unwrap();
+    let answer = agent.report(
+        &mut hub,
+        json!([{"command_id": id, "delivery": 1, "status": "released", "not_before_seconds": 30,
+                "error": "ответ Jira на запись потерян (HTTP 504)"}]),
+    );
+    assert_eq!(answer.accepted, [id], "{answer:?}");
+    clock.advance(Duration::seconds(31));
+    assert!(agent.claim(&mut hub, 10).commands.is_empty());
+    let view = hub.batch(work.id).unwrap();
+    assert_eq!(view.commands[0].status, CommandStatus::Cancelled);
+    assert_eq!(
+        view.commands[0].may_exist_in_jira,
+        Some(json!({"property": "jira-hub", "command": id, "batch": work.id}))
+    );
+    assert_eq!(
+        view.commands[1].may_exist_in_jira, None,
+        "never handed out: nothing of it in Jira"
+    );
+    // The HTTP/JSON view carries it.
+    let text = serde_json::to_value(&view).unwrap();
+    assert_eq!(text["commands"][0]["may_exist_in_jira"]["command"], id);
+}
+
+/// A command given back waits out its grace, and the later commands of its batch wait with it:
+/// they never overtake it (other batches go on).
+#[test]
+fn a_released_command_is_not_overtaken_by_the_rest_of_its_batch() {
+    let (_dir, clock, mut hub) = start(json!({"pacing": {"claim_timeout_seconds": 600}}));
+    let agent = Agent::new("agent-1");
+    let work = hub
+        .enqueue_batch(&batch(json!({"title": "t", "author": "a", "commands": [
+            {"type": "comment", "params": {"key": "AURORA-1", "body": "первый"}},
+            {"type": "comment", "params": {"key": "AURORA-1", "body": "второй"}}]})))
+        .unwrap();
+    let other = hub
+        .enqueue_batch(&batch(json!({"title": "t2", "author": "a", "commands": [
+            {"type": "comment", "params": {"key": "AURORA-2", "body": "другой"}}]})))
+        .unwrap();
+    let first = agent.claim(&mut hub, 1).commands[0].id;
+    agent.report(
+        &mut hub,
+        json!([{"command_id": first, "delivery": 1, "status": "released", "not_before_seconds": 60,
+                "error": "ответ Jira на запись потерян (HTTP 504)"}]),
+    );
+    let claim = agent.claim(&mut hub, 10);
+    let batches: Vec<i64> = claim.commands.iter().map(|c| c.batch_id).collect();
+    assert_eq!(
+        batches,
+        [other.id],
+        "the second comment waits for the first"
+    );
+    clock.advance(Duration::seconds(61));
+    let claim = agent.claim(&mut hub, 10);
+    let seqs: Vec<(i64, i64)> = claim.commands.iter().map(|c| (c.batch_id, c.seq)).collect();
+    assert_eq!(seqs, [(work.id, 1), (work.id, 2)]);
+}
+
+/// Issue 24, §4: an agent's `not_before` is capped per type at the hub: a refresh never waits
+/// longer than the claim timeout (it writes nothing); a write may wait up to the protocol's
+/// maximum.
+#[test]
+fn not_before_is_capped_per_type() {
+    let (_dir, _clock, mut hub) = start(json!({"pacing": {"claim_timeout_seconds": 120}}));
+    let agent = Agent::new("agent-1");
+    let refresh_batch = hub.enqueue_refresh(None, "ivanov").unwrap();
+    let write = hub
+        .enqueue_batch(&batch(json!({"title": "t", "author": "a", "commands": [
+            {"type": "comment", "params": {"key": "AURORA-1", "body": "текст"}}]})))
+        .unwrap();
+    let claim = agent.claim(&mut hub, 10);
+    assert_eq!(claim.commands.len(), 2);
+    let results: Vec<Value> = claim
+        .commands
+        .iter()
+        .map(|c| {
+            json!({"command_id": c.id, "delivery": 1, "status": "released",
+                   "not_before_seconds": 3600, "error": "Jira недоступна"})
+        })
+        .collect();
+    agent.report(&mut hub, Value::Array(results));
+    let not_before = |hub: &mut HubConnection, batch: i64| {
+        hub.batch(batch).unwrap().commands[0]
+            .not_before
+            .clone()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        not_before(&mut hub, refresh_batch.id),
+        "2026-11-29T10:02:00.000000Z",
+        "the claim timeout (120 s)"
+    );
+    assert_eq!(
+        not_before(&mut hub, write.id),
+        "2026-11-29T11:00:00.000000Z",
+        "an hour"
+    );
+}
