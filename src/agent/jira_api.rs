@@ -289,6 +289,18 @@ impl Jira {
         Ok(self.version.is_none_or(|version| version < (7, 2)))
     }
 
+    /// Whether comments carry entity properties set in the add request, so that the agent's
+    /// comments are recognised by their marker: Cloud, and a server that says it is 7.2 or later
+    /// (`CommentJsonBean.properties`); a server that names an older version has none, and only
+    /// there is a comment recognised by its body. A server that does not say is taken to have
+    /// them: an unmarked comment is then never adopted (issue 24, §4).
+    pub(crate) fn has_comment_properties(&mut self) -> Result<bool, JiraError> {
+        if self.deployment()? == Deployment::Cloud {
+            return Ok(true);
+        }
+        Ok(self.version.is_none_or(|version| version >= (7, 2)))
+    }
+
     /// Jira's clock minus the agent's, in milliseconds, when a `serverInfo` told it.
     pub(crate) fn skew_ms(&self) -> Option<i64> {
         self.skew_ms
@@ -514,9 +526,9 @@ impl Jira {
         parse(&reply)
     }
 
-    /// A write: repeated only when it certainly was not applied (no connection, 429). A timeout,
-    /// a dropped connection or a 5xx (503 included, after its `Retry-After`) is `Ambiguous`: the
-    /// caller checks Jira before it writes again.
+    /// A write: repeated only when it certainly was not applied (no connection, 429, 503 with
+    /// `Retry-After`). A timeout, a dropped connection or another 5xx (a 503 without
+    /// `Retry-After` included) is `Ambiguous`: the caller checks Jira before it writes again.
     pub(crate) fn write(
         &mut self,
         method: &str,
@@ -535,8 +547,11 @@ impl Jira {
                 }
                 Err(CallError::Net(e)) => Failure::Net(e),
                 Ok(reply) if (200..300).contains(&reply.status) => return Ok(reply),
-                Ok(reply) if reply.status == 429 => {
-                    // Nothing was applied: waited out and sent again.
+                Ok(reply) if is_rate_limited(&reply) => {
+                    // Nothing was applied: waited out and sent again. A 503 with `Retry-After` is
+                    // a resource limit reached, "handled with similar logic" to a 429 (see
+                    // `is_rate_limited`): never a lost answer, never the release grace, never a
+                    // delivery (issue 24, §4).
                     self.count(0, 1);
                     limited += 1;
                     if limited > MAX_RATE_LIMITED {
@@ -547,11 +562,6 @@ impl Jira {
                     }
                     self.wait_after(Some(&reply), attempt)?;
                     continue;
-                }
-                Ok(reply) if reply.status == 503 => {
-                    self.count(0, 1);
-                    self.wait_after(Some(&reply), attempt)?;
-                    return Err(JiraError::Ambiguous(error_text(&reply)));
                 }
                 Ok(reply) if reply.status >= 500 => {
                     self.wait_after(None, attempt)?;
@@ -576,9 +586,21 @@ impl Jira {
         page_size: u32,
         on_page: &mut dyn FnMut(SearchPage) -> Result<(), JiraError>,
     ) -> Result<u64, JiraError> {
+        self.search_with(query, fields, None, page_size, on_page)
+    }
+
+    /// [`Jira::search`], on Cloud with `properties` asked for too.
+    fn search_with(
+        &mut self,
+        query: &str,
+        fields: &str,
+        properties: Option<&str>,
+        page_size: u32,
+        on_page: &mut dyn FnMut(SearchPage) -> Result<(), JiraError>,
+    ) -> Result<u64, JiraError> {
         match self.deployment()? {
             Deployment::Server => self.search_server(query, fields, page_size, on_page),
-            Deployment::Cloud => self.search_cloud(query, fields, page_size, on_page),
+            Deployment::Cloud => self.search_cloud(query, fields, properties, page_size, on_page),
         }
     }
 
@@ -732,6 +754,7 @@ impl Jira {
         &mut self,
         query: &str,
         fields: &str,
+        properties: Option<&str>,
         page_size: u32,
         on_page: &mut dyn FnMut(SearchPage) -> Result<(), JiraError>,
     ) -> Result<u64, JiraError> {
@@ -751,6 +774,9 @@ impl Jira {
                 jql::encode(query),
                 jql::encode(fields)
             );
+            if let Some(properties) = properties {
+                path.push_str(&format!("&properties={}", jql::encode(properties)));
+            }
             if let Some(token) = &token {
                 path.push_str(&format!("&nextPageToken={}", jql::encode(token)));
             }
@@ -781,14 +807,22 @@ impl Jira {
         Ok(sent)
     }
 
-    /// A whole small search as parsed values (duplicate checks: a handful of issues).
+    /// A whole small search as parsed values (duplicate checks: a handful of issues). On Cloud
+    /// the entity property `property` comes with each issue (`properties`, up to 5 keys, in
+    /// `search/jql`); Data Center's search never returns properties (JRASERVER-62898), so there
+    /// the caller reads them one by one.
     pub(crate) fn search_values(
         &mut self,
         query: &str,
         fields: &str,
+        property: Option<&str>,
     ) -> Result<Vec<Value>, JiraError> {
         let mut found = Vec::new();
-        self.search(query, fields, 100, &mut |page| {
+        let properties = match self.deployment()? {
+            Deployment::Cloud => property,
+            Deployment::Server => None,
+        };
+        self.search_with(query, fields, properties, 100, &mut |page| {
             for raw in page.issues {
                 found.push(serde_json::from_str(raw.get()).unwrap_or(Value::Null));
             }
