@@ -315,3 +315,111 @@ fn not_before_is_capped_per_type() {
         "an hour"
     );
 }
+
+/// The lost-answer and 503 scenarios of issue 24 (must show), on both deployments: the real
+/// agent loop against the simulated Jira and the hub, on one `ManualClock` (the elapsed time
+/// asserted is the clock's: the agent's waits move it, no wall time passes).
+mod scenarios {
+    use crate::agent_waits::{Hub, run_agent};
+    use jira_hub::clock::Clock;
+    use jira_hub::domain::command::CommandStatus;
+    use jira_hub::sim::jira::{Endpoint, FakeJira, Fault, Mode, PROJECT};
+    use serde_json::json;
+    use std::time::Duration;
+
+    const SETTINGS: fn() -> serde_json::Value = || {
+        json!({"pacing": {"min_interval_ms": 0},
+               "transitions_map": {"В работе": "11", "Готово": "21", "Снято": "31"}})
+    };
+
+    /// Two identical creates whose answers are lost (the connection cut after Jira made each):
+    /// each is found by its marker at the agent's first look, within seconds of the clock; each
+    /// ends `done` with its own issue, in one delivery.
+    fn identical_lost_creates(mode: Mode) {
+        let fake = FakeJira::start(mode);
+        let twin = json!({"type": "ensure_issue",
+            "params": {"issue_type": "task", "summary": "Потерянный ответ", "labels": ["AWPCA"]}});
+        let hub = Hub::start(SETTINGS(), json!([twin, twin]));
+        fake.fault(Endpoint::CreateIssue, Fault::DropAfterApply, 2);
+        let started = hub.clock.monotonic();
+        run_agent(&hub, &hub.agent_config(&fake.url(), json!({})), None, 1);
+        let elapsed = hub.clock.monotonic() - started;
+        assert!(elapsed < Duration::from_secs(60), "{mode:?}: {elapsed:?}");
+        let commands = hub.commands();
+        let mut keys = Vec::new();
+        for command in &commands {
+            assert_eq!(command.status, CommandStatus::Done, "{mode:?}: {command:?}");
+            assert_eq!(command.deliveries, 1, "{mode:?}: {command:?}");
+            keys.push(command.result.as_ref().unwrap()["key"].clone());
+        }
+        assert_ne!(keys[0], keys[1], "{mode:?}: each its own issue");
+        let mut made = fake.keys_with_summary("Потерянный ответ");
+        made.sort();
+        assert_eq!(made.len(), 2, "{mode:?}: each effect once: {made:?}");
+    }
+
+    #[test]
+    fn identical_creates_whose_answers_are_lost_end_within_a_minute_on_data_center() {
+        identical_lost_creates(Mode::DataCenter);
+    }
+
+    #[test]
+    fn identical_creates_whose_answers_are_lost_end_within_a_minute_on_cloud() {
+        identical_lost_creates(Mode::Cloud);
+    }
+
+    /// A create, a transition and a comment, each answered 503 with `Retry-After: 3` once: each
+    /// waits 3 s of the clock (not the 180 s grace), is sent again, lands once, and spends no
+    /// second delivery.
+    fn writes_answered_503_once(mode: Mode) {
+        let fake = FakeJira::start(mode);
+        let key = fake.seed_issue(
+            PROJECT,
+            json!({"summary": "Задача", "issuetype": {"id": "10002", "name": "Задача"}, "labels": ["AWPCA"]}),
+        );
+        let hub = Hub::start(
+            SETTINGS(),
+            json!([
+                {"type": "ensure_issue", "params": {"issue_type": "task", "summary": "После 503", "labels": ["AWPCA"]}},
+                {"type": "transition", "params": {"key": key, "status": "В работе"}},
+                {"type": "comment", "params": {"key": key, "body": "после 503"}}
+            ]),
+        );
+        for endpoint in [
+            Endpoint::CreateIssue,
+            Endpoint::DoTransition,
+            Endpoint::AddComment,
+        ] {
+            fake.fault(endpoint, Fault::UnavailableFor(3), 1);
+        }
+        let started = hub.clock.monotonic();
+        run_agent(&hub, &hub.agent_config(&fake.url(), json!({})), None, 1);
+        let elapsed = hub.clock.monotonic() - started;
+        assert!(
+            elapsed >= Duration::from_secs(9) && elapsed < Duration::from_secs(60),
+            "{mode:?}: three waits of 3 s, no grace: {elapsed:?}"
+        );
+        for command in hub.commands() {
+            assert_eq!(command.status, CommandStatus::Done, "{mode:?}: {command:?}");
+            assert_eq!(command.deliveries, 1, "{mode:?}: {command:?}");
+            assert_eq!(command.rate_limited, 1, "{mode:?}: {command:?}");
+        }
+        assert_eq!(fake.keys_with_summary("После 503").len(), 1, "{mode:?}");
+        assert_eq!(
+            fake.status_of(&key).as_deref(),
+            Some("В работе"),
+            "{mode:?}"
+        );
+        assert_eq!(fake.comments(&key).len(), 1, "{mode:?}");
+    }
+
+    #[test]
+    fn writes_answered_503_with_retry_after_once_on_data_center() {
+        writes_answered_503_once(Mode::DataCenter);
+    }
+
+    #[test]
+    fn writes_answered_503_with_retry_after_once_on_cloud() {
+        writes_answered_503_once(Mode::Cloud);
+    }
+}
