@@ -72,7 +72,7 @@ impl Hub {
     }
 
     /// A second connection to the same database, for the test's own reads.
-    fn read(&self) -> HubConnection {
+    pub(crate) fn read(&self) -> HubConnection {
         HubConnection::open(&self.dir.db(), self.clock.clone())
             .unwrap()
             .0

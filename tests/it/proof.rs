@@ -422,4 +422,38 @@ mod scenarios {
     fn writes_answered_503_with_retry_after_once_on_cloud() {
         writes_answered_503_once(Mode::Cloud);
     }
+
+    /// Issue 24, §4: Data Center's paging by key, a query spanning projects (a label on issues of
+    /// three projects). A project whose last page is full is followed by an empty page after
+    /// `key > "P-n"`: that ends the project, not the search, and every project is read.
+    #[test]
+    fn a_label_spanning_projects_is_read_whole_on_data_center() {
+        let fake = FakeJira::start(Mode::DataCenter);
+        let mut seeded = fake.seed_issues(PROJECT, "AWPCA", 4);
+        seeded.extend(fake.seed_issues("BOREAS", "AWPCA", 3));
+        seeded.extend(fake.seed_issues("CETUS", "AWPCA", 1));
+        fake.seed_issues("DRACO", "OTHER", 2);
+        let hub = Hub::start(
+            SETTINGS(),
+            json!([{"type": "refresh", "params": {"jql": "labels = AWPCA"}}]),
+        );
+        run_agent(
+            &hub,
+            &hub.agent_config(&fake.url(), json!({"page_size": 2})),
+            None,
+            1,
+        );
+        let commands = hub.commands();
+        assert_eq!(commands[0].status, CommandStatus::Done, "{commands:?}");
+        let mut mirrored: Vec<String> = hub
+            .read()
+            .project_issues_since("AWPCA", None)
+            .unwrap()
+            .into_iter()
+            .map(|row| row.issue.key)
+            .collect();
+        mirrored.sort();
+        seeded.sort();
+        assert_eq!(mirrored, seeded);
+    }
 }
