@@ -1600,4 +1600,105 @@ mod tests {
         let (outcome, _) = run_recorded(&mut jira, &command);
         assert_eq!(outcome, Outcome::Done(json!({"comment_id": "100"})));
     }
+
+    /// Issue 24, §4: a key refused in `key > "<key>"` is judged gone by reading it, not by the
+    /// refusal's words: a Russian-speaking account's 400 for a deleted key is recovered from
+    /// (the page is asked again after the key before), and a 400 for a key that is still there
+    /// fails the refresh with Jira's words.
+    #[test]
+    fn a_stale_key_is_recovered_from_whatever_the_language_of_jiras_error() {
+        fn issue(key: &str, id: u64) -> Value {
+            json!({"id": id.to_string(), "key": key, "fields": {"summary": key}})
+        }
+        fn page(issues: Vec<Value>, size: usize) -> (u16, Value) {
+            (
+                200,
+                json!({"startAt": 0, "maxResults": size, "total": issues.len(), "issues": issues}),
+            )
+        }
+        fn answer(method: &str, path: &str, nth: usize) -> (u16, Value) {
+            match (method, path, nth) {
+                ("GET", "/rest/api/2/serverInfo", _) => (
+                    200,
+                    json!({"deploymentType": "Server", "versionNumbers": [9, 12, 0]}),
+                ),
+                ("GET", "/rest/api/2/search", 1) => {
+                    page(vec![issue("AURORA-1", 1), issue("AURORA-2", 2)], 2)
+                }
+                ("GET", "/rest/api/2/search", 2) => (
+                    400,
+                    json!({"errorMessages": ["Задача с ключом 'AURORA-2' не существует для поля 'key'."], "errors": {}}),
+                ),
+                ("GET", "/rest/api/2/search", 3) => page(vec![issue("AURORA-3", 3)], 2),
+                ("GET", "/rest/api/2/search", _) => page(vec![], 2),
+                ("GET", "/rest/api/2/issue/AURORA-2", _) => (
+                    404,
+                    json!({"errorMessages": ["Задача не существует, или у вас нет прав на её просмотр."]}),
+                ),
+                _ => (404, json!({"errorMessages": ["нет"]})),
+            }
+        }
+        let jira_server = canned(answer);
+        let mut jira = jira_at(&jira_server.url);
+        let settings = aurora_settings();
+        let sleep = |_: Duration| true;
+        let mut executor = Executor {
+            jira: &mut jira,
+            settings: &settings,
+            page_size: 2,
+            max_retries: 0,
+            search_lag: None,
+            agent: "agent-1",
+            write_limit: Duration::from_secs(60),
+            grace: Duration::from_secs(180),
+            claimed: None,
+            sleep: &sleep,
+        };
+        let refresh: ClaimedCommand = serde_json::from_value(json!({"id": 9, "batch_id": 3,
+            "seq": 1, "type": "refresh", "params": {"jql": "project = AURORA"}, "delivery": 1}))
+        .unwrap();
+        let mut keys = Vec::new();
+        let outcome = executor.execute(&refresh, &mut |page| {
+            for raw in page.issues {
+                let value: Value = serde_json::from_str(raw.get()).unwrap();
+                keys.push(value["key"].as_str().unwrap().to_string());
+            }
+            Ok(())
+        });
+        assert_eq!(
+            outcome,
+            Outcome::Done(json!({"total": 3, "boards": []})),
+            "{keys:?}"
+        );
+        assert_eq!(keys, ["AURORA-1", "AURORA-2", "AURORA-3"]);
+
+        // A refused key that still names its issue: Jira's words fail the refresh.
+        fn still_there(method: &str, path: &str, nth: usize) -> (u16, Value) {
+            match (method, path, nth) {
+                ("GET", "/rest/api/2/issue/AURORA-2", _) => (
+                    200,
+                    json!({"id": "2", "key": "AURORA-2", "fields": {"project": {"key": "AURORA"}}}),
+                ),
+                _ => answer(method, path, nth),
+            }
+        }
+        let jira_server = canned(still_there);
+        let mut jira = jira_at(&jira_server.url);
+        let mut executor = Executor {
+            jira: &mut jira,
+            settings: &settings,
+            page_size: 2,
+            max_retries: 0,
+            search_lag: None,
+            agent: "agent-1",
+            write_limit: Duration::from_secs(60),
+            grace: Duration::from_secs(180),
+            claimed: None,
+            sleep: &sleep,
+        };
+        match executor.execute(&refresh, &mut |_| Ok(())) {
+            Outcome::Failed(error) => assert!(error.contains("Задача с ключом"), "{error}"),
+            other => panic!("{other:?}"),
+        }
+    }
 }
