@@ -207,7 +207,7 @@ fn a_transition_is_not_confirmed_by_a_stale_mirror() {
 /// a create that may exist in Jira shows the marker to look for.
 #[test]
 fn a_released_command_of_a_cancelled_batch_is_not_delivered_again_and_is_flagged() {
-    let (_dir, clock, mut hub) = start(json!({"pacing": {"claim_timeout_seconds": 600}}));
+    let (dir, clock, mut hub) = start(json!({"pacing": {"claim_timeout_seconds": 600}}));
     let agent = Agent::new("agent-1");
     let work = hub
         .enqueue_batch(&batch(json!({"title": "t", "author": "a", "commands": [
@@ -235,9 +235,16 @@ fn a_released_command_of_a_cancelled_batch_is_not_delivered_again_and_is_flagged
         view.commands[1].may_exist_in_jira, None,
         "never handed out: nothing of it in Jira"
     );
-    // The HTTP/JSON view carries it.
+    // The HTTP/JSON view carries it, and so does `batches show`.
     let text = serde_json::to_value(&view).unwrap();
     assert_eq!(text["commands"][0]["may_exist_in_jira"]["command"], id);
+    drop(hub);
+    let shown = run_ok(&dir.db(), &["batches", "show", &work.id.to_string()]).stdout;
+    assert!(
+        shown.contains("may exist in Jira: look for the entity property jira-hub")
+            && shown.contains(&format!("\"command\":{id}")),
+        "{shown}"
+    );
 }
 
 /// A command given back waits out its grace, and the later commands of its batch wait with it:
