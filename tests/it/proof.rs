@@ -329,7 +329,7 @@ fn not_before_is_capped_per_type() {
 mod scenarios {
     use crate::agent_waits::{Hub, run_agent};
     use jira_hub::clock::Clock;
-    use jira_hub::domain::command::CommandStatus;
+    use jira_hub::domain::command::{CommandStatus, CommandType};
     use jira_hub::sim::jira::{Endpoint, FakeJira, Fault, Mode, PROJECT};
     use serde_json::json;
     use std::time::Duration;
@@ -462,5 +462,56 @@ mod scenarios {
         mirrored.sort();
         seeded.sort();
         assert_eq!(mirrored, seeded);
+    }
+
+    /// Twin creates with a refresh in between, the real agent: the first lands and a refresh
+    /// mirrors it; the second's delivery lapses (its agent vanished); its next delivery reads the
+    /// markers in Jira, sees the first's issue marked for the other command, and makes its own.
+    #[test]
+    fn twin_creates_with_a_refresh_in_between_each_end_with_their_own_key() {
+        let fake = FakeJira::start(Mode::DataCenter);
+        let twin = json!({"type": "ensure_issue",
+            "params": {"issue_type": "task", "summary": "Близнец", "labels": ["AWPCA"]}});
+        let mut settings = SETTINGS();
+        settings["pacing"]["max_commands_per_claim"] = json!(1);
+        settings["pacing"]["claim_timeout_seconds"] = json!(60);
+        let hub = Hub::start(settings, json!([twin, twin]));
+        let config = hub.agent_config(&fake.url(), json!({}));
+        run_agent(&hub, &config, None, 1);
+        // An agent that takes the second and is never heard of again.
+        let mut ghost_hub = hub.read();
+        let ghost = crate::support::Agent::new("ghost");
+        assert_eq!(ghost.claim(&mut ghost_hub, 1).commands.len(), 1);
+        ghost_hub.enqueue_refresh(None, "ivanov").unwrap();
+        run_agent(&hub, &config, None, 1);
+        assert!(
+            hub.commands()
+                .iter()
+                .any(|c| c.command_type == CommandType::Refresh && c.status == CommandStatus::Done)
+        );
+        hub.clock.advance(time::Duration::seconds(61));
+        run_agent(&hub, &config, None, 1);
+        let creates: Vec<_> = hub
+            .commands()
+            .into_iter()
+            .filter(|c| c.command_type == CommandType::EnsureIssue)
+            .collect();
+        let keys: Vec<String> = creates
+            .iter()
+            .map(|c| {
+                assert_eq!(c.status, CommandStatus::Done, "{c:?}");
+                c.result.as_ref().unwrap()["key"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(creates[1].deliveries, 2);
+        assert_ne!(keys[0], keys[1]);
+        let mut made = fake.keys_with_summary("Близнец");
+        made.sort();
+        let mut keys = keys.clone();
+        keys.sort();
+        assert_eq!(made, keys, "each effect once");
     }
 }
