@@ -339,15 +339,23 @@ mod scenarios {
                "transitions_map": {"В работе": "11", "Готово": "21", "Снято": "31"}})
     };
 
-    /// Two identical creates whose answers are lost (the connection cut after Jira made each):
-    /// each is found by its marker at the agent's first look, within seconds of the clock; each
-    /// ends `done` with its own issue, in one delivery.
+    /// Two identical creates whose answers are lost (the connection cut after Jira made each),
+    /// and a comment whose answer is lost too: each is found by its marker at the agent's first
+    /// look, within seconds of the clock; each ends `done` with its own issue or comment, in one
+    /// delivery.
     fn identical_lost_creates(mode: Mode) {
         let fake = FakeJira::start(mode);
+        let key = fake.seed_issue(
+            PROJECT,
+            json!({"summary": "Задача", "issuetype": {"id": "10002", "name": "Задача"}, "labels": ["AWPCA"]}),
+        );
         let twin = json!({"type": "ensure_issue",
             "params": {"issue_type": "task", "summary": "Потерянный ответ", "labels": ["AWPCA"]}});
-        let hub = Hub::start(SETTINGS(), json!([twin, twin]));
+        let comment =
+            json!({"type": "comment", "params": {"key": key, "body": "потерянный ответ"}});
+        let hub = Hub::start(SETTINGS(), json!([twin, twin, comment]));
         fake.fault(Endpoint::CreateIssue, Fault::DropAfterApply, 2);
+        fake.fault(Endpoint::AddComment, Fault::DropAfterApply, 1);
         let started = hub.clock.monotonic();
         run_agent(&hub, &hub.agent_config(&fake.url(), json!({})), None, 1);
         let elapsed = hub.clock.monotonic() - started;
@@ -360,6 +368,7 @@ mod scenarios {
             keys.push(command.result.as_ref().unwrap()["key"].clone());
         }
         assert_ne!(keys[0], keys[1], "{mode:?}: each its own issue");
+        assert_eq!(fake.comments(&key).len(), 1, "{mode:?}: the comment once");
         let mut made = fake.keys_with_summary("Потерянный ответ");
         made.sort();
         assert_eq!(made.len(), 2, "{mode:?}: each effect once: {made:?}");
