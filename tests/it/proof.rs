@@ -396,7 +396,7 @@ mod scenarios {
         let hub = Hub::start(
             SETTINGS(),
             json!([
-                {"type": "ensure_issue", "params": {"issue_type": "task", "summary": "После 503", "labels": ["AWPCA"]}},
+                {"type": "ensure_issue", "params": {"issue_type": "task", "summary": "  После 503 ", "labels": ["AWPCA"]}},
                 {"type": "transition", "params": {"key": key, "status": "В работе"}},
                 {"type": "comment", "params": {"key": key, "body": "после 503"}}
             ]),
@@ -420,6 +420,7 @@ mod scenarios {
             assert_eq!(command.deliveries, 1, "{mode:?}: {command:?}");
             assert_eq!(command.rate_limited, 1, "{mode:?}: {command:?}");
         }
+        // Sent trimmed (Jira stores the summary as sent).
         assert_eq!(fake.keys_with_summary("После 503").len(), 1, "{mode:?}");
         assert_eq!(
             fake.status_of(&key).as_deref(),
