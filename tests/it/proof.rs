@@ -330,7 +330,9 @@ mod scenarios {
     use crate::agent_waits::{Hub, run_agent};
     use jira_hub::clock::Clock;
     use jira_hub::domain::command::{CommandStatus, CommandType};
-    use jira_hub::sim::jira::{Endpoint, FakeJira, Fault, Mode, PROJECT};
+    use jira_hub::sim::jira::{
+        Change, Endpoint, FakeJira, Fault, Language, Mode, PROJECT, SummaryRewrite,
+    };
     use serde_json::json;
     use std::time::Duration;
 
@@ -523,5 +525,95 @@ mod scenarios {
         let mut keys = keys.clone();
         keys.sort();
         assert_eq!(made, keys, "each effect once");
+    }
+
+    /// Issue 24, §4: Data Center paging by key when Jira speaks Russian: the page's last issue
+    /// deleted and the last issue moved away mid-run are recovered from by reading the key (the
+    /// refusals' words are Russian), and every issue is read once.
+    #[test]
+    fn data_center_paging_recovers_from_stale_keys_in_russian() {
+        let fake = FakeJira::start(Mode::DataCenter);
+        fake.set_language(Language::Russian);
+        fake.seed_issues(PROJECT, "AWPCA", 12);
+        fake.after_search(3, Change::Delete("AURORA-9".into()));
+        fake.after_search(4, Change::Move("AURORA-12".into(), "OTHER".into()));
+        let hub = Hub::start(
+            SETTINGS(),
+            json!([{"type": "refresh", "params": {"jql": "project = AURORA"}}]),
+        );
+        run_agent(
+            &hub,
+            &hub.agent_config(&fake.url(), json!({"page_size": 3})),
+            None,
+            1,
+        );
+        let commands = hub.commands();
+        assert_eq!(commands[0].status, CommandStatus::Done, "{commands:?}");
+        assert!(
+            fake.calls(Endpoint::GetIssue) >= 2,
+            "the gone keys were read"
+        );
+        let mut mirrored: Vec<String> = hub
+            .read()
+            .project_issues_since("AWPCA", None)
+            .unwrap()
+            .into_iter()
+            .map(|row| row.issue.key)
+            .collect();
+        mirrored.sort_by_key(|k| k[7..].parse::<u32>().unwrap_or(0));
+        let expected: Vec<String> = (1..=12).map(|n| format!("AURORA-{n}")).collect();
+        assert_eq!(mirrored, expected, "every issue the pages returned, once");
+    }
+
+    /// Issue 24, §4: an Automation rule rewrites summaries on create; a create whose answer is
+    /// lost is found by its marker all the same (Cloud: from the search answer's `properties`,
+    /// no property read), and a twin's issue marked for the other command is never taken.
+    fn lost_creates_under_a_rewriting_rule(mode: Mode) {
+        let fake = FakeJira::start(mode);
+        fake.rewrite_summaries_on_create(Some(SummaryRewrite::Prefix("[AUTO] ".into())));
+        let twin = json!({"type": "ensure_issue",
+            "params": {"issue_type": "task", "summary": "Переписанная", "labels": ["AWPCA"]}});
+        let hub = Hub::start(SETTINGS(), json!([twin, twin]));
+        fake.fault(Endpoint::CreateIssue, Fault::DropAfterApply, 2);
+        let started = hub.clock.monotonic();
+        run_agent(&hub, &hub.agent_config(&fake.url(), json!({})), None, 1);
+        assert!(hub.clock.monotonic() - started < Duration::from_secs(60));
+        let keys: Vec<String> = hub
+            .commands()
+            .iter()
+            .map(|c| {
+                assert_eq!(c.status, CommandStatus::Done, "{mode:?}: {c:?}");
+                assert_eq!(c.deliveries, 1, "{mode:?}: {c:?}");
+                c.result.as_ref().unwrap()["key"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert_ne!(keys[0], keys[1], "{mode:?}");
+        assert_eq!(
+            fake.keys_with_summary("[AUTO] Переписанная").len(),
+            2,
+            "{mode:?}: each once"
+        );
+        if mode == Mode::Cloud {
+            assert_eq!(
+                fake.calls(Endpoint::GetIssueProperty),
+                0,
+                "Cloud's search brings the markers"
+            );
+        } else {
+            assert!(fake.calls(Endpoint::GetIssueProperty) > 0);
+        }
+    }
+
+    #[test]
+    fn lost_creates_under_a_rewriting_rule_on_data_center() {
+        lost_creates_under_a_rewriting_rule(Mode::DataCenter);
+    }
+
+    #[test]
+    fn lost_creates_under_a_rewriting_rule_on_cloud() {
+        lost_creates_under_a_rewriting_rule(Mode::Cloud);
     }
 }
