@@ -488,6 +488,7 @@ impl Agent {
                 search_lag: self.search_lag,
                 agent: &self.name,
                 write_limit: self.request_timeout,
+                grace: self.release_grace,
                 claimed: self
                     .claimed
                     .as_ref()

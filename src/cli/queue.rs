@@ -360,6 +360,12 @@ fn print_command(command: &CommandView) -> std::io::Result<()> {
     if let Some(result) = &command.result {
         outln!("      result: {}", escape_for_terminal(&result.to_string()));
     }
+    if let Some(marker) = &command.may_exist_in_jira {
+        outln!(
+            "      may exist in Jira: look for the entity property jira-hub {}",
+            escape_for_terminal(&marker.to_string())
+        );
+    }
     for (n, attempt) in command.attempts.iter().enumerate() {
         outln!(
             "      attempt {}: {}, deliveries {}, retried {}{}",

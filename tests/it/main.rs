@@ -20,6 +20,7 @@ mod migrations;
 mod mirror;
 mod preflight;
 mod projects;
+mod proof;
 mod properties;
 mod prune_guard;
 mod queue;

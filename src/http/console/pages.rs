@@ -585,6 +585,14 @@ fn attempts_words(command: &CommandView) -> String {
             esc(&not_before.to_string())
         );
     }
+    if let Some(marker) = &command.may_exist_in_jira {
+        // Cancelled after it was handed out (issue 24): what it made may be in Jira, marked.
+        let _ = write!(
+            out,
+            "<br><span class=\"hint\">могла успеть попасть в Jira: ищите свойство jira-hub {}</span>",
+            esc(&marker.to_string())
+        );
+    }
     out
 }
 
