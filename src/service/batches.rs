@@ -26,6 +26,16 @@ pub enum RefreshSince {
     Last,
 }
 
+impl RefreshSince {
+    /// The word in a log line: `full` or `changes`.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            RefreshSince::Full => "full",
+            RefreshSince::Last => "changes",
+        }
+    }
+}
+
 /// `POST /batches`.
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 pub struct BatchRequest {
@@ -220,7 +230,12 @@ impl HubConnection {
                 .ok_or_else(|| ServiceError::NotFound(format!("пакета {batch_id} нет")))?;
             batch_view(tx, batch)
         })?;
-        tracing::info!(batch = view.id, commands = view.commands.len(), project = ?view.project, "batch enqueued");
+        tracing::info!(
+            batch = view.id,
+            commands = view.commands.len(),
+            project = view.project.as_deref(),
+            "batch enqueued"
+        );
         self.work.bump();
         Ok(view)
     }
@@ -548,7 +563,7 @@ impl HubConnection {
             RefreshSince::Last
         };
         let view = self.enqueue_refresh_of(None, "jira-hub", since)?;
-        tracing::info!(batch = view.id, at = %format_utc(now), ?since, "automatic refresh enqueued");
+        tracing::info!(batch = view.id, at = %format_utc(now), since = since.as_str(), "automatic refresh enqueued");
         Ok(Some(view))
     }
 }

@@ -457,7 +457,7 @@ async fn batches_refreshes_and_the_mirror() {
         (status, error_code(&body).1),
         (
             StatusCode::UNPROCESSABLE_ENTITY,
-            Some("commands[0].params.summary")
+            Some("commands[1].params.summary")
         )
     );
     assert_eq!(
@@ -664,7 +664,7 @@ async fn errors_name_the_field_by_path_in_russian() {
         )
         .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
-    assert_eq!(body["error"]["field"], "commands[0].depends_on", "{body}");
+    assert_eq!(body["error"]["field"], "commands[1].depends_on", "{body}");
     assert!(
         body["error"]["message"]
             .as_str()

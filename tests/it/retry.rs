@@ -427,16 +427,28 @@ fn the_cli_lists_shows_retries_and_follows_a_refresh() {
         "{out:?}"
     );
     let out = run_ok(&db, &["commands", "failed"]);
-    assert!(out.stdout.contains(&format!("#{first} ")), "{out:?}");
+    assert!(
+        out.stdout
+            .contains(&format!("batch {}, command 1 (id {first})", view.id)),
+        "{out:?}"
+    );
 
     let out = run(&db, &["commands", "retry", &first.to_string(), "9999"]);
     assert_eq!(out.code, 1, "one of two refused: {out:?}");
     assert!(
         out.stdout
-            .contains(&format!("command {first}: queued again (attempt 2")),
+            .contains(&format!("command 1 (id {first}): queued again (attempt 2")),
         "{out:?}"
     );
     assert!(out.stderr.contains("команды 9999 нет"), "{out:?}");
+    // One language a line: the hub's reason, not its field name for programs.
+    let out = run(&db, &["commands", "retry", &first.to_string()]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains(&format!("команда с id {first}: "))
+            && !out.stderr.contains(": command:"),
+        "{out:?}"
+    );
     let out = run_ok(&db, &["batches", "show", &view.id.to_string()]);
     assert!(
         out.stdout.contains("attempt 1: failed, deliveries 1"),
@@ -482,7 +494,7 @@ fn the_cli_lists_shows_retries_and_follows_a_refresh() {
     );
     assert!(
         out.stdout
-            .contains("done (full run, 3 pages, 3 issues seen"),
+            .contains("done (run 1, full, 3 pages, 3 issues seen"),
         "{out:?}"
     );
     assert!(
@@ -550,7 +562,7 @@ fn refresh_wait_says_when_no_agent_is_about() {
     let db = dir.db();
     let out = run(&db, &["refresh", "--wait", "--timeout", "1"]);
     assert_eq!(out.code, 1, "{out:?}");
-    assert!(out.stdout.contains(": refresh 1 queued ("), "{out:?}");
+    assert!(out.stdout.contains("batch 1: refresh queued ("), "{out:?}");
     assert_eq!(
         out.stderr
             .matches("warning: no agent has contacted this hub yet")
@@ -559,8 +571,9 @@ fn refresh_wait_says_when_no_agent_is_about() {
         "{out:?}"
     );
     assert!(
-        out.stderr.contains("не закончилось за 1 с (--timeout)")
-            && out.stderr.contains("остаётся в очереди (пакет 1)"),
+        out.stderr
+            .contains("обновление (пакет 1) не закончилось за 1 с (--timeout)")
+            && out.stderr.contains("остаётся в очереди"),
         "{out:?}"
     );
 
@@ -577,7 +590,7 @@ fn refresh_wait_says_when_no_agent_is_about() {
     assert_eq!(out.code, 1, "{out:?}");
     assert!(
         out.stdout
-            .contains("batch 1: refresh 1 of the same scope is already queued"),
+            .contains("batch 1: a refresh of the same scope is already queued"),
         "{out:?}"
     );
     assert!(
