@@ -601,6 +601,8 @@ async fn batches_refreshes_and_the_mirror() {
         (runs[0]["full"].as_bool(), runs[0]["status"].as_str()),
         (Some(true), Some("done"))
     );
+    // A refresh is a batch with a run: the run names its batch (issue 25 item 5).
+    assert_eq!(runs[0]["batch_id"], refresh["id"], "{runs}");
     let (_, agents) = api.client(Method::GET, "/agents", None).await;
     assert_eq!(agents[0]["agent"], "agent-h");
     let (_, metrics) = api.call(Method::GET, "/metrics", None, None).await;
