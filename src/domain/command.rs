@@ -274,7 +274,7 @@ pub(crate) fn is_result_reference(value: &Value) -> bool {
         .is_some_and(|o| o.len() == 1 && o.get("$result") == Some(&json!("key")))
 }
 
-fn is_issue_key(text: &str) -> bool {
+pub(crate) fn is_issue_key(text: &str) -> bool {
     let Some((project, number)) = text.rsplit_once('-') else {
         return false;
     };

@@ -329,9 +329,9 @@ impl HubConnection {
                 CommandStatus::Failed | CommandStatus::Skipped
             ) {
                 return Err(retry_conflict(format!(
-                    "повторить можно только команду со статусом «ошибка» или «пропущена»; у команды №{} пакета {} статус «{}»",
-                    command.seq,
+                    "пакет {}, команда {}: статус «{}»; повторить можно только команду со статусом «ошибка» или «пропущена»",
                     command.batch_id,
+                    command.seq,
                     command.status.label()
                 )));
             }
@@ -346,9 +346,9 @@ impl HubConnection {
                 )
             {
                 return Err(retry_conflict(format!(
-                    "команда №{} пакета {} использует результат команды №{} со статусом «{}»: повторите сначала её, эта пойдёт следом",
-                    command.seq,
+                    "пакет {}, команда {} использует результат команды {} со статусом «{}»: повторите сначала её, эта пойдёт следом",
                     command.batch_id,
+                    command.seq,
                     dependency.seq,
                     dependency.status.label()
                 )));

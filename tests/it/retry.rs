@@ -63,13 +63,12 @@ fn a_retried_command_is_queued_again_with_its_history_and_its_skipped_dependents
     let message = conflict_message(hub.retry_command(second).unwrap_err());
     // Named as the batch's table numbers them, statuses in Russian.
     assert!(
-        message.contains("команда №2 пакета")
-            && message.contains("команды №1 со статусом «ошибка»"),
+        message.contains(", команда 2 использует результат команды 1 со статусом «ошибка»"),
         "{message}"
     );
     let message = conflict_message(hub.retry_command(third).unwrap_err());
     assert!(
-        message.contains("у команды №3 пакета") && message.contains("«выполнена»"),
+        message.contains(", команда 3: статус «выполнена»"),
         "{message}"
     );
     assert!(
