@@ -71,9 +71,9 @@ pub(crate) fn confirm_refresh(db: &Path, run: i64) -> anyhow::Result<Outcome> {
     let mut hub = open_existing_hub(db)?;
     let confirmed = hub.confirm_run(run, "CLI")?;
     outln!(
-        "refresh #{}: {} issues removed from the mirror",
+        "refresh run {}: {} removed from the mirror",
         confirmed.run_id,
-        confirmed.removed
+        crate::domain::words::count_en(confirmed.removed as u64, "issue")
     );
     Ok(Outcome::Success)
 }
@@ -273,9 +273,9 @@ fn progress_line(command: &CommandView, run: Option<&SyncRunView>) -> String {
                 .map_or("?".into(), escape_for_terminal)
         ),
         (_, Some(run)) => format!(
-            "{} pages, {} issues{}",
-            run.run.pages,
-            run.run.issues_seen,
+            "{}, {}{}",
+            crate::domain::words::count_en(run.run.pages.max(0) as u64, "page"),
+            crate::domain::words::count_en(run.run.issues_seen.max(0) as u64, "issue"),
             run.run
                 .total
                 .map(|t| format!(" of {t}"))
@@ -293,12 +293,11 @@ fn outcome_line(command: &CommandView, run: Option<&SyncRunView>) -> String {
     );
     if let Some(run) = run {
         line.push_str(&format!(
-            " (run {}, {}, {} {}, {} issues seen, {} changed",
+            " (run {}, {}, {}, {} seen, {} changed",
             run.run.id,
             run.kind.as_str(),
-            run.run.pages,
-            if run.run.pages == 1 { "page" } else { "pages" },
-            run.run.issues_seen,
+            crate::domain::words::count_en(run.run.pages.max(0) as u64, "page"),
+            crate::domain::words::count_en(run.run.issues_seen.max(0) as u64, "issue"),
             run.run.issues_changed
         ));
         if let Some(finished) = &run.run.finished_at {

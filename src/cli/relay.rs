@@ -116,7 +116,11 @@ pub(crate) fn validate(db: &Path, path: &Path) -> anyhow::Result<Outcome> {
             }
         }
     }
-    outln!("{} files, {} invalid", files.len(), invalid);
+    outln!(
+        "{}, {} invalid",
+        crate::domain::words::count_en(files.len() as u64, "file"),
+        invalid
+    );
     Ok(if invalid == 0 {
         Outcome::Success
     } else {

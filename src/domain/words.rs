@@ -22,6 +22,16 @@ pub(crate) fn count(n: u64, forms: &Forms) -> String {
     format!("{n} {}", plural(n, forms))
 }
 
+/// `n` and an English noun, for the CLI's English lines: `1 result`, `2 results`, `0 results`
+/// (`noun` is the singular; the plural adds `s`, or `es` after s, x, ch, sh).
+pub(crate) fn count_en(n: u64, noun: &str) -> String {
+    if n == 1 {
+        return format!("1 {noun}");
+    }
+    let es = ["s", "x", "ch", "sh"].iter().any(|end| noun.ends_with(end));
+    format!("{n} {noun}{}", if es { "es" } else { "s" })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,5 +63,9 @@ mod tests {
             ]
         );
         assert_eq!(count(3, &TIMES), "3 раза");
+        assert_eq!(count_en(1, "result"), "1 result");
+        assert_eq!(count_en(21, "page"), "21 pages");
+        assert_eq!(count_en(0, "issue"), "0 issues");
+        assert_eq!(count_en(2, "batch"), "2 batches");
     }
 }

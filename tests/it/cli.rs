@@ -1018,6 +1018,12 @@ fn relay_inspect_names_a_missing_path_and_judges_tokens_as_the_hub_does() {
     assert!(line("claim-wrong").contains("INVALID"), "{}", out.stdout);
     assert!(line("claim-wrong").contains("токен"), "{}", out.stdout);
     assert!(!line("claim-right").contains("INVALID"), "{}", out.stdout);
+    // English nouns agree with their numbers (issue 25 item 8): not "1 commands".
+    assert!(
+        line("claim-right").contains("up to 1 command,"),
+        "{}",
+        out.stdout
+    );
     // The agent's claim the hub has not answered waits for work: not "not applied".
     assert!(
         line("claim-right").contains("waiting claim, not answered yet")

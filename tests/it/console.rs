@@ -1397,7 +1397,8 @@ async fn a_queued_refresh_is_shown_as_queued() {
     let page = console.get("/ui/runs", Some(&cookie)).await;
     let queued = part(&page.body, "queued-refresh-2", "li");
     assert!(
-        queued.contains("<a href=\"/ui/batches/2\">пакет 2</a>: ждёт, в очереди 3-е")
+        queued
+            .contains("<a href=\"/ui/batches/2\">пакет 2</a>: ждёт в очереди, перед ним 2 команды")
             && queued.contains("ждёт агента"),
         "{queued}"
     );
@@ -1409,7 +1410,7 @@ async fn a_queued_refresh_is_shown_as_queued() {
     );
     let card = part(&overview.body, "queued-refresh-2", "li");
     assert!(
-        card.contains("в очереди 3-е") && card.contains("ждёт агента"),
+        card.contains("перед ним 2 команды") && card.contains("ждёт агента"),
         "{card}"
     );
 
@@ -1427,7 +1428,7 @@ async fn a_queued_refresh_is_shown_as_queued() {
     let page = console.get("/ui/runs", Some(&cookie)).await;
     let queued = part(&page.body, "queued-refresh-2", "li");
     assert!(
-        queued.contains("ждёт, в очереди 2-е") && !queued.contains("ждёт агента"),
+        queued.contains("ждёт в очереди, перед ним 1 команда") && !queued.contains("ждёт агента"),
         "{queued}"
     );
 }

@@ -252,7 +252,9 @@ pub(super) fn duration_words(seconds: i64) -> String {
 /// `2,5 с`: a quick refresh is not «0 с»), else as [`duration_words`].
 pub(super) fn millis_words(millis: i64) -> String {
     let millis = millis.max(0);
-    if millis < 10_000 {
+    if millis < 100 {
+        "меньше 0,1 с".to_string()
+    } else if millis < 10_000 {
         format!("{},{} с", millis / 1000, millis % 1000 / 100)
     } else {
         duration_words(millis / 1000)
@@ -361,6 +363,7 @@ mod tests {
     #[test]
     fn words_for_ages_and_sizes() {
         assert_eq!(millis_words(400), "0,4 с");
+        assert_eq!(millis_words(30), "меньше 0,1 с");
         assert_eq!(millis_words(2_560), "2,5 с");
         assert_eq!(millis_words(75_000), "1 мин");
         let now = time::macros::datetime!(2026-11-30 12:00:00 UTC);

@@ -136,7 +136,7 @@ pub(super) fn overview(view: &Overview) -> String {
         Some(at) => {
             let _ = write!(
                 out,
-                "<p>Старейшая команда в очереди ждёт <b>{}</b> (с {}).</p>",
+                "<p>Старейшая команда в очереди ждёт <b>{}</b> (поставлена {}).</p>",
                 duration_words(seconds_since(at, now)),
                 time_of(at, now)
             );
@@ -424,9 +424,12 @@ fn queued_refresh_lines(out: &mut String, queued: &[QueuedRefresh], now: OffsetD
     out.push_str("<ul class=\"runs queued\">");
     for refresh in queued {
         let place = if refresh.position == 1 {
-            "первое в очереди".to_string()
+            "следующее".to_string()
         } else {
-            format!("в очереди {}-е", refresh.position)
+            format!(
+                "перед ним {}",
+                words::count(refresh.position as u64 - 1, &COMMAND_FORMS)
+            )
         };
         let agent = if refresh.no_agent {
             " · <b class=\"bad\">ждёт агента</b>: агента нет на связи"
@@ -436,7 +439,7 @@ fn queued_refresh_lines(out: &mut String, queued: &[QueuedRefresh], now: OffsetD
         let _ = write!(
             out,
             "<li class=\"queued-refresh\" id=\"queued-refresh-{}\">Обновление, \
-             <a href=\"/ui/batches/{}\">пакет {}</a>: ждёт, {place} (поставлено {}){agent}</li>",
+             <a href=\"/ui/batches/{}\">пакет {}</a>: ждёт в очереди, {place} (поставлено {}){agent}</li>",
             refresh.batch_id,
             refresh.batch_id,
             refresh.batch_id,

@@ -630,7 +630,7 @@ fn the_console_in_a_headless_browser() {
     assert_eq!(status, 201, "{created}");
     browser.goto(&format!("{base}/ui/runs"));
     browser.click("form.filter button");
-    let queued = browser.wait_text(".queued-refresh", |t| t.contains("ждёт, в очереди"));
+    let queued = browser.wait_text(".queued-refresh", |t| t.contains("ждёт в очереди"));
     assert!(queued.contains("пакет"), "{queued}");
     keep_screenshot(&browser, &dir, "console-refresh-queued.png");
     let queued_count = browser.script(
@@ -648,7 +648,7 @@ fn the_console_in_a_headless_browser() {
         "pressed again: no second refresh"
     );
     browser.goto(&base);
-    browser.wait_text(".queued-refresh", |t| t.contains("ждёт, в очереди"));
+    browser.wait_text(".queued-refresh", |t| t.contains("ждёт в очереди"));
 
     // An unknown page is a page.
     browser.goto(&format!("{base}/ui/no-such-page"));
