@@ -233,7 +233,7 @@ impl HubConnection {
         tracing::info!(
             batch = view.id,
             commands = view.commands.len(),
-            project = view.project.as_deref(),
+            project = view.project.as_deref().map(tracing::field::display),
             "batch enqueued"
         );
         self.work.bump();
@@ -563,7 +563,7 @@ impl HubConnection {
             RefreshSince::Last
         };
         let view = self.enqueue_refresh_of(None, "jira-hub", since)?;
-        tracing::info!(batch = view.id, at = %format_utc(now), since = since.as_str(), "automatic refresh enqueued");
+        tracing::info!(batch = view.id, at = %format_utc(now), since = %since.as_str(), "automatic refresh enqueued");
         Ok(Some(view))
     }
 }

@@ -45,7 +45,7 @@ impl HubConnection {
             TokenRole::Agent => "agent",
             TokenRole::Client => "client",
         };
-        tracing::info!(role = role_name, "token rotated");
+        tracing::info!(role = %role_name, "token rotated");
         Ok(tokens)
     }
 }

@@ -629,3 +629,25 @@ async fn the_readmes_batch_example_is_accepted() {
         json!({"$result": "key"})
     );
 }
+
+/// Issue 25 item 8: log lines carry plain values, not Rust's `Debug` (`project=Some("AWPCA")`).
+#[test]
+fn log_lines_carry_plain_values() {
+    let dir = TestDir::new();
+    let clock = clock();
+    drop(ready_hub(&dir, &clock));
+    let output = hub_command(&dir.db(), &["refresh", "--project", "AWPCA"])
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let log = String::from_utf8_lossy(&output.stderr);
+    let line = log
+        .lines()
+        .find(|line| line.contains("batch enqueued"))
+        .unwrap_or_else(|| panic!("no enqueue line: {log}"));
+    assert!(
+        line.contains("project=AWPCA") && !line.contains("Some("),
+        "{line}"
+    );
+}

@@ -152,7 +152,7 @@ impl Throttle {
         // two), and a summary of everyone's at most once a minute.
         self.unlogged += 1;
         if count == 1 || count.is_power_of_two() {
-            tracing::warn!(%client, failures = count, locked_until = locked.map(crate::domain::time::format_utc), "failed console sign-ins");
+            tracing::warn!(%client, failures = count, locked_until = locked.map(|at| tracing::field::display(crate::domain::time::format_utc(at))), "failed console sign-ins");
         }
         if self
             .logged_at
