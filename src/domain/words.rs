@@ -6,6 +6,8 @@ pub(crate) type Forms = [&'static str; 3];
 
 pub(crate) const COMMANDS: Forms = ["команда", "команды", "команд"];
 pub(crate) const TIMES: Forms = ["раз", "раза", "раз"];
+/// Issues as the object of a verb: «удалило бы 1 задачу», «2 задачи», «5 задач».
+pub(crate) const ISSUES_ACCUSATIVE: Forms = ["задачу", "задачи", "задач"];
 
 /// The form of `forms` that goes after `n`.
 pub(crate) fn plural(n: u64, forms: &Forms) -> &'static str {
@@ -63,6 +65,8 @@ mod tests {
             ]
         );
         assert_eq!(count(3, &TIMES), "3 раза");
+        assert_eq!(count(21, &ISSUES_ACCUSATIVE), "21 задачу");
+        assert_eq!(count(90, &ISSUES_ACCUSATIVE), "90 задач");
         assert_eq!(count_en(1, "result"), "1 result");
         assert_eq!(count_en(21, "page"), "21 pages");
         assert_eq!(count_en(0, "issue"), "0 issues");

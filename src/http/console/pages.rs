@@ -1246,8 +1246,9 @@ fn held_card(out: &mut String, held: &[crate::service::HeldRunView]) {
     for run in held {
         let _ = write!(
             out,
-            "<p class=\"bad\">Полное обновление №{} удалило бы из зеркала <b>{}</b> задач — больше, чем позволяет prune_guard. <a href=\"/ui/runs#held\">Проверить и подтвердить</a>.</p>",
-            run.run_id, run.would_remove
+            "<p class=\"bad\">Полное обновление (прогон {}) удалило бы из зеркала <b>{}</b> — больше, чем позволяет prune_guard. <a href=\"/ui/runs#held\">Проверить и подтвердить</a>.</p>",
+            run.run_id,
+            words::count(run.would_remove.max(0) as u64, &words::ISSUES_ACCUSATIVE)
         );
     }
     out.push_str("</article>");
@@ -1276,9 +1277,9 @@ fn held_section(out: &mut String, held: &[crate::service::HeldRunView], csrf: &s
             .collect();
         let _ = write!(
             out,
-            "<p>Обновление №{}: удалило бы <b>{}</b> задач ({}); например: {}.</p><p class=\"actions\">",
+            "<p>Обновление (прогон {}) удалило бы <b>{}</b> ({}); например: {}.</p><p class=\"actions\">",
             run.run_id,
-            run.would_remove,
+            words::count(run.would_remove.max(0) as u64, &words::ISSUES_ACCUSATIVE),
             esc(&projects.join(", ")),
             esc(&run.sample_keys.join(", "))
         );
