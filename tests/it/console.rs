@@ -1503,14 +1503,14 @@ async fn a_command_has_its_own_page() {
     let row = part(&page.body, &format!("command-{second}"), "tr");
     assert!(
         row.contains(&format!(
-            "<a class=\"dependency\" href=\"/ui/commands/{first}\">команда 1</a>"
+            "<a class=\"dependency\" href=\"/ui/commands/{first}\">команда&nbsp;1</a>"
         )),
         "{row}"
     );
     assert!(
         page.body.contains("<th>Зависит от</th>")
             && page.body.contains(&format!(
-                "<a href=\"/ui/commands/{first}\" title=\"пакет {id}, команда 1\">команда 1</a>"
+                "<a href=\"/ui/commands/{first}\" title=\"пакет {id}, команда 1\">команда&nbsp;1</a>"
             )),
         "{}",
         page.body

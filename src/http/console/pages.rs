@@ -312,7 +312,7 @@ pub(super) fn overview(view: &Overview) -> String {
         Some(backup) => {
             let _ = write!(
                 out,
-                "<p>Последняя копия: {}, {}<br>{}</p>",
+                "<p>Последняя копия: {}, {}<br>сделана {}</p>",
                 path_html(&backup.name),
                 size_words(backup.bytes),
                 time_of(&backup.modified, now)
@@ -616,7 +616,7 @@ fn command_rows(
         let dependency = match c.depends_on {
             Some(id) => match known.iter().find(|d| d.id == id) {
                 Some(d) => format!(
-                    "<a class=\"dependency\" href=\"/ui/commands/{id}\">команда {}</a>",
+                    "<a class=\"dependency\" href=\"/ui/commands/{id}\">команда&nbsp;{}</a>",
                     d.seq
                 ),
                 None => format!("<a class=\"dependency\" href=\"/ui/commands/{id}\">команда</a>"),
@@ -625,7 +625,7 @@ fn command_rows(
         };
         let _ = write!(
             out,
-            "<tr id=\"command-{}\"><td><a href=\"/ui/commands/{}\" title=\"пакет {}, команда {}\">команда {}</a></td>\
+            "<tr id=\"command-{}\"><td><a href=\"/ui/commands/{}\" title=\"пакет {}, команда {}\">команда&nbsp;{}</a></td>\
              <td>{}</td><td>{dependency}</td><td><code class=\"json\">{}</code></td><td class=\"status\">{}</td>\
              <td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{retry}</td></tr>",
             c.id,
