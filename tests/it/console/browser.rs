@@ -5,8 +5,15 @@
 //! only where the service takes it (a skipped command points at its dependency), a batch that
 //! completed with a failure not shown as «завершён», cancel saying what it did with its button
 //! gone, an unknown page answered as a page, Jira's times in the hub's form, long params wrapped
-//! without a word cut. Screenshots (the overview, a batch with a failure, a cancelled batch, the
-//! overview on a phone) are saved in the test's folder and copied into `target/screenshots/`.
+//! without a word cut; then the operator's path of issue 25: a failed command's own page (params
+//! whole, its key linked to the mirror) and its retry from there (the first attempt stays, with
+//! its agent), cancel asking first on a page of its own, a refresh queued behind other work seen
+//! as queued (and a second press adding none), the menu on an unknown page, and a real agent
+//! frozen with SIGSTOP flagged silent (a step that runs once the hub knows agents' heartbeat
+//! periods, the `quiet` work; it says so when skipped). Screenshots (the overview, a batch with a
+//! failure, the cancel question, a cancelled batch, a command's page before and after its retry,
+//! a queued refresh, the overview on a phone, the frozen agent) are saved in the test's folder
+//! and copied into `target/screenshots/`.
 //! Without Chromium or its driver (the build script looks for them) the test is ignored, which
 //! `cargo test` counts and shows.
 //!
