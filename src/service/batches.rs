@@ -354,7 +354,7 @@ impl HubConnection {
                 )));
             }
             let retried = requeue_with_dependents(tx, &command, &now)?;
-            tracing::info!(command = id, batch = command.batch_id, retried, "command retried");
+            tracing::info!(batch = command.batch_id, command = command.seq, command_id = id, retried, "command retried");
             let row = tx
                 .command(id)?
                 .ok_or_else(|| ServiceError::NotFound(format!("команды {id} нет")))?;
