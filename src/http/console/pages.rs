@@ -795,23 +795,34 @@ pub(super) fn cancel_confirmation(view: &BatchView, csrf: &str, back: &str) -> S
 /// calls and 429s, the keys it names linked to the mirror, its dependency and dependents.
 pub(super) fn command(page: &CommandPage, csrf: &str, now: OffsetDateTime) -> String {
     let c = &page.command;
+    // After a retry the stored agent and time are the last attempt's until the next delivery.
+    let handed_out = c
+        .attempts
+        .last()
+        .is_none_or(|last| c.deliveries > last.deliveries);
+    let agent = if handed_out {
+        or_dash(c.claimed_by.as_deref())
+    } else {
+        "—".to_string()
+    };
+    let claimed = match (&c.claimed_at, handed_out) {
+        (Some(at), true) => time_of(at, now),
+        (_, false) => "ещё не выдана".to_string(),
+        (None, true) => "—".to_string(),
+    };
     let mut out = String::with_capacity(8 * 1024);
     let _ = write!(
         out,
         "<section id=\"command-head\" data-live><dl class=\"facts\">\
          <dt>Пакет</dt><dd><a href=\"/ui/batches/{batch}\">пакет {batch}</a>: {}</dd>\
          <dt>Тип</dt><dd>{}</dd><dt>Статус</dt><dd id=\"command-status\">{}</dd>\
-         <dt>Выдач агенту</dt><dd>{}</dd><dt>Агент</dt><dd>{}</dd>\
-         <dt>Выдана</dt><dd>{}</dd><dt>Закончена</dt><dd>{}</dd>\
+         <dt>Выдач агенту, всего</dt><dd>{}</dd><dt>Агент</dt><dd>{agent}</dd>\
+         <dt>Выдана</dt><dd>{claimed}</dd><dt>Закончена</dt><dd>{}</dd>\
          <dt>Вызовов Jira</dt><dd>{}</dd><dt>Ответов 429</dt><dd>{}</dd><dt>Пауза перед выдачей</dt><dd>{}</dd>",
         esc(&page.batch_title),
         command_type_words(c.command_type),
         attempts_words(c),
         c.deliveries,
-        or_dash(c.claimed_by.as_deref()),
-        c.claimed_at
-            .as_ref()
-            .map_or_else(|| "—".to_string(), |at| time_of(at, now)),
         c.finished_at
             .as_ref()
             .map_or_else(|| "—".to_string(), |at| time_of(at, now)),

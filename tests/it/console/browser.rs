@@ -619,6 +619,9 @@ fn the_console_in_a_headless_browser() {
     browser.wait_text(".notice", |t| t.contains("снова в очереди"));
     let attempts = browser.wait_text("#attempts", |t| t.contains("agent-web"));
     assert!(attempts.contains("поле body слишком длинное"), "{attempts}");
+    // The new attempt is not handed out yet: the last attempt's agent is in the table, not above.
+    let head = browser.text("#command-head").unwrap_or_default();
+    assert!(head.contains("ещё не выдана"), "{head}");
     keep_screenshot(&browser, &dir, "console-command-retried.png");
 
     // A refresh behind other work: shown as queued, where it stands; pressing again adds none.
