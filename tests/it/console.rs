@@ -1048,7 +1048,8 @@ async fn cancelling_says_what_it_did_and_the_button_goes() {
         page.body.contains("Отмена сняла с очереди 2 команды.")
             && page
                 .body
-                .contains("У агента осталась 1 команда: отмена их не прерывает"),
+                .contains("У агента осталась 1 команда: отмена её не прерывает")
+            && page.body.contains("она станет «отменена»"),
         "{}",
         page.body
     );

@@ -738,14 +738,12 @@ fn cancel_outcome(view: &BatchView) -> String {
     if at_agent > 0 {
         let _ = write!(
             out,
-            "У агента {} {}: отмена их не прерывает, итог покажет агент \
-             (а если он не ответит, они станут «отменена», в Jira не повторяясь).",
-            if at_agent == 1 {
-                "осталась"
-            } else {
-                "остались"
-            },
+            "У агента {} {}: отмена {} не прерывает, итог покажет агент \
+             (а если он не ответит, {} «отменена», в Jira не повторяясь).",
+            words::plural(at_agent, &["осталась", "остались", "остались"]),
             words::count(at_agent, &COMMAND_FORMS),
+            words::plural(at_agent, &["её", "их", "их"]),
+            words::plural(at_agent, &["она станет", "они станут", "они станут"]),
         );
     } else {
         out.push_str("Больше в Jira не уйдёт ни одна команда пакета.");
@@ -763,16 +761,18 @@ pub(super) fn cancel_confirmation(view: &BatchView, csrf: &str, back: &str) -> S
     let _ = write!(
         out,
         "<p id=\"cancel-question\">Отменить пакет {} «{}»?</p><ul>\
-         <li>Снимутся с очереди: <b>{}</b>; в Jira они не уйдут.</li>",
+         <li>Снимутся с очереди: <b>{}</b>; в Jira {}.</li>",
         view.id,
         esc(&view.title),
-        words::count(queued, &COMMAND_FORMS)
+        words::count(queued, &COMMAND_FORMS),
+        words::plural(queued, &["она не уйдёт", "они не уйдут", "они не уйдут"])
     );
     if at_agent > 0 {
         let _ = write!(
             out,
-            "<li>У агента: <b>{}</b>; отмена их не прерывает, итог покажет агент.</li>",
-            words::count(at_agent, &COMMAND_FORMS)
+            "<li>У агента: <b>{}</b>; отмена {} не прерывает, итог покажет агент.</li>",
+            words::count(at_agent, &COMMAND_FORMS),
+            words::plural(at_agent, &["её", "их", "их"])
         );
     }
     out.push_str("<li>Отменённый пакет нельзя продолжить; неудачные команды в нём не повторяются.</li></ul><p class=\"actions\">");
