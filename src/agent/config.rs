@@ -216,7 +216,7 @@ impl AgentConfig {
             .filter(|k| !KNOWN_KEYS.contains(k) && !LEGACY_KEYS.contains(k))
             .collect();
         if !unknown.is_empty() {
-            tracing::warn!(keys = ?unknown, "unknown config keys are ignored");
+            tracing::warn!(keys = %unknown.join(", "), "unknown config keys are ignored");
         }
         Self::from_map(&map, env)
     }

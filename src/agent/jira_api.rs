@@ -353,7 +353,7 @@ impl Jira {
             .client
             .send(method, &url, self.authorization.expose(), body);
         self.last_call = Some(self.waits.now());
-        tracing::debug!(method, path = %path_only(path), status = ?result.as_ref().map(|r| r.status).ok(), "jira call");
+        tracing::debug!(method, path = %path_only(path), status = result.as_ref().map(|r| r.status).ok(), "jira call");
         if let Ok(reply) = &result {
             self.note_limits(reply);
         }

@@ -169,21 +169,54 @@ pub(crate) fn describe_relay_dir(relay_dir: Option<&str>) -> String {
                     Ok(meta) if !meta.file_type().is_dir() => {
                         format!("{folder} NOT A REAL FOLDER (a link or a file: the relay will not use it)")
                     }
-                    _ => match std::fs::read_dir(path.join(folder)) {
-                    Ok(entries) => {
-                        let files = entries
-                            .filter_map(Result::ok)
-                            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-                            .count();
-                        format!("{folder} {files}")
-                    }
-                    Err(_) => format!("{folder} absent"),
+                    _ => match relay_files(&path.join(folder)) {
+                        Ok(files) if *folder == "inbox" => {
+                            // As the console counts them: a claim waiting for work is not a
+                            // file waiting to be handled.
+                            let claims = files.iter().filter(|name| name.starts_with("claim-")).count();
+                            format!(
+                                "inbox {} to handle + {} {} waiting for work",
+                                files.len() - claims,
+                                claims,
+                                if claims == 1 { "claim" } else { "claims" }
+                            )
+                        }
+                        Ok(files) => format!("{folder} {}", files.len()),
+                        Err(_) => format!("{folder} absent"),
                     },
                 })
                 .collect();
             format!("{dir}: {}", counts.join(", "))
         }
     }
+}
+
+/// The names of the files in a relay folder, those in its subfolders (`archive/`'s days) too;
+/// hidden ones (a writer's temporary file) are not counted.
+fn relay_files(dir: &Path) -> std::io::Result<Vec<String>> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    let mut first = true;
+    while let Some(folder) = stack.pop() {
+        let entries = match std::fs::read_dir(&folder) {
+            Ok(entries) => entries,
+            Err(error) if first => return Err(error),
+            Err(_) => continue,
+        };
+        first = false;
+        for entry in entries.filter_map(Result::ok) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                continue;
+            }
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => stack.push(entry.path()),
+                Ok(kind) if kind.is_file() => files.push(name),
+                _ => {}
+            }
+        }
+    }
+    Ok(files)
 }
 
 #[cfg(test)]

@@ -446,7 +446,7 @@ fn start_run(
 
 fn dependency_failed(dependency: &CommandRow) -> String {
     format!(
-        "команда №{} пакета, от которой зависит эта, завершилась со статусом «{}»",
+        "команда {} этого пакета, от которой зависит эта, завершилась со статусом «{}»",
         dependency.seq,
         dependency.status.label()
     )

@@ -21,8 +21,8 @@ pub use batches::{
     BATCH_PAGE_DEFAULT, BATCH_PAGE_MAX, BatchRequest, CommandRequestBody, RefreshSince,
 };
 pub use console::{
-    AGENT_SILENT_SECONDS, BackupFile, FailedBatch, HourActivity, OVERVIEW_HOURS, Overview,
-    ProjectIssues, RelayState,
+    AGENT_SILENT_SECONDS, BackupFile, CommandPage, FailedBatch, HourActivity, OVERVIEW_HOURS,
+    Overview, ProjectIssues, QueuedRefresh, RelayState,
 };
 pub(crate) use metrics::{Metrics, RELAY_STALL_LIMIT};
 pub use store::{Fault, FaultSeen, StoreError};

@@ -502,6 +502,9 @@ pub struct IssueView {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct RunView {
     pub id: i64,
+    /// The batch of the refresh: a refresh is a batch with a run, and this is its number
+    /// everywhere (the console's «пакет 5», the CLI's `batch 5`).
+    pub batch_id: Option<i64>,
     /// The refresh command the run executes.
     pub command_id: Option<i64>,
     pub query: String,
@@ -541,6 +544,7 @@ impl From<RunRow> for SyncRunView {
             kind: row.kind,
             run: RunView {
                 id: row.id,
+                batch_id: row.batch_id,
                 command_id: row.command_id,
                 query: row.query,
                 started_at: row.started_at,

@@ -694,9 +694,15 @@ impl Tx<'_> {
     ) -> Result<RunRow> {
         let full = kind == RunKind::Full;
         self.0.execute(
-            "INSERT INTO sync_run (command_id, query, started_at, status, full, kind, scope)
-             VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6)",
+            "INSERT INTO sync_run (command_id, query, started_at, status, full, kind, scope, batch_id)
+             VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6,
+                     (SELECT batch_id FROM command WHERE id = ?1))",
             params![command_id, query, started_at, full, kind.as_str(), scope],
+        )?;
+        let batch_id = self.0.query_row(
+            "SELECT batch_id FROM sync_run WHERE id = last_insert_rowid()",
+            [],
+            |row| row.get(0),
         )?;
         Ok(RunRow {
             id: self.0.last_insert_rowid(),
@@ -712,6 +718,7 @@ impl Tx<'_> {
             kind,
             scope: scope.to_string(),
             pages: 0,
+            batch_id,
             total: None,
         })
     }

@@ -172,7 +172,7 @@ fn a_full_run_that_would_empty_the_mirror_waits_for_a_confirmation() {
     drop(hub);
     let status = run_ok(&dir.db(), &["status"]).stdout;
     assert!(
-        status.contains(&format!("refresh #{held} would remove 90 issues")),
+        status.contains(&format!("refresh run {held} would remove 90 issues")),
         "{status}"
     );
     let out = run_ok(&dir.db(), &["refresh", "confirm", &held.to_string()]);
