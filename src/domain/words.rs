@@ -8,6 +8,8 @@ pub(crate) const COMMANDS: Forms = ["команда", "команды", "ком�
 pub(crate) const TIMES: Forms = ["раз", "раза", "раз"];
 /// Issues as the object of a verb: «удалило бы 1 задачу», «2 задачи», «5 задач».
 pub(crate) const ISSUES_ACCUSATIVE: Forms = ["задачу", "задачи", "задач"];
+/// Issues after a noun that governs the genitive: «удаление 1 задачи», «2 задач», «21 задачи».
+pub(crate) const ISSUES_GENITIVE: Forms = ["задачи", "задач", "задач"];
 
 /// The form of `forms` that goes after `n`.
 pub(crate) fn plural(n: u64, forms: &Forms) -> &'static str {
@@ -67,6 +69,9 @@ mod tests {
         assert_eq!(count(3, &TIMES), "3 раза");
         assert_eq!(count(21, &ISSUES_ACCUSATIVE), "21 задачу");
         assert_eq!(count(90, &ISSUES_ACCUSATIVE), "90 задач");
+        assert_eq!(count(1, &ISSUES_GENITIVE), "1 задачи");
+        assert_eq!(count(21, &ISSUES_GENITIVE), "21 задачи");
+        assert_eq!(count(3, &ISSUES_GENITIVE), "3 задач");
         assert_eq!(count_en(1, "result"), "1 result");
         assert_eq!(count_en(21, "page"), "21 pages");
         assert_eq!(count_en(0, "issue"), "0 issues");

@@ -918,8 +918,11 @@ fn prune_or_hold(
             .map(|(label, total, missing)| format!("{label}: {missing} из {total}"))
             .collect();
         let message = format!(
-            "удаление {} задач из зеркала ждёт подтверждения ({}; предел prune_guard: {}% и не меньше {}, а также все задачи проекта): jira-hub refresh confirm {}",
-            preview.keys.len(),
+            "удаление {} из зеркала ждёт подтверждения ({}; предел prune_guard: {}% и не меньше {}, а также все задачи проекта): jira-hub refresh confirm {}",
+            crate::domain::words::count(
+                preview.keys.len() as u64,
+                &crate::domain::words::ISSUES_GENITIVE
+            ),
             words.join(", "),
             guard.max_percent,
             guard.min_issues,
