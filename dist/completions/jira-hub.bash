@@ -1146,7 +1146,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__init)
-            opts="-h --config --force --if-new --db --log-format --help"
+            opts="-h --config --force --if-new --use-empty-file --db --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -56,6 +56,7 @@ journal\t'Text with the syslog priority as `<N>` first and no timestamp (journal
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -l force -d 'Import over the settings an earlier init stored (tokens are kept)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -l if-new -d 'Do nothing, successfully, when the database already has settings'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -l use-empty-file -d 'Make the database in the existing empty file --db names (an empty file is otherwise refused by every command: it may be anyone\'s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand migrate" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand migrate" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'

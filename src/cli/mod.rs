@@ -26,7 +26,7 @@ pub use demo::DemoArgs;
 // The schema in VERSION is written out (concat! takes literals): this fails the build when the
 // schema moves on and VERSION does not.
 const _: () = assert!(
-    crate::store::CURRENT_SCHEMA_VERSION == 4 && crate::store::CURRENT_V4_REVISION == 9,
+    crate::store::CURRENT_SCHEMA_VERSION == 4 && crate::store::CURRENT_V4_REVISION == 10,
     "update VERSION's schema"
 );
 
@@ -35,7 +35,7 @@ const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (commit ",
     env!("JIRA_HUB_COMMIT"),
-    ", database schema v4 revision 9)"
+    ", database schema v4 revision 10)"
 );
 
 #[derive(Debug, Parser)]
@@ -83,6 +83,10 @@ pub enum Command {
         /// Do nothing, successfully, when the database already has settings.
         #[arg(long)]
         if_new: bool,
+        /// Make the database in the existing empty file --db names (an empty file is otherwise
+        /// refused by every command: it may be anyone's).
+        #[arg(long)]
+        use_empty_file: bool,
     },
     /// Create or migrate the database, print what was done, and exit.
     Migrate,
@@ -406,7 +410,8 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
             config,
             force,
             if_new,
-        } => admin::init(&cli.db, &config, force, if_new)?,
+            use_empty_file,
+        } => admin::init(&cli.db, &config, force, if_new, use_empty_file)?,
         Command::Migrate => admin::migrate(&cli.db)?,
         Command::Settings(SettingsCommand::Get { key }) => settings::get(&cli.db, key.as_deref())?,
         Command::Settings(SettingsCommand::Set { key, json }) => {
@@ -562,6 +567,14 @@ fn man(dir: Option<&Path>) -> anyhow::Result<Outcome> {
 /// Opens the hub's database, creating or migrating it: `init` and `migrate` (and `serve`).
 fn open_hub(db: &Path) -> anyhow::Result<(HubConnection, crate::store::OpenReport)> {
     HubConnection::open(db, Arc::new(SystemClock))
+        .with_context(|| format!("не удалось открыть базу {}", db.display()))
+}
+
+/// `open_hub`, making the database in an existing empty file too (`init --use-empty-file`).
+fn open_hub_also_in_empty_file(
+    db: &Path,
+) -> anyhow::Result<(HubConnection, crate::store::OpenReport)> {
+    HubConnection::open_also_in_empty_file(db, Arc::new(SystemClock))
         .with_context(|| format!("не удалось открыть базу {}", db.display()))
 }
 

@@ -865,7 +865,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(|headers: axum::http::HeaderMap| async move {
             // A browser (it asks for HTML) gets the console's page, a client the JSON error.
             if console::wants_html(&headers) {
-                return console::missing_page();
+                return console::missing_page(None);
             }
             ApiError::new(
                 StatusCode::NOT_FOUND,

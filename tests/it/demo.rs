@@ -262,6 +262,10 @@ fn demo_names_the_child_that_died_and_exits_1() {
     let text = std::fs::read_to_string(&output).unwrap();
     assert_eq!(exit.code(), Some(1), "{text}");
     assert!(text.contains("demo: hub exited 1"), "{text}");
-    assert!(text.contains("hub остановился раньше времени"), "{text}");
+    // One language a line (issue 25 item 8): not «hub остановился … (hub exited 1)».
+    assert!(
+        text.contains("хаб остановился раньше времени (код выхода 1)"),
+        "{text}"
+    );
     drop(taken);
 }

@@ -160,7 +160,7 @@ impl Throttle {
         // two), and a summary of everyone's at most once a minute.
         self.unlogged += 1;
         if count == 1 || count.is_power_of_two() {
-            tracing::warn!(%client, failures = count, wait_until = ?until.map(crate::domain::time::format_utc), "failed console sign-ins");
+            tracing::warn!(%client, failures = count, wait_until = until.map(|at| tracing::field::display(crate::domain::time::format_utc(at))), "failed console sign-ins");
         }
         if self
             .logged_at
@@ -313,7 +313,11 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/ui/sign-out", post(sign_out))
         .route("/ui/batches", get(batches))
         .route("/ui/batches/{id}", get(batch))
-        .route("/ui/batches/{id}/cancel", post(cancel_batch))
+        .route(
+            "/ui/batches/{id}/cancel",
+            get(cancel_question).post(cancel_batch),
+        )
+        .route("/ui/commands/{id}", get(command))
         .route("/ui/sync-runs/{id}/confirm", post(confirm_run))
         .route("/ui/batches/{id}/retry-failed", post(retry_failed))
         .route("/ui/failed", get(failed))
@@ -324,7 +328,7 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/ui/issues/{key}/notes", post(add_note))
         .route("/ui/runs", get(runs))
         .route("/ui/refresh", post(refresh))
-        .route("/ui/{*rest}", get(|| async { missing_page() }))
+        .route("/ui/{*rest}", get(missing))
         .layer(Extension(Arc::new(Console::new())))
 }
 
@@ -491,6 +495,12 @@ struct PageQuery {
     notice: Option<String>,
     project: Option<String>,
     status: Option<String>,
+    /// A search in a list (the mirror's slice).
+    q: Option<String>,
+    /// A page of a list, from 1.
+    page: Option<String>,
+    /// The page to go back to after an action.
+    back: Option<String>,
 }
 
 /// A request of a signed-in operator for a page.
@@ -649,18 +659,20 @@ impl FromRequest<AppState> for Posted {
     }
 }
 
-/// A signed-in page: `work` reads on a blocking thread, `render` makes the title and body.
+/// A signed-in page: `work` reads on a blocking thread, `render` makes the title and body from
+/// what it read, the session's anti-forgery token and the hub's time (for the times shown).
 async fn show<T: Send + 'static>(
     signed: Signed,
     section: Section,
     back: &str,
     work: impl FnOnce(&mut HubConnection) -> Result<T, ServiceError> + Send + 'static,
-    render: impl FnOnce(T, &str) -> (String, String),
+    render: impl FnOnce(T, &str, time::OffsetDateTime) -> (String, String),
 ) -> Response {
     let notice = signed.query.notice.as_deref().and_then(notice_words);
-    match signed.state.pool.run(work).await {
-        Ok(value) => {
-            let (title, body) = render(value, &signed.csrf);
+    let read = move |hub: &mut HubConnection| Ok((work(hub)?, hub.now_utc()));
+    match signed.state.pool.run(read).await {
+        Ok((value, now)) => {
+            let (title, body) = render(value, &signed.csrf, now);
             let frame = Frame {
                 title: &title,
                 section,
@@ -880,7 +892,7 @@ async fn overview(signed: Signed) -> Response {
         Section::Overview,
         "/",
         |hub| hub.overview(),
-        |view, _| ("Обзор".to_string(), pages::overview(&view)),
+        |view, _, _| ("Обзор".to_string(), pages::overview(&view)),
     )
     .await
 }
@@ -903,10 +915,17 @@ async fn batches(signed: Signed) -> Response {
                 hub.projects()?,
             ))
         },
-        move |(list, projects), _| {
+        move |(list, projects), _, now| {
             (
                 "Пакеты".to_string(),
-                pages::batches(&list, &projects, project.as_deref(), status, LIST_LIMIT),
+                pages::batches(
+                    &list,
+                    &projects,
+                    project.as_deref(),
+                    status,
+                    LIST_LIMIT,
+                    now,
+                ),
             )
         },
     )
@@ -927,10 +946,67 @@ async fn batch(signed: Signed, Path(id): Path<String>) -> Response {
         Section::Batches,
         "/ui/batches",
         move |hub| hub.batch(id),
-        |view, csrf| {
+        |view, csrf, now| {
             (
                 format!("Пакет {}: {}", view.id, view.title),
-                pages::batch(&view, csrf),
+                pages::batch(&view, csrf, now),
+            )
+        },
+    )
+    .await
+}
+
+/// A command's own page, named as people name it: «Пакет 5, команда 2».
+async fn command(signed: Signed, Path(id): Path<String>) -> Response {
+    let Ok(id) = id.parse::<i64>() else {
+        return not_found(
+            &signed,
+            Section::Batches,
+            "такой команды нет",
+            "/ui/batches",
+        );
+    };
+    show(
+        signed,
+        Section::Batches,
+        "/ui/batches",
+        move |hub| hub.command_page(id),
+        |page, csrf, now| {
+            (
+                format!(
+                    "Пакет {}, команда {}",
+                    page.command.batch_id, page.command.seq
+                ),
+                pages::command(&page, csrf, now),
+            )
+        },
+    )
+    .await
+}
+
+/// The step before cancelling: what it will do, and the button (a page: no JavaScript needed).
+async fn cancel_question(signed: Signed, Path(id): Path<String>) -> Response {
+    let Ok(id) = id.parse::<i64>() else {
+        return not_found(
+            &signed,
+            Section::Batches,
+            "такого пакета нет",
+            "/ui/batches",
+        );
+    };
+    let page = format!("/ui/batches/{id}");
+    let back = local_page(signed.query.back.as_deref())
+        .unwrap_or(&page)
+        .to_string();
+    show(
+        signed,
+        Section::Batches,
+        "/ui/batches",
+        move |hub| hub.batch(id),
+        move |view, csrf, _| {
+            (
+                format!("Отменить пакет {}?", view.id),
+                pages::cancel_confirmation(&view, csrf, &back),
             )
         },
     )
@@ -961,8 +1037,9 @@ async fn act_on<T: Send + 'static>(
     act(posted, section, to, &page, move |hub| work(hub, id)).await
 }
 
-/// Cancels a batch; the notice says whether commands at the agent go on (cancelling does not
-/// stop them).
+/// Cancels a batch once asked (the form of [`cancel_question`] says `confirmed=yes`; a POST
+/// without it is taken to that question, never cancelling); the notice says whether commands at
+/// the agent go on (cancelling does not stop them).
 async fn cancel_batch(Path(id): Path<String>, posted: Posted) -> Response {
     let Ok(id) = id.parse::<i64>() else {
         let error = ApiError::new(
@@ -978,6 +1055,13 @@ async fn cancel_batch(Path(id): Path<String>, posted: Posted) -> Response {
         );
     };
     let page = format!("/ui/batches/{id}");
+    if posted.field("confirmed") != Some("yes") {
+        let question = match local_page(posted.field("back")) {
+            Some(back) => format!("/ui/batches/{id}/cancel?back={}", html::segment(back)),
+            None => format!("/ui/batches/{id}/cancel"),
+        };
+        return see_other(&question);
+    }
     match posted.state.pool.run(move |hub| hub.cancel_batch(id)).await {
         Ok(view) => {
             let at_agent = view.counters.get("claimed").copied().unwrap_or(0) > 0;
@@ -999,10 +1083,22 @@ async fn cancel_batch(Path(id): Path<String>, posted: Posted) -> Response {
     }
 }
 
-/// A page of the console that does not exist: an HTML page (not the API's JSON) with a way to
-/// the overview, for whoever follows an old or mistyped link.
-pub(super) fn missing_page() -> Response {
-    html(StatusCode::NOT_FOUND, html::missing_page())
+/// A page of the console that does not exist: an HTML page (not the API's JSON) with the menu,
+/// for whoever follows an old or mistyped link; a signed-in person keeps «Выйти» too.
+pub(super) fn missing_page(csrf: Option<&str>) -> Response {
+    html(StatusCode::NOT_FOUND, html::missing_page(csrf))
+}
+
+async fn missing(State(state): State<AppState>, parts: Parts) -> Response {
+    let csrf = match console_of(&parts) {
+        Some(console) => session(&state, &console, &parts.headers)
+            .await
+            .ok()
+            .flatten()
+            .map(|(_, csrf)| csrf),
+        None => None,
+    };
+    missing_page(csrf.as_deref())
 }
 
 /// Whether a request for an unknown path came from a browser (it asks for HTML first), whose
@@ -1053,7 +1149,7 @@ async fn failed(signed: Signed) -> Response {
         Section::Failed,
         "/ui/failed",
         |hub| hub.failed_by_batch(LIST_LIMIT),
-        |list, csrf| {
+        |list, csrf, _| {
             (
                 "Неудачные команды".to_string(),
                 pages::failed(&list, csrf, LIST_LIMIT),
@@ -1069,19 +1165,27 @@ async fn mirror(signed: Signed) -> Response {
         Section::Mirror,
         "/ui/mirror",
         |hub| hub.project_issue_counts(),
-        |(projects, total), _| ("Зеркало".to_string(), pages::mirror(&projects, total)),
+        |(projects, total), _, _| ("Зеркало".to_string(), pages::mirror(&projects, total)),
     )
     .await
 }
 
 async fn slice(signed: Signed, Path(label): Path<String>) -> Response {
     let title = format!("Проект {label}");
+    let query = signed.query.q.clone();
+    let page = signed
+        .query
+        .page
+        .as_deref()
+        .and_then(|p| p.parse::<usize>().ok())
+        .unwrap_or(1);
+    let asked = label.clone();
     show(
         signed,
         Section::Mirror,
         "/ui/mirror",
-        move |hub| hub.project_issues(&label),
-        move |rows, _| (title, pages::slice(&rows)),
+        move |hub| hub.project_issues(&asked),
+        move |rows, _, _| (title, pages::slice(&rows, &label, query.as_deref(), page)),
     )
     .await
 }
@@ -1092,7 +1196,7 @@ async fn issue(signed: Signed, Path(key): Path<String>) -> Response {
         Section::Mirror,
         "/ui/mirror",
         move |hub| hub.issue(&key),
-        |view, csrf| (view.issue.key.clone(), pages::issue(&view, csrf)),
+        |view, csrf, now| (view.issue.key.clone(), pages::issue(&view, csrf, now)),
     )
     .await
 }
@@ -1118,13 +1222,13 @@ async fn runs(signed: Signed) -> Response {
                 hub.sync_runs()?,
                 hub.projects()?,
                 hub.held_runs()?,
-                hub.now_utc(),
+                hub.queued_refreshes()?,
             ))
         },
-        |(runs, projects, held, now), csrf| {
+        |(runs, projects, held, queued), csrf, now| {
             (
                 "Синхронизация".to_string(),
-                pages::runs_with_held(&runs, &projects, &held, csrf, now),
+                pages::runs_with_held(&runs, &projects, &held, &queued, csrf, now),
             )
         },
     )
