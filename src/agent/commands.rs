@@ -9,6 +9,7 @@
 //! and every delivery after the first looks in Jira before it writes. An edit adds labels and
 //! never replaces them.
 
+use super::answer::{Cause, Need};
 use super::jira_api::{Deployment, Jira, JiraError, SearchPage};
 use super::jql;
 use crate::domain::settings::{IssueTypes, Pacing, TransitionTarget};
@@ -80,11 +81,12 @@ pub enum Outcome {
     Released(String),
     /// The agent is stopping: nothing to report, the hub hands the command out again.
     Stopped,
-    /// The command goes back to the hub unfinished (Jira cannot be reached, or the lease would
-    /// lapse): `unreachable` says which; see `agent::give_back`.
+    /// The command goes back to the hub unfinished: Jira is held (`held` says why: its
+    /// credentials are refused, or it cannot be reached), or a wait would outlast the lease;
+    /// see `agent::give_back`.
     GiveBack {
         reason: String,
-        unreachable: bool,
+        held: Option<Cause>,
     },
 }
 
@@ -93,7 +95,7 @@ enum Fail {
     Reason(String),
     Release(String),
     Stopped,
-    GiveBack { reason: String, unreachable: bool },
+    GiveBack { reason: String, held: Option<Cause> },
 }
 
 /// The entity property that marks what the agent creates (issues and comments), set in the
@@ -148,17 +150,14 @@ impl From<JiraError> for Fail {
     fn from(error: JiraError) -> Self {
         match error {
             JiraError::Stopped => Fail::Stopped,
-            JiraError::Unreachable(reason) => Fail::GiveBack {
+            JiraError::Held { cause, reason } => Fail::GiveBack {
                 reason,
-                unreachable: true,
+                held: Some(cause),
             },
-            JiraError::GiveBack(reason) => Fail::GiveBack {
-                reason,
-                unreachable: false,
-            },
+            JiraError::GiveBack(reason) => Fail::GiveBack { reason, held: None },
             JiraError::Refused { message, .. } => Fail::Reason(message),
             JiraError::Ambiguous(error) => Fail::Release(format!(
-                "ответ Jira на запись потерян ({error}); запись могла выполниться, поэтому в этой выдаче она не повторяется"
+                "ответ Jira потерян или неясен ({error}); запись могла выполниться, поэтому в этой выдаче она не повторяется"
             )),
             other => Fail::Reason(other.to_string()),
         }
@@ -207,16 +206,16 @@ impl Executor<'_> {
         };
         match result {
             Ok(value) => Outcome::Done(value),
-            Err(Fail::Reason(message)) => Outcome::Failed(message),
+            // A refusal names the issue it was about (Jira's words often do not).
+            Err(Fail::Reason(message)) => match text(params, "key") {
+                Some(key) if !message.contains(&key) => {
+                    Outcome::Failed(format!("{key}: {message}"))
+                }
+                _ => Outcome::Failed(message),
+            },
             Err(Fail::Release(message)) => Outcome::Released(message),
             Err(Fail::Stopped) => Outcome::Stopped,
-            Err(Fail::GiveBack {
-                reason,
-                unreachable,
-            }) => Outcome::GiveBack {
-                reason,
-                unreachable,
-            },
+            Err(Fail::GiveBack { reason, held }) => Outcome::GiveBack { reason, held },
         }
     }
 
@@ -281,7 +280,9 @@ impl Executor<'_> {
         }
         let marker = marker(command, self.agent);
         let body = json!({"fields": fields, "properties": [{"key": MARKER_KEY, "value": marker}]});
-        let reply = self.jira.write("POST", "/rest/api/2/issue", &body)?;
+        let reply =
+            self.jira
+                .write_expecting("POST", "/rest/api/2/issue", &body, Need::Member("key"))?;
         let created: Value = super::jira_api::parse(&reply)?;
         let key = created
             .get("key")
@@ -295,12 +296,9 @@ impl Executor<'_> {
                     Fail::Reason(r) => fail(format!("{key} создана, но {r}")),
                     // The issue is marked: the next delivery takes it and adds it to the sprint.
                     Fail::Release(r) => Fail::Release(format!("{key} создана, но {r}")),
-                    Fail::GiveBack {
-                        reason,
-                        unreachable,
-                    } => Fail::GiveBack {
+                    Fail::GiveBack { reason, held } => Fail::GiveBack {
                         reason: format!("{key} создана, но {reason}"),
-                        unreachable,
+                        held,
                     },
                     Fail::Stopped => Fail::Stopped,
                 })?;
@@ -801,10 +799,11 @@ impl Executor<'_> {
             return Ok(json!({"comment_id": id}));
         }
         let marker = marker(command, self.agent);
-        let reply = self.jira.write(
+        let reply = self.jira.write_expecting(
             "POST",
             &path,
             &json!({"body": body, "properties": [{"key": MARKER_KEY, "value": marker}]}),
+            Need::Member("id"),
         )?;
         let created: Value = super::jira_api::parse(&reply)?;
         Ok(json!({"comment_id": created["id"].clone()}))
@@ -881,6 +880,7 @@ impl Executor<'_> {
             text(params, "jql").ok_or_else(|| fail("jql: обязательное поле отсутствует"))?;
         let total = self.jira.search(&query, "*all", self.page_size, on_page)?;
         let mut boards = Vec::new();
+        let mut warnings = Vec::new();
         for board in params["boards"].as_array().into_iter().flatten() {
             let Some(id) = board.as_i64() else { continue };
             match self
@@ -888,13 +888,22 @@ impl Executor<'_> {
                 .read_json::<Value>(&format!("/rest/agile/1.0/board/{id}"))
             {
                 Ok(found) => boards.push(json!({"id": id, "type": found["type"]})),
+                // Refused for this board (Jira Software's agile REST answers 403 to a user
+                // without its licence): the issues are read, the board's type is not.
                 Err(JiraError::Refused { status, message }) => {
                     tracing::warn!(board = id, status, %message, "a board could not be read; its type is not reported");
+                    warnings.push(format!(
+                        "доска {id}: Jira отказала (HTTP {status}): {message}"
+                    ));
                 }
                 Err(other) => return Err(other.into()),
             }
         }
-        Ok(json!({"total": total, "boards": boards}))
+        let mut result = json!({"total": total, "boards": boards});
+        if !warnings.is_empty() {
+            result["warnings"] = json!(warnings);
+        }
+        Ok(result)
     }
 }
 

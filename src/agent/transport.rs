@@ -595,6 +595,7 @@ mod tests {
                     issues,
                 }),
                 not_before_seconds: None,
+                sent: None,
             }],
         };
         let bytes = serde_json::to_vec(&Outgoing {
