@@ -607,7 +607,7 @@ fn a_first_release_v4_database_gets_revision_1() {
     let revision: i64 = conn
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .unwrap();
-    assert_eq!(revision, 9);
+    assert_eq!(revision, 10);
     assert_eq!(
         count(
             &conn,
@@ -775,7 +775,7 @@ fn a_v4_database_of_the_data_model_gets_what_it_lacks_whatever_its_header_says()
         let revision: i64 = conn
             .query_row("PRAGMA user_version", [], |row| row.get(0))
             .unwrap();
-        assert_eq!(revision, 9, "header {header}");
+        assert_eq!(revision, 10, "header {header}");
         assert_eq!(
             count(
                 &conn,
@@ -952,7 +952,7 @@ fn revisions_run_again_on_a_header_reset_change_no_row() {
     let revision: i64 = conn
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .unwrap();
-    assert_eq!(revision, 9);
+    assert_eq!(revision, 10);
     assert_eq!(
         count(
             &conn,
