@@ -573,10 +573,38 @@ pub struct AgentView {
     /// The last preflight (`jira-hub agent --check`) it sent; absent when none came.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_check: Option<crate::protocol::CheckReport>,
+    /// While the agent says Jira is held for it (issue 24 §2: its credentials refused, Jira not
+    /// reachable): since when (UTC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub jira_down_since: Option<Utc>,
+    /// The same in words, its reason and since when: «Jira не принимает учётные данные агента
+    /// (HTTP 401) с 13:05 UTC». Every view of the agent shows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jira_held: Option<String>,
+}
+
+/// «<reason> с 13:05 UTC» (the day too, `с 2026-11-30 13:05 UTC`, when it is not `today`'s).
+pub(crate) fn held_words(reason: &str, since: &Utc, today: time::Date) -> String {
+    let at = since.at().to_offset(time::UtcOffset::UTC);
+    let clock = format!("{:02}:{:02}", at.hour(), at.minute());
+    if at.date() == today {
+        format!("{reason} с {clock} UTC")
+    } else {
+        format!("{reason} с {} {clock} UTC", at.date())
+    }
 }
 
 impl From<AgentRow> for AgentView {
     fn from(row: AgentRow) -> AgentView {
+        let jira_held = match (&row.jira_ok, &row.jira_down_since) {
+            (Some(false), Some(since)) => Some(held_words(
+                row.last_error.as_deref().unwrap_or("Jira недоступна"),
+                since,
+                time::OffsetDateTime::now_utc().date(),
+            )),
+            _ => None,
+        };
         AgentView {
             agent: row.agent,
             version: row.version,
@@ -587,6 +615,8 @@ impl From<AgentRow> for AgentView {
                 .last_check
                 .as_deref()
                 .and_then(|text| serde_json::from_str(text).ok()),
+            jira_held,
+            jira_down_since: row.jira_down_since.filter(|_| row.jira_ok == Some(false)),
         }
     }
 }
