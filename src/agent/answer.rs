@@ -163,15 +163,19 @@ fn login_failed(reply: &Reply) -> Option<String> {
     if let Some(denied) = reply.header("x-authentication-denied-reason") {
         return Some(format!("X-Authentication-Denied-Reason: {denied}"));
     }
-    let reasons = reply.header("x-seraph-loginreason")?;
-    reasons
-        .split(',')
-        .map(str::trim)
-        .any(|r| {
-            r.eq_ignore_ascii_case("AUTHENTICATED_FAILED")
-                || r.eq_ignore_ascii_case("AUTHENTICATION_DENIED")
+    // Every value of every such header (a proxy may add its own, HTTP may fold them).
+    reply
+        .headers
+        .iter()
+        .filter(|(name, _)| name == "x-seraph-loginreason")
+        .map(|(_, value)| value)
+        .find(|value| {
+            value.split(',').map(str::trim).any(|r| {
+                r.eq_ignore_ascii_case("AUTHENTICATED_FAILED")
+                    || r.eq_ignore_ascii_case("AUTHENTICATION_DENIED")
+            })
         })
-        .then(|| format!("X-Seraph-LoginReason: {reasons}"))
+        .map(|value| format!("X-Seraph-LoginReason: {value}"))
 }
 
 /// A `Location` that is a login page: Jira's `login.jsp`, Cloud's or an SSO's login and SAML

@@ -740,6 +740,15 @@ impl Jira {
             failures = 0;
             let asked = answer.max_results.unwrap_or(u64::from(size)).max(1);
             let count = answer.issues.len() as u64;
+            // `total` counts what is left from this page on (`startAt=0`): an empty page with a
+            // `total` above zero contradicts itself, a broken answer, never the end.
+            if count == 0
+                && let Some(total) = answer.total.filter(|t| *t > 0)
+            {
+                return Err(JiraError::Unavailable(format!(
+                    "ответ поиска Jira противоречит себе: issues пуст, а total = {total}"
+                )));
+            }
             if let Some(remaining) = answer.total {
                 let hint = sent + remaining;
                 total_hint = Some(total_hint.map_or(hint, |t: u64| t.max(hint)));

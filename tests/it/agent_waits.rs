@@ -15,16 +15,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// The hub (example config) served over HTTP on a port of its own, on `clock`.
-struct Hub {
-    dir: TestDir,
-    clock: Arc<ManualClock>,
+pub(crate) struct Hub {
+    pub(crate) dir: TestDir,
+    pub(crate) clock: Arc<ManualClock>,
     address: String,
     agent_token: String,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl Hub {
-    fn start(settings: Value, batch_commands: Value) -> Hub {
+    pub(crate) fn start(settings: Value, batch_commands: Value) -> Hub {
         let dir = TestDir::new();
         // The clock starts at the wall time: Jira's own reset times (`X-RateLimit-Reset`) are
         // wall times.
@@ -72,13 +72,13 @@ impl Hub {
     }
 
     /// A second connection to the same database, for the test's own reads.
-    fn read(&self) -> HubConnection {
+    pub(crate) fn read(&self) -> HubConnection {
         HubConnection::open(&self.dir.db(), self.clock.clone())
             .unwrap()
             .0
     }
 
-    fn commands(&self) -> Vec<jira_hub::service::CommandView> {
+    pub(crate) fn commands(&self) -> Vec<jira_hub::service::CommandView> {
         let mut hub = self.read();
         let batches = hub.batches(None).unwrap();
         batches
@@ -96,7 +96,7 @@ impl Hub {
         )
     }
 
-    fn agent_config(&self, jira_url: &str, extra: Value) -> String {
+    pub(crate) fn agent_config(&self, jira_url: &str, extra: Value) -> String {
         let mut config = json!({
             "jira_url": jira_url, "jira_user": "agent", "jira_password": "secret",
             "agent_token": self.agent_token, "name": "agent-1",
@@ -175,7 +175,7 @@ fn comments_on(key: &str, n: usize) -> Value {
         .collect()
 }
 
-fn seed(fake: &FakeJira) -> String {
+pub(crate) fn seed(fake: &FakeJira) -> String {
     fake.seed_issue(
         PROJECT,
         json!({"summary": "Задача", "issuetype": {"id": "10002", "name": "Задача"}, "labels": ["AWPCA"]}),

@@ -7,6 +7,7 @@ mod agent_waits;
 mod batches;
 mod boundaries;
 mod chains;
+mod classify;
 mod cli;
 mod connections;
 mod console;
