@@ -20,11 +20,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// As many times as the test lasts.
-const ALWAYS: usize = usize::MAX;
+pub(crate) const ALWAYS: usize = usize::MAX;
 
 /// What the front does with a request a rule matches.
 #[derive(Clone)]
-enum Act {
+pub(crate) enum Act {
     /// Answers itself; nothing reaches Jira.
     Answer {
         status: u16,
@@ -46,8 +46,8 @@ struct Rule {
 
 /// A front for the simulated Jira: answers as its rules say, passes the rest on with the
 /// `stamp` headers on every answer. Records each request's method, path and status.
-struct Front {
-    url: String,
+pub(crate) struct Front {
+    pub(crate) url: String,
     rules: Arc<Mutex<Vec<Rule>>>,
     seen: Arc<Mutex<Vec<(String, String, u16)>>>,
 }
@@ -55,7 +55,7 @@ struct Front {
 /// What Data Center adds to every answer of a request authenticated by Basic auth or a token:
 /// `X-Seraph-LoginReason: OK` and `X-AUSERNAME` (a recorded Jira 8.20.8 exchange; the
 /// PowerShell module fixtures of Data Center `PUT` answers carry it on 204s too).
-fn data_center_stamp() -> Vec<(String, String)> {
+pub(crate) fn data_center_stamp() -> Vec<(String, String)> {
     vec![
         ("X-Seraph-LoginReason".into(), "OK".into()),
         ("X-AUSERNAME".into(), "agent".into()),
@@ -63,7 +63,7 @@ fn data_center_stamp() -> Vec<(String, String)> {
 }
 
 impl Front {
-    fn start(backend: &str, stamp: Vec<(String, String)>) -> Front {
+    pub(crate) fn start(backend: &str, stamp: Vec<(String, String)>) -> Front {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let backend = backend.trim_start_matches("http://").to_string();
@@ -81,7 +81,7 @@ impl Front {
         Front { url, rules, seen }
     }
 
-    fn rule(&self, method: &'static str, path: &str, act: Act, times: usize) {
+    pub(crate) fn rule(&self, method: &'static str, path: &str, act: Act, times: usize) {
         self.rules.lock().unwrap().push(Rule {
             method,
             path: path.to_string(),
@@ -95,7 +95,7 @@ impl Front {
     }
 
     /// How many requests of `method` to `path` came.
-    fn count(&self, method: &str, path: &str) -> usize {
+    pub(crate) fn count(&self, method: &str, path: &str) -> usize {
         self.seen
             .lock()
             .unwrap()
@@ -214,7 +214,7 @@ fn serve(
     let _ = stream.write_all(&answer);
 }
 
-fn answer(status: u16, headers: &[(&str, &str)], body: &str) -> Act {
+pub(crate) fn answer(status: u16, headers: &[(&str, &str)], body: &str) -> Act {
     let mut headers: Vec<(String, String)> = headers
         .iter()
         .map(|(n, v)| (n.to_string(), v.to_string()))
@@ -234,7 +234,7 @@ fn answer(status: u16, headers: &[(&str, &str)], body: &str) -> Act {
 
 /// A Data Center 403 about one issue: Jira's `ErrorCollection` in the account's language, with
 /// the login it took (`X-Seraph-LoginReason: OK`, from the stamp).
-fn forbidden_comment() -> Act {
+pub(crate) fn forbidden_comment() -> Act {
     answer(
         403,
         &[],
@@ -243,7 +243,7 @@ fn forbidden_comment() -> Act {
 }
 
 /// Cloud's 401 to a call that needs a user, its token revoked (ServiceNow KB2942093).
-fn unauthorized() -> Act {
+pub(crate) fn unauthorized() -> Act {
     answer(
         401,
         &[],
