@@ -57,15 +57,15 @@ pub(crate) fn classify(method: &str, need: Need, answer: Result<&Reply, &NetErro
     let reply = match answer {
         Ok(reply) => reply,
         // DNS, a refused connection, a TLS handshake, a connect timeout: nothing was sent.
-        Err(NetError::NotSent(e)) => {
+        Err(error @ NetError::NotSent(_)) => {
             return Class::Held {
                 cause: Cause::Unreachable,
-                reason: format!("Jira недоступна: {e}"),
+                reason: format!("Jira недоступна: {error}"),
             };
         }
         // A timeout or a dropped connection after the request was written (TLS errors after
         // the handshake included): it may have been received.
-        Err(NetError::Ambiguous(e)) => return Class::Ambiguous(format!("нет ответа: {e}")),
+        Err(error @ NetError::Ambiguous(_)) => return Class::Ambiguous(error.to_string()),
     };
     let status = reply.status;
     if let Some(reason) = login_failed(reply) {
