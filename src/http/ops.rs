@@ -301,21 +301,24 @@ impl Collector for HubCollector {
             agents.metric_type(),
         )?;
         agents.encode(metric)?;
-        let held = Family::<HeldLabel, Gauge>::default();
-        for (agent, reason, age) in &figures.agents_jira_held {
-            held.get_or_create(&HeldLabel {
-                agent: LabelText(agent.clone()),
-                reason: LabelText(reason.clone()),
-            })
-            .set(*age);
+        // Only while some agent is held: a family without a sample trips OpenMetrics parsers.
+        if !figures.agents_jira_held.is_empty() {
+            let held = Family::<HeldLabel, Gauge>::default();
+            for (agent, reason, age) in &figures.agents_jira_held {
+                held.get_or_create(&HeldLabel {
+                    agent: LabelText(agent.clone()),
+                    reason: LabelText(reason.clone()),
+                })
+                .set(*age);
+            }
+            let metric = encoder.encode_descriptor(
+                "jira_hub_agent_jira_held_seconds",
+                "Seconds since each agent has said Jira is held for it (credentials refused, not reachable), with its reason",
+                None,
+                held.metric_type(),
+            )?;
+            held.encode(metric)?;
         }
-        let metric = encoder.encode_descriptor(
-            "jira_hub_agent_jira_held_seconds",
-            "Seconds since each agent has said Jira is held for it (credentials refused, not reachable), with its reason",
-            None,
-            held.metric_type(),
-        )?;
-        held.encode(metric)?;
         let build = Info::new(BuildLabels {
             version: env!("CARGO_PKG_VERSION"),
             commit: env!("JIRA_HUB_COMMIT"),

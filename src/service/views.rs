@@ -584,7 +584,7 @@ pub struct AgentView {
     pub jira_held: Option<String>,
 }
 
-/// «<reason> с 13:05 UTC» (the day too, `с 2026-11-30 13:05 UTC`, when it is not `today`'s).
+/// «<reason> с 13:05 UTC» (the day too, `с 2026-11-30 13:05 UTC`, when it is not `today`).
 pub(crate) fn held_words(reason: &str, since: &Utc, today: time::Date) -> String {
     let at = since.at().to_offset(time::UtcOffset::UTC);
     let clock = format!("{:02}:{:02}", at.hour(), at.minute());
@@ -601,7 +601,9 @@ impl From<AgentRow> for AgentView {
             (Some(false), Some(since)) => Some(held_words(
                 row.last_error.as_deref().unwrap_or("Jira недоступна"),
                 since,
-                time::OffsetDateTime::now_utc().date(),
+                // The day of its last word (the hub's clock): a state since an earlier day
+                // names the day too.
+                row.last_seen_at.at().to_offset(time::UtcOffset::UTC).date(),
             )),
             _ => None,
         };

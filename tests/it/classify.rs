@@ -872,3 +872,68 @@ fn the_other_rows_end_as_the_table_says() {
         );
     }
 }
+
+/// The hub keeps the agent's reason and since when (the first heartbeat that said it; a new
+/// reason starts anew; Jira answering again clears it) and shows them in `GET /agents` and
+/// `/metrics`.
+#[tokio::test]
+async fn the_hub_shows_why_jira_is_held_and_since_when() {
+    use axum::http::Method;
+    let api = crate::http::api();
+    let heartbeat = |id: &str, ok: bool, error: Option<&str>| {
+        json!({"kind": "heartbeat", "id": id, "agent": "agent-h", "sent_at": "2026-11-29T10:00:00Z",
+               "agent_version": "1", "jira_ok": ok, "last_error": error})
+    };
+    let reason = "Jira не принимает учётные данные агента (HTTP 401)";
+    let (status, _) = api
+        .agent("/agent/heartbeat", heartbeat("h1", false, Some(reason)))
+        .await;
+    assert_eq!(status, 200);
+    let (_, agents) = api.client(Method::GET, "/agents", None).await;
+    let since = agents[0]["jira_down_since"].as_str().unwrap().to_string();
+    let held = agents[0]["jira_held"].as_str().unwrap().to_string();
+    let clock = &since[11..16];
+    assert_eq!(held, format!("{reason} с {clock} UTC"), "{agents}");
+    let (_, metrics) = api.call(Method::GET, "/metrics", None, None).await;
+    let metrics = metrics.as_str().unwrap().to_string();
+    assert!(
+        metrics.contains(&format!(
+            "jira_hub_agent_jira_held_seconds{{agent=\"agent-h\",reason=\"{reason}\"}}"
+        )),
+        "{metrics}"
+    );
+    // The same reason again keeps its time; another is shown; Jira up clears it.
+    api.agent("/agent/heartbeat", heartbeat("h2", false, Some(reason)))
+        .await;
+    let (_, agents) = api.client(Method::GET, "/agents", None).await;
+    assert_eq!(agents[0]["jira_down_since"], since.as_str());
+    api.agent(
+        "/agent/heartbeat",
+        heartbeat(
+            "h3",
+            false,
+            Some("Jira недоступна: нет соединения: соединение отвергнуто"),
+        ),
+    )
+    .await;
+    let (_, agents) = api.client(Method::GET, "/agents", None).await;
+    assert!(
+        agents[0]["jira_held"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("Jira недоступна: нет соединения")),
+        "{agents}"
+    );
+    api.agent("/agent/heartbeat", heartbeat("h4", true, None))
+        .await;
+    let (_, agents) = api.client(Method::GET, "/agents", None).await;
+    assert!(agents[0].get("jira_held").is_none(), "{agents}");
+    assert!(agents[0].get("jira_down_since").is_none(), "{agents}");
+    let (_, metrics) = api.call(Method::GET, "/metrics", None, None).await;
+    assert!(
+        !metrics
+            .as_str()
+            .unwrap()
+            .contains("jira_hub_agent_jira_held_seconds"),
+        "{metrics}"
+    );
+}
