@@ -353,7 +353,7 @@ fn an_unreachable_jira_holds_the_queue_and_says_why() {
             fake.url(),
             json!({}),
             Some(Fault::CaptchaRequired),
-            "AUTHENTICATION_DENIED",
+            "AUTHENTICATED_FAILED",
         ),
     ];
     for (url, extra, fault, reason) in cases {
