@@ -160,9 +160,18 @@ fn done_or_not(method: &str, need: Need, reply: &Reply) -> Class {
 /// `OK` and `OUT` are not failures, and `AUTHORISATION_FAILED` is about the resource, not the
 /// login), or `X-Authentication-Denied-Reason` (a CAPTCHA lockout).
 fn login_failed(reply: &Reply) -> Option<String> {
-    if let Some(denied) = reply.header("x-authentication-denied-reason") {
-        return Some(format!("X-Authentication-Denied-Reason: {denied}"));
+    let seraph = seraph_failed(reply);
+    match (reply.header("x-authentication-denied-reason"), seraph) {
+        (Some(denied), Some(seraph)) => Some(format!(
+            "{seraph}, X-Authentication-Denied-Reason: {denied}"
+        )),
+        (Some(denied), None) => Some(format!("X-Authentication-Denied-Reason: {denied}")),
+        (None, seraph) => seraph,
     }
+}
+
+/// `X-Seraph-LoginReason` naming a failed or denied login, as words.
+fn seraph_failed(reply: &Reply) -> Option<String> {
     // Every value of every such header (a proxy may add its own, HTTP may fold them).
     reply
         .headers
