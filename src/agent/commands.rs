@@ -9,6 +9,7 @@
 //! and every delivery after the first looks in Jira before it writes. An edit adds labels and
 //! never replaces them.
 
+use super::answer::{Cause, Need};
 use super::jira_api::{Deployment, Jira, JiraError, SearchPage};
 use super::jql;
 use crate::domain::settings::{IssueTypes, Pacing, TransitionTarget};
@@ -80,11 +81,12 @@ pub enum Outcome {
     Released(String),
     /// The agent is stopping: nothing to report, the hub hands the command out again.
     Stopped,
-    /// The command goes back to the hub unfinished (Jira cannot be reached, or the lease would
-    /// lapse): `unreachable` says which; see `agent::give_back`.
+    /// The command goes back to the hub unfinished: Jira is held (`held` says why: its
+    /// credentials are refused, or it cannot be reached), or a wait would outlast the lease;
+    /// see `agent::give_back`.
     GiveBack {
         reason: String,
-        unreachable: bool,
+        held: Option<Cause>,
     },
 }
 
@@ -93,7 +95,7 @@ enum Fail {
     Reason(String),
     Release(String),
     Stopped,
-    GiveBack { reason: String, unreachable: bool },
+    GiveBack { reason: String, held: Option<Cause> },
 }
 
 /// The entity property that marks what the agent creates (issues and comments), set in the
@@ -148,17 +150,14 @@ impl From<JiraError> for Fail {
     fn from(error: JiraError) -> Self {
         match error {
             JiraError::Stopped => Fail::Stopped,
-            JiraError::Unreachable(reason) => Fail::GiveBack {
+            JiraError::Held { cause, reason } => Fail::GiveBack {
                 reason,
-                unreachable: true,
+                held: Some(cause),
             },
-            JiraError::GiveBack(reason) => Fail::GiveBack {
-                reason,
-                unreachable: false,
-            },
+            JiraError::GiveBack(reason) => Fail::GiveBack { reason, held: None },
             JiraError::Refused { message, .. } => Fail::Reason(message),
             JiraError::Ambiguous(error) => Fail::Release(format!(
-                "ответ Jira на запись потерян ({error}); запись могла выполниться, поэтому в этой выдаче она не повторяется"
+                "ответ Jira потерян или неясен ({error}); запись могла выполниться, поэтому в этой выдаче она не повторяется"
             )),
             other => Fail::Reason(other.to_string()),
         }
@@ -174,7 +173,6 @@ pub(crate) struct Executor<'a> {
     pub jira: &'a mut Jira,
     pub settings: &'a AgentSettings,
     pub page_size: u32,
-    pub max_retries: u32,
     /// `search_lag_seconds`; `None`: 60 s on Cloud, 0 on Server/DC.
     pub search_lag: Option<Duration>,
     /// The agent's name, written into markers (informative).
@@ -210,16 +208,16 @@ impl Executor<'_> {
         };
         match result {
             Ok(value) => Outcome::Done(value),
-            Err(Fail::Reason(message)) => Outcome::Failed(message),
+            // A refusal names the issue it was about (Jira's words often do not).
+            Err(Fail::Reason(message)) => match text(params, "key") {
+                Some(key) if !message.contains(&key) => {
+                    Outcome::Failed(format!("{key}: {message}"))
+                }
+                _ => Outcome::Failed(message),
+            },
             Err(Fail::Release(message)) => Outcome::Released(message),
             Err(Fail::Stopped) => Outcome::Stopped,
-            Err(Fail::GiveBack {
-                reason,
-                unreachable,
-            }) => Outcome::GiveBack {
-                reason,
-                unreachable,
-            },
+            Err(Fail::GiveBack { reason, held }) => Outcome::GiveBack { reason, held },
         }
     }
 
@@ -284,7 +282,12 @@ impl Executor<'_> {
         }
         let marker = marker(command, self.agent);
         let body = json!({"fields": fields, "properties": [{"key": MARKER_KEY, "value": marker}]});
-        let key = match self.jira.write("POST", "/rest/api/2/issue", &body) {
+        let key = match self.jira.write_expecting(
+            "POST",
+            "/rest/api/2/issue",
+            &body,
+            Need::Member("key"),
+        ) {
             Ok(reply) => {
                 let created: Value = super::jira_api::parse(&reply)?;
                 let key = created
@@ -314,12 +317,9 @@ impl Executor<'_> {
                     Fail::Reason(r) => fail(format!("{key} создана, но {r}")),
                     // The issue is marked: the next delivery takes it and adds it to the sprint.
                     Fail::Release(r) => Fail::Release(format!("{key} создана, но {r}")),
-                    Fail::GiveBack {
-                        reason,
-                        unreachable,
-                    } => Fail::GiveBack {
+                    Fail::GiveBack { reason, held } => Fail::GiveBack {
                         reason: format!("{key} создана, но {reason}"),
-                        unreachable,
+                        held,
                     },
                     Fail::Stopped => Fail::Stopped,
                 })?;
@@ -626,19 +626,12 @@ impl Executor<'_> {
         Ok(fields)
     }
 
-    /// A write that may be repeated as it is (PUT of fields, adding to a sprint).
+    /// A write that could be repeated as it is (PUT of fields, adding to a sprint). An ambiguous
+    /// answer is still not repeated in this delivery (issue 24 §1): the command goes back to
+    /// the hub, and the next delivery writes it again.
     fn idempotent_write(&mut self, method: &str, path: &str, body: &Value) -> Result<(), Fail> {
-        let mut tries = 0;
-        loop {
-            match self.jira.write(method, path, body) {
-                Ok(_) => return Ok(()),
-                Err(JiraError::Ambiguous(error)) if tries < self.max_retries => {
-                    tracing::warn!(%error, "a write got no answer; it is safe to repeat");
-                    tries += 1;
-                }
-                Err(error) => return Err(error.into()),
-            }
-        }
+        self.jira.write(method, path, body)?;
+        Ok(())
     }
 
     /// Puts the issue into the named active or future sprint of the command's board (else the
@@ -702,8 +695,7 @@ impl Executor<'_> {
             .cloned()
             .ok_or_else(|| fail(format!("status: {status:?} нет в transitions_map")))?;
         let issue_path = format!("/rest/api/2/issue/{}", jql::encode(&key));
-        let mut tries = 0;
-        loop {
+        {
             let current = self.issue_status(&issue_path, &key)?;
             let offered = self.offered_transitions(&issue_path, &key)?;
             let (target_id, hint) = match &target {
@@ -764,16 +756,14 @@ impl Executor<'_> {
                     if after.id == target_id {
                         return Ok(json!({"status": status}));
                     }
-                    return Err(fail(format!(
+                    Err(fail(format!(
                         "переход {transition_id} выполнен, но {key} теперь в статусе «{}» (id {}), а не в «{status}» (id {target_id}): его изменила постфункция или другой участник",
                         after.name, after.id
-                    )));
+                    )))
                 }
-                Err(JiraError::Ambiguous(error)) if tries < self.max_retries => {
-                    tracing::warn!(%error, "a transition got no answer: reading the status again");
-                    tries += 1;
-                }
-                Err(error) => return Err(error.into()),
+                // Ambiguous too (issue 24 §1): never repeated in this delivery; the next one
+                // reads the status before it transitions.
+                Err(error) => Err(error.into()),
             }
         }
     }
@@ -891,10 +881,11 @@ impl Executor<'_> {
             return Ok(json!({"comment_id": id}));
         }
         let marker = marker(command, self.agent);
-        match self.jira.write(
+        match self.jira.write_expecting(
             "POST",
             &path,
             &json!({"body": body, "properties": [{"key": MARKER_KEY, "value": marker}]}),
+            Need::Member("id"),
         ) {
             Ok(reply) => {
                 let created: Value = super::jira_api::parse(&reply)?;
@@ -988,6 +979,7 @@ impl Executor<'_> {
             text(params, "jql").ok_or_else(|| fail("jql: обязательное поле отсутствует"))?;
         let total = self.jira.search(&query, "*all", self.page_size, on_page)?;
         let mut boards = Vec::new();
+        let mut warnings = Vec::new();
         for board in params["boards"].as_array().into_iter().flatten() {
             let Some(id) = board.as_i64() else { continue };
             match self
@@ -995,13 +987,22 @@ impl Executor<'_> {
                 .read_json::<Value>(&format!("/rest/agile/1.0/board/{id}"))
             {
                 Ok(found) => boards.push(json!({"id": id, "type": found["type"]})),
+                // Refused for this board (Jira Software's agile REST answers 403 to a user
+                // without its licence): the issues are read, the board's type is not.
                 Err(JiraError::Refused { status, message }) => {
                     tracing::warn!(board = id, status, %message, "a board could not be read; its type is not reported");
+                    warnings.push(format!(
+                        "доска {id}: Jira отказала (HTTP {status}): {message}"
+                    ));
                 }
                 Err(other) => return Err(other.into()),
             }
         }
-        Ok(json!({"total": total, "boards": boards}))
+        let mut result = json!({"total": total, "boards": boards});
+        if !warnings.is_empty() {
+            result["warnings"] = json!(warnings);
+        }
+        Ok(result)
     }
 }
 
@@ -1276,7 +1277,6 @@ mod tests {
             jira: &mut jira,
             settings: &settings,
             page_size: 100,
-            max_retries: 0,
             search_lag: None,
             agent: "agent-1",
             write_limit: Duration::from_secs(60),
@@ -1324,7 +1324,6 @@ mod tests {
             jira: &mut jira,
             settings: &settings,
             page_size: 100,
-            max_retries: 0,
             search_lag: None,
             agent: "agent-1",
             write_limit: Duration::from_secs(60),
@@ -1370,7 +1369,6 @@ mod tests {
             jira,
             settings: &settings,
             page_size: 100,
-            max_retries: 0,
             search_lag: None,
             agent: "agent-1",
             write_limit: Duration::from_secs(60),
@@ -1646,7 +1644,6 @@ mod tests {
             jira: &mut jira,
             settings: &settings,
             page_size: 2,
-            max_retries: 0,
             search_lag: None,
             agent: "agent-1",
             write_limit: Duration::from_secs(60),
@@ -1688,7 +1685,6 @@ mod tests {
             jira: &mut jira,
             settings: &settings,
             page_size: 2,
-            max_retries: 0,
             search_lag: None,
             agent: "agent-1",
             write_limit: Duration::from_secs(60),

@@ -7,6 +7,7 @@
 //! Issue bodies stay raw JSON (`RawValue`) and are handed on page by page: nothing here holds a
 //! whole result set.
 
+use super::answer::{self, Cause, Class, Need};
 use super::config::{DeploymentSetting, Secret};
 use super::jql;
 use super::net::{Client, NetError, Reply};
@@ -60,10 +61,10 @@ pub(crate) enum JiraError {
     Ambiguous(String),
     /// Jira could not be reached, or kept failing, after every retry.
     Unavailable(String),
-    /// Jira cannot be reached at all (DNS, refused, TLS, timeouts, 401, a login redirect): the
-    /// command is given back to the hub untouched, and the agent stops claiming until Jira
-    /// answers its heartbeat again.
-    Unreachable(String),
+    /// Jira cannot be used by the agent (its credentials or access are refused, or no
+    /// connection can be made): the command goes back to the hub, and the agent claims nothing
+    /// until an authenticated probe (`GET myself`) succeeds.
+    Held { cause: Cause, reason: String },
     /// The command goes back to the hub (its lease would lapse during a wait, or was lost).
     GiveBack(String),
     /// The agent is stopping: the call was not made.
@@ -76,7 +77,7 @@ impl std::fmt::Display for JiraError {
             JiraError::Refused { status, message } => write!(f, "{message} (HTTP {status})"),
             JiraError::Ambiguous(e) => write!(f, "ответ Jira потерян: {e}"),
             JiraError::Unavailable(e) => write!(f, "Jira недоступна: {e}"),
-            JiraError::Unreachable(e) => write!(f, "Jira недоступна: {e}"),
+            JiraError::Held { reason, .. } => f.write_str(reason),
             JiraError::GiveBack(e) => write!(f, "команда возвращена хабу: {e}"),
             JiraError::Stopped => f.write_str("агент останавливается"),
         }
@@ -130,6 +131,8 @@ pub(crate) struct Jira {
     rate_limited: Option<String>,
     /// The rate-limit headers seen on any answer (name → last value), for the preflight.
     limit_headers: std::collections::BTreeMap<String, String>,
+    /// Whether a write since the last [`Jira::take_counters`] may have been applied.
+    wrote: bool,
 }
 
 impl Jira {
@@ -164,6 +167,7 @@ impl Jira {
             waits,
             rate_limited: None,
             limit_headers: std::collections::BTreeMap::new(),
+            wrote: false,
         }
     }
 
@@ -199,8 +203,9 @@ impl Jira {
         self.rate_limited.as_deref()
     }
 
-    /// The counters since the last call of this, which resets them.
+    /// The counters since the last call of this, which resets them (and [`Jira::wrote`]).
     pub(crate) fn take_counters(&mut self) -> Counters {
+        self.wrote = false;
         self.counters.take()
     }
 
@@ -317,15 +322,25 @@ impl Jira {
             return Ok(me.clone());
         }
         let user: Value = self.read_json("/rest/api/2/myself")?;
-        let me = Me {
-            name: user.get("name").and_then(Value::as_str).map(String::from),
-            account_id: user
-                .get("accountId")
-                .and_then(Value::as_str)
-                .map(String::from),
-        };
+        let me = me_of(&user);
         self.me = Some(me.clone());
         Ok(me)
+    }
+
+    /// The probe of a held agent: `GET myself`, which needs the agent's login (`serverInfo`
+    /// answers anonymously, so a revoked Cloud token passes it: ServiceNow KB2942093). One try;
+    /// a rate limit is noted, not waited out.
+    pub(crate) fn probe_myself(&mut self) -> Result<(), JiraError> {
+        let reply = self.read_with("/rest/api/2/myself", 0, false)?;
+        let user: Value = parse(&reply)?;
+        if user.get("name").is_none() && user.get("accountId").is_none() {
+            return Err(JiraError::Unavailable(format!(
+                "ответ Jira на myself без name и accountId: {}",
+                body_excerpt(&reply.body)
+            )));
+        }
+        self.me = Some(me_of(&user));
+        Ok(())
     }
 
     /// Waits for the pacer (and any pause or rate limit), then makes one call. Every call, the
@@ -454,8 +469,9 @@ impl Jira {
         Ok(())
     }
 
-    /// A read: retried on lost connections, 429, 5xx, up to `max_retries` (rate-limited answers
-    /// are waited out apart from those, up to [`MAX_RATE_LIMITED`]).
+    /// A read: retried on lost connections, 5xx and connections not made, up to `max_retries`
+    /// (rate-limited answers are waited out apart from those, up to [`MAX_RATE_LIMITED`]). What
+    /// each answer means is [`answer::classify`]'s.
     pub(crate) fn read(&mut self, path: &str) -> Result<Reply, JiraError> {
         self.read_with(path, self.max_retries, true)
     }
@@ -470,18 +486,13 @@ impl Jira {
         let mut attempt = 0;
         let mut limited = 0;
         loop {
-            let (failure, reply) = match self.once("GET", path, None) {
-                Err(CallError::Stopped) => return Err(JiraError::Stopped),
-                Err(CallError::GiveBack(why)) => return Err(JiraError::GiveBack(why)),
-                Err(CallError::Net(e)) => {
-                    self.last_read_failure = Some(match &e {
-                        NetError::Ambiguous(_) => ReadFailure::NoAnswer,
-                        NetError::NotSent(_) => ReadFailure::Other,
-                    });
-                    (Failure::Net(e), None)
+            let answer = self.answer_of("GET", path, None)?;
+            let error = match answer::classify("GET", Need::Json, answer.as_ref()) {
+                Class::Done => {
+                    return answer.map_err(|e| JiraError::Ambiguous(e.to_string()));
                 }
-                Ok(reply) if (200..300).contains(&reply.status) => return Ok(reply),
-                Ok(reply) if is_rate_limited(&reply) => {
+                Class::Throttled => {
+                    let Ok(reply) = answer else { continue };
                     self.count(0, 1);
                     self.last_read_failure = Some(ReadFailure::Other);
                     limited += 1;
@@ -504,17 +515,59 @@ impl Jira {
                     self.wait_after(Some(&reply), attempt)?;
                     continue;
                 }
-                Ok(reply) if reply.status >= 500 => {
-                    self.last_read_failure = Some(ReadFailure::ServerError(reply.status));
-                    (Failure::Status(error_text(&reply)), Some(reply))
+                Class::Refused { status, message } => {
+                    return Err(JiraError::Refused { status, message });
                 }
-                Ok(reply) => return Err(refusal(&reply)),
+                Class::Broken(why) => return Err(JiraError::Unavailable(why)),
+                Class::Held {
+                    cause: Cause::Credentials,
+                    reason,
+                } => {
+                    return Err(JiraError::Held {
+                        cause: Cause::Credentials,
+                        reason,
+                    });
+                }
+                // A connection not made is certainly not sent: tried again, then the queue holds.
+                Class::Held {
+                    cause: Cause::Unreachable,
+                    reason,
+                } => {
+                    self.last_read_failure = Some(ReadFailure::Other);
+                    JiraError::Held {
+                        cause: Cause::Unreachable,
+                        reason,
+                    }
+                }
+                Class::Ambiguous(why) => {
+                    self.last_read_failure = Some(match &answer {
+                        Ok(reply) => ReadFailure::ServerError(reply.status),
+                        Err(_) => ReadFailure::NoAnswer,
+                    });
+                    JiraError::Ambiguous(why)
+                }
             };
             if attempt >= max_retries {
-                return Err(failure.into_error());
+                return Err(error);
             }
-            self.wait_after(reply.as_ref(), attempt)?;
+            self.wait_after(answer.as_ref().ok(), attempt)?;
             attempt += 1;
+        }
+    }
+
+    /// One call's answer or transport failure; `Err` only when the call was not made (the
+    /// agent stops, or the wait before it would outlast the lease).
+    fn answer_of(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+    ) -> Result<Result<Reply, NetError>, JiraError> {
+        match self.once(method, path, body) {
+            Ok(reply) => Ok(Ok(reply)),
+            Err(CallError::Net(e)) => Ok(Err(e)),
+            Err(CallError::Stopped) => Err(JiraError::Stopped),
+            Err(CallError::GiveBack(why)) => Err(JiraError::GiveBack(why)),
         }
     }
 
@@ -526,32 +579,49 @@ impl Jira {
         parse(&reply)
     }
 
-    /// A write: repeated only when it certainly was not applied (no connection, 429, 503 with
-    /// `Retry-After`). A timeout, a dropped connection or another 5xx (a 503 without
-    /// `Retry-After` included) is `Ambiguous`: the caller checks Jira before it writes again.
+    /// Whether a write of the current command may have been applied (an answer of any 2xx, or
+    /// none): the command's report says so (`sent`), and the hub counts a delivery only then.
+    /// Reset by [`Jira::take_counters`].
+    pub(crate) fn wrote(&self) -> bool {
+        self.wrote
+    }
+
+    /// A write whose 2xx needs nothing (an edit, a transition, a sprint add, a link, a
+    /// property): see [`Jira::write_expecting`].
     pub(crate) fn write(
         &mut self,
         method: &str,
         path: &str,
         body: &Value,
     ) -> Result<Reply, JiraError> {
+        self.write_expecting(method, path, body, Need::Nothing)
+    }
+
+    /// A write: repeated only when it certainly was not applied (no connection, 429, 503 with
+    /// `Retry-After`). A timeout, a dropped connection, a 5xx or a 2xx without what `need` says
+    /// is `Ambiguous`: the caller never repeats it in this delivery.
+    pub(crate) fn write_expecting(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: &Value,
+        need: Need,
+    ) -> Result<Reply, JiraError> {
         let bytes = serde_json::to_vec(body).map_err(|e| JiraError::Unavailable(e.to_string()))?;
         let mut attempt = 0;
         let mut limited = 0;
         loop {
-            let failure = match self.once(method, path, Some(&bytes)) {
-                Err(CallError::Stopped) => return Err(JiraError::Stopped),
-                Err(CallError::GiveBack(why)) => return Err(JiraError::GiveBack(why)),
-                Err(CallError::Net(NetError::Ambiguous(e))) => {
-                    return Err(JiraError::Ambiguous(e));
+            let answer = self.answer_of(method, path, Some(&bytes))?;
+            let error = match answer::classify(method, need, answer.as_ref()) {
+                Class::Done => {
+                    self.wrote = true;
+                    return answer.map_err(|e| JiraError::Ambiguous(e.to_string()));
                 }
-                Err(CallError::Net(e)) => Failure::Net(e),
-                Ok(reply) if (200..300).contains(&reply.status) => return Ok(reply),
-                Ok(reply) if is_rate_limited(&reply) => {
+                Class::Throttled => {
                     // Nothing was applied: waited out and sent again. A 503 with `Retry-After` is
-                    // a resource limit reached, "handled with similar logic" to a 429 (see
-                    // `is_rate_limited`): never a lost answer, never the release grace, never a
-                    // delivery (issue 24, §4).
+                    // a resource limit reached, "handled with similar logic" to a 429: never a
+                    // lost answer, never the release grace, never a delivery (issue 24, §4).
+                    let Ok(reply) = answer else { continue };
                     self.count(0, 1);
                     limited += 1;
                     if limited > MAX_RATE_LIMITED {
@@ -563,14 +633,32 @@ impl Jira {
                     self.wait_after(Some(&reply), attempt)?;
                     continue;
                 }
-                Ok(reply) if reply.status >= 500 => {
-                    self.wait_after(None, attempt)?;
-                    return Err(JiraError::Ambiguous(error_text(&reply)));
+                Class::Ambiguous(why) | Class::Broken(why) => {
+                    self.wrote = true;
+                    return Err(JiraError::Ambiguous(why));
                 }
-                Ok(reply) => return Err(refusal(&reply)),
+                Class::Refused { status, message } => {
+                    return Err(JiraError::Refused { status, message });
+                }
+                Class::Held {
+                    cause: Cause::Credentials,
+                    reason,
+                } => {
+                    return Err(JiraError::Held {
+                        cause: Cause::Credentials,
+                        reason,
+                    });
+                }
+                Class::Held {
+                    cause: Cause::Unreachable,
+                    reason,
+                } => JiraError::Held {
+                    cause: Cause::Unreachable,
+                    reason,
+                },
             };
             if attempt >= self.max_retries {
-                return Err(failure.into_error());
+                return Err(error);
             }
             self.wait_after(None, attempt)?;
             attempt += 1;
@@ -687,6 +775,15 @@ impl Jira {
             failures = 0;
             let asked = answer.max_results.unwrap_or(u64::from(size)).max(1);
             let count = answer.issues.len() as u64;
+            // `total` counts what is left from this page on (`startAt=0`): an empty page with a
+            // `total` above zero contradicts itself, a broken answer, never the end.
+            if count == 0
+                && let Some(total) = answer.total.filter(|t| *t > 0)
+            {
+                return Err(JiraError::Unavailable(format!(
+                    "ответ поиска Jira противоречит себе: issues пуст, а total = {total}"
+                )));
+            }
             if let Some(remaining) = answer.total {
                 let hint = sent + remaining;
                 total_hint = Some(total_hint.map_or(hint, |t: u64| t.max(hint)));
@@ -869,6 +966,17 @@ impl Jira {
     }
 }
 
+/// The user of a `myself` answer.
+fn me_of(user: &Value) -> Me {
+    Me {
+        name: user.get("name").and_then(Value::as_str).map(String::from),
+        account_id: user
+            .get("accountId")
+            .and_then(Value::as_str)
+            .map(String::from),
+    }
+}
+
 /// Jira's time (`2026-03-05T10:15:30.000+0300`, or with a colon in the offset, or RFC 3339).
 pub(crate) fn jira_time(text: &str) -> Option<time::OffsetDateTime> {
     use time::macros::format_description;
@@ -893,58 +1001,6 @@ enum CallError {
     Net(NetError),
     Stopped,
     GiveBack(String),
-}
-
-/// The last failure of a call that is retried.
-enum Failure {
-    Net(NetError),
-    /// A 5xx: Jira answered, badly.
-    Status(String),
-}
-
-impl Failure {
-    /// The error once the retries are spent: a request that never got through (not sent, or
-    /// no answer to a read) means Jira cannot be reached; a 5xx means it is failing.
-    fn into_error(self) -> JiraError {
-        match self {
-            Failure::Net(e) => JiraError::Unreachable(e.to_string()),
-            Failure::Status(e) => JiraError::Unavailable(e),
-        }
-    }
-}
-
-/// 429, or a 503 that says how long to wait (Cloud: "a 503 response may be returned when a
-/// resource limit has been reached … handled with similar logic", developer.atlassian.com
-/// rate-limiting).
-fn is_rate_limited(reply: &Reply) -> bool {
-    reply.status == 429 || (reply.status == 503 && reply.retry_after.is_some())
-}
-
-/// A non-2xx answer that is not retried: Jira's words, except for the answers that say Jira
-/// cannot be used at all (it does not take the agent's credentials, or a proxy sends it to a
-/// login page), which hold the queue instead of failing commands.
-fn refusal(reply: &Reply) -> JiraError {
-    let message = error_text(reply);
-    match reply.status {
-        401 => JiraError::Unreachable(format!(
-            "Jira не принимает учётные данные агента (HTTP 401): {message}"
-        )),
-        // `X-Seraph-LoginReason: AUTHENTICATION_DENIED` (or `AUTHENTICATED_FAILED`): "the
-        // application rejected the login without even checking the password, which most
-        // commonly indicates that JIRA's CAPTCHA feature has been triggered"
-        // (developer.atlassian.com, "JIRA REST API Example - Basic Authentication"); any other
-        // 403 is a permission of this command.
-        403 if reply.header("x-seraph-loginreason").is_some() => JiraError::Unreachable(format!(
-            "Jira не пускает агента (HTTP 403, X-Seraph-LoginReason: {}): {message}",
-            reply.header("x-seraph-loginreason").unwrap_or_default()
-        )),
-        300..=399 => JiraError::Unreachable(format!(
-            "Jira отвечает перенаправлением HTTP {} на {} (страница входа прокси или SSO?); агент не следует перенаправлениям",
-            reply.status,
-            reply.header("location").unwrap_or("(без Location)")
-        )),
-        status => JiraError::Refused { status, message },
-    }
 }
 
 /// What a rate-limited answer asks for.
@@ -1061,7 +1117,7 @@ pub(crate) fn parse<T: serde::de::DeserializeOwned>(reply: &Reply) -> Result<T, 
 }
 
 /// The start of a body, as text for a message.
-fn body_excerpt(body: &[u8]) -> String {
+pub(crate) fn body_excerpt(body: &[u8]) -> String {
     short_text(&String::from_utf8_lossy(&body[..body.len().min(4096)]))
 }
 
@@ -1180,10 +1236,9 @@ fn split_key(key: &str) -> Option<(&str, u64)> {
 fn is_page_failure(error: &JiraError, failure: Option<ReadFailure>) -> bool {
     match error {
         JiraError::Refused { status: 413, .. } => true,
-        JiraError::Refused { status, .. } => *status >= 500,
         // A search sent and never answered (after the read's own retries) is a page too slow to
         // make, not yet a Jira that cannot be reached.
-        JiraError::Unavailable(_) | JiraError::Unreachable(_) => matches!(
+        JiraError::Ambiguous(_) => matches!(
             failure,
             Some(ReadFailure::NoAnswer | ReadFailure::ServerError(_))
         ),

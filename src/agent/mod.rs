@@ -12,6 +12,7 @@
 //! - `commands`: what each command does in Jira, without duplicates.
 //! - `transport`: the relay folder and HTTP ways to the hub.
 
+pub(crate) mod answer;
 pub(crate) mod commands;
 pub(crate) mod config;
 pub(crate) mod jira_api;
@@ -106,6 +107,9 @@ const CALLS_PER_COMMAND: u32 = 4;
 const CALL_ALLOWANCE: Duration = Duration::from_millis(500);
 /// The longest pause between two probes of a Jira that cannot be reached.
 const MAX_PROBE_BACKOFF: Duration = Duration::from_secs(60);
+/// How long a command given back because Jira is held stays out of the queue: short, so that
+/// another agent (or this one, once its probe succeeds) takes it soon.
+const HELD_NOT_BEFORE: Duration = Duration::from_secs(10);
 
 struct Agent {
     jira: Jira,
@@ -120,7 +124,6 @@ struct Agent {
     idle_poll: Duration,
     max_commands: u32,
     page_size: u32,
-    max_retries: u32,
     search_lag: Option<Duration>,
     name: String,
     release_grace: Duration,
@@ -131,7 +134,9 @@ struct Agent {
     max_report_bytes: Option<u64>,
     /// The lease the hub gave with the last claim (`None`: an older hub that does not say).
     lease: Option<Duration>,
-    /// Why Jira cannot be reached, while it cannot: the agent claims nothing meanwhile.
+    /// Why Jira is held (its credentials are refused, or it cannot be reached), while it is:
+    /// the agent claims nothing meanwhile, and only an authenticated probe (`GET myself`)
+    /// ends it.
     jira_down: Option<String>,
     /// Probes of an unreachable Jira so far (for their backoff).
     probes: u32,
@@ -172,7 +177,6 @@ impl Agent {
             idle_poll: config.idle_poll,
             max_commands: config.max_commands,
             page_size: config.page_size,
-            max_retries: config.max_retries,
             search_lag: config.search_lag,
             name: config.name.clone(),
             release_grace: config.release_grace,
@@ -251,8 +255,12 @@ impl Agent {
         Ok(())
     }
 
-    /// `serverInfo` for `jira_ok`, then the heartbeat message. A rate-limited Jira is up
-    /// (`jira_ok: true`, with a note); one that cannot be reached is down, with exactly why.
+    /// The probe for `jira_ok`, then the heartbeat message: `serverInfo` while Jira is used
+    /// (it learns the deployment and the clock; its answer is classified like any other, so a
+    /// 200 whose `X-Seraph-LoginReason` says the login failed holds the queue), the
+    /// authenticated `GET myself` while it is held (a `serverInfo` answered anonymously proves
+    /// nothing about the credentials). A rate-limited Jira is up (`jira_ok: true`, with a note);
+    /// a held one is down, with exactly why.
     fn heartbeat(&mut self) {
         self.last_heartbeat = Some(self.waits.now());
         let mut note = None;
@@ -263,7 +271,12 @@ impl Agent {
             note = Some(format!("Jira ограничивает частоту запросов: {limit}"));
             true
         } else {
-            match self.jira.server_info(false) {
+            let probe = if self.jira_down.is_some() {
+                self.jira.probe_myself()
+            } else {
+                self.jira.server_info(false)
+            };
+            match probe {
                 Ok(()) => {
                     if self.jira_down.take().is_some() {
                         tracing::info!("Jira answers again: claiming commands again");
@@ -279,7 +292,11 @@ impl Agent {
                     true
                 }
                 Err(error) => {
-                    let reason = format!("serverInfo: {error}");
+                    let reason = match &error {
+                        JiraError::Held { reason, .. } => reason.clone(),
+                        other if self.jira_down.is_some() => format!("myself: {other}"),
+                        other => format!("serverInfo: {other}"),
+                    };
                     if self.jira_down.as_deref() != Some(reason.as_str()) {
                         tracing::warn!(%reason, "Jira cannot be reached: no commands are claimed until it answers");
                     }
@@ -375,9 +392,8 @@ impl Agent {
                 );
                 break;
             }
-            if let Some(reason) = &self.jira_down {
-                let reason = format!("Jira недоступна: {reason}");
-                self.give_back(&answer.commands[index..], &reason);
+            if let Some(reason) = self.jira_down.clone() {
+                self.give_back(&answer.commands[index..], &reason, HELD_NOT_BEFORE);
                 break;
             }
             if let (Some(lease), Some(deadline)) = (self.lease, deadline) {
@@ -391,7 +407,7 @@ impl Agent {
                         left.as_secs(),
                         needs.as_secs()
                     );
-                    self.give_back(&answer.commands[index..], &reason);
+                    self.give_back(&answer.commands[index..], &reason, Duration::from_secs(1));
                     break;
                 }
             }
@@ -407,37 +423,53 @@ impl Agent {
             self.waits.hold(keeper.map(|k| k as Arc<dyn wait::Lease>));
             let ended = self.execute(command);
             self.waits.hold(None);
-            if let Some((reason, unreachable)) = ended {
-                if unreachable {
-                    tracing::warn!(%reason, "Jira cannot be reached: no commands are claimed until it answers");
+            if let Some((reason, held, not_before)) = ended {
+                if held.is_some() {
+                    tracing::warn!(%reason, "Jira is held: no commands are claimed until an authenticated probe succeeds");
                     self.jira_down = Some(reason.clone());
                     self.last_error = Some(reason.clone());
                 }
-                self.give_back(&answer.commands[index..], &reason);
+                // The command itself was reported; the rest of the claim was never started.
+                self.give_back(&answer.commands[index + 1..], &reason, not_before);
                 break;
             }
         }
         true
     }
 
-    /// Gives commands back to the hub unfinished: Jira cannot be reached, or their lease would
-    /// lapse before they could finish. The hub has no way yet to take a command back at once,
-    /// so nothing is reported: the lease runs out and the hub hands each out again, as a later
-    /// delivery (which checks Jira before it writes). The one place that decides it.
-    fn give_back(&self, commands: &[ClaimedCommand], reason: &str) {
-        for command in commands {
-            tracing::info!(
-                command = command.id,
-                delivery = command.delivery,
-                %reason,
-                "the command goes back to the hub unfinished"
-            );
+    /// Gives commands that were never started back to the hub at once (issue 24 §2): Jira is
+    /// held, or their lease would lapse before they could finish. Each is reported `released`
+    /// with the reason, a short `not_before` and `sent: false`, so the hub queues it again
+    /// without counting the delivery. A report that does not reach the hub leaves the leases to
+    /// lapse, as before (a later delivery checks Jira before it writes).
+    fn give_back(&mut self, commands: &[ClaimedCommand], reason: &str, not_before: Duration) {
+        if commands.is_empty() {
+            return;
+        }
+        let results = commands
+            .iter()
+            .map(|command| {
+                tracing::info!(
+                    command = command.id,
+                    delivery = command.delivery,
+                    %reason,
+                    "the command goes back to the hub unstarted"
+                );
+                given_back(command, reason, not_before, false)
+            })
+            .collect();
+        if let Err(error) = self.hub.report(results) {
+            tracing::warn!(%error, "the commands given back were not acknowledged: their leases lapse");
+            self.last_error = Some(error.to_string());
         }
     }
 
-    /// Runs one command and reports it; `Some((reason, unreachable))` when it went back to the
-    /// hub unfinished instead.
-    fn execute(&mut self, command: &ClaimedCommand) -> Option<(String, bool)> {
+    /// Runs one command and reports it; `Some((reason, held, not_before))` when it went back to
+    /// the hub unfinished instead (reported `released` already).
+    fn execute(
+        &mut self,
+        command: &ClaimedCommand,
+    ) -> Option<(String, Option<answer::Cause>, Duration)> {
         tracing::info!(command = command.id, r#type = %command.command_type, delivery = command.delivery, "executing");
         self.jira.take_counters();
         let hub = &*self.hub;
@@ -484,7 +516,6 @@ impl Agent {
                 jira,
                 settings: &self.settings,
                 page_size: self.page_size,
-                max_retries: self.max_retries,
                 search_lag: self.search_lag,
                 agent: &self.name,
                 write_limit: self.request_timeout,
@@ -517,6 +548,7 @@ impl Agent {
                         issues: page.issues,
                     }),
                     not_before_seconds: None,
+                    sent: None,
                 };
                 if pages.send(result).is_err() {
                     // The reporter stopped: its reason is in `failure`.
@@ -537,6 +569,9 @@ impl Agent {
                 _ => outcome,
             }
         });
+        // Whether a write of this command may have been applied (read before the counters are
+        // taken, which resets it).
+        let wrote = self.jira.wrote();
         let spent = self.jira.take_counters();
         let mut not_before_seconds = None;
         let (status, result, error) = match outcome {
@@ -562,10 +597,26 @@ impl Agent {
                 );
                 return None;
             }
-            Outcome::GiveBack {
-                reason,
-                unreachable,
-            } => return Some((reason, unreachable)),
+            Outcome::GiveBack { reason, held } => {
+                // Jira held, or a wait past the lease: released at once, the delivery counted
+                // only when a write of it may have been applied.
+                let not_before = if held.is_some() {
+                    HELD_NOT_BEFORE
+                } else {
+                    self.jira
+                        .ready_in()
+                        .clamp(Duration::from_secs(1), MAX_GIVE_BACK_WAIT)
+                };
+                let mut report = given_back(command, &reason, not_before, wrote);
+                report.jira_calls = spent.calls;
+                report.rate_limited = spent.rate_limited;
+                tracing::info!(command = command.id, %reason, sent = wrote, "the command goes back to the hub unfinished");
+                if let Err(error) = self.hub.report(vec![report]) {
+                    tracing::warn!(command = command.id, %error, "the command given back was not acknowledged: its lease lapses");
+                    self.last_error = Some(error.to_string());
+                }
+                return Some((reason, held, not_before));
+            }
         };
         let finished_at = crate::domain::time::format_utc(self.waits.wall());
         let report = CommandResult {
@@ -579,6 +630,8 @@ impl Agent {
             finished_at: (status != ResultStatus::Released).then_some(finished_at),
             page: None,
             not_before_seconds,
+            // A lost answer: a write may have been applied; the delivery counts.
+            sent: (status == ResultStatus::Released).then_some(true),
         };
         match self.hub.report(vec![report]) {
             Ok(answer) => {
@@ -593,6 +646,37 @@ impl Agent {
             }
         }
         None
+    }
+}
+
+/// The longest `not_before` of a command given back for a wait Jira asked for (its
+/// `Retry-After` is capped the same way).
+const MAX_GIVE_BACK_WAIT: Duration = Duration::from_secs(900);
+
+/// A `released` report of a command given back unfinished: `sent` says whether a write of it
+/// may have been applied (the hub counts the delivery only then).
+fn given_back(
+    command: &ClaimedCommand,
+    reason: &str,
+    not_before: Duration,
+    sent: bool,
+) -> CommandResult {
+    CommandResult {
+        command_id: command.id,
+        delivery: command.delivery,
+        status: ResultStatus::Released,
+        result: None,
+        error: Some(reason.to_string()),
+        jira_calls: 0,
+        rate_limited: 0,
+        finished_at: None,
+        page: None,
+        not_before_seconds: Some(
+            not_before
+                .as_secs()
+                .clamp(1, u64::from(crate::protocol::MAX_NOT_BEFORE_SECONDS)) as u32,
+        ),
+        sent: Some(sent),
     }
 }
 
@@ -632,6 +716,7 @@ impl LeaseKeeper {
             finished_at: None,
             page: None,
             not_before_seconds: None,
+            sent: None,
         };
         match self.hub.report(vec![keep_alive]) {
             Ok(answer) if answer.accepted.contains(&self.command_id) => {
@@ -760,6 +845,7 @@ impl WithoutPage for CommandResult {
             finished_at: self.finished_at.clone(),
             page: None,
             not_before_seconds: self.not_before_seconds,
+            sent: self.sent,
         }
     }
 }

@@ -33,7 +33,10 @@ impl Reply {
 
 /// Whether the agent keeps this header of an answer.
 fn kept_header(name: &str) -> bool {
-    name.contains("ratelimit") || name == "location" || name == "x-seraph-loginreason"
+    name.contains("ratelimit")
+        || name == "location"
+        || name == "x-seraph-loginreason"
+        || name == "x-authentication-denied-reason"
 }
 
 /// Why a request got no answer.
@@ -565,9 +568,13 @@ fn classify(error: ureq::Error) -> NetError {
             | std::io::ErrorKind::NetworkUnreachable => {
                 NetError::NotSent(format!("сеть недоступна: {text}"))
             }
-            // rustls reports a failed handshake as an I/O error of kind InvalidData.
-            std::io::ErrorKind::InvalidData if is_tls_error(&io) => {
+            // rustls reports a failed handshake as an I/O error of kind InvalidData; a TLS
+            // error after the handshake (the request may have been written) is not one.
+            std::io::ErrorKind::InvalidData if tls_handshake_error(&io) == Some(true) => {
                 NetError::NotSent(format!("TLS: рукопожатие не удалось: {text}"))
+            }
+            std::io::ErrorKind::InvalidData if tls_handshake_error(&io) == Some(false) => {
+                NetError::Ambiguous(format!("TLS: ошибка после отправки запроса: {text}"))
             }
             std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
                 NetError::Ambiguous(format!("истекло время ответа: {text}"))
@@ -578,10 +585,39 @@ fn classify(error: ureq::Error) -> NetError {
     }
 }
 
-/// Whether an I/O error carries a rustls error (a handshake that failed).
-fn is_tls_error(io: &std::io::Error) -> bool {
-    io.get_ref()
-        .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+/// Whether an I/O error carries a rustls error of a handshake that failed (`Some(true)`: the
+/// certificate, the protocol or the peer refused before any request was written), of a TLS
+/// session that failed after it (`Some(false)`: a bad record, an alert mid-stream), or no
+/// rustls error at all (`None`).
+fn tls_handshake_error(io: &std::io::Error) -> Option<bool> {
+    use rustls::{AlertDescription as A, Error as R};
+    let error = io.get_ref()?.downcast_ref::<rustls::Error>()?;
+    Some(match error {
+        R::InvalidCertificate(_)
+        | R::NoCertificatesPresented
+        | R::UnsupportedNameType
+        | R::PeerIncompatible(_)
+        | R::InappropriateHandshakeMessage { .. }
+        | R::InvalidCertRevocationList(_)
+        | R::General(_) => true,
+        R::AlertReceived(alert) => matches!(
+            alert,
+            A::HandshakeFailure
+                | A::BadCertificate
+                | A::UnsupportedCertificate
+                | A::CertificateRevoked
+                | A::CertificateExpired
+                | A::CertificateUnknown
+                | A::UnknownCA
+                | A::ProtocolVersion
+                | A::InsufficientSecurity
+                | A::IllegalParameter
+                | A::AccessDenied
+                | A::NoApplicationProtocol
+                | A::UnrecognisedName
+        ),
+        _ => false,
+    })
 }
 
 /// `Authorization: Basic …` for a user and password.
@@ -624,5 +660,37 @@ mod tests {
         assert_eq!(base64(b"f"), "Zg==");
         assert_eq!(base64(b"fo"), "Zm8=");
         assert_eq!(base64(b"foo"), "Zm9v");
+    }
+
+    #[test]
+    fn a_tls_error_after_the_handshake_is_ambiguous() {
+        let io = |e: rustls::Error| std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+        let unknown_ca = io(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::UnknownIssuer,
+        ));
+        assert!(matches!(
+            classify(ureq::Error::Io(unknown_ca)),
+            NetError::NotSent(_)
+        ));
+        let alert = io(rustls::Error::AlertReceived(
+            rustls::AlertDescription::HandshakeFailure,
+        ));
+        assert!(matches!(
+            classify(ureq::Error::Io(alert)),
+            NetError::NotSent(_)
+        ));
+        // A record that does not decrypt, an alert mid-stream: the request may have been read.
+        let decrypt = io(rustls::Error::DecryptError);
+        assert!(matches!(
+            classify(ureq::Error::Io(decrypt)),
+            NetError::Ambiguous(_)
+        ));
+        let closed = io(rustls::Error::AlertReceived(
+            rustls::AlertDescription::InternalError,
+        ));
+        assert!(matches!(
+            classify(ureq::Error::Io(closed)),
+            NetError::Ambiguous(_)
+        ));
     }
 }

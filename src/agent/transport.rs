@@ -626,6 +626,7 @@ mod tests {
                     issues,
                 }),
                 not_before_seconds: None,
+                sent: None,
             }],
         };
         let bytes = serde_json::to_vec(&Outgoing {

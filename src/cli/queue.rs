@@ -185,6 +185,22 @@ fn no_agent_warning(hub: &mut HubConnection) -> anyhow::Result<Option<String>> {
     };
     let silent = (now - last.at()).whole_seconds();
     if silent <= AGENT_SILENT_SECONDS {
+        // Agents about, but Jira held for every one of them (issue 24 §2): say why.
+        let about: Vec<_> = agents
+            .iter()
+            .filter(|a| (now - a.last_seen_at.at()).whole_seconds() <= AGENT_SILENT_SECONDS)
+            .collect();
+        if about.iter().all(|a| a.jira_held.is_some()) {
+            let words: Vec<String> = about
+                .iter()
+                .filter_map(|a| Some(format!("{}: {}", a.agent, a.jira_held.as_deref()?)))
+                .collect();
+            return Ok(Some(format!(
+                "{}; the refresh waits until Jira takes the agent again \
+                 (Ctrl-C stops waiting; the refresh stays queued)",
+                crate::relay::inspect::escape_for_terminal(&words.join("; "))
+            )));
+        }
         return Ok(None);
     }
     Ok(Some(format!(

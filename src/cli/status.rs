@@ -101,7 +101,11 @@ pub(crate) fn status(db: &Path) -> anyhow::Result<Outcome> {
                 Some(true) => ", Jira ok".to_string(),
                 Some(false) => format!(
                     ", Jira failing: {}",
-                    agent.last_error.as_deref().unwrap_or("?")
+                    agent
+                        .jira_held
+                        .as_deref()
+                        .or(agent.last_error.as_deref())
+                        .unwrap_or("?")
                 ),
                 None => String::new(),
             }

@@ -118,6 +118,8 @@ struct Figures {
     oldest_queued_age: i64,
     /// Each agent with the seconds since it was last seen.
     agents_last_seen_age: Vec<(String, i64)>,
+    /// Each agent Jira is held for (issue 24 §2), its reason and the seconds since.
+    agents_jira_held: Vec<(String, String, i64)>,
     /// What is wrong with the database file (`disk_full`, `read_only`, `io_error`, `moved`).
     database_fault: Option<&'static str>,
 }
@@ -307,6 +309,24 @@ impl Collector for HubCollector {
             agents.metric_type(),
         )?;
         agents.encode(metric)?;
+        // Only while some agent is held: a family without a sample trips OpenMetrics parsers.
+        if !figures.agents_jira_held.is_empty() {
+            let held = Family::<HeldLabel, Gauge>::default();
+            for (agent, reason, age) in &figures.agents_jira_held {
+                held.get_or_create(&HeldLabel {
+                    agent: LabelText(agent.clone()),
+                    reason: LabelText(reason.clone()),
+                })
+                .set(*age);
+            }
+            let metric = encoder.encode_descriptor(
+                "jira_hub_agent_jira_held_seconds",
+                "Seconds since each agent has said Jira is held for it (credentials refused, not reachable), with its reason",
+                None,
+                held.metric_type(),
+            )?;
+            held.encode(metric)?;
+        }
         let build = Info::new(BuildLabels {
             version: env!("CARGO_PKG_VERSION"),
             commit: env!("JIRA_HUB_COMMIT"),
@@ -351,6 +371,12 @@ struct FaultLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AgentLabel {
     agent: LabelText,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HeldLabel {
+    agent: LabelText,
+    reason: LabelText,
 }
 
 /// A label value from outside the hub (an agent's name as stored, whatever an old version or a
@@ -532,6 +558,16 @@ pub(crate) async fn metrics(
             .agents
             .iter()
             .map(|agent| (agent.agent.clone(), age(&agent.last_seen_at)))
+            .collect(),
+        agents_jira_held: status
+            .counts
+            .agents
+            .iter()
+            .filter_map(|agent| {
+                let since = agent.jira_down_since.as_ref()?;
+                let reason = agent.last_error.clone().unwrap_or_default();
+                Some((agent.agent.clone(), reason, age(since)))
+            })
             .collect(),
         database_fault: fault.map(|seen| seen.fault.name()),
     };

@@ -157,6 +157,12 @@ pub struct CommandResult {
     /// the command out again (1 to 86400).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_before_seconds: Option<u32>,
+    /// With `released` only (issue 24 §2): whether anything of this delivery reached Jira that
+    /// may have been applied. `false`: nothing did (Jira was held — credentials refused, not
+    /// reachable, rate limited past the lease — or the command was never started), so the hub
+    /// does not count the delivery against `max_deliveries`. Absent: as `true` (older agents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent: Option<bool>,
 }
 
 /// The longest grace a `released` result may ask for: a day.
@@ -609,6 +615,9 @@ fn check_release(result: &CommandResult) -> Result<(), (&'static str, String)> {
             "not_before_seconds",
             "бывает только при статусе released".to_string(),
         )),
+        (status, _) if status != ResultStatus::Released && result.sent.is_some() => {
+            Err(("sent", "бывает только при статусе released".to_string()))
+        }
         _ => Ok(()),
     }
 }

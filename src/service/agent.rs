@@ -682,7 +682,11 @@ fn release(
         let error = format!("{reason}; пакет отменён, команда больше не выдаётся");
         return end_unreported(tx, command, CommandStatus::Cancelled, &error, now);
     }
-    if command.deliveries >= settings.pacing.max_deliveries {
+    // `sent: false` (issue 24 §2): nothing of this delivery reached Jira (the agent found it
+    // held, or never started the command), so it is not counted and cannot use up the
+    // command's deliveries.
+    let counted = result.sent != Some(false);
+    if counted && command.deliveries >= settings.pacing.max_deliveries {
         let error = format!(
             "{reason}; агент вернул команду после {} выдач из {}",
             command.deliveries, settings.pacing.max_deliveries
@@ -694,10 +698,11 @@ fn release(
         .unwrap_or(1)
         .min(max_grace(settings, command.command_type));
     let not_before = Utc::new(now.at + time::Duration::seconds(i64::from(grace)));
-    tx.release_command(command.id, &now.utc, &not_before, &reason)?;
+    tx.release_command(command.id, &now.utc, &not_before, &reason, counted)?;
     tracing::info!(
         command = command.id,
         grace,
+        counted,
         reason = %reason,
         "the agent gave a command back: queued again after its grace"
     );

@@ -600,10 +600,40 @@ pub struct AgentView {
     /// The last preflight (`jira-hub agent --check`) it sent; absent when none came.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_check: Option<crate::protocol::CheckReport>,
+    /// While the agent says Jira is held for it (issue 24 §2: its credentials refused, Jira not
+    /// reachable): since when (UTC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub jira_down_since: Option<Utc>,
+    /// The same in words, its reason and since when: «Jira не принимает учётные данные агента
+    /// (HTTP 401) с 13:05 UTC». Every view of the agent shows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jira_held: Option<String>,
+}
+
+/// «<reason> с 13:05 UTC» (the day too, `с 2026-11-30 13:05 UTC`, when it is not `today`).
+pub(crate) fn held_words(reason: &str, since: &Utc, today: time::Date) -> String {
+    let at = since.at().to_offset(time::UtcOffset::UTC);
+    let clock = format!("{:02}:{:02}", at.hour(), at.minute());
+    if at.date() == today {
+        format!("{reason} с {clock} UTC")
+    } else {
+        format!("{reason} с {} {clock} UTC", at.date())
+    }
 }
 
 impl From<AgentRow> for AgentView {
     fn from(row: AgentRow) -> AgentView {
+        let jira_held = match (&row.jira_ok, &row.jira_down_since) {
+            (Some(false), Some(since)) => Some(held_words(
+                row.last_error.as_deref().unwrap_or("Jira недоступна"),
+                since,
+                // The day of its last word (the hub's clock): a state since an earlier day
+                // names the day too.
+                row.last_seen_at.at().to_offset(time::UtcOffset::UTC).date(),
+            )),
+            _ => None,
+        };
         AgentView {
             agent: row.agent,
             version: row.version,
@@ -614,6 +644,8 @@ impl From<AgentRow> for AgentView {
                 .last_check
                 .as_deref()
                 .and_then(|text| serde_json::from_str(text).ok()),
+            jira_held,
+            jira_down_since: row.jira_down_since.filter(|_| row.jira_ok == Some(false)),
         }
     }
 }

@@ -28,8 +28,8 @@ impl Tx<'_> {
         };
         self.0
             .prepare_cached(
-                "INSERT INTO agent_status (agent, version, last_seen_at, last_claim_at, last_report_at, jira_ok, last_error, last_check)
-                 VALUES (?1, ?2, ?3, CASE WHEN ?4 THEN ?3 END, CASE WHEN ?5 THEN ?3 END, ?6, ?7, ?9)
+                "INSERT INTO agent_status (agent, version, last_seen_at, last_claim_at, last_report_at, jira_ok, last_error, last_check, jira_down_since)
+                 VALUES (?1, ?2, ?3, CASE WHEN ?4 THEN ?3 END, CASE WHEN ?5 THEN ?3 END, ?6, ?7, ?9, CASE WHEN ?8 AND NOT ?6 THEN ?3 END)
                  ON CONFLICT (agent) DO UPDATE SET
                     version = coalesce(excluded.version, version),
                     last_seen_at = excluded.last_seen_at,
@@ -37,6 +37,11 @@ impl Tx<'_> {
                     last_report_at = CASE WHEN ?5 THEN excluded.last_seen_at ELSE last_report_at END,
                     jira_ok = CASE WHEN ?8 THEN excluded.jira_ok ELSE jira_ok END,
                     last_error = CASE WHEN ?8 THEN excluded.last_error ELSE last_error END,
+                    jira_down_since = CASE WHEN NOT ?8 THEN jira_down_since
+                        WHEN excluded.jira_ok THEN NULL
+                        WHEN jira_ok = 0 AND last_error IS excluded.last_error
+                            THEN coalesce(jira_down_since, excluded.last_seen_at)
+                        ELSE excluded.last_seen_at END,
                     last_check = coalesce(excluded.last_check, last_check)",
             )?
             .execute(params![
@@ -125,19 +130,11 @@ impl Tx<'_> {
 
     /// The agents most recently seen first, at most `limit`.
     pub(crate) fn agents(&self, limit: i64) -> Result<Vec<super::AgentRow>> {
-        let mut statement = self.0.prepare(
-            "SELECT agent, version, last_seen_at, jira_ok, last_error, last_check FROM agent_status ORDER BY last_seen_at DESC, agent LIMIT ?1",
-        )?;
-        let rows = statement.query_map([limit], |row| {
-            Ok(super::AgentRow {
-                agent: row.get(0)?,
-                version: row.get(1)?,
-                last_seen_at: row.get(2)?,
-                jira_ok: row.get::<_, Option<i64>>(3)?.map(|v| v != 0),
-                last_error: row.get(4)?,
-                last_check: row.get(5)?,
-            })
-        })?;
+        let mut statement = self.0.prepare(&format!(
+            "SELECT {} FROM agent_status ORDER BY last_seen_at DESC, agent LIMIT ?1",
+            super::status::AGENT_COLUMNS
+        ))?;
+        let rows = statement.query_map([limit], super::status::agent_row)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 }

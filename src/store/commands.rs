@@ -353,22 +353,25 @@ impl Tx<'_> {
 
     /// A claimed command its agent gave back (`released`): queued again, not handed out before
     /// `not_before`; `lease_at` keeps the time it was given back (the next delivery is told how
-    /// long ago), `error` the agent's reason until an outcome replaces it. Returns false when the
-    /// command was not claimed.
+    /// long ago), `error` the agent's reason until an outcome replaces it. `counted: false` (the
+    /// agent sent nothing of it to Jira) takes the delivery back: the next one has its number.
+    /// Returns false when the command was not claimed.
     pub(crate) fn release_command(
         &self,
         id: i64,
         now: &Utc,
         not_before: &Utc,
         reason: &str,
+        counted: bool,
     ) -> Result<bool> {
         let changed = self
             .0
             .prepare_cached(
-                "UPDATE command SET status = 'queued', lease_at = ?2, not_before = ?3, error = ?4
+                "UPDATE command SET status = 'queued', lease_at = ?2, not_before = ?3, error = ?4,
+                 deliveries = CASE WHEN ?5 OR deliveries = 0 THEN deliveries ELSE deliveries - 1 END
                  WHERE id = ?1 AND status = 'claimed'",
             )?
-            .execute(params![id, now, not_before, reason])?;
+            .execute(params![id, now, not_before, reason, counted])?;
         Ok(changed == 1)
     }
 

@@ -48,6 +48,26 @@ pub(crate) struct AgentRow {
     pub last_error: Option<String>,
     /// The last preflight it sent (JSON text, revision 9), if any.
     pub last_check: Option<String>,
+    /// Since when it has said Jira is held for it (`jira_ok: false` with the same
+    /// `last_error`), while it does.
+    pub jira_down_since: Option<Utc>,
+}
+
+/// The columns of an [`AgentRow`], in [`agent_row`]'s order.
+pub(crate) const AGENT_COLUMNS: &str =
+    "agent, version, last_seen_at, jira_ok, last_error, last_check, jira_down_since";
+
+/// An [`AgentRow`] from the [`AGENT_COLUMNS`].
+pub(crate) fn agent_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<AgentRow> {
+    Ok(AgentRow {
+        agent: row.get(0)?,
+        version: row.get(1)?,
+        last_seen_at: row.get(2)?,
+        jira_ok: row.get::<_, Option<i64>>(3)?.map(|v| v != 0),
+        last_error: row.get(4)?,
+        last_check: row.get(5)?,
+        jira_down_since: row.get(6)?,
+    })
 }
 
 /// A `sync_run` row; the service shows it as a `SyncRunView`.
@@ -101,21 +121,11 @@ impl Store {
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        let mut statement = self.conn.prepare(
-            "SELECT agent, version, last_seen_at, jira_ok, last_error, last_check FROM agent_status
-             ORDER BY last_seen_at DESC, agent LIMIT ?1",
-        )?;
+        let mut statement = self.conn.prepare(&format!(
+            "SELECT {AGENT_COLUMNS} FROM agent_status ORDER BY last_seen_at DESC, agent LIMIT ?1"
+        ))?;
         let agents = statement
-            .query_map([AGENTS_LISTED], |row| {
-                Ok(AgentRow {
-                    agent: row.get(0)?,
-                    version: row.get(1)?,
-                    last_seen_at: row.get(2)?,
-                    jira_ok: row.get::<_, Option<i64>>(3)?.map(|v| v != 0),
-                    last_error: row.get(4)?,
-                    last_check: row.get(5)?,
-                })
-            })?
+            .query_map([AGENTS_LISTED], agent_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         let count = |table: &str| -> Result<i64> {
             Ok(self

@@ -733,8 +733,36 @@ fn cloud_is_cloud_parent_for_epics_and_comments_recognised_after_adf() {
 /// is printed (`E2E_SEED=… cargo test … two_agents`) to replay a failure.
 #[test]
 fn two_agents_killed_at_random_amid_lost_answers_leave_every_effect_once() {
+    use crate::classify::{
+        ALWAYS, Front, answer, data_center_stamp, forbidden_comment, unauthorized,
+    };
     let stack = Stack::start(Mode::DataCenter, Transport::Relay);
-    stack.fake.seed_issues(PROJECT, "AWPCA", 1);
+    let refused = stack.fake.seed_issues(PROJECT, "AWPCA", 1).remove(0);
+    // Issue 24: Jira answers as Data Center does (`X-Seraph-LoginReason: OK` on every answer);
+    // the agent's credentials are refused in the middle of the batches (a create and a link
+    // answered 401, and the probes after them, twice); 403s on some paths (a board read without
+    // a Jira Software licence, comments on one issue).
+    let front = Front::start(&stack.fake.url(), data_center_stamp());
+    stack.set_agent_config("jira_url", json!(front.url));
+    front.rule("POST", "/rest/api/2/issue", unauthorized(), 1);
+    front.rule("POST", "/rest/api/2/issueLink", unauthorized(), 1);
+    front.rule("GET", "/rest/api/2/myself", unauthorized(), 2);
+    front.rule(
+        "POST",
+        &format!("/rest/api/2/issue/{refused}/comment"),
+        forbidden_comment(),
+        ALWAYS,
+    );
+    front.rule(
+        "GET",
+        "/rest/agile/1.0/board/77",
+        answer(
+            403,
+            &[],
+            r#"{"errorMessages":["У пользователя нет действующей лицензии Jira Software."],"errors":{}}"#,
+        ),
+        ALWAYS,
+    );
     stack
         .fake
         .fault(Endpoint::CreateIssue, Fault::DropAfterApply, 1);
@@ -769,6 +797,10 @@ fn two_agents_killed_at_random_amid_lost_answers_leave_every_effect_once() {
             {"type": "ensure_issue", "params": {"issue_type": "task", "summary": "Близнец chaos2"}},
             {"type": "comment", "params": {"key": {"$result": "key"}, "body": "первому"}, "depends_on": 1},
             {"type": "comment", "params": {"key": {"$result": "key"}, "body": "второму"}, "depends_on": 2}]}));
+    let refusals = stack.enqueue(json!({"title": "отказы", "author": "ivanov", "project": "AWPCA",
+        "commands": [
+            {"type": "comment", "params": {"key": refused, "body": "нельзя"}},
+            {"type": "refresh", "params": {"jql": format!("project = {PROJECT}"), "boards": [77]}}]}));
     let mut random = Random::new();
     let mut agents: [Option<AgentProcess>; 2] = [None, None];
     let names = ["agent-a", "agent-b"];
@@ -788,6 +820,7 @@ fn two_agents_killed_at_random_amid_lost_answers_leave_every_effect_once() {
         }
         if stack.batch(plan_id)["status"] == "completed"
             && stack.batch(twins)["status"] == "completed"
+            && stack.batch(refusals)["status"] == "completed"
         {
             break;
         }
@@ -826,6 +859,27 @@ fn two_agents_killed_at_random_amid_lost_answers_leave_every_effect_once() {
         assert_eq!(comments.len(), 1, "{key}: {comments:#?}");
         assert_eq!(comments[0]["body"], body);
     }
+    // No command Jira would have taken failed; the one it refused failed with its words.
+    for command in view["commands"].as_array().unwrap() {
+        assert_eq!(command["status"], "done", "{command:#}");
+    }
+    let view = stack.wait_completed(refusals);
+    let (comment, refresh) = (&view["commands"][0], &view["commands"][1]);
+    assert_eq!(comment["status"], "failed", "{comment:#}");
+    let error = comment["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&refused) && error.contains("нет прав"),
+        "{error}"
+    );
+    assert!(stack.fake.comments(&refused).is_empty());
+    assert_eq!(refresh["status"], "done", "{refresh:#}");
+    assert!(
+        refresh["result"]["warnings"][0]
+            .as_str()
+            .is_some_and(|w| w.contains("доска 77")),
+        "{refresh:#}"
+    );
+    assert!(front.count("GET", "/rest/api/2/myself") >= 2, "the probes");
     assert_eq!(stack.fake.faults_pending(), 0, "every fault was served");
 }
 

@@ -8,6 +8,7 @@ mod anonymous;
 mod batches;
 mod boundaries;
 mod chains;
+mod classify;
 mod cli;
 mod connections;
 mod console;

@@ -342,7 +342,7 @@ async fn metrics_negotiate_their_format_and_carry_the_operators_figures() {
         text.contains(&format!(
             "jira_hub_build_info{{version=\"{}\"",
             env!("CARGO_PKG_VERSION")
-        )) && text.contains("schema=\"v4r10\"} 1"),
+        )) && text.contains("schema=\"v4r11\"} 1"),
         "{text}"
     );
     assert!(

@@ -174,7 +174,14 @@ pub(super) fn overview(view: &Overview) -> String {
                 duration_words(seconds_since(&agent.last_seen_at, now))
             );
         }
-        if let Some(error) = &agent.last_error {
+        if let Some(held) = &agent.jira_held {
+            // Jira is held for this agent (issue 24 §2): why, and since when.
+            let _ = write!(
+                out,
+                "<p class=\"bad held\" role=\"status\">{}</p>",
+                esc(&clip(held, 300))
+            );
+        } else if let Some(error) = &agent.last_error {
             let _ = write!(
                 out,
                 "<p class=\"error\">Последняя ошибка: {}</p>",
