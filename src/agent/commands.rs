@@ -155,7 +155,11 @@ impl From<JiraError> for Fail {
                 held: Some(cause),
             },
             JiraError::GiveBack(reason) => Fail::GiveBack { reason, held: None },
-            JiraError::Refused { message, .. } => Fail::Reason(message),
+            // Jira's own words, quoted as such (they come in the account's language, often
+            // English), after ours: one language per sentence (issue 25, item 8).
+            JiraError::Refused { status, message } => {
+                Fail::Reason(format!("Jira отказала (HTTP {status}): «{message}»"))
+            }
             JiraError::Ambiguous(error) => Fail::Release(format!(
                 "ответ Jira потерян или неясен ({error}); запись могла выполниться, поэтому в этой выдаче она не повторяется"
             )),
