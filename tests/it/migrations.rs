@@ -607,7 +607,7 @@ fn a_first_release_v4_database_gets_revision_1() {
     let revision: i64 = conn
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .unwrap();
-    assert_eq!(revision, 9);
+    assert_eq!(revision, i64::from(jira_hub::service::SCHEMA_REVISION));
     assert_eq!(
         count(
             &conn,
@@ -952,7 +952,7 @@ fn revisions_run_again_on_a_header_reset_change_no_row() {
     let revision: i64 = conn
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .unwrap();
-    assert_eq!(revision, 9);
+    assert_eq!(revision, i64::from(jira_hub::service::SCHEMA_REVISION));
     assert_eq!(
         count(
             &conn,

@@ -343,7 +343,10 @@ async fn metrics_negotiate_their_format_and_carry_the_operators_figures() {
         text.contains(&format!(
             "jira_hub_build_info{{version=\"{}\"",
             env!("CARGO_PKG_VERSION")
-        )) && text.contains("schema=\"v4r9\"} 1"),
+        )) && text.contains(&format!(
+            "schema=\"v4r{}\"}} 1",
+            jira_hub::service::SCHEMA_REVISION
+        )),
         "{text}"
     );
     assert!(
