@@ -118,6 +118,8 @@ struct Figures {
     oldest_queued_age: i64,
     /// Each agent with the seconds since it was last seen.
     agents_last_seen_age: Vec<(String, i64)>,
+    /// Each agent, and whether it is silent (two heartbeat periods without a request of its own).
+    agents_silent: Vec<(String, bool)>,
     /// What is wrong with the database file (`disk_full`, `read_only`, `io_error`, `moved`).
     database_fault: Option<&'static str>,
 }
@@ -299,6 +301,21 @@ impl Collector for HubCollector {
             agents.metric_type(),
         )?;
         agents.encode(metric)?;
+        let silent = Family::<AgentLabel, Gauge>::default();
+        for (agent, is_silent) in &figures.agents_silent {
+            silent
+                .get_or_create(&AgentLabel {
+                    agent: LabelText(agent.clone()),
+                })
+                .set(i64::from(*is_silent));
+        }
+        let metric = encoder.encode_descriptor(
+            "jira_hub_agent_silent",
+            "1 when the agent sent nothing of its own for two of its heartbeat periods (20 minutes when it never told its period)",
+            None,
+            silent.metric_type(),
+        )?;
+        silent.encode(metric)?;
         let build = Info::new(BuildLabels {
             version: env!("CARGO_PKG_VERSION"),
             commit: env!("JIRA_HUB_COMMIT"),
@@ -524,6 +541,12 @@ pub(crate) async fn metrics(
             .agents
             .iter()
             .map(|agent| (agent.agent.clone(), age(&agent.last_seen_at)))
+            .collect(),
+        agents_silent: status
+            .counts
+            .agents
+            .iter()
+            .map(|agent| (agent.agent.clone(), agent.silent))
             .collect(),
         database_fault: fault.map(|seen| seen.fault.name()),
     };

@@ -226,7 +226,7 @@ impl HubConnection {
             now: Utc::new(now),
             queue,
             oldest_queued_at: counts.oldest_queued_since,
-            agents: counts.agents.into_iter().map(AgentView::from).collect(),
+            agents: self.judged(counts.agents.into_iter().map(AgentView::from).collect()),
             relay: self.relay_state(settings.relay_dir, now),
             last_full_refresh,
             running: running.into_iter().map(SyncRunView::from).collect(),

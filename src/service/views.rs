@@ -573,6 +573,14 @@ pub struct AgentView {
     /// The last preflight (`jira-hub agent --check`) it sent; absent when none came.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_check: Option<crate::protocol::CheckReport>,
+    /// How often it said it sends a heartbeat, in seconds; absent for an agent that never said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heartbeat_seconds: Option<u32>,
+    /// Silent: no request of its own for `silent_after_seconds` (two heartbeat periods, or a
+    /// fixed 20 minutes for an agent that never told its period), silent since `last_seen_at`.
+    pub silent: bool,
+    /// After how long without a request of its own the agent is flagged silent, in seconds.
+    pub silent_after_seconds: i64,
 }
 
 impl From<AgentRow> for AgentView {
@@ -587,6 +595,9 @@ impl From<AgentRow> for AgentView {
                 .last_check
                 .as_deref()
                 .and_then(|text| serde_json::from_str(text).ok()),
+            heartbeat_seconds: row.heartbeat_seconds,
+            silent: false,
+            silent_after_seconds: super::presence::silent_after(row.heartbeat_seconds, false),
         }
     }
 }

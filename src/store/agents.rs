@@ -18,6 +18,8 @@ pub(crate) struct AgentSeen<'a> {
     pub jira: Option<(bool, Option<&'a str>)>,
     /// From a heartbeat that carries a preflight (`--check`): its JSON text.
     pub check: Option<&'a str>,
+    /// From a heartbeat that announces how often the agent sends one, in seconds.
+    pub heartbeat_seconds: Option<u32>,
 }
 
 impl Tx<'_> {
@@ -28,16 +30,17 @@ impl Tx<'_> {
         };
         self.0
             .prepare_cached(
-                "INSERT INTO agent_status (agent, version, last_seen_at, last_claim_at, last_report_at, jira_ok, last_error, last_check)
-                 VALUES (?1, ?2, ?3, CASE WHEN ?4 THEN ?3 END, CASE WHEN ?5 THEN ?3 END, ?6, ?7, ?9)
+                "INSERT INTO agent_status (agent, version, last_seen_at, last_claim_at, last_report_at, jira_ok, last_error, last_check, heartbeat_seconds)
+                 VALUES (?1, ?2, ?3, CASE WHEN ?4 THEN ?3 END, CASE WHEN ?5 THEN ?3 END, ?6, ?7, ?9, ?10)
                  ON CONFLICT (agent) DO UPDATE SET
                     version = coalesce(excluded.version, version),
-                    last_seen_at = excluded.last_seen_at,
+                    last_seen_at = max(last_seen_at, excluded.last_seen_at),
                     last_claim_at = CASE WHEN ?4 THEN excluded.last_seen_at ELSE last_claim_at END,
                     last_report_at = CASE WHEN ?5 THEN excluded.last_seen_at ELSE last_report_at END,
                     jira_ok = CASE WHEN ?8 THEN excluded.jira_ok ELSE jira_ok END,
                     last_error = CASE WHEN ?8 THEN excluded.last_error ELSE last_error END,
-                    last_check = coalesce(excluded.last_check, last_check)",
+                    last_check = coalesce(excluded.last_check, last_check),
+                    heartbeat_seconds = coalesce(excluded.heartbeat_seconds, heartbeat_seconds)",
             )?
             .execute(params![
                 seen.agent,
@@ -48,7 +51,8 @@ impl Tx<'_> {
                 jira_ok,
                 last_error,
                 has_jira,
-                seen.check
+                seen.check,
+                seen.heartbeat_seconds
             ])?;
         Ok(())
     }
@@ -126,18 +130,9 @@ impl Tx<'_> {
     /// The agents most recently seen first, at most `limit`.
     pub(crate) fn agents(&self, limit: i64) -> Result<Vec<super::AgentRow>> {
         let mut statement = self.0.prepare(
-            "SELECT agent, version, last_seen_at, jira_ok, last_error, last_check FROM agent_status ORDER BY last_seen_at DESC, agent LIMIT ?1",
+            "SELECT agent, version, last_seen_at, jira_ok, last_error, last_check, heartbeat_seconds FROM agent_status ORDER BY last_seen_at DESC, agent LIMIT ?1",
         )?;
-        let rows = statement.query_map([limit], |row| {
-            Ok(super::AgentRow {
-                agent: row.get(0)?,
-                version: row.get(1)?,
-                last_seen_at: row.get(2)?,
-                jira_ok: row.get::<_, Option<i64>>(3)?.map(|v| v != 0),
-                last_error: row.get(4)?,
-                last_check: row.get(5)?,
-            })
-        })?;
+        let rows = statement.query_map([limit], super::AgentRow::read)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 }

@@ -47,6 +47,27 @@ pub(crate) struct AgentRow {
     pub last_error: Option<String>,
     /// The last preflight it sent (JSON text, revision 9), if any.
     pub last_check: Option<String>,
+    /// How often it said it sends a heartbeat, in seconds; `None` if it never said.
+    pub heartbeat_seconds: Option<u32>,
+}
+
+impl AgentRow {
+    /// A row of `SELECT agent, version, last_seen_at, jira_ok, last_error, last_check,
+    /// heartbeat_seconds`.
+    pub(crate) fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<AgentRow> {
+        Ok(AgentRow {
+            agent: row.get(0)?,
+            version: row.get(1)?,
+            last_seen_at: row.get(2)?,
+            jira_ok: row.get::<_, Option<i64>>(3)?.map(|v| v != 0),
+            last_error: row.get(4)?,
+            last_check: row.get(5)?,
+            heartbeat_seconds: row
+                .get::<_, Option<i64>>(6)?
+                .and_then(|s| u32::try_from(s).ok())
+                .filter(|s| *s > 0),
+        })
+    }
 }
 
 /// A `sync_run` row; the service shows it as a `SyncRunView`.
@@ -99,20 +120,11 @@ impl Store {
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         let mut statement = self.conn.prepare(
-            "SELECT agent, version, last_seen_at, jira_ok, last_error, last_check FROM agent_status
+            "SELECT agent, version, last_seen_at, jira_ok, last_error, last_check, heartbeat_seconds FROM agent_status
              ORDER BY last_seen_at DESC, agent LIMIT ?1",
         )?;
         let agents = statement
-            .query_map([AGENTS_LISTED], |row| {
-                Ok(AgentRow {
-                    agent: row.get(0)?,
-                    version: row.get(1)?,
-                    last_seen_at: row.get(2)?,
-                    jira_ok: row.get::<_, Option<i64>>(3)?.map(|v| v != 0),
-                    last_error: row.get(4)?,
-                    last_check: row.get(5)?,
-                })
-            })?
+            .query_map([AGENTS_LISTED], AgentRow::read)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         let count = |table: &str| -> Result<i64> {
             Ok(self

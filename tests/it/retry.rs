@@ -585,7 +585,7 @@ fn refresh_wait_says_when_no_agent_is_about() {
     );
     assert!(
         out.stderr
-            .contains("warning: no agent seen since 2026-11-29T10:00:00"),
+            .contains("warning: every agent is silent (agent-7 silent since 2026-11-29T10:00:00"),
         "{out:?}"
     );
     let mut hub = open_hub(&dir, &clock);
