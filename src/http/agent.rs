@@ -98,12 +98,10 @@ async fn wait_for_work(
         let notified = signal.notified();
         let mut notified = std::pin::pin!(notified);
         notified.as_mut().enable();
-        let may_wait = tokio::time::Instant::now() < deadline
-            && held.as_ref().is_none_or(|held| held.holds());
+        let may_wait =
+            tokio::time::Instant::now() < deadline && held.as_ref().is_none_or(|held| held.holds());
         let looked = request.clone();
-        let answer = if may_wait
-            && arrival == Arrival::Again
-            && signal.idle_at(signal.generation())
+        let answer = if may_wait && arrival == Arrival::Again && signal.idle_at(signal.generation())
         {
             // Nothing claimable since the last look: no connection, no thread.
             Handled::Waiting

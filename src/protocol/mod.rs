@@ -827,7 +827,11 @@ mod tests {
         };
         assert_eq!(h.heartbeat_seconds, Some(10));
         for bad in [json!(0), json!(86_401), json!(-1), json!("60"), json!(1.5)] {
-            assert_eq!(error_field(heartbeat(bad.clone())), "heartbeat_seconds", "{bad}");
+            assert_eq!(
+                error_field(heartbeat(bad.clone())),
+                "heartbeat_seconds",
+                "{bad}"
+            );
         }
         let mut without = heartbeat(json!(1));
         without.as_object_mut().unwrap().remove("heartbeat_seconds");

@@ -24,9 +24,7 @@ use super::fsio::{
 use super::readahead::{self, ReadAhead};
 use super::{FOLDERS, RelayOptions};
 use crate::protocol::{AgentAnswer, AgentRequest, TokenCheck};
-use crate::service::{
-    Arrival, Handled, HubConnection, Premapped, ServiceError, WAIT_RECHECK,
-};
+use crate::service::{Arrival, Handled, HubConnection, Premapped, ServiceError, WAIT_RECHECK};
 use crate::shutdown::Shutdown;
 use serde_json::json;
 use std::collections::{HashMap, VecDeque};

@@ -5,6 +5,7 @@
 //! again (a relay file after a crash, an HTTP retry) gets the same answer and changes nothing.
 
 use super::batches::{base_jql_in, settings_in};
+use super::presence::Act;
 use super::{HubConnection, Metrics, Result};
 use crate::domain::command::{
     CommandStatus, CommandType, RunKind, RunStatus, backoff_pause, is_result_reference,
@@ -20,7 +21,6 @@ use crate::protocol::{
     HeartbeatAnswer, HeartbeatRequest, Ignored, Kind, Page, ReportAnswer, ReportRequest,
     ResultStatus,
 };
-use super::presence::Act;
 use crate::store::{AgentSeen, CommandRow, Finish, StoreError, Tx};
 use serde_json::{Value, json};
 use std::sync::atomic::Ordering;
@@ -193,8 +193,10 @@ impl HubConnection {
                     .read(|tx| look_at_claim(tx, claim, &now, streak))?
                 {
                     ClaimLook::Replay(answer) => return Ok(Handled::Answered(answer)),
-                    ClaimLook::Idle(answer) => {
-                        self.work.set_idle_at(generation);
+                    ClaimLook::Idle(answer, walked) => {
+                        if walked {
+                            self.work.set_idle_at(generation);
+                        }
                         if may_wait {
                             return Ok(Handled::Waiting);
                         }
@@ -260,7 +262,7 @@ impl HubConnection {
                     )?;
                     Ok((answer, rate_limited, false))
                 })?;
-        if write_seen {
+        if write_seen && !replay {
             self.presence.written(&envelope.agent, now.at);
         }
         if freed {
@@ -345,7 +347,11 @@ impl HubConnection {
         self.write_presence(&due, now)
     }
 
-    fn write_presence(&mut self, due: &[super::presence::Due], now: OffsetDateTime) -> Result<usize> {
+    fn write_presence(
+        &mut self,
+        due: &[super::presence::Due],
+        now: OffsetDateTime,
+    ) -> Result<usize> {
         if due.is_empty() {
             return Ok(0);
         }
@@ -446,11 +452,10 @@ fn act_of(request: &AgentRequest, arrival: Arrival) -> Option<Act<'_>> {
 
 /// Writes what `act` tells of its agent (its last-seen time no later than `now`).
 fn touch(tx: &Tx<'_>, act: &Act<'_>, now: &Now) -> Result<()> {
-    let at = act.at.map_or_else(|| now.utc.clone(), |at| Utc::new(at.min(now.at)));
-    let last_error = act
-        .jira
-        .and_then(|(_, error)| error)
-        .map(truncate_error);
+    let at = act
+        .at
+        .map_or_else(|| now.utc.clone(), |at| Utc::new(at.min(now.at)));
+    let last_error = act.jira.and_then(|(_, error)| error).map(truncate_error);
     // The preflight it ran (`--check`), bounded by the decoder: kept as the agent's last.
     let check = act
         .check
@@ -615,8 +620,9 @@ enum ClaimLook {
     /// Its id was handled: the recorded answer.
     Replay(AgentAnswer),
     /// It would hand out nothing, end nothing and carry nothing: this empty answer, written
-    /// nowhere.
-    Idle(ClaimAnswer),
+    /// nowhere; with whether the queue was walked (a claim of `max_commands` 0 walks nothing,
+    /// and tells nothing of what other claims may take).
+    Idle(ClaimAnswer, bool),
     /// It has something to do (a command to hand out or end, a lease over, settings or a pause
     /// to carry): the write transaction decides.
     Work,
@@ -648,13 +654,10 @@ fn look_at_claim(tx: &Tx<'_>, claim: &ClaimRequest, now: &Now, streak: u32) -> R
     if !ready.is_empty() || !blocked.is_empty() {
         return Ok(ClaimLook::Work);
     }
-    Ok(ClaimLook::Idle(claim_answer(
-        claim,
-        &settings,
-        now,
-        pause,
-        Vec::new(),
-    )))
+    Ok(ClaimLook::Idle(
+        claim_answer(claim, &settings, now, pause, Vec::new()),
+        limit > 0,
+    ))
 }
 
 /// Opens the run of a refresh command, recording whether it is full: its query is the base JQL
@@ -1211,7 +1214,7 @@ fn lease_over(command: &CommandRow, timeout: time::Duration, now: &Now) -> bool 
         .as_ref()
         .or(command.claimed_at.as_ref())
         .map(Utc::at);
-    !lease.is_some_and(|at| at + timeout > now.at)
+    lease.is_none_or(|at| at + timeout <= now.at)
 }
 
 fn expire_in(tx: &Tx<'_>, settings: &Settings, now: &Now) -> Result<ExpiredClaims> {
@@ -1437,7 +1440,8 @@ mod tests {
         // mapping of another report, so that using it shows).
         let request = page_report("r1", command, delivery, "из запроса");
         let ahead = premap(&page_report("x", command, delivery, "заранее"), &settings);
-        hub.handle_prepared_request(&request, ahead).unwrap();
+        hub.handle_prepared_request(&request, ahead, Arrival::Live)
+            .unwrap();
         let stored = hub.issue("AURORA-1").unwrap().issue;
         assert_eq!(stored.summary, "заранее");
         assert_eq!(stored.epic_key.as_deref(), Some("AURORA-100"));
@@ -1448,7 +1452,8 @@ mod tests {
         let update = json!({"field_ids": {"epic_link": "customfield_777", "sprint": "customfield_10105",
             "plan_start": "customfield_12001", "plan_end": "customfield_12002"}});
         hub.update_settings(update.as_object().unwrap()).unwrap();
-        hub.handle_prepared_request(&request, ahead).unwrap();
+        hub.handle_prepared_request(&request, ahead, Arrival::Live)
+            .unwrap();
         let stored = hub.issue("AURORA-1").unwrap().issue;
         assert_eq!(stored.summary, "после смены настроек");
         assert_eq!(stored.epic_key.as_deref(), Some("AURORA-777"));

@@ -209,7 +209,8 @@ impl HubConnection {
                 tx.prune_requests(requests_before, PRUNE_BATCH)?,
             ))
         })?;
-        self.presence.forget_older_than(now - super::AGENT_RETENTION);
+        self.presence
+            .forget_older_than(now - super::AGENT_RETENTION);
         if pruned != (0, 0) {
             tracing::info!(
                 agents = pruned.0,

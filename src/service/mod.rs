@@ -4,8 +4,8 @@
 //! with `domain`, persist with `store`, and answer with plain values or a [`ServiceError`].
 
 mod agent;
-pub use agent::Handled;
 pub(crate) use agent::Arrival;
+pub use agent::Handled;
 pub(crate) use agent::{Premapped, premap};
 mod batches;
 mod console;

@@ -97,16 +97,18 @@ impl Presence {
                 agents.remove(&oldest);
             }
         }
-        let entry = agents.entry(act.agent.to_string()).or_insert_with(|| Entry {
-            last_seen: at,
-            claimed: false,
-            reported: false,
-            version: None,
-            jira: None,
-            heartbeat_seconds: None,
-            written: None,
-            urgent: true,
-        });
+        let entry = agents
+            .entry(act.agent.to_string())
+            .or_insert_with(|| Entry {
+                last_seen: at,
+                claimed: false,
+                reported: false,
+                version: None,
+                jira: None,
+                heartbeat_seconds: None,
+                written: None,
+                urgent: true,
+            });
         entry.last_seen = entry.last_seen.max(at);
         entry.claimed |= act.claimed;
         entry.reported |= act.reported;
@@ -251,7 +253,8 @@ impl Presence {
                 agent.heartbeat_seconds = entry.heartbeat_seconds.or(agent.heartbeat_seconds);
             }
             agent.silent_after_seconds = silent_after(agent.heartbeat_seconds, seen_here.is_none());
-            agent.silent = (now - agent.last_seen_at.at()).whole_seconds() > agent.silent_after_seconds;
+            agent.silent =
+                (now - agent.last_seen_at.at()).whole_seconds() > agent.silent_after_seconds;
         }
         agents.sort_by(|a, b| {
             b.last_seen_at
@@ -285,7 +288,10 @@ mod tests {
         presence.written("a", at(0));
         assert!(!presence.note(&act(10, "1"), at(10)), "nothing changed");
         assert!(!presence.note(&act(59, "1"), at(59)));
-        assert!(presence.note(&act(60, "1"), at(60)), "a minute since the write");
+        assert!(
+            presence.note(&act(60, "1"), at(60)),
+            "a minute since the write"
+        );
         presence.written("a", at(60));
         assert!(presence.note(&act(61, "2"), at(61)), "another version");
         presence.written("a", at(61));

@@ -201,7 +201,10 @@ mod tests {
             .unwrap();
         runtime.block_on(wake.notified());
         signal.release("a", http);
-        assert!(signal.holds("a", newest), "only the holder gives the name back");
+        assert!(
+            signal.holds("a", newest),
+            "only the holder gives the name back"
+        );
         signal.release("a", newest);
         assert_eq!(signal.holders(), 1);
     }

@@ -23,6 +23,7 @@ mod projects;
 mod properties;
 mod prune_guard;
 mod queue;
+mod quiet;
 mod relay;
 mod release;
 mod retry;

@@ -11,8 +11,8 @@ use crate::domain::command::{BatchStatus, CommandStatus, RunStatus};
 use crate::domain::time::Utc;
 use crate::domain::words::{self, COMMANDS as COMMAND_FORMS, TIMES};
 use crate::service::{
-    BatchView, CommandView, FailedBatch, HourActivity, IssueView, Overview,
-    ProjectIssues, ProjectView, RelayState, SliceRow, SyncRunView,
+    BatchView, CommandView, FailedBatch, HourActivity, IssueView, Overview, ProjectIssues,
+    ProjectView, RelayState, SliceRow, SyncRunView,
 };
 use std::fmt::Write as _;
 use time::OffsetDateTime;
