@@ -769,13 +769,21 @@ fn a_v4_database_of_the_data_model_gets_what_it_lacks_whatever_its_header_says()
                 "last_check",
                 "SELECT count(*) FROM pragma_table_info('agent_status') WHERE name = 'last_check'",
             ),
+            (
+                "heartbeat_seconds",
+                "SELECT count(*) FROM pragma_table_info('agent_status') WHERE name = 'heartbeat_seconds'",
+            ),
         ] {
             assert_eq!(count(&conn, sql), 1, "header {header}: {what}");
         }
         let revision: i64 = conn
             .query_row("PRAGMA user_version", [], |row| row.get(0))
             .unwrap();
-        assert_eq!(revision, 9, "header {header}");
+        assert_eq!(
+            revision,
+            i64::from(jira_hub::service::SCHEMA_REVISION),
+            "header {header}"
+        );
         assert_eq!(
             count(
                 &conn,
