@@ -30,6 +30,9 @@ use time::OffsetDateTime;
 /// the time its batch was enqueued.
 const JIRA_CLOCK_SKEW: time::Duration = time::Duration::minutes(10);
 
+/// How large the WAL grows at rest before the idle checkpoint empties it.
+pub const IDLE_CHECKPOINT_BYTES: u64 = 1024 * 1024;
+
 /// What a sweep of claim timeouts did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct ExpiredClaims {
@@ -374,13 +377,16 @@ impl HubConnection {
     }
 
     /// When nothing was committed since the last call (by any connection, this one's own
-    /// writes aside) and the WAL holds something, checkpoints it and truncates it to nothing
-    /// without waiting for anyone (issue 23 §1: the WAL stays small whatever the uptime). The
-    /// sweep calls it every few seconds. Returns whether it truncated.
+    /// writes aside) and the WAL holds at least [`IDLE_CHECKPOINT_BYTES`], checkpoints it and
+    /// truncates it to nothing without waiting for anyone (issue 23 §1: the WAL stays small
+    /// whatever the uptime). A smaller WAL is left: at rest it grows by the minute's last-seen
+    /// write, the same few pages again and again, which one checkpoint copies once; a
+    /// checkpoint after each of them doubled what an idle hub writes. The sweep calls it every
+    /// few seconds. Returns whether it truncated.
     pub fn checkpoint_when_idle(&mut self) -> Result<bool> {
         let version = self.store.data_version()?;
         let idle = self.idle_data_version.replace(version) == Some(version);
-        if !idle || self.store.wal_bytes() == 0 {
+        if !idle || self.store.wal_bytes() < IDLE_CHECKPOINT_BYTES {
             return Ok(false);
         }
         Ok(self.store.checkpoint_truncate()?)

@@ -90,10 +90,6 @@ fn timers_tick(timers: &mut HubConnection) {
     timers.checkpoint_when_idle().unwrap();
 }
 
-fn wal_bytes(db: &Path) -> u64 {
-    std::fs::metadata(format!("{}-wal", db.display())).map_or(0, |m| m.len())
-}
-
 fn last_seen_in_database(db: &Path, agent: &str) -> String {
     Connection::open(db)
         .unwrap()
@@ -130,11 +126,8 @@ fn an_idle_relay_agent_makes_no_commit_but_one_a_minute() {
     );
     let counts = relay_worker.pass_at(t0).unwrap();
     assert_eq!((counts.applied, counts.parked), (1, 1), "{counts:?}");
-    // The setup's writes are checkpointed: the second idle sweep empties the WAL (a checkpoint
-    // moves `data_version` too, though it commits nothing).
     timers_tick(&mut timers);
     timers_tick(&mut timers);
-    assert_eq!(wal_bytes(&dir.db()), 0, "the WAL is empty at rest");
 
     let commits = Commits::watch(&dir.db());
     let before = commits.version();
