@@ -184,11 +184,15 @@ impl HubConnection {
             .as_ref()
             .is_some_and(|act| self.presence.note(act, now.at));
         match request {
-            AgentRequest::Claim(claim) => {
+            // A claim that may wait is looked at in a read transaction first: most looks find
+            // nothing, and a waiting claim must not take the write lock each time. A claim that
+            // may not wait goes straight to the write transaction, as it did: one that finds
+            // nothing there changes no page, so its commit writes nothing either.
+            AgentRequest::Claim(claim) if may_wait => {
                 // Nothing claimable was found at this generation of the work signal: a waiting
                 // claim looked at again needs no look at the database.
                 let generation = self.work.generation();
-                if may_wait && arrival == Arrival::Again && self.work.idle_at(generation) {
+                if arrival == Arrival::Again && self.work.idle_at(generation) {
                     return Ok(Handled::Waiting);
                 }
                 match self
@@ -196,15 +200,11 @@ impl HubConnection {
                     .read(|tx| look_at_claim(tx, claim, &now, streak))?
                 {
                     ClaimLook::Replay(answer) => return Ok(Handled::Answered(answer)),
-                    ClaimLook::Idle(answer, walked) => {
+                    ClaimLook::Idle(walked) => {
                         if walked {
                             self.work.set_idle_at(generation);
                         }
-                        if may_wait {
-                            return Ok(Handled::Waiting);
-                        }
-                        Metrics::add(&self.metrics.claims, 1);
-                        return Ok(Handled::Answered(AgentAnswer::Claim(answer)));
+                        return Ok(Handled::Waiting);
                     }
                     ClaimLook::Work => {}
                 }
@@ -235,13 +235,13 @@ impl HubConnection {
                     let (answer, rate_limited) = match request {
                         AgentRequest::Claim(claim) => {
                             let answer = claim_in(tx, claim, &now, streak, &mut freed)?;
-                            if may_wait
-                                && answer.commands.is_empty()
+                            if answer.commands.is_empty()
                                 && answer.pause_seconds == 0
                                 && answer.settings.is_none()
                             {
-                                // Held: nothing is recorded.
-                                waiting = true;
+                                // Held, or answered empty: nothing is recorded (applying it
+                                // again hands out what there is then, as a new claim would).
+                                waiting = may_wait;
                                 return Ok((AgentAnswer::Claim(answer), None, false));
                             }
                             (AgentAnswer::Claim(answer), None)
@@ -625,10 +625,10 @@ fn claim_answer(
 enum ClaimLook {
     /// Its id was handled: the recorded answer.
     Replay(AgentAnswer),
-    /// It would hand out nothing, end nothing and carry nothing: this empty answer, written
-    /// nowhere; with whether the queue was walked (a claim of `max_commands` 0 walks nothing,
-    /// and tells nothing of what other claims may take).
-    Idle(ClaimAnswer, bool),
+    /// It would hand out nothing, end nothing and carry nothing; with whether the queue was
+    /// walked (a claim of `max_commands` 0 walks nothing, and tells nothing of what other
+    /// claims may take).
+    Idle(bool),
     /// It has something to do (a command to hand out or end, a lease over, settings or a pause
     /// to carry): the write transaction decides.
     Work,
@@ -660,10 +660,7 @@ fn look_at_claim(tx: &Tx<'_>, claim: &ClaimRequest, now: &Now, streak: u32) -> R
     if !ready.is_empty() || !blocked.is_empty() {
         return Ok(ClaimLook::Work);
     }
-    Ok(ClaimLook::Idle(
-        claim_answer(claim, &settings, now, pause, Vec::new()),
-        limit > 0,
-    ))
+    Ok(ClaimLook::Idle(limit > 0))
 }
 
 /// Opens the run of a refresh command, recording whether it is full: its query is the base JQL
