@@ -293,8 +293,13 @@ async fn run(hub: HubConnection, options: ServeOptions, db: &Path) -> anyhow::Re
     // The server may also end on an error: everything else stops with it.
     shutdown.trigger();
     let _ = timers.await;
+    let mut hub = hub;
     tokio::task::spawn_blocking(move || {
         let _ = relay_thread.join();
+        // What only memory knew of the agents' last-seen times goes to the database.
+        if let Err(error) = hub.flush_all_presence() {
+            tracing::warn!(%error, "the agents' last-seen times could not be written at the stop");
+        }
     })
     .await?;
     served.context("HTTP-сервер остановился с ошибкой")?;
@@ -352,11 +357,20 @@ pub async fn run_timers(hub: HubConnection, every: TimerPeriods, shutdown: Shutd
         if let Err(error) = hub.expire_claims() {
             tracing::error!(%error, "claim timeout sweep failed");
         }
+        // At rest the WAL is emptied: the file beside the database stays small (issue 23 §1).
+        if let Err(error) = hub.checkpoint_when_idle() {
+            tracing::debug!(%error, "the idle checkpoint failed; tried again on the next sweep");
+        }
     });
     // A command enqueued by another process (the CLI) wakes the claims waiting for work.
     let writers = repeat(&hub, OTHER_WRITERS_EVERY, &shutdown, |hub| {
         if let Err(error) = hub.notice_other_writers() {
             tracing::debug!(%error, "looking for other writers failed; looked at again");
+        }
+        // The agents' last-seen times kept in memory: a change of status at once, a moved
+        // time once a minute (the timers' own commit moves no `data_version` of theirs).
+        if let Err(error) = hub.flush_presence() {
+            tracing::warn!(%error, "writing the agents' last-seen times failed; tried again");
         }
     });
     let refresh = repeat(&hub, every.auto_refresh, &shutdown, |hub| {

@@ -47,6 +47,8 @@ pub(crate) struct HubLink {
     claim_wait: Duration,
     /// The configured time limit of an HTTP request (a waiting claim gets `claim_wait` more).
     request_timeout: Duration,
+    /// How often the agent sends a heartbeat, told to the hub with each one.
+    heartbeat: Duration,
     waits: Arc<Waits>,
 }
 
@@ -104,8 +106,12 @@ impl HubLink {
             },
             token: config.agent_token.clone(),
             answer_timeout: config.answer_timeout,
-            claim_wait: config.claim_wait,
+            // A claim waits no longer than a heartbeat period: the agent's own requests then
+            // come at least that often, and the hub can tell a frozen agent from a waiting one
+            // (issue 25: silent after two missed periods).
+            claim_wait: config.claim_wait.min(config.heartbeat),
             request_timeout: config.request_timeout,
+            heartbeat: config.heartbeat,
             waits,
         }
     }
@@ -144,6 +150,11 @@ impl HubLink {
             jira_ok,
             last_error,
             check,
+            heartbeat_seconds: Some(
+                u32::try_from(self.heartbeat.as_secs())
+                    .unwrap_or(crate::protocol::MAX_HEARTBEAT_SECONDS)
+                    .clamp(1, crate::protocol::MAX_HEARTBEAT_SECONDS),
+            ),
         };
         let bytes = self.exchange(Kind::Heartbeat, &id, &request, false)?;
         let _: HeartbeatAnswer = decode(Kind::Heartbeat, &bytes)?;

@@ -6,12 +6,12 @@ use super::{Outcome, open_existing_hub, open_read_only_hub};
 use crate::domain::command::{BatchStatus, CommandStatus, RunStatus};
 use crate::relay::inspect::escape_for_terminal;
 use crate::service::{
-    AGENT_SILENT_SECONDS, BatchView, CommandView, HubConnection, RefreshSince, ServiceError,
-    SyncRunView,
+    AgentView, BatchView, CommandView, HubConnection, RefreshSince, ServiceError, SyncRunView,
 };
 use anyhow::Context;
 use std::path::Path;
 use std::time::Duration;
+use time::OffsetDateTime;
 
 /// `batches list`: one page, newest first, filtered by project and status.
 pub(crate) fn list_batches(
@@ -171,43 +171,57 @@ pub(crate) fn refresh(
     follow_refresh(&mut hub, batch.id, command.id, timeout)
 }
 
-/// Why nobody may be running the refresh: no agent has ever contacted the hub, or none for
-/// longer than an agent ever waits between requests. `None` while an agent is about.
-fn no_agent_warning(hub: &mut HubConnection) -> anyhow::Result<Option<String>> {
-    let agents = hub.agents()?;
-    let now = hub.now_utc();
-    let Some(last) = agents.iter().map(|a| &a.last_seen_at).max() else {
-        return Ok(Some(
+/// Why nobody may be running the refresh: no agent has ever contacted the hub, or every agent
+/// is silent (no request of its own for two of its heartbeat periods, or 20 minutes for an
+/// agent that never told its period). `None` while an agent is about.
+fn no_agent_warning(agents: &[AgentView], now: OffsetDateTime) -> Option<String> {
+    if agents.is_empty() {
+        return Some(
             "no agent has contacted this hub yet: the refresh waits until one claims it \
              (Ctrl-C stops waiting; the refresh stays queued)"
                 .to_string(),
-        ));
-    };
-    let silent = (now - last.at()).whole_seconds();
-    if silent <= AGENT_SILENT_SECONDS {
-        // Agents about, but Jira held for every one of them (issue 24 §2): say why.
-        let about: Vec<_> = agents
-            .iter()
-            .filter(|a| (now - a.last_seen_at.at()).whole_seconds() <= AGENT_SILENT_SECONDS)
-            .collect();
-        if about.iter().all(|a| a.jira_held.is_some()) {
-            let words: Vec<String> = about
-                .iter()
-                .filter_map(|a| Some(format!("{}: {}", a.agent, a.jira_held.as_deref()?)))
-                .collect();
-            return Ok(Some(format!(
-                "{}; the refresh waits until Jira takes the agent again \
-                 (Ctrl-C stops waiting; the refresh stays queued)",
-                crate::relay::inspect::escape_for_terminal(&words.join("; "))
-            )));
-        }
-        return Ok(None);
+        );
     }
-    Ok(Some(format!(
-        "no agent seen since {last} ({} min ago): the refresh waits until one claims it \
-         (Ctrl-C stops waiting; the refresh stays queued)",
-        silent / 60
-    )))
+    let about: Vec<&AgentView> = agents.iter().filter(|agent| !agent.silent).collect();
+    if about.is_empty() {
+        let silent: Vec<String> = agents.iter().map(|a| silence(a, now)).collect();
+        return Some(format!(
+            "every agent is silent ({}): the refresh waits until one claims it \
+             (Ctrl-C stops waiting; the refresh stays queued)",
+            silent.join("; ")
+        ));
+    }
+    // Agents about, but Jira held for every one of them (issue 24 §2): say why.
+    if about.iter().all(|a| a.jira_held.is_some()) {
+        let words: Vec<String> = about
+            .iter()
+            .filter_map(|a| Some(format!("{}: {}", a.agent, a.jira_held.as_deref()?)))
+            .collect();
+        return Some(format!(
+            "{}; the refresh waits until Jira takes the agent again \
+             (Ctrl-C stops waiting; the refresh stays queued)",
+            crate::relay::inspect::escape_for_terminal(&words.join("; "))
+        ));
+    }
+    None
+}
+
+/// `agent-1 silent since 2026-12-01T15:00:00.000000Z (2 min ago; heartbeats every 10 s)`.
+fn silence(agent: &AgentView, now: OffsetDateTime) -> String {
+    let ago = (now - agent.last_seen_at.at()).whole_seconds().max(0);
+    let ago = if ago < 120 {
+        format!("{ago} s ago")
+    } else {
+        format!("{} min ago", ago / 60)
+    };
+    let period = agent
+        .heartbeat_seconds
+        .map_or(String::new(), |s| format!("; heartbeats every {s} s"));
+    format!(
+        "{} silent since {} ({ago}{period})",
+        escape_for_terminal(&agent.agent),
+        agent.last_seen_at.as_str()
+    )
 }
 
 /// Polls the database (the daemon and the agent do the work) until the refresh command ends, or
@@ -235,15 +249,17 @@ fn follow_refresh(
             .into_iter()
             .find(|c| c.id == command_id)
             .context("команда обновления пропала из пакета")?;
+        let agents = hub.agents()?;
+        let now = hub.now_utc();
         if !warned
             && command.status == CommandStatus::Queued
-            && let Some(warning) = no_agent_warning(hub)?
+            && let Some(warning) = no_agent_warning(&agents, now)
         {
             bar.suspend(|| eprintln!("jira-hub: warning: {warning}"));
             warned = true;
         }
         let run = hub.run_of_command(command_id)?;
-        let line = progress_line(&command, run.as_ref());
+        let line = progress_line(&command, run.as_ref(), &agents, now);
         if let Some(run) = run.as_ref().filter(|r| r.run.status == RunStatus::Running)
             && let Some(total) = run.run.total
         {
@@ -278,9 +294,27 @@ fn follow_refresh(
     })
 }
 
-fn progress_line(command: &CommandView, run: Option<&SyncRunView>) -> String {
+/// What the refresh is doing now; an agent it waits for that is silent is named, with since when.
+fn progress_line(
+    command: &CommandView,
+    run: Option<&SyncRunView>,
+    agents: &[AgentView],
+    now: OffsetDateTime,
+) -> String {
+    let holder = command
+        .claimed_by
+        .as_deref()
+        .and_then(|name| agents.iter().find(|a| a.agent == name))
+        .filter(|a| a.silent);
     match (command.status, run) {
+        (CommandStatus::Queued, _) if !agents.is_empty() && agents.iter().all(|a| a.silent) => {
+            let silent: Vec<String> = agents.iter().map(|a| silence(a, now)).collect();
+            format!("queued, no agent about: {}", silent.join("; "))
+        }
         (CommandStatus::Queued, _) => "queued, waiting for the agent".to_string(),
+        (CommandStatus::Claimed, _) if let Some(agent) = holder => {
+            format!("claimed by {}", silence(agent, now))
+        }
         (CommandStatus::Claimed, None) => format!(
             "claimed by {}, no page yet",
             command

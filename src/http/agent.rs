@@ -6,7 +6,7 @@ use crate::protocol::{
     AgentAnswer, AgentRequest, ClaimAnswer, ClaimRequest, HeartbeatAnswer, HeartbeatRequest, Kind,
     ReportAnswer, ReportRequest, decode_request,
 };
-use crate::service::{Handled, WAIT_RECHECK};
+use crate::service::{Arrival, Handled, WAIT_RECHECK, WorkSignal};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -78,9 +78,11 @@ fn with_report_limit(state: &AppState, mut answer: AgentAnswer) -> AgentAnswer {
     answer
 }
 
-/// A claim that may wait: held (no blocking thread kept) until it hands out something, work may
-/// have come (the service's work signal), a look every [`WAIT_RECHECK`], or the wait's end, when
-/// it is answered as usual, possibly empty. The daemon's stop answers it at once.
+/// A claim that may wait: held (no blocking thread kept, no connection lent) until it hands out
+/// something, work may have come (the service's work signal), a newer claim of the same agent
+/// came (it answers this one at once), a look every [`WAIT_RECHECK`], or the wait's end, when
+/// it is answered as usual, possibly empty. The daemon's stop answers it at once. Looking again
+/// reads the database only when the signal moved past a look that found nothing.
 async fn wait_for_work(
     state: &AppState,
     request: Arc<AgentRequest>,
@@ -89,28 +91,89 @@ async fn wait_for_work(
     let deadline = tokio::time::Instant::now() + wait;
     let signal = state.pool.work_signal();
     let mut counted: Option<Counted> = None;
+    let mut held: Option<Held> = None;
+    let mut arrival = Arrival::Live;
     loop {
         // Armed before the look, so that work coming during it is not missed.
         let notified = signal.notified();
         let mut notified = std::pin::pin!(notified);
         notified.as_mut().enable();
-        let may_wait = tokio::time::Instant::now() < deadline;
-        let held = request.clone();
-        match state
-            .pool
-            .run(move |hub| hub.handle_or_wait(&held, None, may_wait))
-            .await?
+        let may_wait =
+            tokio::time::Instant::now() < deadline && held.as_ref().is_none_or(|held| held.holds());
+        let looked = request.clone();
+        let answer = if may_wait && arrival == Arrival::Again && signal.idle_at(signal.generation())
         {
+            // Nothing claimable since the last look: no connection, no thread.
+            Handled::Waiting
+        } else {
+            state
+                .pool
+                .run(move |hub| hub.handle_or_wait(&looked, None, may_wait, arrival))
+                .await?
+        };
+        arrival = Arrival::Again;
+        match answer {
             Handled::Answered(answer) => return Ok(Json(with_report_limit(state, answer))),
             Handled::Waiting => {
                 counted.get_or_insert_with(|| Counted::new(state.pool.metrics()));
+                if held.is_none() {
+                    let holder = Held::new(&signal, request.envelope());
+                    let holds = holder.holds();
+                    held = Some(holder);
+                    if !holds {
+                        // A newer claim of this agent waits already: this one answers now.
+                        continue;
+                    }
+                }
             }
         }
+        let wake = held.as_ref().map(|held| held.wake.clone());
         let next = deadline.min(tokio::time::Instant::now() + WAIT_RECHECK);
         tokio::select! {
             () = notified => {}
             () = tokio::time::sleep_until(next) => {}
+            () = async {
+                match &wake {
+                    Some(wake) => wake.notified().await,
+                    None => std::future::pending().await,
+                }
+            } => {}
         }
+    }
+}
+
+/// The agent's name held by a waiting claim, given back when it is answered or dropped (the
+/// agent went away).
+struct Held {
+    signal: Arc<WorkSignal>,
+    agent: String,
+    id: u64,
+    wake: Arc<tokio::sync::Notify>,
+}
+
+impl Held {
+    fn new(signal: &Arc<WorkSignal>, envelope: &crate::protocol::Envelope) -> Held {
+        let wake = Arc::new(tokio::sync::Notify::new());
+        // The decoder checked the time; one it could not read counts as the oldest.
+        let sent_at = crate::domain::time::parse_utc(&envelope.sent_at)
+            .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+        let id = signal.hold(&envelope.agent, sent_at, Some(wake.clone()));
+        Held {
+            signal: signal.clone(),
+            agent: envelope.agent.clone(),
+            id,
+            wake,
+        }
+    }
+
+    fn holds(&self) -> bool {
+        self.signal.holds(&self.agent, self.id)
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.signal.release(&self.agent, self.id);
     }
 }
 

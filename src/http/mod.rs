@@ -207,9 +207,16 @@ async fn no_store(request: axum::extract::Request, next: axum::middleware::Next)
     response
 }
 
+/// How many requests use the database at once (each on a blocking thread, with a connection and
+/// its page cache): the others wait for a turn without a thread, so a burst of 2,000 claims
+/// costs 2,000 small futures, not 2,000 threads and connections (issue 23 §2).
+const POOL_CONNECTIONS: usize = 16;
+
 /// Several [`HubConnection`]s, lent to one request at a time on a
 /// blocking thread.
 pub struct HubPool {
+    /// Turns at the database: at most [`POOL_CONNECTIONS`] at once.
+    turns: Arc<tokio::sync::Semaphore>,
     /// Makes new connections when every idle one is lent.
     base: Mutex<HubConnection>,
     idle: Mutex<Vec<HubConnection>>,
@@ -222,6 +229,7 @@ pub struct HubPool {
 impl HubPool {
     pub fn new(hub: HubConnection) -> Self {
         HubPool {
+            turns: Arc::new(tokio::sync::Semaphore::new(POOL_CONNECTIONS)),
             metrics: hub.shared_metrics(),
             work: hub.work_signal(),
             base: Mutex::new(hub),
@@ -244,8 +252,17 @@ impl HubPool {
         self: &Arc<Self>,
         work: impl FnOnce(&mut HubConnection) -> Result<T, ServiceError> + Send + 'static,
     ) -> Result<T, ApiError> {
+        // The turn goes with the blocking work: a request dropped meanwhile keeps it until the
+        // work ends.
+        let turn = self
+            .turns
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|error| ApiError::internal(format!("the pool is closed: {error}")))?;
         let pool = self.clone();
         tokio::task::spawn_blocking(move || {
+            let _turn = turn;
             let mut hub = pool.checkout()?;
             let result = work(&mut hub);
             pool.checkin(hub);
@@ -270,7 +287,7 @@ impl HubPool {
 
     fn checkin(&self, hub: HubConnection) {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        if idle.len() < 16 {
+        if idle.len() < POOL_CONNECTIONS {
             idle.push(hub);
         }
     }

@@ -120,6 +120,8 @@ struct Figures {
     agents_last_seen_age: Vec<(String, i64)>,
     /// Each agent Jira is held for (issue 24 §2), its reason and the seconds since.
     agents_jira_held: Vec<(String, String, i64)>,
+    /// Each agent, and whether it is silent (two heartbeat periods without a request of its own).
+    agents_silent: Vec<(String, bool)>,
     /// What is wrong with the database file (`disk_full`, `read_only`, `io_error`, `moved`).
     database_fault: Option<&'static str>,
 }
@@ -326,6 +328,24 @@ impl Collector for HubCollector {
                 held.metric_type(),
             )?;
             held.encode(metric)?;
+        }
+        // Only while some agent is listed: a family without a sample trips OpenMetrics parsers.
+        if !figures.agents_silent.is_empty() {
+            let silent = Family::<AgentLabel, Gauge>::default();
+            for (agent, is_silent) in &figures.agents_silent {
+                silent
+                    .get_or_create(&AgentLabel {
+                        agent: LabelText(agent.clone()),
+                    })
+                    .set(i64::from(*is_silent));
+            }
+            let metric = encoder.encode_descriptor(
+                "jira_hub_agent_silent",
+                "1 when the agent sent nothing of its own for two of its heartbeat periods (20 minutes when it never told its period)",
+                None,
+                silent.metric_type(),
+            )?;
+            silent.encode(metric)?;
         }
         let build = Info::new(BuildLabels {
             version: env!("CARGO_PKG_VERSION"),
@@ -568,6 +588,12 @@ pub(crate) async fn metrics(
                 let reason = agent.last_error.clone().unwrap_or_default();
                 Some((agent.agent.clone(), reason, age(since)))
             })
+            .collect(),
+        agents_silent: status
+            .counts
+            .agents
+            .iter()
+            .map(|agent| (agent.agent.clone(), agent.silent))
             .collect(),
         database_fault: fault.map(|seen| seen.fault.name()),
     };

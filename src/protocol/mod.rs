@@ -187,7 +187,15 @@ pub struct HeartbeatRequest {
     /// heartbeat. Absent otherwise; the hub keeps the last one per agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<CheckReport>,
+    /// Hub extension (issue 25): how often the agent sends a heartbeat, in seconds (1 to
+    /// [`MAX_HEARTBEAT_SECONDS`]). The hub flags the agent silent once two such periods pass
+    /// without a request of its own; without it, after the hub's fixed threshold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_seconds: Option<u32>,
 }
+
+/// The longest heartbeat period an agent may announce: a day (the agent's own bound).
+pub const MAX_HEARTBEAT_SECONDS: u32 = 86_400;
 
 /// The most lines a preflight report carries, and the longest name and detail of one line (in
 /// characters): the agent cuts its report to these, the hub refuses more.
@@ -451,6 +459,7 @@ fn known_members(kind: Kind) -> &'static [&'static str] {
             "jira_ok",
             "last_error",
             "check",
+            "heartbeat_seconds",
         ],
     }
 }
@@ -695,6 +704,16 @@ fn check_request(request: AgentRequest) -> Result<AgentRequest, DecodeError> {
             format!("ожидалось целое число секунд от 0 до {MAX_CLAIM_WAIT_SECONDS}"),
         ));
     }
+    if let AgentRequest::Heartbeat(heartbeat) = &request
+        && heartbeat
+            .heartbeat_seconds
+            .is_some_and(|s| s == 0 || s > MAX_HEARTBEAT_SECONDS)
+    {
+        return Err(DecodeError::invalid(
+            "heartbeat_seconds",
+            format!("ожидалось целое число секунд от 1 до {MAX_HEARTBEAT_SECONDS}"),
+        ));
+    }
     if envelope.agent.chars().any(char::is_control) {
         return Err(DecodeError::invalid(
             "agent",
@@ -804,6 +823,31 @@ mod tests {
             decode_value(heartbeat).unwrap(),
             AgentRequest::Heartbeat(_)
         ));
+    }
+
+    #[test]
+    fn a_heartbeat_announces_a_bounded_period() {
+        let heartbeat = |period: Value| {
+            json!({"kind": "heartbeat", "id": "h", "agent": "a", "sent_at": "2026-11-29T10:00:00Z",
+                   "agent_version": "1.4.0", "jira_ok": true, "heartbeat_seconds": period})
+        };
+        let AgentRequest::Heartbeat(h) = decode_value(heartbeat(json!(10))).unwrap() else {
+            panic!("a heartbeat")
+        };
+        assert_eq!(h.heartbeat_seconds, Some(10));
+        for bad in [json!(0), json!(86_401), json!(-1), json!("60"), json!(1.5)] {
+            assert_eq!(
+                error_field(heartbeat(bad.clone())),
+                "heartbeat_seconds",
+                "{bad}"
+            );
+        }
+        let mut without = heartbeat(json!(1));
+        without.as_object_mut().unwrap().remove("heartbeat_seconds");
+        let AgentRequest::Heartbeat(h) = decode_value(without).unwrap() else {
+            panic!("a heartbeat")
+        };
+        assert_eq!(h.heartbeat_seconds, None, "an older agent tells no period");
     }
 
     #[test]

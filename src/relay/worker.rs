@@ -24,7 +24,7 @@ use super::fsio::{
 use super::readahead::{self, ReadAhead};
 use super::{FOLDERS, RelayOptions};
 use crate::protocol::{AgentAnswer, AgentRequest, TokenCheck};
-use crate::service::{Handled, HubConnection, Premapped, ServiceError, WAIT_RECHECK};
+use crate::service::{Arrival, Handled, HubConnection, Premapped, ServiceError, WAIT_RECHECK};
 use crate::shutdown::Shutdown;
 use serde_json::json;
 use std::collections::{HashMap, VecDeque};
@@ -113,8 +113,12 @@ pub struct Relay {
 }
 
 /// A claim left waiting in `inbox/`, and when to look at it again.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Parked {
+    /// Its agent, and its hold on the agent's name ([`WorkSignal::hold`](crate::service::WorkSignal)):
+    /// a newer claim of the agent takes it, and this one is answered at once.
+    agent: String,
+    holder: u64,
     /// The work signal's generation before it was last looked at: a newer one may bring work.
     generation: u64,
     /// Its wait's end, or the next safety look ([`WAIT_RECHECK`]), whichever comes first.
@@ -378,7 +382,15 @@ impl Relay {
         self.sightings
             .retain(|name, _| candidates.iter().any(|(listed, _)| listed == name));
         let sightings = &self.sightings;
-        self.parked.retain(|name, _| sightings.contains_key(name));
+        let signal = self.hub.work_signal();
+        self.parked.retain(|name, parked| {
+            let listed = sightings.contains_key(name);
+            if !listed {
+                // Its file is gone (taken back by its agent): the name is free again.
+                signal.release(&parked.agent, parked.holder);
+            }
+            listed
+        });
         if self
             .last_prune
             .is_none_or(|at| now.saturating_duration_since(at) >= self.options.prune_every)
@@ -516,6 +528,7 @@ impl Relay {
             && parked.modified == listed.modified
             && now < parked.next_look
             && self.hub.work_signal().generation() == parked.generation
+            && self.hub.work_signal().holds(&parked.agent, parked.holder)
         {
             // Nothing can have changed for it: not read, not applied.
             return Outcome::Parked;
@@ -623,11 +636,42 @@ impl Relay {
                     }
                     _ => None,
                 };
-                let may_wait =
-                    deadline.is_some_and(|end| now < end) && !self.shutdown.is_triggered();
-                let answer = match self.hub.handle_or_wait(&request, premapped, may_wait) {
+                let signal = self.hub.work_signal();
+                // A claim that may wait takes its agent's name first: the agent's older waiting
+                // claim, on either transport, is answered at once; a claim older than the one
+                // that holds the name waits no more.
+                let parked = self.parked.get(name).cloned();
+                let holder = match (request.as_ref(), &parked, deadline) {
+                    (_, Some(parked), _) => Some((parked.agent.clone(), parked.holder)),
+                    (AgentRequest::Claim(claim), None, Some(_)) => {
+                        let sent_at = crate::domain::time::parse_utc(&claim.envelope.sent_at)
+                            .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+                        let agent = claim.envelope.agent.clone();
+                        let id = signal.hold(&agent, sent_at, None);
+                        Some((agent, id))
+                    }
+                    _ => None,
+                };
+                let may_wait = deadline.is_some_and(|end| now < end)
+                    && !self.shutdown.is_triggered()
+                    && holder
+                        .as_ref()
+                        .is_some_and(|(agent, id)| signal.holds(agent, *id));
+                // A file read again tells no newer liveness than its `sent_at`.
+                let arrival = if parked.is_some() {
+                    Arrival::Again
+                } else {
+                    Arrival::File
+                };
+                let answer = match self
+                    .hub
+                    .handle_or_wait(&request, premapped, may_wait, arrival)
+                {
                     Ok(Handled::Answered(mut answer)) => {
                         self.parked.remove(name);
+                        if let Some((agent, id)) = &holder {
+                            signal.release(agent, *id);
+                        }
                         // The largest report this transport takes: the file limit (issue 19).
                         if let crate::protocol::AgentAnswer::Claim(claim) = &mut answer {
                             claim.max_report_bytes = Some(self.options.max_file_bytes);
@@ -641,9 +685,12 @@ impl Relay {
                             .map_or((0, None), |seen| (seen.len, seen.modified));
                         let next_look =
                             deadline.map_or(now + WAIT_RECHECK, |end| end.min(now + WAIT_RECHECK));
+                        let (agent, holder) = holder.unwrap_or_default();
                         self.parked.insert(
                             name.to_string(),
                             Parked {
+                                agent,
+                                holder,
                                 generation,
                                 next_look,
                                 len,

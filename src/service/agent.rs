@@ -5,6 +5,7 @@
 //! again (a relay file after a crash, an HTTP retry) gets the same answer and changes nothing.
 
 use super::batches::{base_jql_in, settings_in};
+use super::presence::Act;
 use super::{HubConnection, Metrics, Result};
 use crate::domain::command::{
     CommandStatus, CommandType, RunKind, RunStatus, backoff_pause, is_result_reference,
@@ -24,6 +25,9 @@ use crate::store::{AgentSeen, CommandRow, Finish, StoreError, Tx};
 use serde_json::{Value, json};
 use std::sync::atomic::Ordering;
 use time::OffsetDateTime;
+
+/// How large the WAL grows at rest before the idle checkpoint empties it.
+pub const IDLE_CHECKPOINT_BYTES: u64 = 1024 * 1024;
 
 /// What a sweep of claim timeouts did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -129,19 +133,20 @@ pub enum Handled {
 }
 
 impl HubConnection {
-    /// Applies one agent request exactly once and answers it.
+    /// Applies one agent request exactly once and answers it (sent now, as over HTTP).
     pub fn handle_agent_request(&mut self, request: &AgentRequest) -> Result<AgentAnswer> {
-        self.handle_prepared_request(request, None)
+        self.handle_prepared_request(request, None, Arrival::Live)
     }
 
     /// [`HubConnection::handle_agent_request`], with the request's refresh pages already mapped
-    /// (see [`premap`]).
+    /// (see [`premap`]), arrived as `arrival` says.
     pub(crate) fn handle_prepared_request(
         &mut self,
         request: &AgentRequest,
         premapped: Option<Premapped>,
+        arrival: Arrival,
     ) -> Result<AgentAnswer> {
-        match self.handle_or_wait(request, premapped, false)? {
+        match self.handle_or_wait(request, premapped, false, arrival)? {
             Handled::Answered(answer) => Ok(answer),
             Handled::Waiting => unreachable!("a request that may not wait is never held"),
         }
@@ -150,11 +155,18 @@ impl HubConnection {
     /// Applies a request, or, when `may_wait` and it is a claim with `wait_seconds` that would
     /// hand out nothing, holds it ([`Handled::Waiting`]): the caller asks again later. A request
     /// whose id was handled gets its recorded answer either way.
+    ///
+    /// At rest nothing is written (issue 23 §1): a claim that would hand out nothing is looked
+    /// at in a read transaction and answered (or held) without a record, a heartbeat that
+    /// changes nothing is answered without one, and the agent's last-seen time goes to the
+    /// [`Presence`](super::Presence) kept in memory, written with the request's own
+    /// transaction only when its status changed or its last write is a minute old.
     pub(crate) fn handle_or_wait(
         &mut self,
         request: &AgentRequest,
         mut premapped: Option<Premapped>,
         may_wait: bool,
+        arrival: Arrival,
     ) -> Result<Handled> {
         let may_wait = may_wait
             && !self.work.stopping()
@@ -163,6 +175,46 @@ impl HubConnection {
         let streak = self.rate_limit_streak.load(Ordering::SeqCst);
         let kind = request.kind();
         let envelope = request.envelope().clone();
+        let act = act_of(request, arrival);
+        let write_seen = act
+            .as_ref()
+            .is_some_and(|act| self.presence.note(act, now.at));
+        match request {
+            // A claim that may wait is looked at in a read transaction first: most looks find
+            // nothing, and a waiting claim must not take the write lock each time. A claim that
+            // may not wait goes straight to the write transaction, as it did: one that finds
+            // nothing there changes no page, so its commit writes nothing either.
+            AgentRequest::Claim(claim) if may_wait => {
+                // Nothing claimable was found at this generation of the work signal: a waiting
+                // claim looked at again needs no look at the database.
+                let generation = self.work.generation();
+                if arrival == Arrival::Again && self.work.idle_at(generation) {
+                    return Ok(Handled::Waiting);
+                }
+                match self
+                    .store
+                    .read(|tx| look_at_claim(tx, claim, &now, streak))?
+                {
+                    ClaimLook::Replay(answer) => return Ok(Handled::Answered(answer)),
+                    ClaimLook::Idle(walked) => {
+                        if walked {
+                            self.work.set_idle_at(generation);
+                        }
+                        return Ok(Handled::Waiting);
+                    }
+                    ClaimLook::Work => {}
+                }
+            }
+            AgentRequest::Heartbeat(heartbeat) if !write_seen => {
+                // Nothing changed: nothing to write, nothing to record (applying it again
+                // changes nothing either).
+                Metrics::add(&self.metrics.heartbeats, 1);
+                return Ok(Handled::Answered(AgentAnswer::Heartbeat(heartbeat_answer(
+                    heartbeat,
+                ))));
+            }
+            _ => {}
+        }
         let mut ingested = Ingested::default();
         let mut waiting = false;
         let mut freed = false;
@@ -173,16 +225,19 @@ impl HubConnection {
                         let answer = serde_json::from_str(&stored).map_err(StoreError::from)?;
                         return Ok((answer, None, true));
                     }
+                    if write_seen && let Some(act) = &act {
+                        touch(tx, act, &now)?;
+                    }
                     let (answer, rate_limited) = match request {
                         AgentRequest::Claim(claim) => {
                             let answer = claim_in(tx, claim, &now, streak, &mut freed)?;
-                            if may_wait
-                                && answer.commands.is_empty()
+                            if answer.commands.is_empty()
                                 && answer.pause_seconds == 0
                                 && answer.settings.is_none()
                             {
-                                // Held: the agent was seen; nothing is recorded.
-                                waiting = true;
+                                // Held, or answered empty: nothing is recorded (applying it
+                                // again hands out what there is then, as a new claim would).
+                                waiting = may_wait;
                                 return Ok((AgentAnswer::Claim(answer), None, false));
                             }
                             (AgentAnswer::Claim(answer), None)
@@ -192,10 +247,9 @@ impl HubConnection {
                                 report_in(tx, report, &now, &mut ingested, premapped.as_mut())?;
                             (AgentAnswer::Report(answer), rate_limited)
                         }
-                        AgentRequest::Heartbeat(heartbeat) => (
-                            AgentAnswer::Heartbeat(heartbeat_in(tx, heartbeat, &now)?),
-                            None,
-                        ),
+                        AgentRequest::Heartbeat(heartbeat) => {
+                            (AgentAnswer::Heartbeat(heartbeat_answer(heartbeat)), None)
+                        }
                     };
                     let text = serde_json::to_string(&answer).map_err(StoreError::from)?;
                     tx.record_request(
@@ -207,6 +261,9 @@ impl HubConnection {
                     )?;
                     Ok((answer, rate_limited, false))
                 })?;
+        if write_seen && !replay {
+            self.presence.written(&envelope.agent, now.at);
+        }
         if freed {
             // Expired leases went back to the queue: other waiting claims may take them.
             self.work.bump();
@@ -272,6 +329,65 @@ impl HubConnection {
         Ok(expired)
     }
 
+    /// Writes the agents' last-seen times that are due (the timers call it every quarter
+    /// second): a change of status its request did not write (a new agent whose claim waits),
+    /// and a time that moved, once a minute. One transaction for them all; none when nothing is
+    /// due. Returns how many agents were written.
+    pub fn flush_presence(&mut self) -> Result<usize> {
+        let now = self.clock.now();
+        let due = self.presence.due(now);
+        self.write_presence(&due, now)
+    }
+
+    /// Writes every last-seen time still only in memory, however recent (the daemon's stop).
+    pub fn flush_all_presence(&mut self) -> Result<usize> {
+        let now = self.clock.now();
+        let due = self.presence.unwritten();
+        self.write_presence(&due, now)
+    }
+
+    fn write_presence(
+        &mut self,
+        due: &[super::presence::Due],
+        now: OffsetDateTime,
+    ) -> Result<usize> {
+        if due.is_empty() {
+            return Ok(0);
+        }
+        let seen: Vec<AgentSeen<'_>> = due
+            .iter()
+            .map(|due| AgentSeen {
+                agent: &due.agent,
+                at: due.at.as_str(),
+                claimed: due.claimed,
+                reported: due.reported,
+                heartbeat_seconds: due.heartbeat_seconds,
+                ..AgentSeen::default()
+            })
+            .collect();
+        self.store.write_agents_seen(&seen)?;
+        for due in due {
+            self.presence.written(&due.agent, now);
+        }
+        Ok(due.len())
+    }
+
+    /// When nothing was committed since the last call (by any connection, this one's own
+    /// writes aside) and the WAL holds at least [`IDLE_CHECKPOINT_BYTES`], checkpoints it and
+    /// truncates it to nothing without waiting for anyone (issue 23 §1: the WAL stays small
+    /// whatever the uptime). A smaller WAL is left: at rest it grows by the minute's last-seen
+    /// write, the same few pages again and again, which one checkpoint copies once; a
+    /// checkpoint after each of them doubled what an idle hub writes. The sweep calls it every
+    /// few seconds. Returns whether it truncated.
+    pub fn checkpoint_when_idle(&mut self) -> Result<bool> {
+        let version = self.store.data_version()?;
+        let idle = self.idle_data_version.replace(version) == Some(version);
+        if !idle || self.store.wal_bytes() < IDLE_CHECKPOINT_BYTES {
+            return Ok(false);
+        }
+        Ok(self.store.checkpoint_truncate()?)
+    }
+
     /// Another process (the CLI: `jira-hub refresh`, `commands retry`, `batches cancel`)
     /// commits without a signal in this one: a change of the database since this connection's
     /// last look (`PRAGMA data_version`, a read of shared memory, no I/O) wakes the claims that
@@ -289,12 +405,139 @@ impl HubConnection {
     }
 }
 
+/// How a request reached the hub, for its agent's liveness (issue 25 item 4): a request counts
+/// when the agent sent it, and never again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Arrival {
+    /// Sent now (an HTTP request): the agent acted now.
+    Live,
+    /// A relay file: the agent acted at its `sent_at`, never later than the hub's now (a file
+    /// read again tells nothing newer than it said the first time).
+    File,
+    /// A waiting claim looked at again: no new act of the agent.
+    Again,
+}
+
+/// What `request` tells about its agent, arrived as `arrival` says (`None`: nothing new).
+fn act_of(request: &AgentRequest, arrival: Arrival) -> Option<Act<'_>> {
+    let at = match arrival {
+        Arrival::Again => return None,
+        Arrival::Live => None,
+        Arrival::File => parse_utc(&request.envelope().sent_at),
+    };
+    let agent = request.envelope().agent.as_str();
+    Some(match request {
+        AgentRequest::Claim(claim) => Act {
+            agent,
+            at,
+            version: Some(&claim.agent_version),
+            claimed: true,
+            ..Act::default()
+        },
+        AgentRequest::Report(_) => Act {
+            agent,
+            at,
+            reported: true,
+            ..Act::default()
+        },
+        AgentRequest::Heartbeat(heartbeat) => Act {
+            agent,
+            at,
+            version: Some(&heartbeat.agent_version),
+            jira: Some((heartbeat.jira_ok, heartbeat.last_error.as_deref())),
+            check: heartbeat.check.as_ref(),
+            heartbeat_seconds: heartbeat.heartbeat_seconds,
+            ..Act::default()
+        },
+    })
+}
+
+/// Writes what `act` tells of its agent (its last-seen time no later than `now`).
+fn touch(tx: &Tx<'_>, act: &Act<'_>, now: &Now) -> Result<()> {
+    let at = act
+        .at
+        .map_or_else(|| now.utc.clone(), |at| Utc::new(at.min(now.at)));
+    let last_error = act.jira.and_then(|(_, error)| error).map(truncate_error);
+    // The preflight it ran (`--check`), bounded by the decoder: kept as the agent's last.
+    let check = act
+        .check
+        .and_then(|check| serde_json::to_string(check).ok());
+    tx.touch_agent(&AgentSeen {
+        agent: act.agent,
+        at: at.as_str(),
+        version: act.version,
+        claimed: act.claimed,
+        reported: act.reported,
+        jira: act.jira.map(|(ok, _)| (ok, last_error.as_deref())),
+        check: check.as_deref(),
+        heartbeat_seconds: act.heartbeat_seconds,
+    })?;
+    Ok(())
+}
+
 /// The results a request carries (a report's; none for the others).
 fn request_results(request: &AgentRequest) -> impl Iterator<Item = &CommandResult> {
     match request {
         AgentRequest::Report(report) => report.results.iter(),
         _ => [].iter(),
     }
+}
+
+/// A queued command the claim may hand out, with its parameters (a dependency's result put in).
+type Ready = (CommandRow, Value);
+/// A queued command that can never run (its dependency is missing or did not succeed): ended
+/// with this status and reason by the claim that finds it.
+type Blocked = (CommandRow, CommandStatus, String);
+
+/// Walks the queue in order: the commands a claim may hand out now (at most `limit`), and those
+/// it finds blocked on the way. Reads only.
+fn walk_queue(tx: &Tx<'_>, now: &Now, limit: usize) -> Result<(Vec<Ready>, Vec<Blocked>)> {
+    let mut ready: Vec<Ready> = Vec::new();
+    let mut blocked: Vec<Blocked> = Vec::new();
+    if limit == 0 {
+        return Ok((ready, blocked));
+    }
+    // Batches with a command given back and waiting out its grace: their later commands wait
+    // too, so that a batch's commands reach Jira in their order (issue 24, §3).
+    let mut waiting_batches: Vec<i64> = Vec::new();
+    tx.visit_queued(|command| {
+        if waiting_batches.contains(&command.batch_id) {
+            return Ok(true);
+        }
+        // Given back by its agent (`released`): not before its grace ends.
+        if command.not_before.as_ref().is_some_and(|t| t.at() > now.at) {
+            waiting_batches.push(command.batch_id);
+            return Ok(true);
+        }
+        let params = match command.depends_on {
+            None => command.params.clone(),
+            Some(dependency_id) => {
+                let Some(dependency) = tx.command(dependency_id)? else {
+                    let reason = format!("команды {dependency_id}, от которой зависит эта, нет");
+                    blocked.push((command, CommandStatus::Failed, reason));
+                    return Ok(true);
+                };
+                if !dependency.status.is_terminal() {
+                    return Ok(true);
+                }
+                if !dependency.status.satisfies_dependency() {
+                    let reason = dependency_failed(&dependency);
+                    blocked.push((command, CommandStatus::Skipped, reason));
+                    return Ok(true);
+                }
+                match substitute_result(&command.params, dependency.result.as_ref()) {
+                    Ok(params) => params,
+                    Err(reason) => {
+                        blocked.push((command, CommandStatus::Failed, reason));
+                        return Ok(true);
+                    }
+                }
+            }
+        };
+        ready.push((command, params));
+        Ok(ready.len() < limit)
+    })?;
+    Ok((ready, blocked))
 }
 
 /// `freed`: set when the claim's own sweep returned commands to the queue.
@@ -307,64 +550,13 @@ fn claim_in(
 ) -> Result<ClaimAnswer> {
     let settings = settings_in(tx)?;
     *freed |= expire_in(tx, &settings, now)?.requeued > 0;
-    tx.touch_agent(&AgentSeen {
-        agent: &claim.envelope.agent,
-        at: now.text(),
-        version: Some(&claim.agent_version),
-        claimed: true,
-        ..AgentSeen::default()
-    })?;
     let limit = claim
         .max_commands
         .min(settings.pacing.max_commands_per_claim) as usize;
     let pause = backoff_pause(&settings.pacing, streak);
 
     // Read first, write after: the queue is not modified while it is being walked.
-    let mut ready: Vec<(CommandRow, Value)> = Vec::new();
-    let mut blocked: Vec<(CommandRow, CommandStatus, String)> = Vec::new();
-    // Batches with a command given back and waiting out its grace: their later commands wait
-    // too, so that a batch's commands reach Jira in their order (issue 24, §3).
-    let mut waiting_batches: Vec<i64> = Vec::new();
-    if limit > 0 {
-        tx.visit_queued(|command| {
-            if waiting_batches.contains(&command.batch_id) {
-                return Ok(true);
-            }
-            // Given back by its agent (`released`): not before its grace ends.
-            if command.not_before.as_ref().is_some_and(|t| t.at() > now.at) {
-                waiting_batches.push(command.batch_id);
-                return Ok(true);
-            }
-            let params = match command.depends_on {
-                None => command.params.clone(),
-                Some(dependency_id) => {
-                    let Some(dependency) = tx.command(dependency_id)? else {
-                        let reason =
-                            format!("команды {dependency_id}, от которой зависит эта, нет");
-                        blocked.push((command, CommandStatus::Failed, reason));
-                        return Ok(true);
-                    };
-                    if !dependency.status.is_terminal() {
-                        return Ok(true);
-                    }
-                    if !dependency.status.satisfies_dependency() {
-                        let reason = dependency_failed(&dependency);
-                        blocked.push((command, CommandStatus::Skipped, reason));
-                        return Ok(true);
-                    }
-                    match substitute_result(&command.params, dependency.result.as_ref()) {
-                        Ok(params) => params,
-                        Err(reason) => {
-                            blocked.push((command, CommandStatus::Failed, reason));
-                            return Ok(true);
-                        }
-                    }
-                }
-            };
-            ready.push((command, params));
-            Ok(ready.len() < limit)
-        })?;
-    }
+    let (ready, blocked) = walk_queue(tx, now, limit)?;
     for (command, status, reason) in blocked {
         let finish = Finish {
             status,
@@ -406,9 +598,19 @@ fn claim_in(
     if !commands.is_empty() {
         tracing::info!(agent = %claim.envelope.agent, commands = commands.len(), pause, "commands claimed");
     }
+    Ok(claim_answer(claim, &settings, now, pause, commands))
+}
+
+fn claim_answer(
+    claim: &ClaimRequest,
+    settings: &Settings,
+    now: &Now,
+    pause: u32,
+    commands: Vec<ClaimedCommand>,
+) -> ClaimAnswer {
     // A differing version, older or (after a restore of the database) newer, gets the settings.
     let settings_outdated = claim.settings_version != settings.settings_version;
-    Ok(ClaimAnswer {
+    ClaimAnswer {
         kind: Kind::Claim,
         request_id: claim.envelope.id.clone(),
         created_at: now.text().to_string(),
@@ -419,7 +621,49 @@ fn claim_in(
         // The transport that answers sets its own limit.
         max_report_bytes: None,
         lease_seconds: Some(settings.pacing.claim_timeout_seconds),
-    })
+    }
+}
+
+/// What a read-only look at a claim found.
+enum ClaimLook {
+    /// Its id was handled: the recorded answer.
+    Replay(AgentAnswer),
+    /// It would hand out nothing, end nothing and carry nothing; with whether the queue was
+    /// walked (a claim of `max_commands` 0 walks nothing, and tells nothing of what other
+    /// claims may take).
+    Idle(bool),
+    /// It has something to do (a command to hand out or end, a lease over, settings or a pause
+    /// to carry): the write transaction decides.
+    Work,
+}
+
+/// Looks at a claim without writing: a waiting claim, and an idle agent's claim, cost a read.
+fn look_at_claim(tx: &Tx<'_>, claim: &ClaimRequest, now: &Now, streak: u32) -> Result<ClaimLook> {
+    if let Some(stored) = tx.handled_request(Kind::Claim.as_str(), &claim.envelope.id)? {
+        let answer = serde_json::from_str(&stored).map_err(StoreError::from)?;
+        return Ok(ClaimLook::Replay(answer));
+    }
+    let settings = settings_in(tx)?;
+    let pause = backoff_pause(&settings.pacing, streak);
+    if claim.settings_version != settings.settings_version || pause > 0 {
+        return Ok(ClaimLook::Work);
+    }
+    let timeout = lease_timeout(&settings);
+    if tx
+        .claimed_commands()?
+        .iter()
+        .any(|command| lease_over(command, timeout, now))
+    {
+        return Ok(ClaimLook::Work);
+    }
+    let limit = claim
+        .max_commands
+        .min(settings.pacing.max_commands_per_claim) as usize;
+    let (ready, blocked) = walk_queue(tx, now, limit.min(1))?;
+    if !ready.is_empty() || !blocked.is_empty() {
+        return Ok(ClaimLook::Work);
+    }
+    Ok(ClaimLook::Idle(limit > 0))
 }
 
 /// Opens the run of a refresh command, recording whether it is full: its query is the base JQL
@@ -498,12 +742,6 @@ fn report_in(
     mut premapped: Option<&mut Premapped>,
 ) -> Result<(ReportAnswer, Option<bool>)> {
     let settings = settings_in(tx)?;
-    tx.touch_agent(&AgentSeen {
-        agent: &report.envelope.agent,
-        at: now.text(),
-        reported: true,
-        ..AgentSeen::default()
-    })?;
     let mut accepted = Vec::new();
     let mut ignored = Vec::new();
     let mut rate_limited = None;
@@ -961,25 +1199,11 @@ fn prune_or_hold(
     Ok(())
 }
 
-fn heartbeat_in(tx: &Tx<'_>, heartbeat: &HeartbeatRequest, now: &Now) -> Result<HeartbeatAnswer> {
-    let last_error = heartbeat.last_error.as_deref().map(truncate_error);
-    // The preflight it ran (`--check`), bounded by the decoder: kept as the agent's last.
-    let check = heartbeat
-        .check
-        .as_ref()
-        .and_then(|check| serde_json::to_string(check).ok());
-    tx.touch_agent(&AgentSeen {
-        agent: &heartbeat.envelope.agent,
-        at: now.text(),
-        version: Some(&heartbeat.agent_version),
-        jira: Some((heartbeat.jira_ok, last_error.as_deref())),
-        check: check.as_deref(),
-        ..AgentSeen::default()
-    })?;
-    Ok(HeartbeatAnswer {
+fn heartbeat_answer(heartbeat: &HeartbeatRequest) -> HeartbeatAnswer {
+    HeartbeatAnswer {
         kind: Kind::Heartbeat,
         request_id: heartbeat.envelope.id.clone(),
-    })
+    }
 }
 
 /// Ends a claimed command whose report never came: its open run fails, the command takes
@@ -1005,16 +1229,25 @@ fn end_unreported(
     skip_dependents(tx, command, status, now)
 }
 
+fn lease_timeout(settings: &Settings) -> time::Duration {
+    time::Duration::seconds(i64::from(settings.pacing.claim_timeout_seconds))
+}
+
+/// Whether a claimed command's lease (from its last sign of life, or its claim) is over.
+fn lease_over(command: &CommandRow, timeout: time::Duration, now: &Now) -> bool {
+    let lease = command
+        .lease_at
+        .as_ref()
+        .or(command.claimed_at.as_ref())
+        .map(Utc::at);
+    lease.is_none_or(|at| at + timeout <= now.at)
+}
+
 fn expire_in(tx: &Tx<'_>, settings: &Settings, now: &Now) -> Result<ExpiredClaims> {
-    let timeout = time::Duration::seconds(i64::from(settings.pacing.claim_timeout_seconds));
+    let timeout = lease_timeout(settings);
     let mut expired = ExpiredClaims::default();
     for command in tx.claimed_commands()? {
-        let lease = command
-            .lease_at
-            .as_ref()
-            .or(command.claimed_at.as_ref())
-            .map(Utc::at);
-        if lease.is_some_and(|at| at + timeout > now.at) {
+        if !lease_over(&command, timeout, now) {
             continue;
         }
         let cancelled = tx
@@ -1230,7 +1463,8 @@ mod tests {
         // mapping of another report, so that using it shows).
         let request = page_report("r1", command, delivery, "из запроса");
         let ahead = premap(&page_report("x", command, delivery, "заранее"), &settings);
-        hub.handle_prepared_request(&request, ahead).unwrap();
+        hub.handle_prepared_request(&request, ahead, Arrival::Live)
+            .unwrap();
         let stored = hub.issue("AURORA-1").unwrap().issue;
         assert_eq!(stored.summary, "заранее");
         assert_eq!(stored.epic_key.as_deref(), Some("AURORA-100"));
@@ -1241,7 +1475,8 @@ mod tests {
         let update = json!({"field_ids": {"epic_link": "customfield_777", "sprint": "customfield_10105",
             "plan_start": "customfield_12001", "plan_end": "customfield_12002"}});
         hub.update_settings(update.as_object().unwrap()).unwrap();
-        hub.handle_prepared_request(&request, ahead).unwrap();
+        hub.handle_prepared_request(&request, ahead, Arrival::Live)
+            .unwrap();
         let stored = hub.issue("AURORA-1").unwrap().issue;
         assert_eq!(stored.summary, "после смены настроек");
         assert_eq!(stored.epic_key.as_deref(), Some("AURORA-777"));

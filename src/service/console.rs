@@ -164,11 +164,9 @@ pub struct ProjectIssues {
 fn queued_refreshes(
     rows: Vec<(crate::store::CommandRow, i64, Utc)>,
     agents: &[AgentView],
-    now: OffsetDateTime,
 ) -> Vec<QueuedRefresh> {
-    let no_agent = !agents
-        .iter()
-        .any(|a| (now - a.last_seen_at.at()).whole_seconds() <= AGENT_SILENT_SECONDS);
+    // Every agent silent (two of its heartbeat periods without a request of its own), or none.
+    let no_agent = agents.iter().all(|a| a.silent);
     rows.into_iter()
         .map(|(row, position, queued_at)| QueuedRefresh {
             batch_id: row.batch_id,
@@ -261,8 +259,9 @@ impl HubConnection {
             ))
         })?;
         let ((running, running_moved_at), recent, pages, finished, enqueued, refreshes) = read;
-        let agents: Vec<AgentView> = counts.agents.into_iter().map(AgentView::from).collect();
-        let queued_refreshes = queued_refreshes(refreshes, &agents, now);
+        let agents: Vec<AgentView> =
+            self.judged(counts.agents.into_iter().map(AgentView::from).collect());
+        let queued_refreshes = queued_refreshes(refreshes, &agents);
 
         let stored = counts.queue.iter().map(|q| (q.status.as_str(), q.commands));
         let queue = QueueCount::every_status(stored);
@@ -323,10 +322,9 @@ impl HubConnection {
 
     /// The refreshes waiting in the queue, for the runs page.
     pub fn queued_refreshes(&mut self) -> Result<Vec<QueuedRefresh>> {
-        let now = self.clock.now();
         let agents = self.agents()?;
         let rows = self.store.read(|tx| tx.queued_refreshes())?;
-        Ok(queued_refreshes(rows, &agents, now))
+        Ok(queued_refreshes(rows, &agents))
     }
 
     /// A command's page: the command with its attempts, its batch's title, what it depends on

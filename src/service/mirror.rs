@@ -182,13 +182,15 @@ impl HubConnection {
     /// `GET /agents`: the agents most recently seen first, at most `AGENTS_LISTED` (100)
     /// (those not seen for [`AGENT_RETENTION`](super::AGENT_RETENTION) are forgotten).
     pub fn agents(&mut self) -> Result<Vec<AgentView>> {
-        self.store.read(|tx| {
-            Ok(tx
-                .agents(AGENTS_LISTED)?
-                .into_iter()
-                .map(AgentView::from)
-                .collect())
-        })
+        let agents = self.store.read(|tx| {
+            Ok::<_, super::ServiceError>(
+                tx.agents(AGENTS_LISTED)?
+                    .into_iter()
+                    .map(AgentView::from)
+                    .collect(),
+            )
+        })?;
+        Ok(self.judged(agents))
     }
 
     /// What the daemon's timer forgets: agents not seen for
@@ -207,6 +209,8 @@ impl HubConnection {
                 tx.prune_requests(requests_before, PRUNE_BATCH)?,
             ))
         })?;
+        self.presence
+            .forget_older_than(now - super::AGENT_RETENTION);
         if pruned != (0, 0) {
             tracing::info!(
                 agents = pruned.0,

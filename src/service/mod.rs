@@ -4,7 +4,8 @@
 //! with `domain`, persist with `store`, and answer with plain values or a [`ServiceError`].
 
 mod agent;
-pub use agent::Handled;
+pub(crate) use agent::Arrival;
+pub use agent::{Handled, IDLE_CHECKPOINT_BYTES};
 pub(crate) use agent::{Premapped, premap};
 mod batches;
 mod console;
@@ -13,6 +14,8 @@ pub use held::{ConfirmedView, HeldRunView};
 mod init;
 mod metrics;
 mod mirror;
+mod presence;
+pub use presence::{PERSIST_EVERY, Presence};
 mod tokens;
 mod views;
 mod wait;
@@ -116,12 +119,17 @@ pub struct HubConnection {
     metrics: Arc<Metrics>,
     /// "A command may have become claimable", for claims that wait; shared like the metrics.
     work: Arc<WorkSignal>,
+    /// Where each agent was last seen, kept in memory and written seldom; shared like the
+    /// metrics.
+    presence: Arc<Presence>,
     /// How long the record of a handled agent request is kept (at least as long as the relay
     /// keeps its files, see [`HubConnection::prune_remembered`]).
     request_retention: std::time::Duration,
     /// The database's `data_version` as this connection last saw it (the timers' sweep): a
     /// change means another connection committed, perhaps a command from another process.
     seen_data_version: Option<i64>,
+    /// The `data_version` as the last idle checkpoint's look saw it.
+    idle_data_version: Option<i64>,
 }
 
 /// What `jira-hub status` shows.
@@ -198,8 +206,10 @@ impl HubConnection {
             rate_limit_streak: Arc::new(AtomicU32::new(0)),
             metrics: Arc::default(),
             work: Arc::default(),
+            presence: Arc::default(),
             request_retention: REQUEST_RETENTION,
             seen_data_version: None,
+            idle_data_version: None,
         }
     }
 
@@ -213,8 +223,10 @@ impl HubConnection {
             rate_limit_streak: self.rate_limit_streak.clone(),
             metrics: self.metrics.clone(),
             work: self.work.clone(),
+            presence: self.presence.clone(),
             request_retention: self.request_retention,
             seen_data_version: None,
+            idle_data_version: None,
         })
     }
 
@@ -279,6 +291,16 @@ impl HubConnection {
     /// When a request (`kind`, `id`) was applied, if it was.
     pub(crate) fn request_handled_at(&mut self, kind: &str, id: &str) -> Result<Option<String>> {
         Ok(self.store.read(|tx| tx.request_received_at(kind, id))?)
+    }
+
+    /// Agents read from the database with what this process saw of them since, each judged
+    /// silent or not now (see [`Presence::judge`]).
+    pub(crate) fn judged(&self, agents: Vec<AgentView>) -> Vec<AgentView> {
+        self.presence.judge(
+            agents,
+            self.clock.now(),
+            usize::try_from(store::AGENTS_LISTED).unwrap_or(100),
+        )
     }
 
     /// The time now, as the store writes it.
@@ -397,7 +419,11 @@ impl HubConnection {
             project_key: settings.project_key,
             projects: self.projects()?,
             base_jql,
-            counts: self.store.status_counts()?.into(),
+            counts: {
+                let mut counts = CountsView::from(self.store.status_counts()?);
+                counts.agents = self.judged(counts.agents);
+                counts
+            },
             last_full_refresh,
             last_refresh,
             held_runs: self.held_runs()?,

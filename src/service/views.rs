@@ -609,6 +609,14 @@ pub struct AgentView {
     /// (HTTP 401) с 13:05 UTC». Every view of the agent shows it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub jira_held: Option<String>,
+    /// How often it said it sends a heartbeat, in seconds; absent for an agent that never said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heartbeat_seconds: Option<u32>,
+    /// Silent: no request of its own for `silent_after_seconds` (two heartbeat periods, or a
+    /// fixed 20 minutes for an agent that never told its period), silent since `last_seen_at`.
+    pub silent: bool,
+    /// After how long without a request of its own the agent is flagged silent, in seconds.
+    pub silent_after_seconds: i64,
 }
 
 /// «<reason> с 13:05 UTC» (the day too, `с 2026-11-30 13:05 UTC`, when it is not `today`).
@@ -646,6 +654,9 @@ impl From<AgentRow> for AgentView {
                 .and_then(|text| serde_json::from_str(text).ok()),
             jira_held,
             jira_down_since: row.jira_down_since.filter(|_| row.jira_ok == Some(false)),
+            heartbeat_seconds: row.heartbeat_seconds,
+            silent: false,
+            silent_after_seconds: super::presence::silent_after(row.heartbeat_seconds, false),
         }
     }
 }

@@ -18,6 +18,8 @@ pub(crate) struct AgentSeen<'a> {
     pub jira: Option<(bool, Option<&'a str>)>,
     /// From a heartbeat that carries a preflight (`--check`): its JSON text.
     pub check: Option<&'a str>,
+    /// From a heartbeat that announces how often the agent sends one, in seconds.
+    pub heartbeat_seconds: Option<u32>,
 }
 
 impl Tx<'_> {
@@ -28,11 +30,11 @@ impl Tx<'_> {
         };
         self.0
             .prepare_cached(
-                "INSERT INTO agent_status (agent, version, last_seen_at, last_claim_at, last_report_at, jira_ok, last_error, last_check, jira_down_since)
-                 VALUES (?1, ?2, ?3, CASE WHEN ?4 THEN ?3 END, CASE WHEN ?5 THEN ?3 END, ?6, ?7, ?9, CASE WHEN ?8 AND NOT ?6 THEN ?3 END)
+                "INSERT INTO agent_status (agent, version, last_seen_at, last_claim_at, last_report_at, jira_ok, last_error, last_check, jira_down_since, heartbeat_seconds)
+                 VALUES (?1, ?2, ?3, CASE WHEN ?4 THEN ?3 END, CASE WHEN ?5 THEN ?3 END, ?6, ?7, ?9, CASE WHEN ?8 AND NOT ?6 THEN ?3 END, ?10)
                  ON CONFLICT (agent) DO UPDATE SET
                     version = coalesce(excluded.version, version),
-                    last_seen_at = excluded.last_seen_at,
+                    last_seen_at = max(last_seen_at, excluded.last_seen_at),
                     last_claim_at = CASE WHEN ?4 THEN excluded.last_seen_at ELSE last_claim_at END,
                     last_report_at = CASE WHEN ?5 THEN excluded.last_seen_at ELSE last_report_at END,
                     jira_ok = CASE WHEN ?8 THEN excluded.jira_ok ELSE jira_ok END,
@@ -42,7 +44,8 @@ impl Tx<'_> {
                         WHEN jira_ok = 0 AND last_error IS excluded.last_error
                             THEN coalesce(jira_down_since, excluded.last_seen_at)
                         ELSE excluded.last_seen_at END,
-                    last_check = coalesce(excluded.last_check, last_check)",
+                    last_check = coalesce(excluded.last_check, last_check),
+                    heartbeat_seconds = coalesce(excluded.heartbeat_seconds, heartbeat_seconds)",
             )?
             .execute(params![
                 seen.agent,
@@ -53,7 +56,8 @@ impl Tx<'_> {
                 jira_ok,
                 last_error,
                 has_jira,
-                seen.check
+                seen.check,
+                seen.heartbeat_seconds
             ])?;
         Ok(())
     }

@@ -611,6 +611,50 @@ impl Store {
         Ok(())
     }
 
+    /// Truncates the WAL to nothing when every frame of it is in the database file and no
+    /// reader needs it (`wal_checkpoint(TRUNCATE)`), waiting for nobody: a connection that
+    /// holds the WAL makes it answer `false` at once, to be tried again later. The hub calls it
+    /// when nothing was committed for a while, so the file beside the database is empty at rest.
+    pub(crate) fn checkpoint_truncate(&self) -> Result<bool> {
+        self.conn.busy_timeout(Duration::ZERO)?;
+        let outcome = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+                row.get::<_, i64>(0)
+            });
+        self.conn.busy_timeout(BUSY_TIMEOUT)?;
+        match outcome {
+            Ok(busy) => Ok(busy == 0),
+            Err(rusqlite::Error::SqliteFailure(error, _))
+                if matches!(
+                    error.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                ) =>
+            {
+                Ok(false)
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// The size of the WAL file beside the database (0 when there is none).
+    pub(crate) fn wal_bytes(&self) -> u64 {
+        let mut wal = self.path.as_os_str().to_owned();
+        wal.push("-wal");
+        std::fs::metadata(std::path::PathBuf::from(wal)).map_or(0, |m| m.len())
+    }
+
+    /// Writes what the hub kept in memory of the agents `due` (their last-seen times, see
+    /// `service::Presence`) in one transaction.
+    pub(crate) fn write_agents_seen(&mut self, due: &[AgentSeen<'_>]) -> Result<()> {
+        self.transact(|tx| {
+            for seen in due {
+                tx.touch_agent(seen)?;
+            }
+            Ok::<_, StoreError>(())
+        })
+    }
+
     /// A second, read-only connection to the same file (backups read through it).
     fn reader(&self) -> Result<Connection> {
         let conn = Connection::open_with_flags(
@@ -674,6 +718,9 @@ const PROBE_ROOM: u64 = 1024 * 1024;
 /// reads small rows through indexes, got slower); the other benches stayed within their targets.
 const NEW_PAGE_SIZE: i64 = 32 * 1024;
 
+/// What a WAL that starts over is cut back to, in bytes.
+const JOURNAL_SIZE_LIMIT: i64 = 4 * 1024 * 1024;
+
 /// Page cache per connection, in KiB (SQLite's default is 2 MiB).
 const CACHE_KIB: i64 = 16 * 1024;
 /// How much of the file a connection maps instead of reading it page by page.
@@ -684,6 +731,14 @@ pub(super) const MMAP_BYTES: i64 = 256 * 1024 * 1024;
 fn tune(conn: &Connection) -> Result<()> {
     conn.pragma_update(None, "cache_size", -CACHE_KIB)?;
     conn.pragma_update(None, "temp_store", "MEMORY")?;
+    // A WAL that a checkpoint lets start over is cut back to this size: without a limit it
+    // keeps the largest size it ever reached (issue 23 §1: 222 MB beside a 32 KB database).
+    conn.query_row(
+        &format!("PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}"),
+        [],
+        |_| Ok(()),
+    )
+    .optional()?;
     // PRAGMA mmap_size answers with the size it set (capped by the build): read as a row.
     conn.query_row(&format!("PRAGMA mmap_size = {MMAP_BYTES}"), [], |_| Ok(()))
         .optional()?;

@@ -51,11 +51,12 @@ pub(crate) struct AgentRow {
     /// Since when it has said Jira is held for it (`jira_ok: false` with the same
     /// `last_error`), while it does.
     pub jira_down_since: Option<Utc>,
+    /// How often it said it sends a heartbeat, in seconds; `None` if it never said.
+    pub heartbeat_seconds: Option<u32>,
 }
 
 /// The columns of an [`AgentRow`], in [`agent_row`]'s order.
-pub(crate) const AGENT_COLUMNS: &str =
-    "agent, version, last_seen_at, jira_ok, last_error, last_check, jira_down_since";
+pub(crate) const AGENT_COLUMNS: &str = "agent, version, last_seen_at, jira_ok, last_error, last_check, jira_down_since, heartbeat_seconds";
 
 /// An [`AgentRow`] from the [`AGENT_COLUMNS`].
 pub(crate) fn agent_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<AgentRow> {
@@ -67,6 +68,10 @@ pub(crate) fn agent_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<AgentRow> {
         last_error: row.get(4)?,
         last_check: row.get(5)?,
         jira_down_since: row.get(6)?,
+        heartbeat_seconds: row
+            .get::<_, Option<i64>>(7)?
+            .and_then(|s| u32::try_from(s).ok())
+            .filter(|s| *s > 0),
     })
 }
 

@@ -1625,3 +1625,26 @@ async fn the_mirror_is_sorted_by_number_searched_and_paged() {
         page.body
     );
 }
+
+/// A command in an agent's hands is never summarised as nothing waiting (issue 25 item 4).
+#[tokio::test]
+async fn a_command_with_an_agent_is_not_nothing_waiting() {
+    let console = console();
+    let cookie = console.sign_in().await;
+    let page = console.get("/", Some(&cookie)).await;
+    assert!(
+        page.body.contains("В очереди ничего не ждёт"),
+        "{}",
+        page.body
+    );
+    console.batch("one").await;
+    console.claim("agent-1", "c1").await;
+    let page = console.get("/", Some(&cookie)).await;
+    assert!(!page.body.contains("ничего не ждёт"), "{}", page.body);
+    assert!(
+        page.body
+            .contains("Новых команд в очереди нет; у агента 1 команда."),
+        "{}",
+        page.body
+    );
+}

@@ -1628,7 +1628,8 @@ async fn a_claim_waits_for_work_over_http() {
     assert!(!held.is_finished(), "still within its wait");
     let (status, answer) = held.await.unwrap();
     assert_eq!((status, &answer["commands"]), (StatusCode::OK, &json!([])));
-    // The same id again: the recorded answer at once.
+    // The same id again: an empty answer is not recorded (issue 23: an idle agent writes
+    // nothing), so it is looked at again and answered the same at the end of its wait.
     let (_, again) = api.agent("/agent/claim", waiting("w2")).await;
     assert_eq!(again, answer);
     // Out of range: refused naming the field.

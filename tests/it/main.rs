@@ -26,6 +26,7 @@ mod proof;
 mod properties;
 mod prune_guard;
 mod queue;
+mod quiet;
 mod relay;
 mod release;
 mod retry;

@@ -5,10 +5,6 @@ use crate::support::*;
 use rusqlite::Connection;
 use std::os::unix::fs::PermissionsExt;
 
-/// The v4 revision a database has after `migrate` (PRAGMA user_version): the last of
-/// `store::migrations`, named once here for the tests below.
-const CURRENT_REVISION: i64 = 11;
-
 const TABLES: [&str; 11] = [
     "setting",
     "issue",
@@ -611,7 +607,7 @@ fn a_first_release_v4_database_gets_revision_1() {
     let revision: i64 = conn
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .unwrap();
-    assert_eq!(revision, CURRENT_REVISION);
+    assert_eq!(revision, i64::from(jira_hub::service::SCHEMA_REVISION));
     assert_eq!(
         count(
             &conn,
@@ -781,13 +777,21 @@ fn a_v4_database_of_the_data_model_gets_what_it_lacks_whatever_its_header_says()
                 "agent_status.jira_down_since",
                 "SELECT count(*) FROM pragma_table_info('agent_status') WHERE name = 'jira_down_since'",
             ),
+            (
+                "heartbeat_seconds",
+                "SELECT count(*) FROM pragma_table_info('agent_status') WHERE name = 'heartbeat_seconds'",
+            ),
         ] {
             assert_eq!(count(&conn, sql), 1, "header {header}: {what}");
         }
         let revision: i64 = conn
             .query_row("PRAGMA user_version", [], |row| row.get(0))
             .unwrap();
-        assert_eq!(revision, CURRENT_REVISION, "header {header}");
+        assert_eq!(
+            revision,
+            i64::from(jira_hub::service::SCHEMA_REVISION),
+            "header {header}"
+        );
         assert_eq!(
             count(
                 &conn,
@@ -964,7 +968,7 @@ fn revisions_run_again_on_a_header_reset_change_no_row() {
     let revision: i64 = conn
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .unwrap();
-    assert_eq!(revision, CURRENT_REVISION);
+    assert_eq!(revision, i64::from(jira_hub::service::SCHEMA_REVISION));
     assert_eq!(
         count(
             &conn,

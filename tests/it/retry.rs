@@ -342,7 +342,10 @@ async fn metrics_negotiate_their_format_and_carry_the_operators_figures() {
         text.contains(&format!(
             "jira_hub_build_info{{version=\"{}\"",
             env!("CARGO_PKG_VERSION")
-        )) && text.contains("schema=\"v4r11\"} 1"),
+        )) && text.contains(&format!(
+            "schema=\"v4r{}\"}} 1",
+            jira_hub::service::SCHEMA_REVISION
+        )),
         "{text}"
     );
     assert!(
@@ -594,7 +597,7 @@ fn refresh_wait_says_when_no_agent_is_about() {
     );
     assert!(
         out.stderr
-            .contains("warning: no agent seen since 2026-11-29T10:00:00"),
+            .contains("warning: every agent is silent (agent-7 silent since 2026-11-29T10:00:00"),
         "{out:?}"
     );
     let mut hub = open_hub(&dir, &clock);

@@ -11,9 +11,8 @@ use super::html::{
 use crate::domain::command::{BatchStatus, CommandStatus, RunStatus};
 use crate::domain::words::{self, COMMANDS as COMMAND_FORMS, TIMES};
 use crate::service::{
-    AGENT_SILENT_SECONDS, BatchView, CommandPage, CommandView, FailedBatch, HourActivity,
-    IssueView, Overview, ProjectIssues, ProjectView, QueuedRefresh, RelayState, SliceRow,
-    SyncRunView,
+    BatchView, CommandPage, CommandView, FailedBatch, HourActivity, IssueView, Overview,
+    ProjectIssues, ProjectView, QueuedRefresh, RelayState, SliceRow, SyncRunView,
 };
 use std::fmt::Write as _;
 use time::OffsetDateTime;
@@ -141,7 +140,24 @@ pub(super) fn overview(view: &Overview) -> String {
                 time_of(at, now)
             );
         }
-        None => out.push_str("<p>В очереди ничего не ждёт.</p>"),
+        None => {
+            // A command in an agent's hands is not "nothing waiting" (issue 25 item 4).
+            let claimed = view
+                .queue
+                .iter()
+                .filter(|q| q.status == crate::domain::command::CommandStatus::Claimed.as_str())
+                .map(|q| u64::try_from(q.commands).unwrap_or(0))
+                .sum::<u64>();
+            if claimed > 0 {
+                let _ = write!(
+                    out,
+                    "<p>Новых команд в очереди нет; у агента {}.</p>",
+                    crate::domain::words::count(claimed, &crate::domain::words::COMMANDS)
+                );
+            } else {
+                out.push_str("<p>В очереди ничего не ждёт.</p>");
+            }
+        }
     }
     out.push_str("</article>");
 
@@ -156,7 +172,7 @@ pub(super) fn overview(view: &Overview) -> String {
             Some(false) => "<span class=\"bad\">Jira недоступна</span>",
             None => "<span>о Jira не сообщал</span>",
         };
-        let silent = seconds_since(&agent.last_seen_at, now) > AGENT_SILENT_SECONDS;
+        let silent = agent.silent;
         let _ = write!(
             out,
             "<div class=\"agent{}\"><h3>{}</h3><p>Был на связи {}<br>Версия: {} · {}</p>",
@@ -169,9 +185,17 @@ pub(super) fn overview(view: &Overview) -> String {
         if silent {
             let _ = write!(
                 out,
-                "<p class=\"bad\" role=\"status\">Молчит {}: агент обращается к хабу хотя бы раз в 10 мин. \
+                "<p class=\"bad\" role=\"status\">Молчит {} (с {}): {}. \
                  Работает ли он, есть ли связь с хабом или папкой обмена?</p>",
-                duration_words(seconds_since(&agent.last_seen_at, now))
+                duration_words(seconds_since(&agent.last_seen_at, now)),
+                time_of(&agent.last_seen_at, now),
+                match agent.heartbeat_seconds {
+                    Some(period) => format!(
+                        "пропущены два сигнала о жизни (агент шлёт их раз в {})",
+                        duration_words(i64::from(period))
+                    ),
+                    None => "агент обращается к хабу хотя бы раз в 10 мин".to_string(),
+                }
             );
         }
         if let Some(held) = &agent.jira_held {

@@ -1,0 +1,309 @@
+//! Where each agent was last seen, kept in memory (issue 23 §1, issue 25 item 4).
+//!
+//! Every request of an agent tells the hub it is alive, but writing that down on every request
+//! (and on every look at a waiting claim) was a synced commit four times a second for one idle
+//! agent. [`Presence`] keeps the latest act of each agent in memory, shared by every connection
+//! of the process (the relay's, the timers', the HTTP pool's), and says when it must be written:
+//!
+//! - at once when the agent's status really changed (first seen by this process, another
+//!   version, Jira's state or the last error, a preflight, another heartbeat period);
+//! - otherwise at most once every [`PERSIST_EVERY`] (the timers' flush), so a restart of the hub
+//!   loses at most that much of "last seen".
+//!
+//! The liveness it keeps is the agent's own: a request counts when the agent sent it (a relay
+//! file at its `sent_at`, never later than the hub's now; an HTTP request when it arrives), and
+//! a waiting claim looked at again tells nothing new.
+
+use crate::domain::time::Utc;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use time::OffsetDateTime;
+
+/// How often at most the last-seen time of an agent whose status did not change is written.
+pub const PERSIST_EVERY: time::Duration = time::Duration::seconds(60);
+
+/// How many agents the process remembers in memory; past it, the one seen longest ago is
+/// forgotten (it is in the database: it was written when first seen).
+const REMEMBERED: usize = 10_000;
+
+/// What one request of an agent tells about it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Act<'a> {
+    pub agent: &'a str,
+    /// When the agent acted (see the module's notes).
+    pub at: Option<OffsetDateTime>,
+    pub version: Option<&'a str>,
+    pub claimed: bool,
+    pub reported: bool,
+    /// From a heartbeat: whether Jira answered, and the agent's last error.
+    pub jira: Option<(bool, Option<&'a str>)>,
+    /// From a heartbeat that carried a preflight.
+    pub check: Option<&'a crate::protocol::CheckReport>,
+    /// From a heartbeat that announced its period.
+    pub heartbeat_seconds: Option<u32>,
+}
+
+/// One agent as this process knows it.
+#[derive(Debug, Clone)]
+struct Entry {
+    last_seen: OffsetDateTime,
+    claimed: bool,
+    reported: bool,
+    version: Option<String>,
+    jira: Option<(bool, Option<String>)>,
+    heartbeat_seconds: Option<u32>,
+    /// The last-seen time as last written, and when (the hub's clock); `None`: not yet written
+    /// by this process.
+    written: Option<(OffsetDateTime, OffsetDateTime)>,
+    /// A change of status not written yet (its request wrote nothing): the next flush writes it.
+    urgent: bool,
+}
+
+/// What the store is to write of one agent.
+#[derive(Debug, Clone)]
+pub(crate) struct Due {
+    pub agent: String,
+    pub at: Utc,
+    pub claimed: bool,
+    pub reported: bool,
+    pub heartbeat_seconds: Option<u32>,
+}
+
+/// The agents' latest acts, shared by every connection of a process.
+#[derive(Debug, Default)]
+pub struct Presence {
+    agents: Mutex<HashMap<String, Entry>>,
+}
+
+impl Presence {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+        self.agents
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Takes in an act; returns whether it must be written now (a real change of status, or the
+    /// last write is [`PERSIST_EVERY`] old). Nothing is marked written: see [`Presence::written`].
+    pub(crate) fn note(&self, act: &Act<'_>, now: OffsetDateTime) -> bool {
+        let at = act.at.unwrap_or(now).min(now);
+        let mut agents = self.lock();
+        if !agents.contains_key(act.agent) && agents.len() >= REMEMBERED {
+            let oldest = agents
+                .iter()
+                .filter(|(_, e)| !e.urgent)
+                .min_by_key(|(_, e)| e.last_seen)
+                .map(|(name, _)| name.clone());
+            if let Some(oldest) = oldest {
+                agents.remove(&oldest);
+            }
+        }
+        let entry = agents
+            .entry(act.agent.to_string())
+            .or_insert_with(|| Entry {
+                last_seen: at,
+                claimed: false,
+                reported: false,
+                version: None,
+                jira: None,
+                heartbeat_seconds: None,
+                written: None,
+                urgent: true,
+            });
+        entry.last_seen = entry.last_seen.max(at);
+        entry.claimed |= act.claimed;
+        entry.reported |= act.reported;
+        let mut changed = entry.written.is_none();
+        if let Some(version) = act.version
+            && entry.version.as_deref() != Some(version)
+        {
+            entry.version = Some(version.to_string());
+            changed = true;
+        }
+        if let Some((ok, error)) = act.jira {
+            let jira = (ok, error.map(str::to_string));
+            if entry.jira.as_ref() != Some(&jira) {
+                entry.jira = Some(jira);
+                changed = true;
+            }
+        }
+        if act.heartbeat_seconds.is_some() && act.heartbeat_seconds != entry.heartbeat_seconds {
+            entry.heartbeat_seconds = act.heartbeat_seconds;
+            changed = true;
+        }
+        changed |= act.check.is_some();
+        entry.urgent |= changed;
+        let due = entry
+            .written
+            .is_some_and(|(seen, when)| seen < entry.last_seen && when + PERSIST_EVERY <= now);
+        entry.urgent || due
+    }
+
+    /// What a request that wrote nothing leaves to write: a change of status stays urgent (the
+    /// timers' next flush writes it).
+    pub(crate) fn written(&self, agent: &str, now: OffsetDateTime) {
+        if let Some(entry) = self.lock().get_mut(agent) {
+            entry.written = Some((entry.last_seen, now));
+            entry.urgent = false;
+            entry.claimed = false;
+            entry.reported = false;
+        }
+    }
+
+    /// The agents to write now: every urgent one, and those whose last-seen time moved since a
+    /// write [`PERSIST_EVERY`] old. Marked written when `commit` says the write succeeded.
+    pub(crate) fn due(&self, now: OffsetDateTime) -> Vec<Due> {
+        self.lock()
+            .iter()
+            .filter(|(_, e)| {
+                e.urgent
+                    || e.written.is_some_and(|(seen, when)| {
+                        seen < e.last_seen && when + PERSIST_EVERY <= now
+                    })
+            })
+            .map(|(name, e)| Due {
+                agent: name.clone(),
+                at: Utc::new(e.last_seen),
+                claimed: e.claimed,
+                reported: e.reported,
+                heartbeat_seconds: e.heartbeat_seconds,
+            })
+            .collect()
+    }
+
+    /// Everything still unwritten, whatever its age (the daemon's stop).
+    pub(crate) fn unwritten(&self) -> Vec<Due> {
+        self.lock()
+            .iter()
+            .filter(|(_, e)| e.urgent || e.written.is_some_and(|(seen, _)| seen < e.last_seen))
+            .map(|(name, e)| Due {
+                agent: name.clone(),
+                at: Utc::new(e.last_seen),
+                claimed: e.claimed,
+                reported: e.reported,
+                heartbeat_seconds: e.heartbeat_seconds,
+            })
+            .collect()
+    }
+
+    /// The latest act of `agent` this process saw, with its heartbeat period, if it saw one.
+    #[cfg(test)]
+    pub(crate) fn seen(&self, agent: &str) -> Option<(OffsetDateTime, Option<u32>)> {
+        self.lock()
+            .get(agent)
+            .map(|e| (e.last_seen, e.heartbeat_seconds))
+    }
+
+    /// Forgets an agent (pruned from the database).
+    pub(crate) fn forget_older_than(&self, before: OffsetDateTime) {
+        self.lock().retain(|_, e| e.last_seen >= before || e.urgent);
+    }
+}
+
+/// After how many seconds without a request of its own an agent is flagged silent: two
+/// heartbeat periods, or [`AGENT_SILENT_SECONDS`](super::AGENT_SILENT_SECONDS) for an agent that
+/// never told its period. `from_database`: the time judged is the one written, which may lag
+/// the agent's latest act by up to [`PERSIST_EVERY`] (another process, such as the CLI, reads
+/// only that), so that much more is allowed.
+pub(crate) fn silent_after(heartbeat_seconds: Option<u32>, from_database: bool) -> i64 {
+    match heartbeat_seconds {
+        Some(period) => {
+            2 * i64::from(period)
+                + if from_database {
+                    PERSIST_EVERY.whole_seconds()
+                } else {
+                    0
+                }
+        }
+        None => super::AGENT_SILENT_SECONDS,
+    }
+}
+
+impl Presence {
+    /// `agents` as read from the database, with what this process saw since (a later act, an
+    /// agent not written yet, its period), each judged silent or not at `now`; most recently
+    /// seen first, at most `limit`.
+    pub(crate) fn judge(
+        &self,
+        mut agents: Vec<super::AgentView>,
+        now: OffsetDateTime,
+        limit: usize,
+    ) -> Vec<super::AgentView> {
+        let known = self.lock().clone();
+        for (name, entry) in &known {
+            if !agents.iter().any(|a| &a.agent == name) {
+                agents.push(super::AgentView {
+                    agent: name.clone(),
+                    version: entry.version.clone(),
+                    last_seen_at: Utc::new(entry.last_seen),
+                    jira_ok: entry.jira.as_ref().map(|(ok, _)| *ok),
+                    last_error: entry.jira.as_ref().and_then(|(_, e)| e.clone()),
+                    last_check: None,
+                    // Known only here until its first write: a held Jira is a change of status,
+                    // written at once, so an agent only in memory has none to show.
+                    jira_down_since: None,
+                    jira_held: None,
+                    heartbeat_seconds: entry.heartbeat_seconds,
+                    silent: false,
+                    silent_after_seconds: 0,
+                });
+            }
+        }
+        for agent in &mut agents {
+            let seen_here = known.get(&agent.agent);
+            if let Some(entry) = seen_here {
+                if entry.last_seen > agent.last_seen_at.at() {
+                    agent.last_seen_at = Utc::new(entry.last_seen);
+                }
+                agent.heartbeat_seconds = entry.heartbeat_seconds.or(agent.heartbeat_seconds);
+            }
+            agent.silent_after_seconds = silent_after(agent.heartbeat_seconds, seen_here.is_none());
+            agent.silent =
+                (now - agent.last_seen_at.at()).whole_seconds() > agent.silent_after_seconds;
+        }
+        agents.sort_by(|a, b| {
+            b.last_seen_at
+                .cmp(&a.last_seen_at)
+                .then_with(|| a.agent.cmp(&b.agent))
+        });
+        agents.truncate(limit);
+        agents
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(seconds: i64) -> OffsetDateTime {
+        OffsetDateTime::UNIX_EPOCH + time::Duration::seconds(1_800_000_000 + seconds)
+    }
+
+    #[test]
+    fn only_a_change_or_a_minute_makes_a_write() {
+        let presence = Presence::default();
+        let act = |s: i64, version: &'static str| Act {
+            agent: "a",
+            at: Some(at(s)),
+            version: Some(version),
+            claimed: true,
+            ..Act::default()
+        };
+        assert!(presence.note(&act(0, "1"), at(0)), "first seen: written");
+        presence.written("a", at(0));
+        assert!(!presence.note(&act(10, "1"), at(10)), "nothing changed");
+        assert!(!presence.note(&act(59, "1"), at(59)));
+        assert!(
+            presence.note(&act(60, "1"), at(60)),
+            "a minute since the write"
+        );
+        presence.written("a", at(60));
+        assert!(presence.note(&act(61, "2"), at(61)), "another version");
+        presence.written("a", at(61));
+        // A file's time later than the hub's now counts as now.
+        assert!(!presence.note(&act(500, "2"), at(62)));
+        assert_eq!(presence.seen("a").unwrap().0, at(62));
+        // Nothing due before a minute; due after, though no request came.
+        assert!(presence.due(at(100)).is_empty());
+        assert_eq!(presence.due(at(122)).len(), 1);
+    }
+}
