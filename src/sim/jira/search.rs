@@ -1,0 +1,341 @@
+//! Search: Data Center's `search` (`startAt`, `total`, the 10,000-row window) and Cloud's
+//! `search/jql` (page tokens, lag), the relational key clauses resolved against the state, and
+//! changes made by others while the agent pages.
+
+use super::*;
+use axum::http::Method;
+use serde_json::{Value, json};
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+pub(super) const WINDOW: usize = 10_000;
+
+/// A change to Jira made by someone else while the agent pages.
+#[derive(Debug, Clone)]
+pub enum Change {
+    Delete(String),
+    Move(String, String),
+}
+
+/// What a reverse proxy answers when Jira takes longer than its read timeout (nginx's
+/// `proxy_read_timeout`, 60 s by default: "504 Gateway Time-out", an HTML page).
+pub(super) fn gateway_timeout() -> Reply {
+    Reply {
+        status: 504,
+        headers: Vec::new(),
+        body: Body::Html(
+            "<html><head><title>504 Gateway Time-out</title></head><body><center><h1>504 Gateway Time-out</h1></center><hr><center>nginx</center></body></html>"
+                .to_string(),
+        ),
+    }
+}
+
+/// The number of an issue key (`AURORA-12` → 12).
+pub(super) fn key_number(key: &str) -> u64 {
+    key.rsplit_once('-')
+        .and_then(|(_, n)| n.parse().ok())
+        .unwrap_or(0)
+}
+
+impl StateInner {
+    pub(super) fn search_params(request: &Request) -> Result<Vec<(String, String)>, Reply> {
+        if request.method != Method::POST {
+            return Ok(request.query.clone());
+        }
+        let body = Self::body_json(request)?;
+        let mut params = Vec::new();
+        if let Some(object) = body.as_object() {
+            for (name, value) in object {
+                let text = match value {
+                    Value::String(s) => s.clone(),
+                    Value::Array(items) => items
+                        .iter()
+                        .map(|i| {
+                            i.as_str()
+                                .map(String::from)
+                                .unwrap_or_else(|| i.to_string())
+                        })
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    other => other.to_string(),
+                };
+                params.push((name.clone(), text));
+            }
+        }
+        Ok(params)
+    }
+
+    pub(super) fn matching(&self, query: &Query, lag: bool) -> Result<Vec<u64>, Reply> {
+        for clause in &query.clauses {
+            if let Clause::Project(key) = clause
+                && !self.projects.contains_key(key)
+            {
+                return Err(Reply::error(
+                    400,
+                    &format!("The value '{key}' does not exist for the field 'project'."),
+                ));
+            }
+        }
+        let ranges = self.key_ranges(query)?;
+        let now = Instant::now();
+        let mut ids: Vec<u64> = self
+            .issues
+            .values()
+            .filter(|issue| query.clauses.iter().all(|c| c.matches(issue)))
+            .filter(|issue| {
+                ranges.iter().all(|(project, operator, number)| {
+                    let n = key_number(&issue.key);
+                    issue.project == *project
+                        && match operator.as_str() {
+                            ">" => n > *number,
+                            ">=" => n >= *number,
+                            "<" => n < *number,
+                            _ => n <= *number,
+                        }
+                })
+            })
+            .filter(|issue| {
+                !lag || issue
+                    .created_at
+                    .is_none_or(|at| now.duration_since(at) >= self.search_lag)
+            })
+            .map(|issue| issue.id)
+            .collect();
+        if query.by_key {
+            ids.sort_by_cached_key(|id| {
+                let issue = &self.issues[id];
+                (issue.project.clone(), key_number(&issue.key))
+            });
+        }
+        Ok(ids)
+    }
+
+    pub(super) fn change(&mut self, change: Change) {
+        match change {
+            Change::Delete(key) => {
+                if let Some(id) = self.by_key.remove(&key) {
+                    self.issues.remove(&id);
+                }
+            }
+            Change::Move(key, project) => {
+                let Some(id) = self.by_key.remove(&key) else {
+                    return;
+                };
+                let number = self.projects.entry(project.clone()).or_insert(1);
+                let new_key = format!("{project}-{number}");
+                *number += 1;
+                let issue = self.issues.get_mut(&id).expect("issue");
+                issue.key = new_key.clone();
+                issue.project = project.clone();
+                issue
+                    .fields
+                    .insert("project".into(), json!({"key": project, "id": "10101"}));
+                self.by_key.insert(new_key, id);
+                self.moved_keys.insert(key, id);
+            }
+        }
+    }
+
+    /// The relational issue-key clauses of `query`, resolved as Jira resolves them: the literal
+    /// names one issue (by id when it is a number, else by key), and the clause becomes "that
+    /// issue's project, key number compared" (`IssueIdClauseQueryFactory.handleRelational`,
+    /// Jira Server source). The validator refuses a literal that names no issue
+    /// (`IssueIdValidator`: "An issue with key 'X' does not exist for field 'key'." — the text
+    /// jira-resilient's `_STALE_KEY_PATTERNS` records from a production Jira Server, 2026-05-20;
+    /// an id: `jira.jql.clause.no.value.for.id`), and a relational operator on the old key of a
+    /// moved issue ("Operator '>=' cannot be applied to moved issue key 'ALC-1'.", Jira's own
+    /// webdriver test of moved issues, `MovedIssueKeyStore` since 6.1).
+    pub(super) fn key_ranges(&self, query: &Query) -> Result<Vec<(String, String, u64)>, Reply> {
+        let mut ranges = Vec::new();
+        for clause in &query.clauses {
+            let Clause::KeyCompare {
+                field,
+                operator,
+                literal,
+                numeric,
+            } = clause
+            else {
+                continue;
+            };
+            let id = if *numeric {
+                let id: u64 = literal.parse().unwrap_or(u64::MAX);
+                if !self.issues.contains_key(&id) {
+                    return Err(Reply::error(
+                        400,
+                        &format!(
+                            "A value with ID '{literal}' does not exist for the field '{field}'."
+                        ),
+                    ));
+                }
+                id
+            } else if let Some(id) = self.by_key.get(literal) {
+                *id
+            } else if self.moved_keys.contains_key(literal) {
+                return Err(Reply::error(
+                    400,
+                    &format!(
+                        "Operator '{operator}' cannot be applied to moved issue key '{literal}'."
+                    ),
+                ));
+            } else {
+                return Err(Reply::error(
+                    400,
+                    &format!("An issue with key '{literal}' does not exist for field '{field}'."),
+                ));
+            };
+            let issue = &self.issues[&id];
+            ranges.push((
+                issue.project.clone(),
+                operator.clone(),
+                key_number(&issue.key),
+            ));
+        }
+        Ok(ranges)
+    }
+
+    pub(super) fn search_dc(&mut self, request: &Request) -> Result<Reply, Reply> {
+        if self.mode == Mode::Cloud {
+            return Err(Reply::error(
+                410,
+                "The requested API has been removed. Please migrate to the /rest/api/3/search/jql API. A full migration guideline is available at https://developer.atlassian.com/changelog/#CHANGE-2046",
+            ));
+        }
+        let params = Self::search_params(request)?;
+        let get = |name: &str| {
+            params
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+        };
+        let query = parse_jql(get("jql").unwrap_or(""))?;
+        let start_at: usize = number_param(get("startAt"), 0, "startAt")?;
+        let asked: usize = number_param(get("maxResults"), 50, "maxResults")?;
+        let max = asked.min(self.max_results);
+        if start_at + max > WINDOW {
+            return Err(Reply::error(
+                400,
+                &format!(
+                    "Search limit exceeded: startAt + maxResults must not exceed {WINDOW} (jira.search.platform.max.result.window); narrow the query instead of paging deeper."
+                ),
+            ));
+        }
+        let filter = FieldFilter::parse(get("fields"), FieldFilter::Except(HashSet::new()));
+        let ids = self.matching(&query, false)?;
+        let issues: Vec<Value> = ids
+            .iter()
+            .skip(start_at)
+            .take(max)
+            .map(|id| self.render(&self.issues[id], &filter))
+            .collect();
+        let body = json!({"expand": "schema,names", "startAt": start_at, "maxResults": max,
+                          "total": ids.len(), "issues": issues});
+        if let Some(limit) = self.search_byte_limit
+            && body.to_string().len() > limit
+        {
+            return Err(gateway_timeout());
+        }
+        self.searches_served += 1;
+        let served = self.searches_served;
+        let due: Vec<Change> = self
+            .scheduled
+            .iter()
+            .filter(|(n, _)| *n == served)
+            .map(|(_, c)| c.clone())
+            .collect();
+        for change in due {
+            self.change(change);
+        }
+        Ok(Reply::json(200, body))
+    }
+
+    pub(super) fn search_cloud(&mut self, request: &Request) -> Result<Reply, Reply> {
+        if self.mode == Mode::DataCenter {
+            return Err(Reply::error(
+                404,
+                &format!("null for uri: {}/rest/api/2/search/jql", self.base),
+            ));
+        }
+        let params = Self::search_params(request)?;
+        let get = |name: &str| {
+            params
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+        };
+        let jql = get("jql").unwrap_or("").to_string();
+        let query = parse_jql(&jql)?;
+        if query.clauses.is_empty() {
+            return Err(Reply::error(
+                400,
+                "Unbounded JQL queries are not allowed here. Please add a search restriction to your query.",
+            ));
+        }
+        let asked: usize = number_param(get("maxResults"), 50, "maxResults")?;
+        if asked == 0 || asked > 5000 {
+            return Err(Reply::error(
+                400,
+                "The max results parameter has to be between 1 and 5,000.",
+            ));
+        }
+        let after = match get("nextPageToken").filter(|t| !t.is_empty()) {
+            None => None,
+            Some(token) => match self.tokens.get(token) {
+                Some((token_jql, last)) if *token_jql == jql => Some(*last),
+                _ => {
+                    return Err(Reply::error(
+                        400,
+                        "The provided next page token is invalid or expired.",
+                    ));
+                }
+            },
+        };
+        let max = asked.min(self.max_results);
+        let filter = FieldFilter::parse(get("fields"), FieldFilter::IdOnly);
+        let ids = self.matching(&query, true)?;
+        let rest: Vec<u64> = ids
+            .into_iter()
+            .filter(|id| after.is_none_or(|last| *id > last))
+            .collect();
+        let page = &rest[..rest.len().min(max)];
+        let issues: Vec<Value> = page
+            .iter()
+            .map(|id| self.render(&self.issues[id], &filter))
+            .collect();
+        let is_last = page.len() == rest.len();
+        let mut body = json!({"issues": issues, "isLast": is_last});
+        if !is_last && let Some(last) = page.last() {
+            let token = format!(
+                "CgwI{:016x}EAAYAQ{:08x}",
+                self.next_token.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                self.next_token
+            );
+            self.next_token += 1;
+            self.tokens.insert(token.clone(), (jql, *last));
+            body["nextPageToken"] = token.into();
+        }
+        Ok(Reply::json(200, body))
+    }
+}
+
+impl FakeJira {
+    /// Jira's page size cap: it returns at most this many issues whatever `maxResults` asks.
+    pub fn set_max_results(&self, max: usize) {
+        lock(&self.state).max_results = max;
+    }
+
+    /// Cloud: an issue created less than `lag` ago does not show in search.
+    pub fn set_search_lag(&self, lag: Duration) {
+        lock(&self.state).search_lag = lag;
+    }
+
+    /// A search answer larger than `bytes` takes longer than the proxy in front of Jira waits:
+    /// it is answered 504 by the proxy (see `gateway_timeout`). `None`: no limit.
+    pub fn set_search_byte_limit(&self, bytes: Option<usize>) {
+        lock(&self.state).search_byte_limit = bytes;
+    }
+
+    /// `change` happens right after the `n`-th Server search has been answered (1-based).
+    pub fn after_search(&self, n: usize, change: Change) {
+        lock(&self.state).scheduled.push((n, change));
+    }
+}

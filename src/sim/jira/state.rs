@@ -1,0 +1,85 @@
+//! The fake's state: the issues, projects, boards and knobs behind one mutex, and the lock every
+//! handler and accessor takes.
+
+use super::*;
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The project seeded at start.
+pub const PROJECT: &str = "AURORA";
+
+#[derive(Debug)]
+pub(super) struct Issue {
+    pub(super) id: u64,
+    pub(super) key: String,
+    pub(super) project: String,
+    pub(super) labels: Vec<String>,
+    pub(super) summary: String,
+    /// What the caller gave, plus project, issuetype, reporter, creator as Jira makes them.
+    pub(super) fields: Map<String, Value>,
+    pub(super) status: usize,
+    pub(super) created_ms: i64,
+    pub(super) updated_ms: i64,
+    /// For the Cloud search lag; seeded issues are long visible.
+    pub(super) created_at: Option<Instant>,
+    pub(super) links: Vec<u64>,
+    pub(super) comments: Vec<Value>,
+    /// Entity properties (`/issue/{key}/properties/{propertyKey}`).
+    pub(super) properties: BTreeMap<String, Value>,
+}
+
+pub(super) struct StateInner {
+    pub(super) mode: Mode,
+    pub(super) base: String,
+    pub(super) basic: String,
+    pub(super) bearer: String,
+    pub(super) max_results: usize,
+    pub(super) search_lag: Duration,
+    pub(super) latency: Duration,
+    pub(super) issues: BTreeMap<u64, Issue>,
+    pub(super) by_key: HashMap<String, u64>,
+    pub(super) projects: HashMap<String, u64>,
+    pub(super) links: BTreeMap<u64, Link>,
+    pub(super) next_id: u64,
+    pub(super) next_link: u64,
+    pub(super) next_comment: u64,
+    pub(super) creates: HashMap<String, usize>,
+    pub(super) calls: HashMap<Endpoint, usize>,
+    pub(super) seen: Vec<Seen>,
+    pub(super) rules: Vec<Rule>,
+    pub(super) rate_limit: Option<u32>,
+    pub(super) window: VecDeque<Instant>,
+    pub(super) tokens: HashMap<String, (String, u64)>,
+    pub(super) next_token: u64,
+    pub(super) boards: BTreeMap<u64, (String, String)>,
+    pub(super) sprints: Vec<Sprint>,
+    /// Jira's clock minus the host's, in milliseconds (`serverInfo.serverTime`, `created`).
+    pub(super) skew_ms: i64,
+    /// Whether a create's `properties` member is applied (Cloud, recent Data Center) or ignored.
+    pub(super) create_properties: bool,
+    /// Entity properties of comments, by comment id.
+    pub(super) comment_properties: HashMap<u64, BTreeMap<String, Value>>,
+    /// Requests Jira is still working on after a proxy answered for it.
+    pub(super) in_flight: usize,
+    /// Old keys of moved issues → their id (Jira keeps them: `MovedIssueKeyStore`, since 6.1).
+    pub(super) moved_keys: HashMap<String, u64>,
+    /// A search answer over this many bytes is not served: see `set_search_byte_limit`.
+    pub(super) search_byte_limit: Option<usize>,
+    /// Transition id → the status a post-function leaves the issue in instead.
+    pub(super) redirects: HashMap<String, &'static str>,
+    /// Changes made right after the n-th search answer (see `after_search`).
+    pub(super) scheduled: Vec<(usize, Change)>,
+    pub(super) searches_served: usize,
+    /// Project permissions the agent's user lacks (`mypermissions` answers `false` for them).
+    pub(super) withheld: HashSet<String>,
+}
+
+pub(super) type Shared = Arc<Mutex<StateInner>>;
+
+pub(super) fn lock(state: &Shared) -> MutexGuard<'_, StateInner> {
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
