@@ -493,6 +493,12 @@ impl FakeJira {
         keys
     }
 
+    /// How many writes the simulated Jira has answered with success: the demo saves the state
+    /// when this moves.
+    pub fn changes(&self) -> u64 {
+        lock(&self.state).changes
+    }
+
     /// Writes the state a restart needs (issues, links, comments, sprints, boards, counters) to
     /// `path` atomically: a temporary file beside it, flushed to disk, then renamed over it.
     /// Faults, counters of calls and the request log are not kept.

@@ -168,7 +168,14 @@ pub(super) async fn handle(
             if !half.is_zero() {
                 tokio::time::sleep(half).await;
             }
-            let reply = lock(&state).apply(endpoint, &request);
+            let reply = {
+                let mut state = lock(&state);
+                let reply = state.apply(endpoint, &request);
+                if endpoint.is_write() && (200..300).contains(&reply.status) {
+                    state.changes += 1;
+                }
+                reply
+            };
             if !half.is_zero() {
                 tokio::time::sleep(half).await;
             }
@@ -388,6 +395,8 @@ impl FakeJira {
             // (`@JsonIgnoreProperties(ignoreUnknown = true)`): `set_create_properties(false)`.
             create_properties: true,
             withheld: HashSet::new(),
+            off_screens: HashSet::new(),
+            changes: 0,
             comment_properties: HashMap::new(),
             in_flight: 0,
             moved_keys: HashMap::new(),
