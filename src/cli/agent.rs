@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 pub(crate) fn agent(config: &Path, once: bool, check: bool) -> anyhow::Result<Outcome> {
-    let config = crate::agent::AgentConfig::load(config)?;
+    // The signals first: a stop asked for while the config loads is a stop, not a death.
     let shutdown = Arc::new(AtomicBool::new(false));
     for signal in [
         signal_hook::consts::SIGTERM,
@@ -16,6 +16,7 @@ pub(crate) fn agent(config: &Path, once: bool, check: bool) -> anyhow::Result<Ou
     ] {
         signal_hook::flag::register(signal, shutdown.clone())?;
     }
+    let config = crate::agent::AgentConfig::load(config)?;
     if check {
         // The preflight (`--check`): one line per check on stdout; exit 1 on any mismatch.
         return Ok(if crate::agent::check(config, shutdown)? {

@@ -7,7 +7,7 @@
 //! the next run continues where this one stopped.
 //!
 //! Its own hub: the port is tried before anything starts (a taken one is refused in one line
-//! with the way out), and the hub is given a name for this run (`serve --instance`, repeated by
+//! with the way out), and the hub is given a name for this run (`JIRA_HUB_INSTANCE`, repeated by
 //! `/ready`), so a hub of someone else's that answers on the address is never taken for it.
 //! Its children die with it: each sets a parent-death signal on itself ([`die_with_demo`]), so
 //! even `kill -9` of the demo leaves no hub or agent behind.
@@ -27,8 +27,11 @@ use std::time::{Duration, Instant};
 /// The hub's projects in the demo: the labels of the simulated team project's issues.
 pub(crate) const LABELS: &[&str] = &["AWPCA", "AWPCB"];
 
-/// How often the simulated Jira's state is written while the demo runs (and once at the end).
-const SAVE_EVERY: Duration = Duration::from_secs(30);
+/// The simulated Jira's state is written once its writes have paused this long (a burst of
+/// them, one command's create, link and comment, is one write of the file)…
+const SAVE_QUIET: Duration = Duration::from_millis(300);
+/// …or, while they go on without a pause, this long after the first one not yet written.
+const SAVE_AT_MOST: Duration = Duration::from_secs(2);
 /// The variable by which the demo gives its children its process id (see [`die_with_demo`]).
 const PARENT_ENV: &str = "JIRA_HUB_DEMO_PARENT";
 /// How often the hub's API is asked for progress.
@@ -233,8 +236,23 @@ impl Process {
         }
     }
 
-    fn succeeded(&self) -> bool {
-        self.exit.is_some_and(|s| s.success())
+    /// Exited 0, or, when the demo was told to stop, ended by the stop signal itself (one that
+    /// came before the child was up to catch it: Ctrl-C right after the start).
+    fn succeeded(&self, stopping: bool) -> bool {
+        self.exit.is_some_and(|status| {
+            status.success()
+                || (stopping
+                    && std::os::unix::process::ExitStatusExt::signal(&status).is_some_and(
+                        |signal| {
+                            [
+                                signal_hook::consts::SIGINT,
+                                signal_hook::consts::SIGTERM,
+                                signal_hook::consts::SIGHUP,
+                            ]
+                            .contains(&signal)
+                        },
+                    ))
+        })
     }
 
     fn log_tail(&self) -> String {
@@ -492,7 +510,7 @@ pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
             "--listen".as_ref(),
             args.listen.as_ref(),
         ],
-        &[("JIRA_HUB_INSTANCE", OsString::from(&instance))],
+        &[(super::INSTANCE_ENV, OsString::from(&instance))],
         &hub_log,
     )?;
     let api = Api {
@@ -603,9 +621,9 @@ pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
         }
     }
 
-    // Follow the progress, watch the children, save Jira's state now and then.
+    // Follow the progress, watch the children, save Jira's state after its changes.
     let mut last_poll = Instant::now() - POLL_EVERY;
-    let mut last_save = Instant::now();
+    let mut saver = Saver::new(jira.changes());
     let mut early: Option<&'static str> = None;
     while !stop.load(Ordering::SeqCst) {
         if hub.exited() {
@@ -624,13 +642,15 @@ pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
                 tracing::warn!("demo: {error:#}");
             }
         }
-        if last_save.elapsed() >= SAVE_EVERY {
-            last_save = Instant::now();
-            if let Err(error) = jira.save_state(&state_file) {
-                tracing::warn!(
+        if saver.due(jira.changes(), Instant::now()) {
+            // The count before the write: a change made during it is written next time.
+            let changes = jira.changes();
+            match jira.save_state(&state_file) {
+                Ok(()) => saver.saved(changes),
+                Err(error) => tracing::warn!(
                     "demo: не удалось записать {}: {error}",
                     state_file.display()
-                );
+                ),
             }
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -658,7 +678,8 @@ pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
     // After a terminal's hang-up stdout and stderr may be gone: what is said now cannot fail.
     say(&format!("demo: {}", report.join(", ")));
     let children: Vec<&Process> = std::iter::once(&hub).chain(agent.as_ref()).collect();
-    let failed: Vec<&&Process> = children.iter().filter(|p| !p.succeeded()).collect();
+    let stopping = stop.load(Ordering::SeqCst);
+    let failed: Vec<&&Process> = children.iter().filter(|p| !p.succeeded(stopping)).collect();
     if let Some(name) = early {
         let process = children.iter().find(|p| p.name == name);
         if let Some(process) = process {
@@ -683,6 +704,60 @@ pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
     saved.with_context(|| format!("не удалось записать {}", state_file.display()))?;
     drop(lock);
     Ok(Outcome::Success)
+}
+
+/// When the simulated Jira's state is written: after its writes pause for [`SAVE_QUIET`], or
+/// [`SAVE_AT_MOST`] after the first unwritten one while they go on. After a failed write
+/// (a full disk) it is tried again at the same pace, never in a tight loop.
+#[derive(Debug)]
+struct Saver {
+    /// The change count the file holds.
+    written: u64,
+    /// The last count seen, and when it was first seen.
+    seen: u64,
+    seen_at: Option<Instant>,
+    /// When the first change not yet written was seen.
+    pending_since: Option<Instant>,
+}
+
+impl Saver {
+    fn new(written: u64) -> Saver {
+        Saver {
+            written,
+            seen: written,
+            seen_at: None,
+            pending_since: None,
+        }
+    }
+
+    /// Whether to write now, `changes` being Jira's count at `now`.
+    fn due(&mut self, changes: u64, now: Instant) -> bool {
+        if changes == self.written {
+            self.pending_since = None;
+            return false;
+        }
+        if changes != self.seen || self.seen_at.is_none() {
+            self.seen = changes;
+            self.seen_at = Some(now);
+        }
+        let pending = *self.pending_since.get_or_insert(now);
+        let quiet = self.seen_at.is_some_and(|at| now - at >= SAVE_QUIET);
+        if quiet || now - pending >= SAVE_AT_MOST {
+            // The next try waits its turn again, whether this one succeeds or not.
+            self.pending_since = Some(now);
+            self.seen_at = Some(now);
+            return true;
+        }
+        false
+    }
+
+    /// The file now holds `changes`.
+    fn saved(&mut self, changes: u64) {
+        self.written = changes;
+        if changes == self.seen {
+            self.pending_since = None;
+        }
+    }
 }
 
 /// The start of the name the demo gives its hub: `demo:<random>:<the demo's folder>`.
@@ -816,4 +891,88 @@ fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
         .with_context(|| format!("не удалось записать {}", path.display()))?;
     std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A burst of Jira's writes (one command's create, link, comment) is one write of the file,
+    /// made once they pause; writes that never pause are written every [`SAVE_AT_MOST`]; no
+    /// change, no write; a failed write is tried again at the same pace.
+    #[test]
+    fn the_state_is_written_after_each_burst_of_changes_once() {
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let mut saver = Saver::new(0);
+        assert!(!saver.due(0, at(0)));
+        assert!(!saver.due(0, at(5_000)), "no change, no write");
+        // A burst: three writes 100 ms apart, then quiet.
+        let mut writes = Vec::new();
+        for (ms, changes) in [(5_100, 1), (5_200, 2), (5_300, 3), (5_400, 3), (5_500, 3)] {
+            if saver.due(changes, at(ms)) {
+                writes.push(ms);
+                saver.saved(changes);
+            }
+        }
+        assert!(writes.is_empty(), "not within the burst: {writes:?}");
+        for ms in (5_600..7_000).step_by(100) {
+            if saver.due(3, at(ms)) {
+                writes.push(ms);
+                saver.saved(3);
+            }
+        }
+        assert_eq!(
+            writes,
+            vec![5_600],
+            "one write, 300 ms after the last change"
+        );
+        // Writes every 100 ms for 5 s: written every 2 s meanwhile, then once at the end.
+        let mut writes = Vec::new();
+        let mut changes = 3;
+        for ms in (10_000..15_000).step_by(100) {
+            changes += 1;
+            if saver.due(changes, at(ms)) {
+                writes.push(ms);
+                saver.saved(changes);
+            }
+        }
+        // (the first unwritten change at 10 000, then at 12 100)
+        assert_eq!(writes, vec![12_000, 14_100], "{writes:?}");
+        for ms in (15_000..16_000).step_by(100) {
+            if saver.due(changes, at(ms)) {
+                writes.push(ms);
+                saver.saved(changes);
+            }
+        }
+        assert_eq!(writes, vec![12_000, 14_100, 15_200], "{writes:?}");
+        // A failing write (a full disk) is tried again every 300 ms, not at each tick.
+        let mut tries = Vec::new();
+        changes += 1;
+        for ms in (20_000..21_000).step_by(100) {
+            if saver.due(changes, at(ms)) {
+                tries.push(ms);
+            }
+        }
+        assert_eq!(tries, vec![20_300, 20_600, 20_900], "{tries:?}");
+    }
+
+    #[test]
+    fn a_path_is_one_shell_word_and_an_instance_names_its_folder() {
+        assert_eq!(
+            shell_word("/home/you/demo/hub/hub.sqlite"),
+            "/home/you/demo/hub/hub.sqlite"
+        );
+        assert_eq!(
+            shell_word("/tmp/my demo/hub.sqlite"),
+            "'/tmp/my demo/hub.sqlite'"
+        );
+        assert_eq!(shell_word("/tmp/it's"), "'/tmp/it'\\''s'");
+        assert_eq!(
+            demo_folder("demo:0a1b:/home/you/demo"),
+            Some("/home/you/demo")
+        );
+        assert_eq!(demo_folder("demo:0a1b:/a:b"), Some("/a:b"));
+        assert_eq!(demo_folder("something else"), None);
+    }
 }

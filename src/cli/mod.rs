@@ -75,6 +75,9 @@ pub struct Cli {
     pub db_defaulted: bool,
 }
 
+/// The name of this run of the hub, which `/ready` repeats (`HttpOptions::instance`).
+const INSTANCE_ENV: &str = "JIRA_HUB_INSTANCE";
+
 /// The default `--db`.
 const DEFAULT_DB: &str = "./data/hub.sqlite";
 /// The database `jira-hub demo` makes with its default `--dir`.
@@ -269,9 +272,6 @@ pub struct ServeArgs {
     /// When relay_dir is not set, set it to this folder (made if missing).
     #[arg(long, env = "JIRA_HUB_DEFAULT_RELAY_DIR")]
     pub default_relay_dir: Option<PathBuf>,
-    /// A name for this run that `/ready` repeats as `instance` (the demo's own hub check).
-    #[arg(long, env = "JIRA_HUB_INSTANCE", hide = true)]
-    pub instance: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -589,7 +589,8 @@ impl ServeArgs {
                 idle_timeout: Duration::from_secs(self.http_idle_timeout_seconds),
                 allowed_hosts: self.allowed_hosts,
                 public_origins: self.public_urls,
-                instance: self.instance,
+                // Set by `jira-hub demo` for its hub only (no option: nothing for people).
+                instance: std::env::var(INSTANCE_ENV).ok(),
             },
         }
     }

@@ -381,13 +381,27 @@ fn a_second_demo_on_a_taken_port_exits_non_zero_naming_the_port() {
 }
 
 /// `kill -9` of the demo: its hub and agent stop by themselves (their parent-death signal), none
-/// is left behind.
+/// is left behind; the simulated Jira's state was written as it changed (not only at a clean
+/// stop), so the next run continues with what the batch made.
 #[test]
 fn kill_9_of_the_demo_leaves_no_process_behind() {
     let dir = TestDir::new();
     let mut demo = Demo::start(dir.path(), 1);
     let children = demo.children();
     assert_eq!(children.len(), 2, "{children:?}\n{}", demo.explain());
+    demo.wait_for("demo: full refresh queued");
+    let state = demo.dir.join("jira.json");
+    let started = Instant::now();
+    while !std::fs::read_to_string(&state)
+        .unwrap_or_default()
+        .contains("Форма записи на приём")
+    {
+        assert!(
+            started.elapsed() < WAIT,
+            "the batch's issues never reached jira.json"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let mut child = demo.child.take().unwrap();
     // The demo alone, not its group: nothing else tells the children.
     child.kill().unwrap();
@@ -408,6 +422,16 @@ fn kill_9_of_the_demo_leaves_no_process_behind() {
     // They stopped cleanly, on the signal (the hub says so in its log).
     let hub_log = std::fs::read_to_string(demo.dir.join("logs/hub.log")).unwrap();
     assert!(hub_log.contains("stopped"), "{hub_log}");
+    // The next run continues: the seeded issues and the batch's three.
+    let mut second = Demo::start(dir.path(), 2);
+    let jira = second.wait_for("demo: simulated Jira at ");
+    assert!(
+        jira.contains(&format!("{} issues, continued from", ISSUES + 3)),
+        "{jira}"
+    );
+    second.wait_for("demo: the sample batch was queued on an earlier run: not again");
+    let exit = second.interrupt();
+    assert_eq!(exit.code(), Some(0), "{}", second.explain());
 }
 
 /// A terminal's hang-up (SIGHUP to the group) stops the demo as Ctrl-C does: both children
