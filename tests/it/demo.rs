@@ -481,6 +481,14 @@ fn after_the_demo_the_cli_and_the_preflight_work_as_printed() {
             "{args:?}: {stderr}"
         );
     }
+    // The sign-in page says where the token is, as the command line finds it.
+    let (status, page) = http(&demo.address, "GET", "/", None, None);
+    let page = page.as_str().unwrap_or_default().to_string();
+    assert_eq!(status, 401, "{page}");
+    assert!(
+        page.contains("<code>jira-hub tokens</code>") && page.contains("JIRA_HUB_DB"),
+        "{page}"
+    );
     let tokens = jira_hub(dir.path(), None, &["tokens"]);
     let client = demo.client_token();
     assert!(String::from_utf8_lossy(&tokens.stdout).contains(&client));
