@@ -394,6 +394,9 @@ pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
     let started = Instant::now();
     let dir = std::path::absolute(&args.dir)
         .with_context(|| format!("неверная папка {}", args.dir.display()))?;
+    // The hub's port, tried before anything starts or is made: a taken one is refused in one
+    // line (naming the demo that has it, when one has).
+    check_port(&args.listen)?;
     let hub_dir = dir.join("hub");
     let relay_dir = dir.join("relay");
     let logs = dir.join("logs");
@@ -419,8 +422,6 @@ pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
             dir.display()
         );
     }
-    // The hub's port, tried before anything starts: a taken one is refused in one line.
-    check_port(&args.listen)?;
     let db = hub_dir.join("hub.sqlite");
     let state_file = dir.join("jira.json");
 

@@ -351,6 +351,7 @@ fn a_second_demo_on_a_taken_port_exits_non_zero_naming_the_port() {
         !String::from_utf8_lossy(&out.stdout).contains("demo: console"),
         "no console of another program's"
     );
+    assert!(!dir.path().join("stranger").exists(), "nothing made");
     drop(taken);
 
     // A demo on the port, then a second one in another folder.
@@ -370,6 +371,7 @@ fn a_second_demo_on_a_taken_port_exits_non_zero_naming_the_port() {
             && stderr.contains("--listen"),
         "{stderr}"
     );
+    assert!(!dir.path().join("second").exists(), "nothing made");
     assert!(
         !String::from_utf8_lossy(&out.stdout).contains("sign in with"),
         "{}",
