@@ -12,7 +12,7 @@
 //! - [`daemon`]: `serve`, which runs the relay, the timers and the HTTP listener.
 //! - [`cli`]: the command line.
 //! - `agent`: `jira-hub agent`, the program inside Jira's network (protocol and domain only).
-//! - [`clock`]: injected time.
+//! - [`clock`]: injected time. [`logging`]: the log's writer, which never fails.
 //! - [`sim`]: the simulated Jira (tests, benchmarks, `jira-hub demo`).
 
 /// `println!` for command output that returns an error instead of panicking when stdout is
@@ -63,6 +63,7 @@ pub mod daemon;
 pub mod domain;
 pub mod http;
 pub mod jira;
+pub mod logging;
 pub mod protocol;
 pub mod relay;
 pub mod service;

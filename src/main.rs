@@ -26,17 +26,18 @@ fn main() -> ExitCode {
         // The reader went away (`jira-hub status | head -1`): nothing more to say to it.
         Err(CliError::Failed(error)) if is_broken_pipe(&error) => ExitCode::SUCCESS,
         Err(CliError::Failed(error)) => {
-            eprintln!("jira-hub: {}", one_line(&error));
+            jira_hub::logging::say(&format!("jira-hub: {}", one_line(&error)));
             ExitCode::from(1)
         }
         Err(CliError::Unrunnable(why)) => {
-            eprintln!("jira-hub: {why}");
+            jira_hub::logging::say(&format!("jira-hub: {why}"));
             ExitCode::from(3)
         }
     }
 }
 
-/// Logs to stderr, level from `RUST_LOG` (else `default`), in the asked shape.
+/// Logs to stderr, level from `RUST_LOG` (else `default`), in the asked shape; a line stderr
+/// cannot take is dropped and counted, never an error (see `jira_hub::logging`).
 fn setup_logging(format: LogFormat, default: &str) {
     let filter = || {
         tracing_subscriber::EnvFilter::try_from_default_env()
@@ -50,7 +51,7 @@ fn setup_logging(format: LogFormat, default: &str) {
     };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter())
-        .with_writer(std::io::stderr);
+        .with_writer(jira_hub::logging::Stderr);
     match format {
         LogFormat::Journal => builder.with_ansi(false).event_format(JournalLine).init(),
         LogFormat::Json => builder.with_ansi(false).json().init(),

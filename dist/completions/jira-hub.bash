@@ -1146,7 +1146,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__init)
-            opts="-h --config --force --if-new --db --log-format --help"
+            opts="-h --config --force --if-new --use-empty-file --db --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1598,7 +1598,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__serve)
-            opts="-h --listen --relay-poll-ms --relay-grace-seconds --relay-retention-days --relay-arrival-limit-seconds --relay-max-file-mb --relay-no-notify --http-max-body-mb --http-timeout-seconds --http-max-connections --http-header-timeout-seconds --http-idle-timeout-seconds --allowed-host --public-url --init-from --default-relay-dir --db --log-format --help"
+            opts="-h --listen --relay-poll-ms --relay-grace-seconds --relay-retention-days --relay-arrival-limit-seconds --relay-max-file-mb --relay-no-notify --http-max-body-mb --http-timeout-seconds --http-max-connections --http-max-anonymous-connections --http-anonymous-timeout-seconds --http-header-timeout-seconds --http-idle-timeout-seconds --allowed-host --public-url --init-from --default-relay-dir --db --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1637,6 +1637,14 @@ _jira__hub() {
                     return 0
                     ;;
                 --http-max-connections)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --http-max-anonymous-connections)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --http-anonymous-timeout-seconds)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -56,6 +56,7 @@ journal\t'Text with the syslog priority as `<N>` first and no timestamp (journal
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -l force -d 'Import over the settings an earlier init stored (tokens are kept)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -l if-new -d 'Do nothing, successfully, when the database already has settings'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -l use-empty-file -d 'Make the database in the existing empty file --db names (an empty file is otherwise refused by every command: it may be anyone\'s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand init" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand migrate" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand migrate" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
@@ -141,6 +142,8 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l relay-max-fi
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l http-max-body-mb -d 'The largest HTTP request body (a refresh page of 1,000 issues must fit)' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l http-timeout-seconds -d 'An HTTP request that takes longer is answered 408' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l http-max-connections -d 'Open HTTP connections at most; at the cap a new one closes the oldest idle one' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l http-max-anonymous-connections -d 'HTTP connections that have shown no valid token at most (default: three quarters of --http-max-connections); the rest is kept for agents and clients' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l http-anonymous-timeout-seconds -d 'A request without a valid token must be read whole and answered within this time' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l http-header-timeout-seconds -d 'A connection that has not sent its request headers within this time is closed' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l http-idle-timeout-seconds -d 'A keep-alive connection with no request for this long is closed' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l allowed-host -d 'A host name by which browsers and clients reach the hub (besides IP addresses and localhost, always accepted): a request naming another is refused, which stops DNS rebinding. Repeat it; in the environment, separate names with commas' -r

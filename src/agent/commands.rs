@@ -181,6 +181,9 @@ pub(crate) struct Executor<'a> {
     pub agent: &'a str,
     /// How long a write may still run in Jira after its answer was lost: the request timeout.
     pub write_limit: Duration,
+    /// `release_grace_seconds`: how long after a lost answer the agent looks for the write's
+    /// marker before it gives the command back.
+    pub grace: Duration,
     /// The claim answer's `created_at` (the hub's clock) and when it arrived: with the
     /// command's `enqueued_at` they give the batch's age, which bounds the checks on Jira's clock.
     pub claimed: Option<(&'a str, std::time::Instant)>,
@@ -281,14 +284,30 @@ impl Executor<'_> {
         }
         let marker = marker(command, self.agent);
         let body = json!({"fields": fields, "properties": [{"key": MARKER_KEY, "value": marker}]});
-        let reply = self.jira.write("POST", "/rest/api/2/issue", &body)?;
-        let created: Value = super::jira_api::parse(&reply)?;
-        let key = created
-            .get("key")
-            .and_then(Value::as_str)
-            .ok_or_else(|| fail("Jira создала задачу, но не назвала её ключ"))?
-            .to_string();
-        self.ensure_marker(&key, &marker);
+        let key = match self.jira.write("POST", "/rest/api/2/issue", &body) {
+            Ok(reply) => {
+                let created: Value = super::jira_api::parse(&reply)?;
+                let key = created
+                    .get("key")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| fail("Jira создала задачу, но не назвала её ключ"))?
+                    .to_string();
+                self.ensure_marker(&key, &marker);
+                key
+            }
+            Err(JiraError::Ambiguous(error)) => {
+                let found = self.look_after_lost_answer(command, &error, |executor| {
+                    let since_ms = executor.window_start_ms(command)?;
+                    Ok(match executor.find_marked(command, &summary, since_ms)? {
+                        Found::Mine(key) => Some(key),
+                        Found::Unmarked(_) | Found::Nothing => None,
+                    })
+                })?;
+                tracing::info!(command = command.id, key = %found, "a lost create's marker was found: it is done");
+                found
+            }
+            Err(error) => return Err(error.into()),
+        };
         if let Some(sprint) = &sprint {
             self.add_to_sprint(&key, sprint, params)
                 .map_err(|e| match e {
@@ -330,6 +349,57 @@ impl Executor<'_> {
             };
             tracing::warn!(%key, %error, "the created issue's marker could not be set");
         }
+    }
+
+    /// After a write's answer was lost (issue 24, §4): looking for the command's marker is a
+    /// read, not a repeat. The agent looks a few times within `grace`, each wait twice the one
+    /// before (1 s, 2 s, 4 s … on the injected clock, at most [`LOOK_MAX_STEP`]), and takes the
+    /// write as done as soon as `look` finds it; a write still unseen at the end of the grace
+    /// (or when a look fails) gives the command back (`released`), never written again in this
+    /// delivery.
+    fn look_after_lost_answer<T>(
+        &mut self,
+        command: &ClaimedCommand,
+        error: &str,
+        mut look: impl FnMut(&mut Self) -> Result<Option<T>, Fail>,
+    ) -> Result<T, Fail> {
+        let release = |why: String| {
+            Fail::Release(format!(
+                "ответ Jira на запись потерян ({error}); {why}; запись могла выполниться, поэтому в этой выдаче она не повторяется"
+            ))
+        };
+        let mut waited = Duration::ZERO;
+        let mut step = LOOK_FIRST_STEP;
+        let mut looks = 0u32;
+        while waited < self.grace {
+            let wait = step.min(self.grace - waited);
+            if !(self.sleep)(wait) {
+                return Err(Fail::Stopped);
+            }
+            waited += wait;
+            looks += 1;
+            match look(self) {
+                Ok(Some(found)) => return Ok(found),
+                Ok(None) => {}
+                Err(Fail::Stopped) => return Err(Fail::Stopped),
+                Err(Fail::Reason(why) | Fail::Release(why))
+                | Err(Fail::GiveBack { reason: why, .. }) => {
+                    tracing::warn!(command = command.id, %why, "a look for a lost write's marker failed");
+                    return Err(release(format!("поиск отметки не удался: {why}")));
+                }
+            }
+            tracing::info!(
+                command = command.id,
+                looks,
+                waited_ms = waited.as_millis() as u64,
+                "a lost write's marker is not seen yet"
+            );
+            step = (step * 2).min(LOOK_MAX_STEP);
+        }
+        Err(release(format!(
+            "отметка команды не найдена за {} с ({looks} проверок)",
+            waited.as_secs()
+        )))
     }
 
     /// The issue an earlier delivery of this command created, if any: this account's issues of
@@ -408,7 +478,14 @@ impl Executor<'_> {
         Ok(jira_now - back)
     }
 
-    /// Candidates of an earlier create: marked for this command, unmarked, or nothing.
+    /// Candidates of an earlier create: marked for this command, unmarked, or nothing. Every
+    /// issue this account created in the project within the window is a candidate, whatever its
+    /// summary now is (an Automation rule or a post-function may rewrite it on create, issue 24,
+    /// §4), and its marker is read: from Cloud's search answer (`properties=jira-hub`), one GET
+    /// each on Data Center, whose search never returns properties (JRASERVER-62898). An issue
+    /// marked for another command is never taken. An unmarked one with this summary (trimmed, as
+    /// it is sent) is reported, so that a person decides; an unmarked one with another summary
+    /// is not this command's.
     fn find_marked(
         &mut self,
         command: &ClaimedCommand,
@@ -417,28 +494,33 @@ impl Executor<'_> {
     ) -> Result<Found, Fail> {
         let project = self.project_key()?;
         let query = jql::created_by_me(&project, since_ms);
-        let issues = self.jira.search_values(&query, "summary")?;
+        let issues = self
+            .jira
+            .search_values(&query, "summary", Some(MARKER_KEY))?;
         let mut unmarked = Vec::new();
         for issue in &issues {
             let Some(key) = issue["key"].as_str() else {
                 continue;
             };
-            if issue["fields"]["summary"].as_str() != Some(summary) {
-                continue;
-            }
-            // Data Center's search does not return entity properties (JRASERVER-62898): one
-            // GET per candidate, the same on Cloud.
-            let path = format!(
-                "/rest/api/2/issue/{}/properties/{MARKER_KEY}",
-                jql::encode(key)
-            );
-            match self.property(&path)? {
-                Some(value) => match marker_is_of(&value, command) {
-                    Some(true) => return Ok(Found::Mine(key.to_string())),
-                    Some(false) => {}
-                    None => unmarked.push(key.to_string()),
-                },
-                None => unmarked.push(key.to_string()),
+            let value = match issue.get("properties").and_then(Value::as_object) {
+                // Cloud's search named the issue's properties: absent there is absent.
+                Some(properties) => properties.get(MARKER_KEY).cloned(),
+                None => {
+                    let path = format!(
+                        "/rest/api/2/issue/{}/properties/{MARKER_KEY}",
+                        jql::encode(key)
+                    );
+                    self.property(&path)?
+                }
+            };
+            match value.as_ref().and_then(|v| marker_is_of(v, command)) {
+                Some(true) => return Ok(Found::Mine(key.to_string())),
+                Some(false) => {}
+                None => {
+                    if issue["fields"]["summary"].as_str().map(str::trim) == Some(summary.trim()) {
+                        unmarked.push(key.to_string());
+                    }
+                }
             }
         }
         Ok(if unmarked.is_empty() {
@@ -483,7 +565,15 @@ impl Executor<'_> {
             };
             fields.insert("issuetype".into(), type_ref);
         }
-        for key in ["summary", "description", "duedate"] {
+        // The summary is sent trimmed: Jira stores it as sent (`SummarySystemField` trims only a
+        // copy for validation), and a later look compares it trimmed.
+        if let Some(summary) = params.get("summary").filter(|v| !v.is_null()) {
+            let summary = summary
+                .as_str()
+                .map_or_else(|| summary.clone(), |s| Value::from(s.trim()));
+            fields.insert("summary".into(), summary);
+        }
+        for key in ["description", "duedate"] {
             if let Some(value) = params.get(key).filter(|v| !v.is_null()) {
                 fields.insert(key.into(), value.clone());
             }
@@ -801,19 +891,35 @@ impl Executor<'_> {
             return Ok(json!({"comment_id": id}));
         }
         let marker = marker(command, self.agent);
-        let reply = self.jira.write(
+        match self.jira.write(
             "POST",
             &path,
             &json!({"body": body, "properties": [{"key": MARKER_KEY, "value": marker}]}),
-        )?;
-        let created: Value = super::jira_api::parse(&reply)?;
-        Ok(json!({"comment_id": created["id"].clone()}))
+        ) {
+            Ok(reply) => {
+                let created: Value = super::jira_api::parse(&reply)?;
+                Ok(json!({"comment_id": created["id"].clone()}))
+            }
+            Err(JiraError::Ambiguous(error)) => {
+                let id = self.look_after_lost_answer(command, &error, |executor| {
+                    executor.find_comment(&path, &body, command)
+                })?;
+                tracing::info!(
+                    command = command.id,
+                    "a lost comment's marker was found: it is done"
+                );
+                Ok(json!({"comment_id": id}))
+            }
+            Err(error) => Err(error.into()),
+        }
     }
 
     /// The id of the comment an earlier delivery of this command posted: a comment of this
-    /// account whose body is the same in [`normalized_body`] form (Cloud gives back converted
-    /// wiki markup) and whose marker names this command. A comment marked for another command is
-    /// never taken; an unmarked one (an agent before markers) is, as before.
+    /// account whose marker (its comment property) names this command, whatever its body now is
+    /// (Cloud gives back wiki markup converted from ADF, which changes more than whitespace). A
+    /// comment marked for another command, or unmarked, is never taken (a recurring text is not
+    /// proof, issue 24, §4). Only on a server without comment properties (before 7.2) is a comment
+    /// of this account with the same body in [`normalized_body`] form taken instead.
     fn find_comment(
         &mut self,
         path: &str,
@@ -822,8 +928,8 @@ impl Executor<'_> {
     ) -> Result<Option<Value>, Fail> {
         let me = self.jira.me()?;
         let cloud = self.jira.deployment()? == Deployment::Cloud;
+        let by_marker = self.jira.has_comment_properties()?;
         let wanted = normalized_body(body);
-        let mut candidates = Vec::new();
         let mut start_at = 0u64;
         loop {
             let page: Value = self
@@ -838,9 +944,28 @@ impl Executor<'_> {
                 } else {
                     me.name.is_some() && author["name"].as_str() == me.name.as_deref()
                 };
-                if mine && comment["body"].as_str().map(normalized_body).as_deref() == Some(&wanted)
+                if !mine {
+                    continue;
+                }
+                let id = comment["id"].clone();
+                if !by_marker {
+                    if comment["body"].as_str().map(normalized_body).as_deref() == Some(&wanted) {
+                        return Ok(Some(id));
+                    }
+                    continue;
+                }
+                let id_text = match &id {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                let property = format!(
+                    "/rest/api/2/comment/{}/properties/{MARKER_KEY}",
+                    jql::encode(&id_text)
+                );
+                if let Some(Some(true)) =
+                    self.property(&property)?.map(|v| marker_is_of(&v, command))
                 {
-                    candidates.push(comment["id"].clone());
+                    return Ok(Some(id));
                 }
             }
             start_at += comments.len() as u64;
@@ -849,25 +974,7 @@ impl Executor<'_> {
                 break;
             }
         }
-        let mut unmarked = None;
-        for id in candidates {
-            let id_text = match &id {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            let property = format!(
-                "/rest/api/2/comment/{}/properties/{MARKER_KEY}",
-                jql::encode(&id_text)
-            );
-            match self.property(&property)?.map(|v| marker_is_of(&v, command)) {
-                Some(Some(true)) => return Ok(Some(id)),
-                Some(Some(false)) => {}
-                Some(None) | None => {
-                    unmarked.get_or_insert(id);
-                }
-            }
-        }
-        Ok(unmarked)
+        Ok(None)
     }
 
     // ---- refresh ----
@@ -962,6 +1069,12 @@ fn text(params: &Value, key: &str) -> Option<String> {
 /// batch is measured on the hub's clock and carried to Jira's, and a claim answer may reach the
 /// agent late (a relay folder synchronised every few minutes).
 const WINDOW_MARGIN: Duration = Duration::from_secs(15 * 60);
+
+/// The first wait before a lost write's marker is looked for; each next wait doubles, up to
+/// [`LOOK_MAX_STEP`]. A write whose answer was cut after Jira made it shows at the first look on
+/// Data Center, and as soon as Cloud's search catches up there.
+const LOOK_FIRST_STEP: Duration = Duration::from_secs(1);
+const LOOK_MAX_STEP: Duration = Duration::from_secs(30);
 
 /// What the check before a repeated create found.
 enum Found {
@@ -1097,8 +1210,12 @@ mod tests {
             crate::agent::config::Secret::new(crate::agent::net::basic_auth("agent", "secret")),
             config.deployment,
             0,
+            // A clock of the test's own: the client's waits (a backoff after a 5xx) take no
+            // wall time.
             std::sync::Arc::new(crate::agent::wait::Waits::new(
-                std::sync::Arc::new(crate::clock::SystemClock),
+                std::sync::Arc::new(crate::clock::ManualClock::new(
+                    time::OffsetDateTime::now_utc(),
+                )),
                 std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
                 crate::agent::wait::Notifier::Systemd,
             )),
@@ -1163,6 +1280,7 @@ mod tests {
             search_lag: None,
             agent: "agent-1",
             write_limit: Duration::from_secs(60),
+            grace: Duration::from_secs(180),
             claimed: Some(("2026-11-29T10:05:00Z", std::time::Instant::now())),
             sleep: &sleep,
         };
@@ -1210,6 +1328,7 @@ mod tests {
             search_lag: None,
             agent: "agent-1",
             write_limit: Duration::from_secs(60),
+            grace: Duration::from_secs(180),
             claimed: None,
             sleep: &sleep,
         };
@@ -1219,5 +1338,367 @@ mod tests {
             Outcome::Done(json!({"key": "AURORA-10", "created": true}))
         );
         assert!(slept.borrow().is_empty());
+    }
+
+    fn first_delivery(command_type: &str, params: Value) -> ClaimedCommand {
+        serde_json::from_value(
+            json!({"id": 7, "batch_id": 2, "seq": 1, "type": command_type,
+            "params": params, "delivery": 1, "enqueued_at": "2026-11-29T10:00:00Z"}),
+        )
+        .unwrap()
+    }
+
+    fn mine() -> Value {
+        json!({"key": "jira-hub", "value": {"command": 7, "batch": 2,
+               "enqueued_at": "2026-11-29T10:00:00Z"}})
+    }
+
+    fn aurora_settings() -> AgentSettings {
+        AgentSettings::from_value(&json!({"project_key": "AURORA",
+            "issue_types": {"task": {"name": "Задача", "id": "10002"}, "epic": {"name": "Эпик"}}}))
+    }
+
+    /// Runs `command` against `jira` with a recording sleep; returns the outcome and the waits.
+    fn run_recorded(jira: &mut Jira, command: &ClaimedCommand) -> (Outcome, Vec<Duration>) {
+        let settings = aurora_settings();
+        let slept = std::cell::RefCell::new(Vec::<Duration>::new());
+        let sleep = |d: Duration| {
+            slept.borrow_mut().push(d);
+            true
+        };
+        let mut executor = Executor {
+            jira,
+            settings: &settings,
+            page_size: 100,
+            max_retries: 0,
+            search_lag: None,
+            agent: "agent-1",
+            write_limit: Duration::from_secs(60),
+            grace: Duration::from_secs(180),
+            claimed: Some(("2026-11-29T10:05:00Z", std::time::Instant::now())),
+            sleep: &sleep,
+        };
+        let outcome = executor.execute(command, &mut |_| Ok(()));
+        (outcome, slept.into_inner())
+    }
+
+    /// Issue 24, §4: a create whose answer was lost (a 502 after Jira made it) is found by its
+    /// marker within seconds, not after the whole grace: Cloud's search shows it, with its
+    /// property, at the third look (1 + 2 + 4 s on the injected sleep). No second create. The
+    /// summary went out trimmed, and an Automation rule rewrote it: the marker decides.
+    #[test]
+    fn a_lost_create_is_found_by_its_marker_within_seconds_on_cloud() {
+        fn answer(method: &str, path: &str, nth: usize) -> (u16, Value) {
+            match (method, path) {
+                ("GET", "/rest/api/2/serverInfo") => (
+                    200,
+                    json!({"deploymentType": "Cloud",
+                    "serverTime": "2026-11-29T13:05:00.000+0300", "versionNumbers": [1001, 0, 0]}),
+                ),
+                ("POST", "/rest/api/2/issue") => (502, json!({"errorMessages": ["Bad Gateway"]})),
+                ("GET", "/rest/api/2/search/jql") if nth < 3 => (
+                    200,
+                    json!({"isLast": true, "issues": [
+                        {"id": "10000", "key": "AURORA-8", "fields": {"summary": "Другая"},
+                         "properties": {"jira-hub": {"command": 6, "batch": 2}}}]}),
+                ),
+                ("GET", "/rest/api/2/search/jql") => (
+                    200,
+                    json!({"isLast": true, "issues": [
+                        {"id": "10000", "key": "AURORA-8", "fields": {"summary": "Другая"},
+                         "properties": {"jira-hub": {"command": 6, "batch": 2}}},
+                        {"id": "10001", "key": "AURORA-9", "fields": {"summary": "[Авто] Облачная"},
+                         "properties": {"jira-hub": mine()["value"].clone()}}]}),
+                ),
+                _ => (404, json!({"errorMessages": ["нет"]})),
+            }
+        }
+        let jira_server = canned(answer);
+        let mut jira = jira_at(&jira_server.url);
+        let command = first_delivery(
+            "ensure_issue",
+            json!({"issue_type": "task", "summary": "  Облачная  "}),
+        );
+        let (outcome, slept) = run_recorded(&mut jira, &command);
+        assert_eq!(
+            outcome,
+            Outcome::Done(json!({"key": "AURORA-9", "created": true}))
+        );
+        assert_eq!(
+            slept,
+            [1, 2, 4].map(Duration::from_secs),
+            "three looks, 7 s in all"
+        );
+        let seen = jira_server.seen.lock().unwrap().clone();
+        let posts = seen
+            .iter()
+            .filter(|l| *l == "POST /rest/api/2/issue")
+            .count();
+        assert_eq!(posts, 1, "{seen:?}");
+        assert!(
+            !seen.iter().any(|l| l.contains("/properties/")),
+            "Cloud's search brought the markers: {seen:?}"
+        );
+    }
+
+    /// Data Center's search has no properties: each candidate's marker is read, whatever its
+    /// summary; a write still unseen at the end of the grace is given back, and the looks'
+    /// waits add up to the grace exactly.
+    #[test]
+    fn on_data_center_every_candidate_is_read_and_an_unseen_write_is_released_after_the_grace() {
+        fn answer(method: &str, path: &str, _: usize) -> (u16, Value) {
+            match (method, path) {
+                ("GET", "/rest/api/2/serverInfo") => (
+                    200,
+                    json!({"deploymentType": "Server",
+                    "serverTime": "2026-11-29T13:05:00.000+0300", "versionNumbers": [9, 12, 0]}),
+                ),
+                ("POST", "/rest/api/2/issue") => (502, json!({"errorMessages": ["Bad Gateway"]})),
+                ("GET", "/rest/api/2/search") => (
+                    200,
+                    json!({"startAt": 0, "maxResults": 100, "total": 2, "issues": [
+                        {"id": "10000", "key": "AURORA-8", "fields": {"summary": "Другая"}},
+                        {"id": "10001", "key": "AURORA-9", "fields": {"summary": "[Авто] Серверная"}}]}),
+                ),
+                ("GET", "/rest/api/2/issue/AURORA-8/properties/jira-hub") => (
+                    200,
+                    json!({"key": "jira-hub", "value": {"command": 6, "batch": 2}}),
+                ),
+                _ => (404, json!({"errorMessages": ["нет"]})),
+            }
+        }
+        let jira_server = canned(answer);
+        let mut jira = jira_at(&jira_server.url);
+        let command = first_delivery(
+            "ensure_issue",
+            json!({"issue_type": "task", "summary": "Серверная"}),
+        );
+        let (outcome, slept) = run_recorded(&mut jira, &command);
+        assert!(matches!(outcome, Outcome::Released(_)), "{outcome:?}");
+        assert_eq!(slept.iter().sum::<Duration>(), Duration::from_secs(180));
+        assert_eq!(
+            slept,
+            [1, 2, 4, 8, 16, 30, 30, 30, 30, 29].map(Duration::from_secs)
+        );
+        let seen = jira_server.seen.lock().unwrap().clone();
+        let count = |line: &str| seen.iter().filter(|l| *l == line).count();
+        assert_eq!(
+            count("POST /rest/api/2/issue"),
+            1,
+            "never repeated: {seen:?}"
+        );
+        // Each look read the marker of both candidates, the rewritten summary's too.
+        assert_eq!(
+            count("GET /rest/api/2/issue/AURORA-9/properties/jira-hub"),
+            slept.len()
+        );
+        assert_eq!(
+            count("GET /rest/api/2/issue/AURORA-8/properties/jira-hub"),
+            slept.len()
+        );
+    }
+
+    /// Issue 24, §4: a comment is recognised by its marker. A lost comment's marker found at the
+    /// second look: done. An unmarked comment of this account with the same text (last week's
+    /// «Перенесено в следующий спринт») is never adopted.
+    #[test]
+    fn comments_are_recognised_by_their_marker_and_a_look_alike_is_never_adopted() {
+        fn answer(method: &str, path: &str, nth: usize) -> (u16, Value) {
+            let old = json!({"id": "100", "body": "Перенесено в следующий спринт",
+                             "author": {"name": "agent"}});
+            let new = json!({"id": "101", "body": "Перенесено в следующий спринт\n",
+                             "author": {"name": "agent"}});
+            match (method, path) {
+                ("GET", "/rest/api/2/serverInfo") => (
+                    200,
+                    json!({"deploymentType": "Server",
+                    "serverTime": "2026-11-29T13:05:00.000+0300", "versionNumbers": [9, 12, 0]}),
+                ),
+                ("GET", "/rest/api/2/myself") => (200, json!({"name": "agent"})),
+                ("POST", "/rest/api/2/issue/AURORA-1/comment") => {
+                    (504, json!({"errorMessages": ["Gateway Time-out"]}))
+                }
+                ("GET", "/rest/api/2/issue/AURORA-1/comment") if nth < 2 => (
+                    200,
+                    json!({"startAt": 0, "maxResults": 100, "total": 1, "comments": [old]}),
+                ),
+                ("GET", "/rest/api/2/issue/AURORA-1/comment") => (
+                    200,
+                    json!({"startAt": 0, "maxResults": 100, "total": 2, "comments": [old, new]}),
+                ),
+                ("GET", "/rest/api/2/comment/101/properties/jira-hub") => (200, mine()),
+                _ => (404, json!({"errorMessages": ["нет"]})),
+            }
+        }
+        let jira_server = canned(answer);
+        let mut jira = jira_at(&jira_server.url);
+        let command = first_delivery(
+            "comment",
+            json!({"key": "AURORA-1", "body": "Перенесено в следующий спринт"}),
+        );
+        let (outcome, slept) = run_recorded(&mut jira, &command);
+        assert_eq!(outcome, Outcome::Done(json!({"comment_id": "101"})));
+        assert_eq!(slept, [1, 2].map(Duration::from_secs));
+        let seen = jira_server.seen.lock().unwrap().clone();
+        assert_eq!(
+            seen.iter()
+                .filter(|l| *l == "POST /rest/api/2/issue/AURORA-1/comment")
+                .count(),
+            1
+        );
+
+        // A redelivery finds only the unmarked look-alike: it posts its own comment.
+        fn redelivered(method: &str, path: &str, _: usize) -> (u16, Value) {
+            match (method, path) {
+                ("GET", "/rest/api/2/serverInfo") => (
+                    200,
+                    json!({"deploymentType": "Server",
+                    "serverTime": "2026-11-29T13:05:00.000+0300", "versionNumbers": [9, 12, 0]}),
+                ),
+                ("GET", "/rest/api/2/myself") => (200, json!({"name": "agent"})),
+                ("GET", "/rest/api/2/issue/AURORA-1/comment") => (
+                    200,
+                    json!({"startAt": 0, "maxResults": 100, "total": 1, "comments": [
+                        {"id": "100", "body": "Перенесено в следующий спринт", "author": {"name": "agent"}}]}),
+                ),
+                ("POST", "/rest/api/2/issue/AURORA-1/comment") => (201, json!({"id": "102"})),
+                _ => (404, json!({"errorMessages": ["нет"]})),
+            }
+        }
+        let jira_server = canned(redelivered);
+        let mut jira = jira_at(&jira_server.url);
+        let mut command = command.clone();
+        command.delivery = 2;
+        let (outcome, _) = run_recorded(&mut jira, &command);
+        assert_eq!(outcome, Outcome::Done(json!({"comment_id": "102"})));
+    }
+
+    /// Only where the server has no comment properties (it names a version before 7.2) is a
+    /// comment recognised by its body.
+    #[test]
+    fn a_server_without_comment_properties_recognises_a_comment_by_its_body() {
+        fn answer(method: &str, path: &str, _: usize) -> (u16, Value) {
+            match (method, path) {
+                ("GET", "/rest/api/2/serverInfo") => (
+                    200,
+                    json!({"deploymentType": "Server",
+                    "serverTime": "2026-11-29T13:05:00.000+0300", "versionNumbers": [7, 1, 0]}),
+                ),
+                ("GET", "/rest/api/2/myself") => (200, json!({"name": "agent"})),
+                ("GET", "/rest/api/2/issue/AURORA-1/comment") => (
+                    200,
+                    json!({"startAt": 0, "maxResults": 100, "total": 1, "comments": [
+                        {"id": "100", "body": "Готово\r\n", "author": {"name": "agent"}}]}),
+                ),
+                _ => (404, json!({"errorMessages": ["нет"]})),
+            }
+        }
+        let jira_server = canned(answer);
+        let mut jira = jira_at(&jira_server.url);
+        let mut command = first_delivery("comment", json!({"key": "AURORA-1", "body": "Готово"}));
+        command.delivery = 2;
+        let (outcome, _) = run_recorded(&mut jira, &command);
+        assert_eq!(outcome, Outcome::Done(json!({"comment_id": "100"})));
+    }
+
+    /// Issue 24, §4: a key refused in `key > "<key>"` is judged gone by reading it, not by the
+    /// refusal's words: a Russian-speaking account's 400 for a deleted key is recovered from
+    /// (the page is asked again after the key before), and a 400 for a key that is still there
+    /// fails the refresh with Jira's words.
+    #[test]
+    fn a_stale_key_is_recovered_from_whatever_the_language_of_jiras_error() {
+        fn issue(key: &str, id: u64) -> Value {
+            json!({"id": id.to_string(), "key": key, "fields": {"summary": key}})
+        }
+        fn page(issues: Vec<Value>, size: usize) -> (u16, Value) {
+            (
+                200,
+                json!({"startAt": 0, "maxResults": size, "total": issues.len(), "issues": issues}),
+            )
+        }
+        fn answer(method: &str, path: &str, nth: usize) -> (u16, Value) {
+            match (method, path, nth) {
+                ("GET", "/rest/api/2/serverInfo", _) => (
+                    200,
+                    json!({"deploymentType": "Server", "versionNumbers": [9, 12, 0]}),
+                ),
+                ("GET", "/rest/api/2/search", 1) => {
+                    page(vec![issue("AURORA-1", 1), issue("AURORA-2", 2)], 2)
+                }
+                ("GET", "/rest/api/2/search", 2) => (
+                    400,
+                    json!({"errorMessages": ["Задача с ключом 'AURORA-2' не существует для поля 'key'."], "errors": {}}),
+                ),
+                ("GET", "/rest/api/2/search", 3) => page(vec![issue("AURORA-3", 3)], 2),
+                ("GET", "/rest/api/2/search", _) => page(vec![], 2),
+                ("GET", "/rest/api/2/issue/AURORA-2", _) => (
+                    404,
+                    json!({"errorMessages": ["Задача не существует, или у вас нет прав на её просмотр."]}),
+                ),
+                _ => (404, json!({"errorMessages": ["нет"]})),
+            }
+        }
+        let jira_server = canned(answer);
+        let mut jira = jira_at(&jira_server.url);
+        let settings = aurora_settings();
+        let sleep = |_: Duration| true;
+        let mut executor = Executor {
+            jira: &mut jira,
+            settings: &settings,
+            page_size: 2,
+            max_retries: 0,
+            search_lag: None,
+            agent: "agent-1",
+            write_limit: Duration::from_secs(60),
+            grace: Duration::from_secs(180),
+            claimed: None,
+            sleep: &sleep,
+        };
+        let refresh: ClaimedCommand = serde_json::from_value(json!({"id": 9, "batch_id": 3,
+            "seq": 1, "type": "refresh", "params": {"jql": "project = AURORA"}, "delivery": 1}))
+        .unwrap();
+        let mut keys = Vec::new();
+        let outcome = executor.execute(&refresh, &mut |page| {
+            for raw in page.issues {
+                let value: Value = serde_json::from_str(raw.get()).unwrap();
+                keys.push(value["key"].as_str().unwrap().to_string());
+            }
+            Ok(())
+        });
+        assert_eq!(
+            outcome,
+            Outcome::Done(json!({"total": 3, "boards": []})),
+            "{keys:?}"
+        );
+        assert_eq!(keys, ["AURORA-1", "AURORA-2", "AURORA-3"]);
+
+        // A refused key that still names its issue: Jira's words fail the refresh.
+        fn still_there(method: &str, path: &str, nth: usize) -> (u16, Value) {
+            match (method, path, nth) {
+                ("GET", "/rest/api/2/issue/AURORA-2", _) => (
+                    200,
+                    json!({"id": "2", "key": "AURORA-2", "fields": {"project": {"key": "AURORA"}}}),
+                ),
+                _ => answer(method, path, nth),
+            }
+        }
+        let jira_server = canned(still_there);
+        let mut jira = jira_at(&jira_server.url);
+        let mut executor = Executor {
+            jira: &mut jira,
+            settings: &settings,
+            page_size: 2,
+            max_retries: 0,
+            search_lag: None,
+            agent: "agent-1",
+            write_limit: Duration::from_secs(60),
+            grace: Duration::from_secs(180),
+            claimed: None,
+            sleep: &sleep,
+        };
+        match executor.execute(&refresh, &mut |_| Ok(())) {
+            Outcome::Failed(error) => assert!(error.contains("Задача с ключом"), "{error}"),
+            other => panic!("{other:?}"),
+        }
     }
 }

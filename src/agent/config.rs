@@ -96,6 +96,9 @@ pub(crate) struct AgentConfig {
     /// How long the hub keeps a command the agent gave back (a write's answer was lost) before
     /// handing it out again: longer than any server or proxy time limit plus Cloud's search lag.
     pub release_grace: Duration,
+    /// `--once` or `--check`: a run beside the agent that may be running under the same name.
+    /// Never read from the file.
+    pub one_shot: bool,
 }
 
 /// The environment the loader reads: variables and the systemd credentials folder. Tests pass
@@ -213,7 +216,7 @@ impl AgentConfig {
             .filter(|k| !KNOWN_KEYS.contains(k) && !LEGACY_KEYS.contains(k))
             .collect();
         if !unknown.is_empty() {
-            tracing::warn!(keys = ?unknown, "unknown config keys are ignored");
+            tracing::warn!(keys = %unknown.join(", "), "unknown config keys are ignored");
         }
         Self::from_map(&map, env)
     }
@@ -334,7 +337,7 @@ impl AgentConfig {
             name,
             ca_file: string(map, "ca_file")?.map(PathBuf::from),
             connect_timeout: secs("connect_timeout_seconds", 10, 1, 3600)?,
-            request_timeout: secs("request_timeout_seconds", 60, 1, 3600)?,
+            request_timeout: request_timeout(map, env)?,
             heartbeat: secs("heartbeat_seconds", 60, 1, 86_400)?,
             idle_poll: Duration::from_millis(
                 integer(map, "idle_poll_ms", 10, 3_600_000)?.unwrap_or(2000),
@@ -357,6 +360,7 @@ impl AgentConfig {
                 1,
                 u64::from(crate::protocol::MAX_NOT_BEFORE_SECONDS),
             )?,
+            one_shot: false,
         })
     }
 
@@ -391,6 +395,53 @@ fn url(map: &Map<String, Value>, key: &str) -> Result<Option<String>, ConfigErro
         return Err(refuse(key, "expected an http:// or https:// URL"));
     }
     Ok(Some(value))
+}
+
+/// The longest `request_timeout_seconds`: half the `WatchdogSec=180` of the shipped unit. A
+/// call to Jira or the hub blocks the agent's one thread (ureq), and no watchdog ping goes out
+/// meanwhile; systemd kills a service whose pings stop for `WatchdogSec` (systemd.service(5):
+/// "the service … must call sd_notify(3) regularly with WATCHDOG=1"), so a longer timeout could
+/// get a healthy agent killed in the middle of a write (issue 24, §4).
+pub(crate) const MAX_REQUEST_TIMEOUT_SECONDS: u64 = 90;
+
+/// `request_timeout_seconds`, checked against the watchdog: at most
+/// [`MAX_REQUEST_TIMEOUT_SECONDS`], and at most half of the watchdog systemd runs this process
+/// under (`WATCHDOG_USEC`, set when the unit has `WatchdogSec=`; sd_watchdog_enabled(3)).
+fn request_timeout(
+    map: &Map<String, Value>,
+    env: &Environment<'_>,
+) -> Result<Duration, ConfigError> {
+    const KEY: &str = "request_timeout_seconds";
+    let timeout = Duration::from_secs(integer(map, KEY, 1, 3600)?.unwrap_or(60));
+    let watchdog = env
+        .get("WATCHDOG_USEC")
+        .and_then(|usec| usec.trim().parse::<u64>().ok())
+        .filter(|usec| *usec > 0)
+        .map(Duration::from_micros);
+    let (allowed, why) = match watchdog {
+        Some(watchdog) => (
+            (watchdog / 2).min(Duration::from_secs(MAX_REQUEST_TIMEOUT_SECONDS)),
+            format!(
+                "systemd's watchdog of this service is {} s (WatchdogSec)",
+                watchdog.as_secs()
+            ),
+        ),
+        None => (
+            Duration::from_secs(MAX_REQUEST_TIMEOUT_SECONDS),
+            "the shipped unit's watchdog is 180 s (WatchdogSec)".to_string(),
+        ),
+    };
+    if timeout > allowed {
+        return Err(refuse(
+            KEY,
+            format!(
+                "{} s is more than the watchdog allows: {why}, and a call to Jira blocks the agent without feeding it; at most {} s (half of it)",
+                timeout.as_secs(),
+                allowed.as_secs()
+            ),
+        ));
+    }
+    Ok(timeout)
 }
 
 fn integer(
@@ -643,5 +694,37 @@ mod tests {
                 .key,
             "agent_token_file"
         );
+    }
+
+    /// Issue 24, §4: a request timeout the watchdog would not survive is refused with a clear
+    /// error, against the shipped unit's watchdog and against the one systemd runs it under.
+    #[test]
+    fn the_request_timeout_cannot_outlast_the_watchdog() {
+        let mut value = minimal();
+        value["request_timeout_seconds"] = json!(90);
+        assert_eq!(
+            load(value.clone()).unwrap().request_timeout,
+            Duration::from_secs(90)
+        );
+        value["request_timeout_seconds"] = json!(300);
+        let error = load(value.clone()).unwrap_err().to_string();
+        assert!(
+            error.contains("request_timeout_seconds")
+                && error.contains("300 s is more than the watchdog allows")
+                && error.contains("at most 90 s"),
+            "{error}"
+        );
+        // Under a unit with WatchdogSec=60: at most 30 s.
+        let env = |name: &str| (name == "WATCHDOG_USEC").then(|| "60000000".to_string());
+        value["request_timeout_seconds"] = json!(45);
+        let error = AgentConfig::from_text(&value.to_string(), &Environment { var: &env })
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("60 s (WatchdogSec)") && error.contains("at most 30 s"),
+            "{error}"
+        );
+        value["request_timeout_seconds"] = json!(30);
+        assert!(AgentConfig::from_text(&value.to_string(), &Environment { var: &env }).is_ok());
     }
 }

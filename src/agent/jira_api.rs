@@ -289,6 +289,18 @@ impl Jira {
         Ok(self.version.is_none_or(|version| version < (7, 2)))
     }
 
+    /// Whether comments carry entity properties set in the add request, so that the agent's
+    /// comments are recognised by their marker: Cloud, and a server that says it is 7.2 or later
+    /// (`CommentJsonBean.properties`); a server that names an older version has none, and only
+    /// there is a comment recognised by its body. A server that does not say is taken to have
+    /// them: an unmarked comment is then never adopted (issue 24, §4).
+    pub(crate) fn has_comment_properties(&mut self) -> Result<bool, JiraError> {
+        if self.deployment()? == Deployment::Cloud {
+            return Ok(true);
+        }
+        Ok(self.version.is_none_or(|version| version >= (7, 2)))
+    }
+
     /// Jira's clock minus the agent's, in milliseconds, when a `serverInfo` told it.
     pub(crate) fn skew_ms(&self) -> Option<i64> {
         self.skew_ms
@@ -341,7 +353,7 @@ impl Jira {
             .client
             .send(method, &url, self.authorization.expose(), body);
         self.last_call = Some(self.waits.now());
-        tracing::debug!(method, path = %path_only(path), status = ?result.as_ref().map(|r| r.status).ok(), "jira call");
+        tracing::debug!(method, path = %path_only(path), status = result.as_ref().map(|r| r.status).ok(), "jira call");
         if let Ok(reply) = &result {
             self.note_limits(reply);
         }
@@ -514,9 +526,9 @@ impl Jira {
         parse(&reply)
     }
 
-    /// A write: repeated only when it certainly was not applied (no connection, 429). A timeout,
-    /// a dropped connection or a 5xx (503 included, after its `Retry-After`) is `Ambiguous`: the
-    /// caller checks Jira before it writes again.
+    /// A write: repeated only when it certainly was not applied (no connection, 429, 503 with
+    /// `Retry-After`). A timeout, a dropped connection or another 5xx (a 503 without
+    /// `Retry-After` included) is `Ambiguous`: the caller checks Jira before it writes again.
     pub(crate) fn write(
         &mut self,
         method: &str,
@@ -535,8 +547,11 @@ impl Jira {
                 }
                 Err(CallError::Net(e)) => Failure::Net(e),
                 Ok(reply) if (200..300).contains(&reply.status) => return Ok(reply),
-                Ok(reply) if reply.status == 429 => {
-                    // Nothing was applied: waited out and sent again.
+                Ok(reply) if is_rate_limited(&reply) => {
+                    // Nothing was applied: waited out and sent again. A 503 with `Retry-After` is
+                    // a resource limit reached, "handled with similar logic" to a 429 (see
+                    // `is_rate_limited`): never a lost answer, never the release grace, never a
+                    // delivery (issue 24, §4).
                     self.count(0, 1);
                     limited += 1;
                     if limited > MAX_RATE_LIMITED {
@@ -547,11 +562,6 @@ impl Jira {
                     }
                     self.wait_after(Some(&reply), attempt)?;
                     continue;
-                }
-                Ok(reply) if reply.status == 503 => {
-                    self.count(0, 1);
-                    self.wait_after(Some(&reply), attempt)?;
-                    return Err(JiraError::Ambiguous(error_text(&reply)));
                 }
                 Ok(reply) if reply.status >= 500 => {
                     self.wait_after(None, attempt)?;
@@ -576,9 +586,21 @@ impl Jira {
         page_size: u32,
         on_page: &mut dyn FnMut(SearchPage) -> Result<(), JiraError>,
     ) -> Result<u64, JiraError> {
+        self.search_with(query, fields, None, page_size, on_page)
+    }
+
+    /// [`Jira::search`], on Cloud with `properties` asked for too.
+    fn search_with(
+        &mut self,
+        query: &str,
+        fields: &str,
+        properties: Option<&str>,
+        page_size: u32,
+        on_page: &mut dyn FnMut(SearchPage) -> Result<(), JiraError>,
+    ) -> Result<u64, JiraError> {
         match self.deployment()? {
             Deployment::Server => self.search_server(query, fields, page_size, on_page),
-            Deployment::Cloud => self.search_cloud(query, fields, page_size, on_page),
+            Deployment::Cloud => self.search_cloud(query, fields, properties, page_size, on_page),
         }
     }
 
@@ -599,6 +621,8 @@ impl Jira {
     ///   not exist", moved: "… cannot be applied to moved issue key …"), the page is asked again
     ///   after the previous key of the last good page, issues already sent are skipped by id; when
     ///   no key of that page is left, P is paged again from its start, de-duplicated the same way;
+    /// - an empty page after `key > "P-n"` ends P, not the search (a full last page of P, or a
+    ///   first page that also held other projects' issues, is followed by one);
     /// - a page that does not come (a timeout, a 5xx after the retries, 413) is asked again from
     ///   the same place with half the page size, up to [`MAX_PAGE_FAILURES`] times in a row.
     fn search_server(
@@ -631,7 +655,14 @@ impl Jira {
                 Err(JiraError::Refused {
                     status: 400,
                     message,
-                }) if after.is_some() && is_stale_key(&message) => {
+                }) if after.is_some() => {
+                    let last = after.as_ref().map(|(k, _)| k.as_str()).unwrap_or_default();
+                    if !self.key_is_gone(last)? {
+                        return Err(JiraError::Refused {
+                            status: 400,
+                            message,
+                        });
+                    }
                     let (gone, _) = cursor.pop().unwrap_or_default();
                     tracing::warn!(key = %gone, %message, "the last key of a page left the project or was deleted: paging again from the key before it");
                     if cursor.is_empty() {
@@ -711,6 +742,16 @@ impl Jira {
                 })?;
                 sent += new;
             }
+            if count == 0 && !first_of_project {
+                // `key > "P-n"` names project P alone (Jira's `IssueIdClauseQueryFactory`): an
+                // empty page after it ends P, not the search. The other projects of the query
+                // come next (issue 24, §4).
+                if let Some(finished) = project.take() {
+                    done.push(finished);
+                }
+                cursor.clear();
+                continue;
+            }
             if count == 0 || (first_of_project && count < asked && others == 0) {
                 break;
             }
@@ -727,11 +768,25 @@ impl Jira {
         Ok(sent)
     }
 
+    /// Whether `key` (the last key of a page, refused in `key > "<key>"` with a 400) no longer
+    /// names an issue under that key: deleted (404) or moved (Jira finds the issue by its old
+    /// key and answers with its new one). Read, not guessed from the refusal's words: Jira words
+    /// JQL errors in the searching account's language (issue 24, §4).
+    fn key_is_gone(&mut self, key: &str) -> Result<bool, JiraError> {
+        let path = format!("/rest/api/2/issue/{}?fields=project", jql::encode(key));
+        match self.read_json::<Value>(&path) {
+            Ok(issue) => Ok(issue.get("key").and_then(Value::as_str) != Some(key)),
+            Err(JiraError::Refused { status: 404, .. }) => Ok(true),
+            Err(error) => Err(error),
+        }
+    }
+
     /// Cloud: `search/jql` with `nextPageToken` until `isLast` or no token. No total.
     fn search_cloud(
         &mut self,
         query: &str,
         fields: &str,
+        properties: Option<&str>,
         page_size: u32,
         on_page: &mut dyn FnMut(SearchPage) -> Result<(), JiraError>,
     ) -> Result<u64, JiraError> {
@@ -751,6 +806,9 @@ impl Jira {
                 jql::encode(query),
                 jql::encode(fields)
             );
+            if let Some(properties) = properties {
+                path.push_str(&format!("&properties={}", jql::encode(properties)));
+            }
             if let Some(token) = &token {
                 path.push_str(&format!("&nextPageToken={}", jql::encode(token)));
             }
@@ -781,14 +839,22 @@ impl Jira {
         Ok(sent)
     }
 
-    /// A whole small search as parsed values (duplicate checks: a handful of issues).
+    /// A whole small search as parsed values (duplicate checks: a handful of issues). On Cloud
+    /// the entity property `property` comes with each issue (`properties`, up to 5 keys, in
+    /// `search/jql`); Data Center's search never returns properties (JRASERVER-62898), so there
+    /// the caller reads them one by one.
     pub(crate) fn search_values(
         &mut self,
         query: &str,
         fields: &str,
+        property: Option<&str>,
     ) -> Result<Vec<Value>, JiraError> {
         let mut found = Vec::new();
-        self.search(query, fields, 100, &mut |page| {
+        let properties = match self.deployment()? {
+            Deployment::Cloud => property,
+            Deployment::Server => None,
+        };
+        self.search_with(query, fields, properties, 100, &mut |page| {
             for raw in page.issues {
                 found.push(serde_json::from_str(raw.get()).unwrap_or(Value::Null));
             }
@@ -1110,14 +1176,6 @@ fn split_key(key: &str) -> Option<(&str, u64)> {
     Some((project, number.parse().ok()?))
 }
 
-/// Jira's refusal of a key comparison whose key is gone: deleted ("An issue with key 'X' does
-/// not exist for field 'key'.") or moved ("Operator '>' cannot be applied to moved issue key
-/// 'X'."), as Jira Server words them (its `IssueIdValidator` and moved-key check).
-fn is_stale_key(message: &str) -> bool {
-    (message.contains("An issue with key") && message.contains("does not exist"))
-        || message.contains("cannot be applied to moved issue key")
-}
-
 /// A page that did not come for want of time or room: no answer, a 5xx, or 413.
 fn is_page_failure(error: &JiraError, failure: Option<ReadFailure>) -> bool {
     match error {
@@ -1373,19 +1431,6 @@ mod tests {
         let typed = reply(None, br#"{"total":"many","issues":[]}"#);
         assert!(server_page(&typed).is_err(), "paging fields are typed");
         assert!(server_page(&reply(None, br#"{"issues":[]}"#)).is_ok());
-    }
-
-    #[test]
-    fn a_gone_key_is_recognised_in_jiras_words() {
-        assert!(is_stale_key(
-            "An issue with key 'AURORA-7' does not exist for field 'key'."
-        ));
-        assert!(is_stale_key(
-            "Operator '>' cannot be applied to moved issue key 'AURORA-7'."
-        ));
-        assert!(!is_stale_key(
-            "Field 'key' does not exist or you do not have permission to view it."
-        ));
     }
 
     #[test]

@@ -44,6 +44,7 @@ pub(crate) fn run(config: AgentConfig, shutdown: Arc<AtomicBool>) -> anyhow::Res
 pub(crate) fn run_once(mut config: AgentConfig, shutdown: Arc<AtomicBool>) -> anyhow::Result<()> {
     // One cycle answers at once: with nothing queued it must not wait for work.
     config.claim_wait = Duration::ZERO;
+    config.one_shot = true;
     Agent::new(&config, shutdown, Arc::new(SystemClock), Notifier::Systemd)?.run(Some(1))
 }
 
@@ -52,6 +53,7 @@ pub(crate) fn run_once(mut config: AgentConfig, shutdown: Arc<AtomicBool>) -> an
 pub(crate) fn check(mut config: AgentConfig, shutdown: Arc<AtomicBool>) -> anyhow::Result<bool> {
     // The settings come with a claim that takes nothing and must not wait for work.
     config.claim_wait = Duration::ZERO;
+    config.one_shot = true;
     let mut agent = Agent::new(&config, shutdown, Arc::new(SystemClock), Notifier::Systemd)?;
     let lines = preflight::run(&mut agent.jira, &agent.hub);
     let ok = lines.iter().all(|line| line.ok);
@@ -494,6 +496,7 @@ impl Agent {
                 search_lag: self.search_lag,
                 agent: &self.name,
                 write_limit: self.request_timeout,
+                grace: self.release_grace,
                 claimed: self
                     .claimed
                     .as_ref()

@@ -247,7 +247,13 @@ mod tls {
     };
 
     /// WebPKI's verdict, except that a server presenting exactly one of the pinned certificates
-    /// is accepted (its handshake signature is still checked against that certificate's key).
+    /// may lack a chain to a root: a self-signed certificate is its own issuer, and WebPKI
+    /// refuses a CA certificate presented as the server's own (`CaUsedAsEndEntity`) or one it
+    /// cannot chain (`UnknownIssuer`). Everything else is checked as for any certificate (issue
+    /// 24, §4): its validity period (WebPKI checks it before the issuer, so an expired or not yet
+    /// valid pinned certificate is refused with that reason), the host name it is for (checked
+    /// here, as WebPKI checks it only after a chain), and the handshake signature against its
+    /// key.
     #[derive(Debug)]
     struct PinnedVerifier {
         webpki: Arc<WebPkiServerVerifier>,
@@ -271,12 +277,15 @@ mod tls {
                 now,
             ) {
                 Ok(verified) => Ok(verified),
-                Err(_)
-                    if self
-                        .pinned
-                        .iter()
-                        .any(|p| p.as_ref() == end_entity.as_ref()) =>
+                Err(error)
+                    if only_the_chain(&error)
+                        && self
+                            .pinned
+                            .iter()
+                            .any(|p| p.as_ref() == end_entity.as_ref()) =>
                 {
+                    let parsed = rustls::server::ParsedCertificate::try_from(end_entity)?;
+                    rustls::client::verify_server_name(&parsed, server_name)?;
                     Ok(ServerCertVerified::assertion())
                 }
                 Err(error) => Err(error),
@@ -306,24 +315,34 @@ mod tls {
         }
     }
 
+    /// Whether WebPKI refused a certificate only for want of a chain to a root (see
+    /// [`PinnedVerifier`]): no issuer known, or a CA certificate used as the server's own.
+    fn only_the_chain(error: &rustls::Error) -> bool {
+        use rustls::CertificateError;
+        match error {
+            rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer) => true,
+            rustls::Error::InvalidCertificate(CertificateError::Other(other)) => matches!(
+                other.0.downcast_ref::<webpki::Error>(),
+                Some(webpki::Error::CaUsedAsEndEntity)
+            ),
+            _ => false,
+        }
+    }
+
     /// The client config: the roots (system's and the file's) and the pinned certificates.
     pub(super) fn pinned_config(
         roots: &[ureq::tls::Certificate<'static>],
         pinned: &[ureq::tls::Certificate<'static>],
     ) -> anyhow::Result<Arc<ClientConfig>> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut store = RootCertStore::empty();
-        store.add_parsable_certificates(roots.iter().map(|c| CertificateDer::from(c.der())));
-        let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(store), provider.clone())
-            .build()
-            .map_err(|e| anyhow::anyhow!("ca_file: no usable certificate: {e}"))?;
-        let verifier = PinnedVerifier {
-            webpki,
-            pinned: pinned
+        let verifier = pinned_verifier(
+            roots.iter().map(|c| CertificateDer::from(c.der())),
+            pinned
                 .iter()
                 .map(|c| CertificateDer::from(c.der().to_vec()))
                 .collect(),
-        };
+            provider.clone(),
+        )?;
         let config = ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| anyhow::anyhow!("TLS: {e}"))?
@@ -331,6 +350,100 @@ mod tls {
             .with_custom_certificate_verifier(Arc::new(verifier))
             .with_no_client_auth();
         Ok(Arc::new(config))
+    }
+
+    fn pinned_verifier<'a>(
+        roots: impl Iterator<Item = CertificateDer<'a>>,
+        pinned: Vec<CertificateDer<'static>>,
+        provider: Arc<rustls::crypto::CryptoProvider>,
+    ) -> anyhow::Result<PinnedVerifier> {
+        let mut store = RootCertStore::empty();
+        store.add_parsable_certificates(roots);
+        let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(store), provider)
+            .build()
+            .map_err(|e| anyhow::anyhow!("ca_file: no usable certificate: {e}"))?;
+        Ok(PinnedVerifier { webpki, pinned })
+    }
+
+    /// Issue 24, §4: the pinned certificate is checked for host name and validity like any
+    /// other; only its missing chain is forgiven.
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use rustls::CertificateError;
+
+        /// A self-signed CA:TRUE certificate for `localhost`, as `openssl req -x509` makes,
+        /// valid from `from` to `to` (days from now).
+        fn self_signed(from: i64, to: i64) -> CertificateDer<'static> {
+            let key = rcgen::KeyPair::generate().unwrap();
+            let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+            params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            let now = time::OffsetDateTime::now_utc();
+            params.not_before = now + time::Duration::days(from);
+            params.not_after = now + time::Duration::days(to);
+            params.self_signed(&key).unwrap().der().clone()
+        }
+
+        fn verdict(pinned: &CertificateDer<'static>, host: &str) -> Result<(), rustls::Error> {
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let verifier =
+                pinned_verifier([pinned.clone()].into_iter(), vec![pinned.clone()], provider)
+                    .unwrap();
+            let name = ServerName::try_from(host.to_string()).unwrap();
+            verifier
+                .verify_server_cert(pinned, &[], &name, &[], UnixTime::now())
+                .map(|_| ())
+        }
+
+        #[test]
+        fn a_pinned_certificate_is_checked_for_host_and_validity() {
+            let good = self_signed(-1, 30);
+            assert_eq!(verdict(&good, "localhost"), Ok(()));
+            assert!(
+                matches!(
+                    verdict(&good, "jira.example.org"),
+                    Err(rustls::Error::InvalidCertificate(
+                        CertificateError::NotValidForName
+                            | CertificateError::NotValidForNameContext { .. }
+                    ))
+                ),
+                "another host: {:?}",
+                verdict(&good, "jira.example.org")
+            );
+            let expired = self_signed(-30, -1);
+            assert!(
+                matches!(
+                    verdict(&expired, "localhost"),
+                    Err(rustls::Error::InvalidCertificate(
+                        CertificateError::Expired | CertificateError::ExpiredContext { .. }
+                    ))
+                ),
+                "{:?}",
+                verdict(&expired, "localhost")
+            );
+            let early = self_signed(2, 30);
+            assert!(
+                matches!(
+                    verdict(&early, "localhost"),
+                    Err(rustls::Error::InvalidCertificate(
+                        CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. }
+                    ))
+                ),
+                "{:?}",
+                verdict(&early, "localhost")
+            );
+            // A certificate that is not the pinned one gets WebPKI's verdict.
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let verifier =
+                pinned_verifier([good.clone()].into_iter(), vec![good.clone()], provider).unwrap();
+            let stranger = self_signed(-1, 30);
+            let name = ServerName::try_from("localhost".to_string()).unwrap();
+            assert!(
+                verifier
+                    .verify_server_cert(&stranger, &[], &name, &[], UnixTime::now())
+                    .is_err()
+            );
+        }
     }
 
     /// ureq's TLS step (as its own `RustlsConnector`), with the config above.

@@ -39,6 +39,8 @@ const RELAY_FILE_MODE: u32 = 0o660;
 pub(crate) struct HubLink {
     way: Way,
     name: String,
+    /// How its request ids start: its name's, or a one-shot run's of that name.
+    id_prefix: String,
     token: Secret,
     answer_timeout: Duration,
     /// How long the hub may hold a claim while it has no work (`wait_seconds`).
@@ -85,12 +87,21 @@ impl HubLink {
                 url: url.clone(),
             },
         };
-        if let Way::Relay(dir) = &way {
+        // A run beside the running agent of its name (`--once`, `--check`) never waits at the
+        // hub, so it left no claim to take back; the claims there are that agent's, waiting.
+        if let Way::Relay(dir) = &way
+            && !config.one_shot
+        {
             forget_stale_claims(&dir.join("inbox"), &config.name);
         }
         HubLink {
             way,
             name: config.name.clone(),
+            id_prefix: if config.one_shot {
+                one_shot_prefix(&config.name)
+            } else {
+                id_prefix(&config.name)
+            },
             token: config.agent_token.clone(),
             answer_timeout: config.answer_timeout,
             claim_wait: config.claim_wait,
@@ -126,7 +137,7 @@ impl HubLink {
         last_error: Option<String>,
         check: Option<crate::protocol::CheckReport>,
     ) -> Result<(), LinkError> {
-        let id = new_id(&self.name);
+        let id = new_id_with(&self.id_prefix);
         let request = HeartbeatRequest {
             envelope: self.envelope(&id),
             agent_version: AGENT_VERSION.to_string(),
@@ -144,7 +155,7 @@ impl HubLink {
         settings_version: i64,
         max_commands: u32,
     ) -> Result<ClaimAnswer, LinkError> {
-        let id = new_id(&self.name);
+        let id = new_id_with(&self.id_prefix);
         let request = ClaimRequest {
             envelope: self.envelope(&id),
             agent_version: AGENT_VERSION.to_string(),
@@ -170,7 +181,7 @@ impl HubLink {
         results: Vec<CommandResult>,
         limit: Option<u64>,
     ) -> Result<ReportAnswer, (LinkError, Vec<CommandResult>)> {
-        let id = new_id(&self.name);
+        let id = new_id_with(&self.id_prefix);
         let request = ReportRequest {
             envelope: self.envelope(&id),
             results,
@@ -538,12 +549,28 @@ fn id_prefix(name: &str) -> String {
     }
 }
 
+/// The start of the request ids of a `--once` or `--check` run: its name made safe (at most 26
+/// characters), then `-once`. Its files (`claim-<name>-once-<hex>.json`) are its own: the agent
+/// running under the same name takes back only `claim-<name>-<hex>.json` when it starts, and
+/// the one-shot run takes back nothing, so neither touches the other's claim.
+fn one_shot_prefix(name: &str) -> String {
+    let mut prefix = id_prefix(name);
+    prefix.truncate(26);
+    format!("{prefix}-once")
+}
+
 /// A new request id: the agent's name made safe, a dash, a UUID v7 in 32 hex digits; at most 64
 /// characters of `[A-Za-z0-9_-]`. A v7 UUID starts with the time in milliseconds (then random
 /// bits, kept increasing within the process), so one agent's relay files sort by time in a
 /// listing.
+#[cfg(test)]
 pub(crate) fn new_id(name: &str) -> String {
-    format!("{}-{}", id_prefix(name), uuid::Uuid::now_v7().simple())
+    new_id_with(&id_prefix(name))
+}
+
+/// A new request id after `prefix` (from [`id_prefix`] or [`one_shot_prefix`]).
+fn new_id_with(prefix: &str) -> String {
+    format!("{prefix}-{}", uuid::Uuid::now_v7().simple())
 }
 
 #[cfg(test)]
@@ -559,6 +586,10 @@ mod tests {
             assert!(is_valid_id(&id), "{id}");
         }
         assert!(new_id("agent-1").starts_with("agent-1-"));
+        for name in ["agent-1", &"x".repeat(100)] {
+            let id = new_id_with(&one_shot_prefix(name));
+            assert!(is_valid_id(&id), "{id}");
+        }
         assert_ne!(new_id("a"), new_id("a"));
         // Time-ordered: later ids sort after earlier ones, and carry a v7 UUID.
         let ids: Vec<String> = (0..200).map(|_| new_id("agent-1")).collect();
@@ -649,6 +680,8 @@ mod tests {
             format!("claim-agent-10-{hex}.json"),
             format!("report-agent-1-{hex}.json"),
             format!("claim-agent-1-{hex}.json.part"),
+            // A `--once` or `--check` run of the same name, beside it.
+            format!("claim-{}-{hex}.json", one_shot_prefix("agent-1")),
         ];
         for name in kept.iter().chain([&ours]) {
             std::fs::write(dir.path().join(name), b"{}").unwrap();

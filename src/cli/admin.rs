@@ -1,7 +1,9 @@
 //! `init`, `migrate`, `tokens`, `backup`: setting a hub up and looking after its files.
 
 use super::Outcome;
-use super::{RotateWhich, open_existing_hub, open_hub, open_read_only_hub};
+use super::{
+    RotateWhich, open_existing_hub, open_hub, open_hub_also_in_empty_file, open_read_only_hub,
+};
 use crate::service::{ServiceError, TokenRole};
 use crate::store::data_dir_of;
 use anyhow::{Context, bail};
@@ -12,6 +14,7 @@ pub(crate) fn init(
     config_path: &Path,
     force: bool,
     if_new: bool,
+    use_empty_file: bool,
 ) -> anyhow::Result<Outcome> {
     // `-` reads standard input: the service user may not be allowed to open the operator's file.
     let text = if config_path == Path::new("-") {
@@ -23,7 +26,11 @@ pub(crate) fn init(
     };
     let config: serde_json::Value = serde_json::from_str(&text)
         .with_context(|| format!("конфиг {} — не JSON", config_path.display()))?;
-    let (mut hub, _) = open_hub(db)?;
+    let (mut hub, _) = if use_empty_file {
+        open_hub_also_in_empty_file(db)?
+    } else {
+        open_hub(db)?
+    };
     let report = match hub.init_from_config(&config, force) {
         Err(ServiceError::Conflict { field, .. }) if if_new && field == "settings" => {
             outln!("{} already has settings; nothing changed", db.display());

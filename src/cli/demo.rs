@@ -236,6 +236,22 @@ impl Process {
         }
     }
 
+    /// How it ended, in Russian, for a Russian line (one language a line): `код выхода 1`,
+    /// `убит сигналом 9`.
+    fn outcome_words(&self) -> String {
+        match self.exit {
+            Some(status) => match (
+                status.code(),
+                std::os::unix::process::ExitStatusExt::signal(&status),
+            ) {
+                (Some(code), _) => format!("код выхода {code}"),
+                (None, Some(signal)) => format!("убит сигналом {signal}"),
+                (None, None) => "завершился".to_string(),
+            },
+            None => "не остановился".to_string(),
+        }
+    }
+
     /// Exited 0, or, when the demo was told to stop, ended by the stop signal itself (one that
     /// came before the child was up to catch it: Ctrl-C right after the start).
     fn succeeded(&self, stopping: bool) -> bool {
@@ -692,9 +708,14 @@ pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
                 process.log_tail()
             );
         }
+        let who = match name {
+            "hub" => "хаб",
+            "agent" => "агент",
+            other => other,
+        };
         bail!(
-            "{name} остановился раньше времени ({}); журнал: {}",
-            process.map_or_else(String::new, |p| p.outcome()),
+            "{who} остановился раньше времени ({}); журнал: {}",
+            process.map_or_else(String::new, |p| p.outcome_words()),
             process.map_or_else(String::new, |p| p.log.display().to_string())
         );
     }

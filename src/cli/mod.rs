@@ -26,7 +26,7 @@ pub use demo::DemoArgs;
 // The schema in VERSION is written out (concat! takes literals): this fails the build when the
 // schema moves on and VERSION does not.
 const _: () = assert!(
-    crate::store::CURRENT_SCHEMA_VERSION == 4 && crate::store::CURRENT_V4_REVISION == 9,
+    crate::store::CURRENT_SCHEMA_VERSION == 4 && crate::store::CURRENT_V4_REVISION == 10,
     "update VERSION's schema"
 );
 
@@ -35,7 +35,7 @@ const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (commit ",
     env!("JIRA_HUB_COMMIT"),
-    ", database schema v4 revision 9)"
+    ", database schema v4 revision 10)"
 );
 
 #[derive(Debug, Parser)]
@@ -132,6 +132,10 @@ pub enum Command {
         /// Do nothing, successfully, when the database already has settings.
         #[arg(long)]
         if_new: bool,
+        /// Make the database in the existing empty file --db names (an empty file is otherwise
+        /// refused by every command: it may be anyone's).
+        #[arg(long)]
+        use_empty_file: bool,
     },
     /// Create or migrate the database, print what was done, and exit.
     Migrate,
@@ -250,6 +254,13 @@ pub struct ServeArgs {
     /// Open HTTP connections at most; at the cap a new one closes the oldest idle one.
     #[arg(long, env = "JIRA_HUB_HTTP_MAX_CONNECTIONS", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=65_536))]
     pub http_max_connections: u64,
+    /// HTTP connections that have shown no valid token at most (default: three quarters of
+    /// --http-max-connections); the rest is kept for agents and clients.
+    #[arg(long, env = "JIRA_HUB_HTTP_MAX_ANONYMOUS_CONNECTIONS", value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    pub http_max_anonymous_connections: Option<u64>,
+    /// A request without a valid token must be read whole and answered within this time.
+    #[arg(long, env = "JIRA_HUB_HTTP_ANONYMOUS_TIMEOUT_SECONDS", default_value_t = crate::http::ANONYMOUS_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub http_anonymous_timeout_seconds: u64,
     /// A connection that has not sent its request headers within this time is closed.
     #[arg(long, env = "JIRA_HUB_HTTP_HEADER_TIMEOUT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub http_header_timeout_seconds: u64,
@@ -486,7 +497,8 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
             config,
             force,
             if_new,
-        } => admin::init(&cli.db, &config, force, if_new)?,
+            use_empty_file,
+        } => admin::init(&cli.db, &config, force, if_new, use_empty_file)?,
         Command::Migrate => admin::migrate(&cli.db)?,
         Command::Settings(SettingsCommand::Get { key }) => settings::get(&cli.db, key.as_deref())?,
         Command::Settings(SettingsCommand::Set { key, json }) => {
@@ -585,6 +597,15 @@ impl ServeArgs {
                 max_body_bytes: (self.http_max_body_mb * 1024 * 1024) as usize,
                 request_timeout: Duration::from_secs(self.http_timeout_seconds),
                 max_connections: self.http_max_connections as usize,
+                max_anonymous_connections: self.http_max_anonymous_connections.map_or_else(
+                    || {
+                        crate::http::default_anonymous_connections(
+                            self.http_max_connections as usize,
+                        )
+                    },
+                    |n| n as usize,
+                ),
+                anonymous_timeout: Duration::from_secs(self.http_anonymous_timeout_seconds),
                 header_timeout: Duration::from_secs(self.http_header_timeout_seconds),
                 idle_timeout: Duration::from_secs(self.http_idle_timeout_seconds),
                 allowed_hosts: self.allowed_hosts,
@@ -635,6 +656,14 @@ fn man(dir: Option<&Path>) -> anyhow::Result<Outcome> {
 /// Opens the hub's database, creating or migrating it: `init` and `migrate` (and `serve`).
 fn open_hub(db: &Path) -> anyhow::Result<(HubConnection, crate::store::OpenReport)> {
     HubConnection::open(db, Arc::new(SystemClock))
+        .with_context(|| format!("не удалось открыть базу {}", db.display()))
+}
+
+/// `open_hub`, making the database in an existing empty file too (`init --use-empty-file`).
+fn open_hub_also_in_empty_file(
+    db: &Path,
+) -> anyhow::Result<(HubConnection, crate::store::OpenReport)> {
+    HubConnection::open_also_in_empty_file(db, Arc::new(SystemClock))
         .with_context(|| format!("не удалось открыть базу {}", db.display()))
 }
 

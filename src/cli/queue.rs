@@ -71,9 +71,9 @@ pub(crate) fn confirm_refresh(db: &Path, run: i64) -> anyhow::Result<Outcome> {
     let mut hub = open_existing_hub(db)?;
     let confirmed = hub.confirm_run(run, "CLI")?;
     outln!(
-        "refresh #{}: {} issues removed from the mirror",
+        "refresh run {}: {} removed from the mirror",
         confirmed.run_id,
-        confirmed.removed
+        crate::domain::words::count_en(confirmed.removed as u64, "issue")
     );
     Ok(Outcome::Success)
 }
@@ -105,14 +105,20 @@ pub(crate) fn retry(db: &Path, ids: &[i64], batch: Option<i64>) -> anyhow::Resul
         match hub.retry_command(id) {
             Ok(command) => {
                 outln!(
-                    "command {id}: queued again (attempt {}, batch {})",
-                    command.attempts.len() + 1,
-                    command.batch_id
+                    "batch {}, command {} (id {id}): queued again (attempt {})",
+                    command.batch_id,
+                    command.seq,
+                    command.attempts.len() + 1
                 );
             }
             Err(error @ (ServiceError::NotFound(_) | ServiceError::Conflict { .. })) => {
                 refused += 1;
-                eprintln!("jira-hub: команда {id}: {error}");
+                // The hub's reason alone: its field name (`command`) is for programs.
+                let reason = match &error {
+                    ServiceError::Conflict { message, .. } => message.clone(),
+                    other => other.to_string(),
+                };
+                eprintln!("jira-hub: команда с id {id}: {reason}");
             }
             Err(error) => return Err(error.into()),
         }
@@ -151,12 +157,11 @@ pub(crate) fn refresh(
         .and_then(|j| j.as_str())
         .unwrap_or("?");
     if new {
-        outln!("batch {}: refresh {} queued ({jql})", batch.id, command.id);
+        outln!("batch {}: refresh queued ({jql})", batch.id);
     } else {
         outln!(
-            "batch {}: refresh {} of the same scope is already {} ({jql}); no other queued",
+            "batch {}: a refresh of the same scope is already {} ({jql}); no other queued",
             batch.id,
-            command.id,
             command.status.as_str()
         );
     }
@@ -242,7 +247,7 @@ fn follow_refresh(
         {
             bar.finish_and_clear();
             anyhow::bail!(
-                "обновление {command_id} не закончилось за {limit} с (--timeout), статус «{}»; оно остаётся в очереди (пакет {batch_id})",
+                "обновление (пакет {batch_id}) не закончилось за {limit} с (--timeout), статус «{}»; оно остаётся в очереди",
                 command.status.label()
             );
         }
@@ -268,9 +273,9 @@ fn progress_line(command: &CommandView, run: Option<&SyncRunView>) -> String {
                 .map_or("?".into(), escape_for_terminal)
         ),
         (_, Some(run)) => format!(
-            "{} pages, {} issues{}",
-            run.run.pages,
-            run.run.issues_seen,
+            "{}, {}{}",
+            crate::domain::words::count_en(run.run.pages.max(0) as u64, "page"),
+            crate::domain::words::count_en(run.run.issues_seen.max(0) as u64, "issue"),
             run.run
                 .total
                 .map(|t| format!(" of {t}"))
@@ -281,18 +286,24 @@ fn progress_line(command: &CommandView, run: Option<&SyncRunView>) -> String {
 }
 
 fn outcome_line(command: &CommandView, run: Option<&SyncRunView>) -> String {
-    let mut line = format!("refresh {}: {}", command.id, command.status.as_str());
+    let mut line = format!(
+        "batch {}: refresh {}",
+        command.batch_id,
+        command.status.as_str()
+    );
     if let Some(run) = run {
         line.push_str(&format!(
-            " ({} run, {} pages, {} issues seen, {} changed",
+            " (run {}, {}, {}, {} seen, {} changed",
+            run.run.id,
             run.kind.as_str(),
-            run.run.pages,
-            run.run.issues_seen,
+            crate::domain::words::count_en(run.run.pages.max(0) as u64, "page"),
+            crate::domain::words::count_en(run.run.issues_seen.max(0) as u64, "issue"),
             run.run.issues_changed
         ));
         if let Some(finished) = &run.run.finished_at {
-            let seconds = (finished.at() - run.run.started_at.at()).whole_seconds();
-            line.push_str(&format!(", {seconds} s"));
+            // Tenths of a second: a quick refresh is not "0 s".
+            let millis = (finished.at() - run.run.started_at.at()).whole_milliseconds();
+            line.push_str(&format!(", {:.1} s", millis.max(0) as f64 / 1000.0));
         }
         line.push(')');
     }
@@ -342,10 +353,10 @@ fn print_batch(batch: &BatchView) -> std::io::Result<()> {
 
 fn print_command(command: &CommandView) -> std::io::Result<()> {
     outln!(
-        "  #{} (batch {}, seq {}) {}: {}, deliveries {}, claimed by {}",
-        command.id,
+        "  batch {}, command {} (id {}) {}: {}, deliveries {}, claimed by {}",
         command.batch_id,
         command.seq,
+        command.id,
         command.command_type.as_str(),
         command.status.as_str(),
         command.deliveries,
@@ -359,6 +370,12 @@ fn print_command(command: &CommandView) -> std::io::Result<()> {
     }
     if let Some(result) = &command.result {
         outln!("      result: {}", escape_for_terminal(&result.to_string()));
+    }
+    if let Some(marker) = &command.may_exist_in_jira {
+        outln!(
+            "      may exist in Jira: look for the entity property jira-hub {}",
+            escape_for_terminal(&marker.to_string())
+        );
     }
     for (n, attempt) in command.attempts.iter().enumerate() {
         outln!(

@@ -43,6 +43,17 @@ pub(crate) fn inspect(db: &Path, path: &Path) -> anyhow::Result<Outcome> {
         let applied = match (&mut hub, &report.request_key) {
             (Some(hub), Some((kind, id))) => Some(match hub.request_handled_at(kind, id)? {
                 Some(at) => format!("applied {at}"),
+                // A claim in inbox/ the hub has not answered is one waiting for work (the hub
+                // holds it until a command or its wait ends), not a file the hub passed over.
+                None if report.kind == "claim"
+                    && report.valid.is_ok()
+                    && file
+                        .parent()
+                        .and_then(Path::file_name)
+                        .is_some_and(|p| p == "inbox") =>
+                {
+                    "waiting claim, not answered yet".to_string()
+                }
                 None => "not applied".to_string(),
             }),
             _ => None,
@@ -105,7 +116,11 @@ pub(crate) fn validate(db: &Path, path: &Path) -> anyhow::Result<Outcome> {
             }
         }
     }
-    outln!("{} files, {} invalid", files.len(), invalid);
+    outln!(
+        "{}, {} invalid",
+        crate::domain::words::count_en(files.len() as u64, "file"),
+        invalid
+    );
     Ok(if invalid == 0 {
         Outcome::Success
     } else {

@@ -43,9 +43,9 @@ pub(crate) fn status(db: &Path) -> anyhow::Result<Outcome> {
         status.base_jql.as_deref().unwrap_or("(none: no projects)")
     );
     outln!(
-        "mirror:       {} issues, {} notes",
-        status.counts.issues,
-        status.counts.notes
+        "mirror:       {}, {}",
+        crate::domain::words::count_en(status.counts.issues.max(0) as u64, "issue"),
+        crate::domain::words::count_en(status.counts.notes.max(0) as u64, "note")
     );
     let queue: Vec<String> = status
         .counts
@@ -54,8 +54,8 @@ pub(crate) fn status(db: &Path) -> anyhow::Result<Outcome> {
         .map(|q| format!("{} {}", q.status, q.commands))
         .collect();
     outln!(
-        "queue:        {} batches; {}",
-        status.counts.batches,
+        "queue:        {}; {}",
+        crate::domain::words::count_en(status.counts.batches.max(0) as u64, "batch"),
         if queue.is_empty() {
             "no commands".to_string()
         } else {
@@ -64,26 +64,26 @@ pub(crate) fn status(db: &Path) -> anyhow::Result<Outcome> {
     );
     match &status.last_full_refresh {
         Some(run) => outln!(
-            "full refresh: {} ({} issues)",
+            "full refresh: {} ({})",
             run.finished_at.as_ref().unwrap_or(&run.started_at),
-            run.issues_seen
+            crate::domain::words::count_en(run.issues_seen.max(0) as u64, "issue")
         ),
         None => outln!("full refresh: never"),
     }
     if let Some(run) = &status.last_refresh {
         outln!(
-            "last refresh: {} ({}, {} issues, {} changed)",
+            "last refresh: {} ({}, {}, {} changed)",
             run.run.finished_at.as_ref().unwrap_or(&run.run.started_at),
             run.kind,
-            run.run.issues_seen,
+            crate::domain::words::count_en(run.run.issues_seen.max(0) as u64, "issue"),
             run.run.issues_changed
         );
     }
     for held in &status.held_runs {
         outln!(
-            "held:         refresh #{} would remove {} issues; confirm with `jira-hub refresh confirm {}`",
+            "held:         refresh run {} would remove {}; confirm with `jira-hub refresh confirm {}`",
             held.run_id,
-            held.would_remove,
+            crate::domain::words::count_en(held.would_remove.max(0) as u64, "issue"),
             held.run_id
         );
     }

@@ -274,7 +274,7 @@ pub(crate) fn is_result_reference(value: &Value) -> bool {
         .is_some_and(|o| o.len() == 1 && o.get("$result") == Some(&json!("key")))
 }
 
-fn is_issue_key(text: &str) -> bool {
+pub(crate) fn is_issue_key(text: &str) -> bool {
     let Some((project, number)) = text.rsplit_once('-') else {
         return false;
     };
@@ -283,6 +283,22 @@ fn is_issue_key(text: &str) -> bool {
         && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
         && !number.is_empty()
         && number.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// A field path of a batch body with its command counted from 1, as `depends_on` and the console
+/// count them: serde names the second command `commands[1]`, a person reads «команда 2», so the
+/// path says `commands[2]`. Other paths are left as they are.
+pub(crate) fn field_counted_from_one(field: &str) -> String {
+    let Some(rest) = field.strip_prefix("commands[") else {
+        return field.to_string();
+    };
+    let Some((index, tail)) = rest.split_once(']') else {
+        return field.to_string();
+    };
+    match index.parse::<u64>() {
+        Ok(index) => format!("commands[{}]{tail}", index + 1),
+        Err(_) => field.to_string(),
+    }
 }
 
 /// Validates the commands of one batch against the settings; returns them ready to store, with
@@ -306,7 +322,7 @@ pub(crate) fn validate_commands(
         .enumerate()
         .map(|(i, request)| {
             let seq = i as i64 + 1;
-            let at = format!("commands[{i}]");
+            let at = format!("commands[{seq}]");
             let command_type = CommandType::parse(&request.command_type).ok_or_else(|| {
                 ValidationError::new(
                     format!("{at}.type"),
@@ -738,6 +754,17 @@ mod tests {
     }
 
     #[test]
+    fn body_paths_count_commands_from_one() {
+        assert_eq!(
+            field_counted_from_one("commands[0].depends_on"),
+            "commands[1].depends_on"
+        );
+        assert_eq!(field_counted_from_one("commands[9]"), "commands[10]");
+        assert_eq!(field_counted_from_one("title"), "title");
+        assert_eq!(field_counted_from_one("commands[x]"), "commands[x]");
+    }
+
+    #[test]
     fn params_of_each_type() {
         let ok = |t: &str, p: Value| check(&[command(t, p, None)], None);
         let bad = |t: &str, p: Value, f: &str| check(&[command(t, p, None)], Some(f));
@@ -746,11 +773,11 @@ mod tests {
             json!({"jql": "project = AURORA", "boards": [4216]}),
         );
         ok("refresh", json!({"jql": "project = AURORA"}));
-        bad("refresh", json!({"boards": []}), "commands[0].params.jql");
+        bad("refresh", json!({"boards": []}), "commands[1].params.jql");
         bad(
             "refresh",
             json!({"jql": "x", "boards": [0]}),
-            "commands[0].params.boards",
+            "commands[1].params.boards",
         );
         ok(
             "ensure_issue",
@@ -763,48 +790,48 @@ mod tests {
         bad(
             "ensure_issue",
             json!({"issue_type": "bug", "summary": "x"}),
-            "commands[0].params.issue_type",
+            "commands[1].params.issue_type",
         );
         bad(
             "ensure_issue",
             json!({"issue_type": "task"}),
-            "commands[0].params.summary",
+            "commands[1].params.summary",
         );
         bad(
             "ensure_issue",
             json!({"issue_type": "task", "summary": "x", "priority": "urgent"}),
-            "commands[0].params.priority",
+            "commands[1].params.priority",
         );
         bad(
             "ensure_issue",
             json!({"issue_type": "task", "summary": "x", "duedate": "2026-02-30"}),
-            "commands[0].params.duedate",
+            "commands[1].params.duedate",
         );
         bad(
             "ensure_issue",
             json!({"issue_type": "task", "summary": "x", "plan_end": "01.04.2026"}),
-            "commands[0].params.plan_end",
+            "commands[1].params.plan_end",
         );
         bad(
             "ensure_issue",
             json!({"issue_type": "task", "summary": "x", "labels": ["A B"]}),
-            "commands[0].params.labels",
+            "commands[1].params.labels",
         );
         bad(
             "ensure_issue",
             json!({"issue_type": "task", "summary": "x", "key": "aurora-1"}),
-            "commands[0].params.key",
+            "commands[1].params.key",
         );
         bad(
             "ensure_issue",
             json!({"issue_type": "task", "summary": "x", "colour": "red"}),
-            "commands[0].params.colour",
+            "commands[1].params.colour",
         );
         ok("transition", json!({"key": "AURORA-1", "status": "Готово"}));
         bad(
             "transition",
             json!({"key": "AURORA-1", "status": "Закрыто"}),
-            "commands[0].params.status",
+            "commands[1].params.status",
         );
         ok(
             "link",
@@ -813,21 +840,21 @@ mod tests {
         bad(
             "link",
             json!({"from": "AURORA-1", "to": "AURORA-2", "type": "Blocks"}),
-            "commands[0].params.type",
+            "commands[1].params.type",
         );
         ok("comment", json!({"key": "AURORA-1", "body": "текст"}));
         bad(
             "comment",
             json!({"key": "AURORA-1", "body": ""}),
-            "commands[0].params.body",
+            "commands[1].params.body",
         );
         bad(
             "comment",
             json!({"key": {"$result": "key"}, "body": "x"}),
-            "commands[0].params.key",
+            "commands[1].params.key",
         );
-        bad("delete", json!({}), "commands[0].type");
-        bad("comment", json!([]), "commands[0].params");
+        bad("delete", json!({}), "commands[1].type");
+        bad("comment", json!([]), "commands[1].params");
         check(&[], Some("commands"));
     }
 
@@ -848,13 +875,13 @@ mod tests {
         check(&[create.clone(), comment(Some(1))], None);
         check(
             &[create.clone(), comment(Some(2))],
-            Some("commands[1].depends_on"),
+            Some("commands[2].depends_on"),
         );
         check(
             &[create.clone(), comment(Some(0))],
-            Some("commands[1].depends_on"),
+            Some("commands[2].depends_on"),
         );
-        check(&[create, comment(None)], Some("commands[1].params.key"));
+        check(&[create, comment(None)], Some("commands[2].params.key"));
     }
 
     #[test]

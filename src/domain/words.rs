@@ -6,6 +6,10 @@ pub(crate) type Forms = [&'static str; 3];
 
 pub(crate) const COMMANDS: Forms = ["команда", "команды", "команд"];
 pub(crate) const TIMES: Forms = ["раз", "раза", "раз"];
+/// Issues as the object of a verb: «удалило бы 1 задачу», «2 задачи», «5 задач».
+pub(crate) const ISSUES_ACCUSATIVE: Forms = ["задачу", "задачи", "задач"];
+/// Issues after a noun that governs the genitive: «удаление 1 задачи», «2 задач», «21 задачи».
+pub(crate) const ISSUES_GENITIVE: Forms = ["задачи", "задач", "задач"];
 
 /// The form of `forms` that goes after `n`.
 pub(crate) fn plural(n: u64, forms: &Forms) -> &'static str {
@@ -20,6 +24,16 @@ pub(crate) fn plural(n: u64, forms: &Forms) -> &'static str {
 /// `n` and its noun: `3 команды`.
 pub(crate) fn count(n: u64, forms: &Forms) -> String {
     format!("{n} {}", plural(n, forms))
+}
+
+/// `n` and an English noun, for the CLI's English lines: `1 result`, `2 results`, `0 results`
+/// (`noun` is the singular; the plural adds `s`, or `es` after s, x, ch, sh).
+pub(crate) fn count_en(n: u64, noun: &str) -> String {
+    if n == 1 {
+        return format!("1 {noun}");
+    }
+    let es = ["s", "x", "ch", "sh"].iter().any(|end| noun.ends_with(end));
+    format!("{n} {noun}{}", if es { "es" } else { "s" })
 }
 
 #[cfg(test)]
@@ -53,5 +67,14 @@ mod tests {
             ]
         );
         assert_eq!(count(3, &TIMES), "3 раза");
+        assert_eq!(count(21, &ISSUES_ACCUSATIVE), "21 задачу");
+        assert_eq!(count(90, &ISSUES_ACCUSATIVE), "90 задач");
+        assert_eq!(count(1, &ISSUES_GENITIVE), "1 задачи");
+        assert_eq!(count(21, &ISSUES_GENITIVE), "21 задачи");
+        assert_eq!(count(3, &ISSUES_GENITIVE), "3 задач");
+        assert_eq!(count_en(1, "result"), "1 result");
+        assert_eq!(count_en(21, "page"), "21 pages");
+        assert_eq!(count_en(0, "issue"), "0 issues");
+        assert_eq!(count_en(2, "batch"), "2 batches");
     }
 }

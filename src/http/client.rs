@@ -213,8 +213,15 @@ pub(crate) async fn list_batches(
 pub(crate) async fn create_batch(
     _: ClientAuth,
     State(state): State<AppState>,
-    ApiJson(request): ApiJson<BatchRequest>,
+    request: Result<ApiJson<BatchRequest>, ApiError>,
 ) -> Result<(StatusCode, Json<BatchView>), ApiError> {
+    // A body of the wrong shape names its command as the validation does: from 1.
+    let ApiJson(request) = request.map_err(|mut error| {
+        error.field = error
+            .field
+            .map(|f| crate::domain::command::field_counted_from_one(&f));
+        error
+    })?;
     let view = state
         .pool
         .run(move |hub| hub.enqueue_batch(&request))

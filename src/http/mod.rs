@@ -38,6 +38,13 @@ pub struct HttpOptions {
     pub request_timeout: Duration,
     /// Open connections at most; at the cap a new one closes the oldest idle one.
     pub max_connections: usize,
+    /// Connections that have shown no valid token (or console session) at most, below
+    /// `max_connections`: the rest is kept for agents and clients. At the cap a new connection
+    /// closes the oldest anonymous one.
+    pub max_anonymous_connections: usize,
+    /// A request without a valid token must be read whole, headers and body, and answered
+    /// within this time from the end of its connection's last answer (see [`ANONYMOUS_TIMEOUT`]).
+    pub anonymous_timeout: Duration,
     /// A connection whose request headers take longer is closed.
     pub header_timeout: Duration,
     /// A connection with no request in hand for this long is closed.
@@ -53,12 +60,26 @@ pub struct HttpOptions {
     pub instance: Option<String>,
 }
 
+/// How long a connection that has shown no valid token has for each request: from the accept
+/// (or its last answer) until its request's headers and body are read and it is answered. A
+/// browser, `curl` or a monitor sends a request at once, so a few seconds are plenty; a stranger
+/// trickling headers or a body holds a connection no longer than this. Requests with a valid
+/// token keep the longer limits (`header_timeout`, `request_timeout`, a claim's wait).
+pub const ANONYMOUS_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The default share of the connections that anonymous ones may take: three quarters.
+pub fn default_anonymous_connections(max_connections: usize) -> usize {
+    (max_connections * 3 / 4).max(1)
+}
+
 impl Default for HttpOptions {
     fn default() -> Self {
         HttpOptions {
             max_body_bytes: 64 * 1024 * 1024,
             request_timeout: Duration::from_secs(60),
             max_connections: 256,
+            max_anonymous_connections: default_anonymous_connections(256),
+            anonymous_timeout: ANONYMOUS_TIMEOUT,
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             allowed_hosts: Vec::new(),
@@ -124,20 +145,17 @@ fn host_allowed(host: &str, options: &HttpOptions) -> bool {
 
 /// Refuses (403) a request whose `Host` names the hub by a name it was not given (DNS
 /// rebinding: a page of another site resolving its own name to the hub's address, to read what
-/// needs no token: `/metrics`, `/ready`, the console). A request that carries a token
-/// (`Authorization`) passes, whatever name it used: such a page cannot know a token, and the
-/// token is checked next (so agents and clients reach the hub by any name). `/health` passes
-/// too, for load balancers; it carries nothing. A request without `Host` (HTTP/1.0, a test)
-/// passes: a browser always sends one.
+/// needs no token: `/metrics`, `/ready`, `/openapi.json`, the console). A request that carries a
+/// *valid* token passes, whatever name it used: such a page cannot know a token (so agents and
+/// clients reach the hub by any name); an `Authorization` header that is empty or wrong does
+/// not. `/health` passes too, for load balancers; it carries nothing. A request without `Host`
+/// (HTTP/1.0, a test) passes: a browser always sends one.
 async fn host_guard(
     State(state): State<AppState>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
     if request.uri().path() != "/health"
-        && !request
-            .headers()
-            .contains_key(axum::http::header::AUTHORIZATION)
         && let Some(value) = request.headers().get(axum::http::header::HOST)
     {
         let host = value.to_str().ok().and_then(host_name);
@@ -145,20 +163,41 @@ async fn host_guard(
             .as_deref()
             .is_some_and(|host| host_allowed(host, &state.options))
         {
-            let shown = host.unwrap_or_else(|| "?".into());
-            tracing::debug!(host = %shown, "a request naming an unknown host refused");
-            return ApiError::new(
-                StatusCode::FORBIDDEN,
-                ErrorCode::Forbidden,
-                Some("Host"),
-                format!(
-                    "хаб не знает имени «{shown}»: обращайтесь по IP-адресу или localhost, либо запустите его с --allowed-host {shown}"
-                ),
-            )
-            .into_response();
+            // Only a request naming an unknown host pays for looking its token up here.
+            let valid = match bearer_token(request.headers()) {
+                Some(token) => match token_holder(&state, token).await {
+                    Ok(holder) => holder.client || holder.agent,
+                    Err(error) => return error.into_response(),
+                },
+                None => false,
+            };
+            if valid {
+                grant_trust(request.extensions());
+            } else {
+                let shown = host.unwrap_or_else(|| "?".into());
+                tracing::debug!(host = %shown, "a request naming an unknown host refused");
+                return ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    ErrorCode::Forbidden,
+                    Some("Host"),
+                    format!(
+                        "хаб не знает имени «{shown}»: обращайтесь по IP-адресу или localhost, либо запустите его с --allowed-host {shown}"
+                    ),
+                )
+                .into_response();
+            }
         }
     }
     next.run(request).await
+}
+
+/// Says that the request carried a valid credential (a token, a console session): it and its
+/// connection get the longer limits of `server.rs`. Nothing happens to a request made without a
+/// connection (the tests' router).
+pub(crate) fn grant_trust(extensions: &axum::http::Extensions) {
+    if let Some(trust) = extensions.get::<server::Trust>() {
+        trust.grant();
+    }
 }
 
 /// Answers not to keep: `Cache-Control: no-store` unless the route said otherwise (the console's
@@ -567,9 +606,9 @@ enum Role {
     Agent,
 }
 
-async fn authorize(parts: &Parts, state: &AppState, role: Role) -> Result<(), ApiError> {
-    let token = parts
-        .headers
+/// The token of `Authorization: Bearer <token>`, if the header has one.
+fn bearer_token(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| {
@@ -578,8 +617,37 @@ async fn authorize(parts: &Parts, state: &AppState, role: Role) -> Result<(), Ap
             scheme.eq_ignore_ascii_case("bearer").then_some(token)
         })
         .map(|t| t.trim().to_string())
-        .filter(|t| !t.is_empty());
-    let Some(token) = token else {
+        .filter(|t| !t.is_empty())
+}
+
+/// Whose token `token` is.
+struct TokenHolder {
+    client: bool,
+    agent: bool,
+    /// The hub has tokens at all.
+    initialised: bool,
+}
+
+/// Looks `token` up (in constant time, on a blocking thread).
+async fn token_holder(state: &AppState, token: String) -> Result<TokenHolder, ApiError> {
+    state
+        .pool
+        .run(move |hub| {
+            let client = hub.client_token_matches(Some(&token))?;
+            let agent = hub.agent_token_matches(Some(&token))?;
+            // Only a refusal asks whether there are tokens at all.
+            let initialised = client || agent || hub.tokens()?.is_some();
+            Ok(TokenHolder {
+                client,
+                agent,
+                initialised,
+            })
+        })
+        .await
+}
+
+async fn authorize(parts: &Parts, state: &AppState, role: Role) -> Result<(), ApiError> {
+    let Some(token) = bearer_token(&parts.headers) else {
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             ErrorCode::Unauthorized,
@@ -587,16 +655,15 @@ async fn authorize(parts: &Parts, state: &AppState, role: Role) -> Result<(), Ap
             "нужен заголовок Authorization: Bearer <токен>",
         ));
     };
-    let (client, agent, initialised) = state
-        .pool
-        .run(move |hub| {
-            let client = hub.client_token_matches(Some(&token))?;
-            let agent = hub.agent_token_matches(Some(&token))?;
-            // Only a refusal asks whether there are tokens at all.
-            let initialised = client || agent || hub.tokens()?.is_some();
-            Ok((client, agent, initialised))
-        })
-        .await?;
+    let TokenHolder {
+        client,
+        agent,
+        initialised,
+    } = token_holder(state, token).await?;
+    if client || agent {
+        // A valid token, even the other side's: whoever sent it is no stranger.
+        grant_trust(&parts.extensions);
+    }
     if !initialised {
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
@@ -723,21 +790,61 @@ pub(crate) async fn serve(
     server::serve(listener, router(state), options, shutdown).await
 }
 
+/// The time limits of a request, for [`time_limit`].
+#[derive(Clone, Copy)]
+struct TimeLimits {
+    request: Duration,
+    anonymous: Duration,
+}
+
 /// Answers 408 in the error shape when a request takes longer than the limit (the body read
 /// included: extractors run inside). A claim may wait for work up to
 /// [`MAX_CLAIM_WAIT_SECONDS`](crate::protocol::MAX_CLAIM_WAIT_SECONDS) more (its body is read
-/// only once the agent token was checked).
+/// only once the agent token was checked). A request that has not shown a valid credential by
+/// its anonymous deadline ([`ANONYMOUS_TIMEOUT`]) is answered 408 then, and its connection
+/// closed; one that has goes on to the longer limit.
 async fn time_limit(
-    axum::extract::State(limit): axum::extract::State<Duration>,
+    axum::extract::State(limits): axum::extract::State<TimeLimits>,
     request: Request,
     next: axum::middleware::Next,
 ) -> Response {
+    let started = tokio::time::Instant::now();
     let limit = if request.uri().path() == "/agent/claim" {
-        limit + Duration::from_secs(u64::from(crate::protocol::MAX_CLAIM_WAIT_SECONDS))
+        limits.request + Duration::from_secs(u64::from(crate::protocol::MAX_CLAIM_WAIT_SECONDS))
     } else {
-        limit
+        limits.request
     };
-    match tokio::time::timeout(limit, next.run(request)).await {
+    let trust = request.extensions().get::<server::Trust>().cloned();
+    let answer = next.run(request);
+    let mut answer = std::pin::pin!(answer);
+    if let Some(trust) = trust
+        && limits.anonymous < limit
+    {
+        match tokio::time::timeout(limits.anonymous, answer.as_mut()).await {
+            Ok(response) => return response,
+            Err(_) if !trust.granted() => {
+                tracing::debug!("a request without a valid token took too long");
+                let mut response = ApiError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    ErrorCode::Timeout,
+                    None,
+                    format!(
+                        "запрос без действительного токена не уложился в {} с",
+                        limits.anonymous.as_secs()
+                    ),
+                )
+                .into_response();
+                // Its body may be unread: the connection ends with this answer.
+                response.headers_mut().insert(
+                    axum::http::header::CONNECTION,
+                    HeaderValue::from_static("close"),
+                );
+                return response;
+            }
+            Err(_) => {}
+        }
+    }
+    match tokio::time::timeout_at(started + limit, answer).await {
         Ok(response) => response,
         Err(_) => ApiError::new(
             StatusCode::REQUEST_TIMEOUT,
@@ -762,7 +869,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(|headers: axum::http::HeaderMap| async move {
             // A browser (it asks for HTML) gets the console's page, a client the JSON error.
             if console::wants_html(&headers) {
-                return console::missing_page();
+                return console::missing_page(None);
             }
             ApiError::new(
                 StatusCode::NOT_FOUND,
@@ -787,7 +894,10 @@ pub fn router(state: AppState) -> Router {
             state.pool.metrics(),
         ))))
         .layer(axum::middleware::from_fn_with_state(
-            state.options.request_timeout,
+            TimeLimits {
+                request: state.options.request_timeout,
+                anonymous: state.options.anonymous_timeout,
+            },
             time_limit,
         ))
         .layer(axum::middleware::from_fn(no_store))

@@ -199,6 +199,14 @@ impl Collector for HubCollector {
                 &m.refresh_pages,
             ),
         ];
+        let dropped = ConstCounter::new(crate::logging::lines_dropped());
+        let metric = encoder.encode_descriptor(
+            "jira_hub_log_lines_dropped",
+            "Log lines stderr could not take (a full disk, a closed pipe), dropped",
+            None,
+            dropped.metric_type(),
+        )?;
+        dropped.encode(metric)?;
         for (name, help, value) in counters {
             let counter = ConstCounter::new(Metrics::get(value));
             let metric = encoder.encode_descriptor(name, help, None, counter.metric_type())?;

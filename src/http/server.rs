@@ -1,13 +1,24 @@
 //! The connection side of the HTTP API: an accept loop on hyper's HTTP/1 server, so that nothing
-//! hostile on the port can exhaust the hub's file descriptors.
+//! hostile on the port can exhaust the hub's file descriptors or hold its connections.
 //!
-//! Each connection holds a permit of a semaphore of `max_connections`. Request headers must
-//! arrive within `header_timeout` (hyper's `header_read_timeout`), and a connection with no
-//! request in hand for `idle_timeout` is closed (hyper has no keep-alive timeout of its own). At
-//! the cap, a new connection closes the oldest idle one and takes its place, so `/health` keeps
-//! answering while idle sockets pile up; when every connection is busy the new one is refused at
-//! once. On shutdown the listener stops, idle connections close, and requests in hand finish
-//! (bounded by the request and header time limits).
+//! Each connection holds a permit of a semaphore of `max_connections`. A connection is
+//! *anonymous* until one of its requests carries a valid credential (the client or agent token,
+//! or a live console session; see [`Trust`]), and anonymous connections also hold a permit of
+//! their own, smaller semaphore (`max_anonymous_connections`), so the rest of the connections is
+//! always room for agents and clients. At the anonymous cap a new connection closes the oldest
+//! anonymous one (busy or not) and takes its place: the newest wins, so `/health` and an
+//! agent's or client's new connection (anonymous until its headers are read) are answered
+//! however many strangers hold connections. An anonymous connection gets
+//! [`ANONYMOUS_TIMEOUT`](super::ANONYMOUS_TIMEOUT) (`anonymous_timeout`) for each request: from
+//! the end of the last answer (or the accept) to its whole request read, headers and body, and
+//! answered; past it the request is answered 408 and the connection closed. A connection that
+//! has shown a valid credential keeps the longer limits: request headers must arrive within
+//! `header_timeout` (hyper's `header_read_timeout`), a request takes up to `request_timeout` (a
+//! claim its wait more), and a connection with no request in hand for `idle_timeout` is closed
+//! (hyper has no keep-alive timeout of its own). At the total cap, a new connection closes the
+//! oldest anonymous one, or else the oldest idle one, and takes its place; when every connection is busy
+//! the new one is refused at once. On shutdown the listener stops, idle connections close, and
+//! requests in hand finish (bounded by the request and header time limits).
 
 use super::HttpOptions;
 use axum::Router;
@@ -17,11 +28,18 @@ use hyper::service::Service;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::Instant;
+
+/// How long past its anonymous deadline a request in hand may still take to be answered (the
+/// 408 written) before its connection is closed without more ado.
+const ANONYMOUS_GRACE: Duration = Duration::from_secs(1);
+
+/// How long the accept loop waits for a connection it told to close to give its place back.
+const EVICTION_WAIT: Duration = Duration::from_secs(1);
 
 /// One open connection, as the accept loop sees it.
 struct Connection {
@@ -29,7 +47,13 @@ struct Connection {
     busy: AtomicUsize,
     /// When the last request was answered (or the connection opened).
     idle_since: Mutex<Instant>,
-    /// Told to close: the cap was reached and this one was the oldest idle.
+    /// When the request in hand began (its headers were read).
+    request_since: Mutex<Instant>,
+    /// One of its requests carried a valid credential: the longer limits apply.
+    trusted: AtomicBool,
+    /// Its place among the anonymous connections, given back when it is trusted or ends.
+    anonymous: Mutex<Option<OwnedSemaphorePermit>>,
+    /// Told to close: a cap was reached and this one was the oldest that could make room.
     evict: Notify,
 }
 
@@ -38,8 +62,51 @@ impl Connection {
         self.busy.load(Ordering::SeqCst) == 0
     }
 
+    fn is_trusted(&self) -> bool {
+        self.trusted.load(Ordering::SeqCst)
+    }
+
     fn idle_since(&self) -> Instant {
         *self.idle_since.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn request_since(&self) -> Instant {
+        *self.request_since.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Gives back its place among the anonymous connections.
+    fn leave_anonymous(&self) {
+        drop(
+            self.anonymous
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+        );
+    }
+}
+
+/// What a request knows of its connection: put in every request's extensions, so that whoever
+/// checks a credential can say it was valid ([`Trust::grant`]).
+#[derive(Clone)]
+pub(crate) struct Trust {
+    connection: Arc<Connection>,
+    /// This request carried a valid credential.
+    request: Arc<AtomicBool>,
+}
+
+impl Trust {
+    /// The request carried a valid token or session: it and every later request of its
+    /// connection get the longer limits, and the connection leaves the anonymous ones.
+    pub(crate) fn grant(&self) {
+        self.request.store(true, Ordering::SeqCst);
+        if !self.connection.trusted.swap(true, Ordering::SeqCst) {
+            self.connection.leave_anonymous();
+        }
+    }
+
+    /// Whether this request carried a valid credential.
+    pub(crate) fn granted(&self) -> bool {
+        self.request.load(Ordering::SeqCst)
     }
 }
 
@@ -48,6 +115,10 @@ struct Busy(Arc<Connection>);
 
 impl Busy {
     fn begin(connection: &Arc<Connection>) -> Self {
+        *connection
+            .request_since
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Instant::now();
         connection.busy.fetch_add(1, Ordering::SeqCst);
         Busy(connection.clone())
     }
@@ -68,15 +139,19 @@ struct Registry {
 }
 
 impl Registry {
-    fn add(&self) -> (u64, Arc<Connection>) {
+    fn add(&self, anonymous: OwnedSemaphorePermit) -> (u64, Arc<Connection>) {
         let id = {
             let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
             *next += 1;
             *next
         };
+        let now = Instant::now();
         let connection = Arc::new(Connection {
             busy: AtomicUsize::new(0),
-            idle_since: Mutex::new(Instant::now()),
+            idle_since: Mutex::new(now),
+            request_since: Mutex::new(now),
+            trusted: AtomicBool::new(false),
+            anonymous: Mutex::new(Some(anonymous)),
             evict: Notify::new(),
         });
         self.open
@@ -93,14 +168,21 @@ impl Registry {
             .remove(&id);
     }
 
-    /// Tells the oldest idle connection to close; false when every connection is busy.
-    fn evict_oldest_idle(&self) -> bool {
+    /// Tells the oldest connection that `first` picks, or else the oldest that `then` picks, to
+    /// close; false when neither picks one.
+    fn evict(
+        &self,
+        first: impl Fn(&Connection) -> bool,
+        then: impl Fn(&Connection) -> bool,
+    ) -> bool {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        let oldest = open
-            .iter()
-            .find(|(_, connection)| connection.is_idle())
-            .map(|(id, _)| *id);
-        match oldest.and_then(|id| open.remove(&id)) {
+        let pick = |choose: &dyn Fn(&Connection) -> bool| {
+            open.iter()
+                .find(|(_, connection)| choose(connection))
+                .map(|(id, _)| *id)
+        };
+        let chosen = pick(&first).or_else(|| pick(&then));
+        match chosen.and_then(|id| open.remove(&id)) {
             Some(connection) => {
                 // `notify_one` keeps the wake-up if the task is not waiting yet.
                 connection.evict.notify_one();
@@ -109,6 +191,37 @@ impl Registry {
             None => false,
         }
     }
+
+    /// Tells the oldest anonymous connection to close, busy or not: each has its deadline
+    /// anyway, and the newest (an agent whose headers are on their way) must not be the one to
+    /// go just because the older ones have sent theirs.
+    fn evict_oldest_anonymous(&self) -> bool {
+        self.evict(|c| !c.is_trusted(), |_| false)
+    }
+
+    /// Tells the oldest anonymous connection to close, or else the oldest idle one; false when
+    /// every connection is trusted and busy.
+    fn evict_for_room(&self) -> bool {
+        self.evict(|c| !c.is_trusted(), Connection::is_idle)
+    }
+}
+
+/// A permit of `permits`: at once, or after telling a connection to make room (`evict`) and
+/// waiting a moment for it to go; `None` when no connection can make room.
+async fn admit(
+    permits: &Arc<Semaphore>,
+    evict: impl FnOnce() -> bool,
+) -> Option<OwnedSemaphorePermit> {
+    if let Ok(permit) = permits.clone().try_acquire_owned() {
+        return Some(permit);
+    }
+    if !evict() {
+        return None;
+    }
+    tokio::time::timeout(EVICTION_WAIT, permits.clone().acquire_owned())
+        .await
+        .ok()
+        .and_then(Result::ok)
 }
 
 /// Logs a repeated condition at most once per interval.
@@ -131,6 +244,14 @@ impl Throttled {
     }
 }
 
+/// The anonymous connections' cap: as asked, but below the total (unless the total is one).
+fn anonymous_cap(options: &HttpOptions, max: usize) -> usize {
+    options
+        .max_anonymous_connections
+        .min(max.saturating_sub(1))
+        .max(1)
+}
+
 /// Serves `router` on `listener` until `shutdown` completes, then drains.
 pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
@@ -140,10 +261,12 @@ pub(crate) async fn serve(
 ) -> std::io::Result<()> {
     let max = options.max_connections.max(1);
     let permits = Arc::new(Semaphore::new(max));
+    let anonymous = Arc::new(Semaphore::new(anonymous_cap(&options, max)));
     let registry = Arc::new(Registry::default());
     let (stop, stopping) = watch::channel(false);
     let mut shutdown = std::pin::pin!(shutdown);
     let mut refused_log = Throttled { last: None };
+    let mut evicted_log = Throttled { last: None };
     let mut accept_error_log = Throttled { last: None };
     loop {
         let stream = tokio::select! {
@@ -161,40 +284,42 @@ pub(crate) async fn serve(
             },
         };
         let (stream, peer) = stream;
-        let permit = match permits.clone().try_acquire_owned() {
-            Ok(permit) => permit,
-            Err(_) => {
-                // At the cap: the oldest idle connection makes room, at once.
-                let permit = if registry.evict_oldest_idle() {
-                    tokio::time::timeout(Duration::from_secs(1), permits.clone().acquire_owned())
-                        .await
-                        .ok()
-                        .and_then(Result::ok)
-                } else {
-                    None
-                };
-                match permit {
-                    Some(permit) => permit,
-                    None => {
-                        if refused_log.due() {
-                            tracing::warn!(
-                                max,
-                                "HTTP connection refused: every connection is busy"
-                            );
-                        }
-                        drop(stream);
-                        continue;
-                    }
-                }
-            }
+        // Every new connection is anonymous until it shows a credential: at their cap the
+        // oldest anonymous one makes room.
+        let mut evicted = false;
+        let anonymous_permit = admit(&anonymous, || {
+            evicted = registry.evict_oldest_anonymous();
+            evicted
+        })
+        .await;
+        if evicted && evicted_log.due() {
+            tracing::warn!(
+                anonymous = anonymous_cap(&options, max),
+                "connections without a token at their cap: the oldest closed to make room"
+            );
+        }
+        // At the total cap, the oldest anonymous connection makes room, or else the oldest idle.
+        let permit = match anonymous_permit {
+            Some(anonymous_permit) => admit(&permits, || registry.evict_for_room())
+                .await
+                .map(|permit| (permit, anonymous_permit)),
+            None => None,
         };
-        let (id, connection) = registry.add();
+        let Some((permit, anonymous_permit)) = permit else {
+            if refused_log.due() {
+                tracing::warn!(max, "HTTP connection refused: every connection is busy");
+            }
+            drop(stream);
+            continue;
+        };
+        let (id, connection) = registry.add(anonymous_permit);
         let router = router.clone();
         let registry = registry.clone();
         let stopping = stopping.clone();
         let options = options.clone();
         tokio::spawn(async move {
             serve_connection(stream, peer, router, &options, &connection, stopping).await;
+            connection.leave_anonymous();
             registry.remove(id);
             drop(permit);
         });
@@ -210,6 +335,21 @@ pub(crate) async fn serve(
         tracing::warn!("HTTP connections still open after the drain time; leaving them");
     }
     Ok(())
+}
+
+/// When `connection` is due to close unless something changes, and whether it is due now.
+fn deadline(connection: &Connection, options: &HttpOptions) -> (Instant, bool) {
+    let now = Instant::now();
+    let at = match (connection.is_idle(), connection.is_trusted()) {
+        (true, true) => connection.idle_since() + options.idle_timeout,
+        // Anonymous: the next request, headers and body, within its time from the last answer.
+        (true, false) => connection.idle_since() + options.anonymous_timeout,
+        // The request in hand is answered 408 at its deadline (`time_limit`); this is the
+        // backstop should that answer not go out.
+        (false, false) => connection.request_since() + options.anonymous_timeout + ANONYMOUS_GRACE,
+        (false, true) => return (now + options.idle_timeout, false),
+    };
+    (at, at <= now)
 }
 
 async fn serve_connection(
@@ -228,6 +368,10 @@ async fn serve_connection(
             .extensions_mut()
             .insert(axum::extract::ConnectInfo(peer));
         let busy = Busy::begin(&tracked);
+        request.extensions_mut().insert(Trust {
+            connection: tracked.clone(),
+            request: Arc::new(AtomicBool::new(false)),
+        });
         let answer = inner.call(request);
         async move {
             let response = answer.await;
@@ -244,11 +388,7 @@ async fn serve_connection(
     let mut http = std::pin::pin!(http);
     let mut draining = false;
     loop {
-        let idle_deadline = if connection.is_idle() {
-            connection.idle_since() + options.idle_timeout
-        } else {
-            Instant::now() + options.idle_timeout
-        };
+        let (due_at, _) = deadline(connection, options);
         tokio::select! {
             result = http.as_mut() => {
                 if let Err(error) = result {
@@ -257,14 +397,13 @@ async fn serve_connection(
                 return;
             }
             () = connection.evict.notified() => {
-                tracing::debug!("idle HTTP connection closed to make room for a new one");
+                tracing::debug!("HTTP connection closed to make room for a new one");
                 return;
             }
-            () = tokio::time::sleep_until(idle_deadline) => {
-                if connection.is_idle()
-                    && connection.idle_since().elapsed() >= options.idle_timeout
-                {
-                    tracing::debug!("idle HTTP connection closed");
+            () = tokio::time::sleep_until(due_at) => {
+                // Looked at again: a request may have begun or ended, a credential been shown.
+                if deadline(connection, options).1 {
+                    tracing::debug!(trusted = connection.is_trusted(), "HTTP connection closed: its time is up");
                     return;
                 }
             }

@@ -221,8 +221,10 @@ fn inspect_request(path: &Path, name: &str, token: TokenCheck<'_>, report: &mut 
     report.carries = match request.as_ref() {
         AgentRequest::Claim(claim) => {
             format!(
-                "up to {} commands, agent {} has settings v{}",
-                claim.max_commands, claim.agent_version, claim.settings_version
+                "up to {}, agent {} has settings v{}",
+                crate::domain::words::count_en(u64::from(claim.max_commands), "command"),
+                claim.agent_version,
+                claim.settings_version
             )
         }
         AgentRequest::Report(r) => {
@@ -238,12 +240,13 @@ fn inspect_request(path: &Path, name: &str, token: TokenCheck<'_>, report: &mut 
                 n => format!(", released {n}"),
             };
             format!(
-                "{} results: done {}, failed {}, skipped {}, progress {} ({issues} issues){released}",
-                r.results.len(),
+                "{}: done {}, failed {}, skipped {}, progress {} ({}){released}",
+                crate::domain::words::count_en(r.results.len() as u64, "result"),
                 count(ResultStatus::Done),
                 count(ResultStatus::Failed),
                 count(ResultStatus::Skipped),
-                count(ResultStatus::Progress)
+                count(ResultStatus::Progress),
+                crate::domain::words::count_en(issues as u64, "issue")
             )
         }
         AgentRequest::Heartbeat(h) => match (&h.jira_ok, &h.last_error) {
@@ -271,8 +274,8 @@ fn inspect_answer(path: &Path, kind: &str, id: &str, report: &mut FileReport) {
     let typed = match kind {
         "claim" => serde_json::from_value::<ClaimAnswer>(value.clone()).map(|a| {
             format!(
-                "answer: {} commands, pause {} s{}",
-                a.commands.len(),
+                "answer: {}, pause {} s{}",
+                crate::domain::words::count_en(a.commands.len() as u64, "command"),
                 a.pause_seconds,
                 if a.settings.is_some() {
                     ", new settings"

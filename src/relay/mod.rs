@@ -38,7 +38,13 @@ pub(crate) const MARKER: &str = ".jira-hub-relay";
 /// land on the share). An empty folder that is not a mount point may be where a share is
 /// mounted when it is up: the folders would go to the local disk, where the agent never looks.
 pub(crate) fn may_make_folders(dir: &Path) -> bool {
-    dir.join(MARKER).exists() || is_mount_point(dir)
+    has_marker(dir) || is_mount_point(dir)
+}
+
+/// Whether `dir` carries the marker: a file of its own, read with `symlink_metadata`, never
+/// followed (a link, dangling or not, is no marker: it may point anywhere).
+fn has_marker(dir: &Path) -> bool {
+    std::fs::symlink_metadata(dir.join(MARKER)).is_ok_and(|meta| meta.file_type().is_file())
 }
 
 /// Whether `dir` is a mount point: its device differs from its parent's (or it is `/`).
@@ -54,27 +60,57 @@ pub(crate) fn is_mount_point(dir: &Path) -> bool {
 }
 
 /// `jira-hub relay init DIR` and the quick start: makes `dir` (when its parent exists), its four
-/// folders and the marker. Returns what was made.
+/// folders and the marker. Returns what was made. Nothing is made through a link: a folder or
+/// the marker that is one (dangling or not) is refused, naming it, before anything is made, and
+/// each is created without following one (`mkdir`, `O_CREAT | O_EXCL`), so a link planted
+/// meanwhile fails the call rather than sending a file where it points.
 pub(crate) fn init_folder(dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    let mut wanted = Vec::new();
+    for name in FOLDERS.into_iter().chain([MARKER]) {
+        let path = dir.join(name);
+        match std::fs::symlink_metadata(&path) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => wanted.push(path),
+            Err(error) => return Err(error),
+            Ok(meta) if name == MARKER && meta.file_type().is_file() => {}
+            Ok(meta) if name != MARKER && meta.file_type().is_dir() => {}
+            Ok(meta) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    format!(
+                        "{} — {}, а не {}: через неё реле ничего не создаёт; уберите её",
+                        path.display(),
+                        if meta.file_type().is_symlink() {
+                            "ссылка"
+                        } else {
+                            "не то"
+                        },
+                        if name == MARKER {
+                            "файл"
+                        } else {
+                            "папка"
+                        }
+                    ),
+                ));
+            }
+        }
+    }
     let mut made = Vec::new();
     if !dir.is_dir() {
         std::fs::create_dir(dir)?;
         made.push(dir.to_path_buf());
     }
-    for folder in FOLDERS {
-        let path = dir.join(folder);
-        if std::fs::symlink_metadata(&path).is_err() {
+    for path in wanted {
+        if path.ends_with(MARKER) {
+            use std::io::Write;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)?
+                .write_all(b"This folder is a jira-hub relay folder: the hub makes inbox/, outbox/, archive/ and rejected/ here when they are missing.\n")?;
+        } else {
             std::fs::create_dir(&path)?;
-            made.push(path);
         }
-    }
-    let marker = dir.join(MARKER);
-    if !marker.exists() {
-        std::fs::write(
-            &marker,
-            "This folder is a jira-hub relay folder: the hub makes inbox/, outbox/, archive/ and rejected/ here when they are missing.\n",
-        )?;
-        made.push(marker);
+        made.push(path);
     }
     Ok(made)
 }
@@ -133,21 +169,54 @@ pub(crate) fn describe_relay_dir(relay_dir: Option<&str>) -> String {
                     Ok(meta) if !meta.file_type().is_dir() => {
                         format!("{folder} NOT A REAL FOLDER (a link or a file: the relay will not use it)")
                     }
-                    _ => match std::fs::read_dir(path.join(folder)) {
-                    Ok(entries) => {
-                        let files = entries
-                            .filter_map(Result::ok)
-                            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-                            .count();
-                        format!("{folder} {files}")
-                    }
-                    Err(_) => format!("{folder} absent"),
+                    _ => match relay_files(&path.join(folder)) {
+                        Ok(files) if *folder == "inbox" => {
+                            // As the console counts them: a claim waiting for work is not a
+                            // file waiting to be handled.
+                            let claims = files.iter().filter(|name| name.starts_with("claim-")).count();
+                            format!(
+                                "inbox {} to handle + {} {} waiting for work",
+                                files.len() - claims,
+                                claims,
+                                if claims == 1 { "claim" } else { "claims" }
+                            )
+                        }
+                        Ok(files) => format!("{folder} {}", files.len()),
+                        Err(_) => format!("{folder} absent"),
                     },
                 })
                 .collect();
             format!("{dir}: {}", counts.join(", "))
         }
     }
+}
+
+/// The names of the files in a relay folder, those in its subfolders (`archive/`'s days) too;
+/// hidden ones (a writer's temporary file) are not counted.
+fn relay_files(dir: &Path) -> std::io::Result<Vec<String>> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    let mut first = true;
+    while let Some(folder) = stack.pop() {
+        let entries = match std::fs::read_dir(&folder) {
+            Ok(entries) => entries,
+            Err(error) if first => return Err(error),
+            Err(_) => continue,
+        };
+        first = false;
+        for entry in entries.filter_map(Result::ok) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                continue;
+            }
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => stack.push(entry.path()),
+                Ok(kind) if kind.is_file() => files.push(name),
+                _ => {}
+            }
+        }
+    }
+    Ok(files)
 }
 
 #[cfg(test)]
@@ -166,5 +235,42 @@ mod tests {
         std::fs::write(dir.join(MARKER), "").unwrap();
         assert!(may_make_folders(&dir));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A marker that is a link, dangling or to a real file, is no marker, and making the relay
+    /// folder never writes through it (nor makes a folder through a link): refused, naming it,
+    /// with nothing made. Before, a dangling link was followed and a file made where it pointed.
+    #[test]
+    fn a_marker_that_is_a_link_is_never_followed() {
+        let base = std::env::temp_dir().join(format!("jira-hub-marker-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let dir = base.join("relay");
+        std::fs::create_dir_all(&dir).unwrap();
+        let elsewhere = base.join("elsewhere");
+        std::os::unix::fs::symlink(&elsewhere, dir.join(MARKER)).unwrap();
+        assert!(!may_make_folders(&dir), "a dangling link");
+        let error = init_folder(&dir).expect_err("a dangling link");
+        assert!(error.to_string().contains("ссылка"), "{error}");
+        assert!(
+            std::fs::symlink_metadata(&elsewhere).is_err(),
+            "made through the link"
+        );
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "nothing made");
+        std::fs::write(&elsewhere, "").unwrap();
+        assert!(!may_make_folders(&dir), "a link to a file");
+        init_folder(&dir).expect_err("a link to a file");
+        // A folder that is a link: nothing made through it either.
+        std::fs::remove_file(dir.join(MARKER)).unwrap();
+        let outside = base.join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join("inbox")).unwrap();
+        init_folder(&dir).expect_err("inbox is a link");
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+        assert!(std::fs::symlink_metadata(dir.join(MARKER)).is_err());
+        std::fs::remove_file(dir.join("inbox")).unwrap();
+        let made = init_folder(&dir).expect("a real folder");
+        assert_eq!(made.len(), 5, "{made:?}");
+        assert!(may_make_folders(&dir));
+        let _ = std::fs::remove_dir_all(&base);
     }
 }

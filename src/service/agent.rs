@@ -12,8 +12,8 @@ use crate::domain::command::{
 };
 use crate::domain::issue::MirrorFields;
 use crate::domain::jql::split_incremental;
-use crate::domain::settings::Settings;
-use crate::domain::time::{Utc, format_utc, parse_utc};
+use crate::domain::settings::{Settings, TransitionTarget};
+use crate::domain::time::{Utc, parse_utc};
 use crate::jira::{FieldIds, MirrorIssue, map_issue_text};
 use crate::protocol::{
     AgentAnswer, AgentRequest, ClaimAnswer, ClaimRequest, ClaimedCommand, CommandResult,
@@ -24,10 +24,6 @@ use crate::store::{AgentSeen, CommandRow, Finish, StoreError, Tx};
 use serde_json::{Value, json};
 use std::sync::atomic::Ordering;
 use time::OffsetDateTime;
-
-/// How far Jira's clock may be behind the hub's when an issue's creation time is compared with
-/// the time its batch was enqueued.
-const JIRA_CLOCK_SKEW: time::Duration = time::Duration::minutes(10);
 
 /// What a sweep of claim timeouts did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -326,10 +322,17 @@ fn claim_in(
     // Read first, write after: the queue is not modified while it is being walked.
     let mut ready: Vec<(CommandRow, Value)> = Vec::new();
     let mut blocked: Vec<(CommandRow, CommandStatus, String)> = Vec::new();
+    // Batches with a command given back and waiting out its grace: their later commands wait
+    // too, so that a batch's commands reach Jira in their order (issue 24, §3).
+    let mut waiting_batches: Vec<i64> = Vec::new();
     if limit > 0 {
         tx.visit_queued(|command| {
+            if waiting_batches.contains(&command.batch_id) {
+                return Ok(true);
+            }
             // Given back by its agent (`released`): not before its grace ends.
             if command.not_before.as_ref().is_some_and(|t| t.at() > now.at) {
+                waiting_batches.push(command.batch_id);
                 return Ok(true);
             }
             let params = match command.depends_on {
@@ -443,7 +446,7 @@ fn start_run(
 
 fn dependency_failed(dependency: &CommandRow) -> String {
     format!(
-        "команда №{} пакета, от которой зависит эта, завершилась со статусом «{}»",
+        "команда {} этого пакета, от которой зависит эта, завершилась со статусом «{}»",
         dependency.seq,
         dependency.status.label()
     )
@@ -670,6 +673,15 @@ fn release(
     if let Some(run) = tx.open_run(command.id)? {
         tx.finish_run(run.id, RunStatus::Failed, &now.utc, Some(&reason))?;
     }
+    // The user cancelled its batch meanwhile: not sent to Jira again (issue 24, §3). A create or
+    // comment it may have made shows in the command's view with its marker.
+    if tx
+        .batch(command.batch_id)?
+        .is_some_and(|batch| batch.cancelled_at.is_some())
+    {
+        let error = format!("{reason}; пакет отменён, команда больше не выдаётся");
+        return end_unreported(tx, command, CommandStatus::Cancelled, &error, now);
+    }
     if command.deliveries >= settings.pacing.max_deliveries {
         let error = format!(
             "{reason}; агент вернул команду после {} выдач из {}",
@@ -680,7 +692,7 @@ fn release(
     let grace = result
         .not_before_seconds
         .unwrap_or(1)
-        .min(crate::protocol::MAX_NOT_BEFORE_SECONDS);
+        .min(max_grace(settings, command.command_type));
     let not_before = Utc::new(now.at + time::Duration::seconds(i64::from(grace)));
     tx.release_command(command.id, &now.utc, &not_before, &reason)?;
     tracing::info!(
@@ -690,6 +702,20 @@ fn release(
         "the agent gave a command back: queued again after its grace"
     );
     Ok(())
+}
+
+/// The longest grace an agent may ask for a command it gives back, per type (issue 24, §4): a
+/// write's answer lost may keep it back up to [`crate::protocol::MAX_NOT_BEFORE_SECONDS`] (the
+/// write may still run in Jira); a refresh writes nothing, so it never waits longer than a
+/// lapsed lease would (`claim_timeout_seconds`).
+fn max_grace(settings: &Settings, command_type: CommandType) -> u32 {
+    match command_type {
+        CommandType::Refresh => settings
+            .pacing
+            .claim_timeout_seconds
+            .min(crate::protocol::MAX_NOT_BEFORE_SECONDS),
+        _ => crate::protocol::MAX_NOT_BEFORE_SECONDS,
+    }
 }
 
 /// A `progress` without `page`: the agent still works on the command (a long wait for Jira), so
@@ -858,9 +884,11 @@ fn complete_refresh(
 }
 
 /// The end of a full run (issue 19): the issues it missed leave the mirror, unless in some
-/// project they are more than `prune_guard` allows. Then the run ends `held` with what it would
-/// remove, and nothing is removed until an operator confirms it or a later full run misses
-/// exactly the same issues (which confirms it). A newer full run supersedes older held ones.
+/// project they are more than `prune_guard` allows, or all of its issues. Then the run ends
+/// `held` with what it would remove, and nothing is removed until an operator confirms it. A
+/// later full run that misses the same issues does not confirm it (issue 24, §4: the same wrong
+/// answer twice, a permission lost or a filter changed, is no proof): it is held in its turn
+/// and supersedes the older one.
 fn prune_or_hold(
     tx: &Tx<'_>,
     settings: &Settings,
@@ -873,13 +901,11 @@ fn prune_or_hold(
     let over: Vec<&(String, u64, u64)> = preview
         .by_label
         .iter()
-        .filter(|(_, total, missing)| guard.holds(*missing, *total))
+        .filter(|(_, total, missing)| {
+            guard.holds(*missing, *total) || (*total > 0 && missing == total)
+        })
         .collect();
-    let earlier = tx.latest_held()?.filter(|held| held.run_id != run.id);
-    let agrees = earlier
-        .as_ref()
-        .is_some_and(|held| !preview.keys.is_empty() && held.keys == preview.keys);
-    if !over.is_empty() && !agrees {
+    if !over.is_empty() {
         let projects = serde_json::to_string(
             &over
                 .iter()
@@ -892,8 +918,11 @@ fn prune_or_hold(
             .map(|(label, total, missing)| format!("{label}: {missing} из {total}"))
             .collect();
         let message = format!(
-            "удаление {} задач из зеркала ждёт подтверждения ({}; предел prune_guard: {}% и не меньше {}): jira-hub refresh confirm {}",
-            preview.keys.len(),
+            "удаление {} из зеркала ждёт подтверждения ({}; предел prune_guard: {}% и не меньше {}, а также все задачи проекта): jira-hub refresh confirm {}",
+            crate::domain::words::count(
+                preview.keys.len() as u64,
+                &crate::domain::words::ISSUES_GENITIVE
+            ),
             words.join(", "),
             guard.max_percent,
             guard.min_issues,
@@ -912,18 +941,7 @@ fn prune_or_hold(
         tx.finish_run(run.id, RunStatus::Held, &now.utc, Some(&message))?;
         return Ok(());
     }
-    let removed = if agrees {
-        let held = earlier.as_ref().map(|h| h.run_id).unwrap_or_default();
-        tracing::info!(
-            run = run.id,
-            held,
-            "a full refresh missed the same issues as a held one: its removals are confirmed"
-        );
-        tx.confirm_held(held, &now.utc, &format!("полное обновление №{}", run.id))?;
-        tx.prune_keys(&preview.keys, &run.started_at)?
-    } else {
-        tx.prune_unseen(&run.started_at)?
-    };
+    let removed = tx.prune_unseen(&run.started_at)?;
     tx.supersede_held(
         run.id,
         &format!("заменён более новым полным обновлением №{}", run.id),
@@ -1031,7 +1049,23 @@ fn expire_in(tx: &Tx<'_>, settings: &Settings, now: &Now) -> Result<ExpiredClaim
     Ok(expired)
 }
 
-/// Whether the mirror already shows what the command was to do; the result to record if so.
+/// Whether the mirror proves that the command's effect is in Jira; the result to record if so.
+/// Proof, never likeness (issue 24, §3):
+///
+/// - a create or a comment is never confirmed here: the mirror does not hold the marker that
+///   names the command's issue or comment (search answers carry no entity properties on Data
+///   Center, JRASERVER-62898), and an issue or comment that merely looks the same may be another
+///   command's result or a person's (twin creates in one batch; a recurring comment text). The
+///   command goes back to the queue and its next delivery decides by the marker, which it reads
+///   in Jira before it writes;
+/// - a transition is confirmed only when the issue's status *id* is the target's and the mirror's
+///   row was read by a refresh that started after the command's delivery (a stale row proves
+///   nothing; a status name is not unique, and the legacy `transitions_map` form names no status
+///   id, so it is never confirmed here);
+/// - a link is confirmed when the mirror holds it: Jira makes one link per (type, inward,
+///   outward), whoever asked for it;
+/// - an edit (`ensure_issue` with a key) when the issue shows every requested field: setting a
+///   field twice is harmless.
 fn confirm_by_state(
     tx: &Tx<'_>,
     settings: &Settings,
@@ -1052,15 +1086,28 @@ fn confirm_by_state(
     };
     let text = |name: &str| params.get(name).and_then(Value::as_str).map(String::from);
     Ok(match command.command_type {
-        CommandType::Refresh => None,
+        CommandType::Refresh | CommandType::Comment => None,
         CommandType::Transition => {
-            let (Some(key), Some(status)) = (text("key"), text("status")) else {
+            let (Some(key), Some(status), Some(claimed_at)) =
+                (text("key"), text("status"), command.claimed_at.as_ref())
+            else {
                 return Ok(None);
             };
-            let issue = tx.issue(&key)?;
-            issue
-                .filter(|i| i.mirrored.status == status)
-                .map(|_| json!({"status": status}))
+            let Some(TransitionTarget::Status { status_id, .. }) =
+                settings.transitions_map.get(&status)
+            else {
+                return Ok(None);
+            };
+            let mirrored_id =
+                tx.issue_fields(&key)?
+                    .and_then(|fields| match &fields["status"]["id"] {
+                        Value::String(id) => Some(id.clone()),
+                        Value::Number(id) => Some(id.to_string()),
+                        _ => None,
+                    });
+            (mirrored_id.as_deref() == Some(status_id.as_str())
+                && tx.issue_read_after(&key, claimed_at)?)
+            .then(|| json!({"status": status}))
         }
         CommandType::Link => {
             let (Some(from), Some(to), Some(link_type)) = (text("from"), text("to"), text("type"))
@@ -1073,27 +1120,23 @@ fn confirm_by_state(
             tx.link_exists(&from, &to, jira_name)?
                 .then(|| json!({"link_id": null}))
         }
-        CommandType::Comment => {
-            let (Some(key), Some(body)) = (text("key"), text("body")) else {
-                return Ok(None);
-            };
-            tx.comment_with_body(&key, &body)?
-                .map(|id| json!({"comment_id": id}))
-        }
-        CommandType::EnsureIssue => confirm_issue(tx, settings, command, &params)?,
+        CommandType::EnsureIssue => confirm_edit(tx, settings, &params)?,
     })
 }
 
-/// An `ensure_issue` is visible when the issue shows every requested field; a create (no key)
-/// when exactly one issue of that type and summary with the requested labels appeared in Jira
-/// since the batch was enqueued.
-fn confirm_issue(
-    tx: &Tx<'_>,
-    settings: &Settings,
-    command: &CommandRow,
-    params: &Value,
-) -> Result<Option<Value>> {
+/// An edit (`ensure_issue` with a key) is visible when the issue shows every requested field. A
+/// create (no key) is never confirmed from the mirror: see [`confirm_by_state`].
+fn confirm_edit(tx: &Tx<'_>, settings: &Settings, params: &Value) -> Result<Option<Value>> {
     let text = |name: &str| params.get(name).and_then(Value::as_str);
+    let Some(key) = params
+        .get("key")
+        .filter(|k| !k.is_null() && !is_result_reference(k))
+    else {
+        return Ok(None);
+    };
+    let Some(key) = key.as_str() else {
+        return Ok(None);
+    };
     let Some(type_name) = text("issue_type")
         .and_then(|t| settings.issue_types.as_ref()?.get(t))
         .map(|t| t.name.clone())
@@ -1110,7 +1153,7 @@ fn confirm_issue(
             text(name).is_none_or(|wanted| Some(wanted) == actual)
         };
         issue.issue_type == type_name
-            && text("summary").is_none_or(|s| s == issue.summary)
+            && text("summary").is_none_or(|s| s.trim() == issue.summary)
             && field_ok("description", issue.description.as_deref())
             && field_ok("assignee", issue.assignee.as_deref())
             && field_ok("duedate", issue.duedate.as_deref())
@@ -1125,38 +1168,10 @@ fn confirm_issue(
                 .iter()
                 .all(|l| issue.labels.iter().any(|have| have == l))
     };
-    if let Some(key) = params
-        .get("key")
-        .filter(|k| !k.is_null() && !is_result_reference(k))
-    {
-        let Some(key) = key.as_str() else {
-            return Ok(None);
-        };
-        return Ok(tx
-            .issue(key)?
-            .filter(|issue| matches(&issue.mirrored))
-            .map(|_| json!({"key": key, "created": false})));
-    }
-    let Some(batch) = tx.batch(command.batch_id)? else {
-        return Ok(None);
-    };
-    let Some(summary) = text("summary") else {
-        return Ok(None);
-    };
-    // Jira's clock is not the hub's: look a little before the batch was enqueued.
-    // (A stored text that is not a time is compared as it is, as before it was typed.)
-    let since = parse_utc(batch.created_at.as_str()).map_or(batch.created_at.to_string(), |at| {
-        format_utc(at - JIRA_CLOCK_SKEW)
-    });
-    let candidates: Vec<_> = tx
-        .issues_like(&type_name, summary, &since)?
-        .into_iter()
+    Ok(tx
+        .issue(key)?
         .filter(|issue| matches(&issue.mirrored))
-        .collect();
-    Ok(match candidates.as_slice() {
-        [issue] => Some(json!({"key": issue.mirrored.key, "created": true})),
-        _ => None,
-    })
+        .map(|_| json!({"key": key, "created": false})))
 }
 
 #[cfg(test)]

@@ -26,6 +26,16 @@ pub enum RefreshSince {
     Last,
 }
 
+impl RefreshSince {
+    /// The word in a log line: `full` or `changes`.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            RefreshSince::Full => "full",
+            RefreshSince::Last => "changes",
+        }
+    }
+}
+
 /// `POST /batches`.
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 pub struct BatchRequest {
@@ -220,7 +230,12 @@ impl HubConnection {
                 .ok_or_else(|| ServiceError::NotFound(format!("пакета {batch_id} нет")))?;
             batch_view(tx, batch)
         })?;
-        tracing::info!(batch = view.id, commands = view.commands.len(), project = ?view.project, "batch enqueued");
+        tracing::info!(
+            batch = view.id,
+            commands = view.commands.len(),
+            project = view.project.as_deref().map(tracing::field::display),
+            "batch enqueued"
+        );
         self.work.bump();
         Ok(view)
     }
@@ -314,9 +329,9 @@ impl HubConnection {
                 CommandStatus::Failed | CommandStatus::Skipped
             ) {
                 return Err(retry_conflict(format!(
-                    "повторить можно только команду со статусом «ошибка» или «пропущена»; у команды №{} пакета {} статус «{}»",
-                    command.seq,
+                    "пакет {}, команда {}: статус «{}»; повторить можно только команду со статусом «ошибка» или «пропущена»",
                     command.batch_id,
+                    command.seq,
                     command.status.label()
                 )));
             }
@@ -331,15 +346,15 @@ impl HubConnection {
                 )
             {
                 return Err(retry_conflict(format!(
-                    "команда №{} пакета {} использует результат команды №{} со статусом «{}»: повторите сначала её, эта пойдёт следом",
-                    command.seq,
+                    "пакет {}, команда {} использует результат команды {} со статусом «{}»: повторите сначала её, эта пойдёт следом",
                     command.batch_id,
+                    command.seq,
                     dependency.seq,
                     dependency.status.label()
                 )));
             }
             let retried = requeue_with_dependents(tx, &command, &now)?;
-            tracing::info!(command = id, batch = command.batch_id, retried, "command retried");
+            tracing::info!(batch = command.batch_id, command = command.seq, command_id = id, retried, "command retried");
             let row = tx
                 .command(id)?
                 .ok_or_else(|| ServiceError::NotFound(format!("команды {id} нет")))?;
@@ -548,7 +563,7 @@ impl HubConnection {
             RefreshSince::Last
         };
         let view = self.enqueue_refresh_of(None, "jira-hub", since)?;
-        tracing::info!(batch = view.id, at = %format_utc(now), ?since, "automatic refresh enqueued");
+        tracing::info!(batch = view.id, at = %format_utc(now), since = %since.as_str(), "automatic refresh enqueued");
         Ok(Some(view))
     }
 }

@@ -53,6 +53,41 @@ pub struct Overview {
     pub last_backup: Option<BackupFile>,
     /// The last [`OVERVIEW_HOURS`] hours, oldest first, the current hour last.
     pub hours: Vec<HourActivity>,
+    /// Refreshes waiting in the queue, oldest first (issue 25 item 7).
+    pub queued_refreshes: Vec<QueuedRefresh>,
+}
+
+/// A refresh waiting in the queue: its batch (a refresh is a batch with a run), where it stands
+/// and whether an agent is about to take it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueuedRefresh {
+    pub batch_id: i64,
+    pub command_id: i64,
+    /// The query it will run.
+    pub jql: String,
+    /// Its place in the queue as claims take it: 1 is next.
+    pub position: i64,
+    /// Since when it waits (its batch's creation).
+    pub queued_at: Utc,
+    /// No agent has been heard from recently: nobody will take it until one comes.
+    pub no_agent: bool,
+}
+
+/// A command with everything its page shows (issue 25 item 9).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommandPage {
+    /// With its earlier attempts.
+    pub command: CommandView,
+    pub batch_title: String,
+    pub batch_cancelled: bool,
+    /// The command this one takes its `$result` from.
+    pub dependency: Option<CommandView>,
+    /// The commands of the batch that take theirs from this one.
+    pub dependents: Vec<CommandView>,
+    /// The run of a refresh command.
+    pub run: Option<SyncRunView>,
+    /// Issue keys its params and result name, and whether the mirror has each.
+    pub keys: Vec<(String, bool)>,
 }
 
 /// One hour of the queue's life.
@@ -60,8 +95,10 @@ pub struct Overview {
 pub struct HourActivity {
     /// The hour's start.
     pub start: OffsetDateTime,
-    /// Commands that reached a terminal status in the hour.
+    /// Commands that reached a terminal status in the hour (any: the queue's depth follows them).
     pub finished: i64,
+    /// Of them, those that succeeded (`done`, `confirmed_by_state`): what «Выполнено» counts.
+    pub done: i64,
     /// Jira's 429 answers those commands met.
     pub rate_limited: i64,
     /// The pauses the hub asked for before them, in seconds.
@@ -82,8 +119,10 @@ pub enum RelayState {
     Unusable { dir: String, problem: String },
     Present {
         dir: String,
-        /// Files in `inbox/` not yet handled.
+        /// Files in `inbox/` not yet handled (claims waiting for work are not counted).
         waiting: usize,
+        /// Claims of agents waiting in `inbox/` for work, as `status` shows them apart.
+        claims_waiting: usize,
         /// Files refused into `rejected/` since midnight UTC.
         refused_today: usize,
     },
@@ -119,6 +158,42 @@ pub struct FailedBatch {
 pub struct ProjectIssues {
     pub project: ProjectView,
     pub issues: i64,
+}
+
+/// Queued refresh rows as the console shows them; nobody takes them while no agent is about.
+fn queued_refreshes(
+    rows: Vec<(crate::store::CommandRow, i64, Utc)>,
+    agents: &[AgentView],
+    now: OffsetDateTime,
+) -> Vec<QueuedRefresh> {
+    let no_agent = !agents
+        .iter()
+        .any(|a| (now - a.last_seen_at.at()).whole_seconds() <= AGENT_SILENT_SECONDS);
+    rows.into_iter()
+        .map(|(row, position, queued_at)| QueuedRefresh {
+            batch_id: row.batch_id,
+            command_id: row.id,
+            jql: row.params["jql"].as_str().unwrap_or_default().to_string(),
+            position,
+            queued_at,
+            no_agent,
+        })
+        .collect()
+}
+
+/// The issue keys a command's params or result name (`key`, `keys`, `epic_key`, `created`…),
+/// each once, in the order met.
+fn issue_keys(value: &serde_json::Value, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::String(text)
+            if crate::domain::command::is_issue_key(text) && !out.contains(text) =>
+        {
+            out.push(text.clone());
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| issue_keys(v, out)),
+        serde_json::Value::Object(map) => map.values().for_each(|v| issue_keys(v, out)),
+        _ => {}
+    }
 }
 
 /// The first 13 characters of a stored time, `2026-11-30T03`, for an hour's start.
@@ -182,9 +257,12 @@ impl HubConnection {
                 tx.page_counts()?,
                 tx.finished_per_hour(&since)?,
                 tx.enqueued_per_hour(&since)?,
+                tx.queued_refreshes()?,
             ))
         })?;
-        let ((running, running_moved_at), recent, pages, finished, enqueued) = read;
+        let ((running, running_moved_at), recent, pages, finished, enqueued, refreshes) = read;
+        let agents: Vec<AgentView> = counts.agents.into_iter().map(AgentView::from).collect();
+        let queued_refreshes = queued_refreshes(refreshes, &agents, now);
 
         let stored = counts.queue.iter().map(|q| (q.status.as_str(), q.commands));
         let queue = QueueCount::every_status(stored);
@@ -205,6 +283,7 @@ impl HubConnection {
                 HourActivity {
                     start,
                     finished: done.map_or(0, |h| h.commands),
+                    done: done.map_or(0, |h| h.done),
                     rate_limited: done.map_or(0, |h| h.rate_limited),
                     pause_seconds: done.map_or(0, |h| h.pause_seconds),
                     queue_depth: 0,
@@ -226,7 +305,7 @@ impl HubConnection {
             now: Utc::new(now),
             queue,
             oldest_queued_at: counts.oldest_queued_since,
-            agents: counts.agents.into_iter().map(AgentView::from).collect(),
+            agents,
             relay: self.relay_state(settings.relay_dir, now),
             last_full_refresh,
             running: running.into_iter().map(SyncRunView::from).collect(),
@@ -238,6 +317,61 @@ impl HubConnection {
             wal_bytes,
             last_backup: self.last_backup(),
             hours,
+            queued_refreshes,
+        })
+    }
+
+    /// The refreshes waiting in the queue, for the runs page.
+    pub fn queued_refreshes(&mut self) -> Result<Vec<QueuedRefresh>> {
+        let now = self.clock.now();
+        let agents = self.agents()?;
+        let rows = self.store.read(|tx| tx.queued_refreshes())?;
+        Ok(queued_refreshes(rows, &agents, now))
+    }
+
+    /// A command's page: the command with its attempts, its batch's title, what it depends on
+    /// and what depends on it, its run (a refresh), the issue keys it names.
+    pub fn command_page(&mut self, id: i64) -> Result<CommandPage> {
+        let (command, batch, dependency, dependents, run, keys) =
+            self.store.read(|tx| -> Result<_> {
+                let row = tx
+                    .command(id)?
+                    .ok_or_else(|| super::ServiceError::NotFound(format!("команды {id} нет")))?;
+                let attempts = tx.attempts_of(id)?;
+                let batch = tx.batch(row.batch_id)?;
+                let dependency = match row.depends_on {
+                    Some(d) => tx.command(d)?.map(CommandView::from),
+                    None => None,
+                };
+                let dependents: Vec<CommandView> = tx
+                    .dependents(id)?
+                    .into_iter()
+                    .map(CommandView::from)
+                    .collect();
+                let run = tx.last_run_of_command(id)?;
+                let command = CommandView::with_attempts(row, attempts);
+                let mut named = Vec::new();
+                issue_keys(&command.params, &mut named);
+                let results = std::iter::once(&command.result)
+                    .chain(command.attempts.iter().map(|a| &a.result));
+                for result in results.flatten() {
+                    issue_keys(result, &mut named);
+                }
+                let mut keys = Vec::with_capacity(named.len());
+                for key in named {
+                    let present = tx.issue(&key)?.is_some();
+                    keys.push((key, present));
+                }
+                Ok((command, batch, dependency, dependents, run, keys))
+            })?;
+        Ok(CommandPage {
+            batch_title: batch.as_ref().map(|b| b.title.clone()).unwrap_or_default(),
+            batch_cancelled: batch.is_some_and(|b| b.cancelled_at.is_some()),
+            command,
+            dependency,
+            dependents,
+            run: run.map(SyncRunView::from),
+            keys,
         })
     }
 
@@ -256,6 +390,7 @@ impl HubConnection {
         RelayState::Present {
             dir,
             waiting: self.metrics.relay_files_waiting.load(Ordering::Relaxed) as usize,
+            claims_waiting: self.metrics.claims_waiting_relay.load(Ordering::Relaxed) as usize,
             refused_today: self
                 .metrics
                 .refused_on(now.to_offset(time::UtcOffset::UTC).date())

@@ -21,8 +21,8 @@ pub use batches::{
     BATCH_PAGE_DEFAULT, BATCH_PAGE_MAX, BatchRequest, CommandRequestBody, RefreshSince,
 };
 pub use console::{
-    AGENT_SILENT_SECONDS, BackupFile, FailedBatch, HourActivity, OVERVIEW_HOURS, Overview,
-    ProjectIssues, RelayState,
+    AGENT_SILENT_SECONDS, BackupFile, CommandPage, FailedBatch, HourActivity, OVERVIEW_HOURS,
+    Overview, ProjectIssues, QueuedRefresh, RelayState,
 };
 pub(crate) use metrics::{Metrics, RELAY_STALL_LIMIT};
 pub use store::{Fault, FaultSeen, StoreError};
@@ -150,6 +150,17 @@ impl HubConnection {
         Ok((HubConnection::with_store(store, clock), report))
     }
 
+    /// Opens (creating or migrating) the database at `db_path`, creating it also in an existing
+    /// empty file (`init --use-empty-file`; any other open refuses one).
+    pub(crate) fn open_also_in_empty_file(
+        db_path: &Path,
+        clock: Arc<dyn Clock>,
+    ) -> Result<(HubConnection, OpenReport)> {
+        let (store, report) =
+            Store::open_with(db_path, clock.now(), store::Create::AlsoInEmptyFile)?;
+        Ok((HubConnection::with_store(store, clock), report))
+    }
+
     /// Opens (migrating) the database at `db_path`, creating it only where no hub lived: `serve`
     /// and `migrate`. A database gone from a folder with a lock file, backups or its WAL is
     /// refused rather than replaced by an empty one.
@@ -229,9 +240,13 @@ impl HubConnection {
         self.store.health()
     }
 
-    /// While a fault is recorded, tries a write that changes nothing, so the hub finds out by
-    /// itself that the cause is gone (the timers call it).
+    /// Looks whether the file at the path is still the one opened and, while a fault is
+    /// recorded, tries a write that changes nothing, so the hub finds out by itself that the
+    /// cause is gone (the timers call it).
     pub fn probe_database(&mut self) -> Result<()> {
+        // A file replaced or deleted is found at rest too (a `stat`), so that its old journal is
+        // moved aside before anything can stop the hub.
+        self.store.health();
         Ok(self.store.probe_write()?)
     }
 

@@ -41,7 +41,11 @@ impl HubConnection {
                 crate::program()
             ))
         })?;
-        tracing::info!(role = ?role, "token rotated");
+        let role_name = match role {
+            TokenRole::Agent => "agent",
+            TokenRole::Client => "client",
+        };
+        tracing::info!(role = %role_name, "token rotated");
         Ok(tokens)
     }
 }

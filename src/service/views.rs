@@ -55,6 +55,27 @@ pub struct CommandView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
     pub not_before: Option<Utc>,
+    /// A cancelled create or comment that was handed to an agent and never reported: Jira may
+    /// hold what it made. The marker to look for (the entity property `jira-hub` of an issue or a
+    /// comment, whose `command` and `batch` name this command).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub may_exist_in_jira: Option<Value>,
+}
+
+/// A cancelled command whose write may have reached Jira (issue 24, §3): a create (an
+/// `ensure_issue` without a key) or a comment delivered at least once with no result.
+fn may_exist_in_jira(row: &CommandRow) -> Option<Value> {
+    let writes_new = match row.command_type {
+        CommandType::Comment => true,
+        CommandType::EnsureIssue => row.params.get("key").is_none_or(Value::is_null),
+        _ => false,
+    };
+    (writes_new
+        && row.status == CommandStatus::Cancelled
+        && row.deliveries > 0
+        && row.result.is_none())
+    .then(|| serde_json::json!({"property": "jira-hub", "command": row.id, "batch": row.batch_id}))
 }
 
 /// How an earlier attempt of a retried command ended.
@@ -106,6 +127,7 @@ impl CommandView {
 
 impl From<CommandRow> for CommandView {
     fn from(row: CommandRow) -> CommandView {
+        let may_exist_in_jira = may_exist_in_jira(&row);
         CommandView {
             id: row.id,
             batch_id: row.batch_id,
@@ -125,6 +147,7 @@ impl From<CommandRow> for CommandView {
             pause_seconds: row.pause_seconds,
             depends_on: row.depends_on,
             attempts: Vec::new(),
+            may_exist_in_jira,
             not_before: row
                 .not_before
                 .filter(|_| row.status == CommandStatus::Queued),
@@ -479,6 +502,9 @@ pub struct IssueView {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct RunView {
     pub id: i64,
+    /// The batch of the refresh: a refresh is a batch with a run, and this is its number
+    /// everywhere (the console's «пакет 5», the CLI's `batch 5`).
+    pub batch_id: Option<i64>,
     /// The refresh command the run executes.
     pub command_id: Option<i64>,
     pub query: String,
@@ -518,6 +544,7 @@ impl From<RunRow> for SyncRunView {
             kind: row.kind,
             run: RunView {
                 id: row.id,
+                batch_id: row.batch_id,
                 command_id: row.command_id,
                 query: row.query,
                 started_at: row.started_at,

@@ -8,22 +8,46 @@
 //! What it imitates: Jira's documented and observed behaviour (error bodies, paging, the
 //! 10,000-row window, Cloud's `search/jql` and its lag, as ARCHITECTURE.md's agent decisions
 //! recall), and the shapes of the real answers in `tests/fixtures/jira/` (issue, board and sprint;
-//! the link types of [`links`] are those of `go-jira-all_issuelinktypes.json`, from andygrunwald/go-jira,
+//! the link types of `links` are those of `go-jira-all_issuelinktypes.json`, from andygrunwald/go-jira,
 //! MIT).
 //!
 //! The module tree, one concern each (every behaviour with its source beside it):
-//! - [`server`]: the loopback server, the connection layer, the one handler; [`routes`]: which
-//!   endpoint a request is and who answers it; [`reply`]: requests and Jira's reply shapes;
-//! - [`search`] and [`jql`]: Data Center and Cloud search, the JQL subset;
-//! - [`issues`] (and [`links`]): issues and their fields; [`workflow`]: statuses and transitions;
-//! - [`comments`]: comments and entity properties; [`agile`]: boards and sprints; [`meta`]: the
+//! - `server`: the loopback server, the connection layer, the one handler; `routes`: which
+//!   endpoint a request is and who answers it; `reply`: requests and Jira's reply shapes;
+//! - `search` and `jql`: Data Center and Cloud search, the JQL subset;
+//! - `issues` (and `links`): issues and their fields; `workflow`: statuses and transitions;
+//! - `comments`: comments and entity properties; `agile`: boards and sprints; `meta`: the
 //!   preflight's read-only metadata;
-//! - [`auth`] and [`faults`]: credentials and misbehaviour on demand; [`record`]: what the fake
-//!   saw; [`clock`]: Jira's clock and time formats; [`state`]: the state behind the mutex;
-//! - [`client`]: a tiny HTTP client for the tests and the benchmark; [`demo`]: the demo's
+//! - `auth`: who the caller is (credentials, the `X-Seraph-LoginReason` stamp, CAPTCHA,
+//!   revoked tokens, Basic auth disabled); `access`: what the caller may do (403s on a path or
+//!   an issue operation, no Jira Software licence); `language`: the account's language;
+//! - `faults`: misbehaviour on demand; `record`: what the fake saw; `clock`: Jira's clock
+//!   and time formats; `state`: the state behind the mutex;
+//! - `client`: a tiny HTTP client for the tests and the benchmark; [`demo`]: the demo's
 //!   project and its state on disk.
+//!
+//! Always on, as Jira does it: Data Center stamps `X-Seraph-LoginReason: OK` and `X-AUSERNAME`
+//! on every answer to an authenticated request (Cloud: `OUT, OK`); comment entity properties on
+//! both deployments; Cloud's `search/jql` returns the issue properties asked in `properties`
+//! (up to 5), Data Center's search never does.
+//!
+//! The knobs a test turns on [`FakeJira`] (each documented where it is defined):
+//! - search: `set_max_results`, `set_search_lag` (Cloud), `set_search_byte_limit` (a proxy's
+//!   504), `after_search` (a delete or move between pages); two projects: `add_project`,
+//!   `seed_issues(project, label, n)` (JQL `project in (A, B)`);
+//! - issues: `seed_issue`, `move_issue`, `delete_issue`, `set_create_properties`,
+//!   `rewrite_summaries_on_create(Some(SummaryRewrite::Prefix(..)))`, `redirect_transition`;
+//! - comments: `set_markup_round_trip(true)` (Cloud's wiki → ADF → wiki beyond whitespace);
+//! - agile: `add_board`, `add_sprint`, `set_agile_licensed(false)`;
+//! - who and what: `revoke_credentials(true)`, `captcha_lockout(true)`,
+//!   `disable_basic_auth(Some(BasicAuthOff::..))`, `refuse_path(prefix)`,
+//!   `refuse_issue(key, endpoint, status)`, `clear_refusals`, `withhold_permission`,
+//!   `set_language(Language::Russian)`;
+//! - faults and time: `fault(endpoint, Fault::.., times)`, `clear_faults`, `rate_limit`,
+//!   `set_latency`, `set_clock_skew_ms`.
 #![allow(dead_code)] // the tests, the benchmarks and the demo each use a part of it
 
+mod access;
 mod agile;
 mod auth;
 mod client;
@@ -33,6 +57,7 @@ pub mod demo;
 mod faults;
 mod issues;
 mod jql;
+mod language;
 mod links;
 mod meta;
 mod record;
@@ -48,18 +73,20 @@ mod workflow;
 // The modules share their items through this root (each says `use super::*`); the public API
 // is re-exported below.
 use self::{
-    agile::*, clock::*, faults::*, issues::*, jql::*, links::*, reply::*, routes::*, state::*,
+    access::*, agile::*, clock::*, faults::*, issues::*, jql::*, links::*, reply::*, routes::*,
+    state::*,
 };
 
 pub use self::auth::{
-    ACCOUNT_ID, DISPLAY_NAME, PASSWORD, TOKEN, USER, base64, basic_auth, bearer_auth,
+    ACCOUNT_ID, BasicAuthOff, DISPLAY_NAME, PASSWORD, TOKEN, USER, base64, basic_auth, bearer_auth,
 };
 pub use self::client::{Answer, call, encode};
 pub use self::clock::{agile_time, jira_time};
 pub use self::faults::{Broken, Fault};
 pub use self::issues::{
-    EPIC_LINK_FIELD, ISSUE_TYPES, PLAN_END_FIELD, PLAN_START_FIELD, SPRINT_FIELD,
+    EPIC_LINK_FIELD, ISSUE_TYPES, PLAN_END_FIELD, PLAN_START_FIELD, SPRINT_FIELD, SummaryRewrite,
 };
+pub use self::language::Language;
 pub use self::links::{LINK_TYPES, LinkView};
 pub use self::meta::{PERMISSIONS, PRIORITIES};
 pub use self::record::Seen;

@@ -51,11 +51,11 @@ pub(crate) struct CommandRow {
     pub not_before: Option<Utc>,
 }
 
-const COMMAND_COLUMNS: &str = "c.id, c.batch_id, c.seq, c.type, c.params, c.status, c.claimed_at, c.deliveries, \
+pub(super) const COMMAND_COLUMNS: &str = "c.id, c.batch_id, c.seq, c.type, c.params, c.status, c.claimed_at, c.deliveries, \
      c.finished_at, c.result, c.error, c.jira_calls, c.rate_limited, c.pause_seconds, c.depends_on, \
      c.lease_at, c.claimed_by, c.agent_finished_at, c.not_before";
 
-fn command_from_row(row: &Row<'_>) -> rusqlite::Result<CommandRow> {
+pub(super) fn command_from_row(row: &Row<'_>) -> rusqlite::Result<CommandRow> {
     let status: String = row.get(5)?;
     Ok(CommandRow {
         id: row.get(0)?,

@@ -3,6 +3,7 @@
 //! 100,000 commands and 50,000 issues (`cargo bench --bench console`).
 
 use super::Result;
+use super::commands::{COMMAND_COLUMNS, CommandRow, command_from_row};
 use super::status::{RUN_COLUMNS, RunRow, run_from_row};
 use super::tx::Tx;
 use crate::domain::time::Utc;
@@ -13,6 +14,8 @@ pub(crate) struct HourRow {
     /// The hour as the first 13 characters of a stored time: `2026-11-30T03`.
     pub hour: String,
     pub commands: i64,
+    /// Of them, those that succeeded (`done`, `confirmed_by_state`).
+    pub done: i64,
     /// Jira's 429 answers those commands met.
     pub rate_limited: i64,
     /// The pauses the hub asked the agent to make before them, in seconds.
@@ -32,7 +35,8 @@ impl Tx<'_> {
     /// `command_finished` alone, in its order: no sort).
     pub(crate) fn finished_per_hour(&self, since: &Utc) -> Result<Vec<HourRow>> {
         let mut statement = self.0.prepare_cached(
-            "SELECT substr(finished_at, 1, 13), count(*), sum(rate_limited), sum(pause_seconds)
+            "SELECT substr(finished_at, 1, 13), count(*), sum(rate_limited), sum(pause_seconds),
+                    sum(status IN ('done', 'confirmed_by_state'))
              FROM command INDEXED BY command_finished WHERE finished_at >= ?1 GROUP BY 1",
         )?;
         let rows = statement.query_map([since], |row| {
@@ -41,6 +45,7 @@ impl Tx<'_> {
                 commands: row.get(1)?,
                 rate_limited: row.get(2)?,
                 pause_seconds: row.get(3)?,
+                done: row.get(4)?,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
@@ -98,6 +103,26 @@ impl Tx<'_> {
             page_size: pragma("page_size")?,
             free_pages: pragma("freelist_count")?,
         })
+    }
+
+    /// Refresh commands waiting in the queue (batches not cancelled), oldest first, each with its
+    /// place in the queue as claims take it (oldest batch first, then by position): 1 is next.
+    /// The count walks the partial index `command_queued`.
+    pub(crate) fn queued_refreshes(&self) -> Result<Vec<(CommandRow, i64, Utc)>> {
+        let mut statement = self.0.prepare_cached(&format!(
+            "SELECT {COMMAND_COLUMNS},
+                    (SELECT count(*) FROM command q INDEXED BY command_queued
+                     WHERE q.status = 'queued'
+                       AND (q.batch_id < c.batch_id OR (q.batch_id = c.batch_id AND q.seq < c.seq))) + 1,
+                    b.created_at
+             FROM command c JOIN batch b ON b.id = c.batch_id
+             WHERE c.type = 'refresh' AND c.status = 'queued' AND b.cancelled_at IS NULL
+             ORDER BY c.batch_id, c.seq"
+        ))?;
+        let rows = statement.query_map([], |row| {
+            Ok((command_from_row(row)?, row.get(19)?, row.get(20)?))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     /// The runs still going, oldest first.

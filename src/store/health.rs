@@ -10,8 +10,8 @@
 //! at open) before every commit, so no write is acknowledged into a deleted file.
 
 use super::{Result, StoreError};
-use std::path::Path;
-use std::sync::Mutex;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
 use time::OffsetDateTime;
 
 /// What is wrong with the database file.
@@ -71,6 +71,13 @@ pub struct FaultSeen {
 #[derive(Debug, Default)]
 pub(crate) struct DbHealth {
     last: Mutex<Option<FaultSeen>>,
+    /// The device and inode of the database's `-wal` and `-shm` as the process first opened
+    /// them: only those are ever moved aside, never another process's.
+    companions: OnceLock<[Option<(u64, u64)>; 2]>,
+    /// `Some` from the moment the file at the path was found deleted or replaced: the old `-wal`
+    /// and `-shm` moved aside (where each went, from where), and every connection of the process
+    /// closes without checkpointing. `None` again once they are put back beside their file.
+    aside: Mutex<Option<Vec<(PathBuf, PathBuf)>>>,
 }
 
 impl DbHealth {
@@ -103,6 +110,116 @@ impl DbHealth {
             );
         }
     }
+}
+
+impl DbHealth {
+    /// Records the database's `-wal` and `-shm` as this process opened them (its first
+    /// connection's; later calls change nothing).
+    pub(super) fn remember_companions(&self, db: &Path) {
+        let _ = self
+            .companions
+            .set(COMPANIONS.map(|suffix| identity_of(&companion(db, suffix))));
+    }
+
+    /// Whether the process opened the database itself (its `-wal` and `-shm` are known).
+    pub(super) fn knows_companions(&self) -> bool {
+        self.companions.get().is_some()
+    }
+
+    /// Whether the file was found deleted or replaced and its `-wal`/`-shm` are still aside:
+    /// no connection may checkpoint or write.
+    pub(super) fn set_aside(&self) -> bool {
+        self.aside
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
+    /// Moves the old `-wal` and `-shm` of `db` (those this process opened, by device and inode;
+    /// a file there of another is left alone) to `<base>.old-wal` / `<base>.old-shm`, once per
+    /// loss; `rescue` runs first, under the same lock, and names `base` (the rescue copy).
+    /// The process's connections keep reading them through their descriptors; what is at the
+    /// path now never meets them, neither in this process nor after a restart.
+    pub(super) fn move_companions_aside(&self, db: &Path, rescue: impl FnOnce() -> PathBuf) {
+        let mut aside = self.aside.lock().unwrap_or_else(|p| p.into_inner());
+        if aside.is_some() {
+            return;
+        }
+        let base = rescue();
+        let recorded = self.companions.get().copied().unwrap_or_default();
+        let mut moved = Vec::new();
+        for (suffix, opened) in COMPANIONS.into_iter().zip(recorded) {
+            let original = companion(db, suffix);
+            if opened.is_none() || identity_of(&original) != opened {
+                continue;
+            }
+            // Beside the rescue copy, under a name SQLite never reads as a journal; when that
+            // folder cannot take it (another file system), beside the database.
+            let targets = [
+                PathBuf::from(format!("{}.old{suffix}", base.display())),
+                PathBuf::from(format!("{}.replaced", original.display())),
+            ];
+            let renamed = targets.into_iter().find_map(|target| {
+                match std::fs::rename(&original, &target) {
+                    Ok(()) => Some(target),
+                    Err(error) => {
+                        tracing::warn!(from = %original.display(), to = %target.display(), %error, "cannot move the old database companion aside");
+                        None
+                    }
+                }
+            });
+            match renamed {
+                Some(target) => {
+                    tracing::error!(from = %original.display(), to = %target.display(), "the replaced database's old journal is moved aside, so that it never meets the file now at the path");
+                    moved.push((target, original));
+                }
+                None => tracing::error!(
+                    file = %original.display(),
+                    "the replaced database's old journal could not be moved aside: remove it before the hub starts again, or it is replayed into the file now at the path"
+                ),
+            }
+        }
+        *aside = Some(moved);
+    }
+
+    /// The file the process opened is back at its path: its `-wal` and `-shm` are put back
+    /// beside it (never over a file there now). `false` while they cannot be: the file then
+    /// takes no write until a restart.
+    pub(super) fn put_companions_back(&self) -> bool {
+        let mut aside = self.aside.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(moved) = aside.as_mut() else {
+            return true;
+        };
+        while let Some((target, original)) = moved.pop() {
+            if let Err(error) = rename_no_replace(&target, &original) {
+                tracing::error!(from = %target.display(), to = %original.display(), %error, "the database file is back, but its journal cannot be put back beside it: restart the hub");
+                moved.push((target, original));
+                return false;
+            }
+        }
+        *aside = None;
+        true
+    }
+}
+
+/// The journal files SQLite keeps beside a database in WAL mode.
+const COMPANIONS: [&str; 2] = ["-wal", "-shm"];
+
+/// `<db>-wal`, `<db>-shm`.
+pub(super) fn companion(db: &Path, suffix: &str) -> PathBuf {
+    PathBuf::from(format!("{}{suffix}", db.display()))
+}
+
+/// Renames `from` to `to` unless `to` exists (atomically: `RENAME_NOREPLACE`).
+fn rename_no_replace(from: &Path, to: &Path) -> std::io::Result<()> {
+    rustix::fs::renameat_with(
+        rustix::fs::CWD,
+        from,
+        rustix::fs::CWD,
+        to,
+        rustix::fs::RenameFlags::NOREPLACE,
+    )
+    .map_err(std::io::Error::from)
 }
 
 /// The device and inode of the file at `path` now; `None` when there is none.

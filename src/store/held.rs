@@ -121,18 +121,6 @@ impl Tx<'_> {
         Ok(())
     }
 
-    /// The newest held run still waiting.
-    pub(crate) fn latest_held(&self) -> Result<Option<HeldRow>> {
-        Ok(self
-            .0
-            .query_row(
-                &format!("{HELD_SELECT} ORDER BY h.run_id DESC LIMIT 1"),
-                [],
-                held_from_row,
-            )
-            .optional()?)
-    }
-
     /// The held run `run_id`, when it still waits.
     pub(crate) fn held(&self, run_id: i64) -> Result<Option<HeldRow>> {
         Ok(self

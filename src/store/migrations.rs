@@ -25,7 +25,7 @@ pub(crate) const CURRENT_SCHEMA_VERSION: u32 = 4;
 /// fixes the schema version at 4, so changes it does not describe (new columns with defaults, an
 /// index) are revisions of v4 rather than a v5: `schema_version` stays what the data model says,
 /// and every other tool that reads a v4 database still finds the tables it knows.
-pub(crate) const CURRENT_V4_REVISION: u32 = 9;
+pub(crate) const CURRENT_V4_REVISION: u32 = 10;
 
 /// What one step needs besides the transaction.
 struct StepContext {
@@ -63,7 +63,7 @@ struct Revision {
     apply: fn(&Transaction<'_>, &StepContext) -> Result<Vec<String>>,
 }
 
-const REVISIONS: [Revision; 9] = [
+const REVISIONS: [Revision; 10] = [
     Revision {
         to: 1,
         apply: v4_revision_1,
@@ -99,6 +99,10 @@ const REVISIONS: [Revision; 9] = [
     Revision {
         to: 9,
         apply: v4_revision_9,
+    },
+    Revision {
+        to: 10,
+        apply: v4_revision_10,
     },
 ];
 
@@ -800,6 +804,13 @@ fn v4_revision_8(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
 /// Revision 9: the last preflight of each agent (`agent_status.last_check`).
 fn v4_revision_9(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
     apply_idempotent(tx, include_str!("sql/v4r9.sql"))?;
+    Ok(Vec::new())
+}
+
+/// Revision 10: a sync run knows its batch (`sync_run.batch_id`), earlier runs filled in from
+/// their command.
+fn v4_revision_10(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
+    apply_idempotent(tx, include_str!("sql/v4r10.sql"))?;
     Ok(Vec::new())
 }
 

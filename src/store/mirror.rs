@@ -470,19 +470,19 @@ impl Tx<'_> {
         }))
     }
 
-    /// Issues of a given type and summary created in Jira at or after `since` (to recognise an
-    /// issue that a create command made although its report never came).
-    pub(crate) fn issues_like(
-        &self,
-        issue_type: &str,
-        summary: &str,
-        since: &str,
-    ) -> Result<Vec<IssueRow>> {
-        let mut statement = self.0.prepare(&format!(
-            "SELECT {ISSUE_SELECT} FROM issue WHERE issue_type = ?1 AND summary = ?2 AND created_at >= ?3"
-        ))?;
-        let rows = statement.query_map([issue_type, summary, since], issue_from_row)?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    /// Whether the mirror's row of `key` was written by a refresh that started after `since` and
+    /// ended `done`: the row is what Jira showed after that moment (issue 24: a lapsed transition
+    /// is confirmed only from such a row). A refresh started earlier may have read Jira before
+    /// `since` however late its pages came.
+    pub(crate) fn issue_read_after(&self, key: &str, since: &Utc) -> Result<bool> {
+        Ok(self.0.query_row(
+            "SELECT EXISTS (SELECT 1 FROM issue i JOIN sync_run r
+                 ON r.status = 'done' AND r.started_at > ?2
+                AND i.synced_at >= r.started_at AND i.synced_at <= r.finished_at
+              WHERE i.key = ?1)",
+            params![key, since],
+            |row| row.get(0),
+        )?)
     }
 
     pub(crate) fn issue_count(&self) -> Result<i64> {
@@ -502,17 +502,6 @@ impl Tx<'_> {
             [source_key, target_key, link_type],
             |row| row.get(0),
         )?)
-    }
-
-    pub(crate) fn comment_with_body(&self, issue_key: &str, body: &str) -> Result<Option<String>> {
-        Ok(self
-            .0
-            .query_row(
-                "SELECT id FROM issue_comment WHERE issue_key = ?1 AND trim(body) = trim(?2) LIMIT 1",
-                [issue_key, body],
-                |row| row.get(0),
-            )
-            .optional()?)
     }
 
     /// The links that touch an issue, either side.
@@ -705,9 +694,15 @@ impl Tx<'_> {
     ) -> Result<RunRow> {
         let full = kind == RunKind::Full;
         self.0.execute(
-            "INSERT INTO sync_run (command_id, query, started_at, status, full, kind, scope)
-             VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6)",
+            "INSERT INTO sync_run (command_id, query, started_at, status, full, kind, scope, batch_id)
+             VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6,
+                     (SELECT batch_id FROM command WHERE id = ?1))",
             params![command_id, query, started_at, full, kind.as_str(), scope],
+        )?;
+        let batch_id = self.0.query_row(
+            "SELECT batch_id FROM sync_run WHERE id = last_insert_rowid()",
+            [],
+            |row| row.get(0),
         )?;
         Ok(RunRow {
             id: self.0.last_insert_rowid(),
@@ -723,6 +718,7 @@ impl Tx<'_> {
             kind,
             scope: scope.to_string(),
             pages: 0,
+            batch_id,
             total: None,
         })
     }

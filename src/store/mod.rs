@@ -209,6 +209,9 @@ impl Store {
         let mut warnings = Vec::new();
         let existing = match std::fs::metadata(path) {
             Ok(meta) if meta.is_file() => {
+                if meta.len() == 0 && create != Create::AlsoInEmptyFile {
+                    refuse_empty_file(path)?;
+                }
                 let conn = Connection::open_with_flags(
                     path,
                     OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -232,7 +235,7 @@ impl Store {
                 match create {
                     Create::Never => return Err(StoreError::Missing(path.to_path_buf())),
                     Create::Guarded => refuse_if_lost(path, &data_dir)?,
-                    Create::IfMissing => {}
+                    Create::IfMissing | Create::AlsoInEmptyFile => {}
                 }
                 if !data_dir.is_dir() {
                     let parent = data_dir_of(&data_dir);
@@ -288,6 +291,7 @@ impl Store {
         warnings.extend(outcome.warnings);
         settings::ensure_defaults(&mut store)?;
         store.conn.busy_timeout(BUSY_TIMEOUT)?;
+        store.health.remember_companions(path);
         for warning in &warnings {
             tracing::warn!("{warning}");
         }
@@ -311,8 +315,10 @@ impl Store {
     /// works on a read-only data directory and on a backup file. A database that needs a
     /// migration is refused with what to do.
     pub(crate) fn open_read_only(path: &Path) -> Result<Store> {
-        if !path.is_file() {
-            return Err(StoreError::Missing(path.to_path_buf()));
+        match std::fs::metadata(path) {
+            Ok(meta) if meta.is_file() && meta.len() == 0 => refuse_empty_file(path)?,
+            Ok(meta) if meta.is_file() => {}
+            _ => return Err(StoreError::Missing(path.to_path_buf())),
         }
         let conn = match Self::read_only_connection(path, false) {
             Ok(conn) => conn,
@@ -395,27 +401,34 @@ impl Store {
     /// cannot change before it writes; commits when `f` succeeds, rolls back otherwise.
     fn write<T>(&mut self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
         self.writable_connection();
-        let (path, identity) = (self.path.clone(), self.identity);
+        let (path, identity, health) = (self.path.clone(), self.identity, self.health.clone());
+        let changes = self.conn.total_changes();
         let result = (|| {
             let tx = self
                 .conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)?;
             let value = f(&tx)?;
-            health::check_identity(&path, identity)?;
+            check_file(&path, identity, &health)?;
             tx.commit()?;
             Ok(value)
         })();
-        self.after_write(result)
+        self.after_write(result, changes)
     }
 
     /// What a write's outcome says of the file: a fault is recorded (and a connection that
-    /// stays read-only or broken is replaced), a success clears the last one.
+    /// stays read-only or broken is replaced), a success that wrote rows clears the last one.
+    /// A transaction that changed nothing (`changes`, SQLite's count of rows changed by the
+    /// connection before it, is the same after it) wrote no page, so it says nothing of the
+    /// file: a full disk or a read-only file commits it (a timer's sweep that found nothing
+    /// made `/ready` say ready seconds into a full disk, issue 23).
     pub(super) fn after_write<T, E: AsStoreError>(
         &mut self,
         result: std::result::Result<T, E>,
+        changes: u64,
     ) -> std::result::Result<T, E> {
         match &result {
-            Ok(_) => self.health.clear(),
+            Ok(_) if self.conn.total_changes() != changes => self.health.clear(),
+            Ok(_) => {}
             Err(error) => {
                 if let Some(StoreError::Unavailable { fault, detail }) = error.as_store_error() {
                     let (fault, detail) = (*fault, detail.clone());
@@ -431,19 +444,32 @@ impl Store {
 
     /// Records a fault for the process; the first time the file is found deleted or replaced,
     /// what this connection still reads of it is copied into `backups/` (`<stamp>-rescued`),
-    /// so nothing the hub acknowledged before is lost with the file.
+    /// so nothing the hub acknowledged before is lost with the file, and the old `-wal` and
+    /// `-shm` are moved beside that copy, so that they never meet the file now at the path (a
+    /// backup put back, say): from then on no connection of the process checkpoints, not even
+    /// when it closes, and a restart opens the new file as it was put.
     fn note_fault(&self, fault: Fault, detail: String) {
         if self.health.record(fault, detail) && fault == Fault::Moved {
-            match self.rescue_copy(OffsetDateTime::now_utc()) {
-                Ok(copy) => tracing::error!(
-                    copy = %copy.display(),
-                    "the database file was deleted or replaced under the hub; what it held is copied"
-                ),
-                Err(error) => tracing::error!(
-                    %error,
-                    "the database file was deleted or replaced under the hub, and could not be copied"
-                ),
-            }
+            self.health.move_companions_aside(&self.path, || {
+                let now = OffsetDateTime::now_utc();
+                match self.rescue_copy(now) {
+                    Ok(copy) => {
+                        tracing::error!(
+                            copy = %copy.display(),
+                            "the database file was deleted or replaced under the hub; what it held is copied"
+                        );
+                        copy
+                    }
+                    Err(error) => {
+                        tracing::error!(
+                            %error,
+                            "the database file was deleted or replaced under the hub, and could not be copied"
+                        );
+                        backup::backups_dir(&self.path)
+                            .join(format!("{}-rescued.sqlite", crate::domain::time::backup_stamp(now)))
+                    }
+                }
+            });
         }
     }
 
@@ -459,6 +485,10 @@ impl Store {
     /// process's locks on the file while another connection holds them). When the file cannot
     /// be opened now, the old one stays, to be replaced at the next fault.
     fn replace_connection(&mut self) {
+        // Never a connection to another file than the one opened (its old journal moved aside).
+        if check_file(&self.path, self.identity, &self.health).is_err() {
+            return;
+        }
         let opened = Connection::open_with_flags(
             &self.path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -506,12 +536,13 @@ impl Store {
             health::check_identity(&self.path, self.identity)
         {
             self.note_fault(fault, detail);
-        } else if self
-            .health
-            .current()
-            .is_some_and(|seen| seen.fault == Fault::Moved)
+        } else if self.health.put_companions_back()
+            && self
+                .health
+                .current()
+                .is_some_and(|seen| seen.fault == Fault::Moved)
         {
-            // The file is back where it was.
+            // The file is back where it was, and its journal beside it.
             self.health.clear();
         }
         self.health.current()
@@ -519,16 +550,36 @@ impl Store {
 
     /// A write that changes nothing (the header's revision number set to itself, which SQLite
     /// writes as a page like any other): while a fault is recorded, shows whether writing works
-    /// again without waiting for a request.
+    /// again without waiting for a request; at rest (no fault) it writes nothing. After a full
+    /// disk it writes only once the disk has room for a few commits again ([`PROBE_ROOM`]): the
+    /// WAL starts over in the space it already has, so a page written there says nothing of
+    /// the disk while the next real write still fails.
     pub(crate) fn probe_write(&mut self) -> Result<()> {
-        if self.health.current().is_none() {
+        let Some(seen) = self.health.current() else {
             return Ok(());
+        };
+        if seen.fault == Fault::Full {
+            let room = rustix::fs::statvfs(data_dir_of(&self.path))
+                .map(|stat| stat.f_bavail.saturating_mul(stat.f_frsize))
+                .unwrap_or(u64::MAX);
+            if room < PROBE_ROOM {
+                return Err(StoreError::Unavailable {
+                    fault: Fault::Full,
+                    detail: format!(
+                        "на диске {} свободно {room} байт",
+                        data_dir_of(&self.path).display()
+                    ),
+                });
+            }
         }
         self.write(|tx| {
             let revision: i64 = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
             tx.pragma_update(None, "user_version", revision)?;
             Ok(())
-        })
+        })?;
+        // It changed no row, yet wrote its page: a write succeeded.
+        self.health.clear();
+        Ok(())
     }
 
     /// Commits on this connection stop running SQLite's automatic checkpoint (which copies the
@@ -571,6 +622,50 @@ impl Store {
     }
 }
 
+/// Whether the file at `path` is still the one opened, with its journal beside it: a `Moved`
+/// error otherwise (its `-wal` and `-shm` moved aside and not yet put back).
+fn check_file(path: &Path, opened: (u64, u64), health: &health::DbHealth) -> Result<()> {
+    health::check_identity(path, opened)?;
+    if !health.put_companions_back() {
+        return Err(StoreError::Unavailable {
+            fault: Fault::Moved,
+            detail: format!(
+                "{} вернулся, но его журнал WAL не удалось вернуть рядом: перезапустите хаб",
+                path.display()
+            ),
+        });
+    }
+    Ok(())
+}
+
+impl Drop for Store {
+    /// A connection of a database found deleted or replaced closes without its checkpoint
+    /// (SQLite's last connection copies the WAL into the database file and deletes the `-wal` by
+    /// its name): nothing of the old file goes near the path. A hub stopped before anything
+    /// looked at the file finds out here, with one `stat`.
+    fn drop(&mut self) {
+        if !self.health.knows_companions() {
+            return;
+        }
+        if !self.health.set_aside()
+            && let Err(StoreError::Unavailable { fault, detail }) =
+                health::check_identity(&self.path, self.identity)
+        {
+            self.note_fault(fault, detail);
+        }
+        if self.health.set_aside() {
+            let _ = self.conn.set_db_config(
+                rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+                true,
+            );
+        }
+    }
+}
+
+/// The free space the probe after a full disk waits for before it writes: a few commits of
+/// 32 KiB pages with their WAL frames.
+const PROBE_ROOM: u64 = 1024 * 1024;
+
 /// The page size of a database this binary creates. An issue row is about 4 KiB (its raw
 /// `fields` and description): at SQLite's default of 4 KiB most rows spilled onto overflow pages
 /// and a refresh page of 1,000 issues was over 2,000 WAL frames, each its own writes, copied
@@ -608,6 +703,22 @@ fn not_a_database(path: &Path) -> impl Fn(rusqlite::Error) -> StoreError {
     }
 }
 
+/// An empty file is refused as the database: SQLite reads it as an empty database, so the hub
+/// would make its own in someone else's file (and set its folder to 0700). The hub's own file is
+/// never empty (its header is written when it is made) unless all of it is still in a WAL
+/// beside it, which is then opened as it is.
+fn refuse_empty_file(path: &Path) -> Result<()> {
+    let wal = health::companion(path, "-wal");
+    if std::fs::metadata(wal).is_ok_and(|wal| wal.len() > 0) {
+        return Ok(());
+    }
+    Err(StoreError::Incompatible(format!(
+        "{path} — пустой файл, а не база хаба: база в нём не создаётся (пустые файлы бывают чужими, например в /etc). Проверьте путь --db; чтобы создать базу именно в нём, выполните {program} --db {path} init --config FILE --use-empty-file",
+        path = path.display(),
+        program = crate::program(),
+    )))
+}
+
 /// Whether opening may create the database file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Create {
@@ -615,6 +726,9 @@ pub(crate) enum Create {
     Never,
     /// When there is none (`init`, and hubs made by tests).
     IfMissing,
+    /// When there is none, or in the existing empty file (`init --use-empty-file`): an empty
+    /// file is otherwise refused, as it may be anyone's (`/etc` holds such files).
+    AlsoInEmptyFile,
     /// Only where no hub lived (`serve`, `migrate`): see [`refuse_if_lost`].
     Guarded,
 }

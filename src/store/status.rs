@@ -5,7 +5,7 @@ use crate::domain::command::{RunKind, RunStatus};
 use crate::domain::time::Utc;
 use rusqlite::{OptionalExtension, Row};
 
-pub(super) const RUN_COLUMNS: &str = "id, command_id, query, started_at, finished_at, status, issues_seen, issues_changed, error, full, kind, scope, pages, total";
+pub(super) const RUN_COLUMNS: &str = "id, command_id, query, started_at, finished_at, status, issues_seen, issues_changed, error, full, kind, scope, pages, total, batch_id";
 
 pub(super) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRow> {
     Ok(RunRow {
@@ -23,6 +23,7 @@ pub(super) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRow> {
         scope: row.get(11)?,
         pages: row.get(12)?,
         total: row.get(13)?,
+        batch_id: row.get(14)?,
     })
 }
 
@@ -71,6 +72,8 @@ pub(crate) struct RunRow {
     pub pages: i64,
     /// How many issues Jira said the search has, when it said (Data Center does, Cloud does not).
     pub total: Option<i64>,
+    /// The batch of the refresh command the run executes.
+    pub batch_id: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,7 +20,8 @@ impl Store {
         f: impl FnOnce(&Tx<'_>) -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E> {
         self.writable_connection();
-        let (path, identity) = (self.path.clone(), self.identity);
+        let (path, identity, health) = (self.path.clone(), self.identity, self.health.clone());
+        let changes = self.conn.total_changes();
         let result = (|| {
             let tx = self
                 .conn
@@ -28,11 +29,11 @@ impl Store {
                 .map_err(StoreError::from)?;
             let tx = Tx(tx);
             let value = f(&tx)?;
-            super::health::check_identity(&path, identity)?;
+            super::check_file(&path, identity, &health)?;
             tx.0.commit().map_err(StoreError::from)?;
             Ok(value)
         })();
-        self.after_write(result)
+        self.after_write(result, changes)
     }
 
     /// Runs `f` on one consistent snapshot, without taking the write lock.

@@ -15,16 +15,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// The hub (example config) served over HTTP on a port of its own, on `clock`.
-struct Hub {
+pub(crate) struct Hub {
     dir: TestDir,
-    clock: Arc<ManualClock>,
+    pub(crate) clock: Arc<ManualClock>,
     address: String,
     agent_token: String,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl Hub {
-    fn start(settings: Value, batch_commands: Value) -> Hub {
+    pub(crate) fn start(settings: Value, batch_commands: Value) -> Hub {
         let dir = TestDir::new();
         // The clock starts at the wall time: Jira's own reset times (`X-RateLimit-Reset`) are
         // wall times.
@@ -72,13 +72,13 @@ impl Hub {
     }
 
     /// A second connection to the same database, for the test's own reads.
-    fn read(&self) -> HubConnection {
+    pub(crate) fn read(&self) -> HubConnection {
         HubConnection::open(&self.dir.db(), self.clock.clone())
             .unwrap()
             .0
     }
 
-    fn commands(&self) -> Vec<jira_hub::service::CommandView> {
+    pub(crate) fn commands(&self) -> Vec<jira_hub::service::CommandView> {
         let mut hub = self.read();
         let batches = hub.batches(None).unwrap();
         batches
@@ -96,7 +96,7 @@ impl Hub {
         )
     }
 
-    fn agent_config(&self, jira_url: &str, extra: Value) -> String {
+    pub(crate) fn agent_config(&self, jira_url: &str, extra: Value) -> String {
         let mut config = json!({
             "jira_url": jira_url, "jira_user": "agent", "jira_password": "secret",
             "agent_token": self.agent_token, "name": "agent-1",
@@ -158,7 +158,7 @@ impl NotifySocket {
     }
 }
 
-fn run_agent(hub: &Hub, config: &str, notify: Option<PathBuf>, claims: u32) {
+pub(crate) fn run_agent(hub: &Hub, config: &str, notify: Option<PathBuf>, claims: u32) {
     jira_hub::run_agent_for_test(
         config,
         hub.clock.clone(),
@@ -348,7 +348,7 @@ fn an_unreachable_jira_holds_the_queue_and_says_why() {
             fake.url(),
             json!({}),
             Some(Fault::CaptchaRequired),
-            "AUTHENTICATION_DENIED",
+            "AUTHENTICATED_FAILED",
         ),
     ];
     for (url, extra, fault, reason) in cases {

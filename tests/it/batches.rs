@@ -146,7 +146,7 @@ fn validation_refuses_the_whole_batch() {
     let Err(ServiceError::Invalid(error)) = hub.enqueue_batch(&request) else {
         panic!("bug must be refused")
     };
-    assert_eq!(error.field, "commands[1].params.issue_type");
+    assert_eq!(error.field, "commands[2].params.issue_type");
     assert!(hub.batches(None).unwrap().is_empty(), "nothing stored");
     for (body, field) in [
         (

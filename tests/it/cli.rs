@@ -237,8 +237,25 @@ fn status_and_backup() {
     std::fs::create_dir_all(relay.join("inbox")).unwrap();
     std::fs::write(relay.join("inbox/claim-1.json"), "{}").unwrap();
     let out = run_ok(&dir.db(), &["status"]);
+    // A claim waiting for work is not a file waiting to be handled (the console's count).
     assert!(
-        out.stdout.contains("inbox 1, outbox absent"),
+        out.stdout
+            .contains("inbox 0 to handle + 1 claim waiting for work, outbox absent"),
+        "{}",
+        out.stdout
+    );
+    // The archive counts its files, not its day folders (issue 25 item 6).
+    for day in ["2026-11-29", "2026-11-30"] {
+        std::fs::create_dir_all(relay.join("archive").join(day)).unwrap();
+        for n in 0..3 {
+            std::fs::write(relay.join(format!("archive/{day}/report-{n}.json")), "{}").unwrap();
+        }
+    }
+    std::fs::write(relay.join("inbox/report-2.json"), "{}").unwrap();
+    let out = run_ok(&dir.db(), &["status"]);
+    assert!(
+        out.stdout
+            .contains("inbox 1 to handle + 1 claim waiting for work, outbox absent, archive 6,"),
         "{}",
         out.stdout
     );
@@ -1001,8 +1018,16 @@ fn relay_inspect_names_a_missing_path_and_judges_tokens_as_the_hub_does() {
     assert!(line("claim-wrong").contains("INVALID"), "{}", out.stdout);
     assert!(line("claim-wrong").contains("токен"), "{}", out.stdout);
     assert!(!line("claim-right").contains("INVALID"), "{}", out.stdout);
+    // English nouns agree with their numbers (issue 25 item 8): not "1 commands".
     assert!(
-        line("claim-right").contains("not applied"),
+        line("claim-right").contains("up to 1 command,"),
+        "{}",
+        out.stdout
+    );
+    // The agent's claim the hub has not answered waits for work: not "not applied".
+    assert!(
+        line("claim-right").contains("waiting claim, not answered yet")
+            && !line("claim-right").contains("not applied"),
         "{}",
         out.stdout
     );

@@ -336,7 +336,7 @@ async fn a_post_without_the_anti_forgery_token_or_from_another_site_changes_noth
         .post(
             &cancel,
             Some(&cookie),
-            &[("csrf", &csrf)],
+            &[("csrf", &csrf), ("confirmed", "yes")],
             &[
                 ("Origin", "http://127.0.0.1:8740"),
                 ("Sec-Fetch-Site", "same-origin"),
@@ -522,7 +522,7 @@ async fn a_cancelled_batch_offers_no_retry() {
     assert!(
         failed
             .body
-            .contains("Отменить пакет (не закончено: 1 команда)"),
+            .contains("Отменить пакет… (не закончено: 1 команда)"),
         "{}",
         failed.body
     );
@@ -536,7 +536,11 @@ async fn a_cancelled_batch_offers_no_retry() {
         .post(
             &format!("/ui/batches/{id}/cancel"),
             Some(&cookie),
-            &[("csrf", &csrf), ("back", "/ui/failed")],
+            &[
+                ("csrf", &csrf),
+                ("back", "/ui/failed"),
+                ("confirmed", "yes"),
+            ],
             &[],
         )
         .await;
@@ -656,10 +660,11 @@ async fn a_session_is_the_hubs_and_ends_on_sign_out_rotation_and_idleness() {
     );
 }
 
-/// Failed sign-ins: five pass at once, then each waits twice as long (429 with Retry-After),
-/// the right token included, until the wait is over.
+/// Wrong sign-ins: five are answered at once, then each sets a wait twice as long, and a wrong
+/// guess within it is answered 429 with `Retry-After`; the right token signs in at once all the
+/// while, and forgets the address's failures.
 #[tokio::test]
-async fn failed_sign_ins_are_delayed_with_retry_after() {
+async fn wrong_sign_ins_are_delayed_and_the_right_token_never_is() {
     let (console, clock) = console_on_clock(HttpOptions::default());
     for n in 1..=6 {
         let page = console
@@ -668,29 +673,34 @@ async fn failed_sign_ins_are_delayed_with_retry_after() {
         assert_eq!(page.status, StatusCode::UNAUTHORIZED, "attempt {n}");
     }
     let limited = console
-        .post("/ui/sign-in", None, &[("token", &console.client)], &[])
+        .post("/ui/sign-in", None, &[("token", "guess")], &[])
         .await;
     assert_eq!(limited.status, StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(limited.headers["retry-after"], "1");
-    assert!(
-        limited.body.contains("повторите через 1 с"),
-        "{}",
-        limited.body
-    );
-    clock.advance(time::Duration::seconds(1));
+    assert_eq!(limited.headers["retry-after"], "2");
+    assert!(limited.body.contains("через 2 с"), "{}", limited.body);
+    let right = console
+        .post("/ui/sign-in", None, &[("token", &console.client)], &[])
+        .await;
+    assert_eq!(right.status, StatusCode::SEE_OTHER, "{}", right.body);
+    // The right token forgot the failures: the next wrong guess is answered at once.
     let wrong = console
         .post("/ui/sign-in", None, &[("token", "guess")], &[])
         .await;
     assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+    for _ in 0..6 {
+        console
+            .post("/ui/sign-in", None, &[("token", "guess")], &[])
+            .await;
+    }
     let limited = console
-        .post("/ui/sign-in", None, &[("token", &console.client)], &[])
+        .post("/ui/sign-in", None, &[("token", "guess")], &[])
         .await;
-    assert_eq!(limited.headers["retry-after"], "2");
-    clock.advance(time::Duration::seconds(2));
-    let right = console
-        .post("/ui/sign-in", None, &[("token", &console.client)], &[])
+    assert_eq!(limited.status, StatusCode::TOO_MANY_REQUESTS);
+    clock.advance(time::Duration::minutes(15));
+    let wrong = console
+        .post("/ui/sign-in", None, &[("token", "guess")], &[])
         .await;
-    assert_eq!(right.status, StatusCode::SEE_OTHER);
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED, "the wait is over");
 }
 
 /// Behind a reverse proxy that passes its upstream's address as `Host` (nginx's default), a
@@ -901,7 +911,7 @@ async fn retry_is_offered_only_where_the_service_takes_it() {
         assert!(!page.body.contains(&second_form), "{path}: {}", page.body);
         assert!(
             page.body.contains(&format!(
-                "Зависит от <a href=\"/ui/batches/{id}#command-{first}\">№1</a> («ошибка»)"
+                "Зависит от <a href=\"/ui/batches/{id}#command-{first}\">команды 1</a> («ошибка»)"
             )),
             "{path}: {}",
             page.body
@@ -936,7 +946,7 @@ async fn retry_is_offered_only_where_the_service_takes_it() {
     assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.body);
     assert!(
         refused.body.contains(&format!(
-            "команда №2 пакета {id} использует результат команды №1 со статусом «ошибка»"
+            "пакет {id}, команда 2 использует результат команды 1 со статусом «ошибка»"
         )),
         "{}",
         refused.body
@@ -944,7 +954,7 @@ async fn retry_is_offered_only_where_the_service_takes_it() {
     let alert = refused.body.split("role=\"alert\">").nth(1).unwrap();
     let alert = alert.split("</p>").next().unwrap();
     assert!(
-        !alert.contains("failed") && !alert.contains(&format!(" {second} ")),
+        !alert.contains("failed") && !alert.contains("command"),
         "{alert}"
     );
     // Params wrap between JSON members: spaced, marked for the style that keeps words whole.
@@ -980,14 +990,50 @@ async fn cancelling_says_what_it_did_and_the_button_goes() {
     let page = console
         .get(&format!("/ui/batches/{id}"), Some(&cookie))
         .await;
-    let cancel_form = format!("action=\"/ui/batches/{id}/cancel\"");
+    // The button is a step that asks first (a page: it works without JavaScript).
+    let cancel_form = format!("href=\"/ui/batches/{id}/cancel\"");
     assert!(page.body.contains(&cancel_form), "{}", page.body);
     let csrf = csrf_of(&page.body);
-    let cancel = console
+    // A POST that was not the question's answer asks the question, cancelling nothing.
+    let unasked = console
         .post(
             &format!("/ui/batches/{id}/cancel"),
             Some(&cookie),
             &[("csrf", &csrf)],
+            &[],
+        )
+        .await;
+    assert_eq!(unasked.status, StatusCode::SEE_OTHER, "{}", unasked.body);
+    assert_eq!(
+        unasked.headers["location"],
+        format!("/ui/batches/{id}/cancel").as_str()
+    );
+    let still = console
+        .api(Method::GET, &format!("/batches/{id}"), None)
+        .await;
+    assert_eq!(still["status"], "running", "{still}");
+    let question = console
+        .get(&format!("/ui/batches/{id}/cancel"), Some(&cookie))
+        .await;
+    assert_eq!(question.status, StatusCode::OK, "{}", question.body);
+    assert!(
+        question
+            .body
+            .contains(&format!("Отменить пакет {id} «три комментария»?"))
+            && question
+                .body
+                .contains("Снимутся с очереди: <b>2 команды</b>")
+            && question.body.contains("У агента: <b>1 команда</b>")
+            && question.body.contains("name=\"confirmed\" value=\"yes\"")
+            && question.body.contains("Нет, вернуться"),
+        "{}",
+        question.body
+    );
+    let cancel = console
+        .post(
+            &format!("/ui/batches/{id}/cancel"),
+            Some(&cookie),
+            &[("csrf", &csrf), ("confirmed", "yes")],
             &[],
         )
         .await;
@@ -1008,7 +1054,8 @@ async fn cancelling_says_what_it_did_and_the_button_goes() {
         page.body.contains("Отмена сняла с очереди 2 команды.")
             && page
                 .body
-                .contains("У агента осталась 1 команда: отмена их не прерывает"),
+                .contains("У агента осталась 1 команда: отмена её не прерывает")
+            && page.body.contains("она станет «отменена»"),
         "{}",
         page.body
     );
@@ -1031,7 +1078,22 @@ async fn an_unknown_console_page_is_a_page() {
             "{path}"
         );
         assert!(page.body.contains("Такой страницы в консоли нет"), "{path}");
+        // The menu stays, and «Выйти» for the signed-in (issue 25 item 9).
+        assert!(
+            page.body.contains("<nav>")
+                && page.body.contains("href=\"/ui/batches\">Пакеты</a>")
+                && page.body.contains("action=\"/ui/sign-out\""),
+            "{path}: {}",
+            page.body
+        );
     }
+    let page = console.get("/ui/nothing", None).await;
+    assert_eq!(page.status, StatusCode::NOT_FOUND);
+    assert!(
+        page.body.contains("href=\"/ui/mirror\">Зеркало</a>"),
+        "{}",
+        page.body
+    );
     let request = Request::builder()
         .uri("/favicon.ico")
         .header("Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
@@ -1093,8 +1155,19 @@ async fn the_overview_flags_a_silent_agent_and_a_stalled_refresh() {
     let issue = console.get("/ui/issues/AURORA-1", Some(&cookie)).await;
     assert!(
         issue.body.contains(
-            "<time datetime=\"2026-11-29T10:00:00.000000Z\" title=\"2026-11-29T13:00:00.000+0300\">2026-11-29 10:00:00 UTC</time>"
+            "<time datetime=\"2026-11-29T10:00:00.000000Z\" title=\"2026-11-29T13:00:00.000+0300\">21 мин назад</time>"
         ),
+        "{}",
+        issue.body
+    );
+    // Times in one form: relative while recent, a date beyond a day.
+    clock.advance(time::Duration::days(2));
+    let cookie = console.sign_in().await;
+    let issue = console.get("/ui/issues/AURORA-1", Some(&cookie)).await;
+    assert!(
+        issue
+            .body
+            .contains("title=\"2026-11-29T13:00:00.000+0300\">2026-11-29 10:00 UTC</time>"),
         "{}",
         issue.body
     );
@@ -1201,4 +1274,354 @@ async fn the_overview_shows_an_agents_last_check() {
         page.body
     );
     assert!(!page.body.contains("<li>проект"), "{}", page.body);
+}
+
+impl Console {
+    /// A report of one agent (`agent-1`) with `results`.
+    async fn report(&self, id: &str, results: Value) {
+        let page = self
+            .agent_post(
+                "/agent/report",
+                json!({"kind": "report", "id": id, "agent": "agent-1",
+                       "sent_at": "2026-11-29T10:00:00Z", "results": results}),
+            )
+            .await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    }
+}
+
+/// The text of the element with `id` (up to its first closing tag of `tag`).
+fn part<'a>(body: &'a str, id: &str, tag: &str) -> &'a str {
+    let start = body
+        .find(&format!("id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no #{id}: {body}"));
+    let rest = &body[start..];
+    &rest[..rest.find(&format!("</{tag}>")).unwrap_or(rest.len())]
+}
+
+/// Issue 25 items 5 and 6: «Выполнено команд в час» counts done commands only (a failed one is
+/// not «выполнено»); a refresh is named by its batch on the runs page and on the overview, its
+/// run knows it; a refresh of 0.4 s lasted «0,4 с», not «0 с».
+#[tokio::test]
+async fn numbers_are_what_their_labels_say_and_a_refresh_is_its_batch() {
+    let (console, clock) = console_on_clock(HttpOptions::default());
+    let cookie = console.sign_in().await;
+    let batch = console
+        .api(
+            Method::POST,
+            "/batches",
+            Some(json!({"title": "два", "author": "ivanov", "commands": [
+                {"type": "comment", "params": {"key": "AURORA-1", "body": "x"}},
+                {"type": "comment", "params": {"key": "AURORA-1", "body": "y"}}]})),
+        )
+        .await;
+    let claim = console.claim("agent-1", "c1").await;
+    let first = &claim["commands"][0];
+    let claim = console.claim("agent-1", "c2").await;
+    let second = &claim["commands"][0];
+    console
+        .report(
+            "r1",
+            json!([{"command_id": first["id"], "delivery": first["delivery"], "status": "done", "result": {"id": "1"}},
+                   {"command_id": second["id"], "delivery": second["delivery"], "status": "failed", "error": "нет прав"}]),
+        )
+        .await;
+    assert_eq!(batch["commands"].as_array().unwrap().len(), 2);
+    let page = console.get("/", Some(&cookie)).await;
+    let chart = part(&page.body, "overview-charts", "section");
+    let done = chart
+        .split("<figcaption>Выполнено команд в час</figcaption>")
+        .nth(1)
+        .unwrap();
+    let done = &done[..done.find("</figure>").unwrap()];
+    assert!(done.contains("макс. 1 команда"), "{done}");
+    assert!(!done.contains("2 команды"), "{done}");
+
+    // A refresh: a batch with a run, named by the batch.
+    let refresh = console.api(Method::POST, "/refresh", None).await;
+    let refresh_batch = refresh["id"].as_i64().unwrap();
+    let claim = console.claim("agent-1", "c3").await;
+    let command = &claim["commands"][0];
+    console
+        .report(
+            "r2",
+            json!([{"command_id": command["id"], "delivery": command["delivery"], "status": "progress",
+                    "page": {"start_at": 0, "total": 0, "issues": []}}]),
+        )
+        .await;
+    clock.advance(time::Duration::milliseconds(400));
+    console
+        .report(
+            "r3",
+            json!([{"command_id": command["id"], "delivery": command["delivery"], "status": "done",
+                    "result": {"total": 0, "boards": []}}]),
+        )
+        .await;
+    let runs = console.api(Method::GET, "/sync-runs", None).await;
+    assert_eq!(runs[0]["batch_id"], refresh_batch, "{runs}");
+    let run_id = runs[0]["id"].as_i64().unwrap();
+    let page = console.get("/ui/runs", Some(&cookie)).await;
+    let row = part(&page.body, &format!("run-{run_id}"), "tr");
+    assert!(
+        row.contains(&format!(
+            "<a href=\"/ui/batches/{refresh_batch}\">пакет {refresh_batch}</a>"
+        )) && row.contains("<td class=\"duration\">0,4 с</td>"),
+        "{row}"
+    );
+    assert!(page.body.contains("<th>Обновление</th><th>Прогон</th>"));
+    let page = console.get("/", Some(&cookie)).await;
+    assert!(
+        page.body
+            .contains(&format!("пакет {refresh_batch} полное, готово: 0,4 с")),
+        "{}",
+        page.body
+    );
+}
+
+/// Issue 25 item 7: a refresh behind other work is shown as queued, where it stands and «ждёт
+/// агента» while no agent is about, on «Синхронизация» and the overview's mirror card; pressing
+/// «Обновить сейчас» again adds none and says so.
+#[tokio::test]
+async fn a_queued_refresh_is_shown_as_queued() {
+    let (console, clock) = console_on_clock(HttpOptions::default());
+    let cookie = console.sign_in().await;
+    let work = console
+        .api(
+            Method::POST,
+            "/batches",
+            Some(json!({"title": "долгий", "author": "ivanov", "commands": [
+                {"type": "comment", "params": {"key": "AURORA-1", "body": "x"}},
+                {"type": "comment", "params": {"key": "AURORA-1", "body": "y"}}]})),
+        )
+        .await;
+    assert_eq!(work["id"], 1);
+    let page = console.get("/ui/runs", Some(&cookie)).await;
+    let csrf = csrf_of(&page.body);
+    let first = console
+        .post("/ui/refresh", Some(&cookie), &[("csrf", &csrf)], &[])
+        .await;
+    assert_eq!(first.headers["location"], "/ui/runs?notice=refresh");
+    let page = console.get("/ui/runs", Some(&cookie)).await;
+    let queued = part(&page.body, "queued-refresh-2", "li");
+    assert!(
+        queued
+            .contains("<a href=\"/ui/batches/2\">пакет 2</a>: ждёт в очереди, перед ним 2 команды")
+            && queued.contains("ждёт агента"),
+        "{queued}"
+    );
+    let overview = console.get("/", Some(&cookie)).await;
+    assert!(
+        !overview.body.contains("Сейчас обновление не идёт"),
+        "{}",
+        overview.body
+    );
+    let card = part(&overview.body, "queued-refresh-2", "li");
+    assert!(
+        card.contains("перед ним 2 команды") && card.contains("ждёт агента"),
+        "{card}"
+    );
+
+    // Pressed again: nothing new queued, and the page says why.
+    let again = console
+        .post("/ui/refresh", Some(&cookie), &[("csrf", &csrf)], &[])
+        .await;
+    assert_eq!(again.headers["location"], "/ui/runs?notice=refresh-pending");
+    let batches = console.api(Method::GET, "/batches", None).await;
+    assert_eq!(batches.as_array().unwrap().len(), 2, "{batches}");
+
+    // An agent takes the first command: the refresh moves up, and an agent is about.
+    console.claim("agent-1", "c1").await;
+    clock.advance(time::Duration::seconds(5));
+    let page = console.get("/ui/runs", Some(&cookie)).await;
+    let queued = part(&page.body, "queued-refresh-2", "li");
+    assert!(
+        queued.contains("ждёт в очереди, перед ним 1 команда") && !queued.contains("ждёт агента"),
+        "{queued}"
+    );
+}
+
+/// Issue 25 item 9: a page per command: its params whole, every attempt with its agent and
+/// times, its Jira calls and 429s, the keys it names linked to the mirror's page; the batch page
+/// has a dependency column and links each command to its page.
+#[tokio::test]
+async fn a_command_has_its_own_page() {
+    let console = console();
+    let cookie = console.sign_in().await;
+    // The mirror has AURORA-1.
+    console.api(Method::POST, "/refresh", None).await;
+    let claim = console.claim("agent-1", "c0").await;
+    let command = &claim["commands"][0];
+    let issues = [raw_issue("AURORA-1", "1", &["AWPCA"], json!({}))];
+    console
+        .report(
+            "r0",
+            json!([{"command_id": command["id"], "delivery": command["delivery"], "status": "progress",
+                    "page": {"start_at": 0, "total": 1, "issues": issues}},
+                   {"command_id": command["id"], "delivery": command["delivery"], "status": "done",
+                    "result": {"total": 1, "boards": []}}]),
+        )
+        .await;
+    let long = "слово ".repeat(60);
+    let batch = console
+        .api(
+            Method::POST,
+            "/batches",
+            Some(json!({"title": "с зависимостью", "author": "ivanov", "commands": [
+                {"type": "comment", "params": {"key": "AURORA-1", "body": long.trim()}},
+                {"type": "comment", "params": {"key": {"$result": "key"}, "body": "следом"}, "depends_on": 1}]})),
+        )
+        .await;
+    let id = batch["id"].as_i64().unwrap();
+    let first = batch["commands"][0]["id"].as_i64().unwrap();
+    let second = batch["commands"][1]["id"].as_i64().unwrap();
+    let claim = console.claim("agent-1", "c1").await;
+    console
+        .report(
+            "r1",
+            json!([{"command_id": first, "delivery": claim["commands"][0]["delivery"], "status": "failed",
+                    "error": "Jira ответила 500", "jira_calls": 2, "rate_limited": 1}]),
+        )
+        .await;
+    // Retried, then done by another agent.
+    console
+        .api(Method::POST, &format!("/commands/{first}/retry"), None)
+        .await;
+    let page = console
+        .agent_post(
+            "/agent/claim",
+            json!({"kind": "claim", "id": "c2", "agent": "agent-2", "sent_at": "2026-11-29T10:00:00Z",
+                   "agent_version": "1.4.0", "settings_version": 0, "max_commands": 1}),
+        )
+        .await;
+    let claim: Value = serde_json::from_str(&page.body).unwrap();
+    let report = console
+        .agent_post(
+            "/agent/report",
+            json!({"kind": "report", "id": "r2", "agent": "agent-2", "sent_at": "2026-11-29T10:00:00Z",
+                   "results": [{"command_id": first, "delivery": claim["commands"][0]["delivery"],
+                                "status": "done", "result": {"key": "AURORA-1", "comment_id": "77"}, "jira_calls": 1}]}),
+        )
+        .await;
+    assert_eq!(report.status, StatusCode::OK, "{}", report.body);
+
+    let page = console
+        .get(&format!("/ui/batches/{id}"), Some(&cookie))
+        .await;
+    let row = part(&page.body, &format!("command-{second}"), "tr");
+    assert!(
+        row.contains(&format!(
+            "<a class=\"dependency\" href=\"/ui/commands/{first}\">команда&nbsp;1</a>"
+        )),
+        "{row}"
+    );
+    assert!(
+        page.body.contains("<th>Зависит от</th>")
+            && page.body.contains(&format!(
+                "<a href=\"/ui/commands/{first}\" title=\"пакет {id}, команда 1\">команда&nbsp;1</a>"
+            )),
+        "{}",
+        page.body
+    );
+
+    let page = console
+        .get(&format!("/ui/commands/{first}"), Some(&cookie))
+        .await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(
+        page.body
+            .contains(&format!("<h1>Пакет {id}, команда 1</h1>")),
+        "{}",
+        page.body
+    );
+    let params = part(&page.body, "command-params", "pre");
+    assert!(params.contains(long.trim()), "params whole: {params}");
+    let attempts = part(&page.body, "attempts", "table");
+    assert!(
+        attempts.contains("agent-1") && attempts.contains("Jira ответила 500"),
+        "{attempts}"
+    );
+    assert!(
+        page.body.contains("<dt>Агент</dt><dd>agent-2</dd>")
+            && page.body.contains("<dt>Вызовов Jira</dt><dd>3</dd>")
+            && page.body.contains("<dt>Ответов 429</dt><dd>1</dd>"),
+        "{}",
+        page.body
+    );
+    let keys = part(&page.body, "command-keys", "dd");
+    assert!(
+        keys.contains("<a href=\"/ui/issues/AURORA-1\">AURORA-1</a>"),
+        "{keys}"
+    );
+    assert!(
+        page.body.contains(&format!(
+            "<dt>От неё зависят</dt><dd><a href=\"/ui/commands/{second}\">пакет {id}, команда 2</a>"
+        )),
+        "{}",
+        page.body
+    );
+    let missing = console.get("/ui/commands/99999", Some(&cookie)).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+}
+
+/// Issue 25 item 9: a project's slice is sorted by key number (AURORA-9 before AURORA-10), has a
+/// search box, is paged, and every column has a heading.
+#[tokio::test]
+async fn the_mirror_is_sorted_by_number_searched_and_paged() {
+    let console = console();
+    let cookie = console.sign_in().await;
+    console.api(Method::POST, "/refresh", None).await;
+    let claim = console.claim("agent-1", "c0").await;
+    let command = &claim["commands"][0];
+    let issues: Vec<Value> = (1..=205)
+        .rev()
+        .map(|n| {
+            let extra = if n == 42 {
+                json!({"summary": "Особая задача"})
+            } else {
+                json!({})
+            };
+            raw_issue(&format!("AURORA-{n}"), &n.to_string(), &["AWPCA"], extra)
+        })
+        .collect();
+    console
+        .report(
+            "r0",
+            json!([{"command_id": command["id"], "delivery": command["delivery"], "status": "progress",
+                    "page": {"start_at": 0, "total": 205, "issues": issues}},
+                   {"command_id": command["id"], "delivery": command["delivery"], "status": "done",
+                    "result": {"total": 205, "boards": []}}]),
+        )
+        .await;
+    let page = console.get("/ui/mirror/AWPCA", Some(&cookie)).await;
+    let body = &page.body;
+    let at = |key: &str| {
+        body.find(&format!(">{key}</a>"))
+            .unwrap_or_else(|| panic!("{key}: {body}"))
+    };
+    assert!(at("AURORA-1") < at("AURORA-2") && at("AURORA-9") < at("AURORA-10"));
+    assert!(at("AURORA-99") < at("AURORA-100"));
+    assert!(!body.contains(">AURORA-201</a>"), "200 a page");
+    assert!(
+        body.contains("<th>Отметки</th>") && !body.contains("<th></th>"),
+        "{body}"
+    );
+    assert!(body.contains("страница 1 из 2"), "{body}");
+    assert!(body.contains("href=\"/ui/mirror/AWPCA?page=2\""), "{body}");
+    assert!(body.contains("name=\"q\""), "a search box: {body}");
+    let page = console.get("/ui/mirror/AWPCA?page=2", Some(&cookie)).await;
+    assert!(page.body.contains(">AURORA-205</a>"), "{}", page.body);
+    assert!(!page.body.contains(">AURORA-1</a>"), "{}", page.body);
+    let page = console
+        .get(
+            "/ui/mirror/AWPCA?q=%D0%BE%D1%81%D0%BE%D0%B1%D0%B0%D1%8F",
+            Some(&cookie),
+        )
+        .await;
+    assert!(
+        page.body.contains(">AURORA-42</a>")
+            && page.body.contains("Найдено по «особая»: <b>1</b>")
+            && !page.body.contains(">AURORA-41</a>"),
+        "{}",
+        page.body
+    );
 }

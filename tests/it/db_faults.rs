@@ -176,7 +176,7 @@ fn a_database_moved_or_deleted_under_the_daemon_takes_no_writes() {
     let rescued: Vec<String> = dir
         .backups()
         .into_iter()
-        .filter(|name| name.contains("-rescued"))
+        .filter(|name| name.contains("-rescued") && name.ends_with(".sqlite"))
         .collect();
     assert_eq!(rescued.len(), 2, "one copy per loss: {rescued:?}");
     // The second copy (the same second gets `-2`) holds what was written after the file came back.
@@ -367,8 +367,20 @@ fn a_full_disk_under_the_daemon() {
         panic!("500 batches fitted on a full 4 MiB disk");
     };
     let ready = http(&address, "GET", "/ready", None, None);
+    // Not ready while the disk stays full, past the timers' claim sweep (every 5 s), whose
+    // transaction that changed nothing made it say ready (issue 23 §6).
+    let while_full: Vec<u16> = (0..14)
+        .map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            http(&address, "GET", "/ready", None, None).0
+        })
+        .collect();
     std::fs::write(control.join("free"), "").unwrap();
     wait_for("freed");
+    assert!(
+        while_full.iter().all(|status| *status == 503),
+        "ready while the disk was full: {while_full:?}"
+    );
     assert_eq!(status, 507, "{body}");
     assert_eq!(body["error"]["code"], "disk_full", "{body}");
     assert!(
@@ -403,4 +415,203 @@ fn a_full_disk_under_the_daemon() {
             "acknowledged batch {i} lost"
         );
     }
+}
+
+/// Every table's row count, and SQLite's own verdict on the file.
+fn table_counts(db: &std::path::Path) -> (Vec<(String, i64)>, String) {
+    let conn = rusqlite::Connection::open_with_flags(
+        db,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .unwrap();
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let counts = tables
+        .into_iter()
+        .map(|table| {
+            let n = count(&conn, &format!("SELECT count(*) FROM \"{table}\""));
+            (table, n)
+        })
+        .collect();
+    let integrity: String = conn
+        .query_row("PRAGMA integrity_check", [], |row| row.get(0))
+        .unwrap();
+    (counts, integrity)
+}
+
+/// How a database file is put back under a serving hub.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PutBack {
+    /// A copy renamed over the file the hub has open.
+    RenamedOver,
+    /// The file deleted first (the hub finds it gone), then a copy put in its place.
+    DeletedThenCopied,
+    /// A copy renamed over the file, and the hub stopped at once: nothing was written or asked
+    /// since (the hub finds it as it stops).
+    RenamedOverAtStop,
+}
+
+/// A database replaced by a backup while the hub serves (renamed over it, or the file deleted
+/// and the backup copied in): the hub takes no write, and its old WAL never meets the new file,
+/// neither while it runs nor when it stops (SIGTERM, or killed), so the restarted hub serves the
+/// backup exactly as it was put: every table's row count, `PRAGMA integrity_check` ok. The old
+/// WAL and shm are found beside the rescue copy. Before, the old WAL left beside the new file
+/// was replayed into it on the next start (a restored 300,001 commands became 31).
+#[test]
+fn a_database_replaced_by_a_backup_under_the_daemon_is_served_as_it_was_put() {
+    for (put_back, stop) in [
+        (PutBack::RenamedOver, "TERM"),
+        (PutBack::RenamedOver, "KILL"),
+        (PutBack::DeletedThenCopied, "TERM"),
+        (PutBack::DeletedThenCopied, "KILL"),
+        (PutBack::RenamedOverAtStop, "TERM"),
+    ] {
+        let case = format!("{put_back:?}, SIG{stop}");
+        let dir = TestDir::new();
+        let token = initialised(&dir);
+        let mut daemon = Daemon::start(&dir.db(), &[]);
+        for i in 0..30 {
+            let (status, body) = post_batch(&daemon.address, &token, &format!("до копии {i}"));
+            assert_eq!(status, 201, "{case}: {body}");
+        }
+        // A backup made while the hub serves.
+        let backup = std::path::PathBuf::from(run_ok(&dir.db(), &["backup"]).stdout.trim());
+        let (expected, integrity) = table_counts(&backup);
+        assert_eq!(integrity, "ok", "{case}");
+        // The hub goes on writing: its WAL holds pages the backup does not.
+        for i in 0..30 {
+            let (status, body) = post_batch(&daemon.address, &token, &format!("после копии {i}"));
+            assert_eq!(status, 201, "{case}: {body}");
+        }
+        let staged = dir.path().join("data/restore.tmp");
+        std::fs::copy(&backup, &staged).unwrap();
+        match put_back {
+            PutBack::RenamedOver | PutBack::RenamedOverAtStop => {
+                std::fs::rename(&staged, dir.db()).unwrap()
+            }
+            PutBack::DeletedThenCopied => {
+                std::fs::remove_file(dir.db()).unwrap();
+                let (status, body) = post_batch(&daemon.address, &token, "в удалённый файл");
+                assert_eq!(status, 503, "{case}: {body}");
+                std::fs::rename(&staged, dir.db()).unwrap();
+            }
+        }
+        for i in 0..5 {
+            if put_back == PutBack::RenamedOverAtStop {
+                break;
+            }
+            let (status, body) = post_batch(&daemon.address, &token, &format!("в замену {i}"));
+            assert_eq!(status, 503, "{case}: {body}");
+            assert_eq!(
+                body["error"]["code"], "database_unavailable",
+                "{case}: {body}"
+            );
+        }
+        if put_back != PutBack::RenamedOverAtStop {
+            let (status, _) = http(&daemon.address, "GET", "/ready", None, None);
+            assert_eq!(status, 503, "{case}");
+        }
+        daemon.signal(stop);
+        let exit = daemon.wait();
+        if stop == "TERM" {
+            assert!(exit.success(), "{case}: {exit:?}");
+        }
+        drop(daemon);
+        for suffix in ["-wal", "-shm"] {
+            assert!(
+                !std::path::Path::new(&format!("{}{suffix}", dir.db().display())).exists(),
+                "{case}: the old {suffix} is left beside the new file"
+            );
+        }
+        // The file as the restart finds it (no journal beside it to replay): the backup's.
+        let (found, integrity) = table_counts(&dir.db());
+        assert_eq!(integrity, "ok", "{case}");
+        assert_eq!(
+            found, expected,
+            "{case}: the backup's rows as they were put"
+        );
+        let daemon = Daemon::start(&dir.db(), &[]);
+        let (status, ready) = http(&daemon.address, "GET", "/ready", None, None);
+        assert_eq!(status, 200, "{case}: {ready}");
+        let (status, batches) = http(
+            &daemon.address,
+            "GET",
+            "/batches?limit=500",
+            Some(&token),
+            None,
+        );
+        assert_eq!(status, 200, "{case}: {batches}");
+        let titles: Vec<&str> = batches
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|b| b["title"].as_str())
+            .collect();
+        assert!(
+            titles.contains(&"до копии 29")
+                && !titles
+                    .iter()
+                    .any(|t| t.starts_with("после копии") || t.starts_with("в замену")),
+            "{case}: {titles:?}"
+        );
+        drop(daemon);
+        let (_, integrity) = table_counts(&dir.db());
+        assert_eq!(integrity, "ok", "{case}: after serving it");
+        // What the replaced file held is kept: the rescue copy, its old WAL and shm beside it.
+        let backups = dir.backups();
+        let rescued = backups
+            .iter()
+            .find(|name| name.contains("-rescued") && name.ends_with(".sqlite"))
+            .unwrap_or_else(|| panic!("{case}: no rescue copy in {backups:?}"));
+        let titles = batch_titles(&dir.backup_path(rescued));
+        assert!(
+            titles.iter().any(|t| t == "после копии 29"),
+            "{case}: {titles:?}"
+        );
+    }
+}
+
+/// `/ready` (the database's fault) stays not-ready after a read-only episode until a write has
+/// succeeded again: the timer's sweep, a transaction that finds nothing to do and so writes no
+/// page, commits on a read-only file and must not count as one (before, it cleared the fault,
+/// and `/ready` said ready seconds in while every write still failed). The probe writes a page:
+/// it fails while the file is read-only and clears the fault once it is writable.
+#[test]
+fn a_write_that_changed_nothing_does_not_end_a_fault() {
+    let dir = TestDir::new();
+    let mut hub = ready_hub(&dir, &clock());
+    // The timers' connection, opened while the file was writable (so it is not read-only).
+    let mut timers = hub.connect().unwrap();
+    let wal = std::path::PathBuf::from(format!("{}-wal", dir.db().display()));
+    if !chattr("+i", &dir.db()) {
+        eprintln!(
+            "SKIPPED: chattr +i is not possible here (needs root and a file system with the flag)"
+        );
+        return;
+    }
+    assert!(chattr("+i", &wal));
+    let refused = hub.enqueue_batch(&batch(serde_json::json!({"title": "пока только чтение",
+        "author": "a", "commands": [{"type": "comment", "params": {"key": "AURORA-1", "body": "x"}}]})));
+    let after_refusal = hub.database_fault();
+    let sweep = timers.expire_claims();
+    let after_sweep = timers.database_fault();
+    let probe = hub.probe_database();
+    let after_probe = hub.database_fault();
+    assert!(chattr("-i", &dir.db()) && chattr("-i", &wal));
+    assert!(refused.is_err(), "{refused:?}");
+    assert!(after_refusal.is_some());
+    assert!(sweep.is_ok(), "the sweep itself commits nothing: {sweep:?}");
+    assert!(
+        after_sweep.is_some(),
+        "a transaction that wrote nothing ended the fault"
+    );
+    assert!(probe.is_err(), "the probe wrote into a read-only file");
+    assert!(after_probe.is_some());
+    hub.probe_database().expect("writable again");
+    assert_eq!(hub.database_fault(), None);
 }

@@ -320,7 +320,11 @@ fn demo_names_the_child_that_died_and_exits_1() {
     let text = demo.output();
     assert_eq!(exit.code(), Some(1), "{text}");
     assert!(text.contains("agent killed by signal 9"), "{text}");
-    assert!(text.contains("agent остановился раньше времени"), "{text}");
+    // One language a line (issue 25 item 8).
+    assert!(
+        text.contains("агент остановился раньше времени (убит сигналом 9)"),
+        "{text}"
+    );
     assert!(text.contains("demo: hub exited 0"), "{text}");
     assert!(children.iter().all(|pid| !running(*pid)), "{children:?}");
 }

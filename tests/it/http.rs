@@ -457,7 +457,7 @@ async fn batches_refreshes_and_the_mirror() {
         (status, error_code(&body).1),
         (
             StatusCode::UNPROCESSABLE_ENTITY,
-            Some("commands[0].params.summary")
+            Some("commands[1].params.summary")
         )
     );
     assert_eq!(
@@ -601,6 +601,8 @@ async fn batches_refreshes_and_the_mirror() {
         (runs[0]["full"].as_bool(), runs[0]["status"].as_str()),
         (Some(true), Some("done"))
     );
+    // A refresh is a batch with a run: the run names its batch (issue 25 item 5).
+    assert_eq!(runs[0]["batch_id"], refresh["id"], "{runs}");
     let (_, agents) = api.client(Method::GET, "/agents", None).await;
     assert_eq!(agents[0]["agent"], "agent-h");
     let (_, metrics) = api.call(Method::GET, "/metrics", None, None).await;
@@ -664,7 +666,7 @@ async fn errors_name_the_field_by_path_in_russian() {
         )
         .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
-    assert_eq!(body["error"]["field"], "commands[0].depends_on", "{body}");
+    assert_eq!(body["error"]["field"], "commands[1].depends_on", "{body}");
     assert!(
         body["error"]["message"]
             .as_str()

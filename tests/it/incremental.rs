@@ -154,7 +154,12 @@ fn the_automatic_refresh_is_incremental_between_full_ones() {
     clock.advance(Duration::minutes(30));
     assert_eq!(clock.now() - first_start, Duration::hours(2));
     assert!(hub.auto_refresh().unwrap().is_some());
-    assert_eq!(run_queued(&mut hub, &agent, &[]), BASE);
+    // (The issue is still in Jira: a full run that found none of a project's issues would be
+    // held for an operator, issue 24.)
+    assert_eq!(
+        run_queued(&mut hub, &agent, &[issue("AURORA-1", "1", "a")]),
+        BASE
+    );
     assert_eq!(hub.sync_runs().unwrap()[0].kind, RunKind::Full);
     // And incremental from that one.
     let full_start = clock.now();

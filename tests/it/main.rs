@@ -4,6 +4,7 @@
 
 mod agent_e2e;
 mod agent_waits;
+mod anonymous;
 mod batches;
 mod boundaries;
 mod chains;
@@ -20,6 +21,7 @@ mod migrations;
 mod mirror;
 mod preflight;
 mod projects;
+mod proof;
 mod properties;
 mod prune_guard;
 mod queue;
@@ -28,5 +30,6 @@ mod release;
 mod retry;
 mod samples;
 mod settings;
+mod small_faults;
 mod support;
 mod timers;

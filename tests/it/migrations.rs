@@ -607,7 +607,7 @@ fn a_first_release_v4_database_gets_revision_1() {
     let revision: i64 = conn
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .unwrap();
-    assert_eq!(revision, 9);
+    assert_eq!(revision, 10);
     assert_eq!(
         count(
             &conn,
@@ -769,13 +769,17 @@ fn a_v4_database_of_the_data_model_gets_what_it_lacks_whatever_its_header_says()
                 "last_check",
                 "SELECT count(*) FROM pragma_table_info('agent_status') WHERE name = 'last_check'",
             ),
+            (
+                "sync_run.batch_id",
+                "SELECT count(*) FROM pragma_table_info('sync_run') WHERE name = 'batch_id'",
+            ),
         ] {
             assert_eq!(count(&conn, sql), 1, "header {header}: {what}");
         }
         let revision: i64 = conn
             .query_row("PRAGMA user_version", [], |row| row.get(0))
             .unwrap();
-        assert_eq!(revision, 9, "header {header}");
+        assert_eq!(revision, 10, "header {header}");
         assert_eq!(
             count(
                 &conn,
@@ -952,7 +956,7 @@ fn revisions_run_again_on_a_header_reset_change_no_row() {
     let revision: i64 = conn
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .unwrap();
-    assert_eq!(revision, 9);
+    assert_eq!(revision, 10);
     assert_eq!(
         count(
             &conn,
@@ -967,4 +971,40 @@ fn revisions_run_again_on_a_header_reset_change_no_row() {
         ),
         1
     );
+}
+
+/// Revision 10: a sync run knows its batch; a database of the revision before gets its runs'
+/// batches filled in from their commands (issue 25 item 5).
+#[test]
+fn sync_runs_learn_their_batch_from_their_command() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    let agent = Agent::new("agent-m");
+    let batch = hub.enqueue_refresh(None, "ivanov").unwrap();
+    let claim = agent.claim(&mut hub, 1);
+    let command = &claim.commands[0];
+    agent.report(
+        &mut hub,
+        serde_json::json!([{"command_id": command.id, "delivery": command.delivery,
+            "status": "done", "result": {"total": 0, "boards": []}}]),
+    );
+    let runs = hub.sync_runs().unwrap();
+    assert_eq!(runs[0].run.batch_id, Some(batch.id), "a new run knows it");
+    drop(hub);
+    // The revision before: no column, the version one back.
+    let conn = Connection::open(dir.db()).unwrap();
+    let revision: i64 = conn
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap();
+    conn.execute_batch(&format!(
+        "DROP INDEX sync_run_batch; ALTER TABLE sync_run DROP COLUMN batch_id;
+         PRAGMA user_version = {};",
+        revision - 1
+    ))
+    .unwrap();
+    drop(conn);
+    let mut hub = open_hub(&dir, &clock);
+    let runs = hub.sync_runs().unwrap();
+    assert_eq!(runs[0].run.batch_id, Some(batch.id), "backfilled");
 }

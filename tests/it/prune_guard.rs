@@ -1,7 +1,8 @@
 //! The mirror is never emptied by one wrong full refresh (issue 19, item 10): a full run that
 //! would remove more of a project's mirror than `prune_guard` allows (default: more than 20%
 //! and at least 50 issues) ends `held`; `status`, `/metrics` and the console show it; an operator
-//! confirms it (CLI, API, console) or the next full run that misses the same issues does.
+//! confirms it (CLI, API, console); another run never does (issue 24, §4), and a run that would
+//! remove all of a project's issues is held whatever the guard's numbers.
 
 use crate::support::*;
 use jira_hub::domain::command::RunStatus;
@@ -81,18 +82,17 @@ fn a_full_run_that_would_empty_the_mirror_waits_for_a_confirmation() {
         "{error}"
     );
 
-    // The next full run misses the same 60: it agrees, and both are applied.
-    let (agreeing, status) = full_run(&mut hub, &agent, &clock, &issues(1..=40));
-    assert_eq!(status, RunStatus::Done);
-    assert_eq!(mirrored(&mut hub), 40);
+    // The next full run misses the same 60: the same answer twice proves nothing (issue 24, §4).
+    // It is held in its turn, supersedes the first, and nothing is removed.
+    let (again, status) = full_run(&mut hub, &agent, &clock, &issues(1..=40));
+    assert_eq!(status, RunStatus::Held);
+    assert_eq!(mirrored(&mut hub), 100);
     let runs = hub.sync_runs().unwrap();
     let held_now = runs.iter().find(|r| r.run.id == held).unwrap();
-    assert_eq!(
-        held_now.run.status,
-        RunStatus::Done,
-        "confirmed by run {agreeing}"
-    );
-    assert!(hub.status().unwrap().held_runs.is_empty());
+    assert_eq!(held_now.run.status, RunStatus::Failed, "superseded");
+    let report = hub.status().unwrap();
+    assert_eq!(report.held_runs.len(), 1);
+    assert_eq!(report.held_runs[0].run_id, again);
 
     // Back to 100; a run of 40 is held again; a run that disagrees (41) supersedes it and is
     // held in its turn.
@@ -172,7 +172,7 @@ fn a_full_run_that_would_empty_the_mirror_waits_for_a_confirmation() {
     drop(hub);
     let status = run_ok(&dir.db(), &["status"]).stdout;
     assert!(
-        status.contains(&format!("refresh #{held} would remove 90 issues")),
+        status.contains(&format!("refresh run {held} would remove 90 issues")),
         "{status}"
     );
     let out = run_ok(&dir.db(), &["refresh", "confirm", &held.to_string()]);
@@ -225,4 +225,30 @@ fn small_removals_and_the_guard_setting() {
             "{bad}: {error}"
         );
     }
+}
+
+/// Issue 24, §4: a full run that would remove every issue of a project is held even when the
+/// numbers are under the guard (a lost permission answers an empty search), and the same empty
+/// answer again does not confirm it: only an operator does.
+#[test]
+fn a_run_that_would_empty_a_project_waits_for_an_operator_whatever_the_guard() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    let agent = Agent::new("agent-1");
+    full_run(&mut hub, &agent, &clock, &issues(1..=10));
+    assert_eq!(mirrored(&mut hub), 10);
+    let (first, status) = full_run(&mut hub, &agent, &clock, &[]);
+    assert_eq!(status, RunStatus::Held, "10 of 10 is under min_issues (50)");
+    let (second, status) = full_run(&mut hub, &agent, &clock, &[]);
+    assert_eq!(status, RunStatus::Held, "twice in a row is no proof");
+    assert_eq!(mirrored(&mut hub), 10);
+    let report = hub.status().unwrap();
+    assert_eq!(report.held_runs.len(), 1);
+    assert_eq!(report.held_runs[0].run_id, second);
+    assert_ne!(first, second);
+    drop(hub);
+    run_ok(&dir.db(), &["refresh", "confirm", &second.to_string()]);
+    let mut hub = open_hub(&dir, &clock);
+    assert_eq!(mirrored(&mut hub), 0, "the operator's word removes them");
 }

@@ -1112,6 +1112,7 @@ fn the_relay_tells_the_console_what_waits_and_what_it_refused_today() {
         jira_hub::service::RelayState::Present {
             dir: relay.display().to_string(),
             waiting: 1,
+            claims_waiting: 0,
             refused_today: 2,
         }
     );

@@ -63,13 +63,12 @@ fn a_retried_command_is_queued_again_with_its_history_and_its_skipped_dependents
     let message = conflict_message(hub.retry_command(second).unwrap_err());
     // Named as the batch's table numbers them, statuses in Russian.
     assert!(
-        message.contains("команда №2 пакета")
-            && message.contains("команды №1 со статусом «ошибка»"),
+        message.contains(", команда 2 использует результат команды 1 со статусом «ошибка»"),
         "{message}"
     );
     let message = conflict_message(hub.retry_command(third).unwrap_err());
     assert!(
-        message.contains("у команды №3 пакета") && message.contains("«выполнена»"),
+        message.contains(", команда 3: статус «выполнена»"),
         "{message}"
     );
     assert!(
@@ -343,7 +342,7 @@ async fn metrics_negotiate_their_format_and_carry_the_operators_figures() {
         text.contains(&format!(
             "jira_hub_build_info{{version=\"{}\"",
             env!("CARGO_PKG_VERSION")
-        )) && text.contains("schema=\"v4r9\"} 1"),
+        )) && text.contains("schema=\"v4r10\"} 1"),
         "{text}"
     );
     assert!(
@@ -427,16 +426,28 @@ fn the_cli_lists_shows_retries_and_follows_a_refresh() {
         "{out:?}"
     );
     let out = run_ok(&db, &["commands", "failed"]);
-    assert!(out.stdout.contains(&format!("#{first} ")), "{out:?}");
+    assert!(
+        out.stdout
+            .contains(&format!("batch {}, command 1 (id {first})", view.id)),
+        "{out:?}"
+    );
 
     let out = run(&db, &["commands", "retry", &first.to_string(), "9999"]);
     assert_eq!(out.code, 1, "one of two refused: {out:?}");
     assert!(
         out.stdout
-            .contains(&format!("command {first}: queued again (attempt 2")),
+            .contains(&format!("command 1 (id {first}): queued again (attempt 2")),
         "{out:?}"
     );
     assert!(out.stderr.contains("команды 9999 нет"), "{out:?}");
+    // One language a line: the hub's reason, not its field name for programs.
+    let out = run(&db, &["commands", "retry", &first.to_string()]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains(&format!("команда с id {first}: "))
+            && !out.stderr.contains(": command:"),
+        "{out:?}"
+    );
     let out = run_ok(&db, &["batches", "show", &view.id.to_string()]);
     assert!(
         out.stdout.contains("attempt 1: failed, deliveries 1"),
@@ -482,7 +493,7 @@ fn the_cli_lists_shows_retries_and_follows_a_refresh() {
     );
     assert!(
         out.stdout
-            .contains("done (full run, 3 pages, 3 issues seen"),
+            .contains("done (run 1, full, 3 pages, 3 issues seen"),
         "{out:?}"
     );
     assert!(
@@ -550,7 +561,7 @@ fn refresh_wait_says_when_no_agent_is_about() {
     let db = dir.db();
     let out = run(&db, &["refresh", "--wait", "--timeout", "1"]);
     assert_eq!(out.code, 1, "{out:?}");
-    assert!(out.stdout.contains(": refresh 1 queued ("), "{out:?}");
+    assert!(out.stdout.contains("batch 1: refresh queued ("), "{out:?}");
     assert_eq!(
         out.stderr
             .matches("warning: no agent has contacted this hub yet")
@@ -559,8 +570,9 @@ fn refresh_wait_says_when_no_agent_is_about() {
         "{out:?}"
     );
     assert!(
-        out.stderr.contains("не закончилось за 1 с (--timeout)")
-            && out.stderr.contains("остаётся в очереди (пакет 1)"),
+        out.stderr
+            .contains("обновление (пакет 1) не закончилось за 1 с (--timeout)")
+            && out.stderr.contains("остаётся в очереди"),
         "{out:?}"
     );
 
@@ -577,7 +589,7 @@ fn refresh_wait_says_when_no_agent_is_about() {
     assert_eq!(out.code, 1, "{out:?}");
     assert!(
         out.stdout
-            .contains("batch 1: refresh 1 of the same scope is already queued"),
+            .contains("batch 1: a refresh of the same scope is already queued"),
         "{out:?}"
     );
     assert!(
@@ -615,5 +627,27 @@ async fn the_readmes_batch_example_is_accepted() {
     assert_eq!(
         view["commands"][1]["params"]["key"],
         json!({"$result": "key"})
+    );
+}
+
+/// Issue 25 item 8: log lines carry plain values, not Rust's `Debug` (`project=Some("AWPCA")`).
+#[test]
+fn log_lines_carry_plain_values() {
+    let dir = TestDir::new();
+    let clock = clock();
+    drop(ready_hub(&dir, &clock));
+    let output = hub_command(&dir.db(), &["refresh", "--project", "AWPCA"])
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let log = String::from_utf8_lossy(&output.stderr);
+    let line = log
+        .lines()
+        .find(|line| line.contains("batch enqueued"))
+        .unwrap_or_else(|| panic!("no enqueue line: {log}"));
+    assert!(
+        line.contains("project=AWPCA") && !line.contains("Some("),
+        "{line}"
     );
 }

@@ -84,20 +84,26 @@ fn head(out: &mut String, title: &str) {
     );
 }
 
-/// A whole page of a signed-in operator: the menu, the notice, the body.
-pub(super) fn page(frame: &Frame<'_>, body: &str) -> String {
-    let mut out = String::with_capacity(body.len() + 2048);
-    head(&mut out, frame.title);
-    out.push_str("<body><header><nav><span class=\"brand\">jira-hub</span>");
+/// The menu of the console; `current` is marked.
+fn menu(out: &mut String, current: Option<Section>) {
+    out.push_str("<nav><span class=\"brand\">jira-hub</span>");
     for (section, href, label) in MENU {
-        let current = if *section == frame.section {
+        let mark = if Some(*section) == current {
             " aria-current=\"page\""
         } else {
             ""
         };
-        let _ = write!(out, "<a href=\"{href}\"{current}>{label}</a>");
+        let _ = write!(out, "<a href=\"{href}\"{mark}>{label}</a>");
     }
     out.push_str("</nav>");
+}
+
+/// A whole page of a signed-in operator: the menu, the notice, the body.
+pub(super) fn page(frame: &Frame<'_>, body: &str) -> String {
+    let mut out = String::with_capacity(body.len() + 2048);
+    head(&mut out, frame.title);
+    out.push_str("<body><header>");
+    menu(&mut out, Some(frame.section));
     out.push_str(&form("/ui/sign-out", frame.csrf, &[], "Выйти", "quiet"));
     out.push_str("</header><main>");
     if let Some(notice) = frame.notice {
@@ -146,14 +152,27 @@ pub(super) fn refusal_page(message: &str) -> String {
     out
 }
 
-/// The page of a path the console does not have.
-pub(super) fn missing_page() -> String {
-    let mut out = String::with_capacity(1024);
+/// The page of a path the console does not have: the menu stays, so the person goes on from
+/// here (a signed-in one with «Выйти» too: `csrf` is the session's).
+pub(super) fn missing_page(csrf: Option<&str>) -> String {
+    const BODY: &str = "<p class=\"error\" role=\"alert\">Такой страницы в консоли нет.</p>\
+                        <p><a href=\"/\">На главную</a></p>";
+    if let Some(csrf) = csrf {
+        let frame = Frame {
+            title: "Страницы нет",
+            section: Section::Overview,
+            csrf,
+            notice: None,
+        };
+        return page(&frame, BODY).replacen(" aria-current=\"page\"", "", 1);
+    }
+    let mut out = String::with_capacity(2048);
     head(&mut out, "Страницы нет");
-    out.push_str(
-        "<body class=\"sign-in\"><main><h1>jira-hub</h1>\
-         <p class=\"error\" role=\"alert\">Такой страницы в консоли нет.</p>\
-         <p><a href=\"/\">На главную</a></p></main></body></html>\n",
+    out.push_str("<body><header>");
+    menu(&mut out, None);
+    let _ = writeln!(
+        out,
+        "</header><main><h1>Страницы нет</h1>{BODY}</main></body></html>"
     );
     out
 }
@@ -188,19 +207,33 @@ pub(super) fn form(
     out
 }
 
-/// A stored time as people read it: `2026-11-30 03:12:53 UTC`, the exact text in a tooltip.
-pub(super) fn time_of(at: &Utc) -> String {
-    let text = at.as_str();
-    let short = if text.len() >= 19 && text.is_char_boundary(19) {
-        text[..19].replacen('T', " ", 1)
-    } else {
-        text.to_string()
+/// A stored time in the console's one form (see [`when_at`]), the stored text in the tooltip.
+pub(super) fn time_of(at: &Utc, now: OffsetDateTime) -> String {
+    when_at(at.at(), at.as_str(), now)
+}
+
+/// A time as every page of the console shows it: relative while recent («только что», «5 мин
+/// назад», «2 ч 05 мин назад»: under a day), else the date and minute in UTC («2026-11-30 03:12
+/// UTC»); the exact time (`title`) in a tooltip and in `datetime`.
+pub(super) fn when_at(at: OffsetDateTime, title: &str, now: OffsetDateTime) -> String {
+    let at = at.to_offset(time::UtcOffset::UTC);
+    let ago = (now - at).whole_seconds();
+    let shown = match ago {
+        0..60 => "только что".to_string(),
+        60..86400 => format!("{} назад", duration_words(ago)),
+        _ => format!(
+            "{:04}-{:02}-{:02} {:02}:{:02} UTC",
+            at.year(),
+            u8::from(at.month()),
+            at.day(),
+            at.hour(),
+            at.minute()
+        ),
     };
     format!(
-        "<time datetime=\"{}\" title=\"{}\">{} UTC</time>",
-        esc(text),
-        esc(text),
-        esc(&short)
+        "<time datetime=\"{}\" title=\"{}\">{shown}</time>",
+        esc(&crate::domain::time::format_utc(at)),
+        esc(title),
     )
 }
 
@@ -215,18 +248,42 @@ pub(super) fn duration_words(seconds: i64) -> String {
     }
 }
 
+/// A length of time measured in milliseconds: tenths of a second under ten seconds (`0,4 с`,
+/// `2,5 с`: a quick refresh is not «0 с»), else as [`duration_words`].
+pub(super) fn millis_words(millis: i64) -> String {
+    let millis = millis.max(0);
+    if millis < 100 {
+        "меньше 0,1 с".to_string()
+    } else if millis < 10_000 {
+        format!("{},{} с", millis / 1000, millis % 1000 / 100)
+    } else {
+        duration_words(millis / 1000)
+    }
+}
+
+/// A path or file name that wraps only at its separators (`/`, `\\`, `-`, `_`, `.`), never
+/// inside a word: a `<wbr>` after each, escaped text between (with `code.path` in the CSS).
+pub(super) fn path_html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    out.push_str("<code class=\"path\">");
+    let mut rest = text;
+    while let Some(at) = rest.find(['/', '\\', '-', '_', '.']) {
+        let _ = write!(out, "{}<wbr>", esc(&rest[..=at]));
+        rest = &rest[at + 1..];
+    }
+    let _ = write!(out, "{}</code>", esc(rest));
+    out
+}
+
+/// A command as people name it: by its batch and its position there («пакет 5, команда 2»),
+/// linked to its page.
+pub(super) fn command_ref(batch_id: i64, seq: i64, command_id: i64) -> String {
+    format!("<a href=\"/ui/commands/{command_id}\">пакет {batch_id}, команда {seq}</a>")
+}
+
 /// Seconds from `at` to `now`.
 pub(super) fn seconds_since(at: &Utc, now: OffsetDateTime) -> i64 {
     (now - at.at()).whole_seconds()
-}
-
-/// A time and its age: `2026-11-30 03:12:53 UTC (5 мин назад)`.
-pub(super) fn time_and_age(at: &Utc, now: OffsetDateTime) -> String {
-    format!(
-        "{} <span class=\"age\">({} назад)</span>",
-        time_of(at),
-        duration_words(seconds_since(at, now))
-    )
 }
 
 /// A size in bytes: `812 Б`, `12,3 МБ`.
@@ -305,6 +362,25 @@ mod tests {
 
     #[test]
     fn words_for_ages_and_sizes() {
+        assert_eq!(millis_words(400), "0,4 с");
+        assert_eq!(millis_words(30), "меньше 0,1 с");
+        assert_eq!(millis_words(2_560), "2,5 с");
+        assert_eq!(millis_words(75_000), "1 мин");
+        let now = time::macros::datetime!(2026-11-30 12:00:00 UTC);
+        let at = |text: &str| Utc::parse(text).expect("a time");
+        let shown = |text: &str| {
+            let html = time_of(&at(text), now);
+            html[html.find('>').unwrap() + 1..html.rfind('<').unwrap()].to_string()
+        };
+        assert_eq!(shown("2026-11-30T11:59:30Z"), "только что");
+        assert_eq!(shown("2026-11-30T11:55:00Z"), "5 мин назад");
+        assert_eq!(shown("2026-11-30T09:55:00Z"), "2 ч 05 мин назад");
+        assert_eq!(shown("2026-11-28T09:55:10Z"), "2026-11-28 09:55 UTC");
+        assert!(time_of(&at("2026-11-28T09:55:10Z"), now).contains("title=\"2026-11-28T09:55:10"));
+        assert_eq!(
+            path_html("/srv/relay/hub-2026_11.sqlite"),
+            "<code class=\"path\">/<wbr>srv/<wbr>relay/<wbr>hub-<wbr>2026_<wbr>11.<wbr>sqlite</code>"
+        );
         assert_eq!(duration_words(5), "5 с");
         assert_eq!(duration_words(300), "5 мин");
         assert_eq!(duration_words(7500), "2 ч 05 мин");

@@ -6,8 +6,16 @@
 //! anti-forgery token. The cookie never holds the client token. A session ends when the operator
 //! signs out («Выйти» forgets it), after [`SESSION_IDLE`] without a request or [`SESSION_LIFE`]
 //! in any case, when the client token is rotated, and when the hub restarts. Without a session
-//! every page is the sign-in form (401). Failed sign-ins are limited per client address and in
-//! all (429 with `Retry-After`) and logged in aggregate.
+//! every page is the sign-in form (401).
+//!
+//! A sign-in reads its form (at most [`SIGN_IN_MAX_BODY`] bytes, within the anonymous deadline
+//! of `server.rs`) and looks at the token first: the right client token always signs in at
+//! once. Each wrong guess is counted when its form has been read, per client address (an IPv6
+//! address by its /64); past [`FREE_FAILURES`] an address's guesses are answered 429 with
+//! `Retry-After` for a wait that doubles with each one (at most [`FAILED_SIGN_IN_MAX_WAIT`]), and
+//! logged in aggregate. Nothing waits on the hub's side, so a throttled guess holds no
+//! connection; the client token is 256 random bits, so the throttle is against the load of
+//! guesses, not against their finding the token (README, «Вход в консоль»).
 //!
 //! Every action is a POST that carries the session's anti-forgery token. A POST that the browser
 //! says came from another site (`Sec-Fetch-Site`, or else an `Origin` that is neither this
@@ -48,17 +56,16 @@ pub(crate) const SESSION_LIFE: time::Duration = time::Duration::days(7);
 /// Sessions kept at most; at the cap the oldest goes.
 const MAX_SESSIONS: usize = 10_000;
 
-/// Failed sign-ins from one client address that are not delayed; each one after doubles the
-/// wait before the next attempt ([`FAILED_SIGN_IN_MAX_WAIT`] at most).
+/// Wrong sign-ins from one client address answered at once; each one after sets a wait that
+/// doubles ([`FAILED_SIGN_IN_MAX_WAIT`] at most), and a wrong guess within it is answered 429.
 const FREE_FAILURES: u32 = 5;
 const FAILED_SIGN_IN_MAX_WAIT: time::Duration = time::Duration::minutes(15);
 /// A client's failures are forgotten this long after its last one.
 const FAILURE_MEMORY: time::Duration = time::Duration::hours(1);
-/// Failed sign-ins from all clients together in one minute; past it every sign-in waits for the
-/// minute to end.
-const GLOBAL_FAILURES_PER_MINUTE: u32 = 60;
 /// Client addresses whose failures are remembered at most (the oldest are forgotten).
 const MAX_TRACKED_CLIENTS: usize = 10_000;
+/// The largest sign-in form read (the token is 64 hex digits): a larger one is refused unread.
+const SIGN_IN_MAX_BODY: usize = 4096;
 
 /// How many batches, failed commands and runs a list shows.
 const LIST_LIMIT: i64 = 200;
@@ -78,47 +85,43 @@ struct Session {
 struct Failures {
     count: u32,
     last: time::OffsetDateTime,
-    /// No attempt is taken before this.
-    locked_until: Option<time::OffsetDateTime>,
+    /// A wrong guess before this is answered 429.
+    wait_until: Option<time::OffsetDateTime>,
 }
 
-/// The failed sign-ins the console remembers.
+/// The failed sign-ins the console remembers, by client.
 #[derive(Default)]
 struct Throttle {
     clients: std::collections::HashMap<std::net::IpAddr, Failures>,
-    /// The minute being counted and the failures in it, from all clients.
-    minute: Option<(time::OffsetDateTime, u32)>,
     /// Failures since the last summary in the log, and when that was.
     unlogged: u32,
     logged_at: Option<time::OffsetDateTime>,
 }
 
+/// Who a client is for the throttle: its IPv4 address, or the /64 of its IPv6 address (what one
+/// site is given, RFC 6177), so that one host cannot spread its guesses over its addresses.
+fn throttle_key(address: std::net::IpAddr) -> std::net::IpAddr {
+    match address {
+        std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => std::net::IpAddr::V4(v4),
+            None => std::net::IpAddr::V6(std::net::Ipv6Addr::from(
+                v6.to_bits() & !((1u128 << 64) - 1),
+            )),
+        },
+        v4 => v4,
+    }
+}
+
 impl Throttle {
-    /// How long `client` must wait before its next attempt, if it must.
-    fn wait(
+    /// A wrong guess of `client`, counted now that its form was read: the wait it came within,
+    /// if it came too early (answered 429), else `None` (answered 401). Either way the next
+    /// wait is set: past the free failures it doubles with each guess.
+    fn wrong_guess(
         &mut self,
         client: std::net::IpAddr,
         now: time::OffsetDateTime,
     ) -> Option<time::Duration> {
-        if let Some((start, failures)) = self.minute
-            && failures >= GLOBAL_FAILURES_PER_MINUTE
-            && now < start + time::Duration::MINUTE
-        {
-            return Some(start + time::Duration::MINUTE - now);
-        }
-        let failures = self.clients.get(&client)?;
-        failures
-            .locked_until
-            .filter(|until| *until > now)
-            .map(|until| until - now)
-    }
-
-    /// A failed attempt of `client`: counted for it and in all.
-    fn failed(&mut self, client: std::net::IpAddr, now: time::OffsetDateTime) {
-        self.minute = match self.minute {
-            Some((start, n)) if now < start + time::Duration::MINUTE => Some((start, n + 1)),
-            _ => Some((now, 1)),
-        };
+        let client = throttle_key(client);
         if self.clients.len() >= MAX_TRACKED_CLIENTS && !self.clients.contains_key(&client) {
             self.clients
                 .retain(|_, failures| failures.last + FAILURE_MEMORY > now);
@@ -135,24 +138,29 @@ impl Throttle {
         let entry = self.clients.entry(client).or_insert(Failures {
             count: 0,
             last: now,
-            locked_until: None,
+            wait_until: None,
         });
         if entry.last + FAILURE_MEMORY <= now {
             entry.count = 0;
+            entry.wait_until = None;
         }
-        entry.count += 1;
+        let early = entry
+            .wait_until
+            .filter(|until| *until > now)
+            .map(|until| until - now);
+        entry.count = entry.count.saturating_add(1);
         entry.last = now;
-        entry.locked_until = (entry.count > FREE_FAILURES).then(|| {
+        entry.wait_until = (entry.count > FREE_FAILURES).then(|| {
             let doublings = (entry.count - FREE_FAILURES - 1).min(20);
             now + time::Duration::seconds(1_i64 << doublings).min(FAILED_SIGN_IN_MAX_WAIT)
         });
         let count = entry.count;
-        let locked = entry.locked_until;
+        let until = entry.wait_until;
         // In aggregate: the first failure of a client, each time its wait doubles (a power of
         // two), and a summary of everyone's at most once a minute.
         self.unlogged += 1;
         if count == 1 || count.is_power_of_two() {
-            tracing::warn!(%client, failures = count, locked_until = ?locked.map(crate::domain::time::format_utc), "failed console sign-ins");
+            tracing::warn!(%client, failures = count, wait_until = until.map(|at| tracing::field::display(crate::domain::time::format_utc(at))), "failed console sign-ins");
         }
         if self
             .logged_at
@@ -166,11 +174,13 @@ impl Throttle {
             self.unlogged = 0;
             self.logged_at = Some(now);
         }
+        // A guess within its wait is told the wait that is now in force.
+        early.and(until.map(|until| until - now))
     }
 
     /// A successful sign-in: the client's failures are forgotten.
     fn succeeded(&mut self, client: std::net::IpAddr) {
-        self.clients.remove(&client);
+        self.clients.remove(&throttle_key(client));
     }
 }
 
@@ -303,7 +313,11 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/ui/sign-out", post(sign_out))
         .route("/ui/batches", get(batches))
         .route("/ui/batches/{id}", get(batch))
-        .route("/ui/batches/{id}/cancel", post(cancel_batch))
+        .route(
+            "/ui/batches/{id}/cancel",
+            get(cancel_question).post(cancel_batch),
+        )
+        .route("/ui/commands/{id}", get(command))
         .route("/ui/sync-runs/{id}/confirm", post(confirm_run))
         .route("/ui/batches/{id}/retry-failed", post(retry_failed))
         .route("/ui/failed", get(failed))
@@ -314,7 +328,7 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/ui/issues/{key}/notes", post(add_note))
         .route("/ui/runs", get(runs))
         .route("/ui/refresh", post(refresh))
-        .route("/ui/{*rest}", get(|| async { missing_page() }))
+        .route("/ui/{*rest}", get(missing))
         .layer(Extension(Arc::new(Console::new())))
 }
 
@@ -481,6 +495,12 @@ struct PageQuery {
     notice: Option<String>,
     project: Option<String>,
     status: Option<String>,
+    /// A search in a list (the mirror's slice).
+    q: Option<String>,
+    /// A page of a list, from 1.
+    page: Option<String>,
+    /// The page to go back to after an action.
+    back: Option<String>,
 }
 
 /// A request of a signed-in operator for a page.
@@ -532,6 +552,7 @@ impl FromRequestParts<AppState> for Signed {
         let Some((_, csrf)) = session(state, &console, &parts.headers).await? else {
             return Err(sign_in_form(StatusCode::UNAUTHORIZED, None));
         };
+        super::grant_trust(&parts.extensions);
         let query =
             serde_urlencoded::from_str(parts.uri.query().unwrap_or_default()).unwrap_or_default();
         Ok(Signed {
@@ -613,6 +634,7 @@ impl FromRequest<AppState> for Posted {
         let Some((session, csrf)) = session(state, &console, &parts.headers).await? else {
             return Err(sign_in_form(StatusCode::UNAUTHORIZED, None));
         };
+        super::grant_trust(&parts.extensions);
         let headers = parts.headers.clone();
         let fields = form_fields(Request::from_parts(parts, body), state).await?;
         let given = fields
@@ -637,18 +659,20 @@ impl FromRequest<AppState> for Posted {
     }
 }
 
-/// A signed-in page: `work` reads on a blocking thread, `render` makes the title and body.
+/// A signed-in page: `work` reads on a blocking thread, `render` makes the title and body from
+/// what it read, the session's anti-forgery token and the hub's time (for the times shown).
 async fn show<T: Send + 'static>(
     signed: Signed,
     section: Section,
     back: &str,
     work: impl FnOnce(&mut HubConnection) -> Result<T, ServiceError> + Send + 'static,
-    render: impl FnOnce(T, &str) -> (String, String),
+    render: impl FnOnce(T, &str, time::OffsetDateTime) -> (String, String),
 ) -> Response {
     let notice = signed.query.notice.as_deref().and_then(notice_words);
-    match signed.state.pool.run(work).await {
-        Ok(value) => {
-            let (title, body) = render(value, &signed.csrf);
+    let read = move |hub: &mut HubConnection| Ok((work(hub)?, hub.now_utc()));
+    match signed.state.pool.run(read).await {
+        Ok((value, now)) => {
+            let (title, body) = render(value, &signed.csrf, now);
             let frame = Frame {
                 title: &title,
                 section,
@@ -764,7 +788,7 @@ fn too_many(wait: time::Duration) -> Response {
     let mut response = sign_in_form(
         StatusCode::TOO_MANY_REQUESTS,
         Some(&format!(
-            "слишком много неудачных попыток входа; повторите через {seconds} с"
+            "слишком много неверных токенов с этого адреса; следующий неверный принимается через {seconds} с (верный токен входит всегда)"
         )),
     );
     if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
@@ -783,17 +807,17 @@ async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
         return internal_problem();
     };
     let client_address = client_address(&request);
-    let now = match state.pool.run(|hub| Ok(hub.now_utc())).await {
-        Ok(now) => now,
-        Err(error) => return plain_problem(error.status, &error.message),
+    let extensions = request.extensions().clone();
+    // The form first, small and within the anonymous deadline; then the token: the right one
+    // signs in whatever wrong guesses came before it.
+    let Ok(bytes) = axum::body::to_bytes(request.into_body(), SIGN_IN_MAX_BODY).await else {
+        return plain_problem(
+            StatusCode::BAD_REQUEST,
+            &format!("форма входа не прочитана целиком или больше {SIGN_IN_MAX_BODY} байт"),
+        );
     };
-    // A client that failed too often waits, before its token is even looked at.
-    if let Some(wait) = console.throttle().wait(client_address, now) {
-        return too_many(wait);
-    }
-    let fields = match form_fields(request, &state).await {
-        Ok(fields) => fields,
-        Err(response) => return response,
+    let Ok(fields) = serde_urlencoded::from_bytes::<Vec<(String, String)>>(&bytes) else {
+        return plain_problem(StatusCode::BAD_REQUEST, "форма не разобрана");
     };
     let token = fields
         .into_iter()
@@ -804,10 +828,11 @@ async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
         return sign_in_form(StatusCode::UNAUTHORIZED, Some("введите токен клиента"));
     }
     let given = token.clone();
-    let (client, agent, initialised) = match state
+    let (now, client, agent, initialised) = match state
         .pool
         .run(move |hub| {
             Ok((
+                hub.now_utc(),
                 hub.client_token_matches(Some(&given))?,
                 hub.agent_token_matches(Some(&given))?,
                 hub.tokens()?.is_some(),
@@ -819,7 +844,11 @@ async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
         Err(error) => return plain_problem(error.status, &error.message),
     };
     if !client {
-        console.throttle().failed(client_address, now);
+        // Counted now that its form is read: a burst of headers first and forms later is
+        // counted guess by guess all the same.
+        if let Some(wait) = console.throttle().wrong_guess(client_address, now) {
+            return too_many(wait);
+        }
         let message = if !initialised {
             "у хаба нет токенов: база не инициализирована (jira-hub init --config FILE)"
         } else if agent {
@@ -829,6 +858,7 @@ async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
         };
         return sign_in_form(StatusCode::UNAUTHORIZED, Some(message));
     }
+    super::grant_trust(&extensions);
     console.throttle().succeeded(client_address);
     let Some(id) = console.open(&token, now) else {
         return plain_problem(
@@ -862,7 +892,7 @@ async fn overview(signed: Signed) -> Response {
         Section::Overview,
         "/",
         |hub| hub.overview(),
-        |view, _| ("Обзор".to_string(), pages::overview(&view)),
+        |view, _, _| ("Обзор".to_string(), pages::overview(&view)),
     )
     .await
 }
@@ -885,10 +915,17 @@ async fn batches(signed: Signed) -> Response {
                 hub.projects()?,
             ))
         },
-        move |(list, projects), _| {
+        move |(list, projects), _, now| {
             (
                 "Пакеты".to_string(),
-                pages::batches(&list, &projects, project.as_deref(), status, LIST_LIMIT),
+                pages::batches(
+                    &list,
+                    &projects,
+                    project.as_deref(),
+                    status,
+                    LIST_LIMIT,
+                    now,
+                ),
             )
         },
     )
@@ -909,10 +946,67 @@ async fn batch(signed: Signed, Path(id): Path<String>) -> Response {
         Section::Batches,
         "/ui/batches",
         move |hub| hub.batch(id),
-        |view, csrf| {
+        |view, csrf, now| {
             (
                 format!("Пакет {}: {}", view.id, view.title),
-                pages::batch(&view, csrf),
+                pages::batch(&view, csrf, now),
+            )
+        },
+    )
+    .await
+}
+
+/// A command's own page, named as people name it: «Пакет 5, команда 2».
+async fn command(signed: Signed, Path(id): Path<String>) -> Response {
+    let Ok(id) = id.parse::<i64>() else {
+        return not_found(
+            &signed,
+            Section::Batches,
+            "такой команды нет",
+            "/ui/batches",
+        );
+    };
+    show(
+        signed,
+        Section::Batches,
+        "/ui/batches",
+        move |hub| hub.command_page(id),
+        |page, csrf, now| {
+            (
+                format!(
+                    "Пакет {}, команда {}",
+                    page.command.batch_id, page.command.seq
+                ),
+                pages::command(&page, csrf, now),
+            )
+        },
+    )
+    .await
+}
+
+/// The step before cancelling: what it will do, and the button (a page: no JavaScript needed).
+async fn cancel_question(signed: Signed, Path(id): Path<String>) -> Response {
+    let Ok(id) = id.parse::<i64>() else {
+        return not_found(
+            &signed,
+            Section::Batches,
+            "такого пакета нет",
+            "/ui/batches",
+        );
+    };
+    let page = format!("/ui/batches/{id}");
+    let back = local_page(signed.query.back.as_deref())
+        .unwrap_or(&page)
+        .to_string();
+    show(
+        signed,
+        Section::Batches,
+        "/ui/batches",
+        move |hub| hub.batch(id),
+        move |view, csrf, _| {
+            (
+                format!("Отменить пакет {}?", view.id),
+                pages::cancel_confirmation(&view, csrf, &back),
             )
         },
     )
@@ -943,8 +1037,9 @@ async fn act_on<T: Send + 'static>(
     act(posted, section, to, &page, move |hub| work(hub, id)).await
 }
 
-/// Cancels a batch; the notice says whether commands at the agent go on (cancelling does not
-/// stop them).
+/// Cancels a batch once asked (the form of [`cancel_question`] says `confirmed=yes`; a POST
+/// without it is taken to that question, never cancelling); the notice says whether commands at
+/// the agent go on (cancelling does not stop them).
 async fn cancel_batch(Path(id): Path<String>, posted: Posted) -> Response {
     let Ok(id) = id.parse::<i64>() else {
         let error = ApiError::new(
@@ -960,6 +1055,13 @@ async fn cancel_batch(Path(id): Path<String>, posted: Posted) -> Response {
         );
     };
     let page = format!("/ui/batches/{id}");
+    if posted.field("confirmed") != Some("yes") {
+        let question = match local_page(posted.field("back")) {
+            Some(back) => format!("/ui/batches/{id}/cancel?back={}", html::segment(back)),
+            None => format!("/ui/batches/{id}/cancel"),
+        };
+        return see_other(&question);
+    }
     match posted.state.pool.run(move |hub| hub.cancel_batch(id)).await {
         Ok(view) => {
             let at_agent = view.counters.get("claimed").copied().unwrap_or(0) > 0;
@@ -981,10 +1083,22 @@ async fn cancel_batch(Path(id): Path<String>, posted: Posted) -> Response {
     }
 }
 
-/// A page of the console that does not exist: an HTML page (not the API's JSON) with a way to
-/// the overview, for whoever follows an old or mistyped link.
-pub(super) fn missing_page() -> Response {
-    html(StatusCode::NOT_FOUND, html::missing_page())
+/// A page of the console that does not exist: an HTML page (not the API's JSON) with the menu,
+/// for whoever follows an old or mistyped link; a signed-in person keeps «Выйти» too.
+pub(super) fn missing_page(csrf: Option<&str>) -> Response {
+    html(StatusCode::NOT_FOUND, html::missing_page(csrf))
+}
+
+async fn missing(State(state): State<AppState>, parts: Parts) -> Response {
+    let csrf = match console_of(&parts) {
+        Some(console) => session(&state, &console, &parts.headers)
+            .await
+            .ok()
+            .flatten()
+            .map(|(_, csrf)| csrf),
+        None => None,
+    };
+    missing_page(csrf.as_deref())
 }
 
 /// Whether a request for an unknown path came from a browser (it asks for HTML first), whose
@@ -1035,7 +1149,7 @@ async fn failed(signed: Signed) -> Response {
         Section::Failed,
         "/ui/failed",
         |hub| hub.failed_by_batch(LIST_LIMIT),
-        |list, csrf| {
+        |list, csrf, _| {
             (
                 "Неудачные команды".to_string(),
                 pages::failed(&list, csrf, LIST_LIMIT),
@@ -1051,19 +1165,27 @@ async fn mirror(signed: Signed) -> Response {
         Section::Mirror,
         "/ui/mirror",
         |hub| hub.project_issue_counts(),
-        |(projects, total), _| ("Зеркало".to_string(), pages::mirror(&projects, total)),
+        |(projects, total), _, _| ("Зеркало".to_string(), pages::mirror(&projects, total)),
     )
     .await
 }
 
 async fn slice(signed: Signed, Path(label): Path<String>) -> Response {
     let title = format!("Проект {label}");
+    let query = signed.query.q.clone();
+    let page = signed
+        .query
+        .page
+        .as_deref()
+        .and_then(|p| p.parse::<usize>().ok())
+        .unwrap_or(1);
+    let asked = label.clone();
     show(
         signed,
         Section::Mirror,
         "/ui/mirror",
-        move |hub| hub.project_issues(&label),
-        move |rows, _| (title, pages::slice(&rows)),
+        move |hub| hub.project_issues(&asked),
+        move |rows, _, _| (title, pages::slice(&rows, &label, query.as_deref(), page)),
     )
     .await
 }
@@ -1074,7 +1196,7 @@ async fn issue(signed: Signed, Path(key): Path<String>) -> Response {
         Section::Mirror,
         "/ui/mirror",
         move |hub| hub.issue(&key),
-        |view, csrf| (view.issue.key.clone(), pages::issue(&view, csrf)),
+        |view, csrf, now| (view.issue.key.clone(), pages::issue(&view, csrf, now)),
     )
     .await
 }
@@ -1100,13 +1222,13 @@ async fn runs(signed: Signed) -> Response {
                 hub.sync_runs()?,
                 hub.projects()?,
                 hub.held_runs()?,
-                hub.now_utc(),
+                hub.queued_refreshes()?,
             ))
         },
-        |(runs, projects, held, now), csrf| {
+        |(runs, projects, held, queued), csrf, now| {
             (
                 "Синхронизация".to_string(),
-                pages::runs_with_held(&runs, &projects, &held, csrf, now),
+                pages::runs_with_held(&runs, &projects, &held, &queued, csrf, now),
             )
         },
     )
@@ -1256,33 +1378,64 @@ mod tests {
     }
 
     #[test]
-    fn failed_sign_ins_wait_longer_each_time_and_in_all() {
+    fn wrong_guesses_wait_longer_each_time_per_client() {
         let mut throttle = Throttle::default();
         let start = time::macros::datetime!(2026-11-29 10:00:00 UTC);
         let one: std::net::IpAddr = [10, 0, 0, 1].into();
         let other: std::net::IpAddr = [10, 0, 0, 2].into();
-        for _ in 0..FREE_FAILURES {
-            assert_eq!(throttle.wait(one, start), None);
-            throttle.failed(one, start);
+        for n in 1..=FREE_FAILURES + 1 {
+            assert_eq!(
+                throttle.wrong_guess(one, start),
+                None,
+                "guess {n} answered 401"
+            );
         }
-        assert_eq!(throttle.wait(one, start), None);
-        throttle.failed(one, start);
-        assert_eq!(throttle.wait(one, start), Some(time::Duration::SECOND));
-        assert_eq!(throttle.wait(other, start), None, "per client");
-        let next = start + time::Duration::SECOND;
-        assert_eq!(throttle.wait(one, next), None);
-        throttle.failed(one, next);
-        assert_eq!(throttle.wait(one, next), Some(2 * time::Duration::SECOND));
+        // Within the wait the sixth set, the guess is counted and told the doubled wait.
+        assert_eq!(
+            throttle.wrong_guess(one, start),
+            Some(2 * time::Duration::SECOND)
+        );
+        assert_eq!(throttle.wrong_guess(other, start), None, "per client");
+        let later = start + 2 * time::Duration::SECOND;
+        assert_eq!(throttle.wrong_guess(one, later), None, "the wait is over");
+        assert_eq!(
+            throttle.wrong_guess(one, later),
+            Some(8 * time::Duration::SECOND)
+        );
+        // Bounded: however many guesses, the wait stays at most the maximum.
+        for _ in 0..100 {
+            throttle.wrong_guess(one, later);
+        }
+        assert_eq!(
+            throttle.wrong_guess(one, later),
+            Some(FAILED_SIGN_IN_MAX_WAIT)
+        );
         throttle.succeeded(one);
-        assert_eq!(throttle.wait(one, next), None, "a success forgets");
-        // In all: past the minute's budget everyone waits for the minute's end.
-        let mut all = Throttle::default();
-        for n in 0..GLOBAL_FAILURES_PER_MINUTE {
-            let client: std::net::IpAddr = [10, 1, (n / 256) as u8, (n % 256) as u8].into();
-            all.failed(client, start);
+        assert_eq!(throttle.wrong_guess(one, later), None, "a success forgets");
+        // Forgotten after an hour without failures.
+        let mut old = Throttle::default();
+        for _ in 0..20 {
+            old.wrong_guess(one, start);
         }
-        assert_eq!(all.wait(other, start), Some(time::Duration::MINUTE));
-        assert_eq!(all.wait(other, start + time::Duration::MINUTE), None);
+        assert_eq!(old.wrong_guess(one, start + FAILURE_MEMORY), None);
+    }
+
+    #[test]
+    fn an_ipv6_client_is_throttled_by_its_64() {
+        let mut throttle = Throttle::default();
+        let start = time::macros::datetime!(2026-11-29 10:00:00 UTC);
+        let address = |last: u16| -> std::net::IpAddr {
+            std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 1, 0, 0, 0, last).into()
+        };
+        for n in 0..=FREE_FAILURES {
+            assert_eq!(throttle.wrong_guess(address(n as u16), start), None);
+        }
+        assert!(throttle.wrong_guess(address(999), start).is_some());
+        let elsewhere: std::net::IpAddr =
+            std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 2, 0, 0, 0, 1).into();
+        assert_eq!(throttle.wrong_guess(elsewhere, start), None);
+        let mapped: std::net::IpAddr = std::net::Ipv4Addr::new(10, 0, 0, 9).to_ipv6_mapped().into();
+        assert_eq!(throttle_key(mapped), std::net::IpAddr::from([10, 0, 0, 9]));
     }
 
     #[test]

@@ -4,15 +4,16 @@
 
 use super::charts::{self, Mark, Unit};
 use super::html::{
-    clip, command_status_words, command_type_words, duration_words, esc, form, run_kind_words,
-    run_status_words, seconds_since, segment, size_words, time_and_age, time_of,
+    clip, command_ref, command_status_words, command_type_words, duration_words, esc, form,
+    millis_words, path_html, run_kind_words, run_status_words, seconds_since, segment, size_words,
+    time_of, when_at,
 };
 use crate::domain::command::{BatchStatus, CommandStatus, RunStatus};
-use crate::domain::time::Utc;
 use crate::domain::words::{self, COMMANDS as COMMAND_FORMS, TIMES};
 use crate::service::{
-    AGENT_SILENT_SECONDS, BatchView, CommandView, FailedBatch, HourActivity, IssueView, Overview,
-    ProjectIssues, ProjectView, RelayState, SliceRow, SyncRunView,
+    AGENT_SILENT_SECONDS, BatchView, CommandPage, CommandView, FailedBatch, HourActivity,
+    IssueView, Overview, ProjectIssues, ProjectView, QueuedRefresh, RelayState, SliceRow,
+    SyncRunView,
 };
 use std::fmt::Write as _;
 use time::OffsetDateTime;
@@ -32,8 +33,8 @@ const BATCH_FILTERS: &[BatchStatus] = &[
     BatchStatus::Cancelled,
 ];
 
-/// How many rows of a slice the page shows.
-pub(super) const SLICE_ROWS: usize = 1000;
+/// How many rows of a slice one page shows (the next are a link away).
+pub(super) const SLICE_ROWS: usize = 200;
 
 fn or_dash(value: Option<&str>) -> String {
     value.map_or_else(|| "—".to_string(), |v| esc(v).to_string())
@@ -78,9 +79,19 @@ fn status_badge(status: &str) -> String {
     )
 }
 
-fn run_duration(run: &SyncRunView, now: OffsetDateTime) -> i64 {
+/// How long a run took (or has taken so far), in milliseconds.
+fn run_millis(run: &SyncRunView, now: OffsetDateTime) -> i64 {
     let end = run.run.finished_at.as_ref().map_or(now, |f| f.at());
-    (end - run.run.started_at.at()).whole_seconds().max(0)
+    (end - run.run.started_at.at()).whole_milliseconds().max(0) as i64
+}
+
+/// A refresh as people name it: by its batch (a refresh is a batch with a run), linked to the
+/// batch's page; a run without a batch (its command pruned long ago) by its run.
+fn refresh_name(run: &SyncRunView) -> String {
+    match run.run.batch_id {
+        Some(batch) => format!("<a href=\"/ui/batches/{batch}\">пакет {batch}</a>"),
+        None => format!("прогон {}", run.run.id),
+    }
 }
 
 /// What a running refresh has done so far.
@@ -90,10 +101,10 @@ fn run_progress(run: &SyncRunView, now: OffsetDateTime) -> String {
         None => String::new(),
     };
     format!(
-        "<li class=\"progress\">№{} ({}): идёт {}, страниц: <b>{}</b>, задач получено: <b>{}</b>{of_total}, изменилось: {}</li>",
-        run.run.id,
+        "<li class=\"progress\">Обновление, {} ({}): идёт {}, страниц: <b>{}</b>, задач получено: <b>{}</b>{of_total}, изменилось: {}</li>",
+        refresh_name(run),
         run_kind_words(run.kind),
-        duration_words(run_duration(run, now)),
+        millis_words(run_millis(run, now)),
         run.run.pages,
         run.run.issues_seen,
         run.run.issues_changed
@@ -125,9 +136,9 @@ pub(super) fn overview(view: &Overview) -> String {
         Some(at) => {
             let _ = write!(
                 out,
-                "<p>Старейшая команда в очереди ждёт <b>{}</b> (с {}).</p>",
+                "<p>Старейшая команда в очереди ждёт <b>{}</b> (поставлена {}).</p>",
                 duration_words(seconds_since(at, now)),
-                time_of(at)
+                time_of(at, now)
             );
         }
         None => out.push_str("<p>В очереди ничего не ждёт.</p>"),
@@ -151,7 +162,7 @@ pub(super) fn overview(view: &Overview) -> String {
             "<div class=\"agent{}\"><h3>{}</h3><p>Был на связи {}<br>Версия: {} · {}</p>",
             if silent { " silent" } else { "" },
             esc(&agent.agent),
-            time_and_age(&agent.last_seen_at, now),
+            time_of(&agent.last_seen_at, now),
             or_dash(agent.version.as_deref()),
             jira
         );
@@ -210,28 +221,32 @@ pub(super) fn overview(view: &Overview) -> String {
         RelayState::Missing { dir } => {
             let _ = write!(
                 out,
-                "<p class=\"bad\">Нет на месте: <code>{}</code>. Подключена ли общая папка?</p>",
-                esc(dir)
+                "<p class=\"bad\">Нет на месте: {}. Подключена ли общая папка?</p>",
+                path_html(dir)
             );
         }
         RelayState::Unusable { dir, problem } => {
             let _ = write!(
                 out,
-                "<p class=\"bad\">Не используется: <code>{}</code></p><p>{}</p>",
-                esc(dir),
+                "<p class=\"bad\">Не используется: {}</p><p>{}</p>",
+                path_html(dir),
                 esc(problem)
             );
         }
         RelayState::Present {
             dir,
             waiting,
+            claims_waiting,
             refused_today,
         } => {
+            // As `jira-hub status` counts inbox/: files to handle, and claims waiting for work.
             let _ = write!(
                 out,
-                "<p class=\"ok\">На месте: <code>{}</code></p>\
-                 <p>Файлов ждут обработки: <b>{waiting}</b><br>Отклонено сегодня: <b>{refused_today}</b></p>",
-                esc(dir)
+                "<p class=\"ok\">На месте: {}</p>\
+                 <p>Файлов ждут обработки: <b>{waiting}</b><br>\
+                 Запросов агента ждут работы: <b>{claims_waiting}</b><br>\
+                 Отклонено сегодня: <b>{refused_today}</b></p>",
+                path_html(dir)
             );
         }
     }
@@ -252,15 +267,18 @@ pub(super) fn overview(view: &Overview) -> String {
             let _ = write!(
                 out,
                 "<p>Последнее полное обновление: {}</p>",
-                time_and_age(at, now)
+                time_of(at, now)
             );
         }
         None => out.push_str("<p>Полного обновления ещё не было.</p>"),
     }
+    queued_refresh_lines(&mut out, &view.queued_refreshes, now);
     if view.running.is_empty() {
-        out.push_str("<p>Сейчас обновление не идёт.</p>");
+        if view.queued_refreshes.is_empty() {
+            out.push_str("<p>Сейчас обновление не идёт.</p>");
+        }
     } else {
-        out.push_str("<p>Идёт обновление:</p><ul class=\"runs\">");
+        out.push_str("<ul class=\"runs\">");
         for (i, run) in view.running.iter().enumerate() {
             out.push_str(&run_progress(run, now));
             let moved = view.running_moved_at.get(i).and_then(Option::as_ref);
@@ -268,11 +286,11 @@ pub(super) fn overview(view: &Overview) -> String {
             if seconds_since(since, now) > REFRESH_STALLED_SECONDS {
                 let _ = write!(
                     out,
-                    "<li class=\"bad stalled\">№{} стоит: от агента ничего нет {} (с {}). \
+                    "<li class=\"bad stalled\">Обновление, {}, стоит: от агента ничего нет {} (с {}). \
                      Если агент молчит, обновление продолжится, когда он вернётся.</li>",
-                    run.run.id,
+                    refresh_name(run),
                     duration_words(seconds_since(since, now)),
-                    time_of(since)
+                    time_of(since, now)
                 );
             }
         }
@@ -294,10 +312,10 @@ pub(super) fn overview(view: &Overview) -> String {
         Some(backup) => {
             let _ = write!(
                 out,
-                "<p>Последняя копия: <code>{}</code>, {}<br>{}</p>",
-                esc(&backup.name),
+                "<p>Последняя копия: {}, {}<br>сделана {}</p>",
+                path_html(&backup.name),
                 size_words(backup.bytes),
-                time_and_age(&backup.modified, now)
+                time_of(&backup.modified, now)
             );
         }
         None => out.push_str("<p class=\"bad\">Резервных копий нет.</p>"),
@@ -338,9 +356,10 @@ pub(super) fn overview(view: &Overview) -> String {
             charts::line,
         ),
         (
+            // Successes only: failed, skipped and cancelled commands are not «выполнено».
             "Выполнено команд в час",
             COMMANDS,
-            |h| h.finished as f64,
+            |h| h.done as f64,
             charts::bars,
         ),
         (
@@ -358,12 +377,15 @@ pub(super) fn overview(view: &Overview) -> String {
         .iter()
         .map(|run| Mark {
             label: format!(
-                "№{} {}, {}",
-                run.run.id,
+                "{} {}, {}",
+                run.run.batch_id.map_or_else(
+                    || format!("прогон {}", run.run.id),
+                    |b| format!("пакет {b}")
+                ),
                 run_kind_words(run.kind),
                 run_status_words(run.run.status)
             ),
-            value: run_duration(run, now) as f64,
+            value: run_millis(run, now) as f64 / 1000.0,
             class: match run.run.status {
                 RunStatus::Failed => "bad",
                 RunStatus::Running => "live",
@@ -372,8 +394,14 @@ pub(super) fn overview(view: &Overview) -> String {
             },
         })
         .collect();
+    let run_name = |run: &SyncRunView| {
+        run.run.batch_id.map_or_else(
+            || format!("прогон {}", run.run.id),
+            |b| format!("пакет {b}"),
+        )
+    };
     let (first_run, last_run) = match (runs.first(), runs.last()) {
-        (Some(first), Some(last)) => (format!("№{}", first.run.id), format!("№{}", last.run.id)),
+        (Some(first), Some(last)) => (run_name(first), run_name(last)),
         _ => ("обновлений не было".to_string(), String::new()),
     };
     out.push_str(&charts::bars(
@@ -387,6 +415,40 @@ pub(super) fn overview(view: &Overview) -> String {
     out
 }
 
+/// The refreshes waiting in the queue: each by its batch, where it stands, and «ждёт агента»
+/// when no agent is about to take it (issue 25 item 7).
+fn queued_refresh_lines(out: &mut String, queued: &[QueuedRefresh], now: OffsetDateTime) {
+    if queued.is_empty() {
+        return;
+    }
+    out.push_str("<ul class=\"runs queued\">");
+    for refresh in queued {
+        let place = if refresh.position == 1 {
+            "следующее".to_string()
+        } else {
+            format!(
+                "перед ним {}",
+                words::count(refresh.position as u64 - 1, &COMMAND_FORMS)
+            )
+        };
+        let agent = if refresh.no_agent {
+            " · <b class=\"bad\">ждёт агента</b>: агента нет на связи"
+        } else {
+            ""
+        };
+        let _ = write!(
+            out,
+            "<li class=\"queued-refresh\" id=\"queued-refresh-{}\">Обновление, \
+             <a href=\"/ui/batches/{}\">пакет {}</a>: ждёт в очереди, {place} (поставлено {}){agent}</li>",
+            refresh.batch_id,
+            refresh.batch_id,
+            refresh.batch_id,
+            time_of(&refresh.queued_at, now),
+        );
+    }
+    out.push_str("</ul>");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Batches
 
@@ -397,6 +459,7 @@ pub(super) fn batches(
     project: Option<&str>,
     status: Option<BatchStatus>,
     limit: i64,
+    now: OffsetDateTime,
 ) -> String {
     let mut out = String::with_capacity(16 * 1024);
     out.push_str(
@@ -453,7 +516,7 @@ pub(super) fn batches(
                 esc(&b.title),
                 or_dash(b.project.as_deref()),
                 esc(&b.author),
-                time_of(&b.created_at),
+                time_of(&b.created_at, now),
                 counter_words(&b.counters),
                 b.counters.values().sum::<usize>(),
                 id = b.id,
@@ -507,7 +570,7 @@ fn retry_cell(
         });
     match blocking {
         Some(dependency) => format!(
-            "<span class=\"hint\">Зависит от <a href=\"/ui/batches/{}#command-{}\">№{}</a> («{}»): \
+            "<span class=\"hint\">Зависит от <a href=\"/ui/batches/{}#command-{}\">команды {}</a> («{}»): \
              повторите её, эта пойдёт следом.</span>",
             dependency.batch_id,
             dependency.id,
@@ -536,8 +599,9 @@ fn command_rows(
 ) {
     let known: Vec<&CommandView> = commands.iter().chain(others).collect();
     out.push_str(
-        "<div class=\"scroll\"><table><thead><tr><th>№</th><th>Тип</th><th>Параметры</th><th>Статус</th>\
-         <th>Выдач</th><th>Агент</th><th>Результат или ошибка</th><th></th></tr></thead><tbody>",
+        "<div class=\"scroll\"><table><thead><tr><th>Команда</th><th>Тип</th><th>Зависит от</th>\
+         <th>Параметры</th><th>Статус</th><th>Выдач</th><th>Агент</th><th>Результат или ошибка</th>\
+         <th>Действие</th></tr></thead><tbody>",
     );
     for c in commands {
         let outcome = match (&c.error, &c.result) {
@@ -548,11 +612,26 @@ fn command_rows(
             (None, None) => "—".to_string(),
         };
         let retry = retry_cell(c, &known, csrf, back);
+        // The dependency by its position in the batch, as `depends_on` counts.
+        let dependency = match c.depends_on {
+            Some(id) => match known.iter().find(|d| d.id == id) {
+                Some(d) => format!(
+                    "<a class=\"dependency\" href=\"/ui/commands/{id}\">команда&nbsp;{}</a>",
+                    d.seq
+                ),
+                None => format!("<a class=\"dependency\" href=\"/ui/commands/{id}\">команда</a>"),
+            },
+            None => "—".to_string(),
+        };
         let _ = write!(
             out,
-            "<tr id=\"command-{}\"><td>{}</td><td>{}</td><td><code class=\"json\">{}</code></td><td class=\"status\">{}</td>\
+            "<tr id=\"command-{}\"><td><a href=\"/ui/commands/{}\" title=\"пакет {}, команда {}\">команда&nbsp;{}</a></td>\
+             <td>{}</td><td>{dependency}</td><td><code class=\"json\">{}</code></td><td class=\"status\">{}</td>\
              <td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{retry}</td></tr>",
             c.id,
+            c.id,
+            c.batch_id,
+            c.seq,
             c.seq,
             command_type_words(c.command_type),
             esc(&json_text(&c.params)),
@@ -582,14 +661,22 @@ fn attempts_words(command: &CommandView) -> String {
         let _ = write!(
             out,
             "<br><span class=\"hint\">возвращена агентом, выдача не раньше {}</span>",
-            esc(&not_before.to_string())
+            esc(&not_before.as_str().replacen('T', " ", 1))
+        );
+    }
+    if let Some(marker) = &command.may_exist_in_jira {
+        // Cancelled after it was handed out (issue 24): what it made may be in Jira, marked.
+        let _ = write!(
+            out,
+            "<br><span class=\"hint\">могла успеть попасть в Jira: ищите свойство jira-hub {}</span>",
+            esc(&marker.to_string())
         );
     }
     out
 }
 
 /// One batch with its commands.
-pub(super) fn batch(view: &BatchView, csrf: &str) -> String {
+pub(super) fn batch(view: &BatchView, csrf: &str, now: OffsetDateTime) -> String {
     let mut out = String::with_capacity(16 * 1024);
     let back = format!("/ui/batches/{}", view.id);
     let (class, label) = batch_status_words(view);
@@ -602,10 +689,10 @@ pub(super) fn batch(view: &BatchView, csrf: &str) -> String {
         counter_words(&view.counters),
         esc(&view.author),
         or_dash(view.project.as_deref()),
-        time_of(&view.created_at),
+        time_of(&view.created_at, now),
     );
     if let Some(at) = &view.cancelled_at {
-        let _ = write!(out, "<dt>Отменён</dt><dd>{}</dd>", time_of(at));
+        let _ = write!(out, "<dt>Отменён</dt><dd>{}</dd>", time_of(at, now));
     }
     out.push_str("</dl>");
     if view.cancelled_at.is_some() {
@@ -627,13 +714,12 @@ pub(super) fn batch(view: &BatchView, csrf: &str) -> String {
     if view.cancelled_at.is_none()
         && matches!(view.status, BatchStatus::Queued | BatchStatus::Running)
     {
-        out.push_str(&form(
-            &format!("/ui/batches/{}/cancel", view.id),
-            csrf,
-            &[],
-            "Отменить пакет",
-            "danger",
-        ));
+        // A step of its own that asks first (a page, so it works without JavaScript).
+        let _ = write!(
+            out,
+            "<a class=\"button danger\" href=\"/ui/batches/{}/cancel\">Отменить пакет…</a>",
+            view.id
+        );
     }
     out.push_str("</p></section><section id=\"batch-commands\" data-live><h2>Команды</h2>");
     let retry = view.cancelled_at.is_none().then_some(csrf);
@@ -660,20 +746,213 @@ fn cancel_outcome(view: &BatchView) -> String {
     if at_agent > 0 {
         let _ = write!(
             out,
-            "У агента {} {}: отмена их не прерывает, итог покажет агент \
-             (а если он не ответит, они станут «отменена», в Jira не повторяясь).",
-            if at_agent == 1 {
-                "осталась"
-            } else {
-                "остались"
-            },
+            "У агента {} {}: отмена {} не прерывает, итог покажет агент \
+             (а если он не ответит, {} «отменена», в Jira не повторяясь).",
+            words::plural(at_agent, &["осталась", "остались", "остались"]),
             words::count(at_agent, &COMMAND_FORMS),
+            words::plural(at_agent, &["её", "их", "их"]),
+            words::plural(at_agent, &["она станет", "они станут", "они станут"]),
         );
     } else {
         out.push_str("Больше в Jira не уйдёт ни одна команда пакета.");
     }
     out.push_str("</p>");
     out
+}
+
+/// The step before cancelling a batch: what cancelling does, and the button that does it.
+pub(super) fn cancel_confirmation(view: &BatchView, csrf: &str, back: &str) -> String {
+    let count = |status: &str| view.counters.get(status).copied().unwrap_or(0) as u64;
+    let queued = count("queued");
+    let at_agent = count("claimed");
+    let mut out = String::with_capacity(2048);
+    let _ = write!(
+        out,
+        "<p id=\"cancel-question\">Отменить пакет {} «{}»?</p><ul>\
+         <li>Снимутся с очереди: <b>{}</b>; в Jira {}.</li>",
+        view.id,
+        esc(&view.title),
+        words::count(queued, &COMMAND_FORMS),
+        words::plural(queued, &["она не уйдёт", "они не уйдут", "они не уйдут"])
+    );
+    if at_agent > 0 {
+        let _ = write!(
+            out,
+            "<li>У агента: <b>{}</b>; отмена {} не прерывает, итог покажет агент.</li>",
+            words::count(at_agent, &COMMAND_FORMS),
+            words::plural(at_agent, &["её", "их", "их"])
+        );
+    }
+    out.push_str("<li>Отменённый пакет нельзя продолжить; неудачные команды в нём не повторяются.</li></ul><p class=\"actions\">");
+    out.push_str(&form(
+        &format!("/ui/batches/{}/cancel", view.id),
+        csrf,
+        &[("confirmed", "yes"), ("back", back)],
+        "Да, отменить пакет",
+        "danger",
+    ));
+    let _ = write!(
+        out,
+        "<a class=\"button\" href=\"{}\">Нет, вернуться</a></p>",
+        esc(back)
+    );
+    out
+}
+
+/// A command's own page: its params whole, every attempt with its agent and times, its Jira
+/// calls and 429s, the keys it names linked to the mirror, its dependency and dependents.
+pub(super) fn command(page: &CommandPage, csrf: &str, now: OffsetDateTime) -> String {
+    let c = &page.command;
+    // After a retry the stored agent and time are the last attempt's until the next delivery.
+    let handed_out = c
+        .attempts
+        .last()
+        .is_none_or(|last| c.deliveries > last.deliveries);
+    let agent = if handed_out {
+        or_dash(c.claimed_by.as_deref())
+    } else {
+        "—".to_string()
+    };
+    let claimed = match (&c.claimed_at, handed_out) {
+        (Some(at), true) => time_of(at, now),
+        (_, false) => "ещё не выдана".to_string(),
+        (None, true) => "—".to_string(),
+    };
+    let mut out = String::with_capacity(8 * 1024);
+    let _ = write!(
+        out,
+        "<section id=\"command-head\" data-live><dl class=\"facts\">\
+         <dt>Пакет</dt><dd><a href=\"/ui/batches/{batch}\">пакет {batch}</a>: {}</dd>\
+         <dt>Тип</dt><dd>{}</dd><dt>Статус</dt><dd id=\"command-status\">{}</dd>\
+         <dt>Выдач агенту, всего</dt><dd>{}</dd><dt>Агент</dt><dd>{agent}</dd>\
+         <dt>Выдана</dt><dd>{claimed}</dd><dt>Закончена</dt><dd>{}</dd>\
+         <dt>Вызовов Jira</dt><dd>{}</dd><dt>Ответов 429</dt><dd>{}</dd><dt>Пауза перед выдачей</dt><dd>{}</dd>",
+        esc(&page.batch_title),
+        command_type_words(c.command_type),
+        attempts_words(c),
+        c.deliveries,
+        c.finished_at
+            .as_ref()
+            .map_or_else(|| "—".to_string(), |at| time_of(at, now)),
+        c.jira_calls,
+        c.rate_limited,
+        duration_words(c.pause_seconds),
+        batch = c.batch_id,
+    );
+    if let Some(d) = &page.dependency {
+        let _ = write!(
+            out,
+            "<dt>Зависит от</dt><dd>{} («{}»)</dd>",
+            command_ref(d.batch_id, d.seq, d.id),
+            esc(d.status.label())
+        );
+    }
+    if !page.dependents.is_empty() {
+        let list: Vec<String> = page
+            .dependents
+            .iter()
+            .map(|d| command_ref(d.batch_id, d.seq, d.id))
+            .collect();
+        let _ = write!(out, "<dt>От неё зависят</dt><dd>{}</dd>", list.join(", "));
+    }
+    if let Some(run) = &page.run {
+        let _ = write!(
+            out,
+            "<dt>Обновление</dt><dd>{} ({}), {}: страниц {}, задач {}, изменилось {}, длилось {}</dd>",
+            refresh_name(run),
+            run_kind_words(run.kind),
+            run_status_words(run.run.status),
+            run.run.pages,
+            run.run.issues_seen,
+            run.run.issues_changed,
+            millis_words(run_millis(run, now))
+        );
+    }
+    if !page.keys.is_empty() {
+        let keys: Vec<String> = page
+            .keys
+            .iter()
+            .map(|(key, present)| {
+                if *present {
+                    format!("<a href=\"/ui/issues/{}\">{}</a>", segment(key), esc(key))
+                } else {
+                    format!("{} (нет в зеркале)", esc(key))
+                }
+            })
+            .collect();
+        let _ = write!(
+            out,
+            "<dt>Задачи</dt><dd id=\"command-keys\">{}</dd>",
+            keys.join(", ")
+        );
+    }
+    out.push_str("</dl><p class=\"actions\">");
+    let known: Vec<&CommandView> = page.dependency.iter().collect();
+    let retry = (!page.batch_cancelled).then_some(csrf);
+    let back = format!("/ui/commands/{}", c.id);
+    out.push_str(&retry_cell(c, &known, retry, &back));
+    out.push_str("</p>");
+    if let Some(error) = &c.error {
+        let _ = write!(out, "<h2>Ошибка</h2><p class=\"error\">{}</p>", esc(error));
+    }
+    if let Some(result) = &c.result {
+        let _ = write!(
+            out,
+            "<h2>Результат</h2><pre class=\"json\" id=\"command-result\">{}</pre>",
+            esc(&pretty(result))
+        );
+    }
+    let _ = write!(
+        out,
+        "<h2>Параметры</h2><pre class=\"json\" id=\"command-params\">{}</pre>",
+        esc(&pretty(&c.params))
+    );
+    out.push_str("<h2>Попытки</h2>");
+    if c.attempts.is_empty() {
+        out.push_str("<p>Команду не повторяли: попытка одна, выше.</p>");
+    } else {
+        out.push_str(
+            "<div class=\"scroll\"><table id=\"attempts\"><thead><tr><th>Попытка</th><th>Итог</th><th>Выдач</th>\
+             <th>Агент</th><th>Выдана</th><th>Закончена</th><th>Повторена</th><th>Результат или ошибка</th></tr></thead><tbody>",
+        );
+        for (n, a) in c.attempts.iter().enumerate() {
+            let outcome = match (&a.error, &a.result) {
+                (Some(error), _) => format!("<span class=\"error\">{}</span>", esc(error)),
+                (None, Some(result)) => {
+                    format!("<code class=\"json\">{}</code>", esc(&json_text(result)))
+                }
+                (None, None) => "—".to_string(),
+            };
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{outcome}</td></tr>",
+                n + 1,
+                status_badge(a.status.as_str()),
+                a.deliveries,
+                or_dash(a.claimed_by.as_deref()),
+                a.claimed_at
+                    .as_ref()
+                    .map_or_else(|| "—".to_string(), |at| time_of(at, now)),
+                a.finished_at
+                    .as_ref()
+                    .map_or_else(|| "—".to_string(), |at| time_of(at, now)),
+                time_of(&a.retried_at, now),
+            );
+        }
+        out.push_str("</tbody></table></div>");
+        let _ = write!(
+            out,
+            "<p class=\"hint\">Сейчас попытка {}. Вызовы Jira и ответы 429 хаб считает для команды в целом, по попыткам не делит.</p>",
+            c.attempts.len() + 1
+        );
+    }
+    out.push_str("</section>");
+    out
+}
+
+/// JSON indented as a person reads it, whole.
+fn pretty(value: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -710,16 +989,11 @@ pub(super) fn failed(list: &[FailedBatch], csrf: &str, limit: i64) -> String {
             ));
         }
         if batch.open_commands > 0 && !batch.cancelled {
-            out.push_str(&form(
-                &format!("/ui/batches/{id}/cancel"),
-                csrf,
-                &[("back", "/ui/failed")],
-                &format!(
-                    "Отменить пакет (не закончено: {})",
-                    words::count(batch.open_commands.max(0) as u64, &COMMAND_FORMS)
-                ),
-                "danger",
-            ));
+            let _ = write!(
+                out,
+                "<a class=\"button danger\" href=\"/ui/batches/{id}/cancel?back=/ui/failed\">Отменить пакет… (не закончено: {})</a>",
+                words::count(batch.open_commands.max(0) as u64, &COMMAND_FORMS)
+            );
         }
         out.push_str("</p>");
         let retry = (!batch.cancelled).then_some(csrf);
@@ -773,22 +1047,66 @@ pub(super) fn mirror(projects: &[ProjectIssues], total: i64) -> String {
     out
 }
 
-pub(super) fn slice(rows: &[SliceRow]) -> String {
+/// An issue key's parts for sorting: the project, then the number as a number (`AURORA-9`
+/// before `AURORA-10`); a key of another shape sorts by its text after them.
+fn key_order(key: &str) -> (&str, u64, &str) {
+    match key.rsplit_once('-') {
+        Some((project, number)) if number.bytes().all(|b| b.is_ascii_digit()) => {
+            (project, number.parse().unwrap_or(u64::MAX), "")
+        }
+        _ => ("\u{10FFFF}", 0, key),
+    }
+}
+
+/// A project's slice: its issues sorted by key number, found by a search box (key, summary,
+/// status, assignee), one page of [`SLICE_ROWS`] at a time.
+pub(super) fn slice(rows: &[SliceRow], label: &str, query: Option<&str>, page: usize) -> String {
     let own = rows.iter().filter(|r| !r.neighbor).count();
+    let query = query.map(str::trim).filter(|q| !q.is_empty());
+    let wanted = query.map(str::to_lowercase);
+    let mut found: Vec<&SliceRow> = rows
+        .iter()
+        .filter(|row| {
+            let Some(wanted) = &wanted else { return true };
+            let issue = &row.issue;
+            [
+                Some(issue.key.as_str()),
+                Some(issue.summary.as_str()),
+                Some(issue.status.as_str()),
+                issue.assignee.as_deref(),
+            ]
+            .into_iter()
+            .flatten()
+            .any(|text| text.to_lowercase().contains(wanted.as_str()))
+        })
+        .collect();
+    found.sort_by(|a, b| {
+        (a.neighbor, key_order(&a.issue.key)).cmp(&(b.neighbor, key_order(&b.issue.key)))
+    });
+    let pages = found.len().div_ceil(SLICE_ROWS).max(1);
+    let page = page.clamp(1, pages);
     let mut out = String::with_capacity(64 * 1024);
+    let _ = write!(
+        out,
+        "<form method=\"get\" action=\"/ui/mirror/{}\" class=\"filter\" role=\"search\">\
+         <label>Найти <input type=\"search\" name=\"q\" value=\"{}\" placeholder=\"ключ, название, статус, исполнитель\"></label> \
+         <button type=\"submit\">Искать</button></form>",
+        segment(label),
+        esc(query.unwrap_or_default())
+    );
     let _ = write!(
         out,
         "<section id=\"slice\" data-live><p>Своих задач: <b>{own}</b>, соседних: <b>{}</b>.",
         rows.len() - own
     );
-    if rows.len() > SLICE_ROWS {
-        let _ = write!(out, " Показаны первые {SLICE_ROWS}.");
+    if let Some(query) = query {
+        let _ = write!(out, " Найдено по «{}»: <b>{}</b>.", esc(query), found.len());
     }
     out.push_str(
         "</p><div class=\"scroll\"><table><thead><tr><th>Ключ</th><th>Тип</th><th>Статус</th>\
-         <th>Название</th><th>Исполнитель</th><th></th></tr></thead><tbody>",
+         <th>Название</th><th>Исполнитель</th><th>Отметки</th></tr></thead><tbody>",
     );
-    for row in rows.iter().take(SLICE_ROWS) {
+    for row in found.iter().skip((page - 1) * SLICE_ROWS).take(SLICE_ROWS) {
         let issue = &row.issue;
         let mut marks = Vec::new();
         if row.neighbor {
@@ -809,11 +1127,38 @@ pub(super) fn slice(rows: &[SliceRow]) -> String {
             marks.join(", ")
         );
     }
-    out.push_str("</tbody></table></div></section>");
+    out.push_str("</tbody></table></div>");
+    if pages > 1 {
+        let link = |n: usize| {
+            let mut href = format!("/ui/mirror/{}?page={n}", segment(label));
+            if let Some(query) = query {
+                let _ = write!(href, "&q={}", segment(query));
+            }
+            href
+        };
+        out.push_str("<nav class=\"pages\" aria-label=\"Страницы\">");
+        if page > 1 {
+            let _ = write!(
+                out,
+                "<a rel=\"prev\" href=\"{}\">← назад</a> ",
+                esc(&link(page - 1))
+            );
+        }
+        let _ = write!(out, "<span>страница {page} из {pages}</span>");
+        if page < pages {
+            let _ = write!(
+                out,
+                " <a rel=\"next\" href=\"{}\">дальше →</a>",
+                esc(&link(page + 1))
+            );
+        }
+        out.push_str("</nav>");
+    }
+    out.push_str("</section>");
     out
 }
 
-pub(super) fn issue(view: &IssueView, csrf: &str) -> String {
+pub(super) fn issue(view: &IssueView, csrf: &str, now: OffsetDateTime) -> String {
     let i = &view.issue;
     let mut out = String::with_capacity(16 * 1024);
     let _ = write!(
@@ -834,7 +1179,7 @@ pub(super) fn issue(view: &IssueView, csrf: &str) -> String {
         or_dash(i.epic_key.as_deref()),
         or_dash(i.sprint.as_deref()),
         or_dash(i.duedate.as_deref()),
-        time_of(&view.synced_at),
+        time_of(&view.synced_at, now),
     );
     if let Some(description) = &i.description {
         let _ = write!(
@@ -878,7 +1223,7 @@ pub(super) fn issue(view: &IssueView, csrf: &str) -> String {
             or_dash(c.author.as_deref()),
             c.created
                 .as_deref()
-                .map_or_else(|| "—".to_string(), jira_time_of),
+                .map_or_else(|| "—".to_string(), |text| jira_time_of(text, now)),
             esc(&c.body)
         );
     }
@@ -891,7 +1236,7 @@ pub(super) fn issue(view: &IssueView, csrf: &str) -> String {
             out,
             "<div class=\"note\"><p class=\"meta\">{} · {}</p><div class=\"text\">{}</div></div>",
             esc(&n.author),
-            time_of(&n.created_at),
+            time_of(&n.created_at, now),
             esc(&n.body)
         );
     }
@@ -920,8 +1265,9 @@ fn held_card(out: &mut String, held: &[crate::service::HeldRunView]) {
     for run in held {
         let _ = write!(
             out,
-            "<p class=\"bad\">Полное обновление №{} удалило бы из зеркала <b>{}</b> задач — больше, чем позволяет prune_guard. <a href=\"/ui/runs#held\">Проверить и подтвердить</a>.</p>",
-            run.run_id, run.would_remove
+            "<p class=\"bad\">Полное обновление (прогон {}) удалило бы из зеркала <b>{}</b> — больше, чем позволяет prune_guard. <a href=\"/ui/runs#held\">Проверить и подтвердить</a>.</p>",
+            run.run_id,
+            words::count(run.would_remove.max(0) as u64, &words::ISSUES_ACCUSATIVE)
         );
     }
     out.push_str("</article>");
@@ -950,9 +1296,9 @@ fn held_section(out: &mut String, held: &[crate::service::HeldRunView], csrf: &s
             .collect();
         let _ = write!(
             out,
-            "<p>Обновление №{}: удалило бы <b>{}</b> задач ({}); например: {}.</p><p class=\"actions\">",
+            "<p>Обновление (прогон {}) удалило бы <b>{}</b> ({}); например: {}.</p><p class=\"actions\">",
             run.run_id,
-            run.would_remove,
+            words::count(run.would_remove.max(0) as u64, &words::ISSUES_ACCUSATIVE),
             esc(&projects.join(", ")),
             esc(&run.sample_keys.join(", "))
         );
@@ -972,6 +1318,7 @@ pub(super) fn runs_with_held(
     runs: &[SyncRunView],
     projects: &[ProjectView],
     held: &[crate::service::HeldRunView],
+    queued: &[QueuedRefresh],
     csrf: &str,
     now: OffsetDateTime,
 ) -> String {
@@ -995,12 +1342,16 @@ pub(super) fn runs_with_held(
     }
     out.push_str("</select></label> <button type=\"submit\">Обновить сейчас</button></form>");
     out.push_str("<section id=\"runs\" data-live>");
+    if !queued.is_empty() {
+        out.push_str("<h2>В очереди</h2>");
+        queued_refresh_lines(&mut out, queued, now);
+    }
     let running: Vec<&SyncRunView> = runs
         .iter()
         .filter(|r| r.run.status == RunStatus::Running)
         .collect();
     if !running.is_empty() {
-        out.push_str("<p>Идёт обновление:</p><ul class=\"runs\">");
+        out.push_str("<h2>Идёт</h2><ul class=\"runs\">");
         for run in running {
             out.push_str(&run_progress(run, now));
         }
@@ -1010,20 +1361,22 @@ pub(super) fn runs_with_held(
         out.push_str("<p>Обновлений ещё не было.</p>");
     } else {
         out.push_str(
-            "<div class=\"scroll\"><table><thead><tr><th>№</th><th>Вид</th><th>Статус</th><th>Начат</th>\
+            "<div class=\"scroll\"><table><thead><tr><th>Обновление</th><th>Прогон</th><th>Вид</th><th>Статус</th><th>Начат</th>\
              <th>Длился</th><th>Получено</th><th>Изменено</th><th>Запрос</th><th>Ошибка</th></tr></thead><tbody>",
         );
         for run in runs {
             let _ = write!(
                 out,
-                "<tr><td>{}</td><td>{}</td><td class=\"rs rs-{}\">{}</td><td>{}</td><td>{}</td>\
+                "<tr id=\"run-{}\"><td>{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"rs rs-{}\">{}</td><td>{}</td><td class=\"duration\">{}</td>\
                  <td class=\"num\">{}</td><td class=\"num\">{}</td><td><code>{}</code></td><td>{}</td></tr>",
+                run.run.id,
+                refresh_name(run),
                 run.run.id,
                 run_kind_words(run.kind),
                 run.run.status.as_str(),
                 run_status_words(run.run.status),
-                time_of(&run.run.started_at),
-                duration_words(run_duration(run, now)),
+                time_of(&run.run.started_at, now),
+                millis_words(run_millis(run, now)),
                 run.run.issues_seen,
                 run.run.issues_changed,
                 esc(&clip(&run.run.query, 200)),
@@ -1041,17 +1394,9 @@ pub(super) fn runs_with_held(
 
 /// A time Jira wrote (`2026-11-29T13:00:00.000+0300`) in the hub's form (`2026-11-29 10:00:00
 /// UTC`), Jira's own text in the tooltip; text that is not such a time shows as it is.
-fn jira_time_of(text: &str) -> String {
+fn jira_time_of(text: &str, now: OffsetDateTime) -> String {
     match crate::jira::jira_time(text) {
-        Some(at) => {
-            let utc = Utc::new(at);
-            format!(
-                "<time datetime=\"{}\" title=\"{}\">{} UTC</time>",
-                esc(utc.as_str()),
-                esc(text),
-                esc(&utc.as_str()[..19].replacen('T', " ", 1))
-            )
-        }
+        Some(at) => when_at(at, text, now),
         None => esc(text).to_string(),
     }
 }

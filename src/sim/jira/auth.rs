@@ -5,6 +5,21 @@ use super::*;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
+/// Cloud's 401 to a call that needs a user when the caller is anonymous or its token is not
+/// accepted (docs/jira-field-notes.md; ServiceNow KB2942093).
+pub(super) const CLOUD_UNAUTHENTICATED: &str =
+    "Client must be authenticated to access this resource.";
+
+/// How Data Center refuses Basic auth once an administrator disabled it (see
+/// [`FakeJira::disable_basic_auth`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BasicAuthOff {
+    /// 8.16+: 403 `{"message":"Basic Authentication has been disabled on this instance."}`.
+    Forbidden,
+    /// 9.x and later: 302 to `/login.jsp`.
+    RedirectToLogin,
+}
+
 /// The caller every valid credential authenticates as.
 pub const USER: &str = "agent";
 
@@ -48,7 +63,9 @@ pub fn bearer_auth() -> String {
 }
 
 impl StateInner {
-    pub(super) fn gate(&mut self, auth: &str) -> Option<Reply> {
+    /// Before a request touches anything: the rate limit, then who the caller is. `Some`: the
+    /// answer the request gets instead of Jira's behaviour.
+    pub(super) fn gate(&mut self, auth: &str, endpoint: Endpoint) -> Option<Reply> {
         if let Some(limit) = self.rate_limit {
             let now = Instant::now();
             while self
@@ -63,21 +80,140 @@ impl StateInner {
                 reply.headers.push(("retry-after", "1".into()));
                 reply.headers.push(("x-ratelimit-limit", limit.to_string()));
                 reply.headers.push(("x-ratelimit-remaining", "0".into()));
+                if self.accepts(auth) {
+                    self.stamp(&mut reply);
+                }
                 return Some(reply);
             }
             self.window.push_back(now);
         }
-        if auth != self.basic && auth != self.bearer {
-            let mut reply = Reply::error(
-                401,
-                "You are not authenticated. Authentication required to perform this operation.",
-            );
-            reply
-                .headers
-                .push(("www-authenticate", "Basic realm=\"protected-area\"".into()));
-            return Some(reply);
+        if self.captcha {
+            return Some(self.captcha_reply());
         }
-        None
+        if let Some(off) = self.basic_auth_off
+            && self.mode == Mode::DataCenter
+            && auth.starts_with("Basic ")
+        {
+            return Some(self.basic_auth_refused(off));
+        }
+        if self.accepts(auth) {
+            return None;
+        }
+        let supplied = !auth.is_empty();
+        Some(match self.mode {
+            // Cloud with credentials it does not accept (a wrong, expired or revoked API token)
+            // treats the caller as anonymous: an anonymous-readable resource (`serverInfo`)
+            // answers 200, every call that needs a user 401 «Client must be authenticated to
+            // access this resource.», and each answer to a request that carried credentials says
+            // `X-Seraph-LoginReason: AUTHENTICATED_FAILED` (docs/jira-field-notes.md: ServiceNow
+            // KB2942093; a client measured against a live Cloud site: the header "is present on
+            // every request that supplied credentials Jira rejected, and absent on every
+            // anonymous one, on every 200").
+            Mode::Cloud => {
+                let mut reply = if endpoint == Endpoint::ServerInfo {
+                    self.server_info()
+                } else {
+                    Reply::error(401, CLOUD_UNAUTHENTICATED)
+                };
+                if supplied {
+                    reply
+                        .headers
+                        .push(("x-seraph-loginreason", "AUTHENTICATED_FAILED".into()));
+                }
+                reply
+            }
+            // Data Center: 401 for the whole request; a wrong password also says
+            // `X-Seraph-LoginReason: AUTHENTICATED_FAILED` (and counts toward the CAPTCHA), an
+            // unknown token does not (a Jira DC fixture's recorded deviations: "only a wrong
+            // *password* carries `X-Seraph-LoginReason: AUTHENTICATED_FAILED`").
+            Mode::DataCenter => {
+                let mut reply = Reply::error(
+                    401,
+                    "You are not authenticated. Authentication required to perform this operation.",
+                );
+                reply
+                    .headers
+                    .push(("www-authenticate", "Basic realm=\"protected-area\"".into()));
+                if auth.starts_with("Basic ") {
+                    reply
+                        .headers
+                        .push(("x-seraph-loginreason", "AUTHENTICATED_FAILED".into()));
+                }
+                reply
+            }
+        })
+    }
+
+    /// Whether `auth` authenticates the agent's user (a valid, unrevoked credential).
+    fn accepts(&self, auth: &str) -> bool {
+        (auth == self.basic || auth == self.bearer) && !self.revoked
+    }
+
+    /// The stamp of an authenticated answer. Data Center's Seraph filter sets
+    /// `X-Seraph-LoginReason: OK` and `X-AUSERNAME` on every answer to a request it authenticated
+    /// by Basic auth or a token, whatever the status: recorded on a 200 (Jira DC 2022: `HTTP/1.1
+    /// 200 … X-Seraph-LoginReason: OK … X-RateLimit-Limit … X-AUSERNAME`), on a 204 (JiraPS's
+    /// fixture of a `PUT`, 2014), and on 4xx answers about an issue alike (the header speaks of
+    /// the login, not of the request: docs/jira-field-notes.md). Cloud's only recorded form is
+    /// `x-seraph-loginreason: OUT, OK` (nock recordings of Cloud answers, jwtd/grunt-jira-actions
+    /// test/fixtures), without `X-AUSERNAME` (Cloud users have no user name).
+    pub(super) fn stamp(&self, reply: &mut Reply) {
+        match self.mode {
+            Mode::DataCenter => {
+                reply.headers.push(("x-seraph-loginreason", "OK".into()));
+                reply.headers.push(("x-ausername", USER.into()));
+            }
+            Mode::Cloud => reply
+                .headers
+                .push(("x-seraph-loginreason", "OUT, OK".into())),
+        }
+    }
+
+    /// A CAPTCHA lockout (too many failed logins): 403, `X-Seraph-LoginReason:
+    /// AUTHENTICATED_FAILED`, `X-Authentication-Denied-Reason: CAPTCHA_CHALLENGE;
+    /// login-url=<base>/login.jsp` (a recorded Jira 8.20.8 answer, docs/jira-field-notes.md) and
+    /// an HTML body (`Content-Type: text/html;charset=UTF-8`, `WWW-Authenticate: OAuth
+    /// realm="https"` in a 403 recorded 2021-04-05, Jirassic's JiraRepository+Projects.swift,
+    /// which names the reason `AUTHENTICATION_DENIED` as Atlassian's Basic-auth example does).
+    pub(super) fn captcha_reply(&self) -> Reply {
+        let mut reply = Reply {
+            status: 403,
+            headers: Vec::new(),
+            body: Body::Html(String::new()),
+        };
+        reply
+            .headers
+            .push(("x-seraph-loginreason", "AUTHENTICATED_FAILED".into()));
+        reply.headers.push((
+            "x-authentication-denied-reason",
+            format!("CAPTCHA_CHALLENGE; login-url={}/login.jsp", self.base),
+        ));
+        reply
+            .headers
+            .push(("www-authenticate", "OAuth realm=\"https\"".into()));
+        reply
+    }
+
+    /// Basic auth on the API disabled by an administrator (Data Center 8.16+, "Disabling basic
+    /// authentication", confluence.atlassian.com/enterprise/disabling-basic-authentication-
+    /// 1044776464.html); a token (`Bearer`) still works.
+    fn basic_auth_refused(&self, off: BasicAuthOff) -> Reply {
+        match off {
+            // codeclou.io, "Disabling Basic Auth in Jira Data Center" (8.16, 2021): `HTTP/1.1
+            // 403`, `{"message":"Basic Authentication has been disabled on this instance."}`.
+            BasicAuthOff::Forbidden => Reply::json(
+                403,
+                json!({"message": "Basic Authentication has been disabled on this instance."}),
+            ),
+            // Data Center 9.x and later: a 302 to the login page (docs/jira-field-notes.md:
+            // reported by JS client authors; a 9.x client's comment: "Jira Server/DC 9.x answers
+            // … with a 302 → /login.jsp").
+            BasicAuthOff::RedirectToLogin => Reply {
+                status: 302,
+                headers: vec![("location", format!("{}/login.jsp", self.base))],
+                body: Body::Empty,
+            },
+        }
     }
 
     pub(super) fn user_json(&self) -> Value {
@@ -106,5 +242,27 @@ impl StateInner {
                    "buildDate": "2026-01-15T00:00:00.000+0300",
                    "serverTime": jira_time(self.jira_now_ms()), "scmInfo": "fake", "serverTitle": "Jira"}),
         )
+    }
+}
+
+impl FakeJira {
+    /// The agent's credentials stop working (a revoked or expired API token, a changed
+    /// password): each deployment answers as Jira does (Cloud: `serverInfo` 200
+    /// anonymously with `X-Seraph-LoginReason: AUTHENTICATED_FAILED`, every other call 401).
+    /// `false` gives them back.
+    pub fn revoke_credentials(&self, revoked: bool) {
+        lock(&self.state).revoked = revoked;
+    }
+
+    /// The agent's user is locked out behind a CAPTCHA: every call is answered 403 with the
+    /// CAPTCHA headers until `false` (someone signed in through the browser).
+    pub fn captcha_lockout(&self, locked: bool) {
+        lock(&self.state).captcha = locked;
+    }
+
+    /// Data Center: Basic auth on the API disabled (`Some`, answered as `off` says) or allowed
+    /// (`None`, the default); a token still works.
+    pub fn disable_basic_auth(&self, off: Option<BasicAuthOff>) {
+        lock(&self.state).basic_auth_off = off;
     }
 }

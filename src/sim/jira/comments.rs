@@ -2,7 +2,7 @@
 //! comment properties (on create and by their own endpoints).
 
 use super::*;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
 /// A REST v2 body as Jira Cloud gives it back: stored as ADF (paragraphs, hard breaks), then
@@ -26,6 +26,100 @@ pub(super) fn through_adf(body: &str) -> String {
         .filter(|p| !p.trim().is_empty())
         .collect();
     paragraphs.join("\n\n")
+}
+
+/// The rest of Cloud's wiki → ADF → wiki round trip (with [`FakeJira::set_markup_round_trip`]):
+/// the body comes back as Jira's ADF-to-wiki writer spells it, which changes more than
+/// whitespace (docs/jira-field-notes.md, "Comment bodies change on Cloud … escaping of `* _ {
+/// [`, links, lists and mentions"):
+/// - a `-` bullet list comes back as `*` (ADF has one `bulletList`; wiki markup writes it `*`);
+/// - a mention `[~name]` of the agent's user comes back as `[~accountid:…]` (Cloud mentions name
+///   the account id since the privacy changes: "Deprecation notice and migration guide for
+///   major changes to Jira Cloud REST APIs to improve user privacy");
+/// - a bare URL comes back as a link `[url|url]` (the text carries a `link` mark);
+/// - characters the wiki writer would read as markup are escaped: every `{`, a `[` that opens
+///   no link or mention, and a `*` or `_` inside a word or standing alone.
+///
+/// The exact spelling of Cloud's writer is not published; this is an approximation of the kinds
+/// of change recorded, so that a client comparing bodies fails here as it would there.
+pub(super) fn markup_through_adf(body: &str) -> String {
+    body.split('\n')
+        .map(|line| {
+            let line = match line.strip_prefix("- ") {
+                Some(item) => format!("* {item}"),
+                None => line.to_string(),
+            };
+            escape_line(&line)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn escape_line(line: &str) -> String {
+    let chars: Vec<char> = line.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    // A leading list marker is markup, not text.
+    if line.starts_with("* ") {
+        out.push_str("* ");
+        i = 2;
+    }
+    while i < chars.len() {
+        let c = chars[i];
+        let rest: String = chars[i..].iter().collect();
+        if c == '[' {
+            if let Some(end) = rest.find(']') {
+                let inner = &rest[1..end];
+                if let Some(name) = inner.strip_prefix('~') {
+                    let who = if name == USER {
+                        format!("accountid:{ACCOUNT_ID}")
+                    } else {
+                        name.to_string()
+                    };
+                    out.push_str(&format!("[~{who}]"));
+                    i += rest[..=end].chars().count();
+                    continue;
+                }
+                if inner.contains('|') || inner.starts_with("http") {
+                    out.push_str(&rest[..=end]);
+                    i += rest[..=end].chars().count();
+                    continue;
+                }
+            }
+            out.push_str("\\[");
+        } else if (rest.starts_with("http://") || rest.starts_with("https://"))
+            && (i == 0 || chars[i - 1].is_whitespace())
+        {
+            let url: String = rest.chars().take_while(|c| !c.is_whitespace()).collect();
+            i += url.chars().count();
+            out.push_str(&format!("[{url}|{url}]"));
+            continue;
+        } else if c == '{' {
+            out.push_str("\\{");
+        } else if c == '*' || c == '_' {
+            let before = i.checked_sub(1).map(|b| chars[b]);
+            let after = chars.get(i + 1).copied();
+            let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+            let space = |c: Option<char>| c.is_none_or(char::is_whitespace);
+            if (word(before) && word(after)) || (space(before) && space(after)) {
+                out.push('\\');
+            }
+            out.push(c);
+        } else {
+            out.push(c);
+        }
+        i += 1;
+    }
+    out
+}
+
+impl FakeJira {
+    /// Cloud: a comment's body comes back through the whole wiki → ADF → wiki round trip
+    /// (escaping, links, lists, mentions: `markup_through_adf`), not only with its whitespace
+    /// normalised. Off by default.
+    pub fn set_markup_round_trip(&self, on: bool) {
+        lock(&self.state).markup_round_trip = on;
+    }
 }
 
 impl StateInner {
@@ -85,7 +179,12 @@ impl StateInner {
         Ok(Reply::empty(if existed { 200 } else { 201 }))
     }
 
-    pub(super) fn get_comment_property(&self, request: &Request) -> Result<Reply, Reply> {
+    /// Comment entity properties exist on both deployments: Data Center's REST API
+    /// (`/rest/api/2/comment/{commentId}/properties/{propertyKey}`, GET and PUT, "Comment
+    /// properties", docs.atlassian.com/software/jira/docs/api/REST/9.12.0) and Cloud's ("Issue
+    /// comment properties", developer.atlassian.com/cloud/jira/platform/rest/v2/
+    /// api-group-issue-comment-properties). An unknown comment: 404.
+    fn comment_id(&self, request: &Request) -> Result<u64, Reply> {
         let id: u64 = request.segments[4].parse().unwrap_or(0);
         let text = id.to_string();
         let exists = self
@@ -98,11 +197,45 @@ impl StateInner {
                 &format!("Can not find a comment for the id: {id}."),
             ));
         }
+        Ok(id)
+    }
+
+    pub(super) fn get_comment_property(&self, request: &Request) -> Result<Reply, Reply> {
+        let id = self.comment_id(request)?;
         let key = &request.segments[6];
         Self::property_reply(
             key,
             self.comment_properties.get(&id).and_then(|p| p.get(key)),
         )
+    }
+
+    /// `PUT /comment/{id}/properties/{propertyKey}`: the body is the value; 201 when new, 200
+    /// when replaced (as for issue properties).
+    pub(super) fn set_comment_property(&mut self, request: &Request) -> Result<Reply, Reply> {
+        let id = self.comment_id(request)?;
+        let key = request.segments[6].clone();
+        let value = Self::body_json(request)?;
+        let existed = self
+            .comment_properties
+            .entry(id)
+            .or_default()
+            .insert(key, value)
+            .is_some();
+        Ok(Reply::empty(if existed { 200 } else { 201 }))
+    }
+
+    /// The `properties` member of a Cloud search answer's issue: the asked issue properties it
+    /// has, by key (Cloud's `search/jql` "properties: A list of up to 5 issue properties to
+    /// include in the results", developer.atlassian.com/cloud/jira/platform/rest/v2/
+    /// api-group-issue-search). Data Center's search never returns properties
+    /// (JRASERVER-62898): its search ignores the parameter.
+    pub(super) fn searched_properties(&self, issue: u64, keys: &[String]) -> Value {
+        let properties = &self.issues[&issue].properties;
+        let found: Map<String, Value> = keys
+            .iter()
+            .filter_map(|k| properties.get(k).map(|v| (k.clone(), v.clone())))
+            .collect();
+        Value::Object(found)
     }
 
     pub(super) fn get_comments(&self, request: &Request) -> Result<Reply, Reply> {
@@ -126,12 +259,16 @@ impl StateInner {
             _ => {
                 return Err(Reply::field_error(
                     "comment",
-                    "Comment body can not be empty!",
+                    &self.words(
+                        "Comment body can not be empty!".into(),
+                        "Текст комментария не может быть пустым!".into(),
+                    ),
                 ));
             }
         };
         // Cloud keeps a REST v2 body as ADF and converts it back to wiki markup when read.
         let text = match self.mode {
+            Mode::Cloud if self.markup_round_trip => markup_through_adf(&through_adf(&text)),
             Mode::Cloud => through_adf(&text),
             Mode::DataCenter => text,
         };

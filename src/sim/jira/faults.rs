@@ -48,9 +48,10 @@ pub enum Fault {
     UnavailableFor(u64),
     /// A proxy in front of Jira sends the caller to its login page: 302 with `Location`.
     RedirectToLogin,
-    /// 403 with `X-Seraph-LoginReason: AUTHENTICATION_DENIED`: Jira wants a CAPTCHA before it
-    /// checks the password again (developer.atlassian.com, "JIRA REST API Example - Basic
-    /// Authentication").
+    /// Jira's CAPTCHA lockout for this one request (`FakeJira::captcha_lockout` locks every
+    /// request): 403 with `X-Seraph-LoginReason: AUTHENTICATED_FAILED` and
+    /// `X-Authentication-Denied-Reason: CAPTCHA_CHALLENGE; login-url=<base>/login.jsp` (see
+    /// `StateInner::captcha_reply`).
     CaptchaRequired,
 }
 

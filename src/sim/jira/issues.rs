@@ -190,7 +190,10 @@ impl StateInner {
         self.by_key.get(key).or(moved).copied().ok_or_else(|| {
             Reply::error(
                 404,
-                "Issue does not exist or you do not have permission to see it.",
+                &self.words(
+                    "Issue does not exist or you do not have permission to see it.".into(),
+                    "Задача не существует, или у вас нет прав на её просмотр.".into(),
+                ),
             )
         })
     }
@@ -209,10 +212,7 @@ impl StateInner {
             for label in labels {
                 let label = label.as_str().unwrap_or("");
                 if label.is_empty() || label.contains(' ') {
-                    return Err(Reply::field_error(
-                        "labels",
-                        &format!("The label '{label}' contains spaces which is invalid."),
-                    ));
+                    return Err(self.label_with_spaces(label));
                 }
             }
         }
@@ -264,27 +264,43 @@ impl StateInner {
             .and_then(Value::as_str)
             .map(String::from)
             .filter(|p| self.projects.contains_key(p))
-            .ok_or_else(|| Reply::field_error("project", "Specify a valid project ID or key"))?;
-        let issuetype = fields
-            .get("issuetype")
-            .ok_or_else(|| Reply::field_error("issuetype", "Specify an issue type"))?;
+            .ok_or_else(|| {
+                Reply::field_error(
+                    "project",
+                    &self.words(
+                        "Specify a valid project ID or key".into(),
+                        "Укажите действительный ID или ключ проекта".into(),
+                    ),
+                )
+            })?;
+        let issuetype = fields.get("issuetype").ok_or_else(|| {
+            Reply::field_error(
+                "issuetype",
+                &self.words("Specify an issue type".into(), "Укажите тип задачи".into()),
+            )
+        })?;
         let (type_id, type_name) = ISSUE_TYPES
             .iter()
             .find(|(id, name)| {
                 issuetype.get("id").and_then(Value::as_str) == Some(id)
                     || issuetype.get("name").and_then(Value::as_str) == Some(name)
             })
-            .ok_or_else(|| Reply::field_error("issuetype", "valid issue type is required"))?;
+            .ok_or_else(|| {
+                Reply::field_error(
+                    "issuetype",
+                    &self.words(
+                        "valid issue type is required".into(),
+                        "требуется действительный тип задачи".into(),
+                    ),
+                )
+            })?;
         let summary = fields
             .get("summary")
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
         if summary.trim().is_empty() {
-            return Err(Reply::field_error(
-                "summary",
-                "You must specify a summary of the issue.",
-            ));
+            return Err(self.no_summary());
         }
         self.check_fields(&fields)?;
         self.check_parent(&fields)?;
@@ -299,6 +315,9 @@ impl StateInner {
         } else {
             BTreeMap::new()
         };
+        if let Some(rewrite) = &self.summary_rewrite {
+            fields.insert("summary".into(), rewrite.apply(&summary).into());
+        }
         let now = self.jira_now_ms();
         let key = self.insert_issue(&project, fields, now, Some(Instant::now()));
         *self.creates.entry(summary).or_insert(0) += 1;
@@ -329,10 +348,7 @@ impl StateInner {
             .get("summary")
             .is_some_and(|s| s.as_str().is_none_or(|s| s.trim().is_empty()))
         {
-            return Err(Reply::field_error(
-                "summary",
-                "You must specify a summary of the issue.",
-            ));
+            return Err(self.no_summary());
         }
         self.check_fields(&fields)?;
         self.check_parent(&fields)?;
@@ -342,7 +358,7 @@ impl StateInner {
             .and_then(Value::as_object)
             .cloned()
             .unwrap_or_default();
-        let labels = Self::label_operations(&update, &fields)?;
+        let labels = self.label_operations(&update, &fields)?;
         let issue = self.issues.get_mut(&id).expect("found");
         if let Some(labels) = labels {
             issue.labels = labels(&issue.labels);
@@ -377,6 +393,7 @@ impl StateInner {
     /// included in `update`"). Returns what turns the old labels into the new ones.
     #[allow(clippy::type_complexity)]
     pub(super) fn label_operations(
+        &self,
         update: &Map<String, Value>,
         fields: &Map<String, Value>,
     ) -> Result<Option<Box<dyn Fn(&[String]) -> Vec<String>>>, Reply> {
@@ -407,10 +424,7 @@ impl StateInner {
             };
             for label in &values {
                 if label.is_empty() || label.contains(' ') {
-                    return Err(Reply::field_error(
-                        "labels",
-                        &format!("The label '{label}' contains spaces which is invalid."),
-                    ));
+                    return Err(self.label_with_spaces(label));
                 }
             }
             match verb.as_str() {
@@ -592,5 +606,37 @@ impl FakeJira {
             .filter(|i| i.summary == summary)
             .map(|i| i.key.clone())
             .collect()
+    }
+}
+
+/// What an Automation rule or a create post-function does to the summary of every new issue
+/// ([`FakeJira::rewrite_summaries_on_create`]). Jira stores the summary as sent
+/// (`SummarySystemField` trims only a copy for validation), and then a rule may rewrite it: an
+/// Automation "Edit issue" action on "Issue created" setting `Summary` to, say, `[Support]
+/// {{issue.summary}}` (Atlassian's Automation smart values documentation), or a workflow's
+/// "Update issue field" post-function on the create transition (docs/jira-field-notes.md,
+/// "Writes"). A create's identity is then its marker, never its summary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SummaryRewrite {
+    /// `prefix` + the summary as sent.
+    Prefix(String),
+    /// Another summary altogether.
+    Replace(String),
+}
+
+impl SummaryRewrite {
+    fn apply(&self, summary: &str) -> String {
+        match self {
+            SummaryRewrite::Prefix(prefix) => format!("{prefix}{summary}"),
+            SummaryRewrite::Replace(text) => text.clone(),
+        }
+    }
+}
+
+impl FakeJira {
+    /// Every issue created over HTTP from now on gets its summary rewritten by `rewrite`
+    /// (`None`: stored as sent, the default). `creates_of` still counts by the summary sent.
+    pub fn rewrite_summaries_on_create(&self, rewrite: Option<SummaryRewrite>) {
+        lock(&self.state).summary_rewrite = rewrite;
     }
 }

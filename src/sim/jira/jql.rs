@@ -5,6 +5,8 @@ use super::*;
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Clause {
     Project(String),
+    /// `project in (…)`: a JQL over several projects (a label spanning them, say).
+    ProjectIn(Vec<String>),
     /// `project not in (…)`.
     ProjectNotIn(Vec<String>),
     Labels(Vec<String>),
@@ -31,6 +33,7 @@ impl Clause {
     pub(super) fn matches(&self, issue: &Issue) -> bool {
         match self {
             Clause::Project(key) => issue.project == *key,
+            Clause::ProjectIn(keys) => keys.contains(&issue.project),
             Clause::ProjectNotIn(keys) => !keys.contains(&issue.project),
             Clause::Labels(labels) => issue.labels.iter().any(|l| labels.contains(l)),
             // Resolved by `StateInner::matching`, which knows the referenced issue.
@@ -228,6 +231,7 @@ impl Parser {
         };
         let clause = match (lower.as_str(), operator.as_str()) {
             ("project", "=") => Clause::Project(self.value()?),
+            ("project", "in") => Clause::ProjectIn(self.list()?),
             ("labels", "=") => Clause::Labels(vec![self.value()?]),
             ("labels", "in") => Clause::Labels(self.list()?),
             ("id" | "key" | "issue" | "issuekey", ">" | ">=" | "<" | "<=") => {

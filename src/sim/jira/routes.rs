@@ -31,6 +31,8 @@ pub enum Endpoint {
     SetIssueProperty,
     /// `GET /rest/api/2/comment/{id}/properties/{propertyKey}`.
     GetCommentProperty,
+    /// `PUT /rest/api/2/comment/{id}/properties/{propertyKey}`.
+    SetCommentProperty,
     /// `GET /rest/api/2/project/{key}` (the preflight's reads below are all read-only).
     Project,
     /// `GET /rest/api/2/project/{key}/statuses`.
@@ -63,6 +65,7 @@ impl Endpoint {
                 | Endpoint::AddComment
                 | Endpoint::AddToSprint
                 | Endpoint::SetIssueProperty
+                | Endpoint::SetCommentProperty
         )
     }
 }
@@ -95,6 +98,9 @@ pub(super) fn classify(method: &Method, segments: &[&str]) -> Endpoint {
             ["issue", _, "properties", _] if get => Endpoint::GetIssueProperty,
             ["issue", _, "properties", _] if method == Method::PUT => Endpoint::SetIssueProperty,
             ["comment", _, "properties", _] if get => Endpoint::GetCommentProperty,
+            ["comment", _, "properties", _] if method == Method::PUT => {
+                Endpoint::SetCommentProperty
+            }
             ["issueLinkType"] if get => Endpoint::LinkTypes,
             _ => Endpoint::Other,
         },
@@ -111,6 +117,9 @@ pub(super) fn classify(method: &Method, segments: &[&str]) -> Endpoint {
 
 impl StateInner {
     pub(super) fn apply(&mut self, endpoint: Endpoint, request: &Request) -> Reply {
+        if let Some(reply) = self.refused(endpoint, request) {
+            return reply;
+        }
         let result = match endpoint {
             Endpoint::ServerInfo => Ok(self.server_info()),
             Endpoint::Myself => Ok(Reply::json(200, self.user_json())),
@@ -132,6 +141,7 @@ impl StateInner {
             Endpoint::GetIssueProperty => self.get_issue_property(request),
             Endpoint::SetIssueProperty => self.set_issue_property(request),
             Endpoint::GetCommentProperty => self.get_comment_property(request),
+            Endpoint::SetCommentProperty => self.set_comment_property(request),
             Endpoint::Project => self.project(request),
             Endpoint::ProjectStatuses => self.project_statuses(request),
             Endpoint::MyPermissions => self.my_permissions(request),

@@ -66,13 +66,20 @@ impl StateInner {
     }
 
     pub(super) fn matching(&self, query: &Query, lag: bool) -> Result<Vec<u64>, Reply> {
-        for clause in &query.clauses {
-            if let Clause::Project(key) = clause
-                && !self.projects.contains_key(key)
-            {
+        // Every project a clause names must exist (`project = X`, `project in (X, Y)`).
+        let named = query.clauses.iter().flat_map(|clause| match clause {
+            Clause::Project(key) => std::slice::from_ref(key),
+            Clause::ProjectIn(keys) => keys.as_slice(),
+            _ => &[],
+        });
+        for key in named {
+            if !self.projects.contains_key(key) {
                 return Err(Reply::error(
                     400,
-                    &format!("The value '{key}' does not exist for the field 'project'."),
+                    &self.words(
+                        format!("The value '{key}' does not exist for the field 'project'."),
+                        format!("Значение '{key}' не существует для поля 'project'."),
+                    ),
                 ));
             }
         }
@@ -162,8 +169,11 @@ impl StateInner {
                 if !self.issues.contains_key(&id) {
                     return Err(Reply::error(
                         400,
-                        &format!(
-                            "A value with ID '{literal}' does not exist for the field '{field}'."
+                        &self.words(
+                            format!(
+                                "A value with ID '{literal}' does not exist for the field '{field}'."
+                            ),
+                            format!("Значение с ID '{literal}' не существует для поля '{field}'."),
                         ),
                     ));
                 }
@@ -173,14 +183,24 @@ impl StateInner {
             } else if self.moved_keys.contains_key(literal) {
                 return Err(Reply::error(
                     400,
-                    &format!(
-                        "Operator '{operator}' cannot be applied to moved issue key '{literal}'."
+                    &self.words(
+                        format!(
+                            "Operator '{operator}' cannot be applied to moved issue key '{literal}'."
+                        ),
+                        format!(
+                            "Оператор '{operator}' нельзя применить к ключу перемещённой задачи '{literal}'."
+                        ),
                     ),
                 ));
             } else {
                 return Err(Reply::error(
                     400,
-                    &format!("An issue with key '{literal}' does not exist for field '{field}'."),
+                    &self.words(
+                        format!(
+                            "An issue with key '{literal}' does not exist for field '{field}'."
+                        ),
+                        format!("Задача с ключом '{literal}' не существует для поля '{field}'."),
+                    ),
                 ));
             };
             let issue = &self.issues[&id];
@@ -291,6 +311,20 @@ impl StateInner {
         };
         let max = asked.min(self.max_results);
         let filter = FieldFilter::parse(get("fields"), FieldFilter::IdOnly);
+        let properties: Vec<String> = get("properties")
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .map(String::from)
+            .collect();
+        if properties.len() > 5 {
+            // "up to 5"; the reference gives no text for more (this one is ours).
+            return Err(Reply::error(
+                400,
+                "At most 5 issue properties can be requested in 'properties'.",
+            ));
+        }
         let ids = self.matching(&query, true)?;
         let rest: Vec<u64> = ids
             .into_iter()
@@ -299,7 +333,13 @@ impl StateInner {
         let page = &rest[..rest.len().min(max)];
         let issues: Vec<Value> = page
             .iter()
-            .map(|id| self.render(&self.issues[id], &filter))
+            .map(|id| {
+                let mut issue = self.render(&self.issues[id], &filter);
+                if !properties.is_empty() {
+                    issue["properties"] = self.searched_properties(*id, &properties);
+                }
+                issue
+            })
             .collect();
         let is_last = page.len() == rest.len();
         let mut body = json!({"issues": issues, "isLast": is_last});

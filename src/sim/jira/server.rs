@@ -140,7 +140,7 @@ pub(super) async fn handle(
     let (early, fault) = {
         let mut s = lock(&state);
         *s.calls.entry(endpoint).or_insert(0) += 1;
-        let early = s.gate(&auth);
+        let early = s.gate(&auth, endpoint);
         let fault = if early.is_none() {
             s.take_fault(endpoint)
         } else {
@@ -170,7 +170,9 @@ pub(super) async fn handle(
             }
             let reply = {
                 let mut state = lock(&state);
-                let reply = state.apply(endpoint, &request);
+                let mut reply = state.apply(endpoint, &request);
+                // An answer of Jira's own to an authenticated request, whatever its status.
+                state.stamp(&mut reply);
                 if endpoint.is_write() && (200..300).contains(&reply.status) {
                     state.changes += 1;
                 }
@@ -238,6 +240,10 @@ pub(super) async fn handle(
                 .push(("x-ratelimit-interval-seconds", "1".into()));
             reply.headers.push(("x-ratelimit-fillrate", "10".into()));
             reply.headers.push(("retry-after", retry_after.to_string()));
+            // Data Center limits each authenticated user's bucket: Seraph has passed the
+            // request, so its stamp is there (the recorded 200 carries `X-Seraph-LoginReason:
+            // OK` beside `X-RateLimit-*`, docs/jira-field-notes.md).
+            lock(&state).stamp(&mut reply);
             reply
         }
         Some(Fault::UnavailableFor(seconds)) => {
@@ -258,13 +264,7 @@ pub(super) async fn handle(
             ));
             reply
         }
-        Some(Fault::CaptchaRequired) => {
-            let mut reply = Reply::error(403, "CAPTCHA_CHALLENGE; login-url=/login.jsp");
-            reply
-                .headers
-                .push(("x-seraph-loginreason", "AUTHENTICATION_DENIED".into()));
-            reply
-        }
+        Some(Fault::CaptchaRequired) => lock(&state).captcha_reply(),
         Some(Fault::DropBeforeApply) => {
             conn.0.store(true, Ordering::SeqCst);
             record(0);
@@ -397,6 +397,14 @@ impl FakeJira {
             withheld: HashSet::new(),
             off_screens: HashSet::new(),
             changes: 0,
+            revoked: false,
+            language: Language::English,
+            markup_round_trip: false,
+            summary_rewrite: None,
+            refusals: Vec::new(),
+            agile_licensed: true,
+            captcha: false,
+            basic_auth_off: None,
             comment_properties: HashMap::new(),
             in_flight: 0,
             moved_keys: HashMap::new(),

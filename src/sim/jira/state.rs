@@ -72,6 +72,22 @@ pub(super) struct StateInner {
     /// Changes made right after the n-th search answer (see `after_search`).
     pub(super) scheduled: Vec<(usize, Change)>,
     pub(super) searches_served: usize,
+    /// The agent's credentials are no longer accepted (`FakeJira::revoke_credentials`).
+    pub(super) revoked: bool,
+    /// A CAPTCHA lockout (`FakeJira::captcha_lockout`).
+    pub(super) captcha: bool,
+    /// Basic auth disabled on Data Center, and how it is refused.
+    pub(super) basic_auth_off: Option<BasicAuthOff>,
+    /// Paths and issue operations refused (`FakeJira::refuse_path`, `refuse_issue`).
+    pub(super) refusals: Vec<Refusal>,
+    /// Whether the user has a Jira Software licence (the agile API answers).
+    pub(super) agile_licensed: bool,
+    /// What a rule does to the summary of a new issue (`FakeJira::rewrite_summaries_on_create`).
+    pub(super) summary_rewrite: Option<SummaryRewrite>,
+    /// Cloud comment bodies go through the whole markup round trip (`set_markup_round_trip`).
+    pub(super) markup_round_trip: bool,
+    /// The language of the agent's account: of Jira's error texts (`FakeJira::set_language`).
+    pub(super) language: Language,
     /// Project permissions the agent's user lacks (`mypermissions` answers `false` for them).
     pub(super) withheld: HashSet<String>,
     /// Fields left off every create and edit screen (see `take_off_screens`).

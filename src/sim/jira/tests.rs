@@ -920,3 +920,472 @@ fn a_proxy_answers_504_while_jira_goes_on() {
     fake.wait_applied(T);
     assert_eq!(fake.keys_with_summary("Позже").len(), 1, "applied later");
 }
+
+fn call_as(fake: &FakeJira, method: &str, path: &str, auth: Option<&str>) -> Answer {
+    call(&fake.url(), method, path, auth, None, T).expect("answer")
+}
+
+#[test]
+fn data_center_stamps_every_authenticated_answer_whatever_its_status() {
+    let fake = FakeJira::start(Mode::DataCenter);
+    let key = create(&fake, "Штамп", &[]);
+    let answers = [
+        get(&fake, "/rest/api/2/serverInfo"),
+        post(
+            &fake,
+            &format!("/rest/api/2/issue/{key}/comment"),
+            json!({"body": "Текст"}),
+        ),
+        put(
+            &fake,
+            &format!("/rest/api/2/issue/{key}"),
+            json!({"fields": {"summary": "Новая"}}),
+        ),
+        get(&fake, "/rest/api/2/issue/AURORA-999"),
+        post(
+            &fake,
+            &format!("/rest/api/2/issue/{key}/transitions"),
+            json!({"transition": {"id": "21"}}),
+        ),
+    ];
+    let statuses: Vec<u16> = answers.iter().map(|a| a.status).collect();
+    assert_eq!(statuses, [200, 201, 204, 404, 400]);
+    for answer in &answers {
+        assert_eq!(
+            answer.header("X-Seraph-LoginReason"),
+            Some("OK"),
+            "{answer:?}"
+        );
+        assert_eq!(answer.header("X-AUSERNAME"), Some(USER), "{answer:?}");
+    }
+    fake.fault(
+        Endpoint::Myself,
+        Fault::DataCenterRateLimit { retry_after: 1 },
+        1,
+    );
+    let limited = get(&fake, "/rest/api/2/myself");
+    assert_eq!(limited.status, 429);
+    assert_eq!(limited.header("X-Seraph-LoginReason"), Some("OK"));
+    let anonymous = call_as(&fake, "GET", "/rest/api/2/myself", None);
+    assert_eq!(anonymous.status, 401);
+    assert_eq!(anonymous.header("X-Seraph-LoginReason"), None);
+    let wrong = call_as(
+        &fake,
+        "GET",
+        "/rest/api/2/myself",
+        Some("Basic YWdlbnQ6d3Jvbmc="),
+    );
+    assert_eq!(wrong.status, 401);
+    assert_eq!(
+        wrong.header("X-Seraph-LoginReason"),
+        Some("AUTHENTICATED_FAILED")
+    );
+    let cloud = FakeJira::start(Mode::Cloud);
+    let answer = get(&cloud, "/rest/api/2/myself");
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.header("X-Seraph-LoginReason"), Some("OUT, OK"));
+    assert_eq!(answer.header("X-AUSERNAME"), None);
+}
+
+#[test]
+fn a_captcha_lockout_refuses_every_call_with_jiras_headers() {
+    let fake = FakeJira::start(Mode::DataCenter);
+    let expected = format!("CAPTCHA_CHALLENGE; login-url={}/login.jsp", fake.url());
+    let check = |answer: &Answer| {
+        assert_eq!(answer.status, 403, "{answer:?}");
+        assert_eq!(
+            answer.header("X-Seraph-LoginReason"),
+            Some("AUTHENTICATED_FAILED")
+        );
+        assert_eq!(
+            answer.header("X-Authentication-Denied-Reason"),
+            Some(expected.as_str())
+        );
+    };
+    fake.fault(Endpoint::Myself, Fault::CaptchaRequired, 1);
+    check(&get(&fake, "/rest/api/2/myself"));
+    assert_eq!(get(&fake, "/rest/api/2/myself").status, 200);
+    fake.captcha_lockout(true);
+    for path in ["/rest/api/2/myself", "/rest/api/2/serverInfo"] {
+        check(&get(&fake, path));
+    }
+    check(&call_as(
+        &fake,
+        "GET",
+        "/rest/api/2/myself",
+        Some(&bearer_auth()),
+    ));
+    fake.captcha_lockout(false);
+    assert_eq!(get(&fake, "/rest/api/2/myself").status, 200);
+}
+
+#[test]
+fn a_revoked_cloud_token_still_reads_server_info_and_nothing_else() {
+    let fake = FakeJira::start(Mode::Cloud);
+    fake.seed_issues(PROJECT, "AWPCA", 2);
+    assert_eq!(
+        get(&fake, "/rest/api/2/myself").json()["accountId"],
+        ACCOUNT_ID
+    );
+    fake.revoke_credentials(true);
+    let info = get(&fake, "/rest/api/2/serverInfo");
+    assert_eq!(info.status, 200);
+    assert_eq!(info.json()["deploymentType"], "Cloud");
+    assert_eq!(
+        info.header("X-Seraph-LoginReason"),
+        Some("AUTHENTICATED_FAILED")
+    );
+    for path in [
+        "/rest/api/2/myself".to_string(),
+        format!(
+            "/rest/api/2/search/jql?jql={}",
+            encode(&format!("project = {PROJECT}"))
+        ),
+        format!("/rest/api/2/issue/{PROJECT}-1"),
+    ] {
+        let answer = get(&fake, &path);
+        assert_eq!(answer.status, 401, "{path}: {answer:?}");
+        assert_eq!(
+            answer.json()["errorMessages"][0],
+            "Client must be authenticated to access this resource."
+        );
+        assert_eq!(
+            answer.header("X-Seraph-LoginReason"),
+            Some("AUTHENTICATED_FAILED")
+        );
+    }
+    let anonymous = call_as(&fake, "GET", "/rest/api/2/serverInfo", None);
+    assert_eq!(anonymous.status, 200);
+    assert_eq!(anonymous.header("X-Seraph-LoginReason"), None);
+    fake.revoke_credentials(false);
+    assert_eq!(get(&fake, "/rest/api/2/myself").status, 200);
+
+    let dc = FakeJira::start(Mode::DataCenter);
+    dc.revoke_credentials(true);
+    assert_eq!(get(&dc, "/rest/api/2/myself").status, 401);
+    assert_eq!(get(&dc, "/rest/api/2/serverInfo").status, 401);
+}
+
+#[test]
+fn data_center_without_basic_auth_refuses_it_and_takes_tokens() {
+    let fake = FakeJira::start(Mode::DataCenter);
+    fake.disable_basic_auth(Some(BasicAuthOff::RedirectToLogin));
+    let answer = get(&fake, "/rest/api/2/myself");
+    assert_eq!(answer.status, 302);
+    assert_eq!(
+        answer.header("Location"),
+        Some(format!("{}/login.jsp", fake.url()).as_str())
+    );
+    let token = call_as(&fake, "GET", "/rest/api/2/myself", Some(&bearer_auth()));
+    assert_eq!(token.status, 200);
+    assert_eq!(token.header("X-Seraph-LoginReason"), Some("OK"));
+    fake.disable_basic_auth(Some(BasicAuthOff::Forbidden));
+    let answer = get(&fake, "/rest/api/2/myself");
+    assert_eq!(answer.status, 403);
+    assert_eq!(
+        answer.json()["message"],
+        "Basic Authentication has been disabled on this instance."
+    );
+    fake.disable_basic_auth(None);
+    assert_eq!(get(&fake, "/rest/api/2/myself").status, 200);
+}
+
+#[test]
+fn a_refused_path_or_issue_operation_is_a_403_about_that_request_only() {
+    let fake = FakeJira::start(Mode::DataCenter);
+    let a = create(&fake, "Первая", &[]);
+    let b = create(&fake, "Вторая", &[]);
+    fake.refuse_issue(&a, Endpoint::AddComment, 403);
+    let refused = post(
+        &fake,
+        &format!("/rest/api/2/issue/{a}/comment"),
+        json!({"body": "Нельзя"}),
+    );
+    assert_eq!(refused.status, 403);
+    assert_eq!(
+        refused.json(),
+        json!({"errorMessages": ["You do not have the permission to comment on this issue."],
+               "errors": {}})
+    );
+    assert_eq!(refused.header("X-Seraph-LoginReason"), Some("OK"));
+    assert!(fake.comments(&a).is_empty(), "nothing applied");
+    // The same operation on another issue, and another operation on this one, go on.
+    let other = post(
+        &fake,
+        &format!("/rest/api/2/issue/{b}/comment"),
+        json!({"body": "Можно"}),
+    );
+    assert_eq!(other.status, 201);
+    assert_eq!(get(&fake, &format!("/rest/api/2/issue/{a}")).status, 200);
+
+    fake.refuse_path("/rest/api/2/issue/");
+    let edit = put(
+        &fake,
+        &format!("/rest/api/2/issue/{b}"),
+        json!({"fields": {"summary": "Нет"}}),
+    );
+    assert_eq!(edit.status, 403);
+    assert_eq!(
+        edit.json()["errorMessages"][0],
+        "You do not have permission to edit issues in this project."
+    );
+    assert_eq!(get(&fake, "/rest/api/2/myself").status, 200);
+    fake.clear_refusals();
+    assert_eq!(get(&fake, &format!("/rest/api/2/issue/{a}")).status, 200);
+}
+
+#[test]
+fn without_a_jira_software_licence_only_the_agile_api_is_refused() {
+    let fake = FakeJira::start(Mode::DataCenter);
+    fake.set_agile_licensed(false);
+    for path in ["/rest/agile/1.0/board", "/rest/agile/1.0/board/4216/sprint"] {
+        let answer = get(&fake, path);
+        assert_eq!(answer.status, 403, "{path}");
+        assert_eq!(
+            answer.json()["errorMessages"][0],
+            "The user does not have valid license."
+        );
+        assert_eq!(answer.header("X-Seraph-LoginReason"), Some("OK"));
+    }
+    let sprint = post(
+        &fake,
+        "/rest/agile/1.0/sprint/741/issue",
+        json!({"issues": []}),
+    );
+    assert_eq!(sprint.status, 403);
+    assert_eq!(get(&fake, "/rest/api/2/myself").status, 200);
+    fake.set_agile_licensed(true);
+    assert_eq!(get(&fake, "/rest/agile/1.0/board").status, 200);
+}
+
+#[test]
+fn two_projects_and_a_label_spanning_both() {
+    let fake = FakeJira::start(Mode::DataCenter);
+    let aurora = fake.seed_issues(PROJECT, "SPAN", 3);
+    fake.seed_issues(PROJECT, "OTHER", 1);
+    let orion = fake.seed_issues("ORION", "SPAN", 2);
+    let both = format!("project in ({PROJECT}, ORION) AND labels = SPAN ORDER BY key ASC");
+    let mut expected = aurora.clone();
+    expected.extend(orion.iter().cloned());
+    assert_eq!(keys(&search(&fake, &both, 0, 50)), expected);
+    assert_eq!(
+        keys(&search(&fake, "labels = SPAN ORDER BY key ASC", 0, 50)),
+        expected
+    );
+    // `key > "P-n"` continues within P only (the key clause names the issue's project).
+    let after = format!(
+        "project in ({PROJECT}, ORION) AND labels = SPAN AND key > \"{}\" ORDER BY key ASC",
+        aurora[2]
+    );
+    assert!(keys(&search(&fake, &after, 0, 50)).is_empty());
+    let rest = format!(
+        "project in ({PROJECT}, ORION) AND labels = SPAN AND project not in ({PROJECT}) ORDER BY key ASC"
+    );
+    assert_eq!(keys(&search(&fake, &rest, 0, 50)), orion);
+    let unknown = search(&fake, "project in (AURORA, NOPE)", 0, 50);
+    assert_eq!(unknown.status, 400);
+    assert_eq!(
+        unknown.json()["errorMessages"][0],
+        "The value 'NOPE' does not exist for the field 'project'."
+    );
+
+    let cloud = FakeJira::start(Mode::Cloud);
+    cloud.seed_issues(PROJECT, "SPAN", 2);
+    cloud.seed_issues("ORION", "SPAN", 2);
+    let answer = get(
+        &cloud,
+        &format!(
+            "/rest/api/2/search/jql?jql={}&fields=summary",
+            encode("project in (AURORA, ORION) AND labels = SPAN")
+        ),
+    );
+    assert_eq!(answer.json()["issues"].as_array().map(Vec::len), Some(4));
+}
+
+#[test]
+fn a_rule_rewrites_the_summary_of_every_new_issue() {
+    let fake = FakeJira::start(Mode::Cloud);
+    fake.rewrite_summaries_on_create(Some(SummaryRewrite::Prefix("[Поддержка] ".into())));
+    let key = create(&fake, "Сбой выгрузки", &["AWPCA"]);
+    assert_eq!(
+        fake.issue(&key).unwrap()["fields"]["summary"],
+        "[Поддержка] Сбой выгрузки"
+    );
+    assert!(fake.keys_with_summary("Сбой выгрузки").is_empty());
+    assert_eq!(fake.creates_of("Сбой выгрузки"), 1, "counted as sent");
+    let found = get(
+        &fake,
+        &format!(
+            "/rest/api/2/search/jql?jql={}&fields=summary",
+            encode("labels = AWPCA")
+        ),
+    );
+    assert_eq!(
+        found.json()["issues"][0]["fields"]["summary"],
+        "[Поддержка] Сбой выгрузки"
+    );
+    fake.rewrite_summaries_on_create(Some(SummaryRewrite::Replace("Заявка".into())));
+    let other = create(&fake, "Ещё одна", &[]);
+    assert_eq!(fake.issue(&other).unwrap()["fields"]["summary"], "Заявка");
+    fake.rewrite_summaries_on_create(None);
+    let plain = create(&fake, "Как есть", &[]);
+    assert_eq!(fake.issue(&plain).unwrap()["fields"]["summary"], "Как есть");
+}
+
+#[test]
+fn comment_properties_on_both_deployments_and_issue_properties_in_cloud_search_only() {
+    for mode in [Mode::DataCenter, Mode::Cloud] {
+        let fake = FakeJira::start(mode);
+        let key = create(&fake, "Свойства", &["PROPS"]);
+        let comment = post(
+            &fake,
+            &format!("/rest/api/2/issue/{key}/comment"),
+            json!({"body": "Комментарий"}),
+        )
+        .json()["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let path = format!("/rest/api/2/comment/{comment}/properties/jira-hub");
+        assert_eq!(get(&fake, &path).status, 404, "{mode:?}");
+        assert_eq!(put(&fake, &path, json!({"command": "c-1"})).status, 201);
+        assert_eq!(put(&fake, &path, json!({"command": "c-2"})).status, 200);
+        assert_eq!(
+            get(&fake, &path).json(),
+            json!({"key": "jira-hub", "value": {"command": "c-2"}})
+        );
+        assert_eq!(
+            fake.comment_properties(&comment)["jira-hub"],
+            json!({"command": "c-2"})
+        );
+        let unknown = put(
+            &fake,
+            "/rest/api/2/comment/99/properties/jira-hub",
+            json!({}),
+        );
+        assert_eq!(unknown.status, 404);
+        assert_eq!(
+            put(
+                &fake,
+                &format!("/rest/api/2/issue/{key}/properties/jira-hub"),
+                json!({"command": "i-1"})
+            )
+            .status,
+            201
+        );
+        let jql = encode("labels = PROPS");
+        let issue = match mode {
+            Mode::Cloud => get(
+                &fake,
+                &format!("/rest/api/2/search/jql?jql={jql}&fields=summary&properties=jira-hub"),
+            ),
+            Mode::DataCenter => get(
+                &fake,
+                &format!("/rest/api/2/search?jql={jql}&fields=summary&properties=jira-hub"),
+            ),
+        }
+        .json()["issues"][0]
+            .clone();
+        match mode {
+            Mode::Cloud => assert_eq!(issue["properties"], json!({"jira-hub": {"command": "i-1"}})),
+            Mode::DataCenter => assert!(issue.get("properties").is_none(), "{issue}"),
+        }
+    }
+    let cloud = FakeJira::start(Mode::Cloud);
+    let six = get(
+        &cloud,
+        &format!(
+            "/rest/api/2/search/jql?jql={}&properties=a,b,c,d,e,f",
+            encode("project = AURORA")
+        ),
+    );
+    assert_eq!(six.status, 400);
+}
+
+#[test]
+fn cloud_comments_can_come_back_changed_by_the_markup_round_trip() {
+    let body = "- пункт\nсм. https://example.com/x и [~agent]\njira_hub {code} [метка] 2 * 3 *важно* [сайт|https://example.com]";
+    let changed = format!(
+        "* пункт\nсм. [https://example.com/x|https://example.com/x] и [~accountid:{ACCOUNT_ID}]\njira\\_hub \\{{code}} \\[метка] 2 \\* 3 *важно* [сайт|https://example.com]"
+    );
+    for (mode, on, expected) in [
+        (Mode::Cloud, true, changed.as_str()),
+        (Mode::Cloud, false, body),
+        (Mode::DataCenter, true, body),
+    ] {
+        let fake = FakeJira::start(mode);
+        fake.set_markup_round_trip(on);
+        let key = create(&fake, "Разметка", &[]);
+        let answer = post(
+            &fake,
+            &format!("/rest/api/2/issue/{key}/comment"),
+            json!({"body": body}),
+        );
+        assert_eq!(answer.status, 201);
+        assert_eq!(answer.json()["body"], expected, "{mode:?} {on}");
+        assert_eq!(fake.comments(&key)[0]["body"], expected);
+    }
+}
+
+#[test]
+fn error_texts_come_in_the_accounts_language() {
+    let fake = FakeJira::start(Mode::DataCenter);
+    fake.seed_issues(PROJECT, "AWPCA", 2);
+    fake.seed_issues("OTHER", "AWPCA", 1);
+    let moved = fake.move_issue("OTHER-1", PROJECT);
+    assert_eq!(moved, format!("{PROJECT}-3"));
+    fake.set_language(Language::Russian);
+    let error = |answer: Answer| {
+        assert_eq!(answer.status, 400, "{answer:?}");
+        answer.json()["errorMessages"][0]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        error(search(&fake, "key > \"AURORA-99\"", 0, 10)),
+        "Задача с ключом 'AURORA-99' не существует для поля 'key'."
+    );
+    assert_eq!(
+        error(search(&fake, "id >= 99999", 0, 10)),
+        "Значение с ID '99999' не существует для поля 'id'."
+    );
+    assert_eq!(
+        error(search(&fake, "key > \"OTHER-1\"", 0, 10)),
+        "Оператор '>' нельзя применить к ключу перемещённой задачи 'OTHER-1'."
+    );
+    assert_eq!(
+        error(search(&fake, "project = NOPE", 0, 10)),
+        "Значение 'NOPE' не существует для поля 'project'."
+    );
+    let missing = get(&fake, "/rest/api/2/issue/AURORA-99");
+    assert_eq!(missing.status, 404);
+    assert_eq!(
+        missing.json()["errorMessages"][0],
+        "Задача не существует, или у вас нет прав на её просмотр."
+    );
+    let create = |fields: Value| post(&fake, "/rest/api/2/issue", json!({"fields": fields}));
+    let no_summary = create(json!({"project": {"key": PROJECT}, "issuetype": {"name": "Задача"}}));
+    assert_eq!(
+        no_summary.json()["errors"]["summary"],
+        "Необходимо указать тему задачи."
+    );
+    let spaces = create(
+        json!({"project": {"key": PROJECT}, "issuetype": {"name": "Задача"},
+                               "summary": "Метки", "labels": ["две метки"]}),
+    );
+    assert_eq!(
+        spaces.json()["errors"]["labels"],
+        "Метка 'две метки' содержит пробелы, что недопустимо."
+    );
+    let no_project = create(json!({"summary": "Без проекта"}));
+    assert_eq!(
+        no_project.json()["errors"]["project"],
+        "Укажите действительный ID или ключ проекта"
+    );
+    fake.set_language(Language::English);
+    assert_eq!(
+        error(search(&fake, "key > \"AURORA-99\"", 0, 10)),
+        "An issue with key 'AURORA-99' does not exist for field 'key'."
+    );
+}

@@ -5,8 +5,15 @@
 //! only where the service takes it (a skipped command points at its dependency), a batch that
 //! completed with a failure not shown as «завершён», cancel saying what it did with its button
 //! gone, an unknown page answered as a page, Jira's times in the hub's form, long params wrapped
-//! without a word cut. Screenshots (the overview, a batch with a failure, a cancelled batch, the
-//! overview on a phone) are saved in the test's folder and copied into `target/screenshots/`.
+//! without a word cut; then the operator's path of issue 25: a failed command's own page (params
+//! whole, its key linked to the mirror) and its retry from there (the first attempt stays, with
+//! its agent), cancel asking first on a page of its own, a refresh queued behind other work seen
+//! as queued (and a second press adding none), the menu on an unknown page, and a real agent
+//! frozen with SIGSTOP flagged silent (a step that runs once the hub knows agents' heartbeat
+//! periods, the `quiet` work; it says so when skipped). Screenshots (the overview, a batch with a
+//! failure, the cancel question, a cancelled batch, a command's page before and after its retry,
+//! a queued refresh, the overview on a phone, the frozen agent) are saved in the test's folder
+//! and copied into `target/screenshots/`.
 //! Without Chromium or its driver (the build script looks for them) the test is ignored, which
 //! `cargo test` counts and shows.
 //!
@@ -408,7 +415,7 @@ fn the_console_in_a_headless_browser() {
     };
     let delivery = agent.claim(command_id);
     browser.wait_text("#batch-status", |t| t == "выполняется");
-    browser.wait_text(&format!("#command-{command_id} td:nth-child(6)"), |t| {
+    browser.wait_text(&format!("#command-{command_id} td:nth-child(7)"), |t| {
         t == "agent-web"
     });
     agent.report(
@@ -471,7 +478,7 @@ fn the_console_in_a_headless_browser() {
 
     // Jira's comment time in the hub's form, Jira's own text on hover.
     let comment_time = browser.wait_text(".comment .meta time", |t| t.contains("UTC"));
-    assert_eq!(comment_time, "2026-11-29 10:05:00 UTC");
+    assert_eq!(comment_time, "2026-11-29 10:05 UTC");
 
     // A batch whose first command fails: the dependent is skipped, and only the first offers
     // «Повторить»; the skipped one points at it by the number the table shows. The batch is
@@ -518,11 +525,14 @@ fn the_console_in_a_headless_browser() {
     let pointer = browser.wait_text(&format!("#command-{second} td:last-child"), |t| {
         !t.is_empty()
     });
-    assert!(pointer.contains("Зависит от №1 («ошибка»)"), "{pointer}");
+    assert!(
+        pointer.contains("Зависит от команды 1 («ошибка»)"),
+        "{pointer}"
+    );
     let skipped_because = browser.text(&format!("#command-{second} .error")).unwrap();
     assert_eq!(
         skipped_because,
-        "команда №1 пакета, от которой зависит эта, завершилась со статусом «ошибка»"
+        "команда 1 этого пакета, от которой зависит эта, завершилась со статусом «ошибка»"
     );
     let params = format!("#command-{first} code.json");
     let wrapped = cut_words(&browser, &params);
@@ -562,7 +572,20 @@ fn the_console_in_a_headless_browser() {
     assert_eq!(at_agent[0]["batch_id"], cancelled_batch);
     browser.goto(&format!("{base}/ui/batches/{cancelled_batch}"));
     browser.wait_text("#batch-status", |t| t == "выполняется");
-    browser.click("#batch-head button.danger");
+    // Cancel asks first: a page of its own (no script needed) says what it will do.
+    browser.click("#batch-head a.danger");
+    let question = browser.wait_text("#cancel-question", |t| !t.is_empty());
+    assert_eq!(
+        question,
+        "Отменить пакет ".to_string() + &cancelled_batch.to_string() + " «Три комментария»?"
+    );
+    let said = browser.text("main").unwrap();
+    assert!(
+        said.contains("Снимутся с очереди: 2 команды") && said.contains("У агента: 1 команда"),
+        "{said}"
+    );
+    keep_screenshot(&browser, &dir, "console-cancel-confirm.png");
+    browser.click("main button.danger");
     let notice = browser.wait_text(".notice", |t| t.contains("Пакет отменён"));
     assert!(
         notice.contains("те, что уже у агента, отмена не прерывает"),
@@ -574,14 +597,80 @@ fn the_console_in_a_headless_browser() {
             && outcome.contains("У агента осталась 1 команда"),
         "{outcome}"
     );
-    assert_eq!(browser.text("#batch-head button.danger"), None);
+    assert_eq!(browser.text("#batch-head .danger"), None);
     keep_screenshot(&browser, &dir, "console-batch-cancelled.png");
+
+    // The failed command's own page: params whole, its agent, its keys; retried from there, its
+    // first attempt stays in the table with the agent that made it.
+    browser.goto(&format!("{base}/ui/batches/{failing_batch}"));
+    browser.click(&format!("#command-{first} td:first-child a"));
+    browser.wait_text("h1", |t| *t == format!("Пакет {failing_batch}, команда 1"));
+    let params = browser.wait_text("#command-params", |t| {
+        t.contains("замечания по интерфейсу закрыты")
+    });
+    assert!(params.contains(long_body), "{params}");
+    assert_eq!(
+        browser.text("#command-keys a").as_deref(),
+        Some("AURORA-1"),
+        "the key links to the mirror's page"
+    );
+    keep_screenshot(&browser, &dir, "console-command.png");
+    browser.click("#command-head button");
+    browser.wait_text(".notice", |t| t.contains("снова в очереди"));
+    let attempts = browser.wait_text("#attempts", |t| t.contains("agent-web"));
+    assert!(attempts.contains("поле body слишком длинное"), "{attempts}");
+    // The new attempt is not handed out yet: the last attempt's agent is in the table, not above.
+    let head = browser.text("#command-head").unwrap_or_default();
+    assert!(head.contains("ещё не выдана"), "{head}");
+    keep_screenshot(&browser, &dir, "console-command-retried.png");
+
+    // A refresh behind other work: shown as queued, where it stands; pressing again adds none.
+    let (status, created) = http(
+        &daemon.address,
+        "POST",
+        "/batches",
+        Some(&client_token),
+        Some(
+            &json!({"title": "Работа перед обновлением", "author": "petrov",
+            "commands": [
+                {"type": "comment", "params": {"key": "AURORA-1", "body": "раз"}},
+                {"type": "comment", "params": {"key": "AURORA-1", "body": "два"}}]}),
+        ),
+    );
+    assert_eq!(status, 201, "{created}");
+    browser.goto(&format!("{base}/ui/runs"));
+    browser.click("form.filter button");
+    let queued = browser.wait_text(".queued-refresh", |t| t.contains("ждёт в очереди"));
+    assert!(queued.contains("пакет"), "{queued}");
+    keep_screenshot(&browser, &dir, "console-refresh-queued.png");
+    let queued_count = browser.script(
+        "return document.querySelectorAll('.queued-refresh').length;",
+        json!([]),
+    );
+    browser.click("form.filter button");
+    browser.wait_text(".notice", |t| t.contains("второе не добавлено"));
+    assert_eq!(
+        browser.script(
+            "return document.querySelectorAll('.queued-refresh').length;",
+            json!([])
+        ),
+        queued_count,
+        "pressed again: no second refresh"
+    );
+    browser.goto(&base);
+    browser.wait_text(".queued-refresh", |t| t.contains("ждёт в очереди"));
 
     // An unknown page is a page.
     browser.goto(&format!("{base}/ui/no-such-page"));
     browser.wait_text("[role=alert]", |t| {
         t.contains("Такой страницы в консоли нет")
     });
+    // The menu stays.
+    assert!(
+        browser.text("nav").unwrap_or_default().contains("Пакеты"),
+        "{:?}",
+        browser.text("body")
+    );
 
     // The overview, as a picture.
     browser.goto(&base);
@@ -597,4 +686,136 @@ fn the_console_in_a_headless_browser() {
     );
     assert_eq!(overflow, 0, "the overview is wider than a phone's screen");
     keep_screenshot(&browser, &dir, "console-overview-phone.png");
+    browser.resize(1280, 1500);
+
+    frozen_agent_is_flagged(
+        &browser,
+        &dir,
+        &daemon.address,
+        &agent_token,
+        &client_token,
+        false,
+    );
+}
+
+/// The frozen-agent step alone and strict: the hub must know the agent's heartbeat period. Ignored
+/// (and so listed as ignored by `cargo test`) until the `quiet` helper's liveness work (issue 25
+/// item 4) is in; then `cargo test -- --ignored` runs it, and the ignore goes.
+#[test]
+#[ignore = "needs the quiet helper's liveness work (issue 25 item 4): silence after two missed heartbeat periods"]
+fn a_frozen_agent_is_flagged_within_two_heartbeat_periods() {
+    assert!(
+        Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists(),
+        "needs {CHROMIUM} and {CHROMEDRIVER}"
+    );
+    let dir = TestDir::new();
+    let (hub, _relay, agent_token) = relay_hub(&dir);
+    let client_token = hub.tokens().unwrap().unwrap().client;
+    drop(hub);
+    let daemon = Daemon::start(&dir.db(), &[]);
+    let browser = Browser::start();
+    browser.goto(&format!("http://{}", daemon.address));
+    browser.type_into("#token", &client_token);
+    browser.click("form button");
+    browser.wait_text("h1", |t| t == "Обзор");
+    frozen_agent_is_flagged(
+        &browser,
+        &dir,
+        &daemon.address,
+        &agent_token,
+        &client_token,
+        true,
+    );
+}
+
+/// A real `jira-hub agent` with a heartbeat every 2 s, frozen with SIGSTOP: the overview flags
+/// it silent once two heartbeat periods pass without a word from it (issue 25 item 4, the
+/// `quiet` work). The hub knows an agent's period only with that work (`/agents` then carries
+/// `heartbeat_seconds`); without it the rule is 20 minutes and this step says so and is skipped,
+/// unless `strict`.
+fn frozen_agent_is_flagged(
+    browser: &Browser,
+    dir: &TestDir,
+    address: &str,
+    agent_token: &str,
+    client_token: &str,
+    strict: bool,
+) {
+    let fake = jira_hub::sim::jira::FakeJira::start(jira_hub::sim::jira::Mode::DataCenter);
+    let config = json!({
+        "jira_url": fake.url(), "jira_user": "agent", "jira_password": "secret",
+        "agent_token": agent_token, "name": "agent-frozen", "idle_poll_ms": 100,
+        "hub_url": format!("http://{address}"), "heartbeat_seconds": 2,
+    });
+    let path = dir.path().join("agent-frozen.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let log = std::fs::File::create(dir.path().join("agent-frozen.log")).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_jira-hub"))
+        .arg("agent")
+        .arg("--config")
+        .arg(&path)
+        .current_dir(dir.path())
+        .env_remove("JIRA_HUB_DB")
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("start the agent");
+    let agent = Stopped(child);
+    let base = format!("http://{address}");
+    browser.goto(&base);
+    browser.wait_text(".agent h3", |_| {
+        browser
+            .text("#overview-cards")
+            .is_some_and(|t| t.contains("agent-frozen"))
+    });
+    let (_, agents) = http(address, "GET", "/agents", Some(client_token), None);
+    let knows_period = agents
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|a| a["agent"] == "agent-frozen" && a.get("heartbeat_seconds").is_some());
+    assert!(
+        knows_period || !strict,
+        "the hub does not know agents' heartbeat periods: {agents}"
+    );
+    if !knows_period {
+        println!(
+            "SKIPPED step: a frozen agent flagged within two heartbeat periods — the hub does not \
+             know the agent's heartbeat period yet (issue 25 item 4, the `quiet` helper's work): {agents}"
+        );
+        return;
+    }
+    let pid = agent.0.id().to_string();
+    let stopped = Command::new("kill").args(["-STOP", &pid]).status().unwrap();
+    assert!(stopped.success());
+    // Two missed periods are 4 s; the wait is bounded generously (debug builds, two cores).
+    browser.goto(&base);
+    browser.wait_text("#overview-cards", |t| t.contains("Молчит"));
+    let silent = browser.script(
+        "return Array.from(document.querySelectorAll('.agent.silent h3')).map(e => e.textContent);",
+        json!([]),
+    );
+    assert!(
+        silent
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n == "agent-frozen"),
+        "{silent}"
+    );
+    keep_screenshot(browser, dir, "console-agent-frozen.png");
+    drop(agent);
+}
+
+/// An agent process: continued (it may be stopped) and killed when dropped.
+struct Stopped(Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let pid = self.0.id().to_string();
+        let _ = Command::new("kill").args(["-CONT", &pid]).status();
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

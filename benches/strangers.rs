@@ -1,0 +1,305 @@
+//! Strangers on the HTTP port (`cargo bench --bench strangers`, release builds; issue 23 §3):
+//! what slow anonymous sign-ins cost the real `serve`, and whether `/health`, an agent's claim
+//! and a client's request are still answered.
+//!
+//! 1. Baseline: the idle hub's CPU (share of one core) and RSS, and the latency of `/health`, a
+//!    claim and `GET /projects`, measured in this run.
+//! 2. 300 slow sign-ins (headers sent, the form never) held as long as the hub lets them, each
+//!    opened again as soon as the hub closes it (a stranger who keeps trying), for
+//!    `BENCH_STRANGERS_SECONDS` (default 20) under the default limits: the hub's CPU and RSS, how
+//!    many the hub closed, and the same three latencies meanwhile (medians, as a ratio to the
+//!    baseline).
+//! 3. 2,000 slow sign-ins opened at once: how many the hub holds, how many it closed at once,
+//!    its peak RSS, the latencies meanwhile, and its RSS once they are gone.
+//!
+//! Figures are printed, never asserted.
+
+mod common;
+#[allow(dead_code)] // shared with the relay benchmarks: only the setup is used here
+#[path = "support/relay.rs"]
+mod support;
+
+use common::{median, ms, size};
+use serde_json::json;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+use support::Error;
+
+fn clock_ticks() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .and_then(|text| text.trim().parse::<f64>().ok())
+        .filter(|ticks| *ticks > 0.0)
+        .unwrap_or(100.0)
+}
+
+/// utime + stime of `pid`, in clock ticks.
+fn cpu_ticks(pid: u32) -> Result<u64, Error> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let after = stat.rsplit_once(')').ok_or("no ) in stat")?.1;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    Ok(fields[11].parse::<u64>()? + fields[12].parse::<u64>()?)
+}
+
+/// A `VmRSS:`/`VmHWM:` line of `/proc/<pid>/status`, in KiB.
+fn status_kib(pid: u32, key: &str) -> Result<u64, Error> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status
+        .lines()
+        .find(|line| line.starts_with(key))
+        .ok_or("no such line")?;
+    Ok(line.split_whitespace().nth(1).ok_or("no value")?.parse()?)
+}
+
+/// The CPU share of one core `pid` used over `seconds` from `ticks`.
+fn cpu_share(pid: u32, ticks: u64, seconds: f64) -> Result<f64, Error> {
+    Ok((cpu_ticks(pid)? - ticks) as f64 / clock_ticks() / seconds * 100.0)
+}
+
+/// One request on a new connection; how long until its answer's status line, and the status.
+fn timed(address: &str, head: &str, body: &str) -> (Duration, u16) {
+    let started = Instant::now();
+    let Ok(mut stream) = TcpStream::connect(address) else {
+        return (started.elapsed(), 0);
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let request = format!(
+        "{head}Host: {address}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    if stream.write_all(request.as_bytes()).is_err() {
+        return (started.elapsed(), 0);
+    }
+    let mut answer = [0u8; 12];
+    let status = match stream.read_exact(&mut answer) {
+        Ok(()) => std::str::from_utf8(&answer[9..12])
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0),
+        Err(_) => 0,
+    };
+    (started.elapsed(), status)
+}
+
+/// Latency samples of `/health`, a claim and a client request: medians, and the statuses seen.
+struct Probes {
+    health: Vec<Duration>,
+    claim: Vec<Duration>,
+    client: Vec<Duration>,
+    statuses: std::collections::BTreeMap<u16, usize>,
+}
+
+impl Probes {
+    fn new() -> Probes {
+        Probes {
+            health: Vec::new(),
+            claim: Vec::new(),
+            client: Vec::new(),
+            statuses: Default::default(),
+        }
+    }
+
+    fn probe(&mut self, address: &str, agent: &str, client: &str, n: usize) {
+        let claim = json!({"kind": "claim", "id": format!("probe-{n}"), "agent": "probe",
+            "sent_at": "2026-11-29T10:00:00Z", "agent_version": "1", "settings_version": 0,
+            "max_commands": 1})
+        .to_string();
+        let samples = [
+            timed(address, "GET /health HTTP/1.1\r\n", ""),
+            timed(
+                address,
+                &format!(
+                    "POST /agent/claim HTTP/1.1\r\nAuthorization: Bearer {agent}\r\n\
+                     Content-Type: application/json\r\n"
+                ),
+                &claim,
+            ),
+            timed(
+                address,
+                &format!("GET /projects HTTP/1.1\r\nAuthorization: Bearer {client}\r\n"),
+                "",
+            ),
+        ];
+        for (list, (took, status)) in [&mut self.health, &mut self.claim, &mut self.client]
+            .into_iter()
+            .zip(samples)
+        {
+            list.push(took);
+            *self.statuses.entry(status).or_default() += 1;
+        }
+    }
+
+    fn medians(&mut self) -> [Duration; 3] {
+        [
+            median(&mut self.health),
+            median(&mut self.claim),
+            median(&mut self.client),
+        ]
+    }
+}
+
+/// A slow sign-in: its headers, the form never sent.
+fn slow_sign_in(address: &str) -> Option<TcpStream> {
+    let mut stream = TcpStream::connect(address).ok()?;
+    write!(
+        stream,
+        "POST /ui/sign-in HTTP/1.1\r\nHost: {address}\r\n\
+         Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\n"
+    )
+    .ok()?;
+    stream.set_nonblocking(true).ok()?;
+    Some(stream)
+}
+
+/// Whether the hub has closed `stream` (end of file, a reset, or an answer: a 408).
+fn closed(mut stream: &TcpStream) -> bool {
+    let mut buffer = [0u8; 1024];
+    match stream.read(&mut buffer) {
+        // The end, or an answer (a 408) before it.
+        Ok(n) => n == 0 || buffer[..n].starts_with(b"HTTP/"),
+        Err(error) => error.kind() != std::io::ErrorKind::WouldBlock,
+    }
+}
+
+fn print_probes(label: &str, medians: [Duration; 3], baseline: [Duration; 3], probes: &Probes) {
+    let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64().max(1e-6);
+    println!(
+        "{label:<40} /health {:.2} ms (x{:.1})   claim {:.2} ms (x{:.1})   client {:.2} ms (x{:.1})   statuses {:?}",
+        ms(medians[0]),
+        ratio(medians[0], baseline[0]),
+        ms(medians[1]),
+        ratio(medians[1], baseline[1]),
+        ms(medians[2]),
+        ratio(medians[2], baseline[2]),
+        probes.statuses,
+    );
+}
+
+fn main() -> Result<(), Error> {
+    let seconds = size("BENCH_STRANGERS_SECONDS", 20) as u64;
+    let setup = support::setup()?;
+    let tokens = setup.hub.tokens()?.ok_or("no tokens")?;
+    let daemon = support::start(&setup.db, &["--relay-poll-ms", "1000"])?;
+    let pid = daemon.0.id();
+    // The address from the hub's log is not kept by `support::start`: ask the kernel.
+    let address = listening_address(pid)?;
+    std::thread::sleep(Duration::from_secs(2));
+
+    // 1. Baseline.
+    let ticks = cpu_ticks(pid)?;
+    let started = Instant::now();
+    let mut probes = Probes::new();
+    for n in 0..20 {
+        probes.probe(&address, &tokens.agent, &tokens.client, n);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let idle_cpu = cpu_share(pid, ticks, started.elapsed().as_secs_f64())?;
+    let baseline = probes.medians();
+    println!(
+        "idle hub (probes only)                   CPU {idle_cpu:.2}% of a core, RSS {} KiB",
+        status_kib(pid, "VmRSS:")?
+    );
+    print_probes("  probes, idle", baseline, baseline, &probes);
+
+    // 2. 300 slow sign-ins, reopened as soon as the hub closes them.
+    let mut slow: Vec<TcpStream> = (0..300).filter_map(|_| slow_sign_in(&address)).collect();
+    let ticks = cpu_ticks(pid)?;
+    let started = Instant::now();
+    let mut reopened = 0usize;
+    let mut probes = Probes::new();
+    let mut n = 100;
+    let mut peak_rss = 0;
+    while started.elapsed() < Duration::from_secs(seconds) {
+        for stream in &mut slow {
+            if closed(stream)
+                && let Some(fresh) = slow_sign_in(&address)
+            {
+                *stream = fresh;
+                reopened += 1;
+            }
+        }
+        probes.probe(&address, &tokens.agent, &tokens.client, n);
+        n += 1;
+        peak_rss = peak_rss.max(status_kib(pid, "VmRSS:")?);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let cpu = cpu_share(pid, ticks, elapsed)?;
+    let held = slow.iter().filter(|s| !closed(s)).count();
+    println!(
+        "300 slow sign-ins for {elapsed:.0} s               CPU {cpu:.2}% of a core, RSS peak {peak_rss} KiB, \
+         {reopened} closed by the hub and reopened, {held} held at the end"
+    );
+    let medians = probes.medians();
+    print_probes("  probes, meanwhile", medians, baseline, &probes);
+    drop(slow);
+    std::thread::sleep(Duration::from_secs(1));
+
+    // 3. 2,000 at once.
+    let rss_before = status_kib(pid, "VmRSS:")?;
+    let ticks = cpu_ticks(pid)?;
+    let started = Instant::now();
+    let many: Vec<TcpStream> = (0..2000).filter_map(|_| slow_sign_in(&address)).collect();
+    let opened = many.len();
+    let burst = started.elapsed();
+    std::thread::sleep(Duration::from_millis(500));
+    let held = many.iter().filter(|s| !closed(s)).count();
+    let rss_during = status_kib(pid, "VmRSS:")?;
+    let mut probes = Probes::new();
+    for n in 0..20 {
+        probes.probe(&address, &tokens.agent, &tokens.client, 1000 + n);
+    }
+    let cpu = cpu_share(pid, ticks, started.elapsed().as_secs_f64())?;
+    println!(
+        "2,000 slow sign-ins at once               opened {opened} in {:.0} ms, {held} held, {} closed by the hub at once; \
+         CPU {cpu:.1}% of a core over {:.1} s; RSS {rss_before} -> {rss_during} KiB",
+        ms(burst),
+        opened - held,
+        started.elapsed().as_secs_f64(),
+    );
+    let medians = probes.medians();
+    print_probes("  probes, meanwhile", medians, baseline, &probes);
+    drop(many);
+    std::thread::sleep(Duration::from_secs(2));
+    println!(
+        "after they left                          RSS {} KiB (peak of the run {} KiB)",
+        status_kib(pid, "VmRSS:")?,
+        status_kib(pid, "VmHWM:")?
+    );
+    Ok(())
+}
+
+/// The TCP port `pid` listens on (from `/proc/<pid>/net/tcp`, state 0A, matched by the
+/// socket inodes of its descriptors).
+fn listening_address(pid: u32) -> Result<String, Error> {
+    let started = Instant::now();
+    loop {
+        let mut inodes = std::collections::HashSet::new();
+        for entry in std::fs::read_dir(format!("/proc/{pid}/fd"))? {
+            if let Ok(target) = std::fs::read_link(entry?.path())
+                && let Some(inode) = target
+                    .to_str()
+                    .and_then(|t| t.strip_prefix("socket:["))
+                    .and_then(|t| t.strip_suffix(']'))
+            {
+                inodes.insert(inode.to_string());
+            }
+        }
+        let table = std::fs::read_to_string(format!("/proc/{pid}/net/tcp"))?;
+        for line in table.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.len() > 9 && fields[3] == "0A" && inodes.contains(fields[9]) {
+                let port = u16::from_str_radix(fields[1].rsplit(':').next().unwrap_or(""), 16)?;
+                return Ok(format!("127.0.0.1:{port}"));
+            }
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            return Err("the hub does not listen".into());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
