@@ -307,10 +307,12 @@ async fn run(hub: HubConnection, options: ServeOptions, db: &Path) -> anyhow::Re
     Ok(())
 }
 
-/// SIGTERM and SIGINT, listened for from the start.
+/// SIGTERM, SIGINT and SIGHUP (a terminal's hang-up stops the hub as cleanly as its Ctrl-C),
+/// listened for from the start.
 struct Signals {
     terminate: Option<tokio::signal::unix::Signal>,
     interrupt: Option<tokio::signal::unix::Signal>,
+    hangup: Option<tokio::signal::unix::Signal>,
 }
 
 impl Signals {
@@ -326,6 +328,7 @@ impl Signals {
         Signals {
             terminate: listen(SignalKind::terminate(), "SIGTERM"),
             interrupt: listen(SignalKind::interrupt(), "SIGINT"),
+            hangup: listen(SignalKind::hangup(), "SIGHUP"),
         }
     }
 
@@ -341,6 +344,7 @@ impl Signals {
         tokio::select! {
             _ = next(&mut self.terminate) => {}
             _ = next(&mut self.interrupt) => {}
+            _ = next(&mut self.hangup) => {}
         }
     }
 }

@@ -278,7 +278,7 @@ _jira__hub() {
 
     case "${cmd}" in
         jira__hub)
-            opts="-h -V --db --log-format --help --version init migrate settings projects tokens status backup serve relay batches commands refresh completions man agent demo help"
+            opts="-h -V --db --log-format --help --version init migrate settings projects tokens status backup serve batches commands refresh demo agent man completions relay help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -712,7 +712,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__help)
-            opts="init migrate settings projects tokens status backup serve relay batches commands refresh completions man agent demo help"
+            opts="init migrate settings projects tokens status backup serve batches commands refresh demo agent man completions relay help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -29,6 +29,7 @@ use crate::protocol::{ClaimedCommand, CommandResult, Page, ResultStatus};
 use commands::{AgentSettings, Executor, Outcome};
 use config::JiraAuth;
 use jira_api::{Jira, JiraError};
+use std::io::Write as _;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -64,8 +65,15 @@ pub(crate) fn check(mut config: AgentConfig, shutdown: Arc<AtomicBool>) -> anyho
         .filter(|line| !line.ok)
         .map(|line| format!("serverInfo: {}", line.detail));
     let report = preflight::report(&lines, agent.waits.wall());
-    if let Err(error) = agent.hub.heartbeat_with(jira_ok, last_error, Some(report)) {
-        eprintln!("хабу не удалось передать итог проверки: {error}");
+    let sent = agent.hub.heartbeat_with(jira_ok, last_error, Some(report));
+    drop(agent);
+    if let Err(error) = sent {
+        tracing::warn!("хабу не удалось передать итог проверки: {error}");
+    }
+    // The table last, after everything the run logged: one line per check.
+    let mut out = std::io::stdout().lock();
+    for line in &lines {
+        writeln!(out, "{line}")?;
     }
     Ok(ok)
 }

@@ -39,6 +39,10 @@ const PERMISSIONS: &[(&str, &str)] = &[
     ("LINK_ISSUES", "связи"),
 ];
 
+/// The `field_ids` entries the agent writes on create and edit (`commands::issue_fields`): the
+/// epic link (on Data Center) and the plan dates. Any other (the sprint) it only reads.
+const WRITTEN_FIELDS: &[&str] = &["epic_link", "plan_start", "plan_end"];
+
 /// A transition an issue offers: its id, the target status's id and name.
 type Offer = (String, String, String);
 
@@ -70,13 +74,12 @@ impl Checks<'_> {
             ok,
             detail: detail.into(),
         };
-        println!("{line}");
         self.lines.push(line);
     }
 }
 
-/// The settings through a claim that takes nothing, then every check. The lines were printed
-/// as they came; they are returned too.
+/// The settings through a claim that takes nothing, then every check: their lines, which the
+/// caller prints as a table once the run is over (so that no log line of the run follows it).
 pub(crate) fn run(jira: &mut Jira, hub: &HubLink) -> Vec<Line> {
     let mut checks = Checks {
         jira,
@@ -295,8 +298,9 @@ impl Checks<'_> {
         found
     }
 
-    /// Each `field_ids` entry exists and is on the create screens of the types that use it; the
-    /// epic on Cloud through `parent` (see `commands::fields`).
+    /// Each `field_ids` entry exists; one the agent writes is also on the create and edit screens
+    /// of the types it writes it for (the epic on Cloud through `parent`, see
+    /// `commands::issue_fields`); one it only reads needs no screen.
     fn fields(
         &mut self,
         project: &str,
@@ -413,7 +417,20 @@ impl Checks<'_> {
                 continue;
             };
             let field_name = field_name.clone();
-            // Who uses it: the epic link every type but the epic; the others every type.
+            if !WRITTEN_FIELDS.contains(&key.as_str()) {
+                // Only read (the sprint: the agent puts issues into sprints through the agile
+                // API, and the hub reads the field from search answers): it needs to exist, not
+                // to be on a screen (kanban projects and many scrum screens leave it off).
+                self.push(
+                    name,
+                    true,
+                    format!(
+                        "{id} «{field_name}» есть (агент поле только читает, экраны ему не нужны)"
+                    ),
+                );
+                continue;
+            }
+            // Who writes it: the epic link every type but the epic; the others every type.
             let users: Vec<&(String, String, String)> = types
                 .iter()
                 .filter(|t| !(key == "epic_link" && t.0 == "epic"))

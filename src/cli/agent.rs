@@ -1,5 +1,5 @@
-//! `jira-hub agent --config FILE [--once | --check]`: loads the agent's config, turns SIGTERM/SIGINT into a
-//! clean stop, and runs [`crate::agent`]. Opens no database.
+//! `jira-hub agent --config FILE [--once | --check]`: loads the agent's config, turns SIGTERM,
+//! SIGINT and SIGHUP (a terminal's hang-up) into a clean stop, and runs [`crate::agent`]. Opens no database.
 
 use super::Outcome;
 use std::path::Path;
@@ -7,11 +7,16 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 pub(crate) fn agent(config: &Path, once: bool, check: bool) -> anyhow::Result<Outcome> {
-    let config = crate::agent::AgentConfig::load(config)?;
+    // The signals first: a stop asked for while the config loads is a stop, not a death.
     let shutdown = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+    for signal in [
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGHUP,
+    ] {
         signal_hook::flag::register(signal, shutdown.clone())?;
     }
+    let config = crate::agent::AgentConfig::load(config)?;
     if check {
         // The preflight (`--check`): one line per check on stdout; exit 1 on any mismatch.
         return Ok(if crate::agent::check(config, shutdown)? {

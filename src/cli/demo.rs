@@ -2,13 +2,22 @@
 //! process runs the simulated Jira (`crate::sim`) on a loopback port and starts two children of
 //! the same executable: `serve` (the hub) and `agent` (which talks to the hub through the relay
 //! folder). It queues a sample batch and a full refresh through the hub's HTTP API on the first
-//! run and prints their progress; Ctrl-C stops all three, and the simulated Jira's state is kept
-//! in `DIR/jira.json` so that the next run continues where this one stopped.
+//! run and prints their progress; Ctrl-C (or a terminal's hang-up, or SIGTERM) stops all three,
+//! and the simulated Jira's state is kept in `DIR/jira.json`, written after each change, so that
+//! the next run continues where this one stopped.
+//!
+//! Its own hub: the port is tried before anything starts (a taken one is refused in one line
+//! with the way out), and the hub is given a name for this run (`JIRA_HUB_INSTANCE`, repeated by
+//! `/ready`), so a hub of someone else's that answers on the address is never taken for it.
+//! Its children die with it: each sets a parent-death signal on itself ([`die_with_demo`]), so
+//! even `kill -9` of the demo leaves no hub or agent behind.
 
 use super::Outcome;
 use crate::sim::jira::{self as sim, FakeJira, Mode, PROJECT};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
+use std::ffi::OsString;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
@@ -18,8 +27,13 @@ use std::time::{Duration, Instant};
 /// The hub's projects in the demo: the labels of the simulated team project's issues.
 pub(crate) const LABELS: &[&str] = &["AWPCA", "AWPCB"];
 
-/// How often the simulated Jira's state is written while the demo runs (and once at the end).
-const SAVE_EVERY: Duration = Duration::from_secs(30);
+/// The simulated Jira's state is written once its writes have paused this long (a burst of
+/// them, one command's create, link and comment, is one write of the file)…
+const SAVE_QUIET: Duration = Duration::from_millis(300);
+/// …or, while they go on without a pause, this long after the first one not yet written.
+const SAVE_AT_MOST: Duration = Duration::from_secs(2);
+/// The variable by which the demo gives its children its process id (see [`die_with_demo`]).
+const PARENT_ENV: &str = "JIRA_HUB_DEMO_PARENT";
 /// How often the hub's API is asked for progress.
 const POLL_EVERY: Duration = Duration::from_secs(1);
 /// How long a child may take to stop after SIGINT before it is killed (and reported failed).
@@ -42,7 +56,7 @@ pub struct DemoArgs {
     /// first run; a later run continues from it.
     #[arg(long, default_value = "./demo")]
     pub dir: PathBuf,
-    /// The hub's HTTP address (the API and the console at /ui/).
+    /// The hub's HTTP address (the API, and the console at /).
     #[arg(long, default_value = "127.0.0.1:8740")]
     pub listen: String,
     /// The simulated Jira answers 429 Too Many Requests with Retry-After to requests beyond 4 a
@@ -59,9 +73,19 @@ pub struct DemoArgs {
 }
 
 /// The legacy config the demo's hub is initialised from: `admin/jira-sync/config.example.json`
-/// made to match the simulated Jira (its workflow's transition ids, its link type names) and
-/// paced for a demo (no pause between Jira calls beyond 50 ms, short backoff).
+/// made to match the simulated Jira (its statuses, its link type names) and paced for a demo (no
+/// pause between Jira calls beyond 50 ms, short backoff). `transitions_map` names each target
+/// status by its id, the form the README prefers: the tasks' and the bugs' workflows give the
+/// same transition id different meanings (`11` starts a task and drops a bug), so the agent
+/// finds the transition to the status in each issue's own workflow.
 fn legacy_config() -> Value {
+    let status = |name: &str| {
+        let (id, _) = sim::STATUSES
+            .iter()
+            .find(|(_, status)| *status == name)
+            .expect("a status of the simulated Jira");
+        json!({"status_id": id})
+    };
     json!({
         "project_key": PROJECT,
         "base_jql": format!("project = {PROJECT} AND labels = {}", LABELS[0]),
@@ -80,7 +104,9 @@ fn legacy_config() -> Value {
         },
         "priority_map": {"highest": "Блокирующий", "high": "Высокий", "medium": "Средний", "low": "Низкий"},
         "link_types": {"blocks": "Blocker", "relates": "Related", "duplicates": "Duplicate"},
-        "transitions_map": {"В работе": "11", "Готово": "21", "Снято": "31"},
+        "transitions_map": {
+            "В работе": status("В работе"), "Готово": status("Готово"), "Снято": status("Снято")
+        },
         "pacing": {
             "min_interval_ms": 50,
             "max_commands_per_claim": 50,
@@ -97,8 +123,9 @@ fn legacy_config() -> Value {
 /// The sample batch's title: the demo queues it when the hub has no batch of this title.
 const SAMPLE_TITLE: &str = "Демо: онлайн-запись к специалисту";
 
-/// The sample batch: an epic, a task and a bug in it, the task started, linked and commented,
-/// each step on the result of the one it depends on. `existing` is an issue of the seeded
+/// The sample batch: an epic, a task and a bug in it, the task and the bug started (each in its
+/// own workflow), the task linked and commented, each step on the result of the one it depends
+/// on. `existing` is an issue of the seeded
 /// project that the task blocks.
 fn sample_batch(existing: &str) -> Value {
     json!({"title": SAMPLE_TITLE, "author": "demo", "project": LABELS[0],
@@ -111,6 +138,7 @@ fn sample_batch(existing: &str) -> Value {
         {"type": "ensure_issue", "params": {"issue_type": "bug", "summary": "Не приходит СМС с подтверждением записи",
             "epic_key": {"$result": "key"}}, "depends_on": 1},
         {"type": "transition", "params": {"key": {"$result": "key"}, "status": "В работе"}, "depends_on": 2},
+        {"type": "transition", "params": {"key": {"$result": "key"}, "status": "В работе"}, "depends_on": 3},
         {"type": "link", "params": {"from": {"$result": "key"}, "to": existing, "type": "blocks"}, "depends_on": 2},
         {"type": "comment", "params": {"key": {"$result": "key"}, "body": "Макет формы согласован с регистратурой, начинаем."},
             "depends_on": 2},
@@ -126,7 +154,14 @@ struct Process {
 }
 
 impl Process {
-    fn spawn(name: &'static str, args: &[&std::ffi::OsStr], log: &Path) -> anyhow::Result<Self> {
+    /// Starts `jira-hub ARGS` with `envs`, its output into `log`; it dies with this process
+    /// (the child sets its parent-death signal: [`die_with_demo`]).
+    fn spawn(
+        name: &'static str,
+        args: &[&std::ffi::OsStr],
+        envs: &[(&str, OsString)],
+        log: &Path,
+    ) -> anyhow::Result<Self> {
         let exe = std::env::current_exe().context("не удалось узнать путь к программе")?;
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -136,6 +171,8 @@ impl Process {
         let child = Command::new(exe)
             .args(args)
             .env_remove("JIRA_HUB_DB")
+            .env(PARENT_ENV, std::process::id().to_string())
+            .envs(envs.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(file.try_clone()?)
             .stderr(file)
@@ -215,8 +252,23 @@ impl Process {
         }
     }
 
-    fn succeeded(&self) -> bool {
-        self.exit.is_some_and(|s| s.success())
+    /// Exited 0, or, when the demo was told to stop, ended by the stop signal itself (one that
+    /// came before the child was up to catch it: Ctrl-C right after the start).
+    fn succeeded(&self, stopping: bool) -> bool {
+        self.exit.is_some_and(|status| {
+            status.success()
+                || (stopping
+                    && std::os::unix::process::ExitStatusExt::signal(&status).is_some_and(
+                        |signal| {
+                            [
+                                signal_hook::consts::SIGINT,
+                                signal_hook::consts::SIGTERM,
+                                signal_hook::consts::SIGHUP,
+                            ]
+                            .contains(&signal)
+                        },
+                    ))
+        })
     }
 
     fn log_tail(&self) -> String {
@@ -358,6 +410,9 @@ pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
     let started = Instant::now();
     let dir = std::path::absolute(&args.dir)
         .with_context(|| format!("неверная папка {}", args.dir.display()))?;
+    // The hub's port, tried before anything starts or is made: a taken one is refused in one
+    // line (naming the demo that has it, when one has).
+    check_port(&args.listen)?;
     let hub_dir = dir.join("hub");
     let relay_dir = dir.join("relay");
     let logs = dir.join("logs");
@@ -447,10 +502,17 @@ pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
     });
     write_private(&agent_config, &serde_json::to_vec_pretty(&config)?)?;
 
+    // A terminal's hang-up (SIGHUP) stops the demo as its Ctrl-C does.
     let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+    for signal in [
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGHUP,
+    ] {
         signal_hook::flag::register(signal, stop.clone())?;
     }
+    // This run's name for its hub, which `/ready` repeats: any other hub is not ours.
+    let instance = format!("{INSTANCE_PREFIX}{}:{}", nonce()?, dir.display());
 
     let hub_log = logs.join("hub.log");
     let agent_log = logs.join("agent.log");
@@ -465,6 +527,7 @@ pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
             "--listen".as_ref(),
             args.listen.as_ref(),
         ],
+        &[(super::INSTANCE_ENV, OsString::from(&instance))],
         &hub_log,
     )?;
     let api = Api {
@@ -477,8 +540,20 @@ pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
         if stop.load(Ordering::SeqCst) || hub.exited() {
             break;
         }
-        if matches!(api.call("GET", "/ready", None), Ok((200, _))) {
-            break;
+        match api.call("GET", "/ready", None) {
+            Ok((200, body)) if body["instance"] == instance.as_str() => break,
+            Ok((200, _)) => {
+                // Someone else's hub took the port after it was tried: ours cannot listen.
+                hub.interrupt();
+                hub.wait();
+                bail!(
+                    "порт {} занят: на {} отвечает чужой хаб, не запущенный этим демо; запустите демо с другим адресом (--listen {})",
+                    args.listen,
+                    api.address,
+                    free_port_beside(&args.listen)
+                );
+            }
+            _ => {}
         }
         if waited.elapsed() > READY_LIMIT {
             hub.interrupt();
@@ -504,6 +579,7 @@ pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
                 "--config".as_ref(),
                 agent_config.as_os_str(),
             ],
+            &[],
             &agent_log,
         )?)
     };
@@ -518,7 +594,11 @@ pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
         refresh_done: false,
     };
     if agent.is_some() {
-        outln!("demo: console: http://{}/", reachable(&args.listen));
+        outln!(
+            "demo: console: http://{}/ (the hub answered after {:.1} s)",
+            reachable(&args.listen),
+            started.elapsed().as_secs_f64()
+        );
         outln!("demo: sign in with the client token: {}", tokens.client);
         outln!(
             "demo: API: {} (Authorization: Bearer <client token>)",
@@ -528,6 +608,15 @@ pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
             "demo: logs: {} and {}; Ctrl-C stops the demo, running it again continues",
             hub_log.display(),
             agent_log.display()
+        );
+        // The command line reaches this hub's database by this line (or, from the folder that
+        // holds ./demo, by itself: `super::resolve_db`).
+        outln!(
+            "demo: the command line, in another shell (jira-hub status, batches list, tokens, refresh --wait):"
+        );
+        outln!(
+            "export JIRA_HUB_DB={}",
+            shell_word(&db.display().to_string())
         );
         // The hub queues a refresh of its own when it starts: only the sample batch counts.
         let batches = api.get("/batches?limit=500")?;
@@ -549,9 +638,9 @@ pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
         }
     }
 
-    // Follow the progress, watch the children, save Jira's state now and then.
+    // Follow the progress, watch the children, save Jira's state after its changes.
     let mut last_poll = Instant::now() - POLL_EVERY;
-    let mut last_save = Instant::now();
+    let mut saver = Saver::new(jira.changes());
     let mut early: Option<&'static str> = None;
     while !stop.load(Ordering::SeqCst) {
         if hub.exited() {
@@ -570,13 +659,15 @@ pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
                 tracing::warn!("demo: {error:#}");
             }
         }
-        if last_save.elapsed() >= SAVE_EVERY {
-            last_save = Instant::now();
-            if let Err(error) = jira.save_state(&state_file) {
-                tracing::warn!(
+        if saver.due(jira.changes(), Instant::now()) {
+            // The count before the write: a change made during it is written next time.
+            let changes = jira.changes();
+            match jira.save_state(&state_file) {
+                Ok(()) => saver.saved(changes),
+                Err(error) => tracing::warn!(
                     "demo: не удалось записать {}: {error}",
                     state_file.display()
-                );
+                ),
             }
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -601,13 +692,16 @@ pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
         Ok(()) => format!("jira saved to {}", state_file.display()),
         Err(error) => format!("jira not saved to {}: {error}", state_file.display()),
     });
-    outln!("demo: {}", report.join(", "));
+    // After a terminal's hang-up stdout and stderr may be gone: what is said now cannot fail.
+    say(&format!("demo: {}", report.join(", ")));
     let children: Vec<&Process> = std::iter::once(&hub).chain(agent.as_ref()).collect();
-    let failed: Vec<&&Process> = children.iter().filter(|p| !p.succeeded()).collect();
+    let stopping = stop.load(Ordering::SeqCst);
+    let failed: Vec<&&Process> = children.iter().filter(|p| !p.succeeded(stopping)).collect();
     if let Some(name) = early {
         let process = children.iter().find(|p| p.name == name);
         if let Some(process) = process {
-            eprintln!(
+            let _ = writeln!(
+                std::io::stderr().lock(),
                 "{} log ({}):\n{}",
                 process.name,
                 process.log.display(),
@@ -632,6 +726,164 @@ pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
     saved.with_context(|| format!("не удалось записать {}", state_file.display()))?;
     drop(lock);
     Ok(Outcome::Success)
+}
+
+/// When the simulated Jira's state is written: after its writes pause for [`SAVE_QUIET`], or
+/// [`SAVE_AT_MOST`] after the first unwritten one while they go on. After a failed write
+/// (a full disk) it is tried again at the same pace, never in a tight loop.
+#[derive(Debug)]
+struct Saver {
+    /// The change count the file holds.
+    written: u64,
+    /// The last count seen, and when it was first seen.
+    seen: u64,
+    seen_at: Option<Instant>,
+    /// When the first change not yet written was seen.
+    pending_since: Option<Instant>,
+}
+
+impl Saver {
+    fn new(written: u64) -> Saver {
+        Saver {
+            written,
+            seen: written,
+            seen_at: None,
+            pending_since: None,
+        }
+    }
+
+    /// Whether to write now, `changes` being Jira's count at `now`.
+    fn due(&mut self, changes: u64, now: Instant) -> bool {
+        if changes == self.written {
+            self.pending_since = None;
+            return false;
+        }
+        if changes != self.seen || self.seen_at.is_none() {
+            self.seen = changes;
+            self.seen_at = Some(now);
+        }
+        let pending = *self.pending_since.get_or_insert(now);
+        let quiet = self.seen_at.is_some_and(|at| now - at >= SAVE_QUIET);
+        if quiet || now - pending >= SAVE_AT_MOST {
+            // The next try waits its turn again, whether this one succeeds or not.
+            self.pending_since = Some(now);
+            self.seen_at = Some(now);
+            return true;
+        }
+        false
+    }
+
+    /// The file now holds `changes`.
+    fn saved(&mut self, changes: u64) {
+        self.written = changes;
+        if changes == self.seen {
+            self.pending_since = None;
+        }
+    }
+}
+
+/// The start of the name the demo gives its hub: `demo:<random>:<the demo's folder>`.
+const INSTANCE_PREFIX: &str = "demo:";
+
+/// 16 random hex digits: this run's part of its hub's name.
+fn nonce() -> anyhow::Result<String> {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).map_err(|error| anyhow::anyhow!("нет случайных чисел: {error}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The folder of the demo whose hub is named `instance`.
+fn demo_folder(instance: &str) -> Option<&str> {
+    let rest = instance.strip_prefix(INSTANCE_PREFIX)?;
+    rest.split_once(':').map(|(_, folder)| folder)
+}
+
+/// Refuses an address something else listens on, in one line with the way out: the other
+/// demo's folder when its hub is a demo's (its `/ready` names it), and a free `--listen`.
+fn check_port(listen: &str) -> anyhow::Result<()> {
+    let error = match std::net::TcpListener::bind(listen) {
+        Ok(_) => return Ok(()),
+        Err(error) => error,
+    };
+    let free = free_port_beside(listen);
+    if error.kind() != std::io::ErrorKind::AddrInUse {
+        bail!("демо не может слушать {listen}: {error}; укажите другой адрес: --listen {free}");
+    }
+    let other = sim::call(
+        &format!("http://{}", reachable(listen)),
+        "GET",
+        "/ready",
+        None,
+        None,
+        Duration::from_secs(5),
+    )
+    .ok()
+    .and_then(|answer| answer.json()["instance"].as_str().map(String::from));
+    match other.as_deref().and_then(demo_folder) {
+        Some(folder) => bail!(
+            "порт {listen} занят: там уже работает демо из папки {folder} (его консоль http://{}/, \
+             его база {}); остановите его (Ctrl-C) или запустите это демо с другим адресом: --listen {free}",
+            reachable(listen),
+            Path::new(folder).join("hub").join("hub.sqlite").display()
+        ),
+        None => bail!(
+            "порт {listen} занят другой программой: запустите демо с другим адресом (--listen {free}) или остановите её"
+        ),
+    }
+}
+
+/// `listen` with the first port after its own that is free now (`127.0.0.1:8741`), or with
+/// `PORT` when none of the next hundred is.
+fn free_port_beside(listen: &str) -> String {
+    let Ok(address) = listen.parse::<std::net::SocketAddr>() else {
+        return "127.0.0.1:8741".into();
+    };
+    (1..=100u16)
+        .filter_map(|step| address.port().checked_add(step))
+        .map(|port| std::net::SocketAddr::new(address.ip(), port))
+        .find(|candidate| std::net::TcpListener::bind(candidate).is_ok())
+        .map_or_else(|| format!("{}:PORT", address.ip()), |free| free.to_string())
+}
+
+/// A path as one shell word: as it is when it has nothing a shell reads, else in single quotes.
+fn shell_word(text: &str) -> String {
+    let plain = text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@%".contains(c));
+    if plain && !text.is_empty() {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+/// A line on stdout that cannot fail the demo (after a hang-up the terminal is gone).
+fn say(line: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
+}
+
+/// In the hub and the agent the demo started (`JIRA_HUB_DEMO_PARENT` is its process id): the
+/// process asks the kernel for SIGTERM when the demo dies, however it dies (`kill -9`
+/// included), and stops cleanly on it. Called first thing on the main thread: the signal is
+/// sent when the *thread* that spawned the child exits (prctl(2), PR_SET_PDEATHSIG), and the
+/// demo spawns its children from its main thread, which lives as long as the demo. A demo that
+/// died before the signal was set is seen by the parent id that is no longer its own.
+pub(crate) fn die_with_demo() -> anyhow::Result<()> {
+    let Some(value) = std::env::var_os(PARENT_ENV) else {
+        return Ok(());
+    };
+    let parent: i32 = value
+        .to_str()
+        .and_then(|text| text.parse().ok())
+        .with_context(|| format!("{PARENT_ENV}: ожидается номер процесса демо"))?;
+    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::TERM))
+        .context("не удалось попросить сигнал о завершении демо (PR_SET_PDEATHSIG)")?;
+    let now = rustix::process::getppid().map(rustix::process::Pid::as_raw_nonzero);
+    if now.map(|pid| pid.get()) != Some(parent) {
+        bail!("демо (процесс {parent}) уже завершилось: его хаб и агент не запускаются без него");
+    }
+    Ok(())
 }
 
 /// The address this machine reaches a listener on: `0.0.0.0:8740` is reached at `127.0.0.1`.
@@ -661,4 +913,88 @@ fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
         .with_context(|| format!("не удалось записать {}", path.display()))?;
     std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A burst of Jira's writes (one command's create, link, comment) is one write of the file,
+    /// made once they pause; writes that never pause are written every [`SAVE_AT_MOST`]; no
+    /// change, no write; a failed write is tried again at the same pace.
+    #[test]
+    fn the_state_is_written_after_each_burst_of_changes_once() {
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let mut saver = Saver::new(0);
+        assert!(!saver.due(0, at(0)));
+        assert!(!saver.due(0, at(5_000)), "no change, no write");
+        // A burst: three writes 100 ms apart, then quiet.
+        let mut writes = Vec::new();
+        for (ms, changes) in [(5_100, 1), (5_200, 2), (5_300, 3), (5_400, 3), (5_500, 3)] {
+            if saver.due(changes, at(ms)) {
+                writes.push(ms);
+                saver.saved(changes);
+            }
+        }
+        assert!(writes.is_empty(), "not within the burst: {writes:?}");
+        for ms in (5_600..7_000).step_by(100) {
+            if saver.due(3, at(ms)) {
+                writes.push(ms);
+                saver.saved(3);
+            }
+        }
+        assert_eq!(
+            writes,
+            vec![5_600],
+            "one write, 300 ms after the last change"
+        );
+        // Writes every 100 ms for 5 s: written every 2 s meanwhile, then once at the end.
+        let mut writes = Vec::new();
+        let mut changes = 3;
+        for ms in (10_000..15_000).step_by(100) {
+            changes += 1;
+            if saver.due(changes, at(ms)) {
+                writes.push(ms);
+                saver.saved(changes);
+            }
+        }
+        // (the first unwritten change at 10 000, then at 12 100)
+        assert_eq!(writes, vec![12_000, 14_100], "{writes:?}");
+        for ms in (15_000..16_000).step_by(100) {
+            if saver.due(changes, at(ms)) {
+                writes.push(ms);
+                saver.saved(changes);
+            }
+        }
+        assert_eq!(writes, vec![12_000, 14_100, 15_200], "{writes:?}");
+        // A failing write (a full disk) is tried again every 300 ms, not at each tick.
+        let mut tries = Vec::new();
+        changes += 1;
+        for ms in (20_000..21_000).step_by(100) {
+            if saver.due(changes, at(ms)) {
+                tries.push(ms);
+            }
+        }
+        assert_eq!(tries, vec![20_300, 20_600, 20_900], "{tries:?}");
+    }
+
+    #[test]
+    fn a_path_is_one_shell_word_and_an_instance_names_its_folder() {
+        assert_eq!(
+            shell_word("/home/you/demo/hub/hub.sqlite"),
+            "/home/you/demo/hub/hub.sqlite"
+        );
+        assert_eq!(
+            shell_word("/tmp/my demo/hub.sqlite"),
+            "'/tmp/my demo/hub.sqlite'"
+        );
+        assert_eq!(shell_word("/tmp/it's"), "'/tmp/it'\\''s'");
+        assert_eq!(
+            demo_folder("demo:0a1b:/home/you/demo"),
+            Some("/home/you/demo")
+        );
+        assert_eq!(demo_folder("demo:0a1b:/a:b"), Some("/a:b"));
+        assert_eq!(demo_folder("something else"), None);
+    }
 }

@@ -307,7 +307,6 @@ pub(crate) fn man_pages(command: clap::Command, dir: &Path) -> anyhow::Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     /// Every command has examples, and every argument a description.
     #[test]
@@ -341,7 +340,7 @@ mod tests {
                 path.pop();
             }
         }
-        let mut command = crate::cli::Cli::command();
+        let mut command = crate::cli::command();
         command.build();
         let mut missing = Vec::new();
         check(&command, &mut vec!["jira-hub".to_string()], &mut missing);

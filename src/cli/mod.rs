@@ -50,7 +50,7 @@ pub struct Cli {
         long,
         global = true,
         env = "JIRA_HUB_DB",
-        default_value = "./data/hub.sqlite"
+        default_value = DEFAULT_DB
     )]
     pub db: PathBuf,
 
@@ -67,6 +67,55 @@ pub struct Cli {
 
     #[command(subcommand)]
     pub command: Command,
+
+    /// Whether `db` is the default (neither `--db` nor `JIRA_HUB_DB` was given) for a command that
+    /// opens an existing database: then it looks for the demo's when there is no
+    /// `./data/hub.sqlite` ([`resolve_db`]).
+    #[arg(skip)]
+    pub db_defaulted: bool,
+}
+
+/// The name of this run of the hub, which `/ready` repeats (`HttpOptions::instance`).
+const INSTANCE_ENV: &str = "JIRA_HUB_INSTANCE";
+
+/// The default `--db`.
+const DEFAULT_DB: &str = "./data/hub.sqlite";
+/// The database `jira-hub demo` makes with its default `--dir`.
+const DEMO_DB: &str = "./demo/hub/hub.sqlite";
+
+/// The commands that open no database, as paths of subcommand names: `--db` is hidden from
+/// their help, man pages and completions (it stays accepted, and ignored, as a global option
+/// given before the command is).
+const WITHOUT_DB: &[&[&str]] = &[
+    &["demo"],
+    &["agent"],
+    &["man"],
+    &["completions"],
+    &["relay", "init"],
+];
+
+/// The commands that make a database where they are told (never the demo's).
+const MAKE_DB: &[&[&str]] = &[&["init"], &["migrate"], &["serve"]];
+
+/// The command line's definition: the derived one with `--db` hidden where it is ignored. The
+/// parser, `--help`, the man pages and the completions all come from it.
+pub fn command() -> clap::Command {
+    fn hide_db(command: clap::Command, path: &[&str]) -> clap::Command {
+        match path {
+            // An argument of the same id in a subcommand stops the global one from being
+            // propagated into it; its value still reaches `Cli::db`.
+            [] => command.arg(
+                clap::Arg::new("db")
+                    .long("db")
+                    .value_parser(clap::value_parser!(PathBuf))
+                    .hide(true),
+            ),
+            [first, rest @ ..] => command.mut_subcommand(*first, |sub| hide_db(sub, rest)),
+        }
+    }
+    WITHOUT_DB
+        .iter()
+        .fold(Cli::command(), |command, path| hide_db(command, path))
 }
 
 #[derive(Debug, Subcommand)]
@@ -150,7 +199,7 @@ pub enum Command {
         dir: Option<PathBuf>,
     },
     /// Run the agent inside Jira's network: claim commands from the hub, run them in Jira,
-    /// report (opens no database; --db is ignored).
+    /// report (opens no database).
     Agent {
         /// The agent's config (format: admin/agent.example.json).
         #[arg(long)]
@@ -165,7 +214,8 @@ pub enum Command {
     },
     /// The whole loop on this machine: a simulated Jira with a team project, the hub and an
     /// agent between them through a relay folder, a sample batch and a refresh; Ctrl-C stops
-    /// all three, running it again continues (--db is ignored: everything is under --dir).
+    /// all three, running it again continues (everything is under --dir; it prints the line
+    /// that points the other commands at its database).
     Demo(DemoArgs),
 }
 
@@ -399,12 +449,49 @@ pub enum CliError {
 /// `--help`; exits as clap does on a usage error or `--help`.
 pub fn parse() -> Cli {
     use clap::FromArgMatches as _;
-    let matches = examples::with_examples(Cli::command()).get_matches();
-    Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit())
+    let matches = examples::with_examples(command()).get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
+    let mut path = Vec::new();
+    let mut at = &matches;
+    while let Some((name, sub)) = at.subcommand() {
+        path.push(name);
+        at = sub;
+    }
+    let opens_existing = !WITHOUT_DB
+        .iter()
+        .chain(MAKE_DB)
+        .any(|listed| *listed == path.as_slice());
+    cli.db_defaulted = opens_existing
+        && matches.value_source("db") == Some(clap::parser::ValueSource::DefaultValue);
+    cli
+}
+
+/// The database a command that opens an existing one uses: `--db` (or `JIRA_HUB_DB`) when
+/// given; by default `./data/hub.sqlite`, or, when that does not exist and `./demo/hub/hub.sqlite`
+/// does (the quick start's `jira-hub demo` was run here), the demo's, said on stderr in one line.
+fn resolve_db(db: &Path, defaulted: bool) -> PathBuf {
+    let demo = Path::new(DEMO_DB);
+    if defaulted && db == Path::new(DEFAULT_DB) && !db.exists() && demo.is_file() {
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "jira-hub: {DEFAULT_DB} нет, беру базу демо {DEMO_DB} (другую выбирают --db или JIRA_HUB_DB)"
+        );
+        return demo.to_path_buf();
+    }
+    db.to_path_buf()
 }
 
 /// Runs one parsed command.
 pub fn run(cli: Cli) -> Result<Outcome, CliError> {
+    if matches!(cli.command, Command::Serve(_) | Command::Agent { .. }) {
+        // Started by `jira-hub demo`: die with it.
+        demo::die_with_demo()?;
+    }
+    let cli = Cli {
+        db: resolve_db(&cli.db, cli.db_defaulted),
+        ..cli
+    };
     Ok(match cli.command {
         Command::Init {
             config,
@@ -467,7 +554,7 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
         } => queue::refresh(&cli.db, project.as_deref(), since_last, wait, timeout)?,
         Command::Completions { shell } => {
             let mut script = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "jira-hub", &mut script);
+            clap_complete::generate(shell, &mut command(), "jira-hub", &mut script);
             let mut script = String::from_utf8(script).context("completions")?;
             if shell == clap_complete::Shell::Bash {
                 // clap_complete spells a hyphenated binary's subcommand states two ways (the
@@ -523,6 +610,8 @@ impl ServeArgs {
                 idle_timeout: Duration::from_secs(self.http_idle_timeout_seconds),
                 allowed_hosts: self.allowed_hosts,
                 public_origins: self.public_urls,
+                // Set by `jira-hub demo` for its hub only (no option: nothing for people).
+                instance: std::env::var(INSTANCE_ENV).ok(),
             },
         }
     }
@@ -548,7 +637,7 @@ fn parse_allowed_host(text: &str) -> Result<String, String> {
 /// `man`: the pages come from the same definitions as the parser. Their version is the release
 /// alone (not the commit), so pages made from two commits of one release are the same.
 fn man(dir: Option<&Path>) -> anyhow::Result<Outcome> {
-    let command = Cli::command().version(env!("CARGO_PKG_VERSION"));
+    let command = command().version(env!("CARGO_PKG_VERSION"));
     match dir {
         Some(dir) => {
             std::fs::create_dir_all(dir)

@@ -55,6 +55,9 @@ pub struct HttpOptions {
     /// The console's public origins behind a reverse proxy (`https://hub.example.com`): a
     /// browser's `Origin` that is one of them is this site, whatever `Host` the proxy sent.
     pub public_origins: Vec<String>,
+    /// A name for this run of the hub that `/ready` repeats (`instance`): `jira-hub demo` gives
+    /// its hub one per run, so that it knows its own hub from another one on the same port.
+    pub instance: Option<String>,
 }
 
 /// How long a connection that has shown no valid token has for each request: from the accept
@@ -81,6 +84,7 @@ impl Default for HttpOptions {
             idle_timeout: Duration::from_secs(60),
             allowed_hosts: Vec::new(),
             public_origins: Vec::new(),
+            instance: None,
         }
     }
 }

@@ -98,9 +98,11 @@ pub(crate) async fn ready(State(state): State<AppState>) -> Result<Json<Value>, 
         (Some(_), Some(_)) => "unusable",
         (Some(_), None) => "ok",
     };
-    Ok(Json(
-        json!({"status": "ready", "database": "ok", "relay": relay, "relay_dir": relay_dir, "relay_problem": problem}),
-    ))
+    let mut body = json!({"status": "ready", "database": "ok", "relay": relay, "relay_dir": relay_dir, "relay_problem": problem});
+    if let Some(instance) = &state.options.instance {
+        body["instance"] = json!(instance);
+    }
+    Ok(Json(body))
 }
 
 /// What `/metrics` reads from the database at each scrape, kept for the collector.

@@ -1156,3 +1156,51 @@ fn commands_answer_on_stdout_log_only_warnings_and_hint_the_program_as_started()
         "{output:?}"
     );
 }
+
+/// Issue 25 item 11: `demo --help` puts the console at `/`; the commands that open no database
+/// do not list `--db` (still accepted before them, and ignored), the others do.
+#[test]
+fn help_lists_db_only_where_it_is_used_and_puts_the_console_at_the_root() {
+    let help = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_jira-hub"))
+            .args(args)
+            .arg("--help")
+            .env_remove("JIRA_HUB_DB")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let demo = help(&["demo"]);
+    assert!(demo.contains("the console at /)"), "{demo}");
+    assert!(!demo.contains("/ui/"), "{demo}");
+    for args in [
+        &["demo"][..],
+        &["agent"],
+        &["man"],
+        &["completions"],
+        &["relay", "init"],
+    ] {
+        let text = help(args);
+        assert!(!text.contains("--db"), "{args:?} lists --db:\n{text}");
+    }
+    for args in [
+        &["status"][..],
+        &["batches", "list"],
+        &["tokens"],
+        &["refresh"],
+        &["serve"],
+    ] {
+        let text = help(args);
+        assert!(
+            text.contains("--db <DB>"),
+            "{args:?} does not list --db:\n{text}"
+        );
+    }
+    // Given anyway, before the command, it is accepted and ignored.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_jira-hub"))
+        .args(["--db", "/nonexistent/hub.sqlite", "man"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+}

@@ -290,3 +290,33 @@ fn a_clock_far_from_jiras_fails_the_check() {
         .unwrap_or_else(|| panic!("no failing clock line:\n{}", run.stdout));
     assert!(clock.contains("впереди часов агента на 6"), "{clock}");
 }
+
+/// Issue 25 item 10: each field is checked for what the agent does with it. A Data Center whose
+/// screens lack Sprint passes (the agent adds issues to sprints through the agile API and only
+/// reads the field); a field it writes (the plan start) off the screens still fails, named.
+#[test]
+fn a_field_the_agent_only_reads_needs_no_screen() {
+    use jira_hub::sim::jira::{PLAN_START_FIELD, SPRINT_FIELD};
+    let run = check(Mode::DataCenter, json!({}), Some(4216), |fake| {
+        fake.take_off_screens(SPRINT_FIELD)
+    });
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.starts_with("ok ") && l.contains("поле sprint") && l.contains(SPRINT_FIELD)),
+        "{}",
+        run.stdout
+    );
+    let run = check(Mode::DataCenter, json!({}), Some(4216), |fake| {
+        fake.take_off_screens(PLAN_START_FIELD)
+    });
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        failing(&run)
+            .iter()
+            .any(|l| l.contains("поле plan_start") && l.contains(PLAN_START_FIELD)),
+        "{}",
+        run.stdout
+    );
+}

@@ -132,7 +132,7 @@ pub(super) fn sign_in_page(error: Option<&str>) -> String {
          <label for=\"token\">Токен клиента</label>\
          <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"current-password\" required autofocus>\
          <button type=\"submit\">Войти</button></form>\
-         <p class=\"hint\">Токен клиента показывают <code>jira-hub init</code> и <code>jira-hub tokens</code>.</p>\
+         <p class=\"hint\">Токен клиента печатает <code>jira-hub tokens</code> с базой этого хаба (<code>--db</code> или <code>JIRA_HUB_DB</code>; из папки, где запускали <code>jira-hub demo</code>, — без них), а <code>jira-hub demo</code> печатает его при запуске.</p>\
          </main></body></html>\n",
     );
     out

@@ -249,6 +249,7 @@ impl StateInner {
                 Mode::Cloud => "parent",
             });
         }
+        ids.retain(|id| !self.off_screens.contains(*id));
         ids
     }
 
@@ -297,5 +298,11 @@ impl FakeJira {
     /// The agent's user loses a project permission (`mypermissions` says `false`).
     pub fn withhold_permission(&self, key: &str) {
         lock(&self.state).withheld.insert(key.to_string());
+    }
+
+    /// A field is left off every create and edit screen (it still exists: `GET field` lists
+    /// it), as kanban projects and many scrum screens leave off Sprint.
+    pub fn take_off_screens(&self, field: &str) {
+        lock(&self.state).off_screens.insert(field.to_string());
     }
 }

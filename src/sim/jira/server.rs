@@ -173,6 +173,9 @@ pub(super) async fn handle(
                 let mut reply = state.apply(endpoint, &request);
                 // An answer of Jira's own to an authenticated request, whatever its status.
                 state.stamp(&mut reply);
+                if endpoint.is_write() && (200..300).contains(&reply.status) {
+                    state.changes += 1;
+                }
                 reply
             };
             if !half.is_zero() {
@@ -392,6 +395,8 @@ impl FakeJira {
             // (`@JsonIgnoreProperties(ignoreUnknown = true)`): `set_create_properties(false)`.
             create_properties: true,
             withheld: HashSet::new(),
+            off_screens: HashSet::new(),
+            changes: 0,
             revoked: false,
             language: Language::English,
             markup_round_trip: false,

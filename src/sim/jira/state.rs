@@ -90,6 +90,10 @@ pub(super) struct StateInner {
     pub(super) language: Language,
     /// Project permissions the agent's user lacks (`mypermissions` answers `false` for them).
     pub(super) withheld: HashSet<String>,
+    /// Fields left off every create and edit screen (see `take_off_screens`).
+    pub(super) off_screens: HashSet<String>,
+    /// Writes answered with success so far (see `changes`).
+    pub(super) changes: u64,
 }
 
 pub(super) type Shared = Arc<Mutex<StateInner>>;
