@@ -688,58 +688,18 @@ fn the_console_in_a_headless_browser() {
     keep_screenshot(&browser, &dir, "console-overview-phone.png");
     browser.resize(1280, 1500);
 
-    frozen_agent_is_flagged(
-        &browser,
-        &dir,
-        &daemon.address,
-        &agent_token,
-        &client_token,
-        false,
-    );
-}
-
-/// The frozen-agent step alone and strict: the hub must know the agent's heartbeat period. Ignored
-/// (and so listed as ignored by `cargo test`) until the `quiet` helper's liveness work (issue 25
-/// item 4) is in; then `cargo test -- --ignored` runs it, and the ignore goes.
-#[test]
-#[ignore = "needs the quiet helper's liveness work (issue 25 item 4): silence after two missed heartbeat periods"]
-fn a_frozen_agent_is_flagged_within_two_heartbeat_periods() {
-    assert!(
-        Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists(),
-        "needs {CHROMIUM} and {CHROMEDRIVER}"
-    );
-    let dir = TestDir::new();
-    let (hub, _relay, agent_token) = relay_hub(&dir);
-    let client_token = hub.tokens().unwrap().unwrap().client;
-    drop(hub);
-    let daemon = Daemon::start(&dir.db(), &[]);
-    let browser = Browser::start();
-    browser.goto(&format!("http://{}", daemon.address));
-    browser.type_into("#token", &client_token);
-    browser.click("form button");
-    browser.wait_text("h1", |t| t == "Обзор");
-    frozen_agent_is_flagged(
-        &browser,
-        &dir,
-        &daemon.address,
-        &agent_token,
-        &client_token,
-        true,
-    );
+    frozen_agent_is_flagged(&browser, &dir, &daemon.address, &agent_token, &client_token);
 }
 
 /// A real `jira-hub agent` with a heartbeat every 2 s, frozen with SIGSTOP: the overview flags
-/// it silent once two heartbeat periods pass without a word from it (issue 25 item 4, the
-/// `quiet` work). The hub knows an agent's period only with that work (`/agents` then carries
-/// `heartbeat_seconds`); without it the rule is 20 minutes and this step says so and is skipped,
-/// unless `strict`.
+/// it silent once two heartbeat periods pass without a word from it (issue 25 item 4): the hub
+/// knows the agent's period from its heartbeats (`/agents` carries `heartbeat_seconds`).
 fn frozen_agent_is_flagged(
     browser: &Browser,
     dir: &TestDir,
     address: &str,
     agent_token: &str,
     client_token: &str,
-    strict: bool,
 ) {
     let fake = jira_hub::sim::jira::FakeJira::start(jira_hub::sim::jira::Mode::DataCenter);
     let config = json!({
@@ -776,16 +736,9 @@ fn frozen_agent_is_flagged(
         .flatten()
         .any(|a| a["agent"] == "agent-frozen" && a.get("heartbeat_seconds").is_some());
     assert!(
-        knows_period || !strict,
-        "the hub does not know agents' heartbeat periods: {agents}"
+        knows_period,
+        "the hub does not know the agent's heartbeat period: {agents}"
     );
-    if !knows_period {
-        println!(
-            "SKIPPED step: a frozen agent flagged within two heartbeat periods — the hub does not \
-             know the agent's heartbeat period yet (issue 25 item 4, the `quiet` helper's work): {agents}"
-        );
-        return;
-    }
     let pid = agent.0.id().to_string();
     let stopped = Command::new("kill").args(["-STOP", &pid]).status().unwrap();
     assert!(stopped.success());
