@@ -70,7 +70,7 @@ pub struct Cli {
 
     /// Whether `db` is the default (neither `--db` nor `JIRA_HUB_DB` was given) for a command that
     /// opens an existing database: then it looks for the demo's when there is no
-    /// `./data/hub.sqlite` ([`resolve_db`]).
+    /// `./data/hub.sqlite` (`resolve_db`).
     #[arg(skip)]
     pub db_defaulted: bool,
 }
