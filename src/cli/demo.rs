@@ -13,6 +13,7 @@
 //! even `kill -9` of the demo leaves no hub or agent behind.
 
 use super::Outcome;
+use crate::domain::words::count_en;
 use crate::sim::jira::{self as sim, FakeJira, Mode, PROJECT};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
@@ -359,9 +360,10 @@ impl Progress {
                 });
                 outln!(
                     "demo: sample batch {id} {} after {:.1} s: {finished} done, {failed} failed, \
-                     {limited} answers 429 (rate limited) waited out",
+                     {} 429 (rate limited) waited out",
                     view["status"].as_str().unwrap_or("?"),
-                    self.started.elapsed().as_secs_f64()
+                    self.started.elapsed().as_secs_f64(),
+                    count_en(limited, "answer")
                 );
                 let refresh = api.post("/refresh", &json!({}))?;
                 self.refresh = refresh["commands"][0]["id"].as_i64();
@@ -377,11 +379,14 @@ impl Progress {
                 .as_array()
                 .and_then(|runs| runs.iter().find(|run| run["command_id"] == command));
             if let Some(run) = run {
-                let seen = run["issues_seen"].as_i64().unwrap_or(0);
+                let seen = run["issues_seen"].as_u64().unwrap_or(0);
                 let status = run["status"].as_str().unwrap_or("?");
+                // A refresh is named by its batch, as everywhere (issue 25, item 5).
                 let line = format!(
-                    "demo: full refresh {}: {status}, {seen} issues seen",
-                    run["id"]
+                    "demo: full refresh (batch {}, run {}): {status}, {} seen",
+                    run["batch_id"],
+                    run["id"],
+                    count_en(seen, "issue")
                 );
                 if line != self.refresh_said {
                     outln!("{line}");
@@ -390,7 +395,8 @@ impl Progress {
                 if status == "done" {
                     self.refresh_done = true;
                     outln!(
-                        "demo: mirror filled: {seen} issues after {:.1} s",
+                        "demo: mirror filled: {} after {:.1} s",
+                        count_en(seen, "issue"),
                         self.started.elapsed().as_secs_f64()
                     );
                 } else if status == "failed" {
@@ -447,9 +453,9 @@ pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
         jira.load_state(&state_file)
             .map_err(|why| anyhow::anyhow!("не удалось загрузить состояние Jira: {why}"))?;
         outln!(
-            "demo: simulated Jira at {}: {} issues, continued from {}",
+            "demo: simulated Jira at {}: {}, continued from {}",
             jira.url(),
-            jira.issue_count(),
+            count_en(jira.issue_count() as u64, "issue"),
             state_file.display()
         );
     } else {
@@ -457,9 +463,9 @@ pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
         jira.save_state(&state_file)
             .with_context(|| format!("не удалось записать {}", state_file.display()))?;
         outln!(
-            "demo: simulated Jira at {}: project {PROJECT} with {} issues (labels {})",
+            "demo: simulated Jira at {}: project {PROJECT} with {} (labels {})",
             jira.url(),
-            keys.len(),
+            count_en(keys.len() as u64, "issue"),
             LABELS.join(", ")
         );
     }
@@ -627,8 +633,11 @@ pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
             let batch = api.post("/batches", &sample_batch(&format!("{PROJECT}-1")))?;
             let id = batch["id"].as_i64().context("хаб не вернул номер пакета")?;
             outln!(
-                "demo: sample batch {id} queued: {} commands",
-                batch["commands"].as_array().map_or(0, Vec::len)
+                "demo: sample batch {id} queued: {}",
+                count_en(
+                    batch["commands"].as_array().map_or(0, Vec::len) as u64,
+                    "command"
+                )
             );
             progress.batch = Some(id);
         } else {

@@ -1276,6 +1276,30 @@ async fn the_overview_shows_an_agents_last_check() {
     assert!(!page.body.contains("<li>проект"), "{}", page.body);
 }
 
+/// Issue 24 §2: an agent that says Jira refuses its credentials is shown with that reason and
+/// since when on the overview's agent panel, never as an agent that did not report.
+#[tokio::test]
+async fn the_overview_says_why_jira_is_held_for_an_agent() {
+    let console = console();
+    let cookie = console.sign_in().await;
+    let page = console
+        .agent_post(
+            "/agent/heartbeat",
+            json!({"kind": "heartbeat", "id": "h1", "agent": "agent-1", "sent_at": "2026-11-29T10:00:00Z",
+                   "agent_version": "1.4.0", "jira_ok": false,
+                   "last_error": "Jira не принимает учётные данные агента (HTTP 401)"}),
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let page = console.get("/", Some(&cookie)).await;
+    let held = &page.body;
+    let at = held
+        .find("<p class=\"bad held\" role=\"status\">Jira не принимает учётные данные агента (HTTP 401) с ")
+        .unwrap_or_else(|| panic!("{held}"));
+    assert!(held[at..].contains(" UTC</p>"), "{held}");
+    assert!(!page.body.contains("не отчитался"), "{}", page.body);
+}
+
 impl Console {
     /// A report of one agent (`agent-1`) with `results`.
     async fn report(&self, id: &str, results: Value) {
