@@ -12,6 +12,9 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct HeldRunView {
     pub run_id: i64,
+    /// The refresh's batch: people name a refresh by its batch (issue 25, item 5).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch_id: Option<i64>,
     #[schema(value_type = String)]
     pub started_at: Utc,
     #[schema(value_type = String)]
@@ -29,6 +32,7 @@ impl From<HeldRow> for HeldRunView {
     fn from(row: HeldRow) -> Self {
         HeldRunView {
             run_id: row.run_id,
+            batch_id: row.batch_id,
             started_at: row.started_at,
             held_at: row.held_at,
             would_remove: row.count,

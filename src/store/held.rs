@@ -27,9 +27,13 @@ pub(crate) struct HeldRow {
     /// `[{"label", "issues", "missing"}]` as JSON text.
     pub projects: String,
     pub held_at: Utc,
+    /// The refresh's batch (a refresh is a batch with a run); `None` for a run older than
+    /// `sync_run.batch_id`.
+    pub batch_id: Option<i64>,
 }
 
-const HELD_SELECT: &str = "SELECT h.run_id, r.started_at, h.keys, h.count, h.projects, h.held_at
+const HELD_SELECT: &str =
+    "SELECT h.run_id, r.started_at, h.keys, h.count, h.projects, h.held_at, r.batch_id
      FROM held_prune h JOIN sync_run r ON r.id = h.run_id
      WHERE r.status = 'held' AND h.confirmed_at IS NULL";
 
@@ -42,6 +46,7 @@ fn held_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<HeldRow> {
         count: row.get(3)?,
         projects: row.get(4)?,
         held_at: row.get(5)?,
+        batch_id: row.get(6)?,
     })
 }
 

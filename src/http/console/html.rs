@@ -212,15 +212,17 @@ pub(super) fn time_of(at: &Utc, now: OffsetDateTime) -> String {
     when_at(at.at(), at.as_str(), now)
 }
 
-/// A time as every page of the console shows it: relative while recent («только что», «5 мин
-/// назад», «2 ч 05 мин назад»: under a day), else the date and minute in UTC («2026-11-30 03:12
+/// A time as every page of the console shows it: relative while recent («только что» under 3 s,
+/// «30 с назад», «5 мин назад», «2 ч 05 мин назад»: under a day), else the date and minute in UTC («2026-11-30 03:12
 /// UTC»); the exact time (`title`) in a tooltip and in `datetime`.
 pub(super) fn when_at(at: OffsetDateTime, title: &str, now: OffsetDateTime) -> String {
     let at = at.to_offset(time::UtcOffset::UTC);
     let ago = (now - at).whole_seconds();
     let shown = match ago {
-        0..60 => "только что".to_string(),
-        60..86400 => format!("{} назад", duration_words(ago)),
+        // Seconds count once they can matter: an agent with a 2 s heartbeat is silent at 4 s,
+        // and «был на связи только что» beside «молчит» would contradict it.
+        ..3 => "только что".to_string(),
+        3..86400 => format!("{} назад", duration_words(ago)),
         _ => format!(
             "{:04}-{:02}-{:02} {:02}:{:02} UTC",
             at.year(),
@@ -372,7 +374,10 @@ mod tests {
             let html = time_of(&at(text), now);
             html[html.find('>').unwrap() + 1..html.rfind('<').unwrap()].to_string()
         };
-        assert_eq!(shown("2026-11-30T11:59:30Z"), "только что");
+        assert_eq!(shown("2026-11-30T11:59:59Z"), "только что");
+        assert_eq!(shown("2026-11-30T11:59:30Z"), "30 с назад");
+        // A time a little ahead of the hub's clock (an agent's own) is still «только что».
+        assert_eq!(shown("2026-11-30T12:00:01Z"), "только что");
         assert_eq!(shown("2026-11-30T11:55:00Z"), "5 мин назад");
         assert_eq!(shown("2026-11-30T09:55:00Z"), "2 ч 05 мин назад");
         assert_eq!(shown("2026-11-28T09:55:10Z"), "2026-11-28 09:55 UTC");

@@ -1287,6 +1287,18 @@ pub(super) fn issue(view: &IssueView, csrf: &str, now: OffsetDateTime) -> String
 // ---------------------------------------------------------------------------------------------
 // Sync runs
 
+/// A held refresh as people name it: by its batch, with its run; by its run alone when it has no
+/// batch (a run older than `sync_run.batch_id`).
+fn held_name(run: &crate::service::HeldRunView) -> String {
+    match run.batch_id {
+        Some(batch) => format!(
+            "<a href=\"/ui/batches/{batch}\">пакет {batch}</a>, прогон {}",
+            run.run_id
+        ),
+        None => format!("прогон {}", run.run_id),
+    }
+}
+
 /// The full refreshes whose removals wait for an operator (issue 19), on the overview.
 fn held_card(out: &mut String, held: &[crate::service::HeldRunView]) {
     if held.is_empty() {
@@ -1296,8 +1308,8 @@ fn held_card(out: &mut String, held: &[crate::service::HeldRunView]) {
     for run in held {
         let _ = write!(
             out,
-            "<p class=\"bad\">Полное обновление (прогон {}) удалило бы из зеркала <b>{}</b> — больше, чем позволяет prune_guard. <a href=\"/ui/runs#held\">Проверить и подтвердить</a>.</p>",
-            run.run_id,
+            "<p class=\"bad\">Полное обновление ({}) удалило бы из зеркала <b>{}</b> — больше, чем позволяет prune_guard. <a href=\"/ui/runs#held\">Проверить и подтвердить</a>.</p>",
+            held_name(run),
             words::count(run.would_remove.max(0) as u64, &words::ISSUES_ACCUSATIVE)
         );
     }
@@ -1327,8 +1339,8 @@ fn held_section(out: &mut String, held: &[crate::service::HeldRunView], csrf: &s
             .collect();
         let _ = write!(
             out,
-            "<p>Обновление (прогон {}) удалило бы <b>{}</b> ({}); например: {}.</p><p class=\"actions\">",
-            run.run_id,
+            "<p>Обновление ({}) удалило бы <b>{}</b> ({}); например: {}.</p><p class=\"actions\">",
+            held_name(run),
             words::count(run.would_remove.max(0) as u64, &words::ISSUES_ACCUSATIVE),
             esc(&projects.join(", ")),
             esc(&run.sample_keys.join(", "))
