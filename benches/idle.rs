@@ -26,7 +26,6 @@ use jira_hub::sim::jira as fake_jira;
 use common::size;
 use fake_jira::{FakeJira, Mode};
 use serde_json::json;
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -379,24 +378,7 @@ fn cli(exe: &Path, db: &Path, args: &[&str]) -> Result<String, Error> {
 }
 
 fn serve(exe: &Path, db: &Path) -> Result<(Process, String), Error> {
-    let mut child = Command::new(exe)
-        .arg("--db")
-        .arg(db)
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()?;
-    let stdout = child.stdout.take().ok_or("stdout")?;
-    let mut lines = std::io::BufReader::new(stdout).lines();
-    let first = lines.next().ok_or("no banner")??;
-    let address = first
-        .rsplit("http://")
-        .next()
-        .ok_or("no address in the banner")?
-        .trim()
-        .to_string();
-    std::thread::spawn(move || for _ in lines {});
+    let (child, address) = common::spawn_serve(exe, db, &[])?;
     Ok((Process(child), address))
 }
 

@@ -29,9 +29,8 @@ mod relay_support;
 use common::size;
 use relay_support::{Error, drop_file, setup};
 use serde_json::json;
-use std::io::BufRead;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -57,25 +56,13 @@ fn main() -> Result<(), Error> {
     let client = setup.hub.tokens()?.ok_or("no tokens")?.client;
 
     // The real daemon, with room for every connection.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_jira-hub"))
-        .arg("--db")
-        .arg(&setup.db)
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .args(["--http-max-connections", &MAX_CONNECTIONS.to_string()])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()?;
-    let stdout = child.stdout.take().ok_or("stdout")?;
-    let mut lines = std::io::BufReader::new(stdout).lines();
-    let banner = lines.next().ok_or("no banner")??;
-    let address = banner
-        .rsplit("http://")
-        .next()
-        .ok_or("no address")?
-        .trim()
-        .to_string();
-    std::thread::spawn(move || for _ in lines {});
+    let max_connections = MAX_CONNECTIONS.to_string();
+    let (child, address) = common::spawn_serve(
+        Path::new(env!("CARGO_BIN_EXE_jira-hub")),
+        &setup.db,
+        &["--http-max-connections", &max_connections],
+    )
+    .map_err(|e| e.to_string())?;
     let daemon = Daemon(child);
     let pid = daemon.0.id();
     std::thread::sleep(Duration::from_secs(2));

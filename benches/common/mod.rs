@@ -26,3 +26,33 @@ pub fn ms(d: Duration) -> f64 {
 pub fn runs(runs: &[Duration]) -> Vec<String> {
     runs.iter().map(|d| format!("{:.1}", ms(*d))).collect()
 }
+
+/// `exe serve` on `db` on a free loopback port with `extra` arguments, quiet logs: the child and
+/// the address its banner (its first stdout line) names; the rest of its stdout is drained.
+pub fn spawn_serve(
+    exe: &std::path::Path,
+    db: &std::path::Path,
+    extra: &[&str],
+) -> Result<(std::process::Child, String), Box<dyn std::error::Error + Send + Sync>> {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(exe)
+        .arg("--db")
+        .arg(db)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()?;
+    let stdout = child.stdout.take().ok_or("stdout")?;
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    let banner = lines.next().ok_or("no banner")??;
+    let address = banner
+        .rsplit("http://")
+        .next()
+        .ok_or("no address in the banner")?
+        .trim()
+        .to_string();
+    std::thread::spawn(move || for _ in lines {});
+    Ok((child, address))
+}
