@@ -9,7 +9,8 @@
 //! - throughput: 10,000 commands claimed 100 at a time and reported through the relay, beside the
 //!   same workload through the service called directly, measured in the same run.
 //!
-//! `BENCH_RELAY_COMMANDS` and `BENCH_RELAY_TRIPS` change the sizes.
+//! `BENCH_RELAY_COMMANDS` and `BENCH_RELAY_TRIPS` change the sizes; `BENCH_DAEMON_EXE` runs another
+//! build of the hub (a baseline) instead of this one.
 
 mod common;
 #[path = "support/relay.rs"]

@@ -18,8 +18,9 @@
 //! The hub runs with `--http-max-connections 4096`: the default cap (256) is below 2,000
 //! connections, and a claim beyond the cap is not "below the cap". `BENCH_WAITING_HTTP`,
 //! `BENCH_WAITING_RELAY` (default 2000 each) and `BENCH_WAITING_SECONDS` (default 60) change the
-//! sizes. The bench and the hub need a descriptor each per connection: `ulimit -n` of at least
-//! 4,200 (the bench fails naming the connect error otherwise).
+//! sizes; `BENCH_DAEMON_EXE` runs another build of the hub (a baseline) instead of this one. The
+//! bench and the hub need a descriptor each per connection: `ulimit -n` of at least 4,200 (the
+//! bench fails naming the connect error otherwise).
 
 mod common;
 #[path = "support/relay.rs"]
@@ -58,7 +59,7 @@ fn main() -> Result<(), Error> {
     // The real daemon, with room for every connection.
     let max_connections = MAX_CONNECTIONS.to_string();
     let (child, address) = common::spawn_serve(
-        Path::new(env!("CARGO_BIN_EXE_jira-hub")),
+        &relay_support::daemon_exe(),
         &setup.db,
         &["--http-max-connections", &max_connections],
     )

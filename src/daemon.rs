@@ -141,6 +141,7 @@ pub(crate) fn serve(db: &Path, options: ServeOptions) -> Result<(), ServeError> 
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .max_blocking_threads(BLOCKING_THREADS)
         .enable_all()
         .build()
         .context("не удалось запустить асинхронную среду исполнения")?;
@@ -148,6 +149,12 @@ pub(crate) fn serve(db: &Path, options: ServeOptions) -> Result<(), ServeError> 
     drop(lock);
     Ok(result?)
 }
+
+/// The most threads the runtime runs blocking work on: the HTTP pool's turns at the database
+/// (16), the timers, and room to spare. Without a cap a burst of 2,000 claims grew the pool to
+/// 100 threads (a thread finishing one look is not yet idle when the next look is spawned), each
+/// with its allocator cache, kept alive for as long as some work comes every 10 s.
+const BLOCKING_THREADS: usize = 24;
 
 /// `--init-from` and `--default-relay-dir`: what the quick start needs on a fresh clone.
 fn prepare(hub: &mut HubConnection, options: &ServeOptions) -> anyhow::Result<()> {

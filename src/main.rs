@@ -6,10 +6,17 @@ use jira_hub::cli::{CliError, LogFormat, Outcome};
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-/// mimalloc, not glibc's malloc: the relay maps a refresh page on one thread and frees it on
-/// another, and glibc's per-arena locks made those frees wait on each other.
+/// jemalloc, with its background purging thread, as the global allocator:
+/// - glibc's malloc made cross-thread frees wait on its per-arena locks (the relay maps a refresh
+///   page on one thread and frees it on another), and kept what a burst freed: 2,000 waiting HTTP
+///   claims left the hub at 84 MB after they went;
+/// - mimalloc returns freed pages only when the process allocates again and put its arena on
+///   transparent huge pages: the same burst peaked at 230 MB and stayed at 150–190 MB;
+/// - jemalloc's background thread purges what stays free for its decay time (10 s) whether or not
+///   the hub does anything: the same burst peaks at ~80 MB and falls back under 40 MB
+///   (`cargo bench --bench waiting`, ARCHITECTURE.md).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
     let cli = jira_hub::cli::parse();

@@ -57,7 +57,7 @@ impl Drop for Daemon {
 }
 
 pub fn start(db: &Path, extra: &[&str]) -> Result<Daemon, Error> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_jira-hub"))
+    let mut child = Command::new(daemon_exe())
         .arg("--db")
         .arg(db)
         .args(["serve", "--listen", "127.0.0.1:0"])
@@ -71,6 +71,13 @@ pub fn start(db: &Path, extra: &[&str]) -> Result<Daemon, Error> {
     lines.next();
     std::thread::spawn(move || for _ in lines {});
     Ok(Daemon(child))
+}
+
+/// The binary the daemon runs: this build's, or `BENCH_DAEMON_EXE` (another build of the hub,
+/// measured by the same bench on the same machine, as a baseline).
+pub fn daemon_exe() -> std::path::PathBuf {
+    std::env::var_os("BENCH_DAEMON_EXE")
+        .map_or_else(|| env!("CARGO_BIN_EXE_jira-hub").into(), Into::into)
 }
 
 pub fn drop_file(inbox: &Path, name: &str, value: &Value) -> Result<(), Error> {

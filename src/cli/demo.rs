@@ -412,8 +412,11 @@ impl Progress {
     }
 }
 
-pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
+pub(crate) fn demo(mut args: DemoArgs) -> anyhow::Result<Outcome> {
     let started = Instant::now();
+    // Port 0 ("any free port"): the demo must know its hub's port to reach it, so it takes a free
+    // one now and passes that on.
+    args.listen = with_free_port(&args.listen);
     let dir = std::path::absolute(&args.dir)
         .with_context(|| format!("неверная папка {}", args.dir.display()))?;
     // The hub's port, tried before anything starts or is made: a taken one is refused in one
@@ -499,12 +502,16 @@ pub(crate) fn demo(args: DemoArgs) -> anyhow::Result<Outcome> {
             .context("в базе демо нет токенов: удалите папку демо и запустите снова")?
     };
 
-    // The agent's config: this run's Jira address (its port changes), the relay folder.
+    // The agent's config: this run's Jira address (its port changes), the relay folder. A
+    // heartbeat every 30 s: each heartbeat, and the waiting claim it ends, is an exchange of files
+    // (an answer written and synced, a request archived), about 9 KB written by the hub; at 10 s
+    // the demo left running wrote 150–230 KB a minute, over issue 23's 128. Work still reaches
+    // the agent at once (the hub answers its waiting claim), and it is flagged silent after 60 s.
     let agent_config = dir.join("agent.json");
     let config = json!({
         "jira_url": jira.url(), "jira_user": sim::USER, "jira_password": sim::PASSWORD,
         "relay_dir": relay_dir.display().to_string(), "agent_token": tokens.agent,
-        "name": "demo-agent", "idle_poll_ms": 200, "heartbeat_seconds": 10,
+        "name": "demo-agent", "idle_poll_ms": 200, "heartbeat_seconds": 30,
     });
     write_private(&agent_config, &serde_json::to_vec_pretty(&config)?)?;
 
@@ -841,6 +848,16 @@ fn check_port(listen: &str) -> anyhow::Result<()> {
     }
 }
 
+/// `listen` as given, or, when it asks for port 0, with a port the system has free now.
+fn with_free_port(listen: &str) -> String {
+    match listen.parse::<std::net::SocketAddr>() {
+        Ok(address) if address.port() == 0 => std::net::TcpListener::bind(address)
+            .and_then(|taken| taken.local_addr())
+            .map_or_else(|_| listen.to_string(), |free| free.to_string()),
+        _ => listen.to_string(),
+    }
+}
+
 /// `listen` with the first port after its own that is free now (`127.0.0.1:8741`), or with
 /// `PORT` when none of the next hundred is.
 fn free_port_beside(listen: &str) -> String {
@@ -927,6 +944,19 @@ fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--listen 127.0.0.1:0` is a real, free port the demo can reach its hub on; any other
+    /// address is kept as it was given.
+    #[test]
+    fn port_zero_becomes_a_free_port() {
+        let chosen = with_free_port("127.0.0.1:0");
+        let address: std::net::SocketAddr = chosen.parse().expect("an address");
+        assert_eq!(address.ip().to_string(), "127.0.0.1");
+        assert_ne!(address.port(), 0, "{chosen}");
+        std::net::TcpListener::bind(address).expect("the port is free");
+        assert_eq!(with_free_port("127.0.0.1:8740"), "127.0.0.1:8740");
+        assert_eq!(with_free_port("localhost:0"), "localhost:0");
+    }
 
     /// A burst of Jira's writes (one command's create, link, comment) is one write of the file,
     /// made once they pause; writes that never pause are written every [`SAVE_AT_MOST`]; no

@@ -19,7 +19,11 @@ async fn handle(
     body: axum::body::Bytes,
     expected: Kind,
 ) -> Result<Json<AgentAnswer>, ApiError> {
-    let request = decode_request(&body).map_err(|error| match error {
+    let decoded = decode_request(&body);
+    // The body shares hyper's read buffer: let it go now, so that a claim that waits keeps no
+    // buffer of its request (and hyper reuses its own rather than take another, issue 23 §2).
+    drop(body);
+    let request = decoded.map_err(|error| match error {
         crate::protocol::DecodeError::NotJson(message)
         | crate::protocol::DecodeError::Incomplete(message) => {
             ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::Malformed, None, message)

@@ -241,6 +241,12 @@ impl HubConnection {
         Ok(self.store.page_size()?)
     }
 
+    /// Rows this connection has changed so far (see [`crate::store`]): the relay compares it
+    /// around a request to know whether the request wrote to the WAL at all.
+    pub(crate) fn rows_changed(&self) -> u64 {
+        self.store.total_changes()
+    }
+
     /// Copies the WAL into the database file as far as readers allow, waiting for nobody.
     pub(crate) fn checkpoint(&self) -> Result<()> {
         Ok(self.store.checkpoint()?)

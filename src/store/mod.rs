@@ -184,6 +184,13 @@ pub(crate) struct Store {
 }
 
 impl Store {
+    /// Rows this connection's statements have inserted, updated or deleted since it opened
+    /// (`sqlite3_total_changes`, a counter in memory): unchanged across a request means the
+    /// request wrote nothing.
+    pub(crate) fn total_changes(&self) -> u64 {
+        self.conn.total_changes()
+    }
+
     /// SQLite's `PRAGMA data_version` of this connection: it changes when another connection
     /// (of this process or another, such as the CLI) commits, never for this one's own commits.
     pub(crate) fn data_version(&self) -> Result<i64> {
