@@ -23,7 +23,7 @@
 mod common;
 use jira_hub::sim::jira as fake_jira;
 
-use common::size;
+use common::{clock_ticks, cpu_ticks, size, wal_bytes};
 use fake_jira::{FakeJira, Mode};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -67,12 +67,7 @@ struct Usage {
 }
 
 fn usage(pid: u32) -> Result<Usage, Error> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // The command name is in parentheses and may hold spaces: fields count after its `)`.
-    let after = stat.rsplit_once(')').ok_or("no ) in stat")?.1;
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of stat; `after` starts at field 3.
-    let ticks = fields[11].parse::<u64>()? + fields[12].parse::<u64>()?;
+    let ticks = cpu_ticks(pid)?;
     let mut switches = 0;
     for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
         let Ok(status) = std::fs::read_to_string(task?.path().join("status")) else {
@@ -136,18 +131,6 @@ impl Figures {
             "OVER"
         }
     }
-}
-
-/// Clock ticks per second (`getconf CLK_TCK`; 100 on Linux when it cannot be asked).
-fn clock_ticks() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|out| String::from_utf8(out.stdout).ok())
-        .and_then(|text| text.trim().parse::<f64>().ok())
-        .filter(|ticks| *ticks > 0.0)
-        .unwrap_or(100.0)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -352,10 +335,6 @@ fn child_running(parent: u32, word: &str) -> Option<u32> {
         }
     }
     None
-}
-
-fn wal_bytes(db: &Path) -> u64 {
-    std::fs::metadata(format!("{}-wal", db.display())).map_or(0, |m| m.len())
 }
 
 /// Runs a CLI command of `exe` on `db`; its stdout.

@@ -19,41 +19,12 @@ mod common;
 #[path = "support/relay.rs"]
 mod support;
 
-use common::{median, ms, size};
+use common::{clock_ticks, cpu_ticks, median, ms, size, status_kib};
 use serde_json::json;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 use support::Error;
-
-fn clock_ticks() -> f64 {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|out| String::from_utf8(out.stdout).ok())
-        .and_then(|text| text.trim().parse::<f64>().ok())
-        .filter(|ticks| *ticks > 0.0)
-        .unwrap_or(100.0)
-}
-
-/// utime + stime of `pid`, in clock ticks.
-fn cpu_ticks(pid: u32) -> Result<u64, Error> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    let after = stat.rsplit_once(')').ok_or("no ) in stat")?.1;
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    Ok(fields[11].parse::<u64>()? + fields[12].parse::<u64>()?)
-}
-
-/// A `VmRSS:`/`VmHWM:` line of `/proc/<pid>/status`, in KiB.
-fn status_kib(pid: u32, key: &str) -> Result<u64, Error> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let line = status
-        .lines()
-        .find(|line| line.starts_with(key))
-        .ok_or("no such line")?;
-    Ok(line.split_whitespace().nth(1).ok_or("no value")?.parse()?)
-}
 
 /// The CPU share of one core `pid` used over `seconds` from `ticks`.
 fn cpu_share(pid: u32, ticks: u64, seconds: f64) -> Result<f64, Error> {

@@ -27,11 +27,10 @@ mod common;
 #[allow(dead_code)] // the daemon is started here with its own flags
 mod relay_support;
 
-use common::size;
+use common::{clock_ticks, cpu_ticks, size, status_kib, wal_bytes};
 use relay_support::{Error, drop_file, setup};
 use serde_json::json;
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -137,7 +136,7 @@ fn main() -> Result<(), Error> {
     );
 
     // The hold.
-    let start = ticks(pid)?;
+    let start = (Instant::now(), cpu_ticks(pid)?);
     let held_from = Instant::now();
     let mut peak_rss = rss(pid)?;
     let mut worst_health = Duration::ZERO;
@@ -171,7 +170,7 @@ fn main() -> Result<(), Error> {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    let end = ticks(pid)?;
+    let end = (Instant::now(), cpu_ticks(pid)?);
     let cpu =
         (end.1 - start.1) as f64 / clock_ticks() / end.0.duration_since(start.0).as_secs_f64()
             * 100.0;
@@ -323,38 +322,6 @@ async fn metric(address: &str, token: &str, name: &str) -> Result<f64, Error> {
 }
 
 /// The process's resident memory, in bytes.
-fn rss(pid: u32) -> Result<u64, Error> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kb: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .ok_or("no VmRSS")?;
-    Ok(kb * 1024)
-}
-
-/// utime + stime of the process, in clock ticks, and when.
-fn ticks(pid: u32) -> Result<(Instant, u64), Error> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    let after = stat.rsplit_once(')').ok_or("no ) in stat")?.1;
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    Ok((
-        Instant::now(),
-        fields[11].parse::<u64>()? + fields[12].parse::<u64>()?,
-    ))
-}
-
-fn clock_ticks() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|out| String::from_utf8(out.stdout).ok())
-        .and_then(|text| text.trim().parse::<f64>().ok())
-        .filter(|ticks| *ticks > 0.0)
-        .unwrap_or(100.0)
-}
-
-fn wal_bytes(db: &Path) -> u64 {
-    std::fs::metadata(format!("{}-wal", db.display())).map_or(0, |m| m.len())
+fn rss(pid: u32) -> std::io::Result<u64> {
+    Ok(status_kib(pid, "VmRSS:")? * 1024)
 }

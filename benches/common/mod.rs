@@ -56,3 +56,50 @@ pub fn spawn_serve(
     std::thread::spawn(move || for _ in lines {});
     Ok((child, address))
 }
+
+/// Clock ticks per second (`getconf CLK_TCK`; Linux's 100 when it cannot be asked).
+pub fn clock_ticks() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .and_then(|text| text.trim().parse::<f64>().ok())
+        .filter(|ticks| *ticks > 0.0)
+        .unwrap_or(100.0)
+}
+
+/// utime + stime of `pid`, in clock ticks (`/proc/<pid>/stat`).
+pub fn cpu_ticks(pid: u32) -> std::io::Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The command name is in parentheses and may hold spaces: fields count after its `)`;
+    // utime and stime are fields 14 and 15, the 12th and 13th after it.
+    let after = stat
+        .rsplit_once(')')
+        .ok_or_else(|| std::io::Error::other("no ) in stat"))?
+        .1;
+    let field = |n: usize| -> std::io::Result<u64> {
+        after
+            .split_whitespace()
+            .nth(n)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| std::io::Error::other(format!("no field {n} in stat")))
+    };
+    Ok(field(11)? + field(12)?)
+}
+
+/// A `VmRSS:`/`VmHWM:` line of `/proc/<pid>/status`, in KiB.
+pub fn status_kib(pid: u32, key: &str) -> std::io::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(key))
+        .and_then(|value| value.split_whitespace().next())
+        .and_then(|value| value.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("no {key} in /proc/{pid}/status")))
+}
+
+/// The size of the WAL beside `db` (0 when there is none).
+pub fn wal_bytes(db: &std::path::Path) -> u64 {
+    std::fs::metadata(format!("{}-wal", db.display())).map_or(0, |m| m.len())
+}

@@ -152,29 +152,22 @@ impl Presence {
     /// The agents to write now: every urgent one, and those whose last-seen time moved since a
     /// write [`PERSIST_EVERY`] old. Marked written when `commit` says the write succeeded.
     pub(crate) fn due(&self, now: OffsetDateTime) -> Vec<Due> {
-        self.lock()
-            .iter()
-            .filter(|(_, e)| {
-                e.urgent
-                    || e.written.is_some_and(|(seen, when)| {
-                        seen < e.last_seen && when + PERSIST_EVERY <= now
-                    })
-            })
-            .map(|(name, e)| Due {
-                agent: name.clone(),
-                at: Utc::new(e.last_seen),
-                claimed: e.claimed,
-                reported: e.reported,
-                heartbeat_seconds: e.heartbeat_seconds,
-            })
-            .collect()
+        self.unwritten_where(|e| {
+            e.urgent
+                || e.written
+                    .is_some_and(|(seen, when)| seen < e.last_seen && when + PERSIST_EVERY <= now)
+        })
     }
 
     /// Everything still unwritten, whatever its age (the daemon's stop).
     pub(crate) fn unwritten(&self) -> Vec<Due> {
+        self.unwritten_where(|e| e.urgent || e.written.is_some_and(|(seen, _)| seen < e.last_seen))
+    }
+
+    fn unwritten_where(&self, keep: impl Fn(&Entry) -> bool) -> Vec<Due> {
         self.lock()
             .iter()
-            .filter(|(_, e)| e.urgent || e.written.is_some_and(|(seen, _)| seen < e.last_seen))
+            .filter(|(_, e)| keep(e))
             .map(|(name, e)| Due {
                 agent: name.clone(),
                 at: Utc::new(e.last_seen),

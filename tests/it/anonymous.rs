@@ -11,30 +11,6 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-/// Whether the daemon has closed `stream` (end of file or a reset), looking for a moment only;
-/// what it answered before closing is added to `seen`.
-fn closed_by_hub(stream: &mut TcpStream, seen: &mut Vec<u8>) -> bool {
-    stream
-        .set_read_timeout(Some(Duration::from_millis(5)))
-        .unwrap();
-    let mut buffer = [0u8; 4096];
-    loop {
-        match stream.read(&mut buffer) {
-            Ok(0) => return true,
-            Ok(n) => seen.extend_from_slice(&buffer[..n]),
-            Err(error)
-                if matches!(
-                    error.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                return false;
-            }
-            Err(_) => return true,
-        }
-    }
-}
-
 /// Which of `streams` the hub has closed, as of now.
 fn closed(streams: &mut [TcpStream]) -> Vec<bool> {
     let mut seen = Vec::new();
@@ -42,30 +18,6 @@ fn closed(streams: &mut [TcpStream]) -> Vec<bool> {
         .iter_mut()
         .map(|stream| closed_by_hub(stream, &mut seen))
         .collect()
-}
-
-/// Polls until at least `count` of `streams` are closed by the hub; panics after `within`.
-fn wait_until_closed(streams: &mut [TcpStream], count: usize, within: Duration) {
-    let started = Instant::now();
-    let mut done = vec![false; streams.len()];
-    loop {
-        let mut seen = Vec::new();
-        for (stream, done) in streams.iter_mut().zip(done.iter_mut()) {
-            if !*done {
-                *done = closed_by_hub(stream, &mut seen);
-            }
-        }
-        let n = done.iter().filter(|c| **c).count();
-        if n >= count {
-            return;
-        }
-        assert!(
-            started.elapsed() < within,
-            "only {n} of {} connections closed in {within:?}, expected {count}",
-            streams.len()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// A connection to `address` from the loopback address `from` (Linux answers on all of

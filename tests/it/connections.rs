@@ -6,54 +6,7 @@ use crate::support::*;
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
-
-/// Whether the daemon has closed `stream` (end of file or a reset), looking for a moment only.
-fn closed_by_hub(stream: &mut TcpStream) -> bool {
-    stream
-        .set_read_timeout(Some(Duration::from_millis(10)))
-        .unwrap();
-    let mut buffer = [0u8; 1024];
-    loop {
-        match stream.read(&mut buffer) {
-            Ok(0) => return true,
-            // An answer (a 408 or the like) before the close: read on.
-            Ok(_) => continue,
-            Err(error)
-                if matches!(
-                    error.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                return false;
-            }
-            Err(_) => return true,
-        }
-    }
-}
-
-/// Polls until at least `count` of `streams` are closed by the hub; panics after `within`.
-fn wait_until_closed(streams: &mut [TcpStream], count: usize, within: Duration) {
-    let started = Instant::now();
-    let mut closed = vec![false; streams.len()];
-    loop {
-        for (stream, closed) in streams.iter_mut().zip(closed.iter_mut()) {
-            if !*closed {
-                *closed = closed_by_hub(stream);
-            }
-        }
-        let n = closed.iter().filter(|c| **c).count();
-        if n >= count {
-            return;
-        }
-        assert!(
-            started.elapsed() < within,
-            "only {n} of {} connections closed in {within:?}, expected {count}",
-            streams.len()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
+use std::time::Duration;
 
 /// Sends raw bytes on a new connection and reads the whole answer (the hub closes after it).
 fn exchange(address: &str, request: &[u8]) -> (u16, Value) {
