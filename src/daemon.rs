@@ -175,7 +175,7 @@ fn prepare(hub: &mut HubConnection, options: &ServeOptions) -> anyhow::Result<()
             .with_context(|| format!("не удалось создать {}", relay.display()))?;
         // Asked for by the operator: the folder is marked, its four folders made.
         crate::relay::init_folder(relay)
-            .with_context(|| format!("не удалось подготовить папку реле {}", relay.display()))?;
+            .with_context(|| format!("не удалось подготовить папку обмена {}", relay.display()))?;
         let absolute = std::fs::canonicalize(relay)?;
         let mut update = serde_json::Map::new();
         update.insert(

@@ -61,6 +61,9 @@ _jira__hub() {
             jira__hub,settings)
                 cmd="jira__hub__subcmd__settings"
                 ;;
+            jira__hub,sim-jira)
+                cmd="jira__hub__subcmd__sim__subcmd__jira"
+                ;;
             jira__hub,status)
                 cmd="jira__hub__subcmd__status"
                 ;;
@@ -153,6 +156,9 @@ _jira__hub() {
                 ;;
             jira__hub__subcmd__help,settings)
                 cmd="jira__hub__subcmd__help__subcmd__settings"
+                ;;
+            jira__hub__subcmd__help,sim-jira)
+                cmd="jira__hub__subcmd__help__subcmd__sim__subcmd__jira"
                 ;;
             jira__hub__subcmd__help,status)
                 cmd="jira__hub__subcmd__help__subcmd__status"
@@ -278,7 +284,7 @@ _jira__hub() {
 
     case "${cmd}" in
         jira__hub)
-            opts="-h -V --db --log-format --help --version init migrate settings projects tokens status backup serve batches commands refresh demo agent man completions relay help"
+            opts="-h -V --db --log-format --help --version init migrate settings projects tokens status backup serve batches commands refresh demo agent man completions relay sim-jira help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -712,7 +718,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__help)
-            opts="init migrate settings projects tokens status backup serve batches commands refresh demo agent man completions relay help"
+            opts="init migrate settings projects tokens status backup serve batches commands refresh demo agent man completions relay sim-jira help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1106,6 +1112,20 @@ _jira__hub() {
         jira__hub__subcmd__help__subcmd__settings__subcmd__set)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__help__subcmd__sim__subcmd__jira)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1794,6 +1814,36 @@ _jira__hub() {
                 return 0
             fi
             case "${prev}" in
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "auto plain journal json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__sim__subcmd__jira)
+            opts="-h --hub-config --issues --db --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --hub-config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --issues)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --db)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

@@ -99,6 +99,10 @@ pub(crate) struct AgentConfig {
     /// `--once` or `--check`: a run beside the agent that may be running under the same name.
     /// Never read from the file.
     pub one_shot: bool,
+    /// `--check`: how long a request waits for the hub's answer before it is given up
+    /// ([`super::transport::LinkError::NoAnswer`]); `None`: as long as it takes. Never read
+    /// from the file.
+    pub hub_answer_limit: Option<Duration>,
 }
 
 /// The environment the loader reads: variables and the systemd credentials folder. Tests pass
@@ -192,14 +196,13 @@ fn refuse(key: &str, message: impl Into<String>) -> ConfigError {
 
 impl AgentConfig {
     /// Reads and validates the config file, taking secrets from the process's environment and
-    /// from `$CREDENTIALS_DIRECTORY`. Warns when the file is readable by group or others.
+    /// from `$CREDENTIALS_DIRECTORY`. Warns when the file holds a secret and others may read it.
     pub(crate) fn load(path: &Path) -> anyhow::Result<AgentConfig> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| anyhow::anyhow!("cannot read the config {}: {e}", path.display()))?;
-        warn_if_readable_by_others(path);
+        let text = std::fs::read_to_string(path).map_err(|e| unreadable(path, &e))?;
         let var = |name: &str| std::env::var(name).ok();
         let config = Self::from_text(&text, &Environment { var: &var })
             .map_err(|e| anyhow::anyhow!("config {}: {e}", path.display()))?;
+        warn_if_secret_is_readable(path, &text);
         Ok(config)
     }
 
@@ -236,11 +239,10 @@ impl AgentConfig {
             find_secret(
                 map,
                 env,
-                credentials.as_deref(),
+                &credential_files(credentials.as_deref(), credential),
                 key,
                 env_var,
                 file_key,
-                credential,
             )
         };
         let jira_token = secret(
@@ -268,7 +270,7 @@ impl AgentConfig {
                 .ok_or_else(|| {
                     refuse(
                         "jira_password",
-                        "required with jira_user (or jira_password_file, $JIRA_HUB_AGENT_JIRA_PASSWORD, the credential jira_password)",
+                        "required with jira_user (or jira_password_file, $JIRA_HUB_AGENT_JIRA_PASSWORD, the credential jira_password: /etc/credstore/jira-hub-agent.jira_password); a personal access token goes in jira_token (/etc/credstore/jira-hub-agent.jira_token)",
                     )
                 })?;
                 JiraAuth::Basic { user, password }
@@ -301,7 +303,7 @@ impl AgentConfig {
         .ok_or_else(|| {
             refuse(
                 "agent_token",
-                "required (or agent_token_file, $JIRA_HUB_AGENT_TOKEN, the credential agent_token): `jira-hub tokens` prints it",
+                "required (or agent_token_file, $JIRA_HUB_AGENT_TOKEN, the credential agent_token: /etc/credstore/jira-hub-agent.agent_token): `jira-hub tokens` prints it",
             )
         })?;
         let name = match string(map, "name")? {
@@ -361,6 +363,7 @@ impl AgentConfig {
                 u64::from(crate::protocol::MAX_NOT_BEFORE_SECONDS),
             )?,
             one_shot: false,
+            hub_answer_limit: None,
         })
     }
 
@@ -462,16 +465,33 @@ fn integer(
     }
 }
 
+/// Where systemd keeps credentials on disk for `LoadCredential=ID:NAME` (systemd.exec(5)), in
+/// its order: the shipped unit loads `jira_password` from `jira-hub-agent.jira_password` there.
+const CREDENTIAL_STORES: [&str; 3] = ["/etc/credstore", "/run/credstore", "/usr/lib/credstore"];
+
+/// The files a credential is read from: `$CREDENTIALS_DIRECTORY/<id>` under systemd (the unit
+/// loaded it), else the credential store's `jira-hub-agent.<id>`, the file the unit loads it
+/// from, so that `agent --check` run by root reads the secrets the service gets.
+fn credential_files(credentials: Option<&Path>, credential: &str) -> Vec<PathBuf> {
+    match credentials {
+        Some(dir) => vec![dir.join(credential)],
+        None => CREDENTIAL_STORES
+            .iter()
+            .map(|store| Path::new(store).join(format!("jira-hub-agent.{credential}")))
+            .collect(),
+    }
+}
+
 /// A secret, looked up in order: the environment variable, the `*_file` key, the systemd
-/// credential, the value in the config itself. A file's content is trimmed of its final newline.
+/// credential (the first of `credential_files` that can be read and is not empty), the value in
+/// the config itself. A file's content is trimmed of its final newline.
 fn find_secret(
     map: &Map<String, Value>,
     env: &Environment<'_>,
-    credentials: Option<&Path>,
+    credential_files: &[PathBuf],
     key: &str,
     env_var: &str,
     file_key: &str,
-    credential: &str,
 ) -> Result<Option<Secret>, ConfigError> {
     if let Some(value) = env.get(env_var) {
         return Ok(Some(Secret::new(value)));
@@ -485,9 +505,8 @@ fn find_secret(
         }
         return Ok(Some(Secret::new(text)));
     }
-    if let Some(dir) = credentials {
-        let path = dir.join(credential);
-        if let Ok(text) = std::fs::read_to_string(&path) {
+    for path in credential_files {
+        if let Ok(text) = std::fs::read_to_string(path) {
             let text = text.trim_end_matches(['\n', '\r']).to_string();
             if !text.is_empty() {
                 return Ok(Some(Secret::new(text)));
@@ -497,15 +516,55 @@ fn find_secret(
     Ok(string(map, key)?.map(Secret::new))
 }
 
-fn warn_if_readable_by_others(path: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    if let Ok(meta) = std::fs::metadata(path)
-        && meta.permissions().mode() & 0o077 != 0
-    {
+/// The layout the shipped unit expects (README, "The agent → As a Debian service"), which the
+/// messages about the config's file name.
+pub(crate) const CONFIG_LAYOUT: &str = "владелец root, группа jira-hub-agent, режим 0640, в папке /etc/jira-hub-agent (root:jira-hub-agent, 0750); секреты — в /etc/credstore (README, «The agent → As a Debian service»)";
+
+/// «cannot read the config», for an operator: the path, what the system said, and the layout.
+fn unreadable(path: &Path, error: &std::io::Error) -> anyhow::Error {
+    let (what, advice) = match error.kind() {
+        std::io::ErrorKind::NotFound => ("Нет файла конфигурации агента", String::new()),
+        std::io::ErrorKind::PermissionDenied => (
+            "Нет доступа на чтение к конфигурации агента",
+            format!(". Пользователь службы должен её читать: {CONFIG_LAYOUT}"),
+        ),
+        _ => ("Не удалось прочитать конфигурацию агента", String::new()),
+    };
+    anyhow::anyhow!("{what} {}: «{error}»{advice}", path.display())
+}
+
+/// The secrets a config may hold inline (rather than in a credential, a file or the
+/// environment).
+const INLINE_SECRETS: [&str; 3] = ["jira_password", "jira_token", "agent_token"];
+
+/// Warns when the config holds a secret inline and a user other than the agent's may read it:
+/// others, or a group the agent does not run as. Readable by the agent's own group (the
+/// shipped layout: root:jira-hub-agent 0640) is no leak; a config without secrets (they are in
+/// systemd credentials) may be read by anyone.
+fn warn_if_secret_is_readable(path: &Path, text: &str) {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let Ok(Value::Object(map)) = serde_json::from_str::<Value>(text) else {
+        return;
+    };
+    let inline: Vec<&str> = INLINE_SECRETS
+        .into_iter()
+        .filter(|key| {
+            map.get(*key)
+                .and_then(Value::as_str)
+                .is_some_and(|v| !v.trim().is_empty())
+        })
+        .collect();
+    let Ok(meta) = std::fs::metadata(path) else {
+        return;
+    };
+    let mode = meta.permissions().mode() & 0o777;
+    let foreign_group = mode & 0o040 != 0 && meta.gid() != rustix::process::getegid().as_raw();
+    if !inline.is_empty() && (mode & 0o004 != 0 || foreign_group) {
         tracing::warn!(
             file = %path.display(),
-            mode = format!("{:o}", meta.permissions().mode() & 0o777),
-            "the agent's config may hold secrets and is readable by group or others: chmod 600 it"
+            mode = format!("{mode:o}"),
+            keys = %inline.join(", "),
+            "В конфигурации агента есть секреты, а читать её могут другие пользователи: перенесите секреты в учётные данные systemd (/etc/credstore) или закройте файл: {CONFIG_LAYOUT}"
         );
     }
 }

@@ -55,8 +55,13 @@ pub(crate) fn check(mut config: AgentConfig, shutdown: Arc<AtomicBool>) -> anyho
     // The settings come with a claim that takes nothing and must not wait for work.
     config.claim_wait = Duration::ZERO;
     config.one_shot = true;
+    config.hub_answer_limit = Some(preflight::HUB_ANSWER_LIMIT);
     let mut agent = Agent::new(&config, shutdown, Arc::new(SystemClock), Notifier::Systemd)?;
     let lines = preflight::run(&mut agent.jira, &agent.hub);
+    // A hub that did not answer the claim is not asked again to take the outcome.
+    let hub_answered = lines
+        .iter()
+        .any(|line| line.name == preflight::HUB_CHECK && line.ok);
     let ok = lines.iter().all(|line| line.ok);
     // The outcome goes to the hub with one heartbeat (best effort: the exit code is the checks').
     let jira = lines.iter().find(|line| line.name == "jira");
@@ -65,10 +70,10 @@ pub(crate) fn check(mut config: AgentConfig, shutdown: Arc<AtomicBool>) -> anyho
         .filter(|line| !line.ok)
         .map(|line| format!("serverInfo: {}", line.detail));
     let report = preflight::report(&lines, agent.waits.wall());
-    let sent = agent.hub.heartbeat_with(jira_ok, last_error, Some(report));
+    let sent = hub_answered.then(|| agent.hub.heartbeat_with(jira_ok, last_error, Some(report)));
     drop(agent);
-    if let Err(error) = sent {
-        tracing::warn!("хабу не удалось передать итог проверки: {error}");
+    if let Some(Err(error)) = sent {
+        tracing::warn!("Хабу не удалось передать итог проверки: «{error}»");
     }
     // The table last, after everything the run logged: one line per check.
     let mut out = std::io::stdout().lock();

@@ -20,10 +20,19 @@
 use super::commands::AgentSettings;
 use super::jira_api::{Deployment, Jira};
 use super::jql;
-use super::transport::HubLink;
+use super::transport::{HubLink, LinkError};
 use crate::domain::settings::{IssueType, TransitionTarget};
 use serde_json::Value;
 use std::collections::BTreeMap;
+
+/// The first check's name: the hub's answer with its settings.
+pub(crate) const HUB_CHECK: &str = "настройки хаба";
+
+/// How long `--check` waits for the hub's answer to each of its two requests (the claim that
+/// brings the settings, the heartbeat that takes the outcome): a hub that answers does so
+/// within a second or two (it looks at `inbox/` every second at most, notified at once where
+/// the file system tells it).
+pub(crate) const HUB_ANSWER_LIMIT: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// A clock difference above this is an error: Jira's times (the checks before a repeated write,
 /// `updated >= …` of a refresh) would be misread.
@@ -92,7 +101,7 @@ pub(crate) fn run(jira: &mut Jira, hub: &HubLink) -> Vec<Line> {
                 // A hub that does not honour `max_commands: 0`: the commands go back to the
                 // queue when their lease lapses; the agent does nothing with them.
                 checks.push(
-                    "настройки хаба",
+                    HUB_CHECK,
                     false,
                     format!(
                         "хаб выдал {} команд(ы) на запрос без команд (max_commands 0); они вернутся в очередь по истечении аренды",
@@ -103,20 +112,32 @@ pub(crate) fn run(jira: &mut Jira, hub: &HubLink) -> Vec<Line> {
             match &answer.settings {
                 Some(settings) => {
                     checks.settings = AgentSettings::from_value(settings);
+                    // Jira's calls at the hub's pacing, as the agent makes them (not the
+                    // client's cautious 300 ms before any settings: 15 to 30 reads took 5 s).
+                    checks
+                        .jira
+                        .set_min_interval(std::time::Duration::from_millis(u64::from(
+                            checks.settings.pacing.min_interval_ms,
+                        )));
                     checks.push(
-                        "настройки хаба",
+                        HUB_CHECK,
                         true,
                         format!("версия {}", answer.settings_version),
                     );
                 }
                 None => {
-                    checks.push("настройки хаба", false, "хаб не прислал настроек");
+                    checks.push(HUB_CHECK, false, "хаб не прислал настроек");
                     return checks.lines;
                 }
             }
         }
         Err(error) => {
-            checks.push("настройки хаба", false, format!("хаб не ответил: {error}"));
+            let detail = match error {
+                LinkError::NoAnswer(why) => why,
+                LinkError::Stopped => "проверка остановлена сигналом до ответа хаба".to_string(),
+                other => format!("хаб не ответил: «{other}»"),
+            };
+            checks.push(HUB_CHECK, false, detail);
             return checks.lines;
         }
     }

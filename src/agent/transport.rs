@@ -49,8 +49,19 @@ pub(crate) struct HubLink {
     request_timeout: Duration,
     /// How often the agent sends a heartbeat, told to the hub with each one.
     heartbeat: Duration,
+    /// `--check`: how long a request waits for its answer ([`LinkError::NoAnswer`] after it).
+    answer_limit: Option<Duration>,
+    /// The last request that could not be written into `inbox/` or sent over HTTP, and why
+    /// (cleared by one written): what a `--check` that got no answer names.
+    last_failure: std::sync::Mutex<Option<String>>,
+    /// Whether the last claim given up was still in `inbox/` (nobody took it) when it was taken
+    /// back: what a `--check` that got no answer names.
+    claim_left_unread: std::sync::atomic::AtomicBool,
     waits: Arc<Waits>,
 }
+
+/// After this long without an answer, a `--check` says on stderr what it waits for.
+const SAY_WAITING_AFTER: Duration = Duration::from_secs(1);
 
 enum Way {
     Relay(PathBuf),
@@ -64,6 +75,10 @@ pub(crate) enum LinkError {
     Refused { kind: Kind, message: String },
     #[error("the agent is stopping")]
     Stopped,
+    /// No answer within the hub answer limit (`--check`): what was waited for, in the
+    /// operator's words.
+    #[error("{0}")]
+    NoAnswer(String),
     /// The report is larger than the hub takes (its `max_report_bytes`, an HTTP 413, or a
     /// connection reset twice while a large body was being sent).
     #[error("the report of {bytes} bytes is larger than the hub takes ({limit})")]
@@ -112,6 +127,9 @@ impl HubLink {
             claim_wait: config.claim_wait.min(config.heartbeat),
             request_timeout: config.request_timeout,
             heartbeat: config.heartbeat,
+            answer_limit: config.hub_answer_limit,
+            last_failure: std::sync::Mutex::new(None),
+            claim_left_unread: std::sync::atomic::AtomicBool::new(false),
             waits,
         }
     }
@@ -240,7 +258,28 @@ impl HubLink {
         // Once stopping, a patient request gets this long more.
         let grace = self.answer_timeout.min(Duration::from_secs(30));
         let mut stopped_at: Option<Instant> = None;
+        let started = Instant::now();
+        let timed_out = std::cell::Cell::new(false);
+        let said_waiting = std::cell::Cell::new(false);
         let give_up = |stopped_at: &mut Option<Instant>| -> bool {
+            if let Some(limit) = self.answer_limit {
+                let waited = started.elapsed();
+                if waited >= SAY_WAITING_AFTER && !said_waiting.replace(true) {
+                    let request = match &self.way {
+                        Way::Relay(_) => format!("запрос inbox/{kind}-{id}.json"),
+                        Way::Http { url, .. } => format!("запрос POST {url}/agent/{kind}"),
+                    };
+                    eprintln!(
+                        "Жду ответа хаба {} ({request}), не дольше {} с…",
+                        self.way.describe(),
+                        limit.as_secs()
+                    );
+                }
+                if waited >= limit {
+                    timed_out.set(true);
+                    return true;
+                }
+            }
             if !self.stopping() {
                 return false;
             }
@@ -250,13 +289,30 @@ impl HubLink {
             let since = *stopped_at.get_or_insert_with(Instant::now);
             since.elapsed() >= grace
         };
-        match &self.way {
+        let result = match &self.way {
             Way::Relay(dir) => {
                 self.relay_exchange(dir, kind, id, &bytes, &mut || give_up(&mut stopped_at))
             }
             Way::Http { client, url } => {
                 self.http_exchange(client, url, kind, &bytes, &mut || give_up(&mut stopped_at))
             }
+        };
+        match result {
+            Err(LinkError::Stopped) if timed_out.get() => Err(LinkError::NoAnswer(format!(
+                "хаб не ответил за {} с {}: {}",
+                self.answer_limit.unwrap_or_default().as_secs(),
+                self.way.describe(),
+                match self
+                    .last_failure
+                    .lock()
+                    .ok()
+                    .and_then(|failure| failure.clone())
+                {
+                    Some(failure) => failure,
+                    None => self.unanswered(kind, id),
+                }
+            ))),
+            other => other,
         }
     }
 
@@ -279,11 +335,20 @@ impl HubLink {
             self.waits.alive();
             if written_at.is_none() {
                 match write_file(&inbox, &name, bytes) {
-                    Ok(()) => written_at = Some(Instant::now()),
+                    Ok(()) => {
+                        written_at = Some(Instant::now());
+                        if let Ok(mut failure) = self.last_failure.lock() {
+                            *failure = None;
+                        }
+                    }
                     Err(error) => {
+                        let failure = inbox_write_failure(&inbox, &error);
                         if !warned {
-                            tracing::warn!(folder = %inbox.display(), %error, "cannot write into the relay's inbox (is the share mounted?); retrying");
+                            tracing::warn!("{failure}; повторяю");
                             warned = true;
+                        }
+                        if let Ok(mut last) = self.last_failure.lock() {
+                            *last = Some(failure);
                         }
                         if give_up() {
                             return Err(LinkError::Stopped);
@@ -317,7 +382,9 @@ impl HubLink {
                 if kind == Kind::Claim {
                     // A claim left waiting at the hub would take commands nobody reads until
                     // their lease ends: taken back while the hub has not applied it.
-                    let _ = std::fs::remove_file(inbox.join(&name));
+                    let unread = std::fs::remove_file(inbox.join(&name)).is_ok();
+                    self.claim_left_unread
+                        .store(unread, std::sync::atomic::Ordering::Relaxed);
                 }
                 return Err(LinkError::Stopped);
             }
@@ -346,7 +413,11 @@ impl HubLink {
         let target = format!("{url}/agent/{kind}");
         let authorization = format!("Bearer {}", self.token.expose());
         let mut attempt = 0u32;
-        let waits = kind == Kind::Claim && !self.claim_wait.is_zero();
+        // A claim the hub may hold, and every request of a `--check` (which must say within a
+        // second or two what it waits for, however long a request may block), go from a thread
+        // of their own.
+        let waits =
+            (kind == Kind::Claim && !self.claim_wait.is_zero()) || self.answer_limit.is_some();
         let mut resets = 0u32;
         loop {
             self.waits.alive();
@@ -359,7 +430,12 @@ impl HubLink {
                 client.send("POST", &target, &authorization, Some(bytes))
             };
             let failure = match sent {
-                Ok(reply) if (200..300).contains(&reply.status) => return Ok(reply.body),
+                Ok(reply) if (200..300).contains(&reply.status) => {
+                    if let Ok(mut last) = self.last_failure.lock() {
+                        *last = None;
+                    }
+                    return Ok(reply.body);
+                }
                 Ok(reply) if reply.status == 413 => {
                     return Err(LinkError::TooLarge {
                         bytes: bytes.len() as u64,
@@ -393,7 +469,15 @@ impl HubLink {
             if attempt.is_multiple_of(10) {
                 tracing::warn!(kind = %kind, attempt, error = %failure, "the hub did not answer; retrying with the same id");
             }
+            if let Ok(mut last) = self.last_failure.lock() {
+                *last = Some(format!("хаб не отвечает: «{failure}»"));
+            }
             let wait = super::jira_api::backoff(attempt.min(5));
+            // A `--check` looks at its limit every second, however long the backoff.
+            let wait = match self.answer_limit {
+                Some(_) => wait.min(Duration::from_secs(1)),
+                None => wait,
+            };
             if give_up() {
                 return Err(LinkError::Stopped);
             }
@@ -451,6 +535,67 @@ impl HubLink {
                 }
             }
         }
+    }
+}
+
+impl Way {
+    /// How the hub is reached, for an operator: «через папку обмена /srv/jira-bridge», «по HTTP
+    /// http://hub:8740».
+    fn describe(&self) -> String {
+        match self {
+            Way::Relay(dir) => format!("через папку обмена {}", dir.display()),
+            Way::Http { url, .. } => format!("по HTTP {url}"),
+        }
+    }
+}
+
+impl HubLink {
+    /// What became of a request the hub did not answer, and what to look at.
+    fn unanswered(&self, kind: Kind, id: &str) -> String {
+        match &self.way {
+            Way::Relay(dir) => {
+                let name = format!("{kind}-{id}.json");
+                let unread = if kind == Kind::Claim {
+                    self.claim_left_unread
+                        .load(std::sync::atomic::Ordering::Relaxed)
+                } else {
+                    dir.join("inbox").join(&name).exists()
+                };
+                if unread {
+                    format!(
+                        "запрос inbox/{name} никто не забрал (хаб не запущен, его relay_dir — другая папка: jira-hub settings get relay_dir, или ему нет доступа к папке)"
+                    )
+                } else {
+                    format!(
+                        "запрос inbox/{name} хаб забрал, но ответа outbox/{name} нет (журнал хаба: journalctl -u jira-hub)"
+                    )
+                }
+            }
+            Way::Http { .. } => {
+                "хаб не запущен, hub_url — не его адрес, или хаб не отвечает (журнал хаба: journalctl -u jira-hub)"
+                    .to_string()
+            }
+        }
+    }
+}
+
+/// A request that cannot be written into `inbox/`, in the operator's words: a permission is
+/// named as one (the folder's mode and group, and how to fix them), a missing folder as a
+/// share that is not there; the system's own words quoted after ours.
+pub(crate) fn inbox_write_failure(inbox: &Path, error: &std::io::Error) -> String {
+    match error.kind() {
+        std::io::ErrorKind::PermissionDenied => format!(
+            "Нет права писать в папку обмена {}: «{error}». Нужен режим 2770 и группа общей папки, в которую входит пользователь агента (jira-hub relay init на стороне хаба; usermod -aG <группа> jira-hub-agent)",
+            inbox.display()
+        ),
+        std::io::ErrorKind::NotFound => format!(
+            "Нет папки {}: «{error}». Общая папка не смонтирована или не подготовлена (jira-hub relay init)",
+            inbox.display()
+        ),
+        _ => format!(
+            "Не удалось записать запрос в папку обмена {}: «{error}»",
+            inbox.display()
+        ),
     }
 }
 
@@ -707,6 +852,30 @@ mod tests {
             assert!(dir.path().join(name).exists(), "{name} is not its claim");
         }
         assert_eq!(new_id("agent-1").len(), "agent-1-".len() + 32);
+    }
+
+    /// Issue 29: a share the agent may not write to is named a permission problem (the OS's
+    /// words quoted, the mode and group it needs), never «is the share mounted?», which is
+    /// said for a folder that is not there.
+    #[test]
+    fn an_inbox_the_agent_may_not_write_is_named_a_permission_problem() {
+        let inbox = Path::new("/srv/jira-bridge/inbox");
+        let denied = std::io::Error::from_raw_os_error(13);
+        let message = inbox_write_failure(inbox, &denied);
+        assert!(
+            message.starts_with("Нет права писать в папку обмена /srv/jira-bridge/inbox: «Permission denied (os error 13)»"),
+            "{message}"
+        );
+        assert!(message.contains("2770"), "{message}");
+        assert!(!message.contains("смонтирован"), "{message}");
+        let missing = std::io::Error::from_raw_os_error(2);
+        let message = inbox_write_failure(inbox, &missing);
+        assert!(
+            message.starts_with(
+                "Нет папки /srv/jira-bridge/inbox: «No such file or directory (os error 2)»"
+            ) && message.contains("не смонтирована"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -79,7 +79,7 @@ pub struct DemoArgs {
 /// status by its id, the form the README prefers: the tasks' and the bugs' workflows give the
 /// same transition id different meanings (`11` starts a task and drops a bug), so the agent
 /// finds the transition to the status in each issue's own workflow.
-fn legacy_config() -> Value {
+pub(super) fn legacy_config() -> Value {
     let status = |name: &str| {
         let (id, _) = sim::STATUSES
             .iter()
@@ -431,8 +431,12 @@ pub(crate) fn demo(mut args: DemoArgs) -> anyhow::Result<Outcome> {
     }
     // The relay folder as `jira-hub relay init` prepares it: its four folders and the marker, so
     // the hub keeps them (it makes none in an unmarked folder, which may be an unmounted share).
-    crate::relay::init_folder(&relay_dir)
-        .with_context(|| format!("не удалось подготовить папку реле {}", relay_dir.display()))?;
+    crate::relay::init_folder(&relay_dir).with_context(|| {
+        format!(
+            "не удалось подготовить папку обмена {}",
+            relay_dir.display()
+        )
+    })?;
     // One demo per folder: a second one would run a second Jira over the same state file.
     let lock_path = dir.join("demo.lock");
     let lock = std::fs::OpenOptions::new()

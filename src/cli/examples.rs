@@ -27,7 +27,7 @@ fn examples(page: &str) -> &'static [Example] {
             ),
             (
                 "The same from a provisioning script, as the service user, doing nothing the second time:",
-                "sudo -u jira-hub jira-hub init --config - --if-new < config.json",
+                "runuser -u jira-hub -- jira-hub init --config - --if-new < config.json",
             ),
         ],
         "jira-hub-migrate" => &[(
@@ -45,7 +45,7 @@ fn examples(page: &str) -> &'static [Example] {
         "jira-hub-settings-set" => &[
             (
                 "Point the hub at the shared folder (a JSON string, so in quotes):",
-                "jira-hub settings set relay_dir '\"/srv/jira-relay\"'",
+                "jira-hub settings set relay_dir '\"/srv/jira-bridge\"'",
             ),
             (
                 "Refresh the mirror every 15 minutes:",
@@ -72,7 +72,7 @@ fn examples(page: &str) -> &'static [Example] {
         ],
         "jira-hub-status" => &[(
             "A summary of the hub behind the installed unit:",
-            "sudo -u jira-hub jira-hub --db /var/lib/jira-hub/hub.sqlite status",
+            "runuser -u jira-hub -- jira-hub --db /var/lib/jira-hub/hub.sqlite status",
         )],
         "jira-hub-backup" => &[(
             "A copy of the database into backups/ beside it, now:",
@@ -90,16 +90,16 @@ fn examples(page: &str) -> &'static [Example] {
         ],
         "jira-hub-relay" => &[(
             "Look at the shared folder:",
-            "jira-hub relay inspect /srv/jira-relay",
+            "jira-hub relay inspect /srv/jira-bridge",
         )],
         "jira-hub-relay-inspect" => &[
             (
                 "Every file of the shared folder:",
-                "jira-hub relay inspect /srv/jira-relay",
+                "jira-hub relay inspect /srv/jira-bridge",
             ),
             (
                 "One request file:",
-                "jira-hub relay inspect /srv/jira-relay/inbox/claim-agent-1-0194c2.json",
+                "jira-hub relay inspect /srv/jira-bridge/inbox/claim-agent-1-0194c2.json",
             ),
         ],
         "jira-hub-relay-validate" => &[(
@@ -121,8 +121,8 @@ fn examples(page: &str) -> &'static [Example] {
             "jira-hub status\njira-hub refresh confirm 17",
         )],
         "jira-hub-relay-init" => &[(
-            "Prepare the share's folder once it is mounted (the hub then keeps its four folders):",
-            "jira-hub relay init /srv/jira-relay",
+            "Prepare the share's folder once it is mounted, as the hub's user (folders 2770, setgid: the share's group, jira-relay, reads and writes them):",
+            "runuser -u jira-hub -- jira-hub relay init /srv/jira-bridge",
         )],
         "jira-hub-batches" => &[(
             "The newest batches, then one of them:",
@@ -167,7 +167,10 @@ fn examples(page: &str) -> &'static [Example] {
             "jira-hub completions bash > ~/.local/share/bash-completion/completions/jira-hub",
         )],
         "jira-hub-man" => &[
-            ("The main page:", "jira-hub man | man -l -"),
+            (
+                "The main page (on a terminal it opens in man; piped, it is roff):",
+                "jira-hub man\njira-hub man > jira-hub.1",
+            ),
             (
                 "A page for every command:",
                 "jira-hub man --dir /usr/local/share/man/man1",
@@ -176,7 +179,7 @@ fn examples(page: &str) -> &'static [Example] {
         "jira-hub-agent" => &[
             (
                 "The agent inside Jira's network, with its config:",
-                "jira-hub agent --config /etc/jira-hub/agent.json",
+                "jira-hub agent --config /etc/jira-hub-agent/agent.json",
             ),
             (
                 "One round (heartbeat, claim, run, report), to try a config:",
@@ -184,9 +187,13 @@ fn examples(page: &str) -> &'static [Example] {
             ),
             (
                 "Before letting it write: check the hub's settings against Jira, writing nothing (exit 1 on a mismatch):",
-                "jira-hub agent --config /etc/jira-hub/agent.json --check",
+                "jira-hub agent --config /etc/jira-hub-agent/agent.json --check",
             ),
         ],
+        "jira-hub-sim-jira" => &[(
+            "The simulated Jira alone, with the legacy config a hub takes for it (the install test):",
+            "jira-hub sim-jira --hub-config /tmp/config.json",
+        )],
         _ => &[],
     }
 }

@@ -11,6 +11,7 @@ mod projects;
 mod queue;
 mod relay;
 mod settings;
+mod simjira;
 mod status;
 
 use crate::clock::SystemClock;
@@ -92,6 +93,7 @@ const WITHOUT_DB: &[&[&str]] = &[
     &["man"],
     &["completions"],
     &["relay", "init"],
+    &["sim-jira"],
 ];
 
 /// The commands that make a database where they are told (never the demo's).
@@ -217,6 +219,9 @@ pub enum Command {
     /// all three, running it again continues (everything is under --dir; it prints the line
     /// that points the other commands at its database).
     Demo(DemoArgs),
+    /// The demo's simulated Jira alone, until stopped (for the install test).
+    #[command(hide = true)]
+    SimJira(simjira::SimJiraArgs),
 }
 
 /// Every option can also come from the environment (`JIRA_HUB_<OPTION>`), so a unit can keep
@@ -574,6 +579,7 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
             check,
         } => agent::agent(&config, once, check)?,
         Command::Demo(args) => demo::demo(args)?,
+        Command::SimJira(args) => simjira::sim_jira(args)?,
     })
 }
 
@@ -647,10 +653,44 @@ fn man(dir: Option<&Path>) -> anyhow::Result<Outcome> {
         }
         None => {
             let page = examples::main_page(command)?;
+            // On a terminal the page is read, so it opens in man (`man -l -` reads roff from
+            // its standard input); piped or redirected, it is the roff itself.
+            if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+                return show_in_man(&page);
+            }
             std::io::Write::write_all(&mut std::io::stdout().lock(), page.as_bytes())?;
         }
     }
     Ok(Outcome::Success)
+}
+
+/// Opens a roff page in `man`; without `man` on this machine, prints the page and says so.
+fn show_in_man(page: &str) -> anyhow::Result<Outcome> {
+    use std::io::Write;
+    let spawned = std::process::Command::new("man")
+        .args(["-l", "-"])
+        .stdin(std::process::Stdio::piped())
+        .spawn();
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(error) => {
+            eprintln!(
+                "jira-hub: не удалось запустить man («{error}»): страница — ниже, в разметке roff"
+            );
+            std::io::stdout().lock().write_all(page.as_bytes())?;
+            return Ok(Outcome::Success);
+        }
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        // man may stop reading (q pressed early): a broken pipe is no error.
+        let _ = stdin.write_all(page.as_bytes());
+    }
+    let status = child.wait().context("man")?;
+    Ok(if status.success() {
+        Outcome::Success
+    } else {
+        Outcome::Negative
+    })
 }
 
 /// Opens the hub's database, creating or migrating it: `init` and `migrate` (and `serve`).

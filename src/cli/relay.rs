@@ -8,17 +8,82 @@ use crate::service::HubConnection;
 use anyhow::Context;
 use std::path::Path;
 
-/// `relay init DIR`: the relay folder made ready, saying what was made.
+/// `relay init DIR`: the relay folder made ready, saying what was made, the group the share's
+/// folders have (the hub's and the agent's users must both be in it) and any folder whose mode
+/// keeps that group out. Folders it made, and folders of its own user with another mode, get
+/// [`crate::relay::FOLDER_MODE`] (2770) whatever the umask.
 pub(crate) fn init(path: &Path) -> anyhow::Result<Outcome> {
+    use std::os::unix::fs::MetadataExt;
     let made = crate::relay::init_folder(path)
-        .with_context(|| format!("не удалось подготовить папку реле {}", path.display()))?;
+        .with_context(|| format!("не удалось подготовить папку обмена {}", path.display()))?;
     if made.is_empty() {
         outln!("{}: already a relay folder; nothing made", path.display());
     }
-    for made in made {
+    for made in &made {
         outln!("made {}", made.display());
     }
-    Ok(Outcome::Success)
+    let me = rustix::process::geteuid().as_raw();
+    let mut wrong = 0;
+    for folder in std::iter::once(path.to_path_buf())
+        .chain(crate::relay::FOLDERS.iter().map(|name| path.join(name)))
+    {
+        let meta = std::fs::metadata(&folder)
+            .with_context(|| format!("не удалось прочитать папку {}", folder.display()))?;
+        let mode = meta.mode() & 0o7777;
+        if mode == crate::relay::FOLDER_MODE {
+            continue;
+        }
+        if meta.uid() == me && !made.contains(&folder) {
+            crate::relay::set_shared_mode(&folder)
+                .with_context(|| format!("не удалось сменить режим папки {}", folder.display()))?;
+            let now = std::fs::metadata(&folder)?.mode() & 0o7777;
+            outln!("mode of {}: {mode:04o} → {now:04o}", folder.display());
+            if now == crate::relay::FOLDER_MODE {
+                continue;
+            }
+        }
+        wrong += 1;
+        let now = std::fs::metadata(&folder)?.mode() & 0o7777;
+        eprintln!(
+            "jira-hub: у папки {} режим {now:04o}, а нужен {:04o} (группа читает и пишет, setgid, чтобы файлы оставались в группе): {}",
+            folder.display(),
+            crate::relay::FOLDER_MODE,
+            if meta.uid() == me {
+                // Our own folder, and the kernel dropped the setgid bit: we are not in its group.
+                "пользователь, который запустил relay init, не входит в её группу; выполните chmod 2770 от имени root".to_string()
+            } else {
+                format!(
+                    "её владелец — другой пользователь (uid {}); выполните chmod 2770 {} от его имени или от имени root",
+                    meta.uid(),
+                    folder.display()
+                )
+            }
+        );
+    }
+    let gid = std::fs::metadata(path)?.gid();
+    let group = group_name(gid).unwrap_or_else(|| format!("gid {gid}"));
+    outln!(
+        "group of {}: {group}; its folders are {:04o}: the hub's and the agent's users must both be in {group}",
+        path.display(),
+        crate::relay::FOLDER_MODE
+    );
+    Ok(if wrong == 0 {
+        Outcome::Success
+    } else {
+        Outcome::Negative
+    })
+}
+
+/// The name of group `gid` in the system's group database (`/etc/group`; a group known only to
+/// a directory service shows by its number).
+fn group_name(gid: u32) -> Option<String> {
+    let groups = std::fs::read_to_string("/etc/group").ok()?;
+    groups.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        let id = fields.nth(1)?;
+        (id.parse::<u32>().ok()? == gid).then(|| name.to_string())
+    })
 }
 
 pub(crate) fn inspect(db: &Path, path: &Path) -> anyhow::Result<Outcome> {
@@ -61,7 +126,7 @@ pub(crate) fn inspect(db: &Path, path: &Path) -> anyhow::Result<Outcome> {
         rows.push((report, applied));
     }
     if files.is_empty() {
-        eprintln!("jira-hub: в {} нет файлов реле", path.display());
+        eprintln!("jira-hub: в {} нет файлов папки обмена", path.display());
     }
     let base = if path.is_dir() {
         path

@@ -628,7 +628,7 @@ fn validate_relay_dir(value: &Value) -> Result<Value, ValidationError> {
         Value::String(path) if path.starts_with('/') && !path.contains('\0') => Ok(value.clone()),
         Value::String(_) => Err(ValidationError::new(
             RELAY_DIR,
-            "путь папки реле должен быть абсолютным (начинаться с /)",
+            "путь папки обмена должен быть абсолютным (начинаться с /)",
         )),
         _ => Err(ValidationError::new(
             RELAY_DIR,

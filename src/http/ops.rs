@@ -87,7 +87,7 @@ pub(crate) async fn ready(State(state): State<AppState>) -> Result<Json<Value>, 
             StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::NotReady,
             None,
-            format!("реле не отвечает {} с", silent.as_secs()),
+            format!("папка обмена не отвечает {} с", silent.as_secs()),
         ));
     }
     // As the relay found the folder on its last pass: the request itself never touches the

@@ -206,7 +206,7 @@ fn inspect_request(path: &Path, name: &str, token: TokenCheck<'_>, report: &mut 
             return;
         }
         Decision::Skip => {
-            report.valid = Err("не файл реле".into());
+            report.valid = Err("не файл папки обмена".into());
             return;
         }
     };

@@ -77,7 +77,7 @@ pub(crate) fn init_folder(dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::AlreadyExists,
                     format!(
-                        "{} — {}, а не {}: через неё реле ничего не создаёт; уберите её",
+                        "{} — {}, а не {}: через неё хаб ничего не создаёт; уберите её",
                         path.display(),
                         if meta.file_type().is_symlink() {
                             "ссылка"
@@ -97,6 +97,7 @@ pub(crate) fn init_folder(dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>
     let mut made = Vec::new();
     if !dir.is_dir() {
         std::fs::create_dir(dir)?;
+        set_shared_mode(dir)?;
         made.push(dir.to_path_buf());
     }
     for path in wanted {
@@ -109,10 +110,25 @@ pub(crate) fn init_folder(dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>
                 .write_all(b"This folder is a jira-hub relay folder: the hub makes inbox/, outbox/, archive/ and rejected/ here when they are missing.\n")?;
         } else {
             std::fs::create_dir(&path)?;
+            set_shared_mode(&path)?;
         }
         made.push(path);
     }
     Ok(made)
+}
+
+/// The mode of the relay's folders: the share's group reads and writes them (the hub and the
+/// agent run as two users of that group), setgid so that every file made in them keeps that
+/// group, nothing for others.
+pub(crate) const FOLDER_MODE: u32 = 0o2770;
+
+/// Gives a folder the relay made [`FOLDER_MODE`], whatever the umask of the process that made it
+/// (0077 under the hub's unit, 0022 in a root shell): `mkdir` takes the umask off, `chmod` does
+/// not. The kernel drops the setgid bit of a chmod by an owner outside the folder's group; the
+/// caller reads the mode back to say so.
+pub(crate) fn set_shared_mode(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(FOLDER_MODE))
 }
 
 /// The relay's timings and limits: options of `serve`, not settings.

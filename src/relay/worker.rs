@@ -425,7 +425,7 @@ impl Relay {
             .store(missing, std::sync::atomic::Ordering::Relaxed);
         if missing {
             self.report_problem(Some(format!(
-                "папки реле {} нет (общая папка не смонтирована?)",
+                "папки обмена {} нет (общая папка не смонтирована?)",
                 dir.display()
             )));
             self.current = None;
@@ -438,7 +438,7 @@ impl Relay {
                 Ok(meta) if meta.file_type().is_dir() => {}
                 Ok(_) => {
                     self.report_problem(Some(format!(
-                        "{} — не настоящая папка (ссылка или файл): реле её не использует",
+                        "{} — не настоящая папка (ссылка или файл): хаб её не использует",
                         path.display()
                     )));
                     self.current = None;
@@ -456,7 +456,7 @@ impl Relay {
                     .relay_missing
                     .store(true, std::sync::atomic::Ordering::Relaxed);
                 self.report_problem(Some(format!(
-                    "в папке реле {} нет {} (и метки {}): общая папка не смонтирована? Если это и есть папка реле, подготовьте её: jira-hub relay init {}",
+                    "в папке обмена {} нет {} (и метки {}): общая папка не смонтирована? Если это и есть папка обмена, подготовьте её: jira-hub relay init {}",
                     dir.display(),
                     FOLDERS
                         .iter()

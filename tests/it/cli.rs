@@ -1042,7 +1042,7 @@ fn relay_inspect_names_a_missing_path_and_judges_tokens_as_the_hub_does() {
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
     let out = run_ok(&dir.db(), &["relay", "inspect", empty.to_str().unwrap()]);
-    assert!(out.stderr.contains("нет файлов реле"), "{out:?}");
+    assert!(out.stderr.contains("нет файлов папки обмена"), "{out:?}");
 }
 
 /// `serve --allowed-host` and `--public-url` (or their environment variables) name the hosts the

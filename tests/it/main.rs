@@ -18,6 +18,7 @@ mod demo;
 mod hostile;
 mod http;
 mod incremental;
+mod install;
 mod migrations;
 mod mirror;
 mod preflight;

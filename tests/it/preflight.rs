@@ -21,6 +21,8 @@ struct Run {
     stderr: String,
     /// Every request the simulated Jira saw.
     methods: Vec<(String, String)>,
+    /// When each of them arrived.
+    at: Vec<std::time::SystemTime>,
     /// `GET /agents` after the run.
     agents: Value,
 }
@@ -70,8 +72,9 @@ fn check(mode: Mode, settings: Value, board: Option<i64>, prepare: impl Fn(&Fake
         .env_remove("JIRA_HUB_DB")
         .output()
         .expect("run the agent");
-    let methods = fake
-        .requests()
+    let seen = fake.requests();
+    let at = seen.iter().map(|seen| seen.at).collect();
+    let methods = seen
         .into_iter()
         .map(|seen| (seen.method, seen.path))
         .collect();
@@ -83,6 +86,7 @@ fn check(mode: Mode, settings: Value, board: Option<i64>, prepare: impl Fn(&Fake
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         methods,
+        at,
         agents,
     }
 }
@@ -318,5 +322,142 @@ fn a_field_the_agent_only_reads_needs_no_screen() {
             .any(|l| l.contains("поле plan_start") && l.contains(PLAN_START_FIELD)),
         "{}",
         run.stdout
+    );
+}
+
+/// Issue 29 §3: the preflight calls Jira at the hub's pacing (`pacing.min_interval_ms`), which
+/// comes with the settings, not at the client's cautious 300 ms before it has any: 15 to 30
+/// reads took 5 s on the demo (50 ms pacing), now about one.
+#[test]
+fn the_check_calls_jira_at_the_hubs_pacing() {
+    let pacing = json!({"pacing": {"min_interval_ms": 20, "max_commands_per_claim": 50,
+        "claim_timeout_seconds": 900, "max_deliveries": 3, "backoff_initial_seconds": 5,
+        "backoff_max_seconds": 300}});
+    let started = std::time::Instant::now();
+    let run = check(Mode::DataCenter, pacing, Some(4216), |_| {});
+    let took = started.elapsed();
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let times = &run.at;
+    assert!(times.len() >= 10, "{} Jira calls", times.len());
+    let span = times
+        .last()
+        .unwrap()
+        .duration_since(times[0])
+        .unwrap_or_default();
+    let gaps: Vec<std::time::Duration> = times
+        .windows(2)
+        .map(|w| w[1].duration_since(w[0]).unwrap_or_default())
+        .collect();
+    // At 300 ms between calls the span would be at least this; at 20 ms it is far below.
+    let at_300_ms = std::time::Duration::from_millis(300) * (times.len() as u32 - 1);
+    eprintln!(
+        "preflight: {} Jira calls in {:.2} s (the whole run with its hub {:.2} s; at 300 ms pacing at least {:.1} s)",
+        times.len(),
+        span.as_secs_f64(),
+        took.as_secs_f64(),
+        at_300_ms.as_secs_f64()
+    );
+    assert!(span < at_300_ms / 2, "span {span:?}, gaps {gaps:?}");
+    // The hub's pacing is kept: no two calls closer than its 20 ms (less a clock's grain).
+    assert!(
+        gaps.iter()
+            .all(|gap| *gap >= std::time::Duration::from_millis(15)),
+        "{gaps:?}"
+    );
+}
+
+/// Issue 29 §3: with no hub answering, `--check` says within a second or two what it waits
+/// for (stderr), then ends after a bounded wait with «ОШИБКА … хаб не ответил за 15 с через
+/// папку обмена …», naming the request nobody took, and exit 1; its claim is taken back. Before,
+/// it printed nothing and never ended.
+#[test]
+fn with_no_hub_the_check_says_what_it_waits_for_and_ends() {
+    use std::io::BufRead;
+    let dir = TestDir::new();
+    let relay = dir.path().join("relay");
+    for folder in ["inbox", "outbox", "archive", "rejected"] {
+        std::fs::create_dir_all(relay.join(folder)).unwrap();
+    }
+    let config = json!({
+        "jira_url": "http://127.0.0.1:9", "jira_user": "agent", "jira_password": "secret",
+        "agent_token": "t", "name": "agent-1", "relay_dir": relay.display().to_string(),
+    });
+    let path = dir.path().join("agent.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+    let started = std::time::Instant::now();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_jira-hub"))
+        .args(["agent", "--check", "--config"])
+        .arg(&path)
+        .env_remove("JIRA_HUB_DB")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the agent");
+    let stderr = child.stderr.take().unwrap();
+    let (sender, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = sender.send((started.elapsed(), line));
+        }
+    });
+    let mut said = None;
+    let mut stderr_text = String::new();
+    let status = loop {
+        while let Ok((at, line)) = lines.try_recv() {
+            if said.is_none() && line.contains("Жду ответа хаба через папку обмена")
+            {
+                said = Some(at);
+            }
+            stderr_text.push_str(&line);
+            stderr_text.push('\n');
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(90) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("--check with no hub still runs after 90 s; stderr:\n{stderr_text}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let took = started.elapsed();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    while let Ok((at, line)) = lines.try_recv() {
+        if said.is_none() && line.contains("Жду ответа хаба через папку обмена")
+        {
+            said = Some(at);
+        }
+        stderr_text.push_str(&line);
+        stderr_text.push('\n');
+    }
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+    eprintln!(
+        "--check without a hub: said what it waits for after {:.2} s, ended after {:.1} s",
+        said.map_or(f64::NAN, |at| at.as_secs_f64()),
+        took.as_secs_f64()
+    );
+    assert_eq!(status.code(), Some(1), "{stdout}\n{stderr_text}");
+    let said = said.unwrap_or_else(|| panic!("nothing said on stderr:\n{stderr_text}"));
+    assert!(said < std::time::Duration::from_secs(10), "{said:?}");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("ОШИБКА"))
+        .unwrap_or_else(|| panic!("no ОШИБКА line:\n{stdout}"));
+    assert!(
+        line.contains(&format!(
+            "хаб не ответил за 15 с через папку обмена {}",
+            relay.display()
+        )) && line.contains("никто не забрал"),
+        "{line}"
+    );
+    assert_eq!(
+        std::fs::read_dir(relay.join("inbox")).unwrap().count(),
+        0,
+        "the claim was not taken back"
     );
 }

@@ -1,0 +1,381 @@
+#!/usr/bin/env bash
+# The install test (issue 29): the README's service steps, run as they are written, in a
+# throwaway copy of this machine's root, then the hub and the agent started as their units say
+# against the demo's simulated Jira; a batch goes through the relay folder and completes, and
+# `jira-hub agent --check` exits 0. Then `systemd-analyze verify` and `security --offline=yes`
+# (exposure at most 2.0) on both installed units.
+#
+# The steps are read from README.md, from the code block after each `<!-- install-steps: NAME -->`
+# marker: the package's ("The Debian package"), the hub's settings and relay folder ("Running it
+# as a service") and the agent's ("The agent → As a Debian service"), so the README and this test
+# cannot drift apart. What the README leaves to the operator is done here in plain sight:
+# `/path/to/config.json` is the simulated Jira's legacy config, `editor` sets the example
+# config's jira_url, jira_user, name and relay_dir, and each `head -n 1 >` line is given the
+# secret it asks for on its standard input. `systemctl` and `journalctl` (no systemd runs here)
+# are stand-ins that read the installed unit and its drop-ins: User=, Group=, UMask=,
+# Environment=, EnvironmentFile=, LoadCredential= (a source by name looked up in the credential
+# stores and skipped when missing, an absolute one required, as systemd.exec(5) says),
+# ReadWritePaths= (a path without "-" must exist), StateDirectory= and ExecStart=.
+#
+# The copy of the root: an overlay with this root as its lower layer and a tmpfs on top, in a
+# mount namespace of its own, entered with chroot; the repository is bind-mounted at its own
+# path. Nothing is written to the real /etc, /usr, /var or /srv. A network namespace of its own
+# keeps the unit's 127.0.0.1:8740 free of whatever else runs on the machine.
+#
+# Needs root (CI runs as root), the .deb built (`cargo deb`), and: unshare, chroot, mount with
+# overlayfs, ip, setpriv, apt, dpkg-deb, systemd-sysusers, systemd-tmpfiles, systemd-analyze, curl.
+# Without them it says what is missing and exits 0 (skipped); INSTALL_TEST_REQUIRED=1 makes a
+# skip a failure (.ci/run sets it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo="$PWD"
+
+skip() {
+  echo "install-test: SKIPPED: $*" >&2
+  if [ "${INSTALL_TEST_REQUIRED:-0}" = 1 ]; then exit 1; fi
+  exit 0
+}
+
+# --- inside the namespace: the steps themselves --------------------------------------------
+if [ "${1:-}" = "--inside" ]; then
+  work="$2"
+  log() { echo "install-test: $*" >&2; }
+  fail() {
+    echo "install-test: FAILED: $*" >&2
+    for f in /var/log/install-test/*.log; do
+      [ -e "$f" ] || continue
+      echo "--- $f (last 40 lines)" >&2
+      tail -n 40 "$f" >&2
+    done
+    exit 1
+  }
+
+  # The code block after `<!-- install-steps: $1 -->` in README.md.
+  steps() {
+    awk -v marker="<!-- install-steps: $1 -->" '
+      $0 == marker { found = 1; next }
+      found && /^```/ { if (inside) exit; inside = 1; next }
+      inside { print }
+    ' "$repo/README.md"
+  }
+
+  # What the operator supplies.
+  jira_url="$(sed -n 's/^jira_url=//p' "$work/sim.out")"
+  jira_user="$(sed -n 's/^jira_user=//p' "$work/sim.out")"
+  jira_password="$(sed -n 's/^jira_password=//p' "$work/sim.out")"
+  mkdir -p /path/to
+  cp "$work/hub-config.json" /path/to/config.json
+
+  # The unit files as systemd would find them: /etc first, then the package's; drop-ins after.
+  unit_file() {
+    local d
+    for d in /etc/systemd/system /usr/lib/systemd/system /lib/systemd/system; do
+      if [ -f "$d/$1.service" ]; then echo "$d/$1.service"; return; fi
+    done
+    return 1
+  }
+  # Every value of KEY in the unit's [Service] section and its drop-ins, one a line, in order.
+  unit_values() {
+    local unit="$1" key="$2" file
+    file="$(unit_file "$unit")" || fail "no unit $unit.service"
+    # shellcheck disable=SC2046
+    awk -v key="$key" '
+      /^\[/ { section = $0; next }
+      section == "[Service]" && index($0, key "=") == 1 { print substr($0, length(key) + 2) }
+    ' "$file" $(ls /etc/systemd/system/"$unit".service.d/*.conf 2>/dev/null || true)
+  }
+  unit_value() { unit_values "$1" "$2" | tail -n 1; }
+
+  # `systemctl` as far as the README uses it: daemon-reload, enable [--now], start, status.
+  systemctl() {
+    local now=0 verb="$1" unit
+    shift
+    case "$verb" in
+      daemon-reload) return 0 ;;
+      enable)
+        if [ "${1:-}" = "--now" ]; then now=1; shift; fi
+        unit="${1%.service}"
+        mkdir -p /etc/systemd/system/multi-user.target.wants
+        ln -sf "$(unit_file "$unit")" "/etc/systemd/system/multi-user.target.wants/$unit.service"
+        if [ "$now" = 1 ]; then start_unit "$unit"; fi
+        ;;
+      start) start_unit "${1%.service}" ;;
+      status)
+        unit="${1%.service}"
+        if kill -0 "$(cat "/run/install-test/$unit.pid" 2>/dev/null || echo 0)" 2>/dev/null; then
+          echo "$unit.service: active (running), pid $(cat "/run/install-test/$unit.pid")"
+        else
+          echo "$unit.service: inactive"; return 3
+        fi
+        ;;
+      *) fail "systemctl $verb: not something the README does" ;;
+    esac
+  }
+  journalctl() {
+    local unit="${2%.service}"
+    [ "$1" = "-u" ] || fail "journalctl $*: not something the README does"
+    tail -n 20 "/var/log/install-test/$unit.log" 2>/dev/null || true
+  }
+
+  # Starts a unit as systemd would (the parts that decide whether it runs at all).
+  start_unit() {
+    local unit="$1" user group umask exec state state_mode path optional src id store found
+    user="$(unit_value "$unit" User)"
+    group="$(unit_value "$unit" Group)"
+    umask="$(unit_value "$unit" UMask)"
+    exec="$(unit_value "$unit" ExecStart)"
+    [ -n "$user" ] && [ -n "$exec" ] || fail "$unit: no User= or ExecStart="
+    local -a env=("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" "USER=$user" "LOGNAME=$user")
+    # ReadWritePaths=: a path without "-" that is missing fails the start (226/NAMESPACE).
+    for path in $(unit_values "$unit" ReadWritePaths); do
+      optional=0
+      if [ "${path#-}" != "$path" ]; then optional=1; path="${path#-}"; fi
+      if [ ! -e "$path" ] && [ "$optional" = 0 ]; then
+        fail "$unit: ReadWritePaths=$path does not exist: systemd would not start it (226/NAMESPACE)"
+      fi
+    done
+    state="$(unit_value "$unit" StateDirectory)"
+    if [ -n "$state" ]; then
+      state_mode="$(unit_value "$unit" StateDirectoryMode)"
+      install -d -o "$user" -g "$group" -m "${state_mode:-0755}" "/var/lib/$state"
+    fi
+    # EnvironmentFile= ("-": optional), then Environment= (later ones win, as in systemd).
+    while IFS= read -r path; do
+      [ -n "$path" ] || continue
+      optional=0
+      if [ "${path#-}" != "$path" ]; then optional=1; path="${path#-}"; fi
+      if [ -f "$path" ]; then
+        while IFS= read -r line; do
+          case "$line" in ''|'#'*) continue ;; esac
+          env+=("$line")
+        done < "$path"
+      elif [ "$optional" = 0 ]; then
+        fail "$unit: EnvironmentFile=$path is missing"
+      fi
+    done < <(unit_values "$unit" EnvironmentFile)
+    while IFS= read -r line; do
+      [ -n "$line" ] && env+=("$line")
+    done < <(unit_values "$unit" Environment)
+    # LoadCredential=ID:SOURCE: an absolute source must exist; a name is looked up in the
+    # credential stores and skipped when none has it.
+    local creds="/run/credentials/$unit.service"
+    local -a loaded=()
+    if [ -n "$(unit_values "$unit" LoadCredential)" ]; then
+      rm -rf "$creds"
+      install -d -m 0700 "$creds"
+      while IFS= read -r line; do
+        id="${line%%:*}"
+        src="${line#*:}"
+        [ "$src" != "$line" ] || src="$id"
+        if [ "${src#/}" != "$src" ]; then
+          [ -f "$src" ] || fail "$unit: LoadCredential=$line: $src is missing: systemd would not start it (243/CREDENTIALS)"
+          cp "$src" "$creds/$id"
+          loaded+=("$id")
+        else
+          found=""
+          for store in /etc/credstore /run/credstore /usr/lib/credstore; do
+            if [ -f "$store/$src" ]; then found="$store/$src"; break; fi
+          done
+          if [ -n "$found" ]; then cp "$found" "$creds/$id"; loaded+=("$id"); fi
+        fi
+      done < <(unit_values "$unit" LoadCredential)
+      chown -R "$user:$group" "$creds"
+      chmod 0500 "$creds"
+      find "$creds" -type f -exec chmod 0400 {} +
+      env+=("CREDENTIALS_DIRECTORY=$creds")
+    fi
+    log "starting $unit as $user:$group (umask ${umask:-0022}; credentials: ${loaded[*]:-none}): $exec"
+    mkdir -p /var/log/install-test /run/install-test
+    # User= brings the user's groups from the group database (systemd.exec(5)): --init-groups.
+    # shellcheck disable=SC2086
+    setpriv --reuid="$user" --regid="$group" --init-groups -- \
+      env -i "${env[@]}" sh -c "umask ${umask:-0022} && exec $exec" \
+      > "/var/log/install-test/$unit.log" 2>&1 < /dev/null &
+    echo $! > "/run/install-test/$unit.pid"
+    sleep 1
+    kill -0 "$!" 2>/dev/null || fail "$unit exited at start"
+  }
+
+  editor() {
+    # The operator's edit of the example config: this Jira, this agent's name, the share.
+    local file="$1"
+    sed -i \
+      -e "s#\"jira_url\": \"[^\"]*\"#\"jira_url\": \"$jira_url\"#" \
+      -e "s#\"jira_user\": \"[^\"]*\"#\"jira_user\": \"$jira_user\"#" \
+      -e "s#\"name\": \"[^\"]*\"#\"name\": \"agent-install-test\"#" \
+      -e "s#\"relay_dir\": \"[^\"]*\"#\"relay_dir\": \"/srv/jira-bridge\"#" \
+      "$file"
+    grep -q "\"jira_url\": \"$jira_url\"" "$file" || fail "editor: no jira_url in $file"
+  }
+
+  # Runs a README block line by line, as typed: comments shown, each command echoed; a line
+  # that reads a secret from the terminal (`head -n 1 >`) gets the next answer.
+  run_steps() {
+    local name="$1" line
+    shift
+    local -a answers=("$@")
+    local block
+    block="$(steps "$name")"
+    [ -n "$block" ] || fail "README.md has no install-steps: $name block"
+    while IFS= read -r line; do
+      case "$line" in
+        '') continue ;;
+        '#'*) echo "$line" >&2; continue ;;
+      esac
+      echo "# \$ $line" >&2
+      if [ "${line#*head -n 1 >}" != "$line" ]; then
+        [ "${#answers[@]}" -gt 0 ] || fail "$name: no answer left for: $line"
+        eval "$line" <<< "${answers[0]}" || fail "$name: $line"
+        answers=("${answers[@]:1}")
+      else
+        eval "$line" < /dev/null || fail "$name: $line"
+      fi
+    done <<< "$block"
+  }
+
+  export DEBIAN_FRONTEND=noninteractive
+  started=$(date +%s)
+  log "the package (README, The Debian package)"
+  run_steps package
+  log "the hub (README, Running it as a service)"
+  run_steps hub
+  # The hub answers.
+  for _ in $(seq 1 100); do
+    if curl -fsS http://127.0.0.1:8740/ready > /dev/null 2>&1; then break; fi
+    sleep 0.2
+  done
+  curl -fsS http://127.0.0.1:8740/ready > /dev/null || fail "the hub does not answer /ready"
+  stat -c '%A %U:%G %n' /srv/jira-bridge /srv/jira-bridge/* >&2
+  for d in /srv/jira-bridge /srv/jira-bridge/inbox /srv/jira-bridge/outbox /srv/jira-bridge/archive /srv/jira-bridge/rejected; do
+    [ "$(stat -c '%a %G' "$d")" = "2770 jira-relay" ] || fail "$d is $(stat -c '%a %G' "$d"), not 2770 jira-relay"
+  done
+  tokens="$(jira-hub --db /var/lib/jira-hub/hub.sqlite tokens)"
+  agent_token="$(awk '/^agent/ {print $2}' <<< "$tokens")"
+  client_token="$(awk '/^client/ {print $2}' <<< "$tokens")"
+  [ -n "$agent_token" ] && [ -n "$client_token" ] || fail "no tokens: $tokens"
+
+  log "the agent (README, The agent → As a Debian service)"
+  cd "$repo/target/debian"
+  run_steps agent "$jira_password" "$agent_token"
+  cd "$repo"
+  [ "$(stat -c '%a %U:%G' /etc/jira-hub-agent/agent.json)" = "640 root:jira-hub-agent" ] || fail "agent.json: $(stat -c '%a %U:%G' /etc/jira-hub-agent/agent.json)"
+  if grep -q 'могут другие пользователи' /var/log/install-test/jira-hub-agent.log; then
+    fail "the agent warns about its config's mode"
+  fi
+
+  log "a batch through the relay folder"
+  batch="$(curl -fsS -X POST -H "Authorization: Bearer $client_token" -H 'Content-Type: application/json' -d '{
+    "title": "Проверка установки", "author": "install-test", "project": "AWPCA",
+    "commands": [
+      {"type": "ensure_issue", "params": {"issue_type": "task", "summary": "Проверить установку"}},
+      {"type": "comment", "depends_on": 1, "params": {"key": {"$result": "key"}, "body": "Создана хабом, установленным по README"}}
+    ]}' http://127.0.0.1:8740/batches)" || fail "POST /batches"
+  id="$(sed -n 's/^{"id":\([0-9]*\).*/\1/p' <<< "$batch")"
+  [ -n "$id" ] || id="$(grep -o '"id":[0-9]*' <<< "$batch" | head -n 1 | cut -d: -f2)"
+  [ -n "$id" ] || fail "no batch id in $batch"
+  status=""
+  for _ in $(seq 1 300); do
+    answer="$(curl -fsS -H "Authorization: Bearer $client_token" "http://127.0.0.1:8740/batches/$id")"
+    status="$(grep -o '"status":"[a-z]*"' <<< "$answer" | head -n 1 | cut -d'"' -f4)"
+    [ "$status" = completed ] && break
+    sleep 0.2
+  done
+  [ "$status" = completed ] || fail "batch $id is $status after 60 s: $answer"
+  grep -q '"failed":0' <<< "$answer" || fail "batch $id has failures: $answer"
+  grep -q '"done":2' <<< "$answer" || fail "batch $id: not both commands done: $answer"
+  log "batch $id completed: $(grep -o '"counters":{[^}]*}' <<< "$answer")"
+  archived="$(find /srv/jira-bridge/archive -type f | head -n 1)"
+  [ -n "$archived" ] || fail "nothing archived in the relay folder: the batch did not go through it"
+  stat -c '%a %U:%G %n' "$archived" >&2
+
+  log "jira-hub agent --check, after the batch"
+  t0=$(date +%s%N)
+  jira-hub agent --config /etc/jira-hub-agent/agent.json --check > "$work/check.out" 2>&1 || { cat "$work/check.out" >&2; fail "agent --check"; }
+  t1=$(date +%s%N)
+  log "agent --check: exit 0 in $(( (t1 - t0) / 1000000 )) ms, $(grep -c '^ok' "$work/check.out") checks ok"
+
+  log "systemd-analyze on the installed units"
+  for unit in jira-hub jira-hub-agent; do
+    file="$(unit_file "$unit")"
+    verify="$(systemd-analyze verify "$file" 2>&1)" || fail "systemd-analyze verify $file: $verify"
+    [ -z "$verify" ] || fail "systemd-analyze verify $file says: $verify"
+    if systemd-analyze security --help 2>&1 | grep -q -- '--offline'; then
+      exposure="$(systemd-analyze security --offline=yes "$file" 2>&1 | sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')"
+      [ -n "$exposure" ] || fail "systemd-analyze security --offline=yes $file: no exposure level"
+      awk -v e="$exposure" 'BEGIN { exit !(e <= 2.0) }' || fail "$unit: exposure $exposure > 2.0"
+      log "$unit: verify clean, exposure $exposure"
+    else
+      log "$unit: verify clean; this systemd's analyze has no --offline: the exposure is not rated here"
+    fi
+  done
+  log "passed in $(( $(date +%s) - started )) s"
+  exit 0
+fi
+
+# --- outside: checks, the copy of the root, the simulated Jira -----------------------------
+[ "$(id -u)" -eq 0 ] || skip "needs root (a mount namespace, an overlay of /, chroot); CI runs it as root"
+missing=()
+for tool in unshare chroot mount ip setpriv apt dpkg-deb systemd-sysusers systemd-tmpfiles systemd-analyze curl awk; do
+  command -v "$tool" > /dev/null || missing+=("$tool")
+done
+[ "${#missing[@]}" -eq 0 ] || skip "missing: ${missing[*]}"
+grep -qw overlay /proc/filesystems || modprobe overlay 2> /dev/null || skip "no overlayfs in this kernel"
+deb="$(ls -t target/debian/jira-hub_*.deb 2> /dev/null | head -n 1)"
+[ -n "$deb" ] || skip "no package in target/debian: run cargo deb first"
+bin="$(mktemp -d)"
+dpkg-deb -x "$deb" "$bin/pkg"
+jira_hub="$bin/pkg/usr/bin/jira-hub"
+
+work="$(mktemp -d /tmp/install-test.XXXXXX)"
+trap 'rm -rf "$work" "$bin"' EXIT
+cp "$jira_hub" "$work/jira-hub-sim"
+
+# Everything runs in namespaces of its own: mounts (the copy of the root) and network (its own
+# loopback, so the unit's 127.0.0.1:8740 is free whatever runs on this machine). The simulated
+# Jira (the demo's, the hidden `jira-hub sim-jira`) runs there too, outside the copy. Whatever
+# was started is stopped by its pid before the namespaces go.
+unshare --mount --net --propagation private -- bash -euo pipefail -c '
+  work="$1"; repo="$2"; script="$3"; path="$4"
+  ip link set lo up
+  "$work/jira-hub-sim" sim-jira --hub-config "$work/hub-config.json" > "$work/sim.out" 2> "$work/sim.err" &
+  sim=$!
+  for _ in $(seq 1 100); do
+    if grep -q "^project=" "$work/sim.out" 2> /dev/null; then break; fi
+    sleep 0.1
+  done
+  if ! grep -q "^jira_url=" "$work/sim.out"; then
+    cat "$work/sim.err" >&2
+    echo "install-test: the simulated Jira did not start" >&2
+    exit 1
+  fi
+  echo "install-test: simulated Jira: $(head -n 1 "$work/sim.out")" >&2
+  mkdir -p "$work/layers" "$work/root"
+  mount -t tmpfs install-test "$work/layers"
+  mkdir -p "$work/layers/upper" "$work/layers/work"
+  mount -t overlay overlay -o "lowerdir=/,upperdir=$work/layers/upper,workdir=$work/layers/work" "$work/root"
+  for fs in proc sys dev; do
+    mount --rbind "/$fs" "$work/root/$fs"
+  done
+  # /run and /tmp of the copy are its own, empty; the scratch folder and the repository are
+  # the real ones (the package is read from target/debian, cargo deb writes there).
+  mount -t tmpfs run "$work/root/run"
+  mount -t tmpfs tmp "$work/root/tmp"
+  mkdir -p "$work/root$work" "$work/root$repo"
+  mount --bind "$work" "$work/root$work"
+  mount --bind "$repo" "$work/root$repo"
+  status=0
+  chroot "$work/root" /usr/bin/env -i PATH="$path" HOME=/root TERM=dumb LANG=C.UTF-8 \
+    bash "$repo/$script" --inside "$work" || status=$?
+  # The services started inside: stopped, as systemctl stop would (SIGTERM), then the Jira.
+  for pidfile in "$work/root/run/install-test/"*.pid; do
+    if [ -e "$pidfile" ]; then kill "$(cat "$pidfile")" 2> /dev/null || true; fi
+  done
+  sleep 1
+  kill "$sim" 2> /dev/null || true
+  wait "$sim" 2> /dev/null || true
+  exit "$status"
+' install-test "$work" "$repo" "scripts/install-test.sh" "$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" || {
+  echo "install-test: FAILED" >&2
+  exit 1
+}
+echo "install-test: passed" >&2
