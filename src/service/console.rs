@@ -166,7 +166,7 @@ fn queued_refreshes(
     agents: &[AgentView],
 ) -> Vec<QueuedRefresh> {
     // Every agent silent (two of its heartbeat periods without a request of its own), or none.
-    let no_agent = agents.iter().all(|a| a.silent);
+    let no_agent = agents.iter().all(|a| a.silent || a.check_only);
     rows.into_iter()
         .map(|(row, position, queued_at)| QueuedRefresh {
             batch_id: row.batch_id,

@@ -3,6 +3,7 @@
 //! (migrations racing, a live WAL, exit codes), the service API where they do not.
 
 mod agent_e2e;
+mod agent_truth;
 mod agent_waits;
 mod anonymous;
 mod batches;
