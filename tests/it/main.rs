@@ -21,6 +21,7 @@ mod http;
 mod incremental;
 mod migrations;
 mod mirror;
+mod operator_words;
 mod preflight;
 mod projects;
 mod proof;
