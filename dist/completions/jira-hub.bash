@@ -19,6 +19,9 @@ _jira__hub() {
             jira__hub,agent)
                 cmd="jira__hub__subcmd__agent"
                 ;;
+            jira__hub,agents)
+                cmd="jira__hub__subcmd__agents"
+                ;;
             jira__hub,backup)
                 cmd="jira__hub__subcmd__backup"
                 ;;
@@ -61,14 +64,29 @@ _jira__hub() {
             jira__hub,settings)
                 cmd="jira__hub__subcmd__settings"
                 ;;
-            jira__hub,sim-jira)
-                cmd="jira__hub__subcmd__sim__subcmd__jira"
-                ;;
             jira__hub,status)
                 cmd="jira__hub__subcmd__status"
                 ;;
             jira__hub,tokens)
                 cmd="jira__hub__subcmd__tokens"
+                ;;
+            jira__hub__subcmd__agents,forget)
+                cmd="jira__hub__subcmd__agents__subcmd__forget"
+                ;;
+            jira__hub__subcmd__agents,help)
+                cmd="jira__hub__subcmd__agents__subcmd__help"
+                ;;
+            jira__hub__subcmd__agents,list)
+                cmd="jira__hub__subcmd__agents__subcmd__list"
+                ;;
+            jira__hub__subcmd__agents__subcmd__help,forget)
+                cmd="jira__hub__subcmd__agents__subcmd__help__subcmd__forget"
+                ;;
+            jira__hub__subcmd__agents__subcmd__help,help)
+                cmd="jira__hub__subcmd__agents__subcmd__help__subcmd__help"
+                ;;
+            jira__hub__subcmd__agents__subcmd__help,list)
+                cmd="jira__hub__subcmd__agents__subcmd__help__subcmd__list"
                 ;;
             jira__hub__subcmd__batches,cancel)
                 cmd="jira__hub__subcmd__batches__subcmd__cancel"
@@ -115,6 +133,9 @@ _jira__hub() {
             jira__hub__subcmd__help,agent)
                 cmd="jira__hub__subcmd__help__subcmd__agent"
                 ;;
+            jira__hub__subcmd__help,agents)
+                cmd="jira__hub__subcmd__help__subcmd__agents"
+                ;;
             jira__hub__subcmd__help,backup)
                 cmd="jira__hub__subcmd__help__subcmd__backup"
                 ;;
@@ -157,14 +178,17 @@ _jira__hub() {
             jira__hub__subcmd__help,settings)
                 cmd="jira__hub__subcmd__help__subcmd__settings"
                 ;;
-            jira__hub__subcmd__help,sim-jira)
-                cmd="jira__hub__subcmd__help__subcmd__sim__subcmd__jira"
-                ;;
             jira__hub__subcmd__help,status)
                 cmd="jira__hub__subcmd__help__subcmd__status"
                 ;;
             jira__hub__subcmd__help,tokens)
                 cmd="jira__hub__subcmd__help__subcmd__tokens"
+                ;;
+            jira__hub__subcmd__help__subcmd__agents,forget)
+                cmd="jira__hub__subcmd__help__subcmd__agents__subcmd__forget"
+                ;;
+            jira__hub__subcmd__help__subcmd__agents,list)
+                cmd="jira__hub__subcmd__help__subcmd__agents__subcmd__list"
                 ;;
             jira__hub__subcmd__help__subcmd__batches,cancel)
                 cmd="jira__hub__subcmd__help__subcmd__batches__subcmd__cancel"
@@ -284,7 +308,7 @@ _jira__hub() {
 
     case "${cmd}" in
         jira__hub)
-            opts="-h -V --db --log-format --help --version init migrate settings projects tokens status backup serve batches commands refresh demo agent man completions relay sim-jira help"
+            opts="-h -V --db --log-format --help --version init migrate settings projects tokens status agents backup serve batches commands refresh demo agent man completions relay help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -316,6 +340,128 @@ _jira__hub() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "auto plain journal json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__agents)
+            opts="-h --db --log-format --help list forget help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "auto plain journal json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__agents__subcmd__forget)
+            opts="-h --db --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "auto plain journal json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__agents__subcmd__help)
+            opts="list forget help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__agents__subcmd__help__subcmd__forget)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__agents__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__agents__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__agents__subcmd__list)
+            opts="-h --db --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --db)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -718,7 +864,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__help)
-            opts="init migrate settings projects tokens status backup serve batches commands refresh demo agent man completions relay sim-jira help"
+            opts="init migrate settings projects tokens status agents backup serve batches commands refresh demo agent man completions relay help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -734,6 +880,48 @@ _jira__hub() {
         jira__hub__subcmd__help__subcmd__agent)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__help__subcmd__agents)
+            opts="list forget"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__help__subcmd__agents__subcmd__forget)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__help__subcmd__agents__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1112,20 +1300,6 @@ _jira__hub() {
         jira__hub__subcmd__help__subcmd__settings__subcmd__set)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        jira__hub__subcmd__help__subcmd__sim__subcmd__jira)
-            opts=""
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1814,36 +1988,6 @@ _jira__hub() {
                 return 0
             fi
             case "${prev}" in
-                --db)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --log-format)
-                    COMPREPLY=($(compgen -W "auto plain journal json" -- "${cur}"))
-                    return 0
-                    ;;
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        jira__hub__subcmd__sim__subcmd__jira)
-            opts="-h --hub-config --issues --db --log-format --help"
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                --hub-config)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --issues)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 --db)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

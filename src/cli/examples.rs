@@ -124,6 +124,18 @@ fn examples(page: &str) -> &'static [Example] {
             "Prepare the share's folder once it is mounted, as the hub's user (folders 2770, setgid: the share's group, jira-relay, reads and writes them):",
             "runuser -u jira-hub -- jira-hub relay init /srv/jira-bridge",
         )],
+        "jira-hub-agents" => &[(
+            "Which agents are about, then forget one that was renamed:",
+            "jira-hub agents list\njira-hub agents forget old-name",
+        )],
+        "jira-hub-agents-list" => &[(
+            "Every agent: live, silent (since when, heartbeats missed) or a one-off check:",
+            "jira-hub agents list",
+        )],
+        "jira-hub-agents-forget" => &[(
+            "Forget a silent agent, or a name that only ran agent --check:",
+            "jira-hub agents forget old-name",
+        )],
         "jira-hub-batches" => &[(
             "The newest batches, then one of them:",
             "jira-hub batches list\njira-hub batches show 42",

@@ -156,6 +156,9 @@ pub enum Command {
     },
     /// A summary for people: schema, projects, queue, agents, last full refresh, relay folder.
     Status,
+    /// The agents the hub knows (silent ones and one-off checks named as such), or forget one.
+    #[command(subcommand)]
+    Agents(AgentsCommand),
     /// Make an online backup into backups/ now.
     Backup,
     /// Run the daemon: the HTTP API, the relay watcher (when relay_dir is set), the timers.
@@ -344,6 +347,19 @@ pub enum BatchesCommand {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum AgentsCommand {
+    /// Every agent, most recently seen first: live, silent (since when, heartbeats missed), or
+    /// a one-off check (`agent --check` under a name that runs nothing).
+    List,
+    /// Forget an agent that is silent or only ran a check (a renamed or retired agent); a live
+    /// agent is refused. It shows again if it contacts the hub.
+    Forget {
+        /// The agent's name, as `agents list` and `status` show it.
+        name: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum RefreshCommand {
     /// Apply the removals of a full refresh held by `prune_guard` (see `jira-hub status`).
     Confirm {
@@ -515,6 +531,8 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
         }
         Command::Tokens { rotate } => admin::tokens(&cli.db, rotate)?,
         Command::Status => status::status(&cli.db)?,
+        Command::Agents(AgentsCommand::List) => status::list_agents(&cli.db)?,
+        Command::Agents(AgentsCommand::Forget { name }) => status::forget_agent(&cli.db, &name)?,
         Command::Backup => admin::backup(&cli.db)?,
         Command::Serve(args) => match crate::daemon::serve(&cli.db, args.into_options()) {
             Ok(()) => Outcome::Success,

@@ -175,16 +175,18 @@ pub(crate) fn refresh(
 /// is silent (no request of its own for two of its heartbeat periods, or 20 minutes for an
 /// agent that never told its period). `None` while an agent is about.
 fn no_agent_warning(agents: &[AgentView], now: OffsetDateTime) -> Option<String> {
-    if agents.is_empty() {
+    // An agent that only ran `agent --check` runs nothing: it is no agent to wait for.
+    let workers: Vec<&AgentView> = agents.iter().filter(|a| !a.check_only).collect();
+    if workers.is_empty() {
         return Some(
             "no agent has contacted this hub yet: the refresh waits until one claims it \
              (Ctrl-C stops waiting; the refresh stays queued)"
                 .to_string(),
         );
     }
-    let about: Vec<&AgentView> = agents.iter().filter(|agent| !agent.silent).collect();
+    let about: Vec<&AgentView> = workers.iter().copied().filter(|a| !a.silent).collect();
     if about.is_empty() {
-        let silent: Vec<String> = agents.iter().map(|a| silence(a, now)).collect();
+        let silent: Vec<String> = workers.iter().map(|a| silence(a, now)).collect();
         return Some(format!(
             "every agent is silent ({}): the refresh waits until one claims it \
              (Ctrl-C stops waiting; the refresh stays queued)",
@@ -206,21 +208,13 @@ fn no_agent_warning(agents: &[AgentView], now: OffsetDateTime) -> Option<String>
     None
 }
 
-/// `agent-1 silent since 2026-12-01T15:00:00.000000Z (2 min ago; heartbeats every 10 s)`.
+/// `agent-1 silent since 2026-12-01 15:00:00 UTC (2 min; 4 heartbeats missed, one every 30 s)`.
 fn silence(agent: &AgentView, now: OffsetDateTime) -> String {
-    let ago = (now - agent.last_seen_at.at()).whole_seconds().max(0);
-    let ago = if ago < 120 {
-        format!("{ago} s ago")
-    } else {
-        format!("{} min ago", ago / 60)
-    };
-    let period = agent
-        .heartbeat_seconds
-        .map_or(String::new(), |s| format!("; heartbeats every {s} s"));
     format!(
-        "{} silent since {} ({ago}{period})",
+        "{} silent since {} ({})",
         escape_for_terminal(&agent.agent),
-        agent.last_seen_at.as_str()
+        crate::domain::time::shown_utc(agent.last_seen_at.at()),
+        super::status::silence_words(agent, now)
     )
 }
 
@@ -307,8 +301,15 @@ fn progress_line(
         .and_then(|name| agents.iter().find(|a| a.agent == name))
         .filter(|a| a.silent);
     match (command.status, run) {
-        (CommandStatus::Queued, _) if !agents.is_empty() && agents.iter().all(|a| a.silent) => {
-            let silent: Vec<String> = agents.iter().map(|a| silence(a, now)).collect();
+        (CommandStatus::Queued, _)
+            if agents.iter().any(|a| a.silent)
+                && agents.iter().all(|a| a.silent || a.check_only) =>
+        {
+            let silent: Vec<String> = agents
+                .iter()
+                .filter(|a| a.silent)
+                .map(|a| silence(a, now))
+                .collect();
             format!("queued, no agent about: {}", silent.join("; "))
         }
         (CommandStatus::Queued, _) => "queued, waiting for the agent".to_string(),

@@ -1,10 +1,14 @@
 //! `jira-hub status`: what an operator wants to see first, in plain text.
 
 use super::Outcome;
-use super::open_read_only_hub;
+use super::{open_existing_hub, open_read_only_hub};
+use crate::domain::time::shown_utc;
+use crate::domain::words::count_en;
 use crate::relay::describe_relay_dir;
 use crate::relay::inspect::escape_for_terminal;
+use crate::service::AgentView;
 use std::path::Path;
+use time::OffsetDateTime;
 
 pub(crate) fn status(db: &Path) -> anyhow::Result<Outcome> {
     let hub = open_read_only_hub(db)?;
@@ -90,13 +94,49 @@ pub(crate) fn status(db: &Path) -> anyhow::Result<Outcome> {
     if status.counts.agents.is_empty() {
         outln!("agents:       none seen");
     }
+    let now = hub.now_utc();
     for agent in &status.counts.agents {
-        // What agents sent is shown, never obeyed: control characters are escaped.
-        let line = format!(
-            "{} {} last seen {}{}",
+        outln!("agent:        {}", agent_line(agent, now));
+    }
+    outln!(
+        "relay:        {}",
+        describe_relay_dir(status.relay_dir.as_deref())
+    );
+    Ok(Outcome::Success)
+}
+
+/// One agent as `status` and `agents list` show it, judged by the hub's one silence rule at
+/// `now`: a silent agent says since when and how many heartbeats it missed, never «Jira ok»
+/// (what it last said of Jira is no longer known); an agent that only ran `agent --check` is a
+/// check. What agents sent is shown, never obeyed: control characters are escaped.
+pub(crate) fn agent_line(agent: &AgentView, now: OffsetDateTime) -> String {
+    let seen = shown_utc(agent.last_seen_at.at());
+    let line = if agent.check_only {
+        format!(
+            "{} {} ran a check (agent --check) at {seen}{}",
             agent.agent,
             agent.version.as_deref().unwrap_or("?"),
-            agent.last_seen_at,
+            match &agent.last_check {
+                Some(check) if check.ok => ": all passed".to_string(),
+                Some(check) => format!(
+                    ": {} failed",
+                    count_en(check.lines.iter().filter(|l| !l.ok).count() as u64, "check")
+                ),
+                None => String::new(),
+            }
+        )
+    } else if agent.silent {
+        format!(
+            "{} {} silent since {seen} ({}); Jira's state unknown",
+            agent.agent,
+            agent.version.as_deref().unwrap_or("?"),
+            silence_words(agent, now)
+        )
+    } else {
+        format!(
+            "{} {} last seen {seen}{}",
+            agent.agent,
+            agent.version.as_deref().unwrap_or("?"),
             match agent.jira_ok {
                 Some(true) => ", Jira ok".to_string(),
                 Some(false) => format!(
@@ -109,12 +149,54 @@ pub(crate) fn status(db: &Path) -> anyhow::Result<Outcome> {
                 ),
                 None => String::new(),
             }
-        );
-        outln!("agent:        {}", escape_for_terminal(&line));
+        )
+    };
+    escape_for_terminal(&line)
+}
+
+/// How long a silent agent has been silent, and what it missed: `2 min; 4 heartbeats missed,
+/// one every 30 s` (`no request for 20 min` for one that never told its period).
+pub(crate) fn silence_words(agent: &AgentView, now: OffsetDateTime) -> String {
+    let ago = match (now - agent.last_seen_at.at()).whole_seconds().max(0) {
+        s @ ..120 => format!("{s} s"),
+        s @ ..7200 => format!("{} min", s / 60),
+        s @ ..172_800 => format!("{} h {} min", s / 3600, s % 3600 / 60),
+        s => format!("{} days {} h", s / 86_400, s % 86_400 / 3600),
+    };
+    match agent.heartbeat_seconds {
+        Some(period) => format!(
+            "{ago}; {} missed, one every {period} s",
+            count_en(crate::service::missed_heartbeats(agent, now), "heartbeat")
+        ),
+        None => format!(
+            "{ago}; no request within {} min",
+            agent.silent_after_seconds / 60
+        ),
     }
+}
+
+/// `agents list`: every agent the hub knows, as `status` lists them.
+pub(crate) fn list_agents(db: &Path) -> anyhow::Result<Outcome> {
+    let mut hub = open_read_only_hub(db)?;
+    let agents = hub.agents()?;
+    let now = hub.now_utc();
+    if agents.is_empty() {
+        outln!("Агент ещё не обращался к хабу.");
+    }
+    for agent in &agents {
+        outln!("{}", agent_line(agent, now));
+    }
+    Ok(Outcome::Success)
+}
+
+/// `agents forget NAME`: forgets a silent agent, or one that only ran a check.
+pub(crate) fn forget_agent(db: &Path, name: &str) -> anyhow::Result<Outcome> {
+    let mut hub = open_existing_hub(db)?;
+    let agent = hub.forget_agent(name)?;
     outln!(
-        "relay:        {}",
-        describe_relay_dir(status.relay_dir.as_deref())
+        "Агент «{}» забыт (последний раз на связи {}); он появится снова, если обратится к хабу.",
+        escape_for_terminal(&agent.agent),
+        shown_utc(agent.last_seen_at.at())
     );
     Ok(Outcome::Success)
 }

@@ -17,6 +17,15 @@ pub(crate) fn format_utc(at: OffsetDateTime) -> String {
         .unwrap_or_else(|_| at.unix_timestamp().to_string())
 }
 
+/// `2026-11-29 19:43:09 UTC`: a time as the CLI shows it to people (the stored text keeps its
+/// microseconds for sorting; nobody reads them).
+pub(crate) fn shown_utc(at: OffsetDateTime) -> String {
+    let format = format_description!("[year]-[month]-[day] [hour]:[minute]:[second] UTC");
+    at.to_offset(time::UtcOffset::UTC)
+        .format(&format)
+        .unwrap_or_else(|_| at.unix_timestamp().to_string())
+}
+
 /// A UTC time the hub stored (a `*_at` column): compared as a time, serialized and shown as its
 /// stored text, so a time an older version wrote without microseconds reads back as it was.
 /// Times the hub writes now are `format_utc`'s form.

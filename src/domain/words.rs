@@ -11,6 +11,11 @@ pub(crate) const ISSUES_ACCUSATIVE: Forms = ["задачу", "задачи", "з
 /// Issues after a noun that governs the genitive: «удаление 1 задачи», «2 задач», «21 задачи».
 pub(crate) const ISSUES_GENITIVE: Forms = ["задачи", "задач", "задач"];
 
+/// Heartbeats: «пропущен 1 сигнал», «пропущено 4 сигнала», «5 сигналов».
+pub(crate) const SIGNALS: Forms = ["сигнал", "сигнала", "сигналов"];
+/// The participle agreeing with [`SIGNALS`]: «пропущен 1 сигнал», «пропущено 2 сигнала».
+pub(crate) const MISSED: Forms = ["пропущен", "пропущено", "пропущено"];
+
 /// The form of `forms` that goes after `n`.
 pub(crate) fn plural(n: u64, forms: &Forms) -> &'static str {
     match (n % 10, n % 100) {

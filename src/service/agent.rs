@@ -262,7 +262,11 @@ impl HubConnection {
                     Ok((answer, rate_limited, false))
                 })?;
         if write_seen && !replay {
-            self.presence.written(&envelope.agent, now.at);
+            let seen = act
+                .as_ref()
+                .and_then(|act| act.at)
+                .map_or(now.at, |at| at.min(now.at));
+            self.presence.written(&envelope.agent, seen, now.at);
         }
         if freed {
             // Expired leases went back to the queue: other waiting claims may take them.
@@ -367,7 +371,7 @@ impl HubConnection {
             .collect();
         self.store.write_agents_seen(&seen)?;
         for due in due {
-            self.presence.written(&due.agent, now);
+            self.presence.written(&due.agent, due.at.at(), now);
         }
         Ok(due.len())
     }
@@ -431,7 +435,9 @@ fn act_of(request: &AgentRequest, arrival: Arrival) -> Option<Act<'_>> {
             agent,
             at,
             version: Some(&claim.agent_version),
-            claimed: true,
+            // A claim of no command is the preflight's look at the settings (`agent --check`):
+            // an agent that only sent those is shown as a check, not as a silent agent.
+            claimed: claim.max_commands > 0,
             ..Act::default()
         },
         AgentRequest::Report(_) => Act {

@@ -103,8 +103,9 @@ pub struct HourActivity {
     pub rate_limited: i64,
     /// The pauses the hub asked for before them, in seconds.
     pub pause_seconds: i64,
-    /// Commands queued or claimed at the hour's end (now, for the current hour): derived from
-    /// the enqueue times (their batch's) and finishing times.
+    /// The most commands queued or claimed at once in the hour (so far, for the current hour):
+    /// its peak, not its end, so a peak stays on the chart once the queue drains. Derived from
+    /// the enqueue times (their batch's) and finishing times, second by second.
     pub queue_depth: i64,
 }
 
@@ -166,7 +167,7 @@ fn queued_refreshes(
     agents: &[AgentView],
 ) -> Vec<QueuedRefresh> {
     // Every agent silent (two of its heartbeat periods without a request of its own), or none.
-    let no_agent = agents.iter().all(|a| a.silent);
+    let no_agent = agents.iter().all(|a| a.silent || a.check_only);
     rows.into_iter()
         .map(|(row, position, queued_at)| QueuedRefresh {
             batch_id: row.batch_id,
@@ -191,6 +192,27 @@ fn issue_keys(value: &serde_json::Value, out: &mut Vec<String>) {
         serde_json::Value::Array(items) => items.iter().for_each(|v| issue_keys(v, out)),
         serde_json::Value::Object(map) => map.values().for_each(|v| issue_keys(v, out)),
         _ => {}
+    }
+}
+
+/// Each hour's peak of the queue (queued or claimed commands): the depth at the window's start
+/// is what is open now, less what was enqueued since, plus what finished since; then, second by
+/// second, a second's enqueues (its peak) before its finishes.
+fn queue_peaks(hours: &mut [HourActivity], open_now: i64, moves: &[crate::store::QueueMove]) {
+    let enqueued: i64 = moves.iter().map(|m| m.enqueued).sum();
+    let finished: i64 = moves.iter().map(|m| m.finished).sum();
+    let mut depth = open_now - enqueued + finished;
+    let mut moves = moves.iter().peekable();
+    for hour in hours.iter_mut() {
+        let key = hour_key(hour.start);
+        let mut peak = depth;
+        while let Some(m) = moves.next_if(|m| m.second.get(..13).is_some_and(|h| h <= key.as_str()))
+        {
+            depth += m.enqueued;
+            peak = peak.max(depth);
+            depth -= m.finished;
+        }
+        hour.queue_depth = peak.max(0);
     }
 }
 
@@ -254,11 +276,11 @@ impl HubConnection {
                 tx.runs(RECENT_RUNS)?,
                 tx.page_counts()?,
                 tx.finished_per_hour(&since)?,
-                tx.enqueued_per_hour(&since)?,
+                tx.queue_moves_since(&since)?,
                 tx.queued_refreshes()?,
             ))
         })?;
-        let ((running, running_moved_at), recent, pages, finished, enqueued, refreshes) = read;
+        let ((running, running_moved_at), recent, pages, finished, moves, refreshes) = read;
         let agents: Vec<AgentView> =
             self.judged(counts.agents.into_iter().map(AgentView::from).collect());
         let queued_refreshes = queued_refreshes(refreshes, &agents);
@@ -273,7 +295,6 @@ impl HubConnection {
 
         let finished: HashMap<String, _> =
             finished.into_iter().map(|h| (h.hour.clone(), h)).collect();
-        let enqueued: HashMap<String, i64> = enqueued.into_iter().collect();
         let mut hours: Vec<HourActivity> = (0..OVERVIEW_HOURS)
             .map(|i| {
                 let start = first_hour + time::Duration::hours(i as i64);
@@ -289,14 +310,7 @@ impl HubConnection {
                 }
             })
             .collect();
-        // Backwards from now: at the end of an hour the queue held what it holds now, less what
-        // was enqueued after that hour, plus what finished after it.
-        let mut depth = open_now;
-        for hour in hours.iter_mut().rev() {
-            hour.queue_depth = depth.max(0);
-            depth =
-                depth - enqueued.get(&hour_key(hour.start)).copied().unwrap_or(0) + hour.finished;
-        }
+        queue_peaks(&mut hours, open_now, &moves);
 
         let wal_bytes = std::fs::metadata(format!("{}-wal", self.store.path().display()))
             .map_or(0, |m| m.len());

@@ -193,6 +193,30 @@ impl HubConnection {
         Ok(self.judged(agents))
     }
 
+    /// Forgets an agent an operator names (`jira-hub agents forget`, the console's button): one
+    /// that is silent or only ran a preflight (`agent --check`); a live agent is refused (it
+    /// would show again at its next request). A refused or unknown name changes nothing.
+    pub fn forget_agent(&mut self, name: &str) -> Result<AgentView> {
+        let agent = self
+            .agents()?
+            .into_iter()
+            .find(|a| a.agent == name)
+            .ok_or_else(|| {
+                super::ServiceError::NotFound(format!("Агента «{name}» хаб не знает"))
+            })?;
+        if !agent.silent && !agent.check_only {
+            return Err(super::ServiceError::Conflict {
+                field: "agent".into(),
+                message: format!(
+                    "Агент «{name}» на связи: забыть можно молчащего агента или разовую проверку (agent --check)"
+                ),
+            });
+        }
+        self.store.transact(|tx| tx.forget_agent(name))?;
+        self.presence.forget(name);
+        Ok(agent)
+    }
+
     /// What the daemon's timer forgets: agents not seen for
     /// [`AGENT_RETENTION`](super::AGENT_RETENTION), and the records of handled agent requests
     /// older than the request retention (at least the relay's retention of its files, so that

@@ -15,7 +15,7 @@ mod init;
 mod metrics;
 mod mirror;
 mod presence;
-pub use presence::{PERSIST_EVERY, Presence};
+pub use presence::{PERSIST_EVERY, Presence, agent_is_silent, missed_heartbeats};
 mod tokens;
 mod views;
 mod wait;

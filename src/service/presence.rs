@@ -8,7 +8,12 @@
 //! - at once when the agent's status really changed (first seen by this process, another
 //!   version, Jira's state or the last error, a preflight, another heartbeat period);
 //! - otherwise at most once every [`PERSIST_EVERY`] (the timers' flush), so a restart of the hub
-//!   loses at most that much of "last seen".
+//!   loses at most that much of "last seen";
+//! - and, whatever the minute says, before the time as written would make the agent look silent
+//!   while it is not ([`SILENCE_MARGIN`] ahead of it): so the database never calls an agent
+//!   silent that the hub's memory does not, and another process (the CLI's `status`,
+//!   `refresh --wait`) judges it from the database by the same rule, [`agent_is_silent`], with
+//!   no slack (issue 29 item 4).
 //!
 //! The liveness it keeps is the agent's own: a request counts when the agent sent it (a relay
 //! file at its `sent_at`, never later than the hub's now; an HTTP request when it arrives), and
@@ -22,6 +27,10 @@ use time::OffsetDateTime;
 /// How often at most the last-seen time of an agent whose status did not change is written.
 pub const PERSIST_EVERY: time::Duration = time::Duration::seconds(60);
 
+/// How long before the written last-seen time would make a live agent look silent the hub
+/// writes the newer one (the timers flush every quarter second: four chances).
+pub const SILENCE_MARGIN: time::Duration = time::Duration::seconds(1);
+
 /// How many agents the process remembers in memory; past it, the one seen longest ago is
 /// forgotten (it is in the database: it was written when first seen).
 const REMEMBERED: usize = 10_000;
@@ -33,6 +42,7 @@ pub(crate) struct Act<'a> {
     /// When the agent acted (see the module's notes).
     pub at: Option<OffsetDateTime>,
     pub version: Option<&'a str>,
+    /// A claim for work (a preflight's claim of no command is not one).
     pub claimed: bool,
     pub reported: bool,
     /// From a heartbeat: whether Jira answered, and the agent's last error.
@@ -52,6 +62,10 @@ struct Entry {
     version: Option<String>,
     jira: Option<(bool, Option<String>)>,
     heartbeat_seconds: Option<u32>,
+    /// Claimed work or reported since this process first saw it (a check only never does).
+    worked: bool,
+    /// Sent a preflight (`agent --check`) since this process first saw it.
+    checked: bool,
     /// The last-seen time as last written, and when (the hub's clock); `None`: not yet written
     /// by this process.
     written: Option<(OffsetDateTime, OffsetDateTime)>,
@@ -106,10 +120,14 @@ impl Presence {
                 version: None,
                 jira: None,
                 heartbeat_seconds: None,
+                worked: false,
+                checked: false,
                 written: None,
                 urgent: true,
             });
         entry.last_seen = entry.last_seen.max(at);
+        entry.worked |= act.claimed || act.reported;
+        entry.checked |= act.check.is_some();
         entry.claimed |= act.claimed;
         entry.reported |= act.reported;
         let mut changed = entry.written.is_none();
@@ -132,17 +150,15 @@ impl Presence {
         }
         changed |= act.check.is_some();
         entry.urgent |= changed;
-        let due = entry
-            .written
-            .is_some_and(|(seen, when)| seen < entry.last_seen && when + PERSIST_EVERY <= now);
-        entry.urgent || due
+        entry.urgent || entry.due(now)
     }
 
     /// What a request that wrote nothing leaves to write: a change of status stays urgent (the
     /// timers' next flush writes it).
-    pub(crate) fn written(&self, agent: &str, now: OffsetDateTime) {
+    /// `seen`: the last-seen time that was written (a later act noted meanwhile stays due).
+    pub(crate) fn written(&self, agent: &str, seen: OffsetDateTime, now: OffsetDateTime) {
         if let Some(entry) = self.lock().get_mut(agent) {
-            entry.written = Some((entry.last_seen, now));
+            entry.written = Some((seen.min(entry.last_seen), now));
             entry.urgent = false;
             entry.claimed = false;
             entry.reported = false;
@@ -152,11 +168,7 @@ impl Presence {
     /// The agents to write now: every urgent one, and those whose last-seen time moved since a
     /// write [`PERSIST_EVERY`] old. Marked written when `commit` says the write succeeded.
     pub(crate) fn due(&self, now: OffsetDateTime) -> Vec<Due> {
-        self.unwritten_where(|e| {
-            e.urgent
-                || e.written
-                    .is_some_and(|(seen, when)| seen < e.last_seen && when + PERSIST_EVERY <= now)
-        })
+        self.unwritten_where(|e| e.urgent || e.due(now))
     }
 
     /// Everything still unwritten, whatever its age (the daemon's stop).
@@ -186,28 +198,69 @@ impl Presence {
             .map(|e| (e.last_seen, e.heartbeat_seconds))
     }
 
+    /// Forgets one agent (an operator forgot it: its row is gone from the database too).
+    pub(crate) fn forget(&self, agent: &str) {
+        self.lock().remove(agent);
+    }
+
     /// Forgets an agent (pruned from the database).
     pub(crate) fn forget_older_than(&self, before: OffsetDateTime) {
         self.lock().retain(|_, e| e.last_seen >= before || e.urgent);
     }
 }
 
+impl Entry {
+    /// Whether a time that moved since the last write is due: the write is [`PERSIST_EVERY`]
+    /// old, or the time as written is about to make the live agent look silent.
+    fn due(&self, now: OffsetDateTime) -> bool {
+        self.written.is_some_and(|(seen, when)| {
+            seen < self.last_seen
+                && (when + PERSIST_EVERY <= now
+                    || seen + time::Duration::seconds(silent_after(self.heartbeat_seconds))
+                        - SILENCE_MARGIN
+                        <= now)
+        })
+    }
+}
+
 /// After how many seconds without a request of its own an agent is flagged silent: two
 /// heartbeat periods, or [`AGENT_SILENT_SECONDS`](super::AGENT_SILENT_SECONDS) for an agent that
-/// never told its period. `from_database`: the time judged is the one written, which may lag
-/// the agent's latest act by up to [`PERSIST_EVERY`] (another process, such as the CLI, reads
-/// only that), so that much more is allowed.
-pub(crate) fn silent_after(heartbeat_seconds: Option<u32>, from_database: bool) -> i64 {
+/// never told its period.
+pub(crate) fn silent_after(heartbeat_seconds: Option<u32>) -> i64 {
     match heartbeat_seconds {
-        Some(period) => {
-            2 * i64::from(period)
-                + if from_database {
-                    PERSIST_EVERY.whole_seconds()
-                } else {
-                    0
-                }
-        }
+        Some(period) => 2 * i64::from(period),
         None => super::AGENT_SILENT_SECONDS,
+    }
+}
+
+/// THE rule of an agent's silence (issue 29 item 4), the one every view applies — `GET /agents`,
+/// `/metrics`, the console, `jira-hub status`, `refresh --wait` — at the moment it is asked:
+/// silent when more than [`silent_after`] seconds (two heartbeat periods, or 20 minutes for an
+/// agent that never told its period) passed since `last_seen` at `now`. An agent that only ever
+/// ran a preflight (`check_only`: `agent --check`, no claim for work, no report) is a check,
+/// never silent.
+///
+/// The hub judges by its memory's `last_seen`, another process by the database's: the hub
+/// writes the time before the written one would make a live agent look silent (see the
+/// module's notes), so both agree without any slack.
+pub fn agent_is_silent(
+    last_seen: OffsetDateTime,
+    heartbeat_seconds: Option<u32>,
+    check_only: bool,
+    now: OffsetDateTime,
+) -> bool {
+    !check_only && (now - last_seen).whole_seconds() > silent_after(heartbeat_seconds)
+}
+
+/// How many heartbeats a silent agent missed by `now`: one each period since it was last seen
+/// (silent at 2 min with a 30 s period: 4); 0 for one that never told its period.
+pub fn missed_heartbeats(agent: &super::AgentView, now: OffsetDateTime) -> u64 {
+    match agent.heartbeat_seconds {
+        Some(period) if period > 0 => {
+            let since = (now - agent.last_seen_at.at()).whole_seconds().max(0);
+            u64::try_from(since / i64::from(period)).unwrap_or(0)
+        }
+        _ => 0,
     }
 }
 
@@ -223,7 +276,9 @@ impl Presence {
     ) -> Vec<super::AgentView> {
         let known = self.lock().clone();
         for (name, entry) in &known {
-            if !agents.iter().any(|a| &a.agent == name) {
+            // One written by this process and not in the database was forgotten there (by an
+            // operator, from another process too): it shows again once it acts and is written.
+            if entry.written.is_none() && !agents.iter().any(|a| &a.agent == name) {
                 agents.push(super::AgentView {
                     agent: name.clone(),
                     version: entry.version.clone(),
@@ -236,22 +291,27 @@ impl Presence {
                     jira_down_since: None,
                     jira_held: None,
                     heartbeat_seconds: entry.heartbeat_seconds,
+                    check_only: entry.checked && !entry.worked,
                     silent: false,
                     silent_after_seconds: 0,
                 });
             }
         }
         for agent in &mut agents {
-            let seen_here = known.get(&agent.agent);
-            if let Some(entry) = seen_here {
+            if let Some(entry) = known.get(&agent.agent) {
                 if entry.last_seen > agent.last_seen_at.at() {
                     agent.last_seen_at = Utc::new(entry.last_seen);
                 }
                 agent.heartbeat_seconds = entry.heartbeat_seconds.or(agent.heartbeat_seconds);
+                agent.check_only &= !entry.worked;
             }
-            agent.silent_after_seconds = silent_after(agent.heartbeat_seconds, seen_here.is_none());
-            agent.silent =
-                (now - agent.last_seen_at.at()).whole_seconds() > agent.silent_after_seconds;
+            agent.silent_after_seconds = silent_after(agent.heartbeat_seconds);
+            agent.silent = agent_is_silent(
+                agent.last_seen_at.at(),
+                agent.heartbeat_seconds,
+                agent.check_only,
+                now,
+            );
         }
         agents.sort_by(|a, b| {
             b.last_seen_at
@@ -282,16 +342,16 @@ mod tests {
             ..Act::default()
         };
         assert!(presence.note(&act(0, "1"), at(0)), "first seen: written");
-        presence.written("a", at(0));
+        presence.written("a", at(0), at(0));
         assert!(!presence.note(&act(10, "1"), at(10)), "nothing changed");
         assert!(!presence.note(&act(59, "1"), at(59)));
         assert!(
             presence.note(&act(60, "1"), at(60)),
             "a minute since the write"
         );
-        presence.written("a", at(60));
+        presence.written("a", at(60), at(60));
         assert!(presence.note(&act(61, "2"), at(61)), "another version");
-        presence.written("a", at(61));
+        presence.written("a", at(61), at(61));
         // A file's time later than the hub's now counts as now.
         assert!(!presence.note(&act(500, "2"), at(62)));
         assert_eq!(presence.seen("a").unwrap().0, at(62));

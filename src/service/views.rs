@@ -612,8 +612,12 @@ pub struct AgentView {
     /// How often it said it sends a heartbeat, in seconds; absent for an agent that never said.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub heartbeat_seconds: Option<u32>,
+    /// Only ever ran a preflight (`jira-hub agent --check`: no claim for work, no report): a
+    /// check, never flagged silent.
+    pub check_only: bool,
     /// Silent: no request of its own for `silent_after_seconds` (two heartbeat periods, or a
-    /// fixed 20 minutes for an agent that never told its period), silent since `last_seen_at`.
+    /// fixed 20 minutes for an agent that never told its period), silent since `last_seen_at`
+    /// ([`agent_is_silent`](super::agent_is_silent), the one rule of every view).
     pub silent: bool,
     /// After how long without a request of its own the agent is flagged silent, in seconds.
     pub silent_after_seconds: i64,
@@ -655,8 +659,9 @@ impl From<AgentRow> for AgentView {
             jira_held,
             jira_down_since: row.jira_down_since.filter(|_| row.jira_ok == Some(false)),
             heartbeat_seconds: row.heartbeat_seconds,
+            check_only: row.check_only,
             silent: false,
-            silent_after_seconds: super::presence::silent_after(row.heartbeat_seconds, false),
+            silent_after_seconds: super::presence::silent_after(row.heartbeat_seconds),
         }
     }
 }

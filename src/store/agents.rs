@@ -95,6 +95,15 @@ impl Tx<'_> {
         Ok(())
     }
 
+    /// Forgets one agent (an operator's word); returns whether it was there.
+    pub(crate) fn forget_agent(&self, agent: &str) -> Result<bool> {
+        Ok(self
+            .0
+            .prepare_cached("DELETE FROM agent_status WHERE agent = ?1")?
+            .execute([agent])?
+            > 0)
+    }
+
     /// Forgets the agents not seen since `before` (the hub's time); returns how many.
     pub(crate) fn prune_agents(&self, before: &str) -> Result<usize> {
         Ok(self

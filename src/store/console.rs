@@ -30,6 +30,15 @@ pub(crate) struct PageCounts {
     pub free_pages: i64,
 }
 
+/// One second of the queue's life: commands enqueued and finished in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct QueueMove {
+    /// `YYYY-MM-DDTHH:MM:SS` (UTC).
+    pub second: String,
+    pub enqueued: i64,
+    pub finished: i64,
+}
+
 impl Tx<'_> {
     /// Commands finished at or after `since`, by hour (from the partial index
     /// `command_finished` alone, in its order: no sort).
@@ -51,15 +60,30 @@ impl Tx<'_> {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
-    /// Commands enqueued (their batch created) at or after `since`, by hour: the batches of
-    /// the window, each one's commands counted in the index `command_batch_status`.
-    pub(crate) fn enqueued_per_hour(&self, since: &Utc) -> Result<Vec<(String, i64)>> {
+    /// What moved the queue at or after `since`, by second (`YYYY-MM-DDTHH:MM:SS`) in time
+    /// order: commands enqueued (their batch created; counted in the index
+    /// `command_batch_status`) and commands that reached a terminal status (in the index
+    /// `command_finished`). A second's enqueues come before its finishes: the hour's peak is
+    /// never missed.
+    pub(crate) fn queue_moves_since(&self, since: &Utc) -> Result<Vec<QueueMove>> {
         let mut statement = self.0.prepare_cached(
-            "SELECT substr(b.created_at, 1, 13),
-                    sum((SELECT count(*) FROM command c WHERE c.batch_id = b.id))
-             FROM batch b WHERE b.created_at >= ?1 GROUP BY 1",
+            "SELECT second, sum(enqueued), sum(finished) FROM (
+                 SELECT substr(b.created_at, 1, 19) AS second,
+                        (SELECT count(*) FROM command c WHERE c.batch_id = b.id) AS enqueued,
+                        0 AS finished
+                 FROM batch b WHERE b.created_at >= ?1
+                 UNION ALL
+                 SELECT substr(finished_at, 1, 19), 0, count(*)
+                 FROM command INDEXED BY command_finished WHERE finished_at >= ?1 GROUP BY 1)
+             GROUP BY second ORDER BY second",
         )?;
-        let rows = statement.query_map([since], |row| Ok((row.get(0)?, row.get(1)?)))?;
+        let rows = statement.query_map([since], |row| {
+            Ok(QueueMove {
+                second: row.get(0)?,
+                enqueued: row.get(1)?,
+                finished: row.get(2)?,
+            })
+        })?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 

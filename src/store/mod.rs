@@ -12,6 +12,7 @@ mod agents;
 mod backup;
 mod commands;
 mod console;
+pub(crate) use console::QueueMove;
 mod health;
 mod held;
 mod migrations;

@@ -53,10 +53,14 @@ pub(crate) struct AgentRow {
     pub jira_down_since: Option<Utc>,
     /// How often it said it sends a heartbeat, in seconds; `None` if it never said.
     pub heartbeat_seconds: Option<u32>,
+    /// Only ever sent a preflight (`agent --check`): a check, never a claim for work nor a
+    /// report.
+    pub check_only: bool,
 }
 
 /// The columns of an [`AgentRow`], in [`agent_row`]'s order.
-pub(crate) const AGENT_COLUMNS: &str = "agent, version, last_seen_at, jira_ok, last_error, last_check, jira_down_since, heartbeat_seconds";
+pub(crate) const AGENT_COLUMNS: &str = "agent, version, last_seen_at, jira_ok, last_error, last_check, jira_down_since, heartbeat_seconds, \
+     (last_check IS NOT NULL AND last_claim_at IS NULL AND last_report_at IS NULL)";
 
 /// An [`AgentRow`] from the [`AGENT_COLUMNS`].
 pub(crate) fn agent_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<AgentRow> {
@@ -72,6 +76,7 @@ pub(crate) fn agent_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<AgentRow> {
             .get::<_, Option<i64>>(7)?
             .and_then(|s| u32::try_from(s).ok())
             .filter(|s| *s > 0),
+        check_only: row.get::<_, i64>(8)? != 0,
     })
 }
 

@@ -1149,7 +1149,12 @@ async fn the_overview_flags_a_silent_agent_and_a_stalled_refresh() {
 
     clock.advance(time::Duration::minutes(10));
     let page = console.get("/", Some(&cookie)).await;
-    assert!(page.body.contains("Молчит 21 мин"), "{}", page.body);
+    assert!(
+        page.body
+            .contains("Молчит <span title=\"2026-11-29T10:00:00.000000Z\">21 мин</span>"),
+        "{}",
+        page.body
+    );
     assert!(page.body.contains("class=\"agent silent\""));
 
     let issue = console.get("/ui/issues/AURORA-1", Some(&cookie)).await;
@@ -1253,7 +1258,7 @@ async fn the_overview_shows_an_agents_last_check() {
             "/agent/heartbeat",
             json!({"kind": "heartbeat", "id": "h1", "agent": "agent-1", "sent_at": "2026-11-29T10:00:00Z",
                    "agent_version": "1.4.0", "jira_ok": true,
-                   "check": {"ran_at": "2026-11-30T19:00:00Z", "ok": false, "lines": [
+                   "check": {"ran_at": "2026-11-28T09:00:00.123456Z", "ok": false, "lines": [
                        {"name": "проект", "ok": true, "detail": "AURORA"},
                        {"name": "тип связи blocks", "ok": false,
                         "detail": "типа связи «Blocks» в Jira нет; есть: «Blocker»"}]}}),
@@ -1261,12 +1266,22 @@ async fn the_overview_shows_an_agents_last_check() {
         .await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     let page = console.get("/", Some(&cookie)).await;
+    // The check's time in the console's one form (issue 29), the stored text in the tooltip.
     assert!(
-        page.body
-            .contains("Проверка настроек (agent --check) 2026-11-30T19:00:00Z: ошибок: 1"),
+        page.body.contains(
+            "Проверка настроек (agent --check) <time datetime=\"2026-11-28T09:00:00.123456Z\" \
+             title=\"2026-11-28T09:00:00.123456Z\">2026-11-28 09:00 UTC</time>: ошибок: 1"
+        ),
         "{}",
         page.body
     );
+    // It only ran a check: a check, not a silent agent.
+    assert!(
+        page.body.contains("class=\"agent check-only\""),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("Молчит"), "{}", page.body);
     assert!(
         page.body
             .contains("тип связи blocks: типа связи «Blocks» в Jira нет; есть: «Blocker»"),
@@ -1671,4 +1686,96 @@ async fn a_command_with_an_agent_is_not_nothing_waiting() {
         "{}",
         page.body
     );
+}
+
+/// Issue 29 item 4: a silent agent's card says once how long it has been silent and counts the
+/// heartbeats it missed (4 at 2 min with a 30 s period), and never «Jira доступна» beside it;
+/// «Забыть агента» (a form with the anti-forgery token) forgets it, a live agent is refused.
+#[tokio::test]
+async fn a_silent_agent_is_said_once_counted_right_and_can_be_forgotten() {
+    let (console, clock) = console_on_clock(HttpOptions::default());
+    let cookie = console.sign_in().await;
+    for (id, agent) in [("h1", "old-name"), ("h2", "live")] {
+        let page = console
+            .agent_post(
+                "/agent/heartbeat",
+                json!({"kind": "heartbeat", "id": id, "agent": agent, "sent_at": "2026-11-29T10:00:00Z",
+                       "agent_version": "1.4.0", "jira_ok": true, "heartbeat_seconds": 30}),
+            )
+            .await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    }
+    clock.advance(time::Duration::seconds(100));
+    let page = console
+        .agent_post(
+            "/agent/heartbeat",
+            json!({"kind": "heartbeat", "id": "h3", "agent": "live", "sent_at": "2026-11-29T10:01:40Z",
+                   "agent_version": "1.4.0", "jira_ok": true, "heartbeat_seconds": 30}),
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    clock.advance(time::Duration::seconds(20));
+    let page = console.get("/", Some(&cookie)).await;
+    let card = part(&page.body, "overview-cards", "section");
+    let silent = &card[card.find("<h3>old-name</h3>").unwrap()..];
+    let silent = &silent[..silent.find("</div>").unwrap()];
+    assert!(
+        silent.contains(
+            "Молчит <span title=\"2026-11-29T10:00:00.000000Z\">2 мин</span>: пропущено 4 сигнала о жизни \
+             (агент шлёт их раз в 30 с)."
+        ),
+        "{silent}"
+    );
+    assert!(!silent.contains("Jira доступна"), "{silent}");
+    assert!(!silent.contains("назад"), "said once: {silent}");
+    assert!(silent.contains("Забыть агента"), "{silent}");
+    let live = &card[card.find("<h3>live</h3>").unwrap()..];
+    let live = &live[..live.find("</div>").unwrap()];
+    assert!(live.contains("Jira доступна"), "{live}");
+    assert!(!live.contains("Забыть агента"), "{live}");
+
+    let csrf = csrf_of(&page.body);
+    let refused = console
+        .post(
+            "/ui/agents/forget",
+            Some(&cookie),
+            &[("csrf", &csrf), ("agent", "live")],
+            &[],
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.body);
+    assert!(
+        refused.body.contains("Агент «live» на связи"),
+        "{}",
+        refused.body
+    );
+    let forged = console
+        .post(
+            "/ui/agents/forget",
+            Some(&cookie),
+            &[("csrf", "0"), ("agent", "old-name")],
+            &[],
+        )
+        .await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN, "{}", forged.body);
+    let forgot = console
+        .post(
+            "/ui/agents/forget",
+            Some(&cookie),
+            &[("csrf", &csrf), ("agent", "old-name")],
+            &[],
+        )
+        .await;
+    assert_eq!(forgot.status, StatusCode::SEE_OTHER, "{}", forgot.body);
+    assert_eq!(forgot.headers["location"], "/?notice=forgotten");
+    let agents = console.api(Method::GET, "/agents", None).await;
+    let names: Vec<&str> = agents
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["agent"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["live"]);
+    let page = console.get("/?notice=forgotten", Some(&cookie)).await;
+    assert!(page.body.contains("Агент забыт"), "{}", page.body);
 }

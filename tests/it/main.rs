@@ -3,6 +3,7 @@
 //! (migrations racing, a live WAL, exit codes), the service API where they do not.
 
 mod agent_e2e;
+mod agent_truth;
 mod agent_waits;
 mod anonymous;
 mod batches;
@@ -21,6 +22,7 @@ mod incremental;
 mod install;
 mod migrations;
 mod mirror;
+mod operator_words;
 mod preflight;
 mod projects;
 mod proof;

@@ -107,7 +107,9 @@ fn last_seen_in_database(db: &Path, agent: &str) -> String {
 
 /// An idle agent over the relay (a heartbeat every 10 s, a claim waiting for work) and the
 /// timers' ticks commit nothing; its last-seen time is written once a minute, and a real change
-/// of its status (Jira down) at once.
+/// of its status (Jira down) at once. Its heartbeats announce a period of a minute: an agent
+/// that announces a shorter one is written once a period (issue 29: before the written time
+/// would make it look silent, see `agent_truth`).
 #[test]
 fn an_idle_relay_agent_makes_no_commit_but_one_a_minute() {
     let dir = TestDir::new();
@@ -121,7 +123,7 @@ fn an_idle_relay_agent_makes_no_commit_but_one_a_minute() {
     drop_file(
         &inbox,
         "heartbeat-h0.json",
-        &with_token(heartbeat("h0", "idle", &at(&clock), true), &token),
+        &with_token(minute_heartbeat("h0", "idle", &at(&clock), true), &token),
     );
     drop_file(
         &inbox,
@@ -143,7 +145,7 @@ fn an_idle_relay_agent_makes_no_commit_but_one_a_minute() {
             &inbox,
             &format!("heartbeat-h{i}.json"),
             &with_token(
-                heartbeat(&format!("h{i}"), "idle", &last_sent, true),
+                minute_heartbeat(&format!("h{i}"), "idle", &last_sent, true),
                 &token,
             ),
         );
@@ -204,7 +206,7 @@ fn an_idle_relay_agent_makes_no_commit_but_one_a_minute() {
     drop_file(
         &inbox,
         "heartbeat-down.json",
-        &with_token(heartbeat("down", "idle", &at(&clock), false), &token),
+        &with_token(minute_heartbeat("down", "idle", &at(&clock), false), &token),
     );
     relay_worker.pass_at(t0 + Duration::from_secs(100)).unwrap();
     assert_ne!(
@@ -223,6 +225,13 @@ fn an_idle_relay_agent_makes_no_commit_but_one_a_minute() {
     assert!(!jira_ok);
 }
 
+/// A heartbeat announcing a period of a minute (silent after two).
+fn minute_heartbeat(id: &str, agent: &str, sent_at: &str, jira_ok: bool) -> Value {
+    let mut request = heartbeat(id, agent, sent_at, jira_ok);
+    request["heartbeat_seconds"] = json!(60);
+    request
+}
+
 /// The router over `hub`'s database (sharing its process state: work signal, presence).
 fn router_of(hub: &HubConnection) -> axum::Router {
     jira_hub::http::router(jira_hub::http::AppState {
@@ -231,7 +240,7 @@ fn router_of(hub: &HubConnection) -> axum::Router {
     })
 }
 
-async fn send(
+pub(crate) async fn send(
     router: &axum::Router,
     method: Method,
     path: &str,

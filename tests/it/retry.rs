@@ -596,8 +596,9 @@ fn refresh_wait_says_when_no_agent_is_about() {
         "{out:?}"
     );
     assert!(
-        out.stderr
-            .contains("warning: every agent is silent (agent-7 silent since 2026-11-29T10:00:00"),
+        out.stderr.contains(
+            "warning: every agent is silent (agent-7 silent since 2026-11-29 10:00:00 UTC ("
+        ),
         "{out:?}"
     );
     let mut hub = open_hub(&dir, &clock);

@@ -8,7 +8,8 @@ const WIDTH: f64 = 360.0;
 const HEIGHT: f64 = 130.0;
 const LEFT: f64 = 22.0;
 const RIGHT: f64 = 6.0;
-const TOP: f64 = 8.0;
+/// The plot starts below the «макс.» label, so no mark ever covers it.
+const TOP: f64 = 20.0;
 const BOTTOM: f64 = 18.0;
 
 /// One mark of a chart.
@@ -41,7 +42,7 @@ fn frame(out: &mut String, title: &str, marks: &[Mark], unit: Unit, first: &str,
         WIDTH - RIGHT,
         WIDTH - RIGHT,
         LEFT + 4.0,
-        TOP + 12.0,
+        TOP - 6.0,
         esc(&format!("макс. {}", amount(max, unit))),
         LEFT - 4.0,
         HEIGHT - 4.0,
@@ -175,6 +176,12 @@ mod tests {
         assert!(svg.contains("&lt;b&gt;: 2 команды"), "{svg}");
         assert!(!svg.contains("<b>"));
         assert!(svg.contains("макс. 4 команды"));
+        // The «макс.» label sits above the plot: the tallest bar starts below it.
+        assert!(svg.contains("y=\"14\">макс. 4 команды</text>"), "{svg}");
+        assert!(
+            svg.contains("class=\"bar bad\" x=\"188.0\" y=\"20.0\""),
+            "{svg}"
+        );
         let svg = line("Очередь", COMMANDS, &marks, "a", "b");
         assert!(svg.contains("<polyline"));
         assert_eq!(amount(2.5, COMMANDS), "2,5 команды");

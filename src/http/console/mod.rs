@@ -328,6 +328,7 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/ui/issues/{key}/notes", post(add_note))
         .route("/ui/runs", get(runs))
         .route("/ui/refresh", post(refresh))
+        .route("/ui/agents/forget", post(forget_agent))
         .route("/ui/{*rest}", get(missing))
         .layer(Extension(Arc::new(Console::new())))
 }
@@ -466,6 +467,7 @@ fn notice_words(code: &str) -> Option<&'static str> {
         "retried" => "Команда снова в очереди.",
         "retried-batch" => "Неудачные команды пакета снова в очереди.",
         "note" => "Заметка добавлена.",
+        "forgotten" => "Агент забыт; он появится снова, если обратится к хабу.",
         "refresh" => "Обновление зеркала поставлено в очередь.",
         "refresh-pending" => {
             "Такое обновление уже ждёт в очереди или идёт: второе не добавлено, ждите это."
@@ -892,7 +894,7 @@ async fn overview(signed: Signed) -> Response {
         Section::Overview,
         "/",
         |hub| hub.overview(),
-        |view, _, _| ("Обзор".to_string(), pages::overview(&view)),
+        |view, csrf, _| ("Обзор".to_string(), pages::overview(&view, csrf)),
     )
     .await
 }
@@ -1253,6 +1255,16 @@ async fn refresh(posted: Posted) -> Response {
             "/ui/runs",
         ),
     }
+}
+
+/// Forgets a silent agent or a one-off check (`agent` of the form): back to the overview.
+async fn forget_agent(posted: Posted) -> Response {
+    let name = posted.field("agent").unwrap_or_default().to_string();
+    let to = with_notice("/", "forgotten");
+    act(posted, Section::Overview, to, "/", move |hub| {
+        hub.forget_agent(&name)
+    })
+    .await
 }
 
 #[cfg(test)]

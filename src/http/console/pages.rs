@@ -11,7 +11,7 @@ use super::html::{
 use crate::domain::command::{BatchStatus, CommandStatus, RunStatus};
 use crate::domain::words::{self, COMMANDS as COMMAND_FORMS, TIMES};
 use crate::service::{
-    BatchView, CommandPage, CommandView, FailedBatch, HourActivity, IssueView, Overview,
+    AgentView, BatchView, CommandPage, CommandView, FailedBatch, HourActivity, IssueView, Overview,
     ProjectIssues, ProjectView, QueuedRefresh, RelayState, SliceRow, SyncRunView,
 };
 use std::fmt::Write as _;
@@ -113,7 +113,85 @@ fn run_progress(run: &SyncRunView, now: OffsetDateTime) -> String {
 // ---------------------------------------------------------------------------------------------
 // Overview
 
-pub(super) fn overview(view: &Overview) -> String {
+/// An agent's name and state, judged by the hub's one silence rule: live («Был на связи …»,
+/// Jira's state), silent («Молчит 2 мин: пропущено 4 сигнала…», Jira's state unknown: what it
+/// said last is no longer news), or a one-off check (`agent --check` under a name that runs
+/// nothing). A silent agent and a check can be forgotten (a form with the anti-forgery token).
+fn agent_card_head(out: &mut String, agent: &AgentView, csrf: &str, now: OffsetDateTime) {
+    let (class, state) = if agent.check_only {
+        (
+            " check-only",
+            "Разовая проверка (agent --check), не работающий агент".to_string(),
+        )
+    } else if agent.silent {
+        (
+            " silent",
+            "О Jira сейчас неизвестно: агент молчит".to_string(),
+        )
+    } else {
+        let jira = match agent.jira_ok {
+            Some(true) => "<span class=\"ok\">Jira доступна</span>",
+            Some(false) => "<span class=\"bad\">Jira недоступна</span>",
+            None => "<span>О Jira не сообщал</span>",
+        };
+        ("", jira.to_string())
+    };
+    let _ = write!(
+        out,
+        "<div class=\"agent{class}\"><h3>{}</h3>",
+        esc(&agent.agent)
+    );
+    if agent.silent {
+        let missed = crate::service::missed_heartbeats(agent, now);
+        let _ = write!(
+            out,
+            "<p class=\"bad\" role=\"status\">Молчит <span title=\"{}\">{}</span>: {}. \
+             Работает ли он, есть ли связь с хабом или папкой обмена?</p>",
+            esc(agent.last_seen_at.as_str()),
+            duration_words(seconds_since(&agent.last_seen_at, now)),
+            match agent.heartbeat_seconds {
+                Some(period) => format!(
+                    "{} {} о жизни (агент шлёт их раз в {})",
+                    crate::domain::words::plural(missed, &crate::domain::words::MISSED),
+                    crate::domain::words::count(missed, &crate::domain::words::SIGNALS),
+                    duration_words(i64::from(period))
+                ),
+                None => format!(
+                    "ни одного запроса за {}",
+                    duration_words(agent.silent_after_seconds)
+                ),
+            }
+        );
+        let _ = write!(
+            out,
+            "<p>Версия: {} · {state}</p>",
+            or_dash(agent.version.as_deref())
+        );
+    } else {
+        let _ = write!(
+            out,
+            "<p>{} {}<br>Версия: {} · {state}</p>",
+            if agent.check_only {
+                "Проверка была"
+            } else {
+                "Был на связи"
+            },
+            time_of(&agent.last_seen_at, now),
+            or_dash(agent.version.as_deref())
+        );
+    }
+    if agent.silent || agent.check_only {
+        out.push_str(&form(
+            "/ui/agents/forget",
+            csrf,
+            &[("agent", &agent.agent)],
+            "Забыть агента",
+            "danger",
+        ));
+    }
+}
+
+pub(super) fn overview(view: &Overview, csrf: &str) -> String {
     let now = view.now.at();
     let mut out = String::with_capacity(32 * 1024);
     out.push_str("<section id=\"overview-cards\" class=\"cards\" data-live>");
@@ -167,37 +245,7 @@ pub(super) fn overview(view: &Overview) -> String {
         out.push_str("<p>Агент ещё не обращался к хабу.</p>");
     }
     for agent in &view.agents {
-        let jira = match agent.jira_ok {
-            Some(true) => "<span class=\"ok\">Jira доступна</span>",
-            Some(false) => "<span class=\"bad\">Jira недоступна</span>",
-            None => "<span>о Jira не сообщал</span>",
-        };
-        let silent = agent.silent;
-        let _ = write!(
-            out,
-            "<div class=\"agent{}\"><h3>{}</h3><p>Был на связи {}<br>Версия: {} · {}</p>",
-            if silent { " silent" } else { "" },
-            esc(&agent.agent),
-            time_of(&agent.last_seen_at, now),
-            or_dash(agent.version.as_deref()),
-            jira
-        );
-        if silent {
-            let _ = write!(
-                out,
-                "<p class=\"bad\" role=\"status\">Молчит {} (с {}): {}. \
-                 Работает ли он, есть ли связь с хабом или папкой обмена?</p>",
-                duration_words(seconds_since(&agent.last_seen_at, now)),
-                time_of(&agent.last_seen_at, now),
-                match agent.heartbeat_seconds {
-                    Some(period) => format!(
-                        "пропущены два сигнала о жизни (агент шлёт их раз в {})",
-                        duration_words(i64::from(period))
-                    ),
-                    None => "агент обращается к хабу хотя бы раз в 10 мин".to_string(),
-                }
-            );
-        }
+        agent_card_head(&mut out, agent, csrf, now);
         if let Some(held) = &agent.jira_held {
             // Jira is held for this agent (issue 24 §2): why, and since when.
             let _ = write!(
@@ -219,7 +267,10 @@ pub(super) fn overview(view: &Overview) -> String {
                 out,
                 "<p class=\"check{}\">Проверка настроек (agent --check) {}: {}</p>",
                 if check.ok { "" } else { " bad" },
-                esc(&check.ran_at),
+                match crate::domain::time::parse_utc(&check.ran_at) {
+                    Some(at) => when_at(at, &check.ran_at, now),
+                    None => esc(&check.ran_at).to_string(),
+                },
                 if check.ok {
                     "всё в порядке".to_string()
                 } else {
