@@ -113,11 +113,64 @@ pub(crate) async fn ready(State(state): State<AppState>) -> Result<Json<Value>, 
 #[derive(Debug)]
 pub(crate) struct Exporter {
     metrics: Arc<Metrics>,
+    /// The last exposition written, in both formats, and what it was written from: a scrape
+    /// that finds the same snapshot, second and counters gets it again without encoding (many
+    /// scrapers of an idle hub cost a copy of a reference each).
+    /// One scrape encodes at a time (the others wait without a thread, and mostly get its text).
+    last: tokio::sync::Mutex<Option<Written>>,
+}
+
+/// An exposition and what it was written from.
+#[derive(Debug)]
+struct Written {
+    figures: Arc<MetricsFigures>,
+    second: i64,
+    live: Vec<u64>,
+    openmetrics: axum::body::Bytes,
+    prometheus: axum::body::Bytes,
 }
 
 impl Exporter {
     pub(crate) fn new(metrics: Arc<Metrics>) -> Self {
-        Exporter { metrics }
+        Exporter {
+            metrics,
+            last: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// The exposition in `format` of the counters now and of `figures`, ages counted to `now`:
+    /// the last one written when it was written from the same.
+    async fn exposition(
+        &self,
+        figures: Arc<MetricsFigures>,
+        now: time::OffsetDateTime,
+        format: Exposition,
+    ) -> Result<axum::body::Bytes, std::fmt::Error> {
+        let pick = |written: &Written| match format {
+            Exposition::OpenMetrics => written.openmetrics.clone(),
+            Exposition::Prometheus => written.prometheus.clone(),
+        };
+        let mut last = self.last.lock().await;
+        let live = live_values(&self.metrics);
+        let second = now.unix_timestamp();
+        if let Some(written) = last.as_ref()
+            && Arc::ptr_eq(&written.figures, &figures)
+            && written.second == second
+            && written.live == live
+        {
+            return Ok(pick(written));
+        }
+        let openmetrics = self.encode(figures.clone(), now)?;
+        let written = Written {
+            figures,
+            second,
+            live,
+            prometheus: prometheus_text(&openmetrics).into(),
+            openmetrics: openmetrics.into(),
+        };
+        let bytes = pick(&written);
+        *last = Some(written);
+        Ok(bytes)
     }
 
     /// The exposition of the counters now and of `figures`, ages counted to `now`.
@@ -138,6 +191,72 @@ impl Exporter {
     }
 }
 
+/// The counters of what the process did, each with its name and help.
+fn counters(m: &Metrics) -> [(&'static str, &'static str, &std::sync::atomic::AtomicU64); 11] {
+    [
+        ("jira_hub_claims", "Claim requests applied", &m.claims),
+        (
+            "jira_hub_commands_handed_out",
+            "Commands handed out by claims",
+            &m.commands_handed_out,
+        ),
+        ("jira_hub_reports", "Report requests applied", &m.reports),
+        (
+            "jira_hub_results_accepted",
+            "Report results accepted",
+            &m.results_accepted,
+        ),
+        (
+            "jira_hub_results_ignored",
+            "Report results ignored",
+            &m.results_ignored,
+        ),
+        ("jira_hub_heartbeats", "Heartbeats applied", &m.heartbeats),
+        (
+            "jira_hub_issues_ingested",
+            "Raw Jira issues stored by refreshes",
+            &m.issues_ingested,
+        ),
+        (
+            "jira_hub_issues_not_stored",
+            "Raw Jira issues of refresh pages left out of the mirror",
+            &m.issues_not_stored,
+        ),
+        (
+            "jira_hub_relay_files_refused",
+            "Relay files refused into rejected/",
+            &m.relay_refused,
+        ),
+        (
+            "jira_hub_relay_passes",
+            "Passes of the relay over inbox/ (each lists the folder once)",
+            &m.relay_passes,
+        ),
+        (
+            "jira_hub_refresh_pages",
+            "Refresh pages applied to the mirror",
+            &m.refresh_pages,
+        ),
+    ]
+}
+
+/// What changes the exposition besides the snapshot and the second: every counter and gauge the
+/// collector reads live.
+fn live_values(m: &Metrics) -> Vec<u64> {
+    let mut values: Vec<u64> = counters(m)
+        .iter()
+        .map(|(_, _, counter)| Metrics::get(counter))
+        .collect();
+    values.extend([
+        crate::logging::lines_dropped(),
+        Metrics::get(&m.claims_waiting_http),
+        Metrics::get(&m.claims_waiting_relay),
+        m.relay_files_waiting
+            .load(std::sync::atomic::Ordering::Relaxed),
+    ]);
+    values
+}
+
 #[derive(Debug)]
 struct HubCollector {
     metrics: Arc<Metrics>,
@@ -148,51 +267,7 @@ struct HubCollector {
 impl Collector for HubCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let m = &self.metrics;
-        let counters = [
-            ("jira_hub_claims", "Claim requests applied", &m.claims),
-            (
-                "jira_hub_commands_handed_out",
-                "Commands handed out by claims",
-                &m.commands_handed_out,
-            ),
-            ("jira_hub_reports", "Report requests applied", &m.reports),
-            (
-                "jira_hub_results_accepted",
-                "Report results accepted",
-                &m.results_accepted,
-            ),
-            (
-                "jira_hub_results_ignored",
-                "Report results ignored",
-                &m.results_ignored,
-            ),
-            ("jira_hub_heartbeats", "Heartbeats applied", &m.heartbeats),
-            (
-                "jira_hub_issues_ingested",
-                "Raw Jira issues stored by refreshes",
-                &m.issues_ingested,
-            ),
-            (
-                "jira_hub_issues_not_stored",
-                "Raw Jira issues of refresh pages left out of the mirror",
-                &m.issues_not_stored,
-            ),
-            (
-                "jira_hub_relay_files_refused",
-                "Relay files refused into rejected/",
-                &m.relay_refused,
-            ),
-            (
-                "jira_hub_relay_passes",
-                "Passes of the relay over inbox/ (each lists the folder once)",
-                &m.relay_passes,
-            ),
-            (
-                "jira_hub_refresh_pages",
-                "Refresh pages applied to the mirror",
-                &m.refresh_pages,
-            ),
-        ];
+        let counters = counters(m);
         let dropped = ConstCounter::new(crate::logging::lines_dropped());
         let metric = encoder.encode_descriptor(
             "jira_hub_log_lines_dropped",
@@ -561,8 +636,9 @@ pub(crate) async fn metrics(
             .and_then(|value| value.to_str().ok()),
     );
     let figures = state.pool.snapshot().await?;
-    let text = exporter
-        .encode(figures, state.pool.now_utc())
+    let body = exporter
+        .exposition(figures, state.pool.now_utc(), exposition)
+        .await
         .map_err(|error| {
             ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -571,9 +647,5 @@ pub(crate) async fn metrics(
                 error.to_string(),
             )
         })?;
-    let body = match exposition {
-        Exposition::OpenMetrics => text,
-        Exposition::Prometheus => prometheus_text(&text),
-    };
     Ok(([(header::CONTENT_TYPE, exposition.content_type())], body).into_response())
 }
