@@ -11,15 +11,24 @@
 //!    baseline).
 //! 3. 2,000 slow sign-ins opened at once: how many the hub holds, how many it closed at once,
 //!    its peak RSS, the latencies meanwhile, and its RSS once they are gone.
+//! 4. `/metrics` on a hub of 300,000 commands (`BENCH_STRANGERS_COMMANDS`) and 30,000 agent
+//!    names it has seen (`BENCH_STRANGERS_AGENTS`, heartbeats under distinct names): the hub's
+//!    CPU per scrape, one scraper at a time and then 100 keep-alive scrapers for
+//!    `BENCH_STRANGERS_SCRAPE_SECONDS` (default 10), and the latency of an agent's claim and a
+//!    client's request meanwhile. With `BENCH_BASELINE_EXE` (another build of the hub, e.g.
+//!    main's) the same is measured on it first, in the same run, on a hub seeded alike.
 //!
 //! Figures are printed, never asserted.
 
 mod common;
+#[path = "common/scrapers.rs"]
+mod scrapers;
 #[allow(dead_code)] // shared with the relay benchmarks: only the setup is used here
 #[path = "support/relay.rs"]
 mod support;
 
 use common::{clock_ticks, cpu_ticks, median, ms, size, status_kib};
+use scrapers::{add_done_commands, read_answer};
 use serde_json::json;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -240,6 +249,163 @@ fn main() -> Result<(), Error> {
         "after they left                          RSS {} KiB (peak of the run {} KiB)",
         status_kib(pid, "VmRSS:")?,
         status_kib(pid, "VmHWM:")?
+    );
+    drop(daemon);
+
+    // 4. /metrics on an old, busy hub: the baseline build first, then this one.
+    if let Some(baseline) = std::env::var_os("BENCH_BASELINE_EXE") {
+        scrapes(
+            "baseline (BENCH_BASELINE_EXE)",
+            std::path::Path::new(&baseline),
+        )?;
+    }
+    scrapes("this build", &support::daemon_exe())?;
+    Ok(())
+}
+
+/// A hub seeded with `BENCH_STRANGERS_COMMANDS` commands (one queued, the rest done) and
+/// `BENCH_STRANGERS_AGENTS` agent names seen by the running `exe`, scraped: what a scrape costs
+/// it and what agents and clients wait meanwhile.
+fn scrapes(label: &str, exe: &std::path::Path) -> Result<(), Error> {
+    let commands = size("BENCH_STRANGERS_COMMANDS", 300_000);
+    let names = size("BENCH_STRANGERS_AGENTS", 30_000);
+    let seconds = size("BENCH_STRANGERS_SCRAPE_SECONDS", 10) as u64;
+    let mut setup = support::setup()?;
+    let tokens = setup.hub.tokens()?.ok_or("no tokens")?;
+    let request: jira_hub::service::BatchRequest = serde_json::from_value(json!({
+        "title": "t", "author": "a",
+        "commands": [{"type": "comment", "params": {"key": "AURORA-5", "body": "первая"}}]}))?;
+    setup.hub.enqueue_batch(&request)?;
+    let started = Instant::now();
+    add_done_commands(&setup.db, commands as u32)?;
+    let (child, address) = common::spawn_serve(exe, &setup.db, &["--relay-poll-ms", "1000"])
+        .map_err(|error| error.to_string())?;
+    let daemon = support::Daemon(child);
+    let pid = daemon.0.id();
+    // The names, as heartbeats under distinct names over 8 keep-alive connections.
+    let senders: Vec<_> = (0..8)
+        .map(|lane| {
+            let (address, agent) = (address.clone(), tokens.agent.clone());
+            std::thread::spawn(move || -> usize {
+                let mut sent = 0;
+                let Ok(stream) = TcpStream::connect(&address) else {
+                    return 0;
+                };
+                let Ok(mut writer) = stream.try_clone() else {
+                    return 0;
+                };
+                let mut reader = std::io::BufReader::new(stream);
+                for n in (lane..names).step_by(8) {
+                    let body = json!({"kind": "heartbeat", "id": format!("hb-{n}"),
+                        "agent": format!("agent-{n:05}"), "sent_at": "2026-11-29T10:00:00Z",
+                        "agent_version": "1", "jira_ok": true})
+                    .to_string();
+                    let request = format!(
+                        "POST /agent/heartbeat HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {agent}\r\n\
+                         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if writer.write_all(request.as_bytes()).is_err()
+                        || read_answer(&mut reader) != Some(200)
+                    {
+                        break;
+                    }
+                    sent += 1;
+                }
+                sent
+            })
+        })
+        .collect();
+    let seen: usize = senders.into_iter().map(|s| s.join().unwrap_or(0)).sum();
+    println!(
+        "{label}: {commands} commands and {seen} agent names seeded in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    // One scraper at a time.
+    let stream = TcpStream::connect(&address)?;
+    let mut writer = stream.try_clone()?;
+    let mut reader = std::io::BufReader::new(stream);
+    let scrape = format!("GET /metrics HTTP/1.1\r\nHost: {address}\r\n\r\n");
+    let mut took = Vec::new();
+    let ticks = cpu_ticks(pid)?;
+    for _ in 0..30 {
+        let at = Instant::now();
+        writer.write_all(scrape.as_bytes())?;
+        if read_answer(&mut reader) != Some(200) {
+            return Err("a scrape was not answered 200".into());
+        }
+        took.push(at.elapsed());
+    }
+    let cpu_ms = (cpu_ticks(pid)? - ticks) as f64 / clock_ticks() * 1000.0 / 30.0;
+    println!(
+        "  one scraper                            median {:.2} ms a scrape, hub CPU {cpu_ms:.2} ms a scrape",
+        ms(median(&mut took))
+    );
+
+    // 100 keep-alive scrapers, and the probes meanwhile.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let scrapers: Vec<_> = (0..100)
+        .map(|_| {
+            let (address, stop, answered) = (address.clone(), stop.clone(), answered.clone());
+            std::thread::spawn(move || {
+                use std::sync::atomic::Ordering;
+                let scrape = format!("GET /metrics HTTP/1.1\r\nHost: {address}\r\n\r\n");
+                while !stop.load(Ordering::SeqCst) {
+                    let Ok(stream) = TcpStream::connect(&address) else {
+                        continue;
+                    };
+                    let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+                    let Ok(mut writer) = stream.try_clone() else {
+                        continue;
+                    };
+                    let mut reader = std::io::BufReader::new(stream);
+                    while !stop.load(Ordering::SeqCst)
+                        && writer.write_all(scrape.as_bytes()).is_ok()
+                        && read_answer(&mut reader) == Some(200)
+                    {
+                        answered.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    let ticks = cpu_ticks(pid)?;
+    let before = answered.load(std::sync::atomic::Ordering::SeqCst);
+    let started = Instant::now();
+    let mut probes = Probes::new();
+    let mut n = 5000;
+    let mut slowest = Duration::ZERO;
+    while started.elapsed() < Duration::from_secs(seconds) {
+        probes.probe(&address, &tokens.agent, &tokens.client, n);
+        n += 1;
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let scraped = answered.load(std::sync::atomic::Ordering::SeqCst) - before;
+    let used = (cpu_ticks(pid)? - ticks) as f64 / clock_ticks();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for scraper in scrapers {
+        let _ = scraper.join();
+    }
+    for list in [&probes.claim, &probes.client] {
+        slowest = slowest.max(list.iter().copied().max().unwrap_or_default());
+    }
+    let [_, claim, client] = probes.medians();
+    println!(
+        "  100 keep-alive scrapers for {elapsed:.0} s        {scraped} scrapes ({:.0}/s), hub CPU {:.0}% of a core, {:.2} ms a scrape",
+        scraped as f64 / elapsed,
+        used / elapsed * 100.0,
+        used * 1000.0 / scraped.max(1) as f64,
+    );
+    println!(
+        "  probes meanwhile                       claim median {:.1} ms, client median {:.1} ms, slowest {:.1} ms, statuses {:?}",
+        ms(claim),
+        ms(client),
+        ms(slowest),
+        probes.statuses
     );
     Ok(())
 }

@@ -272,6 +272,13 @@ pub struct ServeArgs {
     /// A connection that has not sent its request headers within this time is closed.
     #[arg(long, env = "JIRA_HUB_HTTP_HEADER_TIMEOUT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub http_header_timeout_seconds: u64,
+    /// A request body must arrive whole within this time from its headers (408 after).
+    #[arg(long, env = "JIRA_HUB_HTTP_BODY_TIMEOUT_SECONDS", default_value_t = crate::http::BODY_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub http_body_timeout_seconds: u64,
+    /// A file whose first line is a token that /metrics then asks for (Authorization: Bearer);
+    /// without it /metrics needs no token.
+    #[arg(long, env = "JIRA_HUB_METRICS_TOKEN_FILE", value_name = "FILE", value_parser = parse_metrics_token_file)]
+    pub metrics_token_file: Option<crate::http::MetricsToken>,
     /// A keep-alive connection with no request for this long is closed.
     #[arg(long, env = "JIRA_HUB_HTTP_IDLE_TIMEOUT_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub http_idle_timeout_seconds: u64,
@@ -636,9 +643,16 @@ impl ServeArgs {
                 public_origins: self.public_urls,
                 // Set by `jira-hub demo` for its hub only (no option: nothing for people).
                 instance: std::env::var(INSTANCE_ENV).ok(),
+                body_timeout: Duration::from_secs(self.http_body_timeout_seconds),
+                metrics_token: self.metrics_token_file,
             },
         }
     }
+}
+
+/// `--metrics-token-file`: the token in the file, read when the hub starts.
+fn parse_metrics_token_file(text: &str) -> Result<crate::http::MetricsToken, String> {
+    crate::http::MetricsToken::from_file(std::path::Path::new(text))
 }
 
 /// `--allowed-host`: a host name as `Host` carries it, kept lowercase without a final dot.

@@ -58,7 +58,55 @@ pub struct HttpOptions {
     /// A name for this run of the hub that `/ready` repeats (`instance`): `jira-hub demo` gives
     /// its hub one per run, so that it knows its own hub from another one on the same port.
     pub instance: Option<String>,
+    /// A request body must be read whole within this time from its headers (408 after), the
+    /// token's limits notwithstanding (issue 30 item 2).
+    pub body_timeout: Duration,
+    /// When set, `/metrics` needs `Authorization: Bearer` with it (`--metrics-token-file`).
+    pub metrics_token: Option<MetricsToken>,
 }
+
+/// The bearer token `/metrics` asks for when one is set (`--metrics-token-file`): compared in
+/// constant time, never shown by `Debug`.
+#[derive(Clone)]
+pub struct MetricsToken(String);
+
+impl MetricsToken {
+    /// The token in `path` (its first line, trimmed); a clear error for a missing, unreadable
+    /// or empty file.
+    pub fn from_file(path: &std::path::Path) -> Result<MetricsToken, String> {
+        let text = std::fs::read_to_string(path).map_err(|error| {
+            format!(
+                "не удалось прочитать файл токена метрик {}: «{error}»",
+                path.display()
+            )
+        })?;
+        let token = text.lines().next().unwrap_or_default().trim().to_string();
+        if token.is_empty() {
+            return Err(format!("файл токена метрик {} пуст", path.display()));
+        }
+        if token.chars().any(|c| c.is_control() || c == ' ') {
+            return Err(format!(
+                "в файле токена метрик {} токен с пробелом или управляющим символом",
+                path.display()
+            ));
+        }
+        Ok(MetricsToken(token))
+    }
+
+    /// Whether `given` is this token (in time that depends only on the lengths).
+    pub(crate) fn matches(&self, given: &str) -> bool {
+        crate::domain::constant_time_eq(self.0.as_bytes(), given.as_bytes())
+    }
+}
+
+impl std::fmt::Debug for MetricsToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MetricsToken(***)")
+    }
+}
+
+/// How long a request body may take to arrive whole, by default.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long a connection that has shown no valid token has for each request: from the accept
 /// (or its last answer) until its request's headers and body are read and it is answered. A
@@ -85,6 +133,8 @@ impl Default for HttpOptions {
             allowed_hosts: Vec::new(),
             public_origins: Vec::new(),
             instance: None,
+            body_timeout: BODY_TIMEOUT,
+            metrics_token: None,
         }
     }
 }
@@ -163,15 +213,17 @@ async fn host_guard(
             .as_deref()
             .is_some_and(|host| host_allowed(host, &state.options))
         {
-            // Only a request naming an unknown host pays for looking its token up here.
-            let valid = match bearer_token(request.headers()) {
-                Some(token) => match token_holder(&state, token).await {
-                    Ok(holder) => holder.client || holder.agent,
-                    Err(error) => return error.into_response(),
-                },
-                None => false,
-            };
-            if valid {
+            // The token is checked in memory (issue 30): no turn at the database.
+            let holder =
+                bearer_token(request.headers()).map(|token| state.pool.credentials.holder(&token));
+            // The metrics token is as good for `/metrics`: a page of another site cannot know it.
+            let metrics_token = request.uri().path() == "/metrics"
+                && state.options.metrics_token.as_ref().is_some_and(|token| {
+                    bearer_token(request.headers()).is_some_and(|given| token.matches(&given))
+                });
+            if let Some(holder) = holder.filter(|h| h.client || h.agent) {
+                grant_trust_as(request.extensions(), kind_of_holder(&holder));
+            } else if metrics_token {
                 grant_trust(request.extensions());
             } else {
                 let shown = host.unwrap_or_else(|| "?".into());
@@ -195,8 +247,22 @@ async fn host_guard(
 /// connection get the longer limits of `server.rs`. Nothing happens to a request made without a
 /// connection (the tests' router).
 pub(crate) fn grant_trust(extensions: &axum::http::Extensions) {
+    grant_trust_as(extensions, server::Kind::Client);
+}
+
+/// [`grant_trust`] for a credential of `kind`.
+fn grant_trust_as(extensions: &axum::http::Extensions, kind: server::Kind) {
     if let Some(trust) = extensions.get::<server::Trust>() {
-        trust.grant();
+        trust.grant(kind);
+    }
+}
+
+/// The kind of a valid token.
+fn kind_of_holder(holder: &crate::service::Holder) -> server::Kind {
+    if holder.agent {
+        server::Kind::Agent
+    } else {
+        server::Kind::Client
     }
 }
 
@@ -216,6 +282,18 @@ async fn no_store(request: axum::extract::Request, next: axum::middleware::Next)
 /// costs 2,000 small futures, not 2,000 threads and connections (issue 23 §2).
 const POOL_CONNECTIONS: usize = 16;
 
+/// How often the pool's watcher looks whether another connection committed (and then reads the
+/// tokens again): a rotation by the CLI is in force within this.
+const CREDENTIALS_EVERY: Duration = Duration::from_millis(250);
+
+/// The `/metrics` snapshot is taken again at most once per this many times what taking it last
+/// cost: whatever scrapes it, and however often, the snapshot costs at most about 1/21 of a
+/// core (issue 30 item 1).
+const SNAPSHOT_COST_SHARE: u32 = 20;
+
+/// A scrape waits this long at most for a snapshot due soon; past it the last one is served.
+const SNAPSHOT_WAIT: Duration = Duration::from_secs(1);
+
 /// Several [`HubConnection`]s, lent to one request at a time on a
 /// blocking thread.
 pub struct HubPool {
@@ -228,14 +306,51 @@ pub struct HubPool {
     metrics: Arc<crate::service::Metrics>,
     /// What waiting claims wait on (shared by every connection of the process).
     work: Arc<crate::service::WorkSignal>,
+    /// The tokens in force, in memory: checked without a turn (issue 30 item 1).
+    pub(crate) credentials: Arc<crate::service::Credentials>,
+    /// The operations' own share of the database (`/metrics`, `/ready`): one connection, one
+    /// at a time, never one of the [`POOL_CONNECTIONS`] turns agents and clients need.
+    operations: Operations,
+    /// Ends the watcher thread when the pool goes.
+    _watcher: Option<std::sync::mpsc::Sender<()>>,
+    /// The hub's clock.
+    clock: Arc<dyn crate::clock::Clock>,
+}
+
+/// The operations' share: its connection, its turn, and the `/metrics` snapshot.
+struct Operations {
+    turn: Arc<tokio::sync::Semaphore>,
+    hub: Arc<Mutex<Option<HubConnection>>>,
+    /// Taken one at a time: when the last was started and what it cost.
+    taking: tokio::sync::Mutex<(Option<tokio::time::Instant>, Duration)>,
+    snapshot: Mutex<Option<Arc<crate::service::MetricsFigures>>>,
 }
 
 impl HubPool {
     pub fn new(hub: HubConnection) -> Self {
+        if let Err(error) = hub.reload_credentials() {
+            tracing::warn!(%error, "the tokens could not be read; read again on the next change");
+        }
+        let watcher = match hub.connect() {
+            Ok(watching) => watch_credentials(watching),
+            Err(error) => {
+                tracing::warn!(%error, "no connection to watch for rotated tokens");
+                None
+            }
+        };
         HubPool {
             turns: Arc::new(tokio::sync::Semaphore::new(POOL_CONNECTIONS)),
             metrics: hub.shared_metrics(),
             work: hub.work_signal(),
+            credentials: hub.credentials(),
+            operations: Operations {
+                turn: Arc::new(tokio::sync::Semaphore::new(1)),
+                hub: Arc::new(Mutex::new(None)),
+                taking: tokio::sync::Mutex::new((None, Duration::ZERO)),
+                snapshot: Mutex::new(None),
+            },
+            _watcher: watcher,
+            clock: hub.clock(),
             base: Mutex::new(hub),
             idle: Mutex::new(Vec::new()),
         }
@@ -251,29 +366,98 @@ impl HubPool {
         self.work.clone()
     }
 
+    /// The hub's time now.
+    pub(crate) fn now_utc(&self) -> time::OffsetDateTime {
+        self.clock.now()
+    }
+
     /// Runs `work` with a connection, on a blocking thread.
     pub(crate) async fn run<T: Send + 'static>(
         self: &Arc<Self>,
         work: impl FnOnce(&mut HubConnection) -> Result<T, ServiceError> + Send + 'static,
     ) -> Result<T, ApiError> {
-        // The turn goes with the blocking work: a request dropped meanwhile keeps it until the
-        // work ends.
-        let turn = self
-            .turns
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|error| ApiError::internal(format!("the pool is closed: {error}")))?;
         let pool = self.clone();
-        tokio::task::spawn_blocking(move || {
-            let _turn = turn;
+        on_turn(&self.turns, move || {
             let mut hub = pool.checkout()?;
             let result = work(&mut hub);
             pool.checkin(hub);
             result.map_err(ApiError::from)
         })
         .await
-        .map_err(|error| ApiError::internal(format!("a request task failed: {error}")))?
+    }
+
+    /// Runs `work` on the operations' own connection (one at a time, on a blocking thread):
+    /// `/ready` and the `/metrics` snapshot, whoever asks, never take a turn of [`run`](Self::run).
+    pub(crate) async fn run_operation<T: Send + 'static>(
+        self: &Arc<Self>,
+        work: impl FnOnce(&mut HubConnection) -> Result<T, ServiceError> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let pool = self.clone();
+        on_turn(&self.operations.turn, move || {
+            let mut slot = pool
+                .operations
+                .hub
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if slot.is_none() {
+                *slot = Some(pool.checkout()?);
+            }
+            let Some(hub) = slot.as_mut() else {
+                return Err(ApiError::internal("no connection for operations".into()));
+            };
+            work(hub).map_err(ApiError::from)
+        })
+        .await
+    }
+
+    /// The `/metrics` snapshot: taken again on the operations' connection when the last one was
+    /// started before this scrape asked, at most once per [`SNAPSHOT_COST_SHARE`] times its
+    /// cost (a scrape waits up to [`SNAPSHOT_WAIT`] for it, or gets the last one). Scrapes that
+    /// come while one is taken wait for it and share it.
+    pub(crate) async fn snapshot(
+        self: &Arc<Self>,
+    ) -> Result<Arc<crate::service::MetricsFigures>, ApiError> {
+        let asked = tokio::time::Instant::now();
+        let mut taking = self.operations.taking.lock().await;
+        let last = self
+            .operations
+            .snapshot
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let (started, cost) = *taking;
+        if let (Some(last), Some(started)) = (&last, started) {
+            if started >= asked {
+                return Ok(last.clone());
+            }
+            let due = started + cost * SNAPSHOT_COST_SHARE;
+            let now = tokio::time::Instant::now();
+            if due > now {
+                if due - now > SNAPSHOT_WAIT {
+                    return Ok(last.clone());
+                }
+                tokio::time::sleep_until(due).await;
+            }
+        }
+        let started = tokio::time::Instant::now();
+        let previous = last.clone();
+        let taken = self
+            .run_operation(move |hub| hub.metrics_figures(previous.as_deref()))
+            .await;
+        *taking = (Some(started), started.elapsed());
+        match taken {
+            Ok(figures) => {
+                let figures = Arc::new(figures);
+                *self
+                    .operations
+                    .snapshot
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) = Some(figures.clone());
+                Ok(figures)
+            }
+            // The database does not answer: the last snapshot, if there is one.
+            Err(error) => last.ok_or(error),
+        }
     }
 
     fn checkout(&self) -> Result<HubConnection, ApiError> {
@@ -293,6 +477,60 @@ impl HubPool {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         if idle.len() < POOL_CONNECTIONS {
             idle.push(hub);
+        }
+    }
+}
+
+/// Runs `work` on a blocking thread once `turns` gives a turn. The turn goes with the blocking
+/// work: a request dropped meanwhile keeps it until the work ends.
+async fn on_turn<T: Send + 'static>(
+    turns: &Arc<tokio::sync::Semaphore>,
+    work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let turn = turns
+        .clone()
+        .acquire_owned()
+        .await
+        .map_err(|error| ApiError::internal(format!("the pool is closed: {error}")))?;
+    tokio::task::spawn_blocking(move || {
+        let _turn = turn;
+        work()
+    })
+    .await
+    .map_err(|error| ApiError::internal(format!("a request task failed: {error}")))?
+}
+
+/// A thread that reads the tokens again whenever another connection committed (looked at every
+/// [`CREDENTIALS_EVERY`]: `PRAGMA data_version`, a read of shared memory), so that a rotation or
+/// an `init` by the CLI is in force within a quarter of a second without a request paying for
+/// it. It ends when the pool drops the returned sender.
+fn watch_credentials(hub: HubConnection) -> Option<std::sync::mpsc::Sender<()>> {
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name("tokens".into())
+        .spawn(move || {
+            let mut seen = hub.data_version().ok();
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                stopped.recv_timeout(CREDENTIALS_EVERY)
+            {
+                let Ok(version) = hub.data_version() else {
+                    continue;
+                };
+                if seen != Some(version) {
+                    match hub.reload_credentials() {
+                        Ok(_) => seen = Some(version),
+                        Err(error) => {
+                            tracing::debug!(%error, "the tokens could not be read; tried again")
+                        }
+                    }
+                }
+            }
+        });
+    match spawned {
+        Ok(_) => Some(stop),
+        Err(error) => {
+            tracing::warn!(%error, "no thread to watch for rotated tokens");
+            None
         }
     }
 }
@@ -447,6 +685,21 @@ impl IntoResponse for ApiError {
 
 /// What a body that could not be read is answered: 413 over the limit, 400 otherwise.
 fn body_rejection(rejection: axum::extract::rejection::BytesRejection) -> ApiError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&rejection);
+    while let Some(error) = source {
+        if let Some(timed_out) = error.downcast_ref::<server::BodyTimedOut>() {
+            return ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                ErrorCode::Timeout,
+                None,
+                format!(
+                    "тело запроса не пришло целиком за {} с",
+                    timed_out.0.as_secs()
+                ),
+            );
+        }
+        source = error.source();
+    }
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -637,32 +890,6 @@ fn bearer_token(headers: &axum::http::HeaderMap) -> Option<String> {
         .filter(|t| !t.is_empty())
 }
 
-/// Whose token `token` is.
-struct TokenHolder {
-    client: bool,
-    agent: bool,
-    /// The hub has tokens at all.
-    initialised: bool,
-}
-
-/// Looks `token` up (in constant time, on a blocking thread).
-async fn token_holder(state: &AppState, token: String) -> Result<TokenHolder, ApiError> {
-    state
-        .pool
-        .run(move |hub| {
-            let client = hub.client_token_matches(Some(&token))?;
-            let agent = hub.agent_token_matches(Some(&token))?;
-            // Only a refusal asks whether there are tokens at all.
-            let initialised = client || agent || hub.tokens()?.is_some();
-            Ok(TokenHolder {
-                client,
-                agent,
-                initialised,
-            })
-        })
-        .await
-}
-
 async fn authorize(parts: &Parts, state: &AppState, role: Role) -> Result<(), ApiError> {
     let Some(token) = bearer_token(&parts.headers) else {
         return Err(ApiError::new(
@@ -672,14 +899,16 @@ async fn authorize(parts: &Parts, state: &AppState, role: Role) -> Result<(), Ap
             "нужен заголовок Authorization: Bearer <токен>",
         ));
     };
-    let TokenHolder {
+    // In memory, without a turn at the database (issue 30 item 1).
+    let holder = state.pool.credentials.holder(&token);
+    let crate::service::Holder {
         client,
         agent,
         initialised,
-    } = token_holder(state, token).await?;
+    } = holder;
     if client || agent {
         // A valid token, even the other side's: whoever sent it is no stranger.
-        grant_trust(&parts.extensions);
+        grant_trust_as(&parts.extensions, kind_of_holder(&holder));
     }
     if !initialised {
         return Err(ApiError::new(
@@ -804,7 +1033,8 @@ pub(crate) async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let options = state.options.clone();
-    server::serve(listener, router(state), options, shutdown).await
+    let credentials = state.pool.credentials.clone();
+    server::serve(listener, router(state), options, credentials, shutdown).await
 }
 
 /// The time limits of a request, for [`time_limit`].
@@ -876,12 +1106,24 @@ async fn time_limit(
 /// The router, separate from the listener so that tests drive it without a socket.
 pub fn router(state: AppState) -> Router {
     let (routes, document) = api();
-    let document = Arc::new(document::finish(document));
+    // Written once: a request for it costs a copy of a reference, whoever asks (issue 30).
+    let document = Bytes::from(serde_json::to_vec(&document::finish(document)).unwrap_or_default());
     routes
         .merge(console::routes())
         .route(
             "/openapi.json",
-            axum::routing::get(move || async move { Json(document.as_ref().clone()) }),
+            axum::routing::get(move || {
+                let document = document.clone();
+                async move {
+                    (
+                        [(
+                            axum::http::header::CONTENT_TYPE,
+                            HeaderValue::from_static("application/json"),
+                        )],
+                        document,
+                    )
+                }
+            }),
         )
         .fallback(|headers: axum::http::HeaderMap| async move {
             // A browser (it asks for HTML) gets the console's page, a client the JSON error.

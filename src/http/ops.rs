@@ -1,7 +1,7 @@
 //! Operations: liveness, readiness, metrics. No token: they carry no business data.
 
 use super::{ApiError, AppState, ErrorCode};
-use crate::service::{Fault, Metrics};
+use crate::service::{Fault, Metrics, MetricsFigures};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
@@ -16,7 +16,7 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Alive: the process answers. No database.
 #[utoipa::path(get, path = "/health", tag = "operations",
@@ -31,9 +31,11 @@ pub(crate) async fn health() -> Json<Value> {
 #[utoipa::path(get, path = "/ready", tag = "operations",
     responses((status = 200, description = "ready", body = Object), (status = 503, description = "the database does not answer, was never initialised (no tokens), or the relay loop is stuck", body = super::ErrorBody)))]
 pub(crate) async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    // On the operations' own connection (issue 30): a flood of `/ready` never takes a turn
+    // agents and clients need.
     let (relay_dir, stalled, problem, missing, initialised, fault) = state
         .pool
-        .run(|hub| {
+        .run_operation(|hub| {
             // While a fault is recorded, a write that changes nothing shows whether it is over.
             let _ = hub.probe_database();
             let fault = hub.database_fault();
@@ -105,104 +107,167 @@ pub(crate) async fn ready(State(state): State<AppState>) -> Result<Json<Value>, 
     Ok(Json(body))
 }
 
-/// What `/metrics` reads from the database at each scrape, kept for the collector.
-#[derive(Debug, Default, Clone)]
-struct Figures {
-    /// Commands by status.
-    queue: Vec<(&'static str, i64)>,
-    /// Seconds since the last full refresh finished; `None`: never (no sample is written then).
-    last_full_refresh_age: Option<i64>,
-    mirror_issues: i64,
-    /// Full refreshes held by `prune_guard`, and the issues they would remove (issue 19).
-    held_runs: i64,
-    issues_awaiting_removal: i64,
-    /// Seconds the oldest queued command has waited; 0 when nothing is queued.
-    oldest_queued_age: i64,
-    /// Each agent with the seconds since it was last seen.
-    agents_last_seen_age: Vec<(String, i64)>,
-    /// Each agent Jira is held for (issue 24 §2), its reason and the seconds since.
-    agents_jira_held: Vec<(String, String, i64)>,
-    /// Each agent, and whether it is silent (two heartbeat periods without a request of its own).
-    agents_silent: Vec<(String, bool)>,
-    /// What is wrong with the database file (`disk_full`, `read_only`, `io_error`, `moved`).
-    database_fault: Option<&'static str>,
-}
-
-/// The process's metrics registry, built once with the router: one collector that reads the
-/// service's counters (shared by the relay, the timers and HTTP) and the figures the handler last
-/// read from the database.
+/// The process's metrics: the service's counters (shared by the relay, the timers and HTTP),
+/// encoded at each scrape beside the snapshot of what the database holds
+/// ([`HubPool::snapshot`](super::HubPool::snapshot)).
 #[derive(Debug)]
 pub(crate) struct Exporter {
-    registry: Registry,
-    figures: Arc<Mutex<Figures>>,
+    metrics: Arc<Metrics>,
+    /// The last exposition written, in both formats, and what it was written from: a scrape
+    /// that finds the same snapshot, second and counters gets it again without encoding (many
+    /// scrapers of an idle hub cost a copy of a reference each).
+    /// One scrape encodes at a time (the others wait without a thread, and mostly get its text).
+    last: tokio::sync::Mutex<Option<Written>>,
+}
+
+/// An exposition and what it was written from.
+#[derive(Debug)]
+struct Written {
+    figures: Arc<MetricsFigures>,
+    second: i64,
+    live: Vec<u64>,
+    openmetrics: axum::body::Bytes,
+    prometheus: axum::body::Bytes,
 }
 
 impl Exporter {
     pub(crate) fn new(metrics: Arc<Metrics>) -> Self {
-        let figures = Arc::new(Mutex::new(Figures::default()));
+        Exporter {
+            metrics,
+            last: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// The exposition in `format` of the counters now and of `figures`, ages counted to `now`:
+    /// the last one written when it was written from the same.
+    async fn exposition(
+        &self,
+        figures: Arc<MetricsFigures>,
+        now: time::OffsetDateTime,
+        format: Exposition,
+    ) -> Result<axum::body::Bytes, std::fmt::Error> {
+        let pick = |written: &Written| match format {
+            Exposition::OpenMetrics => written.openmetrics.clone(),
+            Exposition::Prometheus => written.prometheus.clone(),
+        };
+        let mut last = self.last.lock().await;
+        let live = live_values(&self.metrics);
+        let second = now.unix_timestamp();
+        if let Some(written) = last.as_ref()
+            && Arc::ptr_eq(&written.figures, &figures)
+            && written.second == second
+            && written.live == live
+        {
+            return Ok(pick(written));
+        }
+        let openmetrics = self.encode(figures.clone(), now)?;
+        let written = Written {
+            figures,
+            second,
+            live,
+            prometheus: prometheus_text(&openmetrics).into(),
+            openmetrics: openmetrics.into(),
+        };
+        let bytes = pick(&written);
+        *last = Some(written);
+        Ok(bytes)
+    }
+
+    /// The exposition of the counters now and of `figures`, ages counted to `now`.
+    fn encode(
+        &self,
+        figures: Arc<MetricsFigures>,
+        now: time::OffsetDateTime,
+    ) -> Result<String, std::fmt::Error> {
         let mut registry = Registry::default();
         registry.register_collector(Box::new(HubCollector {
-            metrics,
-            figures: figures.clone(),
+            metrics: self.metrics.clone(),
+            figures,
+            now,
         }));
-        Exporter { registry, figures }
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry)?;
+        Ok(text)
     }
+}
+
+/// The counters of what the process did, each with its name and help.
+fn counters(m: &Metrics) -> [(&'static str, &'static str, &std::sync::atomic::AtomicU64); 11] {
+    [
+        ("jira_hub_claims", "Claim requests applied", &m.claims),
+        (
+            "jira_hub_commands_handed_out",
+            "Commands handed out by claims",
+            &m.commands_handed_out,
+        ),
+        ("jira_hub_reports", "Report requests applied", &m.reports),
+        (
+            "jira_hub_results_accepted",
+            "Report results accepted",
+            &m.results_accepted,
+        ),
+        (
+            "jira_hub_results_ignored",
+            "Report results ignored",
+            &m.results_ignored,
+        ),
+        ("jira_hub_heartbeats", "Heartbeats applied", &m.heartbeats),
+        (
+            "jira_hub_issues_ingested",
+            "Raw Jira issues stored by refreshes",
+            &m.issues_ingested,
+        ),
+        (
+            "jira_hub_issues_not_stored",
+            "Raw Jira issues of refresh pages left out of the mirror",
+            &m.issues_not_stored,
+        ),
+        (
+            "jira_hub_relay_files_refused",
+            "Relay files refused into rejected/",
+            &m.relay_refused,
+        ),
+        (
+            "jira_hub_relay_passes",
+            "Passes of the relay over inbox/ (each lists the folder once)",
+            &m.relay_passes,
+        ),
+        (
+            "jira_hub_refresh_pages",
+            "Refresh pages applied to the mirror",
+            &m.refresh_pages,
+        ),
+    ]
+}
+
+/// What changes the exposition besides the snapshot and the second: every counter and gauge the
+/// collector reads live.
+fn live_values(m: &Metrics) -> Vec<u64> {
+    let mut values: Vec<u64> = counters(m)
+        .iter()
+        .map(|(_, _, counter)| Metrics::get(counter))
+        .collect();
+    values.extend([
+        crate::logging::lines_dropped(),
+        Metrics::get(&m.claims_waiting_http),
+        Metrics::get(&m.claims_waiting_relay),
+        m.relay_files_waiting
+            .load(std::sync::atomic::Ordering::Relaxed),
+    ]);
+    values
 }
 
 #[derive(Debug)]
 struct HubCollector {
     metrics: Arc<Metrics>,
-    figures: Arc<Mutex<Figures>>,
+    figures: Arc<MetricsFigures>,
+    now: time::OffsetDateTime,
 }
 
 impl Collector for HubCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let m = &self.metrics;
-        let counters = [
-            ("jira_hub_claims", "Claim requests applied", &m.claims),
-            (
-                "jira_hub_commands_handed_out",
-                "Commands handed out by claims",
-                &m.commands_handed_out,
-            ),
-            ("jira_hub_reports", "Report requests applied", &m.reports),
-            (
-                "jira_hub_results_accepted",
-                "Report results accepted",
-                &m.results_accepted,
-            ),
-            (
-                "jira_hub_results_ignored",
-                "Report results ignored",
-                &m.results_ignored,
-            ),
-            ("jira_hub_heartbeats", "Heartbeats applied", &m.heartbeats),
-            (
-                "jira_hub_issues_ingested",
-                "Raw Jira issues stored by refreshes",
-                &m.issues_ingested,
-            ),
-            (
-                "jira_hub_issues_not_stored",
-                "Raw Jira issues of refresh pages left out of the mirror",
-                &m.issues_not_stored,
-            ),
-            (
-                "jira_hub_relay_files_refused",
-                "Relay files refused into rejected/",
-                &m.relay_refused,
-            ),
-            (
-                "jira_hub_relay_passes",
-                "Passes of the relay over inbox/ (each lists the folder once)",
-                &m.relay_passes,
-            ),
-            (
-                "jira_hub_refresh_pages",
-                "Refresh pages applied to the mirror",
-                &m.refresh_pages,
-            ),
-        ];
+        let counters = counters(m);
         let dropped = ConstCounter::new(crate::logging::lines_dropped());
         let metric = encoder.encode_descriptor(
             "jira_hub_log_lines_dropped",
@@ -216,7 +281,8 @@ impl Collector for HubCollector {
             let metric = encoder.encode_descriptor(name, help, None, counter.metric_type())?;
             counter.encode(metric)?;
         }
-        let figures = self.figures.lock().map(|f| f.clone()).unwrap_or_default();
+        let figures = &self.figures;
+        let age = |at: &crate::domain::time::Utc| (self.now - at.at()).whole_seconds().max(0);
         let queue = Family::<StatusLabel, Gauge>::default();
         for (status, count) in &figures.queue {
             queue
@@ -238,7 +304,7 @@ impl Collector for HubCollector {
                 .get_or_create(&FaultLabel {
                     fault: fault.name().to_string(),
                 })
-                .set(i64::from(figures.database_fault == Some(fault.name())));
+                .set(i64::from(figures.database_fault == Some(fault)));
         }
         let metric = encoder.encode_descriptor(
             "jira_hub_database_fault",
@@ -247,12 +313,12 @@ impl Collector for HubCollector {
             faults.metric_type(),
         )?;
         faults.encode(metric)?;
-        if let Some(age) = figures.last_full_refresh_age {
+        if let Some(finished) = &figures.last_full_refresh_at {
             encode_gauge(
                 &mut encoder,
                 "jira_hub_last_full_refresh_age_seconds",
                 "Seconds since the last full refresh finished (no sample: never)",
-                age,
+                age(finished),
             )?;
         }
         encode_gauge(
@@ -277,7 +343,7 @@ impl Collector for HubCollector {
             &mut encoder,
             "jira_hub_oldest_queued_age_seconds",
             "Seconds the oldest queued command has waited (0: nothing queued)",
-            figures.oldest_queued_age,
+            figures.oldest_queued_since.as_ref().map_or(0, age),
         )?;
         encode_gauge(
             &mut encoder,
@@ -299,12 +365,12 @@ impl Collector for HubCollector {
             .unwrap_or(i64::MAX),
         )?;
         let agents = Family::<AgentLabel, Gauge>::default();
-        for (agent, age) in &figures.agents_last_seen_age {
+        for agent in &figures.agents {
             agents
                 .get_or_create(&AgentLabel {
-                    agent: LabelText(agent.clone()),
+                    agent: LabelText(agent.agent.clone()),
                 })
-                .set(*age);
+                .set(age(&agent.last_seen_at));
         }
         let metric = encoder.encode_descriptor(
             "jira_hub_agent_last_seen_age_seconds",
@@ -314,32 +380,35 @@ impl Collector for HubCollector {
         )?;
         agents.encode(metric)?;
         // Only while some agent is held: a family without a sample trips OpenMetrics parsers.
-        if !figures.agents_jira_held.is_empty() {
+        if figures.agents.iter().any(|agent| agent.jira_held.is_some()) {
             let held = Family::<HeldLabel, Gauge>::default();
-            for (agent, reason, age) in &figures.agents_jira_held {
+            for agent in &figures.agents {
+                let Some((class, since)) = &agent.jira_held else {
+                    continue;
+                };
                 held.get_or_create(&HeldLabel {
-                    agent: LabelText(agent.clone()),
-                    reason: LabelText(reason.clone()),
+                    agent: LabelText(agent.agent.clone()),
+                    reason: class,
                 })
-                .set(*age);
+                .set(age(since));
             }
             let metric = encoder.encode_descriptor(
                 "jira_hub_agent_jira_held_seconds",
-                "Seconds since each agent has said Jira is held for it (credentials refused, not reachable), with its reason",
+                "Seconds since each agent has said Jira is held for it, with the class of its reason (credentials, unreachable, rate_limited, probe, other)",
                 None,
                 held.metric_type(),
             )?;
             held.encode(metric)?;
         }
         // Only while some agent is listed: a family without a sample trips OpenMetrics parsers.
-        if !figures.agents_silent.is_empty() {
+        if !figures.agents.is_empty() {
             let silent = Family::<AgentLabel, Gauge>::default();
-            for (agent, is_silent) in &figures.agents_silent {
+            for agent in &figures.agents {
                 silent
                     .get_or_create(&AgentLabel {
-                        agent: LabelText(agent.clone()),
+                        agent: LabelText(agent.agent.clone()),
                     })
-                    .set(i64::from(*is_silent));
+                    .set(i64::from(agent.silent));
             }
             let metric = encoder.encode_descriptor(
                 "jira_hub_agent_silent",
@@ -395,10 +464,12 @@ struct AgentLabel {
     agent: LabelText,
 }
 
+/// An agent held, with the class of its reason: a bounded word, never the agent's free text
+/// (issue 30 item 6).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct HeldLabel {
     agent: LabelText,
-    reason: LabelText,
+    reason: &'static str,
 }
 
 /// A label value from outside the hub (an agent's name as stored, whatever an old version or a
@@ -528,99 +599,53 @@ fn prometheus_text(openmetrics: &str) -> String {
     out
 }
 
-/// Counters since start, and figures read now (the queue, its oldest command's age, the agents'
-/// last-seen ages, the relay's waiting files, the last full refresh, the build). Prometheus text
-/// (0.0.4) unless `Accept` prefers OpenMetrics 1.0.0.
+/// Counters since start, and the snapshot of what the database holds (the queue, its oldest
+/// command's age, the agents' last-seen ages, the last full refresh), taken on the operations'
+/// own connection at most once per twenty times its cost (issue 30: a scrape costs about the
+/// same on a hub of 300,000 commands as on a new one, and never takes a turn agents and clients
+/// need). Prometheus text (0.0.4) unless `Accept` prefers OpenMetrics 1.0.0. With
+/// `--metrics-token-file`, only a request with that bearer token is answered.
 #[utoipa::path(get, path = "/metrics", tag = "operations",
     responses((status = 200, description = "Prometheus text format, or OpenMetrics when `Accept` prefers it", content_type = "text/plain"),
+        (status = 401, description = "the hub was started with `--metrics-token-file` and the request did not carry that token", body = super::ErrorBody),
         (status = 503, description = "the database stayed locked (code `busy`)", body = super::ErrorBody)))]
 pub(crate) async fn metrics(
     State(state): State<AppState>,
     Extension(exporter): Extension<Arc<Exporter>>,
     headers: HeaderMap,
-) -> Result<impl IntoResponse, ApiError> {
+) -> Result<axum::response::Response, ApiError> {
+    if let Some(token) = &state.options.metrics_token
+        && !super::bearer_token(&headers).is_some_and(|given| token.matches(&given))
+    {
+        let mut response = ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            ErrorCode::Unauthorized,
+            None,
+            "нужен заголовок Authorization: Bearer <токен метрик> (хаб запущен с --metrics-token-file)",
+        )
+        .into_response();
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            axum::http::HeaderValue::from_static("Bearer"),
+        );
+        return Ok(response);
+    }
     let exposition = Exposition::negotiate(
         headers
             .get(header::ACCEPT)
             .and_then(|value| value.to_str().ok()),
     );
-    let (status, fault) = state
-        .pool
-        .run(|hub| Ok((hub.status()?, hub.database_fault())))
-        .await?;
-    let now = time::OffsetDateTime::now_utc();
-    let age = |at: &crate::domain::time::Utc| (now - at.at()).whole_seconds().max(0);
-    let figures = Figures {
-        // The statuses the hub knows, zeros included (a label per unknown stored status would
-        // be a series nobody asked for).
-        queue: crate::service::QueueCount::every_status(
-            status
-                .counts
-                .queue
-                .iter()
-                .map(|q| (q.status.as_str(), q.commands)),
-        )
-        .into_iter()
-        .filter_map(|q| {
-            crate::domain::command::CommandStatus::parse(&q.status)
-                .map(|known| (known.as_str(), q.commands))
-        })
-        .collect(),
-        last_full_refresh_age: status
-            .last_full_refresh
-            .as_ref()
-            .and_then(|run| run.finished_at.as_ref())
-            .map(age),
-        mirror_issues: status.counts.issues,
-        held_runs: status.held_runs.len() as i64,
-        issues_awaiting_removal: status.held_runs.iter().map(|h| h.would_remove).sum(),
-        oldest_queued_age: status.counts.oldest_queued_since.as_ref().map_or(0, age),
-        agents_last_seen_age: status
-            .counts
-            .agents
-            .iter()
-            .map(|agent| (agent.agent.clone(), age(&agent.last_seen_at)))
-            .collect(),
-        agents_jira_held: status
-            .counts
-            .agents
-            .iter()
-            .filter_map(|agent| {
-                let since = agent.jira_down_since.as_ref()?;
-                let reason = agent.last_error.clone().unwrap_or_default();
-                Some((agent.agent.clone(), reason, age(since)))
-            })
-            .collect(),
-        agents_silent: status
-            .counts
-            .agents
-            .iter()
-            .map(|agent| (agent.agent.clone(), agent.silent))
-            .collect(),
-        database_fault: fault.map(|seen| seen.fault.name()),
-    };
-    let mut text = String::new();
-    {
-        // One scrape at a time: the figures and their encoding belong together.
-        let mut slot = exporter
-            .figures
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        *slot = figures;
-        drop(slot);
-        prometheus_client::encoding::text::encode(&mut text, &exporter.registry)
-    }
-    .map_err(|error| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            ErrorCode::Internal,
-            None,
-            error.to_string(),
-        )
-    })?;
-    let body = match exposition {
-        Exposition::OpenMetrics => text,
-        Exposition::Prometheus => prometheus_text(&text),
-    };
-    Ok(([(header::CONTENT_TYPE, exposition.content_type())], body))
+    let figures = state.pool.snapshot().await?;
+    let body = exporter
+        .exposition(figures, state.pool.now_utc(), exposition)
+        .await
+        .map_err(|error| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                ErrorCode::Internal,
+                None,
+                error.to_string(),
+            )
+        })?;
+    Ok(([(header::CONTENT_TYPE, exposition.content_type())], body).into_response())
 }

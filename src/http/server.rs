@@ -19,6 +19,15 @@
 //! oldest anonymous one, or else the oldest idle one, and takes its place; when every connection is busy
 //! the new one is refused at once. On shutdown the listener stops, idle connections close, and
 //! requests in hand finish (bounded by the request and header time limits).
+//!
+//! Issue 30: a request is *served* once its body is read whole (its handler is working on the
+//! answer), and a connection whose request is served is never the one closed at a cap: only
+//! idle connections and those still sending a request are. Each request is sorted by its
+//! bearer token as soon as its headers are read ([`Kind`], checked in memory): the agent
+//! token's requests in hand (bodies being read, claims waiting, answers being made) take at most
+//! half the connections, the client token's all but an eighth, so neither credential takes
+//! every connection and `/health` always has room; a request past its kind's cap is answered 503
+//! at once. A body must be read whole within `body_timeout` of its headers (408 after).
 
 use super::HttpOptions;
 use axum::Router;
@@ -28,7 +37,7 @@ use hyper::service::Service;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
@@ -49,8 +58,11 @@ struct Connection {
     idle_since: Mutex<Instant>,
     /// When the request in hand began (its headers were read).
     request_since: Mutex<Instant>,
-    /// One of its requests carried a valid credential: the longer limits apply.
-    trusted: AtomicBool,
+    /// The credential one of its requests carried ([`Kind`] as a number; anonymous until
+    /// then): the longer limits apply to a trusted one.
+    kind: AtomicU8,
+    /// The request in hand is read whole: its answer is being made. Never closed at a cap.
+    serving: AtomicBool,
     /// Its place among the anonymous connections, given back when it is trusted or ends.
     anonymous: Mutex<Option<OwnedSemaphorePermit>>,
     /// Told to close: a cap was reached and this one was the oldest that could make room.
@@ -63,7 +75,11 @@ impl Connection {
     }
 
     fn is_trusted(&self) -> bool {
-        self.trusted.load(Ordering::SeqCst)
+        self.kind.load(Ordering::SeqCst) != Kind::Anonymous as u8
+    }
+
+    fn is_serving(&self) -> bool {
+        self.serving.load(Ordering::SeqCst)
     }
 
     fn idle_since(&self) -> Instant {
@@ -85,6 +101,15 @@ impl Connection {
     }
 }
 
+/// Which credential a request or a connection has shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Anonymous = 0,
+    /// The client token (or a console session, or the metrics token).
+    Client = 1,
+    Agent = 2,
+}
+
 /// What a request knows of its connection: put in every request's extensions, so that whoever
 /// checks a credential can say it was valid ([`Trust::grant`]).
 #[derive(Clone)]
@@ -97,9 +122,9 @@ pub(crate) struct Trust {
 impl Trust {
     /// The request carried a valid token or session: it and every later request of its
     /// connection get the longer limits, and the connection leaves the anonymous ones.
-    pub(crate) fn grant(&self) {
+    pub(crate) fn grant(&self, kind: Kind) {
         self.request.store(true, Ordering::SeqCst);
-        if !self.connection.trusted.swap(true, Ordering::SeqCst) {
+        if self.connection.kind.swap(kind as u8, Ordering::SeqCst) == Kind::Anonymous as u8 {
             self.connection.leave_anonymous();
         }
     }
@@ -119,6 +144,7 @@ impl Busy {
             .request_since
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        connection.serving.store(false, Ordering::SeqCst);
         connection.busy.fetch_add(1, Ordering::SeqCst);
         Busy(connection.clone())
     }
@@ -127,6 +153,7 @@ impl Busy {
 impl Drop for Busy {
     fn drop(&mut self) {
         *self.0.idle_since.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        self.0.serving.store(false, Ordering::SeqCst);
         self.0.busy.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -150,7 +177,8 @@ impl Registry {
             busy: AtomicUsize::new(0),
             idle_since: Mutex::new(now),
             request_since: Mutex::new(now),
-            trusted: AtomicBool::new(false),
+            kind: AtomicU8::new(Kind::Anonymous as u8),
+            serving: AtomicBool::new(false),
             anonymous: Mutex::new(Some(anonymous)),
             evict: Notify::new(),
         });
@@ -192,17 +220,18 @@ impl Registry {
         }
     }
 
-    /// Tells the oldest anonymous connection to close, busy or not: each has its deadline
-    /// anyway, and the newest (an agent whose headers are on their way) must not be the one to
-    /// go just because the older ones have sent theirs.
+    /// Tells the oldest anonymous connection that is not being served to close, idle or still
+    /// sending its request: each has its deadline anyway, and the newest (an agent whose
+    /// headers are on their way) must not be the one to go just because the older ones have
+    /// sent theirs. One whose request is read whole and being answered is never picked.
     fn evict_oldest_anonymous(&self) -> bool {
-        self.evict(|c| !c.is_trusted(), |_| false)
+        self.evict(|c| !c.is_trusted() && !c.is_serving(), |_| false)
     }
 
-    /// Tells the oldest anonymous connection to close, or else the oldest idle one; false when
-    /// every connection is trusted and busy.
+    /// Tells the oldest anonymous connection not being served to close, or else the oldest
+    /// idle one; false when every connection is trusted and busy, or being served.
     fn evict_for_room(&self) -> bool {
-        self.evict(|c| !c.is_trusted(), Connection::is_idle)
+        self.evict(|c| !c.is_trusted() && !c.is_serving(), Connection::is_idle)
     }
 }
 
@@ -252,14 +281,157 @@ fn anonymous_cap(options: &HttpOptions, max: usize) -> usize {
         .max(1)
 }
 
+/// The requests in hand each credential may have at once (issue 30 item 2): the agent token's
+/// (which is in every relay request file on the share) at most half the connections, the client
+/// token's all but an eighth, so that `/health` and the client always find room.
+#[derive(Clone)]
+pub(crate) struct Caps {
+    agent: Arc<Semaphore>,
+    client: Arc<Semaphore>,
+    agent_cap: usize,
+    client_cap: usize,
+}
+
+impl Caps {
+    fn new(max: usize) -> Caps {
+        let agent_cap = (max / 2).max(1);
+        let client_cap = (max - max / 8).max(1);
+        Caps {
+            agent: Arc::new(Semaphore::new(agent_cap)),
+            client: Arc::new(Semaphore::new(client_cap)),
+            agent_cap,
+            client_cap,
+        }
+    }
+
+    /// A place for a request of `kind`; `Err` with the cap when its kind has none left.
+    fn take(&self, kind: Kind) -> Result<Option<OwnedSemaphorePermit>, usize> {
+        let (permits, cap) = match kind {
+            Kind::Anonymous => return Ok(None),
+            Kind::Agent => (&self.agent, self.agent_cap),
+            Kind::Client => (&self.client, self.client_cap),
+        };
+        permits
+            .clone()
+            .try_acquire_owned()
+            .map(Some)
+            .map_err(|_| cap)
+    }
+}
+
+/// Who sends a request, from its headers: the bearer token checked in memory against the
+/// tokens in force (and the metrics token); anything else is anonymous until a handler finds a
+/// valid console session.
+fn kind_of(
+    headers: &hyper::HeaderMap,
+    credentials: &crate::service::Credentials,
+    options: &HttpOptions,
+) -> Kind {
+    let Some(token) = super::bearer_token(headers) else {
+        return Kind::Anonymous;
+    };
+    let holder = credentials.holder(&token);
+    if holder.agent {
+        Kind::Agent
+    } else if holder.client
+        || options
+            .metrics_token
+            .as_ref()
+            .is_some_and(|t| t.matches(&token))
+    {
+        Kind::Client
+    } else {
+        Kind::Anonymous
+    }
+}
+
+/// A request body with its own read deadline, which also marks its connection served once the
+/// body is read whole.
+pub(crate) struct DeadlineBody {
+    inner: Incoming,
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+    limit: Duration,
+    connection: Arc<Connection>,
+}
+
+/// A body not read whole within `--http-body-timeout-seconds`: answered 408.
+#[derive(Debug)]
+pub(crate) struct BodyTimedOut(pub Duration);
+
+impl std::fmt::Display for BodyTimedOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the request body was not read whole within {} s",
+            self.0.as_secs()
+        )
+    }
+}
+
+impl std::error::Error for BodyTimedOut {}
+
+impl DeadlineBody {
+    fn new(inner: Incoming, limit: Duration, connection: Arc<Connection>) -> DeadlineBody {
+        if hyper::body::Body::is_end_stream(&inner) {
+            connection.serving.store(true, Ordering::SeqCst);
+        }
+        DeadlineBody {
+            inner,
+            deadline: Box::pin(tokio::time::sleep(limit)),
+            limit,
+            connection,
+        }
+    }
+}
+
+impl hyper::body::Body for DeadlineBody {
+    type Data = axum::body::Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        use std::future::Future;
+        use std::task::Poll;
+        let this = &mut *self;
+        match std::pin::Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(None) => {
+                this.connection.serving.store(true, Ordering::SeqCst);
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(frame)) => {
+                if this.inner.is_end_stream() {
+                    this.connection.serving.store(true, Ordering::SeqCst);
+                }
+                Poll::Ready(Some(frame.map_err(Into::into)))
+            }
+            Poll::Pending => match this.deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(BodyTimedOut(this.limit))))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 /// Serves `router` on `listener` until `shutdown` completes, then drains.
 pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     router: Router,
     options: HttpOptions,
+    credentials: Arc<crate::service::Credentials>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let max = options.max_connections.max(1);
+    let caps = Caps::new(max);
     let permits = Arc::new(Semaphore::new(max));
     let anonymous = Arc::new(Semaphore::new(anonymous_cap(&options, max)));
     let registry = Arc::new(Registry::default());
@@ -317,8 +489,15 @@ pub(crate) async fn serve(
         let registry = registry.clone();
         let stopping = stopping.clone();
         let options = options.clone();
+        let caps = caps.clone();
+        let credentials = credentials.clone();
         tokio::spawn(async move {
-            serve_connection(stream, peer, router, &options, &connection, stopping).await;
+            let limits = Limits {
+                options: &options,
+                caps,
+                credentials,
+            };
+            serve_connection(stream, peer, router, &limits, &connection, stopping).await;
             connection.leave_anonymous();
             registry.remove(id);
             drop(permit);
@@ -352,29 +531,56 @@ fn deadline(connection: &Connection, options: &HttpOptions) -> (Instant, bool) {
     (at, at <= now)
 }
 
+/// What every connection is served under.
+struct Limits<'a> {
+    options: &'a HttpOptions,
+    caps: Caps,
+    credentials: Arc<crate::service::Credentials>,
+}
+
 async fn serve_connection(
     stream: tokio::net::TcpStream,
     peer: std::net::SocketAddr,
     router: Router,
-    options: &HttpOptions,
+    limits: &Limits<'_>,
     connection: &Arc<Connection>,
     mut stopping: watch::Receiver<bool>,
 ) {
+    let options = limits.options;
     let inner = TowerToHyperService::new(router);
     let tracked = connection.clone();
+    let caps = limits.caps.clone();
+    let credentials = limits.credentials.clone();
+    let body_timeout = options.body_timeout;
+    let kind_options = options.clone();
     let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
         // The peer's address, for what is limited per client (the console's sign-in).
         request
             .extensions_mut()
             .insert(axum::extract::ConnectInfo(peer));
         let busy = Busy::begin(&tracked);
-        request.extensions_mut().insert(Trust {
+        let trust = Trust {
             connection: tracked.clone(),
             request: Arc::new(AtomicBool::new(false)),
-        });
-        let answer = inner.call(request);
+        };
+        let kind = kind_of(request.headers(), &credentials, &kind_options);
+        if kind != Kind::Anonymous {
+            trust.grant(kind);
+        }
+        request.extensions_mut().insert(trust);
+        let place = caps.take(kind);
+        let request = request.map(|body| DeadlineBody::new(body, body_timeout, tracked.clone()));
+        let inner = inner.clone();
         async move {
-            let response = answer.await;
+            let place = match place {
+                Ok(place) => place,
+                Err(cap) => {
+                    drop(busy);
+                    return Ok(over_cap(kind, cap));
+                }
+            };
+            let response = inner.call(request).await;
+            drop(place);
             drop(busy);
             response
         }
@@ -412,5 +618,60 @@ async fn serve_connection(
                 http.as_mut().graceful_shutdown();
             }
         }
+    }
+}
+
+/// The answer to a request whose credential has no place left: 503 at once, the connection
+/// closed (its body is left unread), with a second to wait.
+fn over_cap(kind: Kind, cap: usize) -> hyper::Response<axum::body::Body> {
+    use axum::response::IntoResponse;
+    let whose = match kind {
+        Kind::Agent => "токена агента",
+        _ => "токена клиента",
+    };
+    tracing::debug!(?kind, cap, "a request past its credential's cap refused");
+    let mut response = super::ApiError::new(
+        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+        super::ErrorCode::Busy,
+        None,
+        format!(
+            "у {whose} уже {cap} запросов в работе (это его предел соединений); повторите позже"
+        ),
+    )
+    .into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        axum::http::header::CONNECTION,
+        axum::http::HeaderValue::from_static("close"),
+    );
+    headers.insert(
+        axum::http::header::RETRY_AFTER,
+        axum::http::HeaderValue::from_static("1"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 30: at a cap, the connection told to close is the oldest one still sending its
+    /// request (or idle), never one whose request is read whole and being answered.
+    #[test]
+    fn a_connection_being_served_is_never_the_one_closed() {
+        let registry = Registry::default();
+        let anonymous = Arc::new(Semaphore::new(4));
+        let place = || anonymous.clone().try_acquire_owned().unwrap();
+        let (served_id, served) = registry.add(place());
+        let (sending_id, sending) = registry.add(place());
+        let _served = Busy::begin(&served);
+        served.serving.store(true, Ordering::SeqCst);
+        let _sending = Busy::begin(&sending);
+        assert!(registry.evict_oldest_anonymous());
+        let open = |id| registry.open.lock().unwrap().contains_key(&id);
+        assert!(open(served_id), "the served connection was closed");
+        assert!(!open(sending_id), "the one still sending stayed");
+        assert!(!registry.evict_oldest_anonymous());
+        assert!(!registry.evict_for_room());
     }
 }

@@ -2,6 +2,7 @@
 //! relay's, the timers', the HTTP pool's). `GET /metrics` shows them beside figures read from the
 //! database at scrape time (queue depth, age of the last full refresh).
 
+use crate::domain::time::Utc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A relay loop silent for longer than this is stuck (a pass beats before every file and every
@@ -122,5 +123,130 @@ impl Metrics {
 
     pub fn relay_problem(&self) -> Option<String> {
         self.relay_problem.lock().ok().and_then(|p| p.clone())
+    }
+}
+
+/// What `/metrics` shows of the database (issue 30 item 1): taken by
+/// [`HubConnection::metrics_figures`] on a connection of its own, never on a request's turn, and
+/// kept by the HTTP side as its snapshot. The counts that walk a table (commands by status,
+/// mirror issues, held runs) are taken again only when the database changed since; the rest
+/// reads at most [`AGENTS_LISTED`](crate::store::AGENTS_LISTED) agents.
+///
+/// A family that needs the database is one more field here, filled in `metrics_figures` (in the
+/// `recount` branch when it walks a table) and encoded in `http/ops.rs`'s collector; a counter
+/// of what the process does is an atomic of [`Metrics`] instead.
+#[derive(Debug, Clone, Default)]
+pub struct MetricsFigures {
+    /// Commands by status: every status the hub knows, zeros included.
+    pub queue: Vec<(&'static str, i64)>,
+    pub mirror_issues: i64,
+    /// When the last full refresh finished; `None`: never.
+    pub last_full_refresh_at: Option<Utc>,
+    /// Full refreshes held by `prune_guard`, and the issues they would remove (issue 19).
+    pub held_runs: i64,
+    pub issues_awaiting_removal: i64,
+    /// Since when the oldest queued command has waited; `None`: nothing queued.
+    pub oldest_queued_since: Option<Utc>,
+    /// The agents listed, most recently seen first.
+    pub agents: Vec<AgentFigures>,
+    /// What keeps the database from being written now, if anything.
+    pub database_fault: Option<super::Fault>,
+    /// The `data_version` at which the walking counts were taken.
+    counted_at: Option<i64>,
+}
+
+/// One agent as `/metrics` shows it.
+#[derive(Debug, Clone)]
+pub struct AgentFigures {
+    pub agent: String,
+    pub last_seen_at: Utc,
+    /// As the hub's one rule of silence judged it when the figures were taken.
+    pub silent: bool,
+    /// While Jira is held for it: the class of its reason ([`error_class`]) and since when.
+    pub jira_held: Option<(&'static str, Utc)>,
+}
+
+/// The class of an agent's reason for Jira being held, a bounded word for a label (the reason
+/// itself is the agent's free text, and a label per distinct text is a series per text):
+/// `credentials` (Jira refuses the agent's credentials), `unreachable` (no connection, or a
+/// redirect the agent does not follow), `rate_limited`, `probe` (the agent's own check of Jira
+/// failed), `other`. The words are the agent's own (`agent/answer.rs`, `agent/mod.rs`).
+pub fn error_class(reason: &str) -> &'static str {
+    if reason.starts_with("Jira не принимает учётные данные") {
+        "credentials"
+    } else if reason.starts_with("Jira недоступна")
+        || reason.starts_with("Jira отвечает перенаправлением")
+    {
+        "unreachable"
+    } else if reason.starts_with("Jira ограничивает частоту") {
+        "rate_limited"
+    } else if reason.starts_with("serverInfo:") || reason.starts_with("myself:") {
+        "probe"
+    } else {
+        "other"
+    }
+}
+
+impl super::HubConnection {
+    /// The figures of `/metrics` now; the walking counts of `previous` are kept when nothing
+    /// was committed since they were taken (this connection must write nothing itself).
+    pub fn metrics_figures(
+        &self,
+        previous: Option<&MetricsFigures>,
+    ) -> super::Result<MetricsFigures> {
+        let version = self.data_version()?;
+        let mut figures = match previous {
+            Some(previous) if previous.counted_at == Some(version) => previous.clone(),
+            _ => {
+                let stored = self.store.queue_counts()?;
+                let held = self.held_runs()?;
+                MetricsFigures {
+                    // The statuses the hub knows, zeros included (a label per unknown stored
+                    // status would be a series nobody asked for).
+                    queue: super::QueueCount::every_status(
+                        stored.iter().map(|q| (q.status.as_str(), q.commands)),
+                    )
+                    .into_iter()
+                    .filter_map(|q| {
+                        crate::domain::command::CommandStatus::parse(&q.status)
+                            .map(|known| (known.as_str(), q.commands))
+                    })
+                    .collect(),
+                    mirror_issues: self.store.count_rows("issue")?,
+                    last_full_refresh_at: self
+                        .store
+                        .last_full_run()?
+                        .and_then(|run| run.finished_at),
+                    held_runs: held.len() as i64,
+                    issues_awaiting_removal: held.iter().map(|h| h.would_remove).sum(),
+                    oldest_queued_since: self.store.oldest_queued_since()?,
+                    counted_at: Some(version),
+                    ..MetricsFigures::default()
+                }
+            }
+        };
+        figures.agents = self
+            .judged(
+                self.store
+                    .listed_agents()?
+                    .into_iter()
+                    .map(super::AgentView::from)
+                    .collect(),
+            )
+            .into_iter()
+            .map(|agent| AgentFigures {
+                jira_held: agent.jira_down_since.as_ref().map(|since| {
+                    (
+                        error_class(agent.last_error.as_deref().unwrap_or_default()),
+                        since.clone(),
+                    )
+                }),
+                silent: agent.silent,
+                last_seen_at: agent.last_seen_at,
+                agent: agent.agent,
+            })
+            .collect();
+        figures.database_fault = self.database_fault().map(|seen| seen.fault);
+        Ok(figures)
     }
 }

@@ -27,9 +27,11 @@ pub use console::{
     AGENT_SILENT_SECONDS, BackupFile, CommandPage, FailedBatch, HourActivity, OVERVIEW_HOURS,
     Overview, ProjectIssues, QueuedRefresh, RelayState,
 };
+pub use metrics::{AgentFigures, MetricsFigures, error_class};
 pub(crate) use metrics::{Metrics, RELAY_STALL_LIMIT};
 pub use store::{Fault, FaultSeen, StoreError};
 pub(crate) use tokens::TokenRole;
+pub use tokens::{Credentials, Holder};
 pub use views::{
     AgentView, AttemptView, BatchSummary, BatchView, CommandView, CommentView, CountsView,
     IssueLinkView, IssueView, NoteView, ProjectView, QueueCount, RunView, SliceRow, SyncRunView,
@@ -122,6 +124,8 @@ pub struct HubConnection {
     /// Where each agent was last seen, kept in memory and written seldom; shared like the
     /// metrics.
     presence: Arc<Presence>,
+    /// The tokens in force, in memory for the HTTP side; shared like the metrics.
+    credentials: Arc<tokens::Credentials>,
     /// How long the record of a handled agent request is kept (at least as long as the relay
     /// keeps its files, see [`HubConnection::prune_remembered`]).
     request_retention: std::time::Duration,
@@ -207,6 +211,7 @@ impl HubConnection {
             metrics: Arc::default(),
             work: Arc::default(),
             presence: Arc::default(),
+            credentials: Arc::default(),
             request_retention: REQUEST_RETENTION,
             seen_data_version: None,
             idle_data_version: None,
@@ -224,6 +229,7 @@ impl HubConnection {
             metrics: self.metrics.clone(),
             work: self.work.clone(),
             presence: self.presence.clone(),
+            credentials: self.credentials.clone(),
             request_retention: self.request_retention,
             seen_data_version: None,
             idle_data_version: None,
@@ -292,6 +298,11 @@ impl HubConnection {
     /// The hub's clock (the relay names archive days by it).
     pub(crate) fn now_utc(&self) -> time::OffsetDateTime {
         self.clock.now()
+    }
+
+    /// The clock itself, for what keeps time without a connection (the HTTP pool).
+    pub(crate) fn clock(&self) -> Arc<dyn Clock> {
+        self.clock.clone()
     }
 
     /// When a request (`kind`, `id`) was applied, if it was.

@@ -102,14 +102,7 @@ impl Presence {
         let at = act.at.unwrap_or(now).min(now);
         let mut agents = self.lock();
         if !agents.contains_key(act.agent) && agents.len() >= REMEMBERED {
-            let oldest = agents
-                .iter()
-                .filter(|(_, e)| !e.urgent)
-                .min_by_key(|(_, e)| e.last_seen)
-                .map(|(name, _)| name.clone());
-            if let Some(oldest) = oldest {
-                agents.remove(&oldest);
-            }
+            forget_oldest(&mut agents);
         }
         let entry = agents
             .entry(act.agent.to_string())
@@ -274,28 +267,42 @@ impl Presence {
         now: OffsetDateTime,
         limit: usize,
     ) -> Vec<super::AgentView> {
-        let known = self.lock().clone();
-        for (name, entry) in &known {
+        let known = self.lock();
+        let listed: std::collections::HashSet<String> =
+            agents.iter().map(|a| a.agent.clone()).collect();
+        // Of the agents known only here, those that may rank among the `limit` most recently
+        // seen: at most `limit`, picked in one pass over references (issue 30: 30,000 names
+        // were a quadratic walk and a whole copy of the map on every look).
+        let mut extra: Vec<(&String, &Entry)> = known
+            .iter()
             // One written by this process and not in the database was forgotten there (by an
             // operator, from another process too): it shows again once it acts and is written.
-            if entry.written.is_none() && !agents.iter().any(|a| &a.agent == name) {
-                agents.push(super::AgentView {
-                    agent: name.clone(),
-                    version: entry.version.clone(),
-                    last_seen_at: Utc::new(entry.last_seen),
-                    jira_ok: entry.jira.as_ref().map(|(ok, _)| *ok),
-                    last_error: entry.jira.as_ref().and_then(|(_, e)| e.clone()),
-                    last_check: None,
-                    // Known only here until its first write: a held Jira is a change of status,
-                    // written at once, so an agent only in memory has none to show.
-                    jira_down_since: None,
-                    jira_held: None,
-                    heartbeat_seconds: entry.heartbeat_seconds,
-                    check_only: entry.checked && !entry.worked,
-                    silent: false,
-                    silent_after_seconds: 0,
-                });
-            }
+            .filter(|(name, entry)| entry.written.is_none() && !listed.contains(name.as_str()))
+            .collect();
+        let recent_first = |a: &(&String, &Entry), b: &(&String, &Entry)| {
+            b.1.last_seen.cmp(&a.1.last_seen).then_with(|| a.0.cmp(b.0))
+        };
+        if extra.len() > limit {
+            extra.select_nth_unstable_by(limit, recent_first);
+            extra.truncate(limit);
+        }
+        for (name, entry) in extra {
+            agents.push(super::AgentView {
+                agent: name.clone(),
+                version: entry.version.clone(),
+                last_seen_at: Utc::new(entry.last_seen),
+                jira_ok: entry.jira.as_ref().map(|(ok, _)| *ok),
+                last_error: entry.jira.as_ref().and_then(|(_, e)| e.clone()),
+                last_check: None,
+                // Known only here until its first write: a held Jira is a change of status,
+                // written at once, so an agent only in memory has none to show.
+                jira_down_since: None,
+                jira_held: None,
+                heartbeat_seconds: entry.heartbeat_seconds,
+                check_only: entry.checked && !entry.worked,
+                silent: false,
+                silent_after_seconds: 0,
+            });
         }
         for agent in &mut agents {
             if let Some(entry) = known.get(&agent.agent) {
@@ -313,6 +320,7 @@ impl Presence {
                 now,
             );
         }
+        drop(known);
         agents.sort_by(|a, b| {
             b.last_seen_at
                 .cmp(&a.last_seen_at)
@@ -320,6 +328,30 @@ impl Presence {
         });
         agents.truncate(limit);
         agents
+    }
+}
+
+/// Makes room among the remembered agents: forgets the tenth of them seen longest ago (none
+/// with a change not yet written), so that a stream of new names costs one pass per
+/// [`REMEMBERED`]/10 names, not one per name (they are in the database: each was written when
+/// first seen).
+fn forget_oldest(agents: &mut HashMap<String, Entry>) {
+    let mut written: Vec<(OffsetDateTime, &String)> = agents
+        .iter()
+        .filter(|(_, e)| !e.urgent)
+        .map(|(name, e)| (e.last_seen, name))
+        .collect();
+    let forget = (REMEMBERED / 10).clamp(1, written.len().max(1));
+    if written.is_empty() {
+        return;
+    }
+    if written.len() > forget {
+        written.select_nth_unstable(forget);
+        written.truncate(forget);
+    }
+    let names: Vec<String> = written.into_iter().map(|(_, name)| name.clone()).collect();
+    for name in names {
+        agents.remove(&name);
     }
 }
 
@@ -358,5 +390,67 @@ mod tests {
         // Nothing due before a minute; due after, though no request came.
         assert!(presence.due(at(100)).is_empty());
         assert_eq!(presence.due(at(122)).len(), 1);
+    }
+}
+
+#[cfg(test)]
+mod cost_tests {
+    use super::*;
+
+    /// `count` agents seen once each, then 20 looks at them: how long the acts took, and the
+    /// looks.
+    fn remember_and_look(count: usize) -> (std::time::Duration, std::time::Duration) {
+        let presence = Presence::default();
+        let now = OffsetDateTime::UNIX_EPOCH + time::Duration::seconds(1_800_000_000);
+        let names: Vec<String> = (0..count).map(|n| format!("agent-{n}")).collect();
+        let started = std::time::Instant::now();
+        for (n, name) in names.iter().enumerate() {
+            let at = now + time::Duration::milliseconds(n as i64);
+            presence.note(
+                &Act {
+                    agent: name,
+                    at: Some(at),
+                    ..Act::default()
+                },
+                at,
+            );
+            presence.written(name, at);
+        }
+        let noted = started.elapsed();
+        let started = std::time::Instant::now();
+        for _ in 0..20 {
+            let listed = presence.judge(Vec::new(), now, 100);
+            assert_eq!(listed.len(), 100.min(count));
+        }
+        assert!(presence.lock().len() <= REMEMBERED, "memory bounded");
+        (noted, started.elapsed())
+    }
+
+    /// Issue 30 item 6: ten times the names cost about ten times as much, not a hundred (each
+    /// look compared every remembered name with every other), and names past the memory's
+    /// bound cost as much as the first (each scanned every remembered one). Ratios in one run,
+    /// so a loaded machine slows both sides alike.
+    #[test]
+    fn agent_names_cost_in_proportion() {
+        let ratio = |a: std::time::Duration, b: std::time::Duration| {
+            a.as_secs_f64() / b.as_secs_f64().max(1e-6)
+        };
+        let (_, looks_few) = remember_and_look(1_000);
+        let (noted, looks) = remember_and_look(REMEMBERED);
+        let (noted_past, _) = remember_and_look(3 * REMEMBERED);
+        println!(
+            "looks: 1,000 names {looks_few:?}, {REMEMBERED} {looks:?}; acts: {REMEMBERED} {noted:?}, {} {noted_past:?}",
+            3 * REMEMBERED
+        );
+        assert!(
+            ratio(looks, looks_few) < 40.0,
+            "looks x{:.1}",
+            ratio(looks, looks_few)
+        );
+        assert!(
+            ratio(noted_past, noted) < 12.0,
+            "acts x{:.1}",
+            ratio(noted_past, noted)
+        );
     }
 }

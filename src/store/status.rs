@@ -120,9 +120,22 @@ pub(crate) struct StatusCounts {
 
 impl Store {
     pub(crate) fn status_counts(&self) -> Result<StatusCounts> {
-        let mut statement = self
-            .conn
-            .prepare("SELECT status, count(*) FROM command GROUP BY status ORDER BY status")?;
+        Ok(StatusCounts {
+            queue: self.queue_counts()?,
+            agents: self.listed_agents()?,
+            issues: self.count_rows("issue")?,
+            notes: self.count_rows("issue_note")?,
+            batches: self.count_rows("batch")?,
+            oldest_queued_since: self.oldest_queued_since()?,
+        })
+    }
+
+    /// Commands by status (a walk of the `command_status` index: what `/metrics` refreshes only
+    /// when the database changed, never per request).
+    pub(crate) fn queue_counts(&self) -> Result<Vec<QueueCount>> {
+        let mut statement = self.conn.prepare_cached(
+            "SELECT status, count(*) FROM command GROUP BY status ORDER BY status",
+        )?;
         let queue = statement
             .query_map([], |row| {
                 Ok(QueueCount {
@@ -131,35 +144,41 @@ impl Store {
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        let mut statement = self.conn.prepare(&format!(
+        Ok(queue)
+    }
+
+    /// The [`AGENTS_LISTED`] agents most recently seen.
+    pub(crate) fn listed_agents(&self) -> Result<Vec<AgentRow>> {
+        let mut statement = self.conn.prepare_cached(&format!(
             "SELECT {AGENT_COLUMNS} FROM agent_status ORDER BY last_seen_at DESC, agent LIMIT ?1"
         ))?;
         let agents = statement
             .query_map([AGENTS_LISTED], agent_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        let count = |table: &str| -> Result<i64> {
-            Ok(self
-                .conn
-                .query_row(&format!("SELECT count(*) FROM {table}"), [], |row| {
-                    row.get(0)
-                })?)
-        };
-        Ok(StatusCounts {
-            queue,
-            agents,
-            issues: count("issue")?,
-            notes: count("issue_note")?,
-            batches: count("batch")?,
-            oldest_queued_since: self.conn.query_row(
-                "SELECT min(coalesce(r.retried_at, b.created_at))
-                 FROM command c INDEXED BY command_queued JOIN batch b ON b.id = c.batch_id
-                 LEFT JOIN (SELECT command_id, max(retried_at) AS retried_at FROM command_attempt
-                            GROUP BY command_id) r ON r.command_id = c.id
-                 WHERE c.status = 'queued'",
-                [],
-                |row| row.get(0),
-            )?,
-        })
+        Ok(agents)
+    }
+
+    /// The rows of `table` (one of the hub's own names).
+    pub(crate) fn count_rows(&self, table: &str) -> Result<i64> {
+        Ok(self
+            .conn
+            .query_row(&format!("SELECT count(*) FROM {table}"), [], |row| {
+                row.get(0)
+            })?)
+    }
+
+    /// Since when the oldest queued command has waited: its batch's creation, or its latest
+    /// retry. Walks the queued commands only (`command_queued`), each retry looked up by its
+    /// command (`command_attempt_command`), never every attempt.
+    pub(crate) fn oldest_queued_since(&self) -> Result<Option<Utc>> {
+        Ok(self.conn.query_row(
+            "SELECT min(coalesce((SELECT max(a.retried_at) FROM command_attempt a
+                                  WHERE a.command_id = c.id), b.created_at))
+             FROM command c INDEXED BY command_queued JOIN batch b ON b.id = c.batch_id
+             WHERE c.status = 'queued'",
+            [],
+            |row| row.get(0),
+        )?)
     }
 
     /// The newest run of any kind that finished with status `done`.

@@ -36,5 +36,6 @@ mod retry;
 mod samples;
 mod settings;
 mod small_faults;
+mod strangers;
 mod support;
 mod timers;

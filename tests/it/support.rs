@@ -325,13 +325,23 @@ impl Daemon {
     /// Starts `serve` on `db` with a port of its own and the given extra arguments; waits until
     /// it listens.
     pub fn start(db: &Path, extra: &[&str]) -> Daemon {
+        Daemon::start_with_log(db, extra, std::process::Stdio::null())
+    }
+
+    /// [`Daemon::start`], its log (stderr) written to `log`.
+    pub fn start_logging_to(db: &Path, extra: &[&str], log: &Path) -> Daemon {
+        let file = std::fs::File::create(log).expect("log file");
+        Daemon::start_with_log(db, extra, file.into())
+    }
+
+    fn start_with_log(db: &Path, extra: &[&str], stderr: std::process::Stdio) -> Daemon {
         use std::io::BufRead;
         let mut args = vec!["serve", "--listen", "127.0.0.1:0", "--relay-poll-ms", "50"];
         args.extend_from_slice(extra);
         let mut child = hub_command(db, &args)
             .env("RUST_LOG", "info")
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("start serve");
         let stdout = child.stdout.take().expect("stdout");
