@@ -55,6 +55,9 @@ _jira__hub() {
             jira__hub,relay)
                 cmd="jira__hub__subcmd__relay"
                 ;;
+            jira__hub,restore)
+                cmd="jira__hub__subcmd__restore"
+                ;;
             jira__hub,serve)
                 cmd="jira__hub__subcmd__serve"
                 ;;
@@ -147,6 +150,9 @@ _jira__hub() {
                 ;;
             jira__hub__subcmd__help,relay)
                 cmd="jira__hub__subcmd__help__subcmd__relay"
+                ;;
+            jira__hub__subcmd__help,restore)
+                cmd="jira__hub__subcmd__help__subcmd__restore"
                 ;;
             jira__hub__subcmd__help,serve)
                 cmd="jira__hub__subcmd__help__subcmd__serve"
@@ -278,7 +284,7 @@ _jira__hub() {
 
     case "${cmd}" in
         jira__hub)
-            opts="-h -V --db --log-format --help --version init migrate settings projects tokens status backup serve batches commands refresh demo agent man completions relay help"
+            opts="-h -V --db --log-format --help --version init migrate settings projects tokens status backup restore serve batches commands refresh demo agent man completions relay help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -712,7 +718,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__help)
-            opts="init migrate settings projects tokens status backup serve batches commands refresh demo agent man completions relay help"
+            opts="init migrate settings projects tokens status backup restore serve batches commands refresh demo agent man completions relay help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1050,6 +1056,20 @@ _jira__hub() {
         jira__hub__subcmd__help__subcmd__relay__subcmd__validate)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__help__subcmd__restore)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1578,6 +1598,28 @@ _jira__hub() {
         jira__hub__subcmd__relay__subcmd__validate)
             opts="-h --db --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "auto plain journal json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__restore)
+            opts="-h --db --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

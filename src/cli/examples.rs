@@ -78,6 +78,10 @@ fn examples(page: &str) -> &'static [Example] {
             "A copy of the database into backups/ beside it, now:",
             "jira-hub --db /var/lib/jira-hub/hub.sqlite backup",
         )],
+        "jira-hub-restore" => &[(
+            "Put the newest backup in place of the database (stop the hub first):",
+            "sudo systemctl stop jira-hub && sudo -u jira-hub jira-hub --db /var/lib/jira-hub/hub.sqlite restore /var/lib/jira-hub/backups/20260101-030000-periodic.sqlite && sudo systemctl start jira-hub",
+        )],
         "jira-hub-serve" => &[
             (
                 "A hub for a quick look (settings from the legacy config, a relay folder beside):",

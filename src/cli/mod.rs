@@ -156,6 +156,13 @@ pub enum Command {
     Status,
     /// Make an online backup into backups/ now.
     Backup,
+    /// Put a backup in place of the database of a stopped hub (refused while a hub serves it):
+    /// the copy is checked first, the current database is kept in backups/ as
+    /// <stamp>-before-restore.sqlite with its WAL.
+    Restore {
+        /// The copy to put in place (a file of backups/, or any copy of a hub's database).
+        backup: PathBuf,
+    },
     /// Run the daemon: the HTTP API, the relay watcher (when relay_dir is set), the timers.
     Serve(ServeArgs),
     /// Look at relay files by hand.
@@ -511,6 +518,7 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Tokens { rotate } => admin::tokens(&cli.db, rotate)?,
         Command::Status => status::status(&cli.db)?,
         Command::Backup => admin::backup(&cli.db)?,
+        Command::Restore { backup } => admin::restore(&cli.db, &backup)?,
         Command::Serve(args) => match crate::daemon::serve(&cli.db, args.into_options()) {
             Ok(()) => Outcome::Success,
             Err(crate::daemon::ServeError::Unrunnable(why)) => {

@@ -233,7 +233,13 @@ impl Collector for HubCollector {
         )?;
         queue.encode(metric)?;
         let faults = Family::<FaultLabel, Gauge>::default();
-        for fault in [Fault::Full, Fault::ReadOnly, Fault::Io, Fault::Moved] {
+        for fault in [
+            Fault::Full,
+            Fault::ReadOnly,
+            Fault::Io,
+            Fault::Moved,
+            Fault::Overwritten,
+        ] {
             faults
                 .get_or_create(&FaultLabel {
                     fault: fault.name().to_string(),

@@ -252,6 +252,12 @@ impl HubConnection {
         Ok(self.store.checkpoint()?)
     }
 
+    /// Marks the database file as this daemon's, so that a copy written over it in place is
+    /// found before a write is acknowledged above it (see `store::Store::claim_content`).
+    pub(crate) fn claim_database(&mut self) -> Result<()> {
+        Ok(self.store.claim_content()?)
+    }
+
     /// What is wrong with the database file, if anything: the fault the last write met (no
     /// write succeeded since), or the file at the path not being the one the hub opened.
     pub fn database_fault(&self) -> Option<store::FaultSeen> {
