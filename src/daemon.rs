@@ -389,6 +389,10 @@ pub async fn run_timers(hub: HubConnection, every: TimerPeriods, shutdown: Shutd
         if let Err(error) = hub.prune_remembered() {
             tracing::error!(%error, "pruning old agents and agent requests failed; retried on the next tick");
         }
+        // Finished batches past their retention, in small transactions.
+        if let Err(error) = hub.prune_finished() {
+            tracing::error!(%error, "pruning finished batches failed; retried on the next tick");
+        }
     });
     let watchdog = async {
         if let Some(period) = every.watchdog {

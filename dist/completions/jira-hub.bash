@@ -79,6 +79,9 @@ _jira__hub() {
             jira__hub__subcmd__batches,list)
                 cmd="jira__hub__subcmd__batches__subcmd__list"
                 ;;
+            jira__hub__subcmd__batches,prune)
+                cmd="jira__hub__subcmd__batches__subcmd__prune"
+                ;;
             jira__hub__subcmd__batches,show)
                 cmd="jira__hub__subcmd__batches__subcmd__show"
                 ;;
@@ -90,6 +93,9 @@ _jira__hub() {
                 ;;
             jira__hub__subcmd__batches__subcmd__help,list)
                 cmd="jira__hub__subcmd__batches__subcmd__help__subcmd__list"
+                ;;
+            jira__hub__subcmd__batches__subcmd__help,prune)
+                cmd="jira__hub__subcmd__batches__subcmd__help__subcmd__prune"
                 ;;
             jira__hub__subcmd__batches__subcmd__help,show)
                 cmd="jira__hub__subcmd__batches__subcmd__help__subcmd__show"
@@ -171,6 +177,9 @@ _jira__hub() {
                 ;;
             jira__hub__subcmd__help__subcmd__batches,list)
                 cmd="jira__hub__subcmd__help__subcmd__batches__subcmd__list"
+                ;;
+            jira__hub__subcmd__help__subcmd__batches,prune)
+                cmd="jira__hub__subcmd__help__subcmd__batches__subcmd__prune"
                 ;;
             jira__hub__subcmd__help__subcmd__batches,show)
                 cmd="jira__hub__subcmd__help__subcmd__batches__subcmd__show"
@@ -354,7 +363,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__batches)
-            opts="-h --db --log-format --help list show cancel help"
+            opts="-h --db --log-format --help list show cancel prune help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -398,7 +407,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__batches__subcmd__help)
-            opts="list show cancel help"
+            opts="list show cancel prune help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -453,6 +462,20 @@ _jira__hub() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        jira__hub__subcmd__batches__subcmd__help__subcmd__prune)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         jira__hub__subcmd__batches__subcmd__help__subcmd__show)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
@@ -487,6 +510,32 @@ _jira__hub() {
                     return 0
                     ;;
                 --before)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "auto plain journal json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__batches__subcmd__prune)
+            opts="-h --export --dry-run --db --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --export)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -760,7 +809,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__help__subcmd__batches)
-            opts="list show cancel"
+            opts="list show cancel prune"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -788,6 +837,20 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__help__subcmd__batches__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__help__subcmd__batches__subcmd__prune)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

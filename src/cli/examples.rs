@@ -144,6 +144,16 @@ fn examples(page: &str) -> &'static [Example] {
             "Cancel batch 42 (commands already at the agent finish):",
             "jira-hub batches cancel 42",
         )],
+        "jira-hub-batches-prune" => &[
+            (
+                "What the retention setting would delete now, written out, nothing deleted:",
+                "jira-hub batches prune --dry-run --export /var/tmp/would-prune.jsonl",
+            ),
+            (
+                "Delete now, keeping each deleted batch as a JSON line (e.g. from cron, with retention off in the daemon):",
+                "jira-hub batches prune --export /var/lib/jira-hub/pruned.jsonl",
+            ),
+        ],
         "jira-hub-commands" => &[(
             "What failed, then queue it again:",
             "jira-hub commands failed\njira-hub commands retry --batch 42",

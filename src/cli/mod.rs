@@ -343,6 +343,18 @@ pub enum BatchesCommand {
         /// The batch's id (the first column of `batches list`).
         id: i64,
     },
+    /// Delete now the finished batches past the `retention` setting (as the daemon does every
+    /// minute), with their commands and attempts; a batch with a command queued or claimed is
+    /// never deleted.
+    Prune {
+        /// Append each batch deleted (with its commands and their attempts) to this file as one
+        /// JSON line, written and synced before the rows go (an audit trail; mode 0600).
+        #[arg(long, value_name = "FILE")]
+        export: Option<PathBuf>,
+        /// Delete nothing: only count (and, with --export, write) what would be deleted.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -543,6 +555,9 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
         )?,
         Command::Batches(BatchesCommand::Show { id }) => queue::show_batch(&cli.db, id)?,
         Command::Batches(BatchesCommand::Cancel { id }) => queue::cancel_batch(&cli.db, id)?,
+        Command::Batches(BatchesCommand::Prune { export, dry_run }) => {
+            queue::prune_batches(&cli.db, export.as_deref(), dry_run)?
+        }
         Command::Commands(CommandsCommand::Failed { limit }) => {
             queue::failed_commands(&cli.db, limit)?
         }

@@ -16,6 +16,7 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 /// Alive: the process answers. No database.
@@ -149,6 +150,33 @@ impl Exporter {
     }
 }
 
+/// What retention removed since the start (issue 30, item 3): finished batches, their
+/// commands and attempts, and records of handled agent requests.
+fn retention_counters(m: &Metrics) -> [(&'static str, &'static str, &AtomicU64); 4] {
+    [
+        (
+            "jira_hub_pruned_batches",
+            "Finished batches deleted past their retention",
+            &m.pruned_batches,
+        ),
+        (
+            "jira_hub_pruned_commands",
+            "Commands of those batches deleted",
+            &m.pruned_commands,
+        ),
+        (
+            "jira_hub_pruned_attempts",
+            "Earlier attempts of those commands deleted",
+            &m.pruned_attempts,
+        ),
+        (
+            "jira_hub_pruned_agent_requests",
+            "Records of handled agent requests forgotten past their retention",
+            &m.pruned_agent_requests,
+        ),
+    ]
+}
+
 #[derive(Debug)]
 struct HubCollector {
     metrics: Arc<Metrics>,
@@ -211,7 +239,7 @@ impl Collector for HubCollector {
             dropped.metric_type(),
         )?;
         dropped.encode(metric)?;
-        for (name, help, value) in counters {
+        for (name, help, value) in counters.into_iter().chain(retention_counters(m)) {
             let counter = ConstCounter::new(Metrics::get(value));
             let metric = encoder.encode_descriptor(name, help, None, counter.metric_type())?;
             counter.encode(metric)?;

@@ -18,6 +18,7 @@ mod migrations;
 mod mirror;
 mod projects;
 mod restore;
+mod retention;
 pub(crate) mod settings;
 mod status;
 mod tx;
@@ -30,6 +31,7 @@ pub(crate) use held::HeldRow;
 pub(crate) use migrations::{CURRENT_SCHEMA_VERSION, CURRENT_V4_REVISION};
 pub(crate) use mirror::{CommentRow, IssueRow, IssueText, NoteRow};
 pub(crate) use restore::{lock_data_folder, restore};
+pub(crate) use retention::{BatchAge, Removed};
 pub(crate) use status::{AGENTS_LISTED, AgentRow, RunRow, StatusCounts};
 pub(crate) use tx::Tx;
 
