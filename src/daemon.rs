@@ -94,30 +94,16 @@ pub(crate) fn serve(db: &Path, options: ServeOptions) -> Result<(), ServeError> 
                 .map_err(ServeError::from);
         }
     };
-    let lock_path = data_dir_of(db).join(LOCK_FILE);
-    let lock = std::fs::File::options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&lock_path)
-        .with_context(|| format!("не удалось открыть файл блокировки {}", lock_path.display()))?;
-    match lock.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => {
-            return Err(anyhow!(
-                "на базе {} уже работает другой jira-hub serve (он держит {})",
-                db.display(),
-                lock_path.display()
-            )
-            .into());
-        }
-        Err(std::fs::TryLockError::Error(error)) => {
-            return Err(error)
-                .with_context(|| format!("не удалось заблокировать {}", lock_path.display()))
-                .map_err(ServeError::from);
-        }
-    }
+    let Some(lock) =
+        crate::store::lock_data_folder(&data_dir_of(db)).map_err(anyhow::Error::from)?
+    else {
+        return Err(anyhow!(
+            "на базе {} уже работает другой jira-hub serve (он держит {})",
+            db.display(),
+            data_dir_of(db).join(LOCK_FILE).display()
+        )
+        .into());
+    };
     // The file itself, so that the same database reached through another name (a hard link,
     // whose folder has a lock file of its own) is never served twice.
     match crate::store::lock_database_file(db) {
@@ -134,6 +120,10 @@ pub(crate) fn serve(db: &Path, options: ServeOptions) -> Result<(), ServeError> 
             return Err(anyhow::Error::from(error).into());
         }
     }
+    // Locked: this process is the file's only hub. Its mark goes into the header before any
+    // other connection opens.
+    hub.claim_database()
+        .with_context(|| format!("не удалось пометить базу {}", db.display()))?;
     if let Some(backup) = &report.backup {
         tracing::info!(from = report.old_version, backup = %backup.display(), "database migrated at start");
     }
@@ -398,6 +388,10 @@ pub async fn run_timers(hub: HubConnection, every: TimerPeriods, shutdown: Shutd
         // What the hub remembers of agents is bounded too: on the same minute's tick.
         if let Err(error) = hub.prune_remembered() {
             tracing::error!(%error, "pruning old agents and agent requests failed; retried on the next tick");
+        }
+        // Finished batches past their retention, in small transactions.
+        if let Err(error) = hub.prune_finished() {
+            tracing::error!(%error, "pruning finished batches failed; retried on the next tick");
         }
     });
     let watchdog = async {

@@ -19,9 +19,6 @@ _jira__hub() {
             jira__hub,agent)
                 cmd="jira__hub__subcmd__agent"
                 ;;
-            jira__hub,agents)
-                cmd="jira__hub__subcmd__agents"
-                ;;
             jira__hub,backup)
                 cmd="jira__hub__subcmd__backup"
                 ;;
@@ -58,6 +55,9 @@ _jira__hub() {
             jira__hub,relay)
                 cmd="jira__hub__subcmd__relay"
                 ;;
+            jira__hub,restore)
+                cmd="jira__hub__subcmd__restore"
+                ;;
             jira__hub,serve)
                 cmd="jira__hub__subcmd__serve"
                 ;;
@@ -70,24 +70,6 @@ _jira__hub() {
             jira__hub,tokens)
                 cmd="jira__hub__subcmd__tokens"
                 ;;
-            jira__hub__subcmd__agents,forget)
-                cmd="jira__hub__subcmd__agents__subcmd__forget"
-                ;;
-            jira__hub__subcmd__agents,help)
-                cmd="jira__hub__subcmd__agents__subcmd__help"
-                ;;
-            jira__hub__subcmd__agents,list)
-                cmd="jira__hub__subcmd__agents__subcmd__list"
-                ;;
-            jira__hub__subcmd__agents__subcmd__help,forget)
-                cmd="jira__hub__subcmd__agents__subcmd__help__subcmd__forget"
-                ;;
-            jira__hub__subcmd__agents__subcmd__help,help)
-                cmd="jira__hub__subcmd__agents__subcmd__help__subcmd__help"
-                ;;
-            jira__hub__subcmd__agents__subcmd__help,list)
-                cmd="jira__hub__subcmd__agents__subcmd__help__subcmd__list"
-                ;;
             jira__hub__subcmd__batches,cancel)
                 cmd="jira__hub__subcmd__batches__subcmd__cancel"
                 ;;
@@ -96,6 +78,9 @@ _jira__hub() {
                 ;;
             jira__hub__subcmd__batches,list)
                 cmd="jira__hub__subcmd__batches__subcmd__list"
+                ;;
+            jira__hub__subcmd__batches,prune)
+                cmd="jira__hub__subcmd__batches__subcmd__prune"
                 ;;
             jira__hub__subcmd__batches,show)
                 cmd="jira__hub__subcmd__batches__subcmd__show"
@@ -108,6 +93,9 @@ _jira__hub() {
                 ;;
             jira__hub__subcmd__batches__subcmd__help,list)
                 cmd="jira__hub__subcmd__batches__subcmd__help__subcmd__list"
+                ;;
+            jira__hub__subcmd__batches__subcmd__help,prune)
+                cmd="jira__hub__subcmd__batches__subcmd__help__subcmd__prune"
                 ;;
             jira__hub__subcmd__batches__subcmd__help,show)
                 cmd="jira__hub__subcmd__batches__subcmd__help__subcmd__show"
@@ -132,9 +120,6 @@ _jira__hub() {
                 ;;
             jira__hub__subcmd__help,agent)
                 cmd="jira__hub__subcmd__help__subcmd__agent"
-                ;;
-            jira__hub__subcmd__help,agents)
-                cmd="jira__hub__subcmd__help__subcmd__agents"
                 ;;
             jira__hub__subcmd__help,backup)
                 cmd="jira__hub__subcmd__help__subcmd__backup"
@@ -172,6 +157,9 @@ _jira__hub() {
             jira__hub__subcmd__help,relay)
                 cmd="jira__hub__subcmd__help__subcmd__relay"
                 ;;
+            jira__hub__subcmd__help,restore)
+                cmd="jira__hub__subcmd__help__subcmd__restore"
+                ;;
             jira__hub__subcmd__help,serve)
                 cmd="jira__hub__subcmd__help__subcmd__serve"
                 ;;
@@ -184,17 +172,14 @@ _jira__hub() {
             jira__hub__subcmd__help,tokens)
                 cmd="jira__hub__subcmd__help__subcmd__tokens"
                 ;;
-            jira__hub__subcmd__help__subcmd__agents,forget)
-                cmd="jira__hub__subcmd__help__subcmd__agents__subcmd__forget"
-                ;;
-            jira__hub__subcmd__help__subcmd__agents,list)
-                cmd="jira__hub__subcmd__help__subcmd__agents__subcmd__list"
-                ;;
             jira__hub__subcmd__help__subcmd__batches,cancel)
                 cmd="jira__hub__subcmd__help__subcmd__batches__subcmd__cancel"
                 ;;
             jira__hub__subcmd__help__subcmd__batches,list)
                 cmd="jira__hub__subcmd__help__subcmd__batches__subcmd__list"
+                ;;
+            jira__hub__subcmd__help__subcmd__batches,prune)
+                cmd="jira__hub__subcmd__help__subcmd__batches__subcmd__prune"
                 ;;
             jira__hub__subcmd__help__subcmd__batches,show)
                 cmd="jira__hub__subcmd__help__subcmd__batches__subcmd__show"
@@ -308,7 +293,7 @@ _jira__hub() {
 
     case "${cmd}" in
         jira__hub)
-            opts="-h -V --db --log-format --help --version init migrate settings projects tokens status agents backup serve batches commands refresh demo agent man completions relay help"
+            opts="-h -V --db --log-format --help --version init migrate settings projects tokens status backup restore serve batches commands refresh demo agent man completions relay help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -355,128 +340,6 @@ _jira__hub() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        jira__hub__subcmd__agents)
-            opts="-h --db --log-format --help list forget help"
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                --db)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --log-format)
-                    COMPREPLY=($(compgen -W "auto plain journal json" -- "${cur}"))
-                    return 0
-                    ;;
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        jira__hub__subcmd__agents__subcmd__forget)
-            opts="-h --db --log-format --help"
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                --db)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --log-format)
-                    COMPREPLY=($(compgen -W "auto plain journal json" -- "${cur}"))
-                    return 0
-                    ;;
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        jira__hub__subcmd__agents__subcmd__help)
-            opts="list forget help"
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        jira__hub__subcmd__agents__subcmd__help__subcmd__forget)
-            opts=""
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        jira__hub__subcmd__agents__subcmd__help__subcmd__help)
-            opts=""
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        jira__hub__subcmd__agents__subcmd__help__subcmd__list)
-            opts=""
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        jira__hub__subcmd__agents__subcmd__list)
-            opts="-h --db --log-format --help"
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                --db)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --log-format)
-                    COMPREPLY=($(compgen -W "auto plain journal json" -- "${cur}"))
-                    return 0
-                    ;;
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
         jira__hub__subcmd__backup)
             opts="-h --db --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -500,7 +363,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__batches)
-            opts="-h --db --log-format --help list show cancel help"
+            opts="-h --db --log-format --help list show cancel prune help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -544,7 +407,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__batches__subcmd__help)
-            opts="list show cancel help"
+            opts="list show cancel prune help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -599,6 +462,20 @@ _jira__hub() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        jira__hub__subcmd__batches__subcmd__help__subcmd__prune)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         jira__hub__subcmd__batches__subcmd__help__subcmd__show)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
@@ -633,6 +510,32 @@ _jira__hub() {
                     return 0
                     ;;
                 --before)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "auto plain journal json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__batches__subcmd__prune)
+            opts="-h --export --dry-run --db --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --export)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -864,7 +767,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__help)
-            opts="init migrate settings projects tokens status agents backup serve batches commands refresh demo agent man completions relay help"
+            opts="init migrate settings projects tokens status backup restore serve batches commands refresh demo agent man completions relay help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -891,48 +794,6 @@ _jira__hub() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        jira__hub__subcmd__help__subcmd__agents)
-            opts="list forget"
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        jira__hub__subcmd__help__subcmd__agents__subcmd__forget)
-            opts=""
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        jira__hub__subcmd__help__subcmd__agents__subcmd__list)
-            opts=""
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
         jira__hub__subcmd__help__subcmd__backup)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -948,7 +809,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__help__subcmd__batches)
-            opts="list show cancel"
+            opts="list show cancel prune"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -976,6 +837,20 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__help__subcmd__batches__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__help__subcmd__batches__subcmd__prune)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1244,6 +1119,20 @@ _jira__hub() {
         jira__hub__subcmd__help__subcmd__relay__subcmd__validate)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__help__subcmd__restore)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1791,8 +1680,30 @@ _jira__hub() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        jira__hub__subcmd__restore)
+            opts="-h --db --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "auto plain journal json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         jira__hub__subcmd__serve)
-            opts="-h --listen --relay-poll-ms --relay-grace-seconds --relay-retention-days --relay-arrival-limit-seconds --relay-max-file-mb --relay-no-notify --http-max-body-mb --http-timeout-seconds --http-max-connections --http-max-anonymous-connections --http-anonymous-timeout-seconds --http-header-timeout-seconds --http-body-timeout-seconds --metrics-token-file --http-idle-timeout-seconds --allowed-host --public-url --init-from --default-relay-dir --db --log-format --help"
+            opts="-h --listen --relay-poll-ms --relay-grace-seconds --relay-retention-days --relay-arrival-limit-seconds --relay-max-file-mb --relay-no-notify --http-max-body-mb --http-timeout-seconds --http-max-connections --http-max-anonymous-connections --http-anonymous-timeout-seconds --http-header-timeout-seconds --http-idle-timeout-seconds --allowed-host --public-url --init-from --default-relay-dir --db --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1843,14 +1754,6 @@ _jira__hub() {
                     return 0
                     ;;
                 --http-header-timeout-seconds)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --http-body-timeout-seconds)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --metrics-token-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

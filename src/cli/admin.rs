@@ -125,3 +125,24 @@ pub(crate) fn backup(db: &Path) -> anyhow::Result<Outcome> {
     outln!("{}", path.display());
     Ok(Outcome::Success)
 }
+
+pub(crate) fn restore(db: &Path, backup: &Path) -> anyhow::Result<Outcome> {
+    let restored = crate::store::restore(db, backup, time::OffsetDateTime::now_utc())?;
+    outln!("restored: {}", backup.display());
+    outln!("database: {}", db.display());
+    match &restored.kept {
+        Some(kept) => outln!("previous: {}", kept.display()),
+        None => outln!("previous: (no database was at the path)"),
+    }
+    outln!(
+        "schema:   v{} revision {}{}",
+        restored.version,
+        restored.revision,
+        if restored.migrates {
+            " (migrated when the hub starts)"
+        } else {
+            ""
+        }
+    );
+    Ok(Outcome::Success)
+}

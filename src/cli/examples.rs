@@ -78,6 +78,10 @@ fn examples(page: &str) -> &'static [Example] {
             "A copy of the database into backups/ beside it, now:",
             "jira-hub --db /var/lib/jira-hub/hub.sqlite backup",
         )],
+        "jira-hub-restore" => &[(
+            "Put the newest backup in place of the database (stop the hub first):",
+            "sudo systemctl stop jira-hub && sudo -u jira-hub jira-hub --db /var/lib/jira-hub/hub.sqlite restore /var/lib/jira-hub/backups/20260101-030000-periodic.sqlite && sudo systemctl start jira-hub",
+        )],
         "jira-hub-serve" => &[
             (
                 "A hub for a quick look (settings from the legacy config, a relay folder beside):",
@@ -152,6 +156,16 @@ fn examples(page: &str) -> &'static [Example] {
             "Cancel batch 42 (commands already at the agent finish):",
             "jira-hub batches cancel 42",
         )],
+        "jira-hub-batches-prune" => &[
+            (
+                "What the retention setting would delete now, written out, nothing deleted:",
+                "jira-hub batches prune --dry-run --export /var/tmp/would-prune.jsonl",
+            ),
+            (
+                "Delete now, keeping each deleted batch as a JSON line (e.g. from cron, with retention off in the daemon):",
+                "jira-hub batches prune --export /var/lib/jira-hub/pruned.jsonl",
+            ),
+        ],
         "jira-hub-commands" => &[(
             "What failed, then queue it again:",
             "jira-hub commands failed\njira-hub commands retry --batch 42",

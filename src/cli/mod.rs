@@ -161,6 +161,13 @@ pub enum Command {
     Agents(AgentsCommand),
     /// Make an online backup into backups/ now.
     Backup,
+    /// Put a backup in place of the database of a stopped hub (refused while a hub serves it):
+    /// the copy is checked first, the current database is kept in backups/ as
+    /// <stamp>-before-restore.sqlite with its WAL.
+    Restore {
+        /// The copy to put in place (a file of backups/, or any copy of a hub's database).
+        backup: PathBuf,
+    },
     /// Run the daemon: the HTTP API, the relay watcher (when relay_dir is set), the timers.
     Serve(ServeArgs),
     /// Look at relay files by hand.
@@ -350,6 +357,18 @@ pub enum BatchesCommand {
     Cancel {
         /// The batch's id (the first column of `batches list`).
         id: i64,
+    },
+    /// Delete now the finished batches past the `retention` setting (as the daemon does every
+    /// minute), with their commands and attempts; a batch with a command queued or claimed is
+    /// never deleted.
+    Prune {
+        /// Append each batch deleted (with its commands and their attempts) to this file as one
+        /// JSON line, written and synced before the rows go (an audit trail; mode 0600).
+        #[arg(long, value_name = "FILE")]
+        export: Option<PathBuf>,
+        /// Delete nothing: only count (and, with --export, write) what would be deleted.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
@@ -541,6 +560,7 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Agents(AgentsCommand::List) => status::list_agents(&cli.db)?,
         Command::Agents(AgentsCommand::Forget { name }) => status::forget_agent(&cli.db, &name)?,
         Command::Backup => admin::backup(&cli.db)?,
+        Command::Restore { backup } => admin::restore(&cli.db, &backup)?,
         Command::Serve(args) => match crate::daemon::serve(&cli.db, args.into_options()) {
             Ok(()) => Outcome::Success,
             Err(crate::daemon::ServeError::Unrunnable(why)) => {
@@ -565,6 +585,9 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
         )?,
         Command::Batches(BatchesCommand::Show { id }) => queue::show_batch(&cli.db, id)?,
         Command::Batches(BatchesCommand::Cancel { id }) => queue::cancel_batch(&cli.db, id)?,
+        Command::Batches(BatchesCommand::Prune { export, dry_run }) => {
+            queue::prune_batches(&cli.db, export.as_deref(), dry_run)?
+        }
         Command::Commands(CommandsCommand::Failed { limit }) => {
             queue::failed_commands(&cli.db, limit)?
         }

@@ -66,6 +66,53 @@ pub(crate) fn cancel_batch(db: &Path, id: i64) -> anyhow::Result<Outcome> {
     Ok(Outcome::Success)
 }
 
+/// `batches prune [--export FILE] [--dry-run]`.
+pub(crate) fn prune_batches(
+    db: &Path,
+    export: Option<&Path>,
+    dry_run: bool,
+) -> anyhow::Result<Outcome> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut hub = open_existing_hub(db)?;
+    let mut file = export
+        .map(|path| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .open(path)
+                .map(|file| std::io::BufWriter::new(Synced(file)))
+                .with_context(|| format!("не удалось открыть файл выгрузки {}", path.display()))
+        })
+        .transpose()?;
+    let pruned =
+        hub.prune_finished_now(file.as_mut().map(|f| f as &mut dyn std::io::Write), dry_run)?;
+    outln!(
+        "{} {}: {}, {}",
+        if dry_run { "would prune" } else { "pruned" },
+        crate::domain::words::count_en(pruned.batches, "batch"),
+        crate::domain::words::count_en(pruned.commands, "command"),
+        crate::domain::words::count_en(pruned.attempts, "earlier attempt"),
+    );
+    if let Some(path) = export {
+        outln!("exported to {}", path.display());
+    }
+    Ok(Outcome::Success)
+}
+
+/// A file whose flush syncs it: the export is on disk before the rows it holds are deleted.
+struct Synced(std::fs::File);
+
+impl std::io::Write for Synced {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.write(bytes)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.sync_data()
+    }
+}
+
 /// `refresh confirm RUN`: a held full refresh's removals are applied (issue 19).
 pub(crate) fn confirm_refresh(db: &Path, run: i64) -> anyhow::Result<Outcome> {
     let mut hub = open_existing_hub(db)?;

@@ -26,6 +26,7 @@ pub(crate) const RELAY_DIR: &str = "relay_dir";
 pub(crate) const CLOSED_STATUSES: &str = "closed_statuses";
 pub(crate) const FULL_REFRESH_HOURS: &str = "full_refresh_hours";
 pub(crate) const PRUNE_GUARD: &str = "prune_guard";
+pub(crate) const RETENTION: &str = "retention";
 pub(crate) const SCHEMA_VERSION: &str = "schema_version";
 /// Legacy keys of schema v1–v3: kept in the table, never written, `board_id` passed to the agent.
 pub(crate) const LEGACY_BASE_JQL: &str = "base_jql";
@@ -64,6 +65,29 @@ impl PruneGuard {
     /// Whether removing `missing` of a project's `total` issues needs a confirmation.
     pub fn holds(&self, missing: u64, total: u64) -> bool {
         missing >= u64::from(self.min_issues) && missing * 100 > u64::from(self.max_percent) * total
+    }
+}
+
+/// How long finished batches are kept, with their commands and attempts (issue 30, item 3), in
+/// days since the batch finished (its last command's `finished_at`, or its cancellation); 0
+/// keeps them for ever. A batch with a command still queued or claimed is never pruned. The
+/// defaults follow River's job cleaner in spirit (completed jobs go first, discarded and
+/// cancelled ones are kept longer, riverqueue.com/docs/maintenance-services), stretched to
+/// days because operators look at last month's batches in the console. The hub's alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Retention {
+    /// Batches whose commands all ended done (or confirmed by state).
+    pub completed_days: u32,
+    /// Batches with a command failed, skipped or cancelled, or cancelled themselves.
+    pub failed_days: u32,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            completed_days: 30,
+            failed_days: 90,
+        }
     }
 }
 
@@ -185,6 +209,8 @@ pub struct Settings {
     pub full_refresh_hours: u32,
     /// When a full refresh's removals wait for a confirmation.
     pub prune_guard: PruneGuard,
+    /// How long finished batches are kept.
+    pub retention: Retention,
     /// `board_id` left by a v3 database: the agent's fallback board for commands enqueued before
     /// the migration. Never shown to clients, never written.
     pub legacy_board_id: Option<Value>,
@@ -208,6 +234,7 @@ impl Default for Settings {
             closed_statuses: DEFAULT_CLOSED_STATUSES.map(String::from).to_vec(),
             full_refresh_hours: DEFAULT_FULL_REFRESH_HOURS,
             prune_guard: PruneGuard::default(),
+            retention: Retention::default(),
             legacy_board_id: None,
         }
     }
@@ -269,6 +296,7 @@ impl Settings {
                 CLOSED_STATUSES => typed(&normalized).map(|v| settings.closed_statuses = v),
                 FULL_REFRESH_HOURS => typed(&normalized).map(|v| settings.full_refresh_hours = v),
                 PRUNE_GUARD => typed(&normalized).map(|v| settings.prune_guard = v),
+                RETENTION => typed(&normalized).map(|v| settings.retention = v),
                 _ => {
                     warnings.push(format!("stored setting {key} is unknown and ignored"));
                     Some(())
@@ -301,6 +329,7 @@ impl Settings {
             json!(self.full_refresh_hours),
         );
         view.insert(PRUNE_GUARD.to_string(), json!(self.prune_guard));
+        view.insert(RETENTION.to_string(), json!(self.retention));
         view.insert(SETTINGS_VERSION.to_string(), json!(self.settings_version));
         Value::Object(view)
     }
@@ -368,6 +397,7 @@ pub(crate) fn validate_setting(key: &str, value: &Value) -> Result<Value, Valida
             Ok(value.clone())
         }
         PRUNE_GUARD => validate_prune_guard(value),
+        RETENTION => validate_retention(value),
         LEGACY_BASE_JQL => Err(ValidationError::new(key, BASE_JQL_READ_ONLY)),
         LEGACY_BOARD_ID => Err(ValidationError::new(key, BOARD_ID_READ_ONLY)),
         TOKENS => Err(ValidationError::new(
@@ -673,6 +703,37 @@ fn validate_prune_guard(value: &Value) -> Result<Value, ValidationError> {
     Ok(json!(guard))
 }
 
+/// `retention`: `{"completed_days", "failed_days"}`, each 0 (for ever) to 36,500; a member left
+/// out keeps its default.
+fn validate_retention(value: &Value) -> Result<Value, ValidationError> {
+    let Some(object) = value.as_object() else {
+        return Err(ValidationError::new(
+            RETENTION,
+            "ожидается объект {\"completed_days\": дни, \"failed_days\": дни} (0 — хранить всегда)",
+        ));
+    };
+    if let Some(other) = object
+        .keys()
+        .find(|k| *k != "completed_days" && *k != "failed_days")
+    {
+        return Err(ValidationError::new(
+            format!("{RETENTION}.{other}"),
+            "неизвестное поле; допустимы completed_days и failed_days",
+        ));
+    }
+    let mut retention = Retention::default();
+    for (name, slot) in [
+        ("completed_days", &mut retention.completed_days),
+        ("failed_days", &mut retention.failed_days),
+    ] {
+        if let Some(v) = object.get(name) {
+            validate_integer(&format!("{RETENTION}.{name}"), v, 0, 36_500, false)?;
+            *slot = v.as_u64().unwrap_or_default() as u32;
+        }
+    }
+    Ok(json!(retention))
+}
+
 fn validate_closed_statuses(value: &Value) -> Result<Value, ValidationError> {
     let Some(list) = value.as_array() else {
         return Err(ValidationError::new(
@@ -804,6 +865,27 @@ mod tests {
         check("pacing", json!({"speed": 1}), Some("pacing.speed"));
         check("pacing", json!(5), Some("pacing"));
         check("backup_keep", json!(1), None);
+        check(
+            "retention",
+            json!({"completed_days": 0, "failed_days": 36500}),
+            None,
+        );
+        check(
+            "retention",
+            json!({"completed_days": -1}),
+            Some("retention.completed_days"),
+        );
+        check(
+            "retention",
+            json!({"failed_days": 36501}),
+            Some("retention.failed_days"),
+        );
+        check(
+            "retention",
+            json!({"done_days": 3}),
+            Some("retention.done_days"),
+        );
+        check("retention", json!(30), Some("retention"));
         check("backup_keep", json!(0), Some("backup_keep"));
         check("backup_keep", json!(null), Some("backup_keep"));
         check("auto_refresh_minutes", json!(null), None);

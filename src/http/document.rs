@@ -414,7 +414,9 @@ fn schemas_written_here() -> Vec<(&'static str, Value)> {
         "closed_statuses": {"type": "array", "items": {"type": "string"}},
         "full_refresh_hours": {"type": "integer", "minimum": 1, "maximum": 87600, "description": "Hours between two full automatic refreshes; the automatic refreshes in between are incremental (`updated >=` the start of the last successful run, less an overlap)."},
         "prune_guard": {"type": "object", "additionalProperties": false, "description": "A full refresh that would remove, in some project, at least `min_issues` issues and more than `max_percent` percent of its mirror is held until confirmed (`POST /sync-runs/{id}/confirm`) or until the next full refresh misses the same issues.",
-            "properties": {"max_percent": {"type": "integer", "minimum": 0, "maximum": 100, "default": 20}, "min_issues": {"type": "integer", "minimum": 0, "default": 50}}}
+            "properties": {"max_percent": {"type": "integer", "minimum": 0, "maximum": 100, "default": 20}, "min_issues": {"type": "integer", "minimum": 0, "default": 50}}},
+        "retention": {"type": "object", "additionalProperties": false, "description": "Days a finished batch is kept with its commands and attempts after it finished, then pruned by the daemon (0: kept for ever). A batch with a command queued or claimed is never pruned. `jira-hub batches prune --export FILE` prunes now and writes what it removes as JSON lines.",
+            "properties": {"completed_days": {"type": "integer", "minimum": 0, "maximum": 36500, "default": 30}, "failed_days": {"type": "integer", "minimum": 0, "maximum": 36500, "default": 90}}}
     });
     let mut view = writable.clone();
     if let Some(view) = view.as_object_mut() {

@@ -17,6 +17,7 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 /// Alive: the process answers. No database.
 #[utoipa::path(get, path = "/health", tag = "operations",
@@ -240,11 +241,39 @@ fn counters(m: &Metrics) -> [(&'static str, &'static str, &std::sync::atomic::At
     ]
 }
 
+/// What retention removed since the start (issue 30, item 3): finished batches, their
+/// commands and attempts, and records of handled agent requests.
+fn retention_counters(m: &Metrics) -> [(&'static str, &'static str, &AtomicU64); 4] {
+    [
+        (
+            "jira_hub_pruned_batches",
+            "Finished batches deleted past their retention",
+            &m.pruned_batches,
+        ),
+        (
+            "jira_hub_pruned_commands",
+            "Commands of those batches deleted",
+            &m.pruned_commands,
+        ),
+        (
+            "jira_hub_pruned_attempts",
+            "Earlier attempts of those commands deleted",
+            &m.pruned_attempts,
+        ),
+        (
+            "jira_hub_pruned_agent_requests",
+            "Records of handled agent requests forgotten past their retention",
+            &m.pruned_agent_requests,
+        ),
+    ]
+}
+
 /// What changes the exposition besides the snapshot and the second: every counter and gauge the
 /// collector reads live.
 fn live_values(m: &Metrics) -> Vec<u64> {
     let mut values: Vec<u64> = counters(m)
         .iter()
+        .chain(retention_counters(m).iter())
         .map(|(_, _, counter)| Metrics::get(counter))
         .collect();
     values.extend([
@@ -276,7 +305,7 @@ impl Collector for HubCollector {
             dropped.metric_type(),
         )?;
         dropped.encode(metric)?;
-        for (name, help, value) in counters {
+        for (name, help, value) in counters.into_iter().chain(retention_counters(m)) {
             let counter = ConstCounter::new(Metrics::get(value));
             let metric = encoder.encode_descriptor(name, help, None, counter.metric_type())?;
             counter.encode(metric)?;
@@ -299,7 +328,13 @@ impl Collector for HubCollector {
         )?;
         queue.encode(metric)?;
         let faults = Family::<FaultLabel, Gauge>::default();
-        for fault in [Fault::Full, Fault::ReadOnly, Fault::Io, Fault::Moved] {
+        for fault in [
+            Fault::Full,
+            Fault::ReadOnly,
+            Fault::Io,
+            Fault::Moved,
+            Fault::Overwritten,
+        ] {
             faults
                 .get_or_create(&FaultLabel {
                     fault: fault.name().to_string(),

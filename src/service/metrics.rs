@@ -49,6 +49,14 @@ pub struct Metrics {
     pub relay_beat_ms: AtomicU64,
     /// Why the relay cannot use its folder now (a folder of the share that is a link), if so.
     pub relay_problem: std::sync::Mutex<Option<String>>,
+    /// Finished batches, their commands and attempts pruned past their retention by this
+    /// process, and records of handled agent requests forgotten (issue 30, item 3).
+    pub pruned_batches: AtomicU64,
+    pub pruned_commands: AtomicU64,
+    pub pruned_attempts: AtomicU64,
+    pub pruned_agent_requests: AtomicU64,
+    /// Where the retention walk goes on from: the last batch id it looked at (0: the start).
+    pub(crate) retention_cursor: std::sync::atomic::AtomicI64,
     /// Warnings about stored settings already logged by this process (each is told once).
     pub settings_warnings_told: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }

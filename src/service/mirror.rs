@@ -233,6 +233,7 @@ impl HubConnection {
                 tx.prune_requests(requests_before, PRUNE_BATCH)?,
             ))
         })?;
+        super::metrics::Metrics::add(&self.metrics.pruned_agent_requests, pruned.1 as u64);
         self.presence
             .forget_older_than(now - super::AGENT_RETENTION);
         if pruned != (0, 0) {

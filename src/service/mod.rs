@@ -15,7 +15,9 @@ mod init;
 mod metrics;
 mod mirror;
 mod presence;
+mod retention;
 pub use presence::{PERSIST_EVERY, Presence, agent_is_silent, missed_heartbeats};
+pub use retention::Pruned;
 mod tokens;
 mod views;
 mod wait;
@@ -256,6 +258,12 @@ impl HubConnection {
     /// Copies the WAL into the database file as far as readers allow, waiting for nobody.
     pub(crate) fn checkpoint(&self) -> Result<()> {
         Ok(self.store.checkpoint()?)
+    }
+
+    /// Marks the database file as this daemon's, so that a copy written over it in place is
+    /// found before a write is acknowledged above it (see `store::Store::claim_content`).
+    pub(crate) fn claim_database(&mut self) -> Result<()> {
+        Ok(self.store.claim_content()?)
     }
 
     /// What is wrong with the database file, if anything: the fault the last write met (no

@@ -233,7 +233,7 @@ fn checkpoint_complete(db_path: &Path) -> Result<bool> {
 static DATABASE_FILES: Mutex<BTreeMap<(u64, u64), &'static File>> = Mutex::new(BTreeMap::new());
 
 /// The database file at `db_path`, opened once for the life of the process.
-fn database_file(db_path: &Path) -> Result<&'static File> {
+pub(super) fn database_file(db_path: &Path) -> Result<&'static File> {
     use std::os::unix::fs::MetadataExt;
     let failed = |what: &str| io_error(format!("{what} {}", db_path.display()));
     let metadata = std::fs::metadata(db_path).map_err(failed("не удалось прочитать"))?;
@@ -293,6 +293,10 @@ fn copy_file(db_path: &Path, bytes: u64, partial: &Path) -> Result<()> {
             .write_all_at(&[1, 1], 18)
             .map_err(failed("не удалось записать", partial))?;
     }
+    // Nor the running hub's mark (see `health::ContentMark`).
+    destination
+        .write_all_at(&[0; 4], super::health::MARK_OFFSET)
+        .map_err(failed("не удалось записать", partial))?;
     Ok(())
 }
 
@@ -431,7 +435,7 @@ fn remove_stale_migration_partials(dir: &Path) {
 
 /// A name in `dir` that no file has yet: `<stem>.sqlite`, else `<stem>-2.sqlite`, …; with the
 /// temporary name it is written under first.
-fn free_name(dir: &Path, stem: &str) -> (PathBuf, PathBuf) {
+pub(super) fn free_name(dir: &Path, stem: &str) -> (PathBuf, PathBuf) {
     let mut n = 1;
     loop {
         let name = if n == 1 {
@@ -447,7 +451,7 @@ fn free_name(dir: &Path, stem: &str) -> (PathBuf, PathBuf) {
     }
 }
 
-fn copy_into(reader: &Connection, partial: &Path) -> Result<()> {
+pub(super) fn copy_into(reader: &Connection, partial: &Path) -> Result<()> {
     // Reading the pages through a memory map instead of one pread per page makes a large copy
     // several times faster. The hub never vacuums or truncates its database, so the mapped file
     // does not shrink under the copy.
@@ -471,6 +475,9 @@ fn copy_into(reader: &Connection, partial: &Path) -> Result<()> {
             }
         }
     }
+    // A copy never carries the running hub's mark: put back over the live file in place, it is
+    // found written over (see `health::ContentMark`).
+    destination.pragma_update(None, "application_id", 0)?;
     destination.pragma_update(None, "journal_mode", "DELETE")?;
     destination.close().map_err(|(_, error)| error)?;
     // The copy holds the tokens: readable by the hub's user only.
@@ -480,7 +487,7 @@ fn copy_into(reader: &Connection, partial: &Path) -> Result<()> {
     sync_file(partial)
 }
 
-fn sync_dir(dir: &Path) -> Result<()> {
+pub(super) fn sync_dir(dir: &Path) -> Result<()> {
     std::fs::File::open(dir)
         .and_then(|f| f.sync_all())
         .map_err(io_error(format!(

@@ -25,6 +25,9 @@ pub enum Fault {
     Io,
     /// The file at the path is not the one the hub opened: deleted, moved or replaced.
     Moved,
+    /// The file is the one the hub opened, but its content was written over in place (a `cp`
+    /// of a backup over it): its header no longer carries the mark the hub wrote at start.
+    Overwritten,
 }
 
 impl Fault {
@@ -35,6 +38,7 @@ impl Fault {
             Fault::ReadOnly => "read_only",
             Fault::Io => "io_error",
             Fault::Moved => "moved",
+            Fault::Overwritten => "overwritten",
         }
     }
 
@@ -78,6 +82,29 @@ pub(crate) struct DbHealth {
     /// and `-shm` moved aside (where each went, from where), and every connection of the process
     /// closes without checkpointing. `None` again once they are put back beside their file.
     aside: Mutex<Option<Vec<(PathBuf, PathBuf)>>>,
+    /// The mark the daemon wrote into the file's header at start ([`ContentMark`]); `None` in
+    /// processes that never claimed the file (the CLI's commands).
+    mark: Mutex<Option<ContentMark>>,
+    /// Set for good once the file was found written over in place: the fault outlives any
+    /// write, and the old journal is never put back beside the file.
+    overwritten: std::sync::atomic::AtomicBool,
+}
+
+/// What identifies the content of the file the daemon serves: a random number it writes at start
+/// into the header's `application_id` (bytes 68–71 of the file, big-endian). SQLite writes
+/// the database file only when a checkpoint copies the WAL into it, and every version of page 1
+/// written after the mark carries it, so once a checkpoint has put it in the file it stays there
+/// while the hub is the file's only writer. A copy written over the file in place (`cp backup
+/// hub.sqlite` keeps the inode, so the device-and-inode check sees nothing) carries another
+/// number: the hub's own backups are written with 0, and a copy made before this start carries
+/// an older mark.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ContentMark {
+    /// This start's mark.
+    pub(super) current: [u8; 4],
+    /// The mark the file had before, still accepted until the file is seen with `current`
+    /// (until the checkpoint after the start has copied the new header into it).
+    pub(super) previous: Option<[u8; 4]>,
 }
 
 impl DbHealth {
@@ -100,8 +127,12 @@ impl DbHealth {
         false
     }
 
-    /// A write succeeded: whatever was wrong is over.
+    /// A write succeeded: whatever was wrong is over (a file written over in place stays so
+    /// until a restart).
     pub(super) fn clear(&self) {
+        if self.is_overwritten() {
+            return;
+        }
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(seen) = last.take() {
             tracing::info!(
@@ -186,6 +217,9 @@ impl DbHealth {
     /// beside it (never over a file there now). `false` while they cannot be: the file then
     /// takes no write until a restart.
     pub(super) fn put_companions_back(&self) -> bool {
+        if self.is_overwritten() {
+            return false;
+        }
         let mut aside = self.aside.lock().unwrap_or_else(|p| p.into_inner());
         let Some(moved) = aside.as_mut() else {
             return true;
@@ -201,6 +235,69 @@ impl DbHealth {
         true
     }
 }
+
+impl DbHealth {
+    /// From now on the file's content is checked against `mark` before every commit and on
+    /// the timers.
+    pub(super) fn set_mark(&self, mark: ContentMark) {
+        *self.mark.lock().unwrap_or_else(|p| p.into_inner()) = Some(mark);
+    }
+
+    /// Whether the file was found written over in place (for good, until a restart).
+    pub(super) fn is_overwritten(&self) -> bool {
+        self.overwritten.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Whether the file at `path` still carries this start's mark in its header (read through
+    /// the descriptor kept for the life of the process: closing another one of the file would
+    /// drop SQLite's locks). An `Overwritten` error otherwise; nothing to check in a process
+    /// that never set a mark.
+    pub(super) fn check_content(&self, path: &Path) -> Result<()> {
+        let mut guard = self.mark.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(mark) = guard.as_mut() else {
+            return Ok(());
+        };
+        if !self.is_overwritten() {
+            let found = read_mark(path)?;
+            if found == Some(mark.current) {
+                mark.previous = None;
+                return Ok(());
+            }
+            if found.is_some() && found == mark.previous {
+                return Ok(());
+            }
+        }
+        self.overwritten
+            .store(true, std::sync::atomic::Ordering::Release);
+        Err(StoreError::Unavailable {
+            fault: Fault::Overwritten,
+            detail: format!(
+                "{} перезаписан на месте (например, cp копии поверх него): в нём уже не то, что записал хаб",
+                path.display()
+            ),
+        })
+    }
+}
+
+/// The four bytes of the header's `application_id` in the file at `path` now; `None` when the
+/// file is shorter than a header (being written over right now).
+pub(super) fn read_mark(path: &Path) -> Result<Option<[u8; 4]>> {
+    use std::os::unix::fs::FileExt;
+    let file = super::backup::database_file(path)?;
+    let mut bytes = [0u8; 4];
+    match file.read_exact_at(&mut bytes, MARK_OFFSET) {
+        Ok(()) => Ok(Some(bytes)),
+        Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
+        Err(source) => Err(StoreError::Io {
+            context: format!("не удалось прочитать заголовок {}", path.display()),
+            source,
+        }),
+    }
+}
+
+/// Where SQLite keeps the `application_id` in the database header (sqlite.org/fileformat.html,
+/// 1.3: "68 4 The Application ID set by PRAGMA application_id").
+pub(super) const MARK_OFFSET: u64 = 68;
 
 /// The journal files SQLite keeps beside a database in WAL mode.
 const COMPANIONS: [&str; 2] = ["-wal", "-shm"];

@@ -18,6 +18,8 @@ mod held;
 mod migrations;
 mod mirror;
 mod projects;
+mod restore;
+mod retention;
 pub(crate) mod settings;
 mod status;
 mod tx;
@@ -29,6 +31,8 @@ pub use health::{Fault, FaultSeen};
 pub(crate) use held::HeldRow;
 pub(crate) use migrations::{CURRENT_SCHEMA_VERSION, CURRENT_V4_REVISION};
 pub(crate) use mirror::{CommentRow, IssueRow, IssueText, NoteRow};
+pub(crate) use restore::{lock_data_folder, restore};
+pub(crate) use retention::{BatchAge, Removed};
 pub(crate) use status::{AGENTS_LISTED, AgentRow, RunRow, StatusCounts};
 pub(crate) use tx::Tx;
 
@@ -66,7 +70,8 @@ pub enum StoreError {
     /// The database is gone from a folder where a hub lived (its lock file, backups, WAL): a new
     /// empty database would hide the loss, so none is made.
     #[error(
-        "базы данных {path} нет, но в {dir} работал хаб ({traces}): новая пустая база не создаётся. Восстановите базу (например, cp {restore} {path}) или, чтобы начать заново, уберите эти файлы"
+        "базы данных {path} нет, но в {dir} работал хаб ({traces}): новая пустая база не создаётся. Восстановите базу (например, {program} --db {path} restore {restore}) или, чтобы начать заново, уберите эти файлы",
+        program = crate::program()
     )]
     Lost {
         path: PathBuf,
@@ -135,6 +140,9 @@ fn unavailable_words(fault: Fault) -> &'static str {
         Fault::Io => "ошибка ввода-вывода базы, запись не сделана",
         Fault::Moved => {
             "файл базы удалён или заменён, пока хаб работал: запись не сделана; верните файл на место или перезапустите хаб"
+        }
+        Fault::Overwritten => {
+            "файл базы перезаписан на месте, пока хаб работал: запись не сделана и не будет сделана до перезапуска; остановите хаб, восстановите нужную копию командой jira-hub restore и запустите хаб снова"
         }
     }
 }
@@ -457,7 +465,25 @@ impl Store {
     /// backup put back, say): from then on no connection of the process checkpoints, not even
     /// when it closes, and a restart opens the new file as it was put.
     fn note_fault(&self, fault: Fault, detail: String) {
-        if self.health.record(fault, detail) && fault == Fault::Moved {
+        let new = self.health.record(fault, detail);
+        if new && fault == Fault::Overwritten {
+            // What the connections read now is the new file under the old WAL's pages: no copy
+            // of it means anything. The old WAL must never be copied into the new file (by a
+            // checkpoint, or replayed at the next start): it goes aside.
+            self.health.move_companions_aside(&self.path, || {
+                let now = OffsetDateTime::now_utc();
+                tracing::error!(
+                    database = %self.path.display(),
+                    "the database file was written over in place under the hub (a cp of a copy over it?): no write is taken until a restart"
+                );
+                backup::backups_dir(&self.path).join(format!(
+                    "{}-overwritten",
+                    crate::domain::time::backup_stamp(now)
+                ))
+            });
+            return;
+        }
+        if new && fault == Fault::Moved {
             self.health.move_companions_aside(&self.path, || {
                 let now = OffsetDateTime::now_utc();
                 match self.rescue_copy(now) {
@@ -525,11 +551,13 @@ impl Store {
     /// Another connection to the same file, sharing what writes met; refused (never created)
     /// when the path no longer names the file this store opened.
     pub(crate) fn reconnect(&self, now: OffsetDateTime) -> Result<Store> {
-        health::check_identity(&self.path, self.identity).inspect_err(|error| {
-            if let StoreError::Unavailable { fault, detail } = error {
-                self.note_fault(*fault, detail.clone());
-            }
-        })?;
+        health::check_identity(&self.path, self.identity)
+            .and_then(|()| self.health.check_content(&self.path))
+            .inspect_err(|error| {
+                if let StoreError::Unavailable { fault, detail } = error {
+                    self.note_fault(*fault, detail.clone());
+                }
+            })?;
         let (mut store, _) = Store::open_with(&self.path, now, Create::Never)?;
         health::check_identity(&self.path, self.identity)?;
         store.identity = self.identity;
@@ -542,6 +570,7 @@ impl Store {
     pub(crate) fn health(&self) -> Option<FaultSeen> {
         if let Err(StoreError::Unavailable { fault, detail }) =
             health::check_identity(&self.path, self.identity)
+                .and_then(|()| self.health.check_content(&self.path))
         {
             self.note_fault(fault, detail);
         } else if self.health.put_companions_back()
@@ -613,6 +642,9 @@ impl Store {
     /// then starts the WAL over. Durability does not depend on it: a commit is durable once its
     /// WAL frames are synced.
     pub(crate) fn checkpoint(&self) -> Result<()> {
+        if !self.may_checkpoint() {
+            return Ok(());
+        }
         self.conn
             .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
             .optional()?;
@@ -624,6 +656,9 @@ impl Store {
     /// holds the WAL makes it answer `false` at once, to be tried again later. The hub calls it
     /// when nothing was committed for a while, so the file beside the database is empty at rest.
     pub(crate) fn checkpoint_truncate(&self) -> Result<bool> {
+        if !self.may_checkpoint() {
+            return Ok(false);
+        }
         self.conn.busy_timeout(Duration::ZERO)?;
         let outcome = self
             .conn
@@ -643,6 +678,41 @@ impl Store {
             }
             Err(error) => Err(error.into()),
         }
+    }
+
+    /// Whether the WAL may be copied into the file at the path: never once that file was found
+    /// deleted, replaced or written over (the WAL belongs to the file the hub opened, and
+    /// copied into another one it would spoil it), looked at now.
+    fn may_checkpoint(&self) -> bool {
+        self.health()
+            .is_none_or(|seen| !matches!(seen.fault, Fault::Moved | Fault::Overwritten))
+            && !self.health.set_aside()
+    }
+
+    /// Marks the file as this process's (see [`health::ContentMark`]): a random number in the
+    /// header, copied into the file by a checkpoint; from then on every commit and the timers'
+    /// looks check that the file still carries it, so a copy written over the file in place
+    /// is found before a write is acknowledged into the WAL above it. The daemon calls it once,
+    /// after taking its locks and before opening its other connections.
+    pub(crate) fn claim_content(&mut self) -> Result<()> {
+        let previous = health::read_mark(&self.path)?;
+        let mut current = [0u8; 4];
+        while current == [0; 4] || Some(current) == previous {
+            getrandom::fill(&mut current).map_err(|error| StoreError::Io {
+                context: "нет случайных чисел для метки базы".into(),
+                source: std::io::Error::other(error.to_string()),
+            })?;
+        }
+        let value = i32::from_be_bytes(current);
+        self.write(|tx| {
+            tx.pragma_update(None, "application_id", value)?;
+            Ok(())
+        })?;
+        // Into the file now, when nobody else reads: until then the file's old mark is accepted.
+        let _ = self.checkpoint_truncate();
+        self.health
+            .set_mark(health::ContentMark { current, previous });
+        self.health.check_content(&self.path)
     }
 
     /// The size of the WAL file beside the database (0 when there is none).
@@ -678,6 +748,7 @@ impl Store {
 /// error otherwise (its `-wal` and `-shm` moved aside and not yet put back).
 fn check_file(path: &Path, opened: (u64, u64), health: &health::DbHealth) -> Result<()> {
     health::check_identity(path, opened)?;
+    health.check_content(path)?;
     if !health.put_companions_back() {
         return Err(StoreError::Unavailable {
             fault: Fault::Moved,
@@ -702,6 +773,7 @@ impl Drop for Store {
         if !self.health.set_aside()
             && let Err(StoreError::Unavailable { fault, detail }) =
                 health::check_identity(&self.path, self.identity)
+                    .and_then(|()| self.health.check_content(&self.path))
         {
             self.note_fault(fault, detail);
         }

@@ -504,3 +504,116 @@ fn concurrent_claims_never_share_a_command() {
     assert_eq!(all.len(), total, "a command was handed to two claims");
     assert_eq!(total, 200);
 }
+
+/// Retention (issue 30, item 3): a finished batch goes once it is older than its kind's days
+/// (completed 30, failed or cancelled 90 by default), with its commands and their attempts; a
+/// batch with a command not final stays however old; the export is one JSON line per batch,
+/// written before the rows go, and a dry run deletes nothing.
+#[test]
+fn retention_prunes_old_finished_batches_and_nothing_else() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    let agent = Agent::new("agent-1");
+    let finish = |hub: &mut jira_hub::service::HubConnection, status: &str| {
+        let claim = agent.claim(hub, 1);
+        let id = claim.commands[0].id;
+        let delivery = claim.commands[0].delivery;
+        agent.report(
+            hub,
+            json!([{"command_id": id, "delivery": delivery, "status": status, "error": "нет прав"}]),
+        );
+        id
+    };
+    let completed = hub.enqueue_batch(&batch(comments(1))).unwrap().id;
+    finish(&mut hub, "done");
+    let failed = hub.enqueue_batch(&batch(comments(1))).unwrap().id;
+    let failed_command = finish(&mut hub, "failed");
+    // Queued again by an operator and failed again: an earlier attempt to go with it.
+    hub.retry_command(failed_command).unwrap();
+    finish(&mut hub, "failed");
+    let open = hub.enqueue_batch(&batch(comments(2))).unwrap().id;
+    finish(&mut hub, "done");
+    let cancelled = hub.enqueue_batch(&batch(comments(1))).unwrap().id;
+    hub.cancel_batch(cancelled).unwrap();
+
+    clock.advance(time::Duration::days(35));
+    // The open batch's second command is at the agent now: not final.
+    let claim = agent.claim(&mut hub, 1);
+    assert_eq!(
+        hub.batch(open).unwrap().commands[1].id,
+        claim.commands[0].id
+    );
+    let young = hub.enqueue_batch(&batch(comments(1))).unwrap().id;
+    finish(&mut hub, "done");
+
+    let exists = |hub: &mut jira_hub::service::HubConnection, id: i64| hub.batch(id).is_ok();
+    let mut dry = Vec::new();
+    let would = hub.prune_finished_now(Some(&mut dry), true).unwrap();
+    assert_eq!((would.batches, would.commands), (1, 1));
+    assert!(exists(&mut hub, completed), "a dry run deletes nothing");
+    let pruned = hub.prune_finished().unwrap();
+    assert_eq!((pruned.batches, pruned.commands), (1, 1));
+    assert!(!exists(&mut hub, completed));
+    for kept in [failed, open, cancelled, young] {
+        assert!(exists(&mut hub, kept), "batch {kept} pruned at 35 days");
+    }
+    let dry: Vec<Value> = String::from_utf8(dry)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(dry.len(), 1);
+    assert_eq!(dry[0]["batch"]["id"], json!(completed));
+    assert_eq!(dry[0]["commands"][0]["status"], json!("done"));
+    assert_eq!(dry[0]["commands"][0]["params"]["key"], json!("AURORA-1"));
+
+    clock.advance(time::Duration::days(65));
+    let mut export = Vec::new();
+    let pruned = hub.prune_finished_now(Some(&mut export), false).unwrap();
+    assert_eq!(
+        (pruned.batches, pruned.commands, pruned.attempts),
+        (3, 3, 1),
+        "failed, cancelled (100 days) and young (65 days after it finished)"
+    );
+    let lines: Vec<Value> = String::from_utf8(export)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let ids: Vec<i64> = lines
+        .iter()
+        .map(|line| line["batch"]["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, vec![failed, cancelled, young]);
+    let attempts = &lines[0]["commands"][0]["attempts"];
+    assert_eq!(attempts.as_array().unwrap().len(), 1, "{attempts}");
+    assert_eq!(attempts[0]["status"], json!("failed"));
+    assert_eq!(lines[1]["commands"][0]["status"], json!("cancelled"));
+    assert!(
+        exists(&mut hub, open),
+        "a batch with a command at the agent stays"
+    );
+    let conn = rusqlite::Connection::open(dir.db()).unwrap();
+    assert_eq!(count(&conn, "SELECT count(*) FROM command_attempt"), 0);
+    assert_eq!(count(&conn, "SELECT count(*) FROM command"), 2);
+    assert_eq!(
+        jira_hub::service::HubConnection::metrics(&hub)
+            .pruned_batches
+            .load(std::sync::atomic::Ordering::Relaxed),
+        4
+    );
+    // Off: nothing goes, however old.
+    set_settings(
+        &mut hub,
+        json!({"retention": {"completed_days": 0, "failed_days": 0}}),
+    );
+    let claim = agent.claim(&mut hub, 1);
+    agent.report(
+        &mut hub,
+        json!([{"command_id": claim.commands[0].id, "delivery": claim.commands[0].delivery, "status": "done"}]),
+    );
+    clock.advance(time::Duration::days(1000));
+    assert_eq!(hub.prune_finished().unwrap().batches, 0);
+    assert!(exists(&mut hub, open));
+}

@@ -43,13 +43,22 @@ fn a_database_gone_between_two_starts_is_not_silently_made_anew() {
                 && out.stderr.contains("jira-hub.lock")
                 && dir.backups().iter().any(|name| out
                     .stderr
-                    .contains(&format!("cp {}", dir.backup_path(name).display()))),
+                    .contains(&format!("restore {}", dir.backup_path(name).display()))),
             "{args:?}: {out:?}"
         );
         assert!(!dir.db().exists(), "{args:?} made a database");
     }
-    // Restored, it serves again.
-    std::fs::copy(dir.backup_path(&newest), dir.db()).unwrap();
+    // Restored with the command the refusal names, it serves again.
+    let restored = run_ok(
+        &dir.db(),
+        &["restore", dir.backup_path(&newest).to_str().unwrap()],
+    );
+    assert!(
+        restored
+            .stdout
+            .contains("previous: (no database was at the path)"),
+        "{restored:?}"
+    );
     let daemon = Daemon::start(&dir.db(), &quick_start);
     let (status, body) = http(&daemon.address, "GET", "/ready", None, None);
     assert_eq!(status, 200, "{body}");
@@ -86,6 +95,26 @@ fn post_batch(address: &str, token: &str, title: &str) -> (u16, serde_json::Valu
             {"type": "comment", "params": {"key": "AURORA-1", "body": "x".repeat(2000)}}]}),
         ),
     )
+}
+
+/// `count` batches «до копии N», a backup taken by `jira-hub backup` while the hub serves, then
+/// `count` batches «после копии N» that the backup does not hold: the backup's path.
+fn writes_around_a_backup(
+    dir: &TestDir,
+    address: &str,
+    token: &str,
+    count: usize,
+) -> std::path::PathBuf {
+    for i in 0..count {
+        let (status, body) = post_batch(address, token, &format!("до копии {i}"));
+        assert_eq!(status, 201, "{body}");
+    }
+    let backup = std::path::PathBuf::from(run_ok(&dir.db(), &["backup"]).stdout.trim());
+    for i in 0..count {
+        let (status, body) = post_batch(address, token, &format!("после копии {i}"));
+        assert_eq!(status, 201, "{body}");
+    }
+    backup
 }
 
 fn batch_titles(db: &std::path::Path) -> Vec<String> {
@@ -475,19 +504,11 @@ fn a_database_replaced_by_a_backup_under_the_daemon_is_served_as_it_was_put() {
         let dir = TestDir::new();
         let token = initialised(&dir);
         let mut daemon = Daemon::start(&dir.db(), &[]);
-        for i in 0..30 {
-            let (status, body) = post_batch(&daemon.address, &token, &format!("до копии {i}"));
-            assert_eq!(status, 201, "{case}: {body}");
-        }
-        // A backup made while the hub serves.
-        let backup = std::path::PathBuf::from(run_ok(&dir.db(), &["backup"]).stdout.trim());
+        // A backup made while the hub serves; the hub goes on writing: its WAL holds pages the
+        // backup does not.
+        let backup = writes_around_a_backup(&dir, &daemon.address, &token, 30);
         let (expected, integrity) = table_counts(&backup);
         assert_eq!(integrity, "ok", "{case}");
-        // The hub goes on writing: its WAL holds pages the backup does not.
-        for i in 0..30 {
-            let (status, body) = post_batch(&daemon.address, &token, &format!("после копии {i}"));
-            assert_eq!(status, 201, "{case}: {body}");
-        }
         let staged = dir.path().join("data/restore.tmp");
         std::fs::copy(&backup, &staged).unwrap();
         match put_back {
@@ -614,4 +635,236 @@ fn a_write_that_changed_nothing_does_not_end_a_fault() {
     assert!(after_probe.is_some());
     hub.probe_database().expect("writable again");
     assert_eq!(hub.database_fault(), None);
+}
+
+/// `cp backup hub.sqlite` while the hub serves it: the same file (device and inode), its
+/// content written over in place, the hub's WAL still beside it. Before, the hub went on
+/// acknowledging writes into that WAL, above pages of another database, and lost them (issue 30:
+/// 50 batches answered 201 after the copy, gone). Now the hub finds the copy by the mark it wrote
+/// into the header at start: at rest (`/ready`, the timers) or at the next write, whichever comes
+/// first; every write after the copy is refused, `/ready` says why, and the restart serves the
+/// copy exactly as it was put (the old WAL moved aside, never checkpointed into it).
+#[test]
+fn a_copy_written_over_the_live_database_in_place_is_found_and_takes_no_write() {
+    use std::os::unix::fs::MetadataExt;
+    for look_first in [true, false] {
+        let case = if look_first {
+            "/ready first"
+        } else {
+            "a write first"
+        };
+        let dir = TestDir::new();
+        let token = initialised(&dir);
+        let mut daemon = Daemon::start(&dir.db(), &[]);
+        let backup = writes_around_a_backup(&dir, &daemon.address, &token, 20);
+        let (expected, integrity) = table_counts(&backup);
+        assert_eq!(integrity, "ok", "{case}");
+        let inode = std::fs::metadata(dir.db()).unwrap().ino();
+        let copied = std::process::Command::new("cp")
+            .arg(&backup)
+            .arg(dir.db())
+            .status()
+            .unwrap();
+        assert!(copied.success());
+        assert_eq!(
+            std::fs::metadata(dir.db()).unwrap().ino(),
+            inode,
+            "cp writes in place"
+        );
+        let ready = || {
+            let (status, ready) = http(&daemon.address, "GET", "/ready", None, None);
+            assert_eq!(status, 503, "{case}: {ready}");
+            let message = ready["error"]["message"].as_str().unwrap().to_string();
+            assert!(
+                message.contains("overwritten") && message.contains("перезаписан"),
+                "{case}: {ready}"
+            );
+        };
+        if look_first {
+            ready();
+        }
+        let mut acknowledged = Vec::new();
+        for i in 0..10 {
+            let title = format!("после cp {i}");
+            let (status, body) = post_batch(&daemon.address, &token, &title);
+            if status == 201 {
+                acknowledged.push(title);
+            } else {
+                assert_eq!(status, 503, "{case}: {body}");
+                assert_eq!(
+                    body["error"]["code"], "database_unavailable",
+                    "{case}: {body}"
+                );
+                assert!(
+                    body["error"]["message"]
+                        .as_str()
+                        .unwrap()
+                        .contains("перезаписан на месте"),
+                    "{case}: {body}"
+                );
+            }
+        }
+        assert!(
+            acknowledged.is_empty(),
+            "{case}: acknowledged after the copy: {acknowledged:?}"
+        );
+        ready();
+        daemon.signal("TERM");
+        assert!(daemon.wait().success(), "{case}");
+        drop(daemon);
+        for suffix in ["-wal", "-shm"] {
+            assert!(
+                !std::path::Path::new(&format!("{}{suffix}", dir.db().display())).exists(),
+                "{case}: the old {suffix} is left beside the copy"
+            );
+        }
+        assert!(
+            dir.backups()
+                .iter()
+                .any(|name| name.ends_with("-overwritten.old-wal")),
+            "{case}: {:?}",
+            dir.backups()
+        );
+        let (found, integrity) = table_counts(&dir.db());
+        assert_eq!(integrity, "ok", "{case}");
+        assert_eq!(found, expected, "{case}: the copy's rows as they were put");
+        let daemon = Daemon::start(&dir.db(), &[]);
+        let (status, ready) = http(&daemon.address, "GET", "/ready", None, None);
+        assert_eq!(status, 200, "{case}: {ready}");
+        let (status, body) = post_batch(&daemon.address, &token, "после перезапуска");
+        assert_eq!(status, 201, "{case}: {body}");
+        drop(daemon);
+        let titles = batch_titles(&dir.db());
+        assert!(
+            titles.iter().any(|t| t == "до копии 19")
+                && titles.iter().any(|t| t == "после перезапуска")
+                && !titles.iter().any(|t| t.starts_with("после копии")),
+            "{case}: {titles:?}"
+        );
+    }
+}
+
+/// `jira-hub restore` under a serving hub is refused, naming why, and changes nothing.
+#[test]
+fn restore_is_refused_while_a_hub_serves_the_database() {
+    let dir = TestDir::new();
+    let token = initialised(&dir);
+    let daemon = Daemon::start(&dir.db(), &[]);
+    let backup = writes_around_a_backup(&dir, &daemon.address, &token, 1);
+    let backup = backup.to_str().unwrap();
+    let before = std::fs::read_dir(dir.path().join("data")).unwrap().count();
+    let out = run(&dir.db(), &["restore", backup]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains("работает jira-hub serve")
+            && out.stderr.contains("jira-hub.lock")
+            && out.stderr.contains("остановите хаб"),
+        "{out:?}"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("data")).unwrap().count(),
+        before,
+        "nothing made or moved in the data folder"
+    );
+    assert!(!dir.backups().iter().any(|n| n.contains("before-restore")));
+    let (status, body) = post_batch(&daemon.address, &token, "после отказа");
+    assert_eq!(status, 201, "{body}");
+    let (status, ready) = http(&daemon.address, "GET", "/ready", None, None);
+    assert_eq!(status, 200, "{ready}");
+}
+
+/// On a stopped hub, `restore` checks the copy (a damaged or foreign file is refused and nothing
+/// changes), keeps the current database with everything its WAL held in `backups/`, and puts the
+/// copy in place with no journal of the old file beside it: the hub starts on the copy.
+#[test]
+fn restore_puts_a_backup_in_place_of_a_stopped_hubs_database() {
+    let dir = TestDir::new();
+    let token = initialised(&dir);
+    let mut daemon = Daemon::start(&dir.db(), &[]);
+    let backup = writes_around_a_backup(&dir, &daemon.address, &token, 10);
+    let (expected, _) = table_counts(&backup);
+    let backup = backup.to_str().unwrap();
+    // Killed: what it wrote last is in its WAL only, which must go with the file kept.
+    daemon.signal("KILL");
+    daemon.wait();
+    drop(daemon);
+    assert!(
+        std::fs::metadata(format!("{}-wal", dir.db().display())).is_ok_and(|m| m.len() > 0),
+        "the killed hub left its WAL"
+    );
+
+    // Refused copies: not SQLite, a damaged one, a foreign SQLite database; nothing changes.
+    let garbage = dir.path().join("garbage.sqlite");
+    std::fs::write(&garbage, vec![7u8; 65536]).unwrap();
+    let damaged = dir.path().join("damaged.sqlite");
+    std::fs::copy(backup, &damaged).unwrap();
+    {
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&damaged)
+            .unwrap();
+        let page = 32 * 1024;
+        let pages = file.metadata().unwrap().len() / page;
+        for n in 2..pages {
+            // The b-tree page header: a page type no page has.
+            file.write_all_at(&[0xA5; 8], n * page).unwrap();
+        }
+    }
+    let foreign = dir.path().join("foreign.sqlite");
+    rusqlite::Connection::open(&foreign)
+        .unwrap()
+        .execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (1);")
+        .unwrap();
+    let db_bytes = std::fs::read(dir.db()).unwrap();
+    for (copy, words) in [
+        (&garbage, "не база SQLite"),
+        (&damaged, ""),
+        (&foreign, "не jira-hub"),
+    ] {
+        let out = run(&dir.db(), &["restore", copy.to_str().unwrap()]);
+        assert_eq!(out.code, 1, "{copy:?}: {out:?}");
+        assert!(
+            out.stderr.contains("не годится для восстановления") && out.stderr.contains(words),
+            "{copy:?}: {out:?}"
+        );
+        assert_eq!(std::fs::read(dir.db()).unwrap(), db_bytes, "{copy:?}");
+    }
+    assert!(!dir.backups().iter().any(|n| n.contains("before-restore")));
+
+    let out = run_ok(&dir.db(), &["restore", backup]);
+    let kept = dir
+        .backups()
+        .into_iter()
+        .find(|name| name.ends_with("-before-restore.sqlite"))
+        .unwrap_or_else(|| panic!("{:?}", dir.backups()));
+    assert!(
+        out.stdout
+            .contains(&format!("previous: {}", dir.backup_path(&kept).display())),
+        "{out:?}"
+    );
+    for suffix in ["-wal", "-shm"] {
+        assert!(
+            !std::path::Path::new(&format!("{}{suffix}", dir.db().display())).exists(),
+            "an old {suffix} beside the restored file"
+        );
+    }
+    let (found, integrity) = table_counts(&dir.db());
+    assert_eq!(integrity, "ok");
+    assert_eq!(found, expected, "the copy's rows as they were");
+    // The kept database holds every acknowledged write, its WAL's included.
+    let kept_titles = batch_titles(&dir.backup_path(&kept));
+    assert!(
+        kept_titles.iter().any(|t| t == "после копии 9"),
+        "{kept_titles:?}"
+    );
+    let daemon = Daemon::start(&dir.db(), &[]);
+    let (status, ready) = http(&daemon.address, "GET", "/ready", None, None);
+    assert_eq!(status, 200, "{ready}");
+    drop(daemon);
+    let titles = batch_titles(&dir.db());
+    assert!(
+        titles.iter().any(|t| t == "до копии 9") && !titles.iter().any(|t| t.starts_with("после")),
+        "{titles:?}"
+    );
 }
