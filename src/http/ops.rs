@@ -118,6 +118,11 @@ struct Figures {
     issues_awaiting_removal: i64,
     /// Seconds the oldest queued command has waited; 0 when nothing is queued.
     oldest_queued_age: i64,
+    /// Commands given back with nothing sent to Jira, those give-backs, and the seconds the
+    /// oldest such run has lasted (issue 31: their budget).
+    uncounted_commands: i64,
+    uncounted_releases: i64,
+    oldest_uncounted_age: i64,
     /// Each agent with the seconds since it was last seen.
     agents_last_seen_age: Vec<(String, i64)>,
     /// Each agent Jira is held for (issue 24 §2), its reason and the seconds since.
@@ -278,6 +283,24 @@ impl Collector for HubCollector {
             "jira_hub_oldest_queued_age_seconds",
             "Seconds the oldest queued command has waited (0: nothing queued)",
             figures.oldest_queued_age,
+        )?;
+        encode_gauge(
+            &mut encoder,
+            "jira_hub_commands_given_back_uncounted",
+            "Commands not ended that their agent gave back with nothing sent to Jira (deliveries not counted)",
+            figures.uncounted_commands,
+        )?;
+        encode_gauge(
+            &mut encoder,
+            "jira_hub_uncounted_releases",
+            "Uncounted give-backs in a row, summed over those commands (each fails after its budget)",
+            figures.uncounted_releases,
+        )?;
+        encode_gauge(
+            &mut encoder,
+            "jira_hub_oldest_uncounted_release_age_seconds",
+            "Seconds since the oldest run of uncounted give-backs began (0: none; a command fails after an hour)",
+            figures.oldest_uncounted_age,
         )?;
         encode_gauge(
             &mut encoder,
@@ -575,6 +598,9 @@ pub(crate) async fn metrics(
         held_runs: status.held_runs.len() as i64,
         issues_awaiting_removal: status.held_runs.iter().map(|h| h.would_remove).sum(),
         oldest_queued_age: status.counts.oldest_queued_since.as_ref().map_or(0, age),
+        uncounted_commands: status.counts.uncounted_commands,
+        uncounted_releases: status.counts.uncounted_releases,
+        oldest_uncounted_age: status.counts.oldest_uncounted_since.as_ref().map_or(0, age),
         agents_last_seen_age: status
             .counts
             .agents

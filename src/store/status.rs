@@ -111,6 +111,11 @@ pub(crate) struct StatusCounts {
     /// Since when the oldest queued command has waited: its batch's creation, or its latest
     /// retry when an operator queued it again.
     pub oldest_queued_since: Option<Utc>,
+    /// Commands not ended whose agent gave them back with nothing sent to Jira, the give-backs
+    /// in a row summed over them, and since when the oldest such run has lasted (issue 31).
+    pub uncounted_commands: i64,
+    pub uncounted_releases: i64,
+    pub oldest_uncounted_since: Option<Utc>,
 }
 
 impl Store {
@@ -139,6 +144,13 @@ impl Store {
                     row.get(0)
                 })?)
         };
+        let (uncounted_commands, uncounted_releases, oldest_uncounted_since) =
+            self.conn.query_row(
+                "SELECT count(*), coalesce(sum(uncounted_releases), 0), min(uncounted_since)
+                 FROM command WHERE uncounted_releases > 0 AND status IN ('queued', 'claimed')",
+                [],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+            )?;
         Ok(StatusCounts {
             queue,
             agents,
@@ -154,6 +166,9 @@ impl Store {
                 [],
                 |row| row.get(0),
             )?,
+            uncounted_commands,
+            uncounted_releases,
+            oldest_uncounted_since,
         })
     }
 
