@@ -158,3 +158,105 @@ fn a_wrong_password_costs_at_most_three_requests_in_an_hour() {
     assert_eq!(fake.comments(&key).len(), 1);
     assert_eq!(agent_view(&hub).jira_ok, Some(true));
 }
+
+fn given_back_uncounted(command_id: i64, delivery: u32) -> Value {
+    json!([{"command_id": command_id, "delivery": delivery, "status": "released",
+            "not_before_seconds": 1, "sent": false,
+            "error": "Jira отказала в доступе к POST /rest/api/2/issue/AURORA-1/comment (HTTP 401)"}])
+}
+
+fn one_comment() -> jira_hub::service::BatchRequest {
+    crate::support::batch(
+        json!({"title": "t", "author": "a", "commands": [comment("AURORA-1", "x")]}),
+    )
+}
+
+/// Item 1, the hub's side: give-backs with nothing sent spend no delivery, so they have a budget
+/// of their own: after `MAX_UNCOUNTED_RELEASES` in a row the command fails with the last reason,
+/// and so does one given back uncounted for more than an hour. Both are shown meanwhile.
+#[test]
+fn uncounted_give_backs_have_a_count_and_an_age() {
+    use crate::support::{Agent, clock, ready_hub};
+    let dir = crate::support::TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    let agent = Agent::new("agent-1");
+    let by_count = hub.enqueue_batch(&one_comment()).unwrap();
+    let limit = jira_hub::service::MAX_UNCOUNTED_RELEASES;
+    for n in 1..=limit {
+        clock.advance(time::Duration::seconds(2));
+        let claimed = agent.claim(&mut hub, 10);
+        assert_eq!(claimed.commands.len(), 1, "give-back {n}");
+        let id = claimed.commands[0].id;
+        agent.report(
+            &mut hub,
+            given_back_uncounted(id, claimed.commands[0].delivery),
+        );
+        let command = hub.batch(by_count.id).unwrap().commands[0].clone();
+        if n < limit {
+            assert_eq!(
+                (
+                    command.status,
+                    command.deliveries,
+                    command.uncounted_releases
+                ),
+                (CommandStatus::Queued, 0, n),
+                "{command:?}"
+            );
+            assert!(command.uncounted_since.is_some());
+        } else {
+            assert_eq!(command.status, CommandStatus::Failed, "{command:?}");
+            let error = command.error.unwrap();
+            assert!(
+                error.starts_with("Jira отказала в доступе") && error.contains("20 раз подряд"),
+                "{error}"
+            );
+        }
+    }
+    // By age: two give-backs an hour apart.
+    let by_age = hub.enqueue_batch(&one_comment()).unwrap();
+    for step in [0, 61 * 60] {
+        clock.advance(time::Duration::seconds(step));
+        let claimed = agent.claim(&mut hub, 10);
+        let command = &claimed.commands[0];
+        agent.report(&mut hub, given_back_uncounted(command.id, command.delivery));
+    }
+    let command = hub.batch(by_age.id).unwrap().commands[0].clone();
+    assert_eq!(command.status, CommandStatus::Failed, "{command:?}");
+    assert!(command.error.unwrap().contains("за 61 мин"));
+}
+
+/// The budget in `GET /commands/{id}` and `/metrics`.
+#[tokio::test]
+async fn uncounted_give_backs_are_shown_in_the_api_and_the_metrics() {
+    use crate::support::{Agent, clock, open_hub};
+    let api = crate::http::api();
+    let clock = clock();
+    let mut hub = open_hub(&api.dir, &clock);
+    hub.enqueue_batch(&one_comment()).unwrap();
+    let agent = Agent::new("agent-1");
+    for _ in 0..2 {
+        clock.advance(time::Duration::seconds(2));
+        let claimed = agent.claim(&mut hub, 10);
+        let command = &claimed.commands[0];
+        agent.report(&mut hub, given_back_uncounted(command.id, command.delivery));
+    }
+    let id = hub.batches(None).unwrap()[0].id;
+    let command_id = hub.batch(id).unwrap().commands[0].id;
+    let (_, view) = api
+        .client(
+            axum::http::Method::GET,
+            &format!("/commands/{command_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(view["uncounted_releases"], 2, "{view}");
+    assert!(view["uncounted_since"].is_string(), "{view}");
+    let (_, _, text) = api.get_accepting("/metrics", None).await;
+    assert!(
+        text.contains("jira_hub_commands_given_back_uncounted 1")
+            && text.contains("jira_hub_uncounted_releases 2")
+            && text.contains("jira_hub_oldest_uncounted_release_age_seconds "),
+        "{text}"
+    );
+}
