@@ -260,3 +260,54 @@ async fn uncounted_give_backs_are_shown_in_the_api_and_the_metrics() {
         "{text}"
     );
 }
+
+/// Item 3's target: a create whose answer is lost, on Data Center, in a project where the agent
+/// made 300 issues of its own minutes before (each marked for another command), costs at most 4
+/// Jira calls: the POST, one search newest first from the POST's time, one marker read. Before,
+/// the look re-read every candidate's marker from 15 minutes before the batch, oldest first.
+#[test]
+fn a_lost_create_among_300_own_issues_costs_at_most_four_calls() {
+    let fake = FakeJira::start(Mode::DataCenter);
+    for n in 0..300 {
+        let created = jira_hub::sim::jira::call(
+            &fake.url(),
+            "POST",
+            "/rest/api/2/issue",
+            Some(&jira_hub::sim::jira::basic_auth()),
+            Some(&json!({
+                "fields": {"project": {"key": "AURORA"}, "issuetype": {"name": "Задача"},
+                           "summary": format!("Своя {n}")},
+                "properties": [{"key": "jira-hub", "value": {"command": 10_000 + n, "batch": 99}}]
+            })),
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        assert_eq!(created.status, 201);
+    }
+    fake.fault(Endpoint::CreateIssue, Fault::DropAfterApply, 1);
+    let hub = Hub::start(
+        settings(),
+        json!([{"type": "ensure_issue", "params": {"issue_type": "task", "summary": "Потерянный ответ"}}]),
+    );
+    let config = hub.agent_config(&fake.url(), json!({}));
+    let from = hub.clock.monotonic();
+    assert!(run_until(&hub, &config, || all_ended(&hub)));
+    assert!(hub.clock.monotonic() - from < Duration::from_secs(60));
+    let command = &hub.commands()[0];
+    assert_eq!(
+        (command.status, command.deliveries),
+        (CommandStatus::Done, 1),
+        "{command:?}"
+    );
+    assert_eq!(fake.creates_of("Потерянный ответ"), 1);
+    assert!(
+        command.jira_calls <= 4,
+        "{} calls: {:?}",
+        command.jira_calls,
+        fake.requests()
+            .iter()
+            .skip(300)
+            .map(|s| format!("{} {}", s.method, s.path))
+            .collect::<Vec<_>>()
+    );
+}
