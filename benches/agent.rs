@@ -6,6 +6,11 @@
 //! Prints issues/s end to end and for the baseline, their ratio, the share of the end-to-end time
 //! spent outside the fake (agent + relay + hub; target <= 50%), and the agent's peak RSS (VmHWM,
 //! target < 100 MB). `BENCH_AGENT_ISSUES` changes the size.
+//!
+//! Then, the same agent still running: a create whose answer is lost (the fake applies it and
+//! drops the connection) in a project where the agent made 300 issues of its own just before;
+//! prints the Jira calls that command cost (issue 31, item 3: target <= 4; 12 before on an
+//! empty project, and a marker read per candidate).
 
 use jira_hub::sim::jira as fake_jira;
 
@@ -42,7 +47,7 @@ fn main() -> Result<(), Error> {
     let fake = FakeJira::start(Mode::DataCenter);
     fake.seed_issues(PROJECT, LABEL, n);
 
-    let (e2e, peak_rss) = end_to_end(&fake, n)?;
+    let (e2e, peak_rss, lost_create_calls) = end_to_end(&fake, n)?;
     let baseline = baseline(&fake, n)?;
     let e2e_rate = n as f64 / e2e.as_secs_f64();
     let base_rate = n as f64 / baseline.as_secs_f64();
@@ -64,6 +69,9 @@ fn main() -> Result<(), Error> {
     println!(
         "  agent peak RSS (VmHWM): {:.1} MB (target < 100 MB)",
         peak_rss as f64 / 1_000_000.0
+    );
+    println!(
+        "a create whose answer is lost, after 300 issues of the agent's own: {lost_create_calls} Jira calls (target <= 4)"
     );
     Ok(())
 }
@@ -110,7 +118,7 @@ fn baseline(fake: &FakeJira, n: usize) -> Result<Duration, Error> {
 }
 
 /// Hub daemon + agent over the relay: from enqueueing the refresh to the batch completed.
-fn end_to_end(fake: &FakeJira, n: usize) -> Result<(Duration, u64), Error> {
+fn end_to_end(fake: &FakeJira, n: usize) -> Result<(Duration, u64, i64), Error> {
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("data/hub.sqlite");
     let (mut hub, _) = HubConnection::open(&db, Arc::new(SystemClock))?;
@@ -172,7 +180,53 @@ fn end_to_end(fake: &FakeJira, n: usize) -> Result<(Duration, u64), Error> {
     if mirrored != n {
         return Err(format!("the mirror has {mirrored} of {n} issues").into());
     }
-    Ok((elapsed, peak))
+    let calls = lost_create(fake, &mut hub)?;
+    Ok((elapsed, peak, calls))
+}
+
+/// 300 issues made by the agent's account (each marked for another command), then one create
+/// through the agent whose answer is lost: the Jira calls its command cost.
+fn lost_create(fake: &FakeJira, hub: &mut HubConnection) -> Result<i64, Error> {
+    let auth = fake_jira::basic_auth();
+    for n in 0..300 {
+        let body = json!({
+            "fields": {"project": {"key": PROJECT}, "issuetype": {"name": "Задача"},
+                       "summary": format!("Своя {n}")},
+            "properties": [{"key": "jira-hub", "value": {"command": 1_000_000 + n, "batch": 999_999}}]
+        });
+        let created = fake_jira::call(
+            &fake.url(),
+            "POST",
+            "/rest/api/2/issue",
+            Some(&auth),
+            Some(&body),
+            Duration::from_secs(60),
+        )?;
+        if created.status != 201 {
+            return Err(format!("seeding an own issue: HTTP {}", created.status).into());
+        }
+    }
+    fake.fault(
+        fake_jira::Endpoint::CreateIssue,
+        fake_jira::Fault::DropAfterApply,
+        1,
+    );
+    let request: jira_hub::service::BatchRequest = serde_json::from_value(json!({
+        "title": "lost create", "author": "bench", "commands": [
+            {"type": "ensure_issue", "params": {"issue_type": "task", "summary": "Потерянный ответ"}}]}))?;
+    let batch = hub.enqueue_batch(&request)?;
+    let started = Instant::now();
+    loop {
+        let view = hub.batch(batch.id)?;
+        let command = &view.commands[0];
+        if command.status == jira_hub::domain::command::CommandStatus::Done {
+            return Ok(command.jira_calls);
+        }
+        if command.status.is_terminal() || started.elapsed() > Duration::from_secs(300) {
+            return Err(format!("the lost create did not complete: {view:?}").into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 fn daemon(db: &Path) -> Result<Process, Error> {

@@ -22,8 +22,15 @@ pub(crate) enum Need {
 /// Why the agent cannot use Jira at all (the queue is held).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Cause {
-    /// Jira (or a proxy in front of it) refuses the agent's credentials or access.
+    /// Jira (or a proxy in front of it) refuses the agent's credentials or access: a 401, a
+    /// redirect to a login page, an anonymous answer. It may be about one path (a scoped token,
+    /// an unknown REST path on DC 9.x), so the agent probes before it holds everything.
     Credentials,
+    /// Jira's login refused the credentials themselves (`X-Seraph-LoginReason:
+    /// AUTHENTICATED_FAILED` or `AUTHENTICATION_DENIED`, a CAPTCHA): each further try with the
+    /// same ones counts toward the CAPTCHA and the directory's lockout (issue 31, item 4), so
+    /// they are not sent again until they change (or an hour has passed).
+    Rejected,
     /// No connection could be made.
     Unreachable,
 }
@@ -70,14 +77,61 @@ pub(crate) fn classify(method: &str, need: Need, answer: Result<&Reply, &NetErro
     let status = reply.status;
     if let Some(reason) = login_failed(reply) {
         return Class::Held {
-            cause: Cause::Credentials,
+            cause: Cause::Rejected,
             reason: credentials_reason(&format!("HTTP {status}, {reason}")),
+        };
+    }
+    // Data Center names the user of every answer (`X-AUSERNAME`, a recorded 8.20.8 exchange);
+    // `anonymous` means the credentials were not taken and the request ran as nobody: an expired
+    // or unresolvable token searches anonymously and finds nothing (docs/jira-field-notes.md,
+    // "An expired or unresolvable bearer token may search anonymously"). Never a done answer.
+    if reply
+        .header("x-ausername")
+        .is_some_and(|user| user.trim().eq_ignore_ascii_case("anonymous"))
+    {
+        return Class::Held {
+            cause: Cause::Credentials,
+            reason: credentials_reason(&format!("HTTP {status}, X-AUSERNAME: anonymous")),
         };
     }
     match status {
         401 => Class::Held {
             cause: Cause::Credentials,
             reason: credentials_reason("HTTP 401"),
+        },
+        // Data Center 8.16+ with Basic auth disabled on the API answers every Basic request
+        // 403 «Basic Authentication has been disabled on this instance.» (codeclou.io,
+        // "Disabling Basic Auth in Jira Data Center", 2021): about the agent's way of logging
+        // in, not about the command.
+        403 if super::jira_api::error_text(reply)
+            .to_ascii_lowercase()
+            .contains("basic authentication has been disabled") =>
+        {
+            Class::Held {
+                cause: Cause::Credentials,
+                reason: credentials_reason(&format!(
+                    "HTTP 403: «{}»",
+                    super::jira_api::error_text(reply)
+                )),
+            }
+        }
+        // A proxy between the agent and Jira wants its own login (RFC 9110 §15.5.8): nothing
+        // reached Jira, and no command can be run until the proxy's credentials are set.
+        407 => Class::Held {
+            cause: Cause::Unreachable,
+            reason: format!(
+                "прокси между агентом и Jira требует входа (HTTP 407 Proxy Authentication Required): {}",
+                super::jira_api::error_text(reply)
+            ),
+        },
+        // The server gave up waiting for the request itself (RFC 9110 §15.5.9: "did not
+        // receive a complete request message"): the way to Jira is at fault, not the command.
+        408 => Class::Held {
+            cause: Cause::Unreachable,
+            reason: format!(
+                "Jira или прокси не дождались запроса агента (HTTP 408 Request Timeout): {}",
+                super::jira_api::error_text(reply)
+            ),
         },
         300..=399 => {
             let location = reply.header("location").unwrap_or("(без Location)");
@@ -98,7 +152,12 @@ pub(crate) fn classify(method: &str, need: Need, answer: Result<&Reply, &NetErro
             }
         }
         429 => Class::Throttled,
-        503 if reply.retry_after.is_some() => Class::Throttled,
+        // A 503 with `Retry-After` says to wait, not that nothing was applied: a proxy (Envoy's
+        // `UC`) answers it after forwarding, a maintenance page adds its own header, and Data
+        // Center under rate limiting stamps `retry-after: 0` on every answer (issue 31, item 2;
+        // docs/jira-field-notes.md, "A 503 is not proof that a write was not applied"). Waited
+        // out for a read; for a write it is a lost answer, looked at before anything is resent.
+        503 if reply.retry_after.is_some() && method == "GET" => Class::Throttled,
         500..=599 => Class::Ambiguous(super::jira_api::error_text(reply)),
         200..=299 => done_or_not(method, need, reply),
         400..=499 => Class::Refused {
@@ -299,7 +358,7 @@ mod tests {
             "<html>Forbidden</html>",
         );
         let held = class("POST", Need::Member("id"), &captcha);
-        assert!(is_held(&held, Cause::Credentials), "{held:?}");
+        assert!(is_held(&held, Cause::Rejected), "{held:?}");
         let Class::Held { reason, .. } = held else {
             unreachable!()
         };
@@ -309,10 +368,7 @@ mod tests {
             &[("X-Seraph-LoginReason", "AUTHENTICATION_DENIED")],
             "",
         );
-        assert!(is_held(
-            &class("GET", Need::Json, &denied),
-            Cause::Credentials
-        ));
+        assert!(is_held(&class("GET", Need::Json, &denied), Cause::Rejected));
     }
 
     #[test]
@@ -324,7 +380,7 @@ mod tests {
             r#"{"deploymentType":"Cloud"}"#,
         );
         let held = class("GET", Need::Json, &info);
-        assert!(is_held(&held, Cause::Credentials), "{held:?}");
+        assert!(is_held(&held, Cause::Rejected), "{held:?}");
         let unauthorized = reply(
             401,
             &[JSON],
@@ -370,7 +426,67 @@ mod tests {
         let html = reply(429, &[("Content-Type", "text/html")], "<h1>Oops</h1>");
         assert_eq!(class("GET", Need::Json, &html), Class::Throttled);
         let busy = reply(503, &[("Retry-After", "3")], "");
-        assert_eq!(class("POST", Need::Nothing, &busy), Class::Throttled);
+        assert_eq!(class("GET", Need::Json, &busy), Class::Throttled);
+    }
+
+    /// Issue 31, item 2: a 503 with `Retry-After` on a write may follow an applied write (a
+    /// proxy that forwarded it, Data Center's `retry-after: 0` stamp on every answer).
+    #[test]
+    fn a_503_on_a_write_is_a_lost_answer_whatever_its_retry_after() {
+        for retry_after in ["0", "3", "120"] {
+            let busy = reply(503, &[("Retry-After", retry_after)], "");
+            for (method, need) in [
+                ("POST", Need::Member("key")),
+                ("POST", Need::Member("id")),
+                ("PUT", Need::Nothing),
+            ] {
+                assert!(
+                    matches!(class(method, need, &busy), Class::Ambiguous(_)),
+                    "{method} {retry_after}"
+                );
+            }
+        }
+    }
+
+    /// Issue 31, item 6: answers about the way in, not about the command.
+    #[test]
+    fn proxy_logins_timeouts_disabled_basic_auth_and_anonymous_answers_hold() {
+        let proxy = reply(407, &[("Proxy-Authenticate", "Basic realm=\"corp\"")], "");
+        assert!(is_held(
+            &class("POST", Need::Nothing, &proxy),
+            Cause::Unreachable
+        ));
+        let timeout = reply(408, &[], "");
+        assert!(is_held(
+            &class("GET", Need::Json, &timeout),
+            Cause::Unreachable
+        ));
+        let disabled = reply(
+            403,
+            &[JSON],
+            r#"{"message":"Basic Authentication has been disabled on this instance."}"#,
+        );
+        let held = class("POST", Need::Member("key"), &disabled);
+        assert!(is_held(&held, Cause::Credentials), "{held:?}");
+        let Class::Held { reason, .. } = held else {
+            unreachable!()
+        };
+        assert!(
+            reason.contains("Basic Authentication has been disabled"),
+            "{reason}"
+        );
+        // An expired token on Data Center: the search runs as nobody and finds nothing.
+        let anonymous = reply(
+            200,
+            &[JSON, ("X-AUSERNAME", "anonymous")],
+            r#"{"startAt":0,"maxResults":50,"total":0,"issues":[]}"#,
+        );
+        assert!(is_held(
+            &class("GET", Need::Json, &anonymous),
+            Cause::Credentials
+        ));
+        let named = reply(200, &[JSON, ("X-AUSERNAME", "agent")], "{}");
+        assert_eq!(class("GET", Need::Json, &named), Class::Done);
     }
 
     #[test]

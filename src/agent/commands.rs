@@ -12,6 +12,7 @@
 use super::answer::{Cause, Need};
 use super::jira_api::{Deployment, Jira, JiraError, SearchPage};
 use super::jql;
+use super::net::Reply;
 use crate::domain::settings::{IssueTypes, Pacing, TransitionTarget};
 use crate::protocol::ClaimedCommand;
 use serde_json::{Map, Value, json};
@@ -168,6 +169,14 @@ impl From<JiraError> for Fail {
     }
 }
 
+/// A failure's words, for a log line.
+fn fail_words(error: Fail) -> String {
+    match error {
+        Fail::Reason(r) | Fail::Release(r) | Fail::GiveBack { reason: r, .. } => r,
+        Fail::Stopped => "the agent is stopping".into(),
+    }
+}
+
 fn fail(message: impl Into<String>) -> Fail {
     Fail::Reason(message.into())
 }
@@ -286,32 +295,45 @@ impl Executor<'_> {
         }
         let marker = marker(command, self.agent);
         let body = json!({"fields": fields, "properties": [{"key": MARKER_KEY, "value": marker}]});
+        // The POST's time on Jira's clock (the skew is known from `serverInfo`): a look after a
+        // lost answer reads only what was created since (issue 31, item 3).
+        let posted_ms = self.jira.jira_now_ms()?;
         let key = match self.jira.write_expecting(
             "POST",
             "/rest/api/2/issue",
             &body,
             Need::Member("key"),
         ) {
-            Ok(reply) => {
-                let created: Value = super::jira_api::parse(&reply)?;
-                let key = created
-                    .get("key")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| fail("Jira создала задачу, но не назвала её ключ"))?
-                    .to_string();
-                self.ensure_marker(&key, &marker);
-                key
-            }
+            Ok(reply) => self.created(&reply, &marker)?,
             Err(JiraError::Ambiguous(error)) => {
-                let found = self.look_after_lost_answer(command, &error, |executor| {
-                    let since_ms = executor.window_start_ms(command)?;
-                    Ok(match executor.find_marked(command, &summary, since_ms)? {
-                        Found::Mine(key) => Some(key),
-                        Found::Unmarked(_) | Found::Nothing => None,
-                    })
-                })?;
-                tracing::info!(command = command.id, key = %found, "a lost create's marker was found: it is done");
-                found
+                let since_ms = posted_ms - POSTED_MARGIN_MS;
+                // A search that does not lag (Data Center) proves what it does not find.
+                let conclusive = self.lag()?.is_zero();
+                let resent = self.look_then_resend(
+                    conclusive,
+                    |executor| executor.find_newest_marked(command, since_ms),
+                    |executor| {
+                        executor.jira.write_expecting(
+                            "POST",
+                            "/rest/api/2/issue",
+                            &body,
+                            Need::Member("key"),
+                        )
+                    },
+                )?;
+                match resent {
+                    Some(Ok(Looked::Found(key))) => {
+                        tracing::info!(command = command.id, %key, "a create answered 503 is in Jira: it is done");
+                        key
+                    }
+                    Some(Ok(Looked::Sent(reply))) => self.created(&reply, &marker)?,
+                    Some(Err(JiraError::Ambiguous(again)))
+                    | Some(Err(JiraError::Unavailable(again))) => {
+                        self.lost_create(command, &again, since_ms)?
+                    }
+                    Some(Err(other)) => return Err(other.into()),
+                    None => self.lost_create(command, &error, since_ms)?,
+                }
             }
             Err(error) => return Err(error.into()),
         };
@@ -339,20 +361,96 @@ impl Executor<'_> {
     /// /rest/api/2/issue/{key}/properties/{propertyKey}`). A failure here is logged, not the
     /// command's: the issue exists.
     fn ensure_marker(&mut self, key: &str, marker: &Value) {
-        if !self.jira.may_ignore_create_properties().unwrap_or(true) {
+        if self.jira.deployment().ok() == Some(Deployment::Cloud)
+            || self.jira.create_properties_kept() == Some(true)
+        {
             return;
         }
         let path = format!(
             "/rest/api/2/issue/{}/properties/{MARKER_KEY}",
             jql::encode(key)
         );
+        // A server's version does not prove that its create keeps `properties` (a plugin, a
+        // proxy that rewrites bodies, an old `IssueUpdateBean`: docs/jira-field-notes.md,
+        // "Properties in the create body"), so the first create of a run reads its marker back
+        // once (issue 31, item 6); a server seen to keep it is not asked again, one seen to drop
+        // it gets the marker PUT after every create.
+        if self.jira.create_properties_kept().is_none()
+            && !self.jira.may_ignore_create_properties().unwrap_or(true)
+        {
+            match self.property(&path) {
+                Ok(Some(found)) if found == *marker => {
+                    self.jira.set_create_properties_kept(true);
+                    return;
+                }
+                Ok(_) => {
+                    tracing::warn!(%key, "Jira did not keep the marker sent with the create: it is set after each create from now on");
+                    self.jira.set_create_properties_kept(false);
+                }
+                Err(error) => {
+                    let error = fail_words(error);
+                    tracing::warn!(%key, %error, "the created issue's marker could not be read back; it is set again");
+                }
+            }
+        }
         if let Err(error) = self.idempotent_write("PUT", &path, marker) {
-            let error = match error {
-                Fail::Reason(r) | Fail::Release(r) | Fail::GiveBack { reason: r, .. } => r,
-                Fail::Stopped => "the agent is stopping".into(),
-            };
+            let error = fail_words(error);
             tracing::warn!(%key, %error, "the created issue's marker could not be set");
         }
+    }
+
+    /// The key of a create Jira answered, its marker made sure of.
+    fn created(&mut self, reply: &Reply, marker: &Value) -> Result<String, Fail> {
+        let created: Value = super::jira_api::parse(reply)?;
+        let key = created
+            .get("key")
+            .and_then(Value::as_str)
+            .ok_or_else(|| fail("Jira создала задачу, но не назвала её ключ"))?
+            .to_string();
+        self.ensure_marker(&key, marker);
+        Ok(key)
+    }
+
+    /// A lost create looked for until the grace ends (see [`Executor::look_after_lost_answer`]).
+    fn lost_create(
+        &mut self,
+        command: &ClaimedCommand,
+        error: &str,
+        since_ms: i64,
+    ) -> Result<String, Fail> {
+        let found = self.look_after_lost_answer(command, error, |executor| {
+            executor.find_newest_marked(command, since_ms)
+        })?;
+        tracing::info!(command = command.id, key = %found, "a lost create's marker was found: it is done");
+        Ok(found)
+    }
+
+    /// A write answered 503 with `Retry-After` (issue 31, item 2): a 503 is not proof that
+    /// nothing was applied (a proxy answers it after forwarding), so before the write is sent
+    /// again the agent waits as asked and looks once: found, it is done; not found by a look that
+    /// proves absence (`conclusive`: a comment list, Data Center's search), it is sent again,
+    /// once. `None`: the answer was not such a 503, or the look cannot prove absence (Cloud's
+    /// search lags): the caller looks until its grace ends, as after any lost answer.
+    fn look_then_resend<T>(
+        &mut self,
+        conclusive: bool,
+        mut look: impl FnMut(&mut Self) -> Result<Option<T>, Fail>,
+        mut resend: impl FnMut(&mut Self) -> Result<Reply, JiraError>,
+    ) -> Result<Option<Result<Looked<T>, JiraError>>, Fail> {
+        let Some(wait) = self.jira.take_busy() else {
+            return Ok(None);
+        };
+        if !(self.sleep)(wait) {
+            return Err(Fail::Stopped);
+        }
+        if let Some(found) = look(self)? {
+            return Ok(Some(Ok(Looked::Found(found))));
+        }
+        if !conclusive {
+            return Ok(None);
+        }
+        tracing::info!("a write answered 503 is not in Jira: sent again, once");
+        Ok(Some(resend(self).map(Looked::Sent)))
     }
 
     /// After a write's answer was lost (issue 24, §4): looking for the command's marker is a
@@ -506,17 +604,7 @@ impl Executor<'_> {
             let Some(key) = issue["key"].as_str() else {
                 continue;
             };
-            let value = match issue.get("properties").and_then(Value::as_object) {
-                // Cloud's search named the issue's properties: absent there is absent.
-                Some(properties) => properties.get(MARKER_KEY).cloned(),
-                None => {
-                    let path = format!(
-                        "/rest/api/2/issue/{}/properties/{MARKER_KEY}",
-                        jql::encode(key)
-                    );
-                    self.property(&path)?
-                }
-            };
+            let value = (PropertyReader { jira: self.jira }).marker_of(issue, key)?;
             match value.as_ref().and_then(|v| marker_is_of(v, command)) {
                 Some(true) => return Ok(Found::Mine(key.to_string())),
                 Some(false) => {}
@@ -534,13 +622,47 @@ impl Executor<'_> {
         })
     }
 
+    /// The issue this delivery's create made, looked for after its answer was lost: this
+    /// account's issues of the project created since `since_ms` (the POST's time on Jira's
+    /// clock, less [`POSTED_MARGIN_MS`]), newest first, until one's marker names this command
+    /// (issue 31, item 3). Markers come with Cloud's search; on Data Center each is read once
+    /// per delivery (cached), the newest first, so the write looked for costs one read.
+    fn find_newest_marked(
+        &mut self,
+        command: &ClaimedCommand,
+        since_ms: i64,
+    ) -> Result<Option<String>, Fail> {
+        let project = self.project_key()?;
+        let query = jql::created_by_me(&project, since_ms);
+        let mut found = None;
+        let mut failed = None;
+        self.jira
+            .search_newest(&query, "summary", Some(MARKER_KEY), &mut |jira, issue| {
+                let Some(key) = issue["key"].as_str() else {
+                    return Ok(false);
+                };
+                let value = match (PropertyReader { jira }).marker_of(&issue, key) {
+                    Ok(value) => value,
+                    Err(error) => {
+                        failed = Some(error);
+                        return Ok(true);
+                    }
+                };
+                if value.as_ref().and_then(|v| marker_is_of(v, command)) == Some(true) {
+                    found = Some(key.to_string());
+                    return Ok(true);
+                }
+                Ok(false)
+            })?;
+        if let Some(error) = failed {
+            return Err(error.into());
+        }
+        Ok(found)
+    }
+
     /// An entity property's value, `None` when it is not set (404).
     fn property(&mut self, path: &str) -> Result<Option<Value>, Fail> {
-        match self.jira.read_json::<Value>(path) {
-            Ok(property) => Ok(Some(property.get("value").cloned().unwrap_or(Value::Null))),
-            Err(JiraError::Refused { status: 404, .. }) => Ok(None),
-            Err(error) => Err(error.into()),
-        }
+        Ok(PropertyReader { jira: self.jira }.read(path)?)
     }
 
     fn project_key(&self) -> Result<String, Fail> {
@@ -885,12 +1007,34 @@ impl Executor<'_> {
             return Ok(json!({"comment_id": id}));
         }
         let marker = marker(command, self.agent);
-        match self.jira.write_expecting(
-            "POST",
-            &path,
-            &json!({"body": body, "properties": [{"key": MARKER_KEY, "value": marker}]}),
-            Need::Member("id"),
-        ) {
+        let request = json!({"body": body, "properties": [{"key": MARKER_KEY, "value": marker}]});
+        let mut answer = self
+            .jira
+            .write_expecting("POST", &path, &request, Need::Member("id"));
+        if matches!(answer, Err(JiraError::Ambiguous(_))) {
+            // The comment list reads what is stored: what it does not show was not applied.
+            match self.look_then_resend(
+                true,
+                |executor| executor.find_comment(&path, &body, command),
+                |executor| {
+                    executor
+                        .jira
+                        .write_expecting("POST", &path, &request, Need::Member("id"))
+                },
+            )? {
+                Some(Ok(Looked::Found(id))) => {
+                    tracing::info!(
+                        command = command.id,
+                        "a comment answered 503 is in Jira: it is done"
+                    );
+                    return Ok(json!({"comment_id": id}));
+                }
+                Some(Ok(Looked::Sent(reply))) => answer = Ok(reply),
+                Some(Err(error)) => answer = Err(error),
+                None => {}
+            }
+        }
+        match answer {
             Ok(reply) => {
                 let created: Value = super::jira_api::parse(&reply)?;
                 Ok(json!({"comment_id": created["id"].clone()}))
@@ -1010,6 +1154,52 @@ impl Executor<'_> {
     }
 }
 
+/// Reads entity properties through the delivery's cache (see [`Executor::property`]) where no
+/// executor is at hand (inside a search's visit).
+struct PropertyReader<'a> {
+    jira: &'a mut Jira,
+}
+
+impl PropertyReader<'_> {
+    /// The marker of a search's issue `key`: from the issue's `properties` when Cloud's search
+    /// named them (absent there is absent), else read.
+    fn marker_of(&mut self, issue: &Value, key: &str) -> Result<Option<Value>, JiraError> {
+        if let Some(properties) = issue.get("properties").and_then(Value::as_object) {
+            return Ok(properties.get(MARKER_KEY).cloned());
+        }
+        let path = format!(
+            "/rest/api/2/issue/{}/properties/{MARKER_KEY}",
+            jql::encode(key)
+        );
+        self.read(&path)
+    }
+
+    fn read(&mut self, path: &str) -> Result<Option<Value>, JiraError> {
+        if let Some(known) = self.jira.cached_property(path) {
+            return Ok(known);
+        }
+        let value = match self.jira.read_json::<Value>(path) {
+            Ok(property) => Some(property.get("value").cloned().unwrap_or(Value::Null)),
+            Err(JiraError::Refused { status: 404, .. }) => None,
+            Err(error) => return Err(error),
+        };
+        // Another command's marker never changes; an unset one may be set by the write looked
+        // for, so only a found value is kept.
+        if value.is_some() {
+            self.jira.cache_property(path, value.clone());
+        }
+        Ok(value)
+    }
+}
+
+/// What one look after a 503 decided.
+enum Looked<T> {
+    /// The write is in Jira.
+    Found(T),
+    /// It was not, and was sent again: Jira's answer.
+    Sent(Reply),
+}
+
 /// An issue's status as Jira shows it.
 struct StatusRef {
     id: String,
@@ -1074,6 +1264,9 @@ fn text(params: &Value, key: &str) -> Option<String> {
 /// batch is measured on the hub's clock and carried to Jira's, and a claim answer may reach the
 /// agent late (a relay folder synchronised every few minutes).
 const WINDOW_MARGIN: Duration = Duration::from_secs(15 * 60);
+/// How far before a lost create's POST (on Jira's clock) its look starts: the skew's error (half
+/// a `serverInfo` round trip) and Jira's own clock steps, with room to spare.
+const POSTED_MARGIN_MS: i64 = 60_000;
 
 /// The first wait before a lost write's marker is looked for; each next wait doubles, up to
 /// [`LOOK_MAX_STEP`]. A write whose answer was cut after Jira made it shows at the first look on
@@ -1489,14 +1682,15 @@ mod tests {
             1,
             "never repeated: {seen:?}"
         );
-        // Each look read the marker of both candidates, the rewritten summary's too.
+        // Each look read the unset marker of the rewritten summary's candidate (it may be set
+        // yet); another command's marker, once read, is kept for the delivery (issue 31, item 3).
         assert_eq!(
             count("GET /rest/api/2/issue/AURORA-9/properties/jira-hub"),
             slept.len()
         );
         assert_eq!(
             count("GET /rest/api/2/issue/AURORA-8/properties/jira-hub"),
-            slept.len()
+            1
         );
     }
 

@@ -43,6 +43,10 @@ pub(crate) enum ReadFailure {
 /// by the lease.
 const MAX_RATE_LIMITED: u32 = 20;
 
+/// How long one call may spend waiting out rate-limited answers before the command goes back to
+/// the hub (a time budget beside [`MAX_RATE_LIMITED`]'s count, issue 31 item 1).
+const MAX_THROTTLED: Duration = Duration::from_secs(600);
+
 /// Which kind of Jira answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Deployment {
@@ -133,6 +137,26 @@ pub(crate) struct Jira {
     limit_headers: std::collections::BTreeMap<String, String>,
     /// Whether a write since the last [`Jira::take_counters`] may have been applied.
     wrote: bool,
+    /// The last call Jira answered with a credentials refusal: its method, path (without the
+    /// query) and Jira's words, for the probe that tells one path's refusal from a hold.
+    refusal: Option<Refusal>,
+    /// The last write was answered 503 with `Retry-After`: how long it asked to wait.
+    busy: Option<Duration>,
+    /// Entity properties read in this delivery (path → value, `None`: not set).
+    properties: std::collections::HashMap<String, Option<Value>>,
+    /// Whether this Jira was seen to keep a create's `properties` (a marker read back once).
+    create_properties_kept: Option<bool>,
+}
+
+/// A call refused for credentials (see [`Jira::take_refusal`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    pub method: String,
+    pub status: u16,
+    /// The path with its query, as asked (a read is probed with it again).
+    pub path: String,
+    /// Jira's words (the body's messages, or the `Location` of a redirect).
+    pub words: String,
 }
 
 impl Jira {
@@ -168,7 +192,54 @@ impl Jira {
             rate_limited: None,
             limit_headers: std::collections::BTreeMap::new(),
             wrote: false,
+            refusal: None,
+            properties: std::collections::HashMap::new(),
+            create_properties_kept: None,
+            busy: None,
         }
+    }
+
+    /// The credentials sent from now on (`Authorization`'s value), when the agent's source
+    /// gave new ones.
+    pub(crate) fn set_authorization(&mut self, authorization: Secret) {
+        self.authorization = authorization;
+    }
+
+    /// The `Authorization` value sent now.
+    pub(crate) fn authorization(&self) -> &str {
+        self.authorization.expose()
+    }
+
+    /// Whether the last write's answer was a 503 with `Retry-After`, and the wait it asked for
+    /// (taken: cleared).
+    pub(crate) fn take_busy(&mut self) -> Option<Duration> {
+        self.busy.take()
+    }
+
+    /// The last credentials refusal of a call, taken (cleared).
+    pub(crate) fn take_refusal(&mut self) -> Option<Refusal> {
+        self.refusal.take()
+    }
+
+    fn note_refusal(&mut self, method: &str, path: &str, reply: Option<&Reply>) {
+        let words = reply
+            .map(|reply| match reply.header("location") {
+                Some(location) if (300..400).contains(&reply.status) => location.to_string(),
+                _ => error_text(reply),
+            })
+            .unwrap_or_default();
+        self.refusal = Some(Refusal {
+            method: method.to_string(),
+            status: reply.map_or(0, |reply| reply.status),
+            path: path.to_string(),
+            words,
+        });
+    }
+
+    /// One read of `path` with no retry and no rate-limit wait: the probe of a read refused for
+    /// credentials (issue 31, item 1).
+    pub(crate) fn probe_read(&mut self, path: &str) -> Result<(), JiraError> {
+        self.read_with(path, 0, false).map(|_| ())
     }
 
     /// The pause between two calls (`pacing.min_interval_ms`).
@@ -203,9 +274,11 @@ impl Jira {
         self.rate_limited.as_deref()
     }
 
-    /// The counters since the last call of this, which resets them (and [`Jira::wrote`]).
+    /// The counters since the last call of this, which resets them (and [`Jira::wrote`], and the
+    /// properties read: a command's delivery starts with it).
     pub(crate) fn take_counters(&mut self) -> Counters {
         self.wrote = false;
+        self.properties.clear();
         self.counters.take()
     }
 
@@ -239,7 +312,9 @@ impl Jira {
     /// A heartbeat's probe makes one try (`retry: false`): a Jira that is down is reported at once.
     pub(crate) fn server_info(&mut self, retry: bool) -> Result<(), JiraError> {
         let retries = if retry { self.max_retries } else { 0 };
-        let asked = SystemTime::from(self.waits.wall());
+        // The host's clock, as [`Jira::jira_now_ms`] reads it (a test's manual clock does not
+        // move with Jira's).
+        let asked = SystemTime::now();
         let reply = self.read_with("/rest/api/2/serverInfo", retries, retry)?;
         let info: Value = parse(&reply)?;
         if let Some([major, minor, ..]) = info
@@ -255,7 +330,7 @@ impl Jira {
             .and_then(jira_time)
         {
             // The answer was made between the question and its arrival: the middle of the two.
-            let answered = SystemTime::from(self.waits.wall());
+            let answered = SystemTime::now();
             let middle = asked + answered.duration_since(asked).unwrap_or_default() / 2;
             let local = time::OffsetDateTime::from(middle);
             self.skew_ms = Some(((server - local).whole_milliseconds()) as i64);
@@ -292,6 +367,16 @@ impl Jira {
             return Ok(false);
         }
         Ok(self.version.is_none_or(|version| version < (7, 2)))
+    }
+
+    /// Whether this Jira was seen to keep a create's `properties` (`None`: not checked yet in
+    /// this run).
+    pub(crate) fn create_properties_kept(&self) -> Option<bool> {
+        self.create_properties_kept
+    }
+
+    pub(crate) fn set_create_properties_kept(&mut self, kept: bool) {
+        self.create_properties_kept = Some(kept);
     }
 
     /// Whether comments carry entity properties set in the add request, so that the agent's
@@ -423,6 +508,13 @@ impl Jira {
     fn limit_wait(&self, reply: Option<&Reply>, attempt: u32) -> (Duration, String) {
         let wall = self.waits.wall();
         match reply.and_then(|r| rate_limit_wait(r, wall)) {
+            // `Retry-After: 0` on a 429 or 503 (Data Center stamps it on every answer while
+            // tokens remain, docs/jira-field-notes.md "Rate limits") asks for no wait at all:
+            // a backoff instead, never a tight loop (issue 31, item 1).
+            Some(limit) if limit.wait.is_zero() => (
+                backoff(attempt),
+                format!("{}: экспоненциальная пауза", limit.describe()),
+            ),
             Some(limit) => (limit.wait.min(MAX_RETRY_AFTER), limit.describe()),
             None => (
                 backoff(attempt),
@@ -434,7 +526,7 @@ impl Jira {
     /// Waits as Jira asked (or a backoff); `Err` when stopping, or when the wait would outlast
     /// the lease of the commands held (they go back to the hub; the pause stays for the next
     /// call).
-    fn wait_after(&mut self, reply: Option<&Reply>, attempt: u32) -> Result<(), JiraError> {
+    fn wait_after(&mut self, reply: Option<&Reply>, attempt: u32) -> Result<Duration, JiraError> {
         let (wait, why) = self.limit_wait(reply, attempt);
         if let Some(reply) = reply.filter(|r| r.status == 429 || r.status == 503) {
             let note = format!("HTTP {}: {why}", reply.status);
@@ -466,7 +558,7 @@ impl Jira {
                 _ => JiraError::Stopped,
             });
         }
-        Ok(())
+        Ok(wait)
     }
 
     /// A read: retried on lost connections, 5xx and connections not made, up to `max_retries`
@@ -483,10 +575,12 @@ impl Jira {
         max_retries: u32,
         wait_limits: bool,
     ) -> Result<Reply, JiraError> {
+        let method = "GET";
         let mut attempt = 0;
         let mut limited = 0;
+        let mut throttled = Duration::ZERO;
         loop {
-            let answer = self.answer_of("GET", path, None)?;
+            let answer = self.answer_of(method, path, None)?;
             let error = match answer::classify("GET", Need::Json, answer.as_ref()) {
                 Class::Done => {
                     return answer.map_err(|e| JiraError::Ambiguous(e.to_string()));
@@ -496,7 +590,7 @@ impl Jira {
                     self.count(0, 1);
                     self.last_read_failure = Some(ReadFailure::Other);
                     limited += 1;
-                    if !wait_limits || limited > MAX_RATE_LIMITED {
+                    if !wait_limits || limited > MAX_RATE_LIMITED || throttled >= MAX_THROTTLED {
                         // Not a failure of Jira or of the command: the pause stays for the next
                         // call, whoever makes it.
                         let (wait, why) = self.limit_wait(Some(&reply), attempt);
@@ -512,7 +606,7 @@ impl Jira {
                             reply.status
                         )));
                     }
-                    self.wait_after(Some(&reply), attempt)?;
+                    throttled += self.wait_after(Some(&reply), limited - 1)?;
                     continue;
                 }
                 Class::Refused { status, message } => {
@@ -520,13 +614,11 @@ impl Jira {
                 }
                 Class::Broken(why) => return Err(JiraError::Unavailable(why)),
                 Class::Held {
-                    cause: Cause::Credentials,
+                    cause: cause @ (Cause::Credentials | Cause::Rejected),
                     reason,
                 } => {
-                    return Err(JiraError::Held {
-                        cause: Cause::Credentials,
-                        reason,
-                    });
+                    self.note_refusal(method, path, answer.as_ref().ok());
+                    return Err(JiraError::Held { cause, reason });
                 }
                 // A connection not made is certainly not sent: tried again, then the queue holds.
                 Class::Held {
@@ -608,8 +700,10 @@ impl Jira {
         need: Need,
     ) -> Result<Reply, JiraError> {
         let bytes = serde_json::to_vec(body).map_err(|e| JiraError::Unavailable(e.to_string()))?;
+        self.busy = None;
         let mut attempt = 0;
         let mut limited = 0;
+        let mut throttled = Duration::ZERO;
         loop {
             let answer = self.answer_of(method, path, Some(&bytes))?;
             let error = match answer::classify(method, need, answer.as_ref()) {
@@ -624,30 +718,45 @@ impl Jira {
                     let Ok(reply) = answer else { continue };
                     self.count(0, 1);
                     limited += 1;
-                    if limited > MAX_RATE_LIMITED {
+                    if limited > MAX_RATE_LIMITED || throttled >= MAX_THROTTLED {
                         return Err(JiraError::GiveBack(format!(
-                            "Jira ограничивает частоту запросов (HTTP {})",
-                            reply.status
+                            "Jira ограничивает частоту запросов (HTTP {}): {limited} ответов за {} с",
+                            reply.status,
+                            throttled.as_secs()
                         )));
                     }
-                    self.wait_after(Some(&reply), attempt)?;
+                    throttled += self.wait_after(Some(&reply), limited - 1)?;
                     continue;
                 }
                 Class::Ambiguous(why) | Class::Broken(why) => {
                     self.wrote = true;
+                    // A 503 that asks to come back: Jira (or its front) was busy, and said when
+                    // to look (issue 31, item 2).
+                    self.busy = answer
+                        .as_ref()
+                        .ok()
+                        .filter(|reply| reply.status == 503)
+                        .and_then(|reply| {
+                            let wall = self.waits.wall();
+                            rate_limit_wait(reply, wall).map(|limit| {
+                                if limit.wait.is_zero() {
+                                    backoff(0)
+                                } else {
+                                    limit.wait.min(MAX_RETRY_AFTER)
+                                }
+                            })
+                        });
                     return Err(JiraError::Ambiguous(why));
                 }
                 Class::Refused { status, message } => {
                     return Err(JiraError::Refused { status, message });
                 }
                 Class::Held {
-                    cause: Cause::Credentials,
+                    cause: cause @ (Cause::Credentials | Cause::Rejected),
                     reason,
                 } => {
-                    return Err(JiraError::Held {
-                        cause: Cause::Credentials,
-                        reason,
-                    });
+                    self.note_refusal(method, path, answer.as_ref().ok());
+                    return Err(JiraError::Held { cause, reason });
                 }
                 Class::Held {
                     cause: Cause::Unreachable,
@@ -936,6 +1045,97 @@ impl Jira {
         Ok(sent)
     }
 
+    /// The issues of `query` newest first (`ORDER BY created DESC`), each handed to `visit` as a
+    /// parsed value until it says it has what it needs (`true`). A look after a lost answer
+    /// (issue 31, item 3): its window starts at the write's time, so the issue looked for is on
+    /// the first page, and a project's older issues are never read. Pages grow from a small
+    /// first one. Server/DC pages by `startAt` (the window is small); Cloud by its page token,
+    /// with `property` in each issue's `properties`. Returns whether `visit` stopped it.
+    pub(crate) fn search_newest(
+        &mut self,
+        query: &str,
+        fields: &str,
+        property: Option<&str>,
+        visit: &mut dyn FnMut(&mut Jira, Value) -> Result<bool, JiraError>,
+    ) -> Result<bool, JiraError> {
+        let ordered = format!("{query} ORDER BY created DESC");
+        let cloud = self.deployment()? == Deployment::Cloud;
+        let mut start_at = 0u64;
+        let mut token: Option<String> = None;
+        let mut size = 10u32;
+        loop {
+            let mut path = if cloud {
+                format!(
+                    "/rest/api/2/search/jql?jql={}&maxResults={size}&fields={}",
+                    jql::encode(&ordered),
+                    jql::encode(fields)
+                )
+            } else {
+                format!(
+                    "/rest/api/2/search?jql={}&startAt={start_at}&maxResults={size}&fields={}",
+                    jql::encode(&ordered),
+                    jql::encode(fields)
+                )
+            };
+            if cloud {
+                if let Some(property) = property {
+                    path.push_str(&format!("&properties={}", jql::encode(property)));
+                }
+                if let Some(token) = &token {
+                    path.push_str(&format!("&nextPageToken={}", jql::encode(token)));
+                }
+            }
+            let reply = self.read(&path)?;
+            let answer: Value = parse(&reply)?;
+            let issues = answer
+                .get("issues")
+                .and_then(Value::as_array)
+                .cloned()
+                .ok_or_else(|| no_issues(&reply))?;
+            let count = issues.len() as u64;
+            for issue in issues {
+                if visit(self, issue)? {
+                    return Ok(true);
+                }
+            }
+            start_at += count;
+            let more = if cloud {
+                match answer.get("nextPageToken").and_then(Value::as_str) {
+                    Some(next)
+                        if answer.get("isLast").and_then(Value::as_bool) != Some(true)
+                            && !next.is_empty()
+                            && token.as_deref() != Some(next) =>
+                    {
+                        token = Some(next.to_string());
+                        true
+                    }
+                    _ => false,
+                }
+            } else {
+                count > 0
+                    && answer
+                        .get("total")
+                        .and_then(Value::as_u64)
+                        .is_some_and(|total| start_at < total)
+            };
+            if !more {
+                return Ok(false);
+            }
+            size = (size * 5).min(100);
+        }
+    }
+
+    /// An entity property's value as read before in this command's delivery (issue 31, item 3:
+    /// a look that runs again reads no marker twice); `None` when not read yet.
+    pub(crate) fn cached_property(&self, path: &str) -> Option<Option<Value>> {
+        self.properties.get(path).cloned()
+    }
+
+    /// Keeps an entity property's value read (`None`: not set) for the rest of the delivery.
+    pub(crate) fn cache_property(&mut self, path: &str, value: Option<Value>) {
+        self.properties.insert(path.to_string(), value);
+    }
+
     /// A whole small search as parsed values (duplicate checks: a handful of issues). On Cloud
     /// the entity property `property` comes with each issue (`properties`, up to 5 keys, in
     /// `search/jql`); Data Center's search never returns properties (JRASERVER-62898), so there
@@ -1099,7 +1299,7 @@ fn beta_reset(text: &str) -> Option<Duration> {
 }
 
 /// The path without its query (queries carry JQL, which may name labels and summaries).
-fn path_only(path: &str) -> &str {
+pub(crate) fn path_only(path: &str) -> &str {
     path.split('?').next().unwrap_or(path)
 }
 

@@ -37,8 +37,35 @@ use transport::{HubLink, LinkError};
 use wait::{Notifier, Waits};
 
 /// Runs the agent until `shutdown` is set: heartbeats, claims, executes, reports.
-pub(crate) fn run(config: AgentConfig, shutdown: Arc<AtomicBool>) -> anyhow::Result<()> {
-    Agent::new(&config, shutdown, Arc::new(SystemClock), Notifier::Systemd)?.run(None)
+/// `path`: the config file, read again for new credentials after Jira refused the ones in use.
+pub(crate) fn run(
+    config: AgentConfig,
+    path: &std::path::Path,
+    shutdown: Arc<AtomicBool>,
+) -> anyhow::Result<()> {
+    let path = path.to_path_buf();
+    let source: CredentialSource = Box::new(move || match AgentConfig::load(&path) {
+        Ok(config) => Some(authorization(&config.jira_auth)),
+        Err(error) => {
+            tracing::warn!(%error, "the config could not be read again for new credentials");
+            None
+        }
+    });
+    Agent::new(&config, shutdown, Arc::new(SystemClock), Notifier::Systemd)?
+        .with_source(source)
+        .run(None)
+}
+
+/// Reads the agent's credential source again (the config, `$CREDENTIALS_DIRECTORY`, a token or
+/// password file): the `Authorization` value it gives now, `None` when it cannot be read.
+type CredentialSource = Box<dyn Fn() -> Option<String>>;
+
+/// The `Authorization` value of the configured credentials.
+fn authorization(auth: &JiraAuth) -> String {
+    match auth {
+        JiraAuth::Basic { user, password } => net::basic_auth(user, password.expose()),
+        JiraAuth::Bearer(token) => format!("Bearer {}", token.expose()),
+    }
 }
 
 /// One cycle: a heartbeat, a claim, its commands executed and reported; then returns.
@@ -97,7 +124,18 @@ pub fn run_for_test(
     let env = config::Environment { var: &|_| None };
     let config = AgentConfig::from_text(config_text, &env)?;
     let notifier = notify_socket.map_or(Notifier::Systemd, Notifier::Socket);
-    Agent::new(&config, shutdown, clock, notifier)?.run(claims)
+    // The text names its secret files (`jira_password_file`, `jira_token_file`): read again,
+    // they give the credentials a person changed.
+    let text = config_text.to_string();
+    let source: CredentialSource = Box::new(move || {
+        let env = config::Environment { var: &|_| None };
+        AgentConfig::from_text(&text, &env)
+            .ok()
+            .map(|config| authorization(&config.jira_auth))
+    });
+    Agent::new(&config, shutdown, clock, notifier)?
+        .with_source(source)
+        .run(claims)
 }
 
 /// Tells systemd's watchdog the agent is alive (at most once a second; nothing without systemd).
@@ -113,11 +151,6 @@ pub(crate) fn alive() {
     }
 }
 
-/// How many Jira calls a command other than a refresh makes, about (a check, the write, a
-/// read-back): with the pacing's interval, what a claim's size is judged by.
-const CALLS_PER_COMMAND: u32 = 4;
-/// What one call takes besides the pacing's interval, about.
-const CALL_ALLOWANCE: Duration = Duration::from_millis(500);
 /// The longest pause between two probes of a Jira that cannot be reached.
 const MAX_PROBE_BACKOFF: Duration = Duration::from_secs(60);
 /// How long a command given back because Jira is held stays out of the queue: short, so that
@@ -153,6 +186,29 @@ struct Agent {
     jira_down: Option<String>,
     /// Probes of an unreachable Jira so far (for their backoff).
     probes: u32,
+    /// Where new credentials come from (`None`: `--once` and `--check`, which do not wait).
+    source: Option<CredentialSource>,
+    /// Jira's login refused the credentials in use (issue 31, item 4): they are not sent again
+    /// until the source gives other ones, or [`REJECTED_RETRY`] after the last try.
+    rejected: Option<Rejected>,
+}
+
+/// Credentials Jira's login refused.
+struct Rejected {
+    /// The `Authorization` value refused.
+    authorization: String,
+    /// When it was last sent (monotonic, [`Waits::now`]).
+    tried: Duration,
+}
+
+/// How often credentials Jira refused are tried again when their source gives no new ones:
+/// each failed login counts toward Data Center's CAPTCHA (after 3) and the directory's lockout
+/// (docs/jira-field-notes.md, "Failed logins count").
+const REJECTED_RETRY: Duration = Duration::from_secs(3600);
+
+/// The words the hub shows for refused credentials (it adds «с <time>»).
+fn rejected_words(reason: &str) -> String {
+    format!("Учётные данные отвергнуты, агент ждёт новых: {reason}")
 }
 
 impl Agent {
@@ -163,10 +219,7 @@ impl Agent {
         notifier: Notifier,
     ) -> anyhow::Result<Agent> {
         let client = net::Client::new(config)?;
-        let authorization = match &config.jira_auth {
-            JiraAuth::Basic { user, password } => net::basic_auth(user, password.expose()),
-            JiraAuth::Bearer(token) => format!("Bearer {}", token.expose()),
-        };
+        let authorization = authorization(&config.jira_auth);
         let waits = Arc::new(Waits::new(clock, shutdown, notifier));
         let jira = Jira::new(
             client.clone(),
@@ -199,7 +252,46 @@ impl Agent {
             lease: None,
             jira_down: None,
             probes: 0,
+            source: None,
+            rejected: None,
         })
+    }
+
+    fn with_source(mut self, source: CredentialSource) -> Agent {
+        self.source = Some(source);
+        self
+    }
+
+    /// Jira's login refused the credentials in use: held, and they are not sent again until
+    /// they change (or an hour passes).
+    fn reject(&mut self, reason: &str) -> String {
+        let words = rejected_words(reason);
+        if self.rejected.is_none() {
+            tracing::warn!(%reason, "Jira refused the agent's credentials: they are not sent again until they change (the config and secret files are read again), at most once an hour otherwise");
+        }
+        self.rejected = Some(Rejected {
+            authorization: self.jira.authorization().to_string(),
+            tried: self.waits.now(),
+        });
+        self.jira_down = Some(words.clone());
+        self.last_error = Some(words.clone());
+        words
+    }
+
+    /// While refused credentials are held back: whether a probe may go now. New credentials from
+    /// the source are taken (and probed at once); the same ones only an hour after their last try.
+    fn may_probe_credentials(&mut self) -> bool {
+        let Some(rejected) = &self.rejected else {
+            return true;
+        };
+        let current = self.source.as_ref().and_then(|source| source());
+        if let Some(current) = current.filter(|c| *c != rejected.authorization) {
+            tracing::info!("the credential source gives new credentials: probing Jira with them");
+            self.jira.set_authorization(config::Secret::new(current));
+            self.rejected = None;
+            return true;
+        }
+        self.waits.now().saturating_sub(rejected.tried) >= REJECTED_RETRY
     }
 
     fn stopping(&self) -> bool {
@@ -283,6 +375,9 @@ impl Agent {
             // Jira asked for a pause: it is up, and a probe now would only break its rule.
             note = Some(format!("Jira ограничивает частоту запросов: {limit}"));
             true
+        } else if self.jira_down.is_some() && !self.may_probe_credentials() {
+            // Refused credentials are not sent again: the hub is told, Jira is not asked.
+            false
         } else {
             let probe = if self.jira_down.is_some() {
                 self.jira.probe_myself()
@@ -294,6 +389,7 @@ impl Agent {
                     if self.jira_down.take().is_some() {
                         tracing::info!("Jira answers again: claiming commands again");
                     }
+                    self.rejected = None;
                     self.probes = 0;
                     true
                 }
@@ -304,7 +400,15 @@ impl Agent {
                     note = Some(format!("Jira ограничивает частоту запросов: {limit}"));
                     true
                 }
+                Err(JiraError::Held {
+                    cause: answer::Cause::Rejected,
+                    reason,
+                }) => {
+                    self.reject(&reason);
+                    false
+                }
                 Err(error) => {
+                    self.rejected = None;
                     let reason = match &error {
                         JiraError::Held { reason, .. } => reason.clone(),
                         other if self.jira_down.is_some() => format!("myself: {other}"),
@@ -334,8 +438,10 @@ impl Agent {
 
     /// How long one command is expected to take, about (pacing and calls).
     fn per_command(&self) -> Duration {
-        let interval = Duration::from_millis(u64::from(self.settings.pacing.min_interval_ms));
-        (interval + CALL_ALLOWANCE) * CALLS_PER_COMMAND
+        // The hub refuses a pacing whose command does not fit its lease by the same rule.
+        Duration::from_millis(crate::domain::settings::command_needs_ms(u64::from(
+            self.settings.pacing.min_interval_ms,
+        )))
     }
 
     /// How many commands to ask for: no more than can be finished within the lease at this
@@ -436,8 +542,10 @@ impl Agent {
             self.waits.hold(keeper.map(|k| k as Arc<dyn wait::Lease>));
             let ended = self.execute(command);
             self.waits.hold(None);
-            if let Some((reason, held, not_before)) = ended {
-                if held.is_some() {
+            if let Some((mut reason, held, not_before)) = ended {
+                if held == Some(answer::Cause::Rejected) {
+                    reason = self.reject(&reason);
+                } else if held.is_some() {
                     tracing::warn!(%reason, "Jira is held: no commands are claimed until an authenticated probe succeeds");
                     self.jira_down = Some(reason.clone());
                     self.last_error = Some(reason.clone());
@@ -474,6 +582,61 @@ impl Agent {
         if let Err(error) = self.hub.report(results) {
             tracing::warn!(%error, "the commands given back were not acknowledged: their leases lapse");
             self.last_error = Some(error.to_string());
+        }
+    }
+
+    /// A command met a credentials answer (a 401, a login redirect, an anonymous answer): one path's
+    /// refusal or the credentials' (issue 31, item 1)? The failing read is probed again when it was
+    /// a read (a passing probe: the command goes back, nothing held); then `GET myself`: when it
+    /// passes, the credentials work and this path alone is refused (Cloud's scoped token
+    /// «Unauthorized; scope does not match», DC 9.x's redirect of an unknown REST path): the
+    /// command fails with Jira's words. Only a probe that fails the same way holds the queue.
+    fn credentials_or_path(&mut self, reason: String) -> Outcome {
+        let held = |reason: String| Outcome::GiveBack {
+            reason,
+            held: Some(answer::Cause::Credentials),
+        };
+        let Some(refusal) = self.jira.take_refusal() else {
+            return held(reason);
+        };
+        if refusal.method == "GET" {
+            match self.jira.probe_read(&refusal.path) {
+                Ok(()) => {
+                    tracing::info!(path = %jira_api::path_only(&refusal.path), "a read refused for credentials passes when probed: the command goes back, nothing is held");
+                    return Outcome::GiveBack {
+                        reason: format!("{reason}; повторное чтение прошло"),
+                        held: None,
+                    };
+                }
+                Err(JiraError::Held {
+                    cause: answer::Cause::Credentials,
+                    ..
+                }) => {}
+                Err(JiraError::Stopped) => return Outcome::Stopped,
+                Err(JiraError::Held { cause, reason }) => {
+                    return Outcome::GiveBack {
+                        reason,
+                        held: Some(cause),
+                    };
+                }
+                Err(_) => return held(reason),
+            }
+        }
+        match self.jira.probe_myself() {
+            Ok(()) => {
+                let path = jira_api::path_only(&refusal.path);
+                tracing::warn!(method = %refusal.method, %path, status = refusal.status, words = %refusal.words, "one path is refused while the credentials work: the command fails, nothing is held");
+                Outcome::Failed(format!(
+                    "Jira отказала в доступе к {} {path} (HTTP {}): «{}», хотя те же учётные данные принимает (GET /rest/api/2/myself проходит): у них нет прав на этот путь (например, области токена) или такого пути в этой Jira нет",
+                    refusal.method, refusal.status, refusal.words
+                ))
+            }
+            Err(JiraError::Stopped) => Outcome::Stopped,
+            Err(JiraError::Held { cause, reason }) => Outcome::GiveBack {
+                reason,
+                held: Some(cause),
+            },
+            Err(_) => held(reason),
         }
     }
 
@@ -582,6 +745,13 @@ impl Agent {
                 _ => outcome,
             }
         });
+        let outcome = match outcome {
+            Outcome::GiveBack {
+                reason,
+                held: Some(answer::Cause::Credentials),
+            } => self.credentials_or_path(reason),
+            other => other,
+        };
         // Whether a write of this command may have been applied (read before the counters are
         // taken, which resets it).
         let wrote = self.jira.wrote();
@@ -696,7 +866,9 @@ fn given_back(
 /// What is kept back from a lease: a command is not started, nor a wait begun, that would end
 /// closer than this to the lease's end (a tenth, at least 2 s, at most half of it).
 fn safety_margin(lease: Duration) -> Duration {
-    (lease / 10).max(Duration::from_secs(2)).min(lease / 2)
+    Duration::from_millis(crate::domain::settings::lease_margin_ms(
+        lease.as_millis() as u64
+    ))
 }
 
 /// The lease of the command being executed: renewed with a `progress` without a page (the hub

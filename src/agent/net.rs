@@ -37,6 +37,7 @@ fn kept_header(name: &str) -> bool {
         || name == "location"
         || name == "x-seraph-loginreason"
         || name == "x-authentication-denied-reason"
+        || name == "x-ausername"
 }
 
 /// Why a request got no answer.

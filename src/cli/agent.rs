@@ -16,7 +16,8 @@ pub(crate) fn agent(config: &Path, once: bool, check: bool) -> anyhow::Result<Ou
     ] {
         signal_hook::flag::register(signal, shutdown.clone())?;
     }
-    let config = crate::agent::AgentConfig::load(config)?;
+    let path = config;
+    let config = crate::agent::AgentConfig::load(path)?;
     if check {
         // The preflight (`--check`): one line per check on stdout; exit 1 on any mismatch.
         return Ok(if crate::agent::check(config, shutdown)? {
@@ -28,7 +29,7 @@ pub(crate) fn agent(config: &Path, once: bool, check: bool) -> anyhow::Result<Ou
     if once {
         crate::agent::run_once(config, shutdown)?;
     } else {
-        crate::agent::run(config, shutdown)?;
+        crate::agent::run(config, path, shutdown)?;
     }
     Ok(Outcome::Success)
 }

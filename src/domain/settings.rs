@@ -570,6 +570,29 @@ fn validate_issue_types(value: &Value) -> Result<Value, ValidationError> {
     Ok(Value::Object(normalized))
 }
 
+/// How many Jira calls a command other than a refresh makes, about (a check, the write, a
+/// read-back): with the pacing's interval, what the agent sizes its claims by.
+pub(crate) const CALLS_PER_COMMAND: u64 = 4;
+/// What one call takes besides the pacing's interval, about, in milliseconds.
+pub(crate) const CALL_ALLOWANCE_MS: u64 = 500;
+
+/// What one command needs at `min_interval_ms`, about, in milliseconds.
+pub(crate) fn command_needs_ms(min_interval_ms: u64) -> u64 {
+    (min_interval_ms + CALL_ALLOWANCE_MS) * CALLS_PER_COMMAND
+}
+
+/// What the agent keeps back from a lease of `lease_ms`: a command is not started, nor a wait
+/// begun, that would end closer than this to the lease's end (a tenth, at least 2 s, at most
+/// half of it).
+pub(crate) fn lease_margin_ms(lease_ms: u64) -> u64 {
+    (lease_ms / 10).max(2000).min(lease_ms / 2)
+}
+
+/// Seconds with a decimal comma and one decimal: `4,5`.
+fn seconds_words(ms: u64) -> String {
+    format!("{},{}", ms / 1000, ms % 1000 / 100)
+}
+
 /// The members of `pacing` with their lowest and highest allowed values.
 const PACING_RANGES: [(&str, u64, u64); 6] = [
     ("min_interval_ms", 0, 600_000),
@@ -626,6 +649,27 @@ fn validate_pacing(value: &Value) -> Result<Value, ValidationError> {
             format!("{PACING}.backoff_max_seconds"),
             format!("не может быть меньше backoff_initial_seconds ({initial})"),
         ));
+    }
+    // One command must fit in a lease at this pacing (issue 31, item 1): an agent that cannot
+    // start one gives every claim back unstarted, and nothing ever runs.
+    let interval = normalized.get("min_interval_ms").and_then(Value::as_u64);
+    let timeout = normalized
+        .get("claim_timeout_seconds")
+        .and_then(Value::as_u64);
+    if let (Some(interval), Some(timeout)) = (interval, timeout) {
+        let lease_ms = timeout * 1000;
+        let usable = lease_ms - lease_margin_ms(lease_ms);
+        let needs = command_needs_ms(interval);
+        if needs > usable {
+            return Err(ValidationError::new(
+                format!("{PACING}.min_interval_ms"),
+                format!(
+                    "при min_interval_ms = {interval} команде нужно около {} с ({CALLS_PER_COMMAND} вызова Jira), а claim_timeout_seconds = {timeout} оставляет ей {} с (аренда без запаса агента); уменьшите min_interval_ms или увеличьте claim_timeout_seconds",
+                    seconds_words(needs),
+                    seconds_words(usable)
+                ),
+            ));
+        }
     }
     Ok(Value::Object(normalized))
 }
@@ -827,6 +871,27 @@ mod tests {
         );
         check("pacing", json!({}), None);
         check("pacing", json!({"min_interval_ms": 0}), None);
+        // Issue 31, item 1: a pacing that cannot fit one command in a lease is refused, naming
+        // both settings.
+        let refused = validate_setting(
+            "pacing",
+            &json!({"min_interval_ms": 5000, "claim_timeout_seconds": 20}),
+        )
+        .unwrap_err();
+        assert_eq!(refused.field, "pacing.min_interval_ms");
+        assert!(
+            refused.message.contains("min_interval_ms = 5000")
+                && refused.message.contains("claim_timeout_seconds = 20")
+                && refused.message.contains("22,0 с")
+                && refused.message.contains("18,0 с"),
+            "{}",
+            refused.message
+        );
+        check(
+            "pacing",
+            json!({"min_interval_ms": 5000, "claim_timeout_seconds": 30}),
+            None,
+        );
         check(
             "pacing",
             json!({"max_commands_per_claim": 0}),

@@ -352,6 +352,24 @@ pub(crate) async fn retry_command(
     ))
 }
 
+/// One command as its batch lists it, with its earlier attempts and, while its agent gives it
+/// back with nothing sent to Jira, that budget (`uncounted_releases`, `uncounted_since`).
+#[utoipa::path(get, path = "/commands/{id}", tag = "batches", security(("client_token" = [])),
+    params(("id" = i64, Path, description = "the command id")),
+    responses((status = 200, body = CommandView), (status = 404, body = super::ErrorBody)))]
+pub(crate) async fn command(
+    _: ClientAuth,
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<i64>,
+) -> Result<Json<CommandView>, ApiError> {
+    Ok(Json(
+        state
+            .pool
+            .run(move |hub| hub.command_page(id).map(|page| page.command))
+            .await?,
+    ))
+}
+
 /// The commands that ended `failed` or `skipped`, newest first (at most 500), with their errors:
 /// what an operator may retry.
 #[utoipa::path(get, path = "/commands/failed", tag = "batches", security(("client_token" = [])),

@@ -1014,6 +1014,7 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(client::retry_failed))
         .routes(routes!(client::retry_command))
         .routes(routes!(client::failed_commands))
+        .routes(routes!(client::command))
         .routes(routes!(client::refresh))
         .routes(routes!(client::sync_runs))
         .routes(routes!(client::confirm_sync_run))

@@ -382,6 +382,24 @@ impl Collector for HubCollector {
         )?;
         encode_gauge(
             &mut encoder,
+            "jira_hub_commands_given_back_uncounted",
+            "Commands not ended that their agent gave back with nothing sent to Jira (deliveries not counted)",
+            figures.uncounted_commands,
+        )?;
+        encode_gauge(
+            &mut encoder,
+            "jira_hub_uncounted_releases",
+            "Uncounted give-backs in a row, summed over those commands (each fails after its budget)",
+            figures.uncounted_releases,
+        )?;
+        encode_gauge(
+            &mut encoder,
+            "jira_hub_oldest_uncounted_release_age_seconds",
+            "Seconds since the oldest run of uncounted give-backs began (0: none; a command fails after an hour)",
+            figures.oldest_uncounted_since.as_ref().map_or(0, age),
+        )?;
+        encode_gauge(
+            &mut encoder,
             "jira_hub_claims_waiting",
             "Claims held while they wait for work (over HTTP now, and parked in the relay's inbox/ after its last pass)",
             i64::try_from(

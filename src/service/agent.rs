@@ -930,6 +930,11 @@ fn release(
     // held, or never started the command), so it is not counted and cannot use up the
     // command's deliveries.
     let counted = result.sent != Some(false);
+    if !counted && let Some(spent) = uncounted_budget_spent(command, now) {
+        let error = format!("{reason}; {spent}");
+        tracing::warn!(command = command.id, %error, "uncounted give-backs over budget: the command fails");
+        return end_unreported(tx, command, CommandStatus::Failed, &error, now);
+    }
     if counted && command.deliveries >= settings.pacing.max_deliveries {
         let error = format!(
             "{reason}; агент вернул команду после {} выдач из {}",
@@ -951,6 +956,35 @@ fn release(
         "the agent gave a command back: queued again after its grace"
     );
     Ok(())
+}
+
+/// How many times in a row a command may be given back with nothing sent to Jira (`released`,
+/// `sent: false`) before the hub fails it with the last reason (issue 31, item 1).
+pub const MAX_UNCOUNTED_RELEASES: u32 = 20;
+/// How long a command may go on being given back uncounted, from the first of them, before the
+/// hub fails it the same way.
+pub(crate) const MAX_UNCOUNTED_AGE: time::Duration = time::Duration::hours(1);
+
+/// Whether one more uncounted give-back of `command` passes its budget: the words of why, then.
+/// A give-back with nothing sent spends no delivery, so without this an agent that cannot run a
+/// command (one path refused, a pacing that does not fit the lease, a wrong `sent: false`)
+/// would hand it back forever, its batch never moving.
+fn uncounted_budget_spent(command: &CommandRow, now: &Now) -> Option<String> {
+    let count = command.uncounted_releases + 1;
+    let age = command
+        .uncounted_since
+        .as_ref()
+        .map_or(time::Duration::ZERO, |since| now.at - since.at());
+    if count < MAX_UNCOUNTED_RELEASES && age < MAX_UNCOUNTED_AGE {
+        return None;
+    }
+    Some(format!(
+        "агент возвращал команду, ничего не отправив в Jira, {} подряд за {} мин (предел: {} раз или {} мин), хаб больше её не выдаёт",
+        crate::domain::words::count(u64::from(count), &crate::domain::words::TIMES),
+        age.whole_minutes(),
+        MAX_UNCOUNTED_RELEASES,
+        MAX_UNCOUNTED_AGE.whole_minutes()
+    ))
 }
 
 /// The longest grace an agent may ask for a command it gives back, per type (issue 24, §4): a

@@ -155,6 +155,12 @@ pub struct MetricsFigures {
     pub issues_awaiting_removal: i64,
     /// Since when the oldest queued command has waited; `None`: nothing queued.
     pub oldest_queued_since: Option<Utc>,
+    /// Commands not ended that their agent gave back with nothing sent to Jira, those give-backs
+    /// in a row summed over them, and since when the oldest such run has lasted (issue 31: their
+    /// budget).
+    pub uncounted_commands: i64,
+    pub uncounted_releases: i64,
+    pub oldest_uncounted_since: Option<Utc>,
     /// The agents listed, most recently seen first.
     pub agents: Vec<AgentFigures>,
     /// What keeps the database from being written now, if anything.
@@ -208,6 +214,7 @@ impl super::HubConnection {
             _ => {
                 let stored = self.store.queue_counts()?;
                 let held = self.held_runs()?;
+                let uncounted = self.store.uncounted_give_backs()?;
                 MetricsFigures {
                     // The statuses the hub knows, zeros included (a label per unknown stored
                     // status would be a series nobody asked for).
@@ -228,6 +235,9 @@ impl super::HubConnection {
                     held_runs: held.len() as i64,
                     issues_awaiting_removal: held.iter().map(|h| h.would_remove).sum(),
                     oldest_queued_since: self.store.oldest_queued_since()?,
+                    uncounted_commands: uncounted.commands,
+                    uncounted_releases: uncounted.releases,
+                    oldest_uncounted_since: uncounted.oldest_since,
                     counted_at: Some(version),
                     ..MetricsFigures::default()
                 }

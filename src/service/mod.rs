@@ -5,7 +5,7 @@
 
 mod agent;
 pub(crate) use agent::Arrival;
-pub use agent::{Handled, IDLE_CHECKPOINT_BYTES};
+pub use agent::{Handled, IDLE_CHECKPOINT_BYTES, MAX_UNCOUNTED_RELEASES};
 pub(crate) use agent::{Premapped, premap};
 mod batches;
 mod console;

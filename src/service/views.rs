@@ -55,12 +55,24 @@ pub struct CommandView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
     pub not_before: Option<Utc>,
+    /// How many times in a row its agent gave it back with nothing sent to Jira (uncounted
+    /// deliveries), and since when (UTC); the hub fails it after
+    /// `MAX_UNCOUNTED_RELEASES` of them or an hour (issue 31, item 1). Absent when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub uncounted_releases: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub uncounted_since: Option<Utc>,
     /// A cancelled create or comment that was handed to an agent and never reported: Jira may
     /// hold what it made. The marker to look for (the entity property `jira-hub` of an issue or a
     /// comment, whose `command` and `batch` name this command).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub may_exist_in_jira: Option<Value>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A cancelled command whose write may have reached Jira (issue 24, §3): a create (an
@@ -151,6 +163,8 @@ impl From<CommandRow> for CommandView {
             not_before: row
                 .not_before
                 .filter(|_| row.status == CommandStatus::Queued),
+            uncounted_releases: row.uncounted_releases,
+            uncounted_since: row.uncounted_since,
         }
     }
 }
@@ -710,6 +724,11 @@ pub struct CountsView {
     pub batches: i64,
     /// Since when the oldest queued command has waited (its batch's creation, or its retry).
     pub oldest_queued_since: Option<Utc>,
+    /// Commands given back with nothing sent to Jira, those give-backs summed, and since when
+    /// the oldest such run has lasted (issue 31, item 1).
+    pub uncounted_commands: i64,
+    pub uncounted_releases: i64,
+    pub oldest_uncounted_since: Option<Utc>,
 }
 
 impl From<StatusCounts> for CountsView {
@@ -728,6 +747,9 @@ impl From<StatusCounts> for CountsView {
             notes: counts.notes,
             batches: counts.batches,
             oldest_queued_since: counts.oldest_queued_since,
+            uncounted_commands: counts.uncounted.commands,
+            uncounted_releases: counts.uncounted.releases,
+            oldest_uncounted_since: counts.uncounted.oldest_since,
         }
     }
 }

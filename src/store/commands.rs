@@ -49,11 +49,18 @@ pub(crate) struct CommandRow {
     pub depends_on: Option<i64>,
     /// A command its agent gave back (`released`, revision 7): not handed out before this time.
     pub not_before: Option<Utc>,
+    /// Give-backs in a row with nothing sent to Jira (`released` with `sent: false`, revision
+    /// 13), and when the first of them came; reset by a counted delivery given back.
+    pub uncounted_releases: u32,
+    pub uncounted_since: Option<Utc>,
 }
+
+/// How many columns [`COMMAND_COLUMNS`] names: a query's own columns come after them.
+pub(super) const COMMAND_COLUMN_COUNT: usize = 21;
 
 pub(super) const COMMAND_COLUMNS: &str = "c.id, c.batch_id, c.seq, c.type, c.params, c.status, c.claimed_at, c.deliveries, \
      c.finished_at, c.result, c.error, c.jira_calls, c.rate_limited, c.pause_seconds, c.depends_on, \
-     c.lease_at, c.claimed_by, c.agent_finished_at, c.not_before";
+     c.lease_at, c.claimed_by, c.agent_finished_at, c.not_before, c.uncounted_releases, c.uncounted_since";
 
 pub(super) fn command_from_row(row: &Row<'_>) -> rusqlite::Result<CommandRow> {
     let status: String = row.get(5)?;
@@ -78,6 +85,8 @@ pub(super) fn command_from_row(row: &Row<'_>) -> rusqlite::Result<CommandRow> {
         claimed_by: row.get(16)?,
         agent_finished_at: row.get(17)?,
         not_before: row.get(18)?,
+        uncounted_releases: row.get(19)?,
+        uncounted_since: row.get(20)?,
     })
 }
 
@@ -368,7 +377,9 @@ impl Tx<'_> {
             .0
             .prepare_cached(
                 "UPDATE command SET status = 'queued', lease_at = ?2, not_before = ?3, error = ?4,
-                 deliveries = CASE WHEN ?5 OR deliveries = 0 THEN deliveries ELSE deliveries - 1 END
+                 deliveries = CASE WHEN ?5 OR deliveries = 0 THEN deliveries ELSE deliveries - 1 END,
+                 uncounted_releases = CASE WHEN ?5 THEN 0 ELSE uncounted_releases + 1 END,
+                 uncounted_since = CASE WHEN ?5 THEN NULL ELSE coalesce(uncounted_since, ?2) END
                  WHERE id = ?1 AND status = 'claimed'",
             )?
             .execute(params![id, now, not_before, reason, counted])?;
@@ -407,7 +418,8 @@ impl Tx<'_> {
         self.0
             .prepare_cached(
                 "UPDATE command SET status = 'queued', finished_at = NULL, agent_finished_at = NULL,
-                   result = NULL, error = NULL, lease_at = NULL WHERE id = ?1",
+                   result = NULL, error = NULL, lease_at = NULL, uncounted_releases = 0,
+                   uncounted_since = NULL WHERE id = ?1",
             )?
             .execute([id])?;
         Ok(true)

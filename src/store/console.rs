@@ -3,7 +3,7 @@
 //! 100,000 commands and 50,000 issues (`cargo bench --bench console`).
 
 use super::Result;
-use super::commands::{COMMAND_COLUMNS, CommandRow, command_from_row};
+use super::commands::{COMMAND_COLUMN_COUNT, COMMAND_COLUMNS, CommandRow, command_from_row};
 use super::status::{RUN_COLUMNS, RunRow, run_from_row};
 use super::tx::Tx;
 use crate::domain::time::Utc;
@@ -144,7 +144,11 @@ impl Tx<'_> {
              ORDER BY c.batch_id, c.seq"
         ))?;
         let rows = statement.query_map([], |row| {
-            Ok((command_from_row(row)?, row.get(19)?, row.get(20)?))
+            Ok((
+                command_from_row(row)?,
+                row.get(COMMAND_COLUMN_COUNT)?,
+                row.get(COMMAND_COLUMN_COUNT + 1)?,
+            ))
         })?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }

@@ -25,7 +25,7 @@ pub(crate) const CURRENT_SCHEMA_VERSION: u32 = 4;
 /// fixes the schema version at 4, so changes it does not describe (new columns with defaults, an
 /// index) are revisions of v4 rather than a v5: `schema_version` stays what the data model says,
 /// and every other tool that reads a v4 database still finds the tables it knows.
-pub(crate) const CURRENT_V4_REVISION: u32 = 12;
+pub(crate) const CURRENT_V4_REVISION: u32 = 13;
 
 /// What one step needs besides the transaction.
 struct StepContext {
@@ -63,7 +63,7 @@ struct Revision {
     apply: fn(&Transaction<'_>, &StepContext) -> Result<Vec<String>>,
 }
 
-const REVISIONS: [Revision; 12] = [
+const REVISIONS: [Revision; 13] = [
     Revision {
         to: 1,
         apply: v4_revision_1,
@@ -111,6 +111,10 @@ const REVISIONS: [Revision; 12] = [
     Revision {
         to: 12,
         apply: v4_revision_12,
+    },
+    Revision {
+        to: 13,
+        apply: v4_revision_13,
     },
 ];
 
@@ -832,6 +836,13 @@ fn v4_revision_11(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> 
 /// Revision 12 (issue 25): each agent's heartbeat period (`agent_status.heartbeat_seconds`).
 fn v4_revision_12(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
     apply_idempotent(tx, include_str!("sql/v4r12.sql"))?;
+    Ok(Vec::new())
+}
+
+/// Revision 13 (issue 31): a command's uncounted give-backs (`command.uncounted_releases`,
+/// `command.uncounted_since`).
+fn v4_revision_13(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
+    apply_idempotent(tx, include_str!("sql/v4r13.sql"))?;
     Ok(Vec::new())
 }
 

@@ -116,6 +116,17 @@ pub(crate) struct StatusCounts {
     /// Since when the oldest queued command has waited: its batch's creation, or its latest
     /// retry when an operator queued it again.
     pub oldest_queued_since: Option<Utc>,
+    /// Commands not ended whose agent gave them back with nothing sent to Jira, the give-backs
+    /// in a row summed over them, and since when the oldest such run has lasted (issue 31).
+    pub uncounted: Uncounted,
+}
+
+/// Commands given back uncounted (see [`Store::uncounted_give_backs`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Uncounted {
+    pub commands: i64,
+    pub releases: i64,
+    pub oldest_since: Option<Utc>,
 }
 
 impl Store {
@@ -127,7 +138,26 @@ impl Store {
             notes: self.count_rows("issue_note")?,
             batches: self.count_rows("batch")?,
             oldest_queued_since: self.oldest_queued_since()?,
+            uncounted: self.uncounted_give_backs()?,
         })
+    }
+
+    /// Commands not ended whose agent gave them back with nothing sent to Jira: how many, the
+    /// give-backs in a row summed over them, and since when the oldest such run has lasted
+    /// (issue 31). Walks the queued and claimed commands only (the `command_status` index).
+    pub(crate) fn uncounted_give_backs(&self) -> Result<Uncounted> {
+        Ok(self.conn.query_row(
+            "SELECT count(*), coalesce(sum(uncounted_releases), 0), min(uncounted_since)
+             FROM command WHERE status IN ('queued', 'claimed') AND uncounted_releases > 0",
+            [],
+            |row| {
+                Ok(Uncounted {
+                    commands: row.get(0)?,
+                    releases: row.get(1)?,
+                    oldest_since: row.get(2)?,
+                })
+            },
+        )?)
     }
 
     /// Commands by status (a walk of the `command_status` index: what `/metrics` refreshes only

@@ -781,6 +781,7 @@ async fn the_openapi_document_matches_the_routes() {
         "GET /batches",
         "GET /batches/{id}",
         "GET /commands/failed",
+        "GET /commands/{id}",
         "GET /health",
         "GET /issues/{key}",
         "GET /metrics",

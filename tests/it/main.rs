@@ -8,6 +8,7 @@ mod agent_waits;
 mod anonymous;
 mod batches;
 mod boundaries;
+mod budgets;
 mod chains;
 mod classify;
 mod cli;

@@ -746,6 +746,20 @@ fn attempts_words(command: &CommandView) -> String {
             esc(&not_before.as_str().replacen('T', " ", 1))
         );
     }
+    if let Some(since) = command
+        .uncounted_since
+        .as_ref()
+        .filter(|_| command.uncounted_releases > 0)
+    {
+        // Given back with nothing sent to Jira (issue 31): its budget, for all to see.
+        let _ = write!(
+            out,
+            "<br><span class=\"hint\">возвращена агентом без отправки в Jira {} подряд, с {}; после {} раз или часа хаб её завершит с ошибкой</span>",
+            words::count(u64::from(command.uncounted_releases), &TIMES),
+            esc(&since.as_str().replacen('T', " ", 1)),
+            crate::service::MAX_UNCOUNTED_RELEASES
+        );
+    }
     if let Some(marker) = &command.may_exist_in_jira {
         // Cancelled after it was handed out (issue 24): what it made may be in Jira, marked.
         let _ = write!(

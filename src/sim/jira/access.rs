@@ -10,6 +10,8 @@ use super::*;
 pub(super) enum Refusal {
     /// Every request whose path starts with this prefix.
     Path(String),
+    /// Every request whose path starts with this prefix, outside the token's scopes (Cloud).
+    Scope(String),
     /// One operation (`endpoint`) on one issue, answered with `status`.
     Issue {
         key: String,
@@ -48,6 +50,22 @@ impl StateInner {
     /// The refusal this request meets, if any (checked before Jira's behaviour).
     pub(super) fn refused(&self, endpoint: Endpoint, request: &Request) -> Option<Reply> {
         let path = format!("/{}", request.segments.join("/"));
+        if self.agile_absent && path.starts_with("/rest/agile/") {
+            return Some(match self.mode {
+                // Data Center 9.x sends an unknown REST path to the login page, credentials
+                // valid all the same (`X-Seraph-LoginReason: OK` stays on it): docs/jira-field-
+                // notes.md, "DC 9.x answers an unknown REST path with a 302 to `login.jsp`".
+                Mode::DataCenter => Reply {
+                    status: 302,
+                    headers: vec![(
+                        "location",
+                        format!("{}/login.jsp?os_destination=%2Frest%2Fagile", self.base),
+                    )],
+                    body: Body::Empty,
+                },
+                Mode::Cloud => Reply::error(404, "null for uri: rest/agile"),
+            });
+        }
         if !self.agile_licensed && path.starts_with("/rest/agile/1.0/") {
             return Some(Reply::error(403, AGILE_UNLICENSED));
         }
@@ -64,6 +82,14 @@ impl StateInner {
             Refusal::Path(prefix) if path.starts_with(prefix.as_str()) => {
                 Some(Reply::error(403, refusal_text(endpoint)))
             }
+            // Cloud's scoped API tokens and OAuth apps, on an endpoint outside their scopes,
+            // while `/rest/api/2/myself` answers 200: `401 {"code":401,"message":"Unauthorized;
+            // scope does not match"}` (raycast/extensions#11212 and other clients' reports,
+            // docs/jira-field-notes.md "A 401 can be about one endpoint").
+            Refusal::Scope(prefix) if path.starts_with(prefix.as_str()) => Some(Reply::json(
+                401,
+                serde_json::json!({"code": 401, "message": "Unauthorized; scope does not match"}),
+            )),
             Refusal::Issue {
                 key: refused,
                 endpoint: operation,
@@ -99,6 +125,20 @@ impl FakeJira {
     /// `/rest/agile/1.0/*` call is 403 while the platform's REST API works.
     pub fn set_agile_licensed(&self, licensed: bool) {
         lock(&self.state).agile_licensed = licensed;
+    }
+
+    /// Cloud: every request whose path starts with `prefix` is outside the token's scopes (401
+    /// «Unauthorized; scope does not match»); the rest, `myself` included, works.
+    pub fn refuse_scope(&self, prefix: &str) {
+        lock(&self.state)
+            .refusals
+            .push(Refusal::Scope(prefix.to_string()));
+    }
+
+    /// Jira Software is not installed: `/rest/agile/*` is an unknown path (Data Center 9.x: a
+    /// 302 to `login.jsp`; Cloud: 404).
+    pub fn without_jira_software(&self) {
+        lock(&self.state).agile_absent = true;
     }
 
     /// Forgets every refusal set up by `refuse_path` and `refuse_issue`.

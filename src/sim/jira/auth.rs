@@ -96,8 +96,25 @@ impl StateInner {
         {
             return Some(self.basic_auth_refused(off));
         }
+        if self.token_expired && self.mode == Mode::DataCenter && auth.starts_with("Bearer ") {
+            return Some(self.as_anonymous(endpoint));
+        }
         if self.accepts(auth) {
+            if auth.starts_with("Basic ") {
+                self.failed_logins = 0;
+            }
             return None;
+        }
+        // Data Center counts failed Basic logins: after the third, the account must pass a
+        // CAPTCHA in the browser before any login works again, and only an administrator (or a
+        // sign-in through the browser) resets it (Atlassian KB "User receives repeated CAPTCHA
+        // prompts on login to Jira Data Center": "A service could be using old credentials…";
+        // JRASERVER-72572; the default `jira.maximum.authentication.attempts.allowed` is 3).
+        if self.mode == Mode::DataCenter && auth.starts_with("Basic ") {
+            self.failed_logins += 1;
+            if self.failed_logins >= 3 {
+                self.captcha = true;
+            }
         }
         let supplied = !auth.is_empty();
         Some(match self.mode {
@@ -142,6 +159,27 @@ impl StateInner {
                 reply
             }
         })
+    }
+
+    /// A Data Center request whose bearer token expired runs as nobody: a search answers 200
+    /// and finds nothing (`X-AUSERNAME: anonymous`; docs/jira-field-notes.md, "An expired or
+    /// unresolvable bearer token may search anonymously": Atlassian lists "Unauthenticated user
+    /// or expired session" among the causes of an empty or refused `/search`), anything that
+    /// needs a user is 401 without `AUTHENTICATED_FAILED` (only a wrong password carries it).
+    fn as_anonymous(&self, endpoint: Endpoint) -> Reply {
+        let mut reply = match endpoint {
+            Endpoint::Search => Reply::json(
+                200,
+                json!({"startAt": 0, "maxResults": 50, "total": 0, "issues": []}),
+            ),
+            Endpoint::ServerInfo => self.server_info(),
+            _ => Reply::error(
+                401,
+                "You are not authenticated. Authentication required to perform this operation.",
+            ),
+        };
+        reply.headers.push(("x-ausername", "anonymous".into()));
+        reply
     }
 
     /// Whether `auth` authenticates the agent's user (a valid, unrevoked credential).
@@ -257,7 +295,22 @@ impl FakeJira {
     /// The agent's user is locked out behind a CAPTCHA: every call is answered 403 with the
     /// CAPTCHA headers until `false` (someone signed in through the browser).
     pub fn captcha_lockout(&self, locked: bool) {
-        lock(&self.state).captcha = locked;
+        let mut state = lock(&self.state);
+        state.captcha = locked;
+        if !locked {
+            state.failed_logins = 0;
+        }
+    }
+
+    /// Data Center: the agent's personal access token has expired (`true`), and its requests
+    /// run anonymously (see `StateInner::as_anonymous`).
+    pub fn expire_token(&self, expired: bool) {
+        lock(&self.state).token_expired = expired;
+    }
+
+    /// Failed Basic logins counted so far (Data Center demands a CAPTCHA at 3).
+    pub fn failed_logins(&self) -> u32 {
+        lock(&self.state).failed_logins
     }
 
     /// Data Center: Basic auth on the API disabled (`Some`, answered as `off` says) or allowed

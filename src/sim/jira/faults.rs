@@ -46,6 +46,14 @@ pub enum Fault {
     /// 503 with `Retry-After` ("a 503 response may be returned when a resource limit has been
     /// reached", developer.atlassian.com rate-limiting), nothing applied.
     UnavailableFor(u64),
+    /// A proxy in front of Jira forwards the request, Jira applies it, and the proxy answers
+    /// `503` with `Retry-After` all the same: Envoy's `UC` ("upstream connection termination":
+    /// the request went out on a pooled connection that was reset before the answer came back,
+    /// envoyproxy/envoy#14981 and Envoy's response-flags reference), with its plain-text body
+    /// «upstream connect error or disconnect/reset before headers. reset reason: connection
+    /// termination»; a `Retry-After` beside it as a maintenance or retry policy adds one
+    /// (docs/jira-field-notes.md, "A 503 is not proof that a write was not applied").
+    ForwardedThen503 { retry_after: u64 },
     /// A proxy in front of Jira sends the caller to its login page: 302 with `Location`.
     RedirectToLogin,
     /// Jira's CAPTCHA lockout for this one request (`FakeJira::captcha_lockout` locks every
@@ -80,6 +88,9 @@ pub(super) struct Rule {
     pub(super) remaining: usize,
 }
 
+/// Envoy's body for a 503 after an upstream reset (its `UC` response flag).
+pub(super) const ENVOY_UPSTREAM_RESET: &str = "upstream connect error or disconnect/reset before headers. reset reason: connection termination";
+
 /// nginx's own page for a 504 (its `ngx_http_error_504_page`).
 pub(super) const GATEWAY_TIMEOUT_504: &str = "<html>\r\n<head><title>504 Gateway Time-out</title></head>\r\n<body>\r\n<center><h1>504 Gateway Time-out</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n";
 
@@ -97,6 +108,34 @@ impl StateInner {
         let fault = rule.fault.clone();
         self.rules.retain(|r| r.remaining > 0);
         Some(fault)
+    }
+}
+
+impl StateInner {
+    /// Data Center with rate limiting on stamps its bucket's headers on *every* answer, not
+    /// only on a 429, with `Retry-After: 0` while tokens remain (Atlassian's Data Center page
+    /// "Rate limiting: HTTP headers", confluence.atlassian.com/doc/_ratelimiting_httpheaders-
+    /// 992678779.html; a recorded Jira 8.20.8 200 carries `X-RateLimit-Limit` and `Retry-After:
+    /// 0`, docs/jira-field-notes.md "Rate limits"). Cloud does not.
+    pub(super) fn stamp_rate_limit(&self, reply: &mut Reply) {
+        let Some(limit) = self.rate_limit.filter(|_| self.mode == Mode::DataCenter) else {
+            return;
+        };
+        if reply.headers.iter().any(|(name, _)| *name == "retry-after") {
+            return;
+        }
+        let remaining = (limit as usize).saturating_sub(self.window.len());
+        reply.headers.push(("x-ratelimit-limit", limit.to_string()));
+        reply
+            .headers
+            .push(("x-ratelimit-remaining", remaining.to_string()));
+        reply
+            .headers
+            .push(("x-ratelimit-interval-seconds", "1".into()));
+        reply
+            .headers
+            .push(("x-ratelimit-fillrate", limit.to_string()));
+        reply.headers.push(("retry-after", "0".into()));
     }
 }
 

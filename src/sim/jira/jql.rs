@@ -59,6 +59,9 @@ pub(super) struct Query {
     /// `ORDER BY id|key|issuekey|issue`: Jira sorts all four by the issue key (project, then
     /// the key number), not by the numeric id (the issue clause is one field, see `KeyCompare`).
     pub(super) by_key: bool,
+    /// `ORDER BY created DESC`: newest first (the JQL reference's own example of ordering,
+    /// "ORDER BY created DESC"; ties by id, newest first too).
+    pub(super) newest_first: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -348,8 +351,8 @@ pub(super) fn parse_jql(jql: &str) -> Result<Query, Reply> {
     if parser.peek().is_some() && !parser.keyword("ORDER") {
         parser.expression(&mut clauses)?;
     }
+    let mut newest_first = false;
     if parser.keyword("ORDER") {
-        by_key = true;
         parser.at += 1;
         if !parser.keyword("BY") {
             return Err(jql_error("Expecting 'by' after 'order'."));
@@ -358,18 +361,28 @@ pub(super) fn parse_jql(jql: &str) -> Result<Query, Reply> {
         match parser.next() {
             Some(Token::Word(w))
                 if ["id", "key", "issuekey", "issue"]
-                    .contains(&w.to_ascii_lowercase().as_str()) => {}
+                    .contains(&w.to_ascii_lowercase().as_str()) =>
+            {
+                by_key = true;
+                if parser.keyword("ASC") {
+                    parser.at += 1;
+                } else if parser.peek().is_some() {
+                    return Err(jql_error("Only ascending order by key is simulated."));
+                }
+            }
+            Some(Token::Word(w)) if w.eq_ignore_ascii_case("created") => {
+                if !parser.keyword("DESC") {
+                    return Err(jql_error("Only ORDER BY created DESC is simulated."));
+                }
+                parser.at += 1;
+                newest_first = true;
+            }
             other => {
                 return Err(jql_error(&format!(
-                    "Only ORDER BY id ASC is simulated, not {}.",
+                    "Only ORDER BY id ASC and created DESC are simulated, not {}.",
                     describe(other.as_ref())
                 )));
             }
-        }
-        if parser.keyword("ASC") {
-            parser.at += 1;
-        } else if parser.peek().is_some() {
-            return Err(jql_error("Only ascending order is simulated."));
         }
     }
     if let Some(token) = parser.peek() {
@@ -378,5 +391,9 @@ pub(super) fn parse_jql(jql: &str) -> Result<Query, Reply> {
             describe(Some(token))
         )));
     }
-    Ok(Query { clauses, by_key })
+    Ok(Query {
+        clauses,
+        by_key,
+        newest_first,
+    })
 }

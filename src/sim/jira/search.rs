@@ -114,6 +114,9 @@ impl StateInner {
                 (issue.project.clone(), key_number(&issue.key))
             });
         }
+        if query.newest_first {
+            ids.sort_by_key(|id| std::cmp::Reverse((self.issues[id].created_ms, *id)));
+        }
         Ok(ids)
     }
 

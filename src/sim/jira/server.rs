@@ -173,6 +173,7 @@ pub(super) async fn handle(
                 let mut reply = state.apply(endpoint, &request);
                 // An answer of Jira's own to an authenticated request, whatever its status.
                 state.stamp(&mut reply);
+                state.stamp_rate_limit(&mut reply);
                 if endpoint.is_write() && (200..300).contains(&reply.status) {
                     state.changes += 1;
                 }
@@ -244,6 +245,18 @@ pub(super) async fn handle(
             // request, so its stamp is there (the recorded 200 carries `X-Seraph-LoginReason:
             // OK` beside `X-RateLimit-*`, docs/jira-field-notes.md).
             lock(&state).stamp(&mut reply);
+            reply
+        }
+        Some(Fault::ForwardedThen503 { retry_after }) => {
+            // The request reached Jira and was applied; the proxy's answer is all the client
+            // gets.
+            let _ = lock(&state).apply(endpoint, &request);
+            let mut reply = Reply {
+                status: 503,
+                headers: Vec::new(),
+                body: Body::Html(ENVOY_UPSTREAM_RESET.to_string()),
+            };
+            reply.headers.push(("retry-after", retry_after.to_string()));
             reply
         }
         Some(Fault::UnavailableFor(seconds)) => {
@@ -404,6 +417,9 @@ impl FakeJira {
             refusals: Vec::new(),
             agile_licensed: true,
             captcha: false,
+            failed_logins: 0,
+            token_expired: false,
+            agile_absent: false,
             basic_auth_off: None,
             comment_properties: HashMap::new(),
             in_flight: 0,

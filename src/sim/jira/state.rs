@@ -76,6 +76,12 @@ pub(super) struct StateInner {
     pub(super) revoked: bool,
     /// A CAPTCHA lockout (`FakeJira::captcha_lockout`).
     pub(super) captcha: bool,
+    /// Failed Basic logins in a row (Data Center: the third demands a CAPTCHA).
+    pub(super) failed_logins: u32,
+    /// Data Center: the bearer token has expired (`FakeJira::expire_token`).
+    pub(super) token_expired: bool,
+    /// Jira Software is not installed (`FakeJira::without_jira_software`).
+    pub(super) agile_absent: bool,
     /// Basic auth disabled on Data Center, and how it is refused.
     pub(super) basic_auth_off: Option<BasicAuthOff>,
     /// Paths and issue operations refused (`FakeJira::refuse_path`, `refuse_issue`).

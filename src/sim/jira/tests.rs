@@ -1389,3 +1389,113 @@ fn error_texts_come_in_the_accounts_language() {
         "An issue with key 'AURORA-99' does not exist for field 'key'."
     );
 }
+
+/// Issue 31, item 9: the answers that hid the unbounded repetitions, each as Jira gives it.
+#[test]
+fn what_hid_the_unbounded_repetitions() {
+    // A proxy that forwards a write, then answers 503 with `Retry-After`: the write is in Jira.
+    let fake = FakeJira::start(Mode::DataCenter);
+    let key = create(&fake, "За прокси", &[]);
+    fake.fault(
+        Endpoint::AddComment,
+        Fault::ForwardedThen503 { retry_after: 5 },
+        1,
+    );
+    let answer = post(
+        &fake,
+        &format!("/rest/api/2/issue/{key}/comment"),
+        json!({"body": "один"}),
+    );
+    assert_eq!(answer.status, 503);
+    assert_eq!(answer.header("Retry-After"), Some("5"));
+    assert_eq!(fake.comments(&key).len(), 1, "applied behind the 503");
+
+    // Data Center with rate limiting stamps `retry-after: 0` on every answer.
+    fake.rate_limit(Some(100));
+    let stamped = get(&fake, "/rest/api/2/myself");
+    assert_eq!(stamped.status, 200);
+    assert_eq!(stamped.header("Retry-After"), Some("0"));
+    assert_eq!(stamped.header("X-RateLimit-Limit"), Some("100"));
+    fake.rate_limit(None);
+
+    // Without Jira Software, DC 9.x sends the agile path to the login page, login OK.
+    fake.without_jira_software();
+    let agile = get(&fake, "/rest/agile/1.0/board/1");
+    assert_eq!(agile.status, 302);
+    assert!(agile.header("Location").unwrap().contains("/login.jsp"));
+    assert_eq!(agile.header("X-Seraph-LoginReason"), Some("OK"));
+    assert_eq!(get(&fake, "/rest/api/2/myself").status, 200);
+
+    // An expired token runs as nobody: the search finds nothing, `X-AUSERNAME: anonymous`.
+    fake.expire_token(true);
+    let bearer = bearer_auth();
+    let found = call_as(
+        &fake,
+        "GET",
+        "/rest/api/2/search?jql=project%20%3D%20AURORA",
+        Some(&bearer),
+    );
+    assert_eq!(
+        (found.status, found.json()["total"].as_u64()),
+        (200, Some(0))
+    );
+    assert_eq!(found.header("X-AUSERNAME"), Some("anonymous"));
+    assert_eq!(
+        call_as(&fake, "GET", "/rest/api/2/myself", Some(&bearer)).status,
+        401
+    );
+    fake.expire_token(false);
+
+    // Three failed Basic logins put the account behind a CAPTCHA, the right password too.
+    let wrong = format!("Basic {}", base64("agent:wrong"));
+    for _ in 0..3 {
+        let refused = call_as(&fake, "GET", "/rest/api/2/myself", Some(&wrong));
+        assert_eq!(refused.status, 401);
+        assert_eq!(
+            refused.header("X-Seraph-LoginReason"),
+            Some("AUTHENTICATED_FAILED")
+        );
+    }
+    assert_eq!(fake.failed_logins(), 3);
+    let locked = get(&fake, "/rest/api/2/myself");
+    assert_eq!(locked.status, 403);
+    assert!(
+        locked
+            .header("X-Authentication-Denied-Reason")
+            .unwrap()
+            .starts_with("CAPTCHA_CHALLENGE")
+    );
+    fake.captcha_lockout(false);
+    assert_eq!(get(&fake, "/rest/api/2/myself").status, 200);
+
+    // Cloud: a path outside the token's scopes is 401 while `myself` works.
+    let cloud = FakeJira::start(Mode::Cloud);
+    let key = create(&cloud, "Облако", &[]);
+    cloud.refuse_scope(&format!("/rest/api/2/issue/{key}/comment"));
+    let scoped = post(
+        &cloud,
+        &format!("/rest/api/2/issue/{key}/comment"),
+        json!({"body": "нет"}),
+    );
+    assert_eq!(scoped.status, 401);
+    assert_eq!(
+        scoped.json()["message"],
+        "Unauthorized; scope does not match"
+    );
+    assert_eq!(get(&cloud, "/rest/api/2/myself").status, 200);
+    assert!(cloud.comments(&key).is_empty());
+}
+
+/// A look after a lost create reads the newest first (issue 31, item 3).
+#[test]
+fn created_desc_orders_newest_first() {
+    let fake = FakeJira::start(Mode::DataCenter);
+    let first = create(&fake, "Первая", &[]);
+    let second = create(&fake, "Вторая", &[]);
+    let answer = search(&fake, "project = AURORA ORDER BY created DESC", 0, 10);
+    assert_eq!(keys(&answer), vec![second, first]);
+    assert_eq!(
+        search(&fake, "project = AURORA ORDER BY created ASC", 0, 10).status,
+        400
+    );
+}
