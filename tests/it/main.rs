@@ -20,6 +20,7 @@ mod http;
 mod incremental;
 mod migrations;
 mod mirror;
+mod openapi;
 mod preflight;
 mod projects;
 mod proof;

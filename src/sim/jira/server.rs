@@ -148,6 +148,7 @@ pub(super) async fn handle(
         };
         (early, fault)
     };
+    let sent = request.body.to_vec();
     let record = |status: u16| {
         lock(&state).seen.push(Seen {
             at: arrived,
@@ -156,6 +157,7 @@ pub(super) async fn handle(
             query: raw_query.clone(),
             endpoint,
             status,
+            body: sent.clone(),
         });
     };
     if let Some(reply) = early {
