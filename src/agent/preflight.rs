@@ -644,7 +644,7 @@ impl Checks<'_> {
 
     /// Type id → the key of one issue of that type in the project (one page of a search).
     fn samples(&mut self, project: &str, d: Deployment) -> BTreeMap<String, String> {
-        let jql = format!("project = \"{project}\"");
+        let jql = format!("project = {}", crate::domain::jql::project_value(project));
         let path = match d {
             Deployment::Server => format!(
                 "/rest/api/2/search?jql={}&startAt=0&maxResults=100&fields=issuetype",

@@ -7,6 +7,7 @@ mod agent_waits;
 mod anonymous;
 mod batches;
 mod boundaries;
+mod calls;
 mod chains;
 mod classify;
 mod cli;

@@ -412,6 +412,7 @@ impl FakeJira {
             moved_keys: HashMap::new(),
             search_byte_limit: None,
             redirects: HashMap::new(),
+            collisions: HashMap::new(),
             scheduled: Vec::new(),
             searches_served: 0,
         }));
