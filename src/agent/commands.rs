@@ -214,7 +214,7 @@ impl Executor<'_> {
         let result = match command.command_type.as_str() {
             "ensure_issue" => self.ensure_issue(command),
             "transition" => self.transition(params),
-            "link" => self.link(params),
+            "link" => self.link(command),
             "comment" => self.comment(command),
             "refresh" => self.refresh(params, on_page),
             other => Err(fail(format!("неизвестный тип команды {other:?}"))),
@@ -821,9 +821,9 @@ impl Executor<'_> {
             .cloned()
             .ok_or_else(|| fail(format!("status: {status:?} нет в transitions_map")))?;
         let issue_path = format!("/rest/api/2/issue/{}", jql::encode(&key));
-        {
-            let current = self.issue_status(&issue_path, &key)?;
-            let offered = self.offered_transitions(&issue_path, &key)?;
+        let mut conflicts = 0u32;
+        loop {
+            let (current, offered) = self.status_and_transitions(&issue_path, &key)?;
             let (target_id, hint) = match &target {
                 TransitionTarget::Status {
                     status_id,
@@ -882,16 +882,55 @@ impl Executor<'_> {
                     if after.id == target_id {
                         return Ok(json!({"status": status}));
                     }
-                    Err(fail(format!(
+                    return Err(fail(format!(
                         "переход {transition_id} выполнен, но {key} теперь в статусе «{}» (id {}), а не в «{status}» (id {target_id}): его изменила постфункция или другой участник",
                         after.name, after.id
-                    )))
+                    )));
+                }
+                // Cloud answers 409 when transitions of one issue collide: "an existing
+                // transition is still being executed … your app should employ a retry mechanism"
+                // (developer.atlassian.com/cloud/jira/platform/
+                // change-notice-update-in-simultaneous-transitions-issue-api/; the description's
+                // "Returned if the issue could not be updated due to a conflicting update"). Ours
+                // was not applied: after a short wait the status is read again; at the target it
+                // is done, still offered it is sent again, at most [`MAX_TRANSITION_CONFLICTS`]
+                // times.
+                Err(JiraError::Refused {
+                    status: 409,
+                    message,
+                }) if conflicts < MAX_TRANSITION_CONFLICTS => {
+                    conflicts += 1;
+                    tracing::info!(%key, conflicts, %message, "Jira says the transition collided with another one: reading the status again");
+                    if !(self.sleep)(TRANSITION_CONFLICT_WAIT * conflicts) {
+                        return Err(Fail::Stopped);
+                    }
                 }
                 // Ambiguous too (issue 24 §1): never repeated in this delivery; the next one
                 // reads the status before it transitions.
-                Err(error) => Err(error.into()),
+                Err(error) => return Err(error.into()),
             }
         }
+    }
+
+    /// The issue's status and the transitions Jira offers from it, in one read:
+    /// `GET /rest/api/2/issue/{key}?fields=status&expand=transitions` ("`transitions` Returns all
+    /// possible transitions for the issue", the `expand` of Get issue in Atlassian's description of
+    /// Cloud and in Data Center's REST reference alike). A Jira that leaves `transitions` out is
+    /// asked `GET …/transitions` as before.
+    fn status_and_transitions(
+        &mut self,
+        issue_path: &str,
+        key: &str,
+    ) -> Result<(StatusRef, Vec<Offered>), Fail> {
+        let issue: Value = self
+            .jira
+            .read_json(&format!("{issue_path}?fields=status&expand=transitions"))?;
+        let status = status_of(&issue, key)?;
+        let offered = match issue.get("transitions") {
+            Some(list) => offered_of(list, key)?,
+            None => self.offered_transitions(issue_path, key)?,
+        };
+        Ok((status, offered))
     }
 
     /// The issue's status, checked: `fields.status.id` must be there.
@@ -899,51 +938,27 @@ impl Executor<'_> {
         let issue: Value = self
             .jira
             .read_json(&format!("{issue_path}?fields=status"))?;
-        let status = &issue["fields"]["status"];
-        let id = id_text(&status["id"]).ok_or_else(|| {
-            fail(format!(
-                "ответ Jira о {key} без fields.status.id: {}",
-                short(&issue)
-            ))
-        })?;
-        Ok(StatusRef {
-            id,
-            name: status["name"].as_str().unwrap_or("").to_string(),
-        })
+        status_of(&issue, key)
     }
 
     /// The transitions Jira offers for the issue now, checked: each with an id and a target.
     fn offered_transitions(&mut self, issue_path: &str, key: &str) -> Result<Vec<Offered>, Fail> {
         let answer: Value = self.jira.read_json(&format!("{issue_path}/transitions"))?;
-        let list = answer["transitions"].as_array().ok_or_else(|| {
-            fail(format!(
-                "ответ Jira о переходах {key} без массива transitions: {}",
-                short(&answer)
-            ))
-        })?;
-        list.iter()
-            .map(|t| match (id_text(&t["id"]), id_text(&t["to"]["id"])) {
-                (Some(id), Some(to_id)) => Ok(Offered {
-                    id,
-                    name: t["name"].as_str().unwrap_or("").to_string(),
-                    to_id,
-                    to_name: t["to"]["name"].as_str().unwrap_or("").to_string(),
-                }),
-                _ => Err(fail(format!(
-                    "переход {key} без id или без to.id в ответе Jira: {}",
-                    short(t)
-                ))),
-            })
-            .collect()
+        offered_of(&answer["transitions"], key)
     }
 
     // ---- link ----
 
     /// Jira makes a link once per (type, inward, outward): "If the link request duplicates a
-    /// link, the response indicates that the issue link was created" (Cloud REST, Issue links).
-    /// The link is looked for first all the same, so its id is known; a lost answer gives the
-    /// command back (the next delivery finds the link, or makes it).
-    fn link(&mut self, params: &Value) -> Result<Value, Fail> {
+    /// link, the response indicates that the issue link was created" (Cloud REST, Issue links;
+    /// Jira's `DefaultIssueLinkManager.createIssueLink` returns without a second link when one of
+    /// the type already joins the two issues). So a first delivery posts the link without looking
+    /// first (a link made meanwhile by someone else is not doubled by it), and reads the issue's
+    /// links once after, for the link's id; a later delivery looks first, as an earlier one may
+    /// have made it. A lost answer gives the command back (the next delivery finds the link, or
+    /// makes it).
+    fn link(&mut self, command: &ClaimedCommand) -> Result<Value, Fail> {
+        let params = &command.params;
         let from =
             text(params, "from").ok_or_else(|| fail("from: обязательное поле отсутствует"))?;
         let to = text(params, "to").ok_or_else(|| fail("to: обязательное поле отсутствует"))?;
@@ -955,7 +970,9 @@ impl Executor<'_> {
             .get(&logical)
             .cloned()
             .ok_or_else(|| fail(format!("type: {logical:?} нет в link_types")))?;
-        if let Some(id) = self.find_link(&from, &to, &name)? {
+        if command.delivery > 1
+            && let Some(id) = self.find_link(&from, &to, &name)?
+        {
             return Ok(json!({"link_id": id}));
         }
         let body = json!({"type": {"name": name}, "inwardIssue": {"key": from}, "outwardIssue": {"key": to}});
@@ -1130,11 +1147,8 @@ impl Executor<'_> {
         let mut warnings = Vec::new();
         for board in params["boards"].as_array().into_iter().flatten() {
             let Some(id) = board.as_i64() else { continue };
-            match self
-                .jira
-                .read_json::<Value>(&format!("/rest/agile/1.0/board/{id}"))
-            {
-                Ok(found) => boards.push(json!({"id": id, "type": found["type"]})),
+            match self.jira.board_type(id) {
+                Ok(kind) => boards.push(json!({"id": id, "type": kind})),
                 // Refused for this board (Jira Software's agile REST answers 403 to a user
                 // without its licence): the issues are read, the board's type is not.
                 Err(JiraError::Refused { status, message }) => {
@@ -1214,6 +1228,45 @@ struct Offered {
     to_name: String,
 }
 
+/// The status of an issue as Jira sent it, checked: `fields.status.id` must be there.
+fn status_of(issue: &Value, key: &str) -> Result<StatusRef, Fail> {
+    let status = &issue["fields"]["status"];
+    let id = id_text(&status["id"]).ok_or_else(|| {
+        fail(format!(
+            "ответ Jira о {key} без fields.status.id: {}",
+            short(issue)
+        ))
+    })?;
+    Ok(StatusRef {
+        id,
+        name: status["name"].as_str().unwrap_or("").to_string(),
+    })
+}
+
+/// The transitions of an answer, checked: an array, each with an id and a target.
+fn offered_of(list: &Value, key: &str) -> Result<Vec<Offered>, Fail> {
+    let list = list.as_array().ok_or_else(|| {
+        fail(format!(
+            "ответ Jira о переходах {key} без массива transitions: {}",
+            short(list)
+        ))
+    })?;
+    list.iter()
+        .map(|t| match (id_text(&t["id"]), id_text(&t["to"]["id"])) {
+            (Some(id), Some(to_id)) => Ok(Offered {
+                id,
+                name: t["name"].as_str().unwrap_or("").to_string(),
+                to_id,
+                to_name: t["to"]["name"].as_str().unwrap_or("").to_string(),
+            }),
+            _ => Err(fail(format!(
+                "переход {key} без id или без to.id в ответе Jira: {}",
+                short(t)
+            ))),
+        })
+        .collect()
+}
+
 /// The offered transitions for a message: `«name» (id) → «status» (id)`.
 fn describe_offered(offered: &[Offered]) -> String {
     if offered.is_empty() {
@@ -1273,6 +1326,12 @@ const POSTED_MARGIN_MS: i64 = 60_000;
 /// Data Center, and as soon as Cloud's search catches up there.
 const LOOK_FIRST_STEP: Duration = Duration::from_secs(1);
 const LOOK_MAX_STEP: Duration = Duration::from_secs(30);
+
+/// How many times a transition that collided with another (Cloud's 409) is read again and sent
+/// again before the command fails with Jira's words; the waits before each read grow by
+/// [`TRANSITION_CONFLICT_WAIT`].
+const MAX_TRANSITION_CONFLICTS: u32 = 3;
+const TRANSITION_CONFLICT_WAIT: Duration = Duration::from_secs(1);
 
 /// What the check before a repeated create found.
 enum Found {
@@ -1339,6 +1398,8 @@ mod tests {
     struct Canned {
         url: String,
         seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+        /// Each request's query, in order.
+        queries: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     }
 
     fn canned(answer: fn(&str, &str, usize) -> (u16, Value)) -> Canned {
@@ -1346,7 +1407,9 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let queries = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
         let log = seen.clone();
+        let query_log = queries.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { return };
@@ -1371,6 +1434,13 @@ mod tests {
                 let mut body = vec![0; length];
                 let _ = reader.read_exact(&mut body);
                 let path = target.split('?').next().unwrap_or("").to_string();
+                query_log.lock().unwrap().push(
+                    target
+                        .split_once('?')
+                        .map(|(_, q)| q)
+                        .unwrap_or("")
+                        .to_string(),
+                );
                 let nth = {
                     let mut log = log.lock().unwrap();
                     log.push(format!("{method} {path}"));
@@ -1387,7 +1457,7 @@ mod tests {
                 );
             }
         });
-        Canned { url, seen }
+        Canned { url, seen, queries }
     }
 
     fn jira_at(url: &str) -> Jira {
@@ -1806,27 +1876,24 @@ mod tests {
         fn issue(key: &str, id: u64) -> Value {
             json!({"id": id.to_string(), "key": key, "fields": {"summary": key}})
         }
-        fn page(issues: Vec<Value>, size: usize) -> (u16, Value) {
+        fn page(issues: Vec<Value>, size: usize, total: usize) -> (u16, Value) {
             (
                 200,
-                json!({"startAt": 0, "maxResults": size, "total": issues.len(), "issues": issues}),
+                json!({"startAt": 0, "maxResults": size, "total": total, "issues": issues}),
             )
         }
         fn answer(method: &str, path: &str, nth: usize) -> (u16, Value) {
             match (method, path, nth) {
-                ("GET", "/rest/api/2/serverInfo", _) => (
-                    200,
-                    json!({"deploymentType": "Server", "versionNumbers": [9, 12, 0]}),
-                ),
+                ("GET", "/rest/api/2/serverInfo", _) => data_center_9(),
                 ("GET", "/rest/api/2/search", 1) => {
-                    page(vec![issue("AURORA-1", 1), issue("AURORA-2", 2)], 2)
+                    page(vec![issue("AURORA-1", 1), issue("AURORA-2", 2)], 2, 3)
                 }
                 ("GET", "/rest/api/2/search", 2) => (
                     400,
                     json!({"errorMessages": ["Задача с ключом 'AURORA-2' не существует для поля 'key'."], "errors": {}}),
                 ),
-                ("GET", "/rest/api/2/search", 3) => page(vec![issue("AURORA-3", 3)], 2),
-                ("GET", "/rest/api/2/search", _) => page(vec![], 2),
+                ("GET", "/rest/api/2/search", 3) => page(vec![issue("AURORA-3", 3)], 2, 1),
+                ("GET", "/rest/api/2/search", _) => page(vec![], 2, 0),
                 ("GET", "/rest/api/2/issue/AURORA-2", _) => (
                     404,
                     json!({"errorMessages": ["Задача не существует, или у вас нет прав на её просмотр."]}),
@@ -1894,5 +1961,103 @@ mod tests {
             Outcome::Failed(error) => assert!(error.contains("Задача с ключом"), "{error}"),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Issue 31, item 6: a duplicate check's search has no 10,000 cap: 10,100 issues of the
+    /// account in the window come back whole.
+    #[test]
+    fn search_values_has_no_ten_thousand_cap() {
+        fn answer(method: &str, path: &str, nth: usize) -> (u16, Value) {
+            match (method, path) {
+                ("GET", "/rest/api/2/serverInfo") => (200, json!({"deploymentType": "Cloud"})),
+                ("GET", "/rest/api/2/search/jql") => {
+                    let issues: Vec<Value> = (0..100)
+                        .map(|i| {
+                            let n = (nth - 1) * 100 + i + 1;
+                            json!({"id": n.to_string(), "key": format!("A-{n}"), "fields": {}})
+                        })
+                        .collect();
+                    let last = nth == 101;
+                    let mut page = json!({"issues": issues, "isLast": last});
+                    if !last {
+                        page["nextPageToken"] = json!(format!("t{nth}"));
+                    }
+                    (200, page)
+                }
+                _ => (404, json!({"errorMessages": ["нет"]})),
+            }
+        }
+        let jira_server = canned(answer);
+        let mut jira = jira_at(&jira_server.url);
+        let found = jira
+            .search_values("project = A", "summary", Some(MARKER_KEY))
+            .unwrap();
+        assert_eq!(found.len(), 10_100);
+    }
+
+    /// Issue 31, item 6: a page size halved after a page that did not come grows back once
+    /// pages come again (two in a row), up to the size asked.
+    #[test]
+    fn a_halved_page_size_grows_back() {
+        fn issue(n: usize) -> Value {
+            json!({"id": n.to_string(), "key": format!("AURORA-{n}"), "fields": {}})
+        }
+        fn answer(method: &str, path: &str, nth: usize) -> (u16, Value) {
+            match (method, path, nth) {
+                ("GET", "/rest/api/2/serverInfo", _) => data_center_9(),
+                ("GET", "/rest/api/2/search", 1) => {
+                    (502, json!({"errorMessages": ["Bad Gateway"]}))
+                }
+                ("GET", "/rest/api/2/search", n) => {
+                    // Pages of the size asked, by call: 2, 2, then 4, 4, then the rest.
+                    let (first, size) = match n {
+                        2 => (1, 2),
+                        3 => (3, 2),
+                        4 => (5, 4),
+                        5 => (9, 4),
+                        _ => (13, 1),
+                    };
+                    let issues: Vec<Value> = (first..first + size).map(issue).collect();
+                    (
+                        200,
+                        json!({"startAt": 0, "maxResults": if n >= 4 { 4 } else { 2 },
+                               "total": 14 - first, "issues": issues}),
+                    )
+                }
+                _ => (404, json!({"errorMessages": ["нет"]})),
+            }
+        }
+        let jira_server = canned(answer);
+        let mut jira = jira_at(&jira_server.url);
+        let mut got = 0u64;
+        let total = jira
+            .search("project = AURORA", "*all", 4, &mut |page| {
+                got += page.issues.len() as u64;
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!((total, got), (13, 13));
+        let sizes: Vec<String> = jira_server
+            .queries
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|q| q.starts_with("jql="))
+            .filter_map(|q| q.split('&').find(|p| p.starts_with("maxResults=")))
+            .map(String::from)
+            .collect();
+        assert_eq!(
+            sizes,
+            [4, 2, 2, 4, 4, 4].map(|n| format!("maxResults={n}")),
+            "halved once, then back to the size asked"
+        );
+    }
+
+    /// `serverInfo` of a Data Center 9.12 that says nothing about its clock.
+    fn data_center_9() -> (u16, Value) {
+        (
+            200,
+            json!({"deploymentType": "Server", "versionNumbers": [9, 12, 0]}),
+        )
     }
 }

@@ -38,6 +38,9 @@ pub(crate) enum ReadFailure {
     /// Anything else: not sent, rate limited.
     Other,
 }
+/// How many search pages in a row must come after the page size was halved before it doubles
+/// back (up to the size asked).
+const GROW_AFTER: u32 = 2;
 /// How many rate-limited answers (429, or 503 with `Retry-After`) one call waits out before the
 /// command goes back to the hub: they are not failures of the command, and each wait is bounded
 /// by the lease.
@@ -146,6 +149,9 @@ pub(crate) struct Jira {
     properties: std::collections::HashMap<String, Option<Value>>,
     /// Whether this Jira was seen to keep a create's `properties` (a marker read back once).
     create_properties_kept: Option<bool>,
+    /// The type of each board read in this run (a board's type does not change under a
+    /// refresh): read once, again only after a read that failed.
+    board_types: std::collections::BTreeMap<i64, Value>,
 }
 
 /// A call refused for credentials (see [`Jira::take_refusal`]).
@@ -196,6 +202,7 @@ impl Jira {
             properties: std::collections::HashMap::new(),
             create_properties_kept: None,
             busy: None,
+            board_types: std::collections::BTreeMap::new(),
         }
     }
 
@@ -671,6 +678,18 @@ impl Jira {
         parse(&reply)
     }
 
+    /// A board's `type` (`scrum`, `kanban`): `GET /rest/agile/1.0/board/{id}` once per agent
+    /// run; a read that fails is not remembered, so the next refresh asks again.
+    pub(crate) fn board_type(&mut self, id: i64) -> Result<Value, JiraError> {
+        if let Some(kind) = self.board_types.get(&id) {
+            return Ok(kind.clone());
+        }
+        let board: Value = self.read_json(&format!("/rest/agile/1.0/board/{id}"))?;
+        let kind = board["type"].clone();
+        self.board_types.insert(id, kind.clone());
+        Ok(kind)
+    }
+
     /// Whether a write of the current command may have been applied (an answer of any 2xx, or
     /// none): the command's report says so (`sent`), and the hub counts a delivery only then.
     /// Reset by [`Jira::take_counters`].
@@ -837,8 +856,25 @@ impl Jira {
         let mut project: Option<String> = None;
         let mut cursor: Vec<(String, u64)> = Vec::new();
         let mut failures = 0u32;
+        // Pages answered in a row since the size was last halved: after [`GROW_AFTER`] of them
+        // the size doubles back, up to the asked size (a slow moment does not shrink a whole
+        // refresh for good).
+        let mut answered = 0u32;
         let mut total_hint: Option<u64> = None;
+        // The `total` of the last page asked without `key >` (a project's first page, whose
+        // query covers every project still to page) and how many issues had been sent before
+        // it: once that many are sent, Jira's own count says nothing is left, and no empty page
+        // is asked to learn it.
+        let mut covered: Option<(u64, u64)> = None;
         loop {
+            if answered >= GROW_AFTER && size < page_size.max(1) {
+                size = (size * 2).min(page_size.max(1));
+                answered = 0;
+                tracing::info!(
+                    page_size = size,
+                    "search pages come again: the page grows back"
+                );
+            }
             let after = cursor.last().cloned();
             let page_jql = jql::key_page(query, &done, after.as_ref().map(|(k, _)| k.as_str()));
             let path = format!(
@@ -875,6 +911,7 @@ impl Jira {
                         )));
                     }
                     size = (size / 2).max(1);
+                    answered = 0;
                     tracing::warn!(%error, page_size = size, "a search page did not come: asking again from the same place with a smaller page");
                     continue;
                 }
@@ -882,6 +919,7 @@ impl Jira {
             };
             let answer = server_page(&reply)?;
             failures = 0;
+            answered += 1;
             let asked = answer.max_results.unwrap_or(u64::from(size)).max(1);
             let count = answer.issues.len() as u64;
             // `total` counts what is left from this page on (`startAt=0`): an empty page with a
@@ -898,6 +936,9 @@ impl Jira {
                 total_hint = Some(total_hint.map_or(hint, |t: u64| t.max(hint)));
             }
             let first_of_project = after.is_none();
+            if first_of_project {
+                covered = answer.total.map(|total| (sent, total));
+            }
             let mut keep: Vec<Box<RawValue>> = Vec::with_capacity(answer.issues.len());
             let mut last_number = after.as_ref().map(|(_, n)| *n);
             let mut page_keys: Vec<(String, u64)> = Vec::new();
@@ -947,6 +988,9 @@ impl Jira {
                     total: total_hint.map(|t| t.max(sent + new)),
                 })?;
                 sent += new;
+            }
+            if covered.is_some_and(|(before, total)| sent - before >= total) {
+                break;
             }
             if count == 0 && !first_of_project {
                 // `key > "P-n"` names project P alone (Jira's `IssueIdClauseQueryFactory`): an
@@ -1151,14 +1195,12 @@ impl Jira {
             Deployment::Cloud => property,
             Deployment::Server => None,
         };
+        // No cap on the count: a check that stopped at 10,000 would fail the command on a
+        // project with that many of the account's issues in the window (issue 31, item 6); the
+        // pages are paged by key (Data Center) or token (Cloud), never past a result window.
         self.search_with(query, fields, properties, 100, &mut |page| {
             for raw in page.issues {
                 found.push(serde_json::from_str(raw.get()).unwrap_or(Value::Null));
-            }
-            if found.len() > 10_000 {
-                return Err(JiraError::Unavailable(
-                    "too many issues for a duplicate check".into(),
-                ));
             }
             Ok(())
         })?;

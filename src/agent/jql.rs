@@ -3,19 +3,8 @@
 //! parameters. Only forms that both Jira and the simulated Jira of the tests understand:
 //! clauses joined by `AND`, one parenthesised group, `ORDER BY key ASC`.
 
-/// A JQL string literal: `"…"` with `"` and `\` escaped.
-pub(crate) fn quote(value: &str) -> String {
-    let mut out = String::with_capacity(value.len() + 2);
-    out.push('"');
-    for c in value.chars() {
-        if c == '"' || c == '\\' {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out.push('"');
-    out
-}
+/// A JQL string literal: `"…"` with `"` and `\\` escaped (the hub's, one for both sides).
+pub(crate) use crate::domain::jql::quote;
 
 /// The query without its `ORDER BY …` tail (outside quotes), trimmed.
 pub(crate) fn without_order_by(jql: &str) -> &str {
@@ -88,17 +77,8 @@ pub(crate) fn key_page(jql: &str, done_projects: &[String], after_key: Option<&s
 pub(crate) fn created_by_me(project_key: &str, since_ms: i64) -> String {
     format!(
         "project = {} AND creator = currentUser() AND created >= {since_ms}",
-        project_clause_value(project_key)
+        crate::domain::jql::project_value(project_key)
     )
-}
-
-/// A project key as written in JQL: bare when it is a plain key, quoted otherwise.
-fn project_clause_value(key: &str) -> String {
-    if !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        key.to_string()
-    } else {
-        quote(key)
-    }
 }
 
 /// Percent-encoding of a query parameter's value (everything but RFC 3986's unreserved).
@@ -170,6 +150,11 @@ mod tests {
         assert_eq!(
             created_by_me("A B", 5),
             r#"project = "A B" AND creator = currentUser() AND created >= 5"#
+        );
+        // A reserved word as a key (issue 31, item 6): quoted, as Jira demands.
+        assert_eq!(
+            created_by_me("AND", 5),
+            r#"project = "AND" AND creator = currentUser() AND created >= 5"#
         );
     }
 

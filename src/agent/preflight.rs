@@ -14,7 +14,8 @@
 //!   Data Center answers `values`, Cloud `issueTypes` / `fields`);
 //! - `GET /rest/api/2/field`, `GET /rest/api/2/project/{key}/statuses`,
 //!   `GET /rest/api/2/issue/{key}/transitions`, `GET /rest/api/2/issueLinkType`,
-//!   `GET /rest/api/2/priority`, `GET /rest/agile/1.0/board/{id}`, and one search page
+//!   `GET /rest/api/2/priority` (Data Center; on Cloud the create screens' `allowedValues`),
+//!   `GET /rest/agile/1.0/board/{id}`, and one search page
 //!   (`search` on Data Center, `search/jql` on Cloud) to find an issue of each type.
 
 use super::commands::AgentSettings;
@@ -52,6 +53,9 @@ const PERMISSIONS: &[(&str, &str)] = &[
 /// epic link (on Data Center) and the plan dates. Any other (the sprint) it only reads.
 const WRITTEN_FIELDS: &[&str] = &["epic_link", "plan_start", "plan_end"];
 
+/// The page size of the create metadata: Atlassian's description of Cloud allows at most 200.
+const CREATEMETA_PAGE: u32 = 200;
+
 /// A transition an issue offers: its id, the target status's id and name.
 type Offer = (String, String, String);
 
@@ -74,6 +78,9 @@ struct Checks<'a> {
     jira: &'a mut Jira,
     settings: AgentSettings,
     lines: Vec<Line>,
+    /// The create screen of each issue type read so far (type id → its fields, as Jira
+    /// describes them), `None` when it could not be read.
+    create_screens: BTreeMap<String, Option<Vec<Value>>>,
 }
 
 impl Checks<'_> {
@@ -94,6 +101,7 @@ pub(crate) fn run(jira: &mut Jira, hub: &HubLink) -> Vec<Line> {
         jira,
         settings: AgentSettings::default(),
         lines: Vec::new(),
+        create_screens: BTreeMap::new(),
     };
     match hub.claim(0, 0) {
         Ok(answer) => {
@@ -178,7 +186,7 @@ impl Checks<'_> {
             self.transitions(key, &types, &samples);
         }
         self.link_types();
-        self.priorities();
+        self.priorities(project.as_deref(), &types, deployment);
         self.board();
         self.clock();
         self.limits();
@@ -319,6 +327,57 @@ impl Checks<'_> {
         found
     }
 
+    /// The create screen of one issue type: `GET /rest/api/2/issue/createmeta/{project}/
+    /// issuetypes/{typeId}`, Data Center `values`, Cloud `fields`, each field with `fieldId`
+    /// (and `allowedValues` where the field has a list). Paged: Atlassian's description of Cloud
+    /// allows `maxResults` up to 200 (`getCreateIssueMetaIssueTypeId`), so a screen with more
+    /// fields comes in pages (`startAt`, until `total` or Data Center's `isLast`). Read once.
+    fn create_screen(&mut self, project: &str, type_id: &str) -> Option<Vec<Value>> {
+        if let Some(known) = self.create_screens.get(type_id) {
+            return known.clone();
+        }
+        let mut fields: Vec<Value> = Vec::new();
+        let read = loop {
+            let path = format!(
+                "/rest/api/2/issue/createmeta/{}/issuetypes/{}?startAt={}&maxResults={CREATEMETA_PAGE}",
+                jql::encode(project),
+                jql::encode(type_id),
+                fields.len()
+            );
+            let Ok(answer) = self.jira.read_json::<Value>(&path) else {
+                break None;
+            };
+            let page = answer
+                .get("values")
+                .or_else(|| answer.get("fields"))
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let empty = page.is_empty();
+            fields.extend(page);
+            let total = answer.get("total").and_then(Value::as_u64);
+            let last = answer.get("isLast").and_then(Value::as_bool) == Some(true)
+                || total.is_none_or(|total| fields.len() as u64 >= total);
+            if empty || last {
+                break Some(fields);
+            }
+        };
+        self.create_screens
+            .insert(type_id.to_string(), read.clone());
+        read
+    }
+
+    /// The field ids of a type's create screen.
+    fn screen_ids(&mut self, project: &str, type_id: &str) -> Option<Vec<String>> {
+        self.create_screen(project, type_id).map(|fields| {
+            fields
+                .iter()
+                .filter_map(|f| f.get("fieldId").and_then(Value::as_str))
+                .map(String::from)
+                .collect()
+        })
+    }
+
     /// Each `field_ids` entry exists; one the agent writes is also on the create and edit screens
     /// of the types it writes it for (the epic on Cloud through `parent`, see
     /// `commands::issue_fields`); one it only reads needs no screen.
@@ -340,35 +399,6 @@ impl Checks<'_> {
                 self.push("поля", false, format!("GET field: {error}"));
                 return;
             }
-        };
-        let mut screens: BTreeMap<String, Option<Vec<String>>> = BTreeMap::new();
-        let mut screen = |jira: &mut Jira, type_id: &str| -> Option<Vec<String>> {
-            screens
-                .entry(type_id.to_string())
-                .or_insert_with(|| {
-                    // GET /rest/api/2/issue/createmeta/{project}/issuetypes/{typeId}: DC
-                    // `values`, Cloud `fields`, each with `fieldId`.
-                    let path = format!(
-                        "/rest/api/2/issue/createmeta/{}/issuetypes/{}?maxResults=500",
-                        jql::encode(project),
-                        jql::encode(type_id)
-                    );
-                    jira.read_json::<Value>(&path).ok().map(|answer| {
-                        answer
-                            .get("values")
-                            .or_else(|| answer.get("fields"))
-                            .and_then(Value::as_array)
-                            .map(|fields| {
-                                fields
-                                    .iter()
-                                    .filter_map(|f| f.get("fieldId").and_then(Value::as_str))
-                                    .map(String::from)
-                                    .collect()
-                            })
-                            .unwrap_or_default()
-                    })
-                })
-                .clone()
         };
         // The edit screen, where the project has an issue of the type:
         // GET /rest/api/2/issue/{key}/editmeta, `{"fields": {fieldId: {…}}}` (REST v2, Data
@@ -396,7 +426,7 @@ impl Checks<'_> {
                 // Cloud: the epic goes through `parent`; Epic Link is not used.
                 let mut missing = Vec::new();
                 for (logical, type_id, type_name) in types.iter().filter(|t| t.0 != "epic") {
-                    match screen(self.jira, type_id) {
+                    match self.screen_ids(project, type_id) {
                         Some(fields) if fields.iter().any(|f| f == "parent") => {}
                         Some(_) => missing.push(format!("{logical} «{type_name}» ({type_id})")),
                         None => missing.push(format!(
@@ -458,7 +488,7 @@ impl Checks<'_> {
                 .collect();
             let mut missing = Vec::new();
             for (logical, type_id, type_name) in users {
-                match screen(self.jira, type_id) {
+                match self.screen_ids(project, type_id) {
                     Some(fields) if fields.iter().any(|f| f == id) => {}
                     Some(_) => {
                         missing.push(format!("создания {logical} «{type_name}» ({type_id})"))
@@ -635,7 +665,7 @@ impl Checks<'_> {
 
     /// Type id → the key of one issue of that type in the project (one page of a search).
     fn samples(&mut self, project: &str, d: Deployment) -> BTreeMap<String, String> {
-        let jql = format!("project = \"{project}\"");
+        let jql = format!("project = {}", crate::domain::jql::project_value(project));
         let path = match d {
             Deployment::Server => format!(
                 "/rest/api/2/search?jql={}&startAt=0&maxResults=100&fields=issuetype",
@@ -702,21 +732,69 @@ impl Checks<'_> {
         }
     }
 
-    fn priorities(&mut self) {
+    /// Each `priority_map` value is a priority Jira has. Data Center: `GET /rest/api/2/priority`
+    /// (`[{id, name, …}]`). Cloud: Atlassian's description of December 2025 marks both
+    /// `GET /rest/api/3/priority` and `GET /rest/api/3/priority/search` deprecated (priority
+    /// schemes replaced them), so the priorities are those the project's create screens offer:
+    /// `allowedValues` of the `priority` field in the create metadata of the configured types,
+    /// already read for the fields check (no extra call; it is also what a create may set).
+    fn priorities(
+        &mut self,
+        project: Option<&str>,
+        types: &[(String, String, String)],
+        deployment: Deployment,
+    ) {
         let wanted = self.settings.priority_map.clone();
         if wanted.is_empty() {
             return;
         }
-        // GET /rest/api/2/priority: `[{id, name, …}]`.
-        let available: Vec<(String, String)> =
-            match self.jira.read_json::<Value>("/rest/api/2/priority") {
+        let available: Vec<(String, String)> = match deployment {
+            Deployment::Server => match self.jira.read_json::<Value>("/rest/api/2/priority") {
                 Ok(Value::Array(list)) => list.iter().filter_map(id_name).collect(),
                 Ok(_) => Vec::new(),
                 Err(error) => {
                     self.push("приоритеты", false, format!("priority: {error}"));
                     return;
                 }
-            };
+            },
+            Deployment::Cloud => {
+                let Some(project) = project else {
+                    self.push(
+                        "приоритеты",
+                        false,
+                        "на Cloud приоритеты берутся с экранов создания проекта, а проект не прочитан",
+                    );
+                    return;
+                };
+                let mut offered: Vec<(String, String)> = Vec::new();
+                for (_, type_id, _) in types {
+                    let screen = self.create_screen(project, type_id).unwrap_or_default();
+                    let values = screen
+                        .iter()
+                        .find(|f| f.get("fieldId").and_then(Value::as_str) == Some("priority"))
+                        .and_then(|f| f.get("allowedValues"))
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default();
+                    for pair in values.iter().filter_map(id_name) {
+                        if !offered.contains(&pair) {
+                            offered.push(pair);
+                        }
+                    }
+                }
+                if offered.is_empty() {
+                    self.push(
+                        "приоритеты",
+                        false,
+                        format!(
+                            "на экранах создания задач в {project} нет поля priority со списком значений"
+                        ),
+                    );
+                    return;
+                }
+                offered
+            }
+        };
         for (key, priority) in &wanted {
             let name = format!("приоритет {key}");
             match available.iter().find(|(_, n)| n == priority) {

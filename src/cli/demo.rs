@@ -128,7 +128,7 @@ const SAMPLE_TITLE: &str = "Демо: онлайн-запись к специа�
 /// own workflow), the task linked and commented, each step on the result of the one it depends
 /// on. `existing` is an issue of the seeded
 /// project that the task blocks.
-fn sample_batch(existing: &str) -> Value {
+pub fn sample_batch(existing: &str) -> Value {
     json!({"title": SAMPLE_TITLE, "author": "demo", "project": LABELS[0],
         "commands": [
         {"type": "ensure_issue", "params": {"issue_type": "epic", "summary": "Онлайн-запись к специалисту",

@@ -6,6 +6,8 @@
 mod admin;
 mod agent;
 mod demo;
+/// The demo's sample batch, which `tests/it/calls.rs` measures in calls to Jira.
+pub use demo::sample_batch;
 mod examples;
 mod projects;
 mod queue;

@@ -19,15 +19,237 @@ pub(crate) fn base_jql<'a>(
         return None;
     }
     Some(format!(
-        "project = {project_key} AND labels in ({})",
+        "project = {} AND labels in ({})",
+        project_value(project_key),
         quoted.join(", ")
     ))
 }
 
 /// The JQL that refreshes one project: the base JQL restricted to its label.
 pub(crate) fn project_jql(project_key: &str, label: &str) -> String {
-    format!("project = {project_key} AND labels in (\"{label}\")")
+    format!(
+        "project = {} AND labels in (\"{label}\")",
+        project_value(project_key)
+    )
 }
+
+/// A project key as a JQL value: bare when it is a plain word, quoted (`"`, `\` escaped) when
+/// it is one of JQL's reserved words or holds anything but letters, digits and `_`. Jira
+/// refuses a reserved word unquoted ("… is a reserved JQL word. You must surround it in
+/// quotation marks to use it in a query"); a project may well be keyed `AND`, `OR`, `IS`, `TO`,
+/// `SET`, `USER`.
+pub(crate) fn project_value(key: &str) -> String {
+    let plain = !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if plain && !is_reserved(key) {
+        key.to_string()
+    } else {
+        quote(key)
+    }
+}
+
+/// A JQL string literal: `"…"` with `"` and `\\` escaped.
+pub(crate) fn quote(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() + 2);
+    out.push('"');
+    for c in value.chars() {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
+}
+
+/// Whether a word is one of JQL's reserved words, in any case: Jira's
+/// `JqlStringSupportImpl.RESERVED_WORDS` (the list Atlassian's JQL reference prints as
+/// "Reserved words").
+pub(crate) fn is_reserved(word: &str) -> bool {
+    let lower = word.to_ascii_lowercase();
+    RESERVED_WORDS.binary_search(&lower.as_str()).is_ok()
+}
+
+/// JQL's reserved words, sorted (Jira's `JqlStringSupportImpl.RESERVED_WORDS`).
+const RESERVED_WORDS: &[&str] = &[
+    "abort",
+    "access",
+    "add",
+    "after",
+    "alias",
+    "all",
+    "alter",
+    "and",
+    "any",
+    "as",
+    "asc",
+    "audit",
+    "avg",
+    "before",
+    "begin",
+    "between",
+    "boolean",
+    "break",
+    "by",
+    "byte",
+    "catch",
+    "cf",
+    "char",
+    "character",
+    "check",
+    "checkpoint",
+    "collate",
+    "collation",
+    "column",
+    "commit",
+    "connect",
+    "continue",
+    "count",
+    "create",
+    "current",
+    "date",
+    "decimal",
+    "declare",
+    "decrement",
+    "default",
+    "defaults",
+    "define",
+    "delete",
+    "delimiter",
+    "desc",
+    "difference",
+    "distinct",
+    "divide",
+    "do",
+    "double",
+    "drop",
+    "else",
+    "empty",
+    "encoding",
+    "end",
+    "equals",
+    "escape",
+    "exclusive",
+    "exec",
+    "execute",
+    "exists",
+    "explain",
+    "false",
+    "fetch",
+    "field",
+    "file",
+    "first",
+    "float",
+    "for",
+    "from",
+    "function",
+    "go",
+    "goto",
+    "grant",
+    "greater",
+    "group",
+    "having",
+    "identified",
+    "if",
+    "immediate",
+    "in",
+    "increment",
+    "index",
+    "initial",
+    "inner",
+    "inout",
+    "input",
+    "insert",
+    "int",
+    "integer",
+    "intersect",
+    "intersection",
+    "into",
+    "is",
+    "isempty",
+    "isnull",
+    "join",
+    "last",
+    "left",
+    "less",
+    "like",
+    "limit",
+    "lock",
+    "long",
+    "max",
+    "min",
+    "minus",
+    "mode",
+    "modify",
+    "modulo",
+    "more",
+    "multiply",
+    "next",
+    "noaudit",
+    "not",
+    "notin",
+    "nowait",
+    "null",
+    "number",
+    "object",
+    "of",
+    "on",
+    "option",
+    "or",
+    "order",
+    "outer",
+    "output",
+    "power",
+    "previous",
+    "prior",
+    "privileges",
+    "public",
+    "raise",
+    "raw",
+    "remainder",
+    "rename",
+    "resource",
+    "return",
+    "returns",
+    "revoke",
+    "right",
+    "row",
+    "rowid",
+    "rownum",
+    "rows",
+    "select",
+    "session",
+    "set",
+    "share",
+    "size",
+    "sqrt",
+    "start",
+    "strict",
+    "string",
+    "subtract",
+    "sum",
+    "synonym",
+    "table",
+    "then",
+    "to",
+    "trans",
+    "transaction",
+    "trigger",
+    "true",
+    "uid",
+    "union",
+    "unique",
+    "update",
+    "user",
+    "validate",
+    "values",
+    "view",
+    "was",
+    "when",
+    "whenever",
+    "where",
+    "while",
+    "with",
+];
 
 /// How far before the start of the last successful run an incremental refresh looks: an issue
 /// updated in Jira while that run was paging (after the search passed it) has an `updated`
@@ -205,6 +427,24 @@ mod tests {
     fn check(jql: &str, expected: Option<&[&str]>) {
         let expected = expected.map(|l| l.iter().map(|s| s.to_string()).collect::<Vec<_>>());
         assert_eq!(parse_legacy_base_jql(jql), expected, "{jql}");
+    }
+
+    #[test]
+    fn reserved_project_keys_are_quoted() {
+        assert!(RESERVED_WORDS.windows(2).all(|w| w[0] < w[1]), "sorted");
+        assert_eq!(project_value("AURORA"), "AURORA");
+        assert_eq!(project_value("AND"), "\"AND\"");
+        assert_eq!(project_value("To"), "\"To\"");
+        assert_eq!(project_value("USER"), "\"USER\"");
+        assert_eq!(project_value("A B"), "\"A B\"");
+        assert_eq!(
+            base_jql(Some("OR"), ["AWPCA"]).unwrap(),
+            "project = \"OR\" AND labels in (\"AWPCA\")"
+        );
+        assert_eq!(
+            project_jql("SET", "AWPCA"),
+            "project = \"SET\" AND labels in (\"AWPCA\")"
+        );
     }
 
     #[test]

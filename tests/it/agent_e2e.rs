@@ -14,13 +14,13 @@ use std::time::{Duration, Instant, SystemTime};
 const WAIT: Duration = Duration::from_secs(150);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Transport {
+pub(crate) enum Transport {
     Relay,
     Http,
 }
 
 /// A running `jira-hub agent`, killed (SIGKILL) when dropped.
-struct AgentProcess(std::process::Child);
+pub(crate) struct AgentProcess(std::process::Child);
 
 impl Drop for AgentProcess {
     fn drop(&mut self) {
@@ -30,23 +30,28 @@ impl Drop for AgentProcess {
 }
 
 /// Hub daemon + fake Jira + agent, in one temp dir.
-struct Stack {
-    dir: TestDir,
+pub(crate) struct Stack {
+    pub(crate) dir: TestDir,
     daemon: Daemon,
     client_token: String,
-    fake: FakeJira,
-    config: PathBuf,
+    pub(crate) fake: FakeJira,
+    pub(crate) config: PathBuf,
     log: PathBuf,
     agent: Option<AgentProcess>,
 }
 
 impl Stack {
-    fn start(mode: Mode, transport: Transport) -> Stack {
+    pub(crate) fn start(mode: Mode, transport: Transport) -> Stack {
         Stack::start_with(mode, transport, &[], json!({}))
     }
 
     /// [`Stack::start`] with more options of `serve` and more keys of the agent's config.
-    fn start_with(mode: Mode, transport: Transport, serve: &[&str], agent: Value) -> Stack {
+    pub(crate) fn start_with(
+        mode: Mode,
+        transport: Transport,
+        serve: &[&str],
+        agent: Value,
+    ) -> Stack {
         let dir = TestDir::in_memory_fs();
         let (mut hub, relay, agent_token) = relay_hub(&dir);
         // The fake's workflow and link types; fast pacing, short claim timeouts, short backoff.
@@ -95,7 +100,7 @@ impl Stack {
         }
     }
 
-    fn spawn_agent(&mut self) -> u32 {
+    pub(crate) fn spawn_agent(&mut self) -> u32 {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -155,11 +160,11 @@ impl Stack {
     }
 
     /// `kill -9`: no chance to finish anything.
-    fn kill_agent(&mut self) {
+    pub(crate) fn kill_agent(&mut self) {
         self.agent = None;
     }
 
-    fn client(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    pub(crate) fn client(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
         http(
             &self.daemon.address,
             method,
@@ -169,13 +174,13 @@ impl Stack {
         )
     }
 
-    fn enqueue(&self, batch: Value) -> i64 {
+    pub(crate) fn enqueue(&self, batch: Value) -> i64 {
         let (status, view) = self.client("POST", "/batches", Some(batch));
         assert_eq!(status, 201, "{view}");
         view["id"].as_i64().unwrap()
     }
 
-    fn refresh(&self) -> i64 {
+    pub(crate) fn refresh(&self) -> i64 {
         let (status, view) = self.client("POST", "/refresh", Some(json!({})));
         assert_eq!(status, 201, "{view}");
         view["id"].as_i64().unwrap()
@@ -188,7 +193,7 @@ impl Stack {
     }
 
     /// Waits until the batch is `completed`; panics with the batch and the agent's log if not.
-    fn wait_completed(&self, id: i64) -> Value {
+    pub(crate) fn wait_completed(&self, id: i64) -> Value {
         let started = Instant::now();
         loop {
             let view = self.batch(id);
@@ -220,7 +225,7 @@ impl Stack {
 }
 
 /// Epic → task in it → transition → link → comment, each step on the result of the one before.
-fn plan(tag: &str) -> Value {
+pub(crate) fn plan(tag: &str) -> Value {
     json!({"title": format!("план {tag}"), "author": "ivanov", "project": "AWPCA", "commands": [
         {"type": "ensure_issue", "params": {"issue_type": "epic", "summary": format!("Эпик {tag}")}},
         {"type": "ensure_issue", "params": {"issue_type": "task", "summary": format!("Задача {tag}"),

@@ -188,6 +188,39 @@ fn on_cloud_the_epic_goes_through_parent() {
     );
 }
 
+/// Issue 31, item 8: on Cloud the priorities are those the project's create screens offer
+/// (`GET /priority` and `GET /priority/search` are both deprecated in Atlassian's description of
+/// December 2025), and the create screens are read 200 fields a page at most.
+#[test]
+fn on_cloud_priorities_come_from_the_create_screens() {
+    let run = check(
+        Mode::Cloud,
+        json!({"priority_map": {"high": "Высокий", "highest": "Критический"}}),
+        None,
+        |_| {},
+    );
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let line = |name: &str| {
+        run.stdout
+            .lines()
+            .find(|l| l.contains(name))
+            .unwrap_or_else(|| panic!("no line {name}:\n{}", run.stdout))
+    };
+    assert!(line("приоритет high").starts_with("ok"), "{}", run.stdout);
+    let highest = line("приоритет highest");
+    assert!(
+        highest.starts_with("ОШИБКА") && highest.contains("«Критический»"),
+        "{highest}"
+    );
+    assert!(
+        !run.methods
+            .iter()
+            .any(|(_, path)| path.contains("/priority")),
+        "{:?}",
+        run.methods
+    );
+}
+
 #[test]
 fn each_wrong_value_fails_the_check_and_is_named() {
     let types = |bug_id: &str| {

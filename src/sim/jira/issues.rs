@@ -201,7 +201,15 @@ impl StateInner {
     pub(super) fn get_issue(&self, request: &Request) -> Result<Reply, Reply> {
         let id = self.find(&request.segments[4])?;
         let filter = FieldFilter::parse(request.param("fields"), FieldFilter::All);
-        Ok(Reply::json(200, self.render(&self.issues[&id], &filter)))
+        let issue = &self.issues[&id];
+        let mut rendered = self.render(issue, &filter);
+        if request
+            .param("expand")
+            .is_some_and(|e| e.split(',').any(|part| part.trim() == "transitions"))
+        {
+            rendered["transitions"] = Value::Array(self.transitions_json(issue));
+        }
+        Ok(Reply::json(200, rendered))
     }
 
     pub(super) fn check_fields(&self, fields: &Map<String, Value>) -> Result<(), Reply> {

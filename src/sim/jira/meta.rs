@@ -162,20 +162,37 @@ impl StateInner {
             .iter()
             .map(|(id, name)| self.issue_type_json(id, name))
             .collect();
-        Ok(self.create_meta_page(types, "issueTypes"))
+        Ok(self.create_meta_page(request, types, "issueTypes"))
     }
 
     /// One page of createmeta as each deployment pages it: Data Center `values` with `isLast`,
-    /// Cloud under its own member (`issueTypes`, `fields`).
-    pub(super) fn create_meta_page(&self, values: Vec<Value>, cloud_member: &str) -> Reply {
+    /// Cloud under its own member (`issueTypes`, `fields`); `startAt` and `maxResults` (default
+    /// 50, at most 200 in Atlassian's description of Cloud: larger asks are clamped here).
+    pub(super) fn create_meta_page(
+        &self,
+        request: &Request,
+        values: Vec<Value>,
+        cloud_member: &str,
+    ) -> Reply {
         let total = values.len();
-        let mut page = json!({"maxResults": 50, "startAt": 0, "total": total});
+        let start = request
+            .param("startAt")
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(0);
+        let size = request
+            .param("maxResults")
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(50)
+            .clamp(1, 200);
+        let page_values: Vec<Value> = values.into_iter().skip(start).take(size).collect();
+        let last = start + page_values.len() >= total;
+        let mut page = json!({"maxResults": size, "startAt": start, "total": total});
         match self.mode {
             Mode::DataCenter => {
-                page["isLast"] = json!(true);
-                page["values"] = Value::Array(values);
+                page["isLast"] = json!(last);
+                page["values"] = Value::Array(page_values);
             }
-            Mode::Cloud => page[cloud_member] = Value::Array(values),
+            Mode::Cloud => page[cloud_member] = Value::Array(page_values),
         }
         Reply::json(200, page)
     }
@@ -198,12 +215,19 @@ impl StateInner {
         let fields: Vec<Value> = ids
             .iter()
             .map(|id| {
-                json!({"fieldId": id, "key": id, "name": field_name(id),
+                let mut field = json!({"fieldId": id, "key": id, "name": field_name(id),
                        "required": matches!(*id, "summary" | "issuetype" | "project"),
-                       "hasDefaultValue": false, "operations": ["set"]})
+                       "hasDefaultValue": false, "operations": ["set"]});
+                // A field with a list of values names them (`FieldCreateMetadata.allowedValues`
+                // in Atlassian's description of Cloud; `allowedValues` of Data Center's
+                // createmeta too): the priorities of the project's priority scheme.
+                if *id == "priority" {
+                    field["allowedValues"] = self.priority_values();
+                }
+                field
             })
             .collect();
-        Ok(self.create_meta_page(fields, "fields"))
+        Ok(self.create_meta_page(request, fields, "fields"))
     }
 
     /// `GET /rest/api/2/issue/{key}/editmeta`: `{"fields": {fieldId: {required, name, key,
@@ -283,14 +307,17 @@ impl StateInner {
 
     /// `GET /rest/api/2/priority`: `[{self, id, name, …}]`.
     pub(super) fn priorities(&self) -> Reply {
-        let values: Vec<Value> = PRIORITIES
+        Reply::json(200, self.priority_values())
+    }
+
+    fn priority_values(&self) -> Value {
+        PRIORITIES
             .iter()
             .map(|(id, name)| {
                 json!({"self": format!("{}/rest/api/2/priority/{id}", self.base), "id": id,
                        "name": name, "description": ""})
             })
-            .collect();
-        Reply::json(200, Value::Array(values))
+            .collect()
     }
 }
 

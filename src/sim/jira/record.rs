@@ -15,6 +15,8 @@ pub struct Seen {
     pub endpoint: Endpoint,
     /// The status answered; 0 when the connection was dropped.
     pub status: u16,
+    /// The request's body as sent (empty for a GET).
+    pub body: Vec<u8>,
 }
 
 impl FakeJira {

@@ -148,6 +148,7 @@ pub(super) async fn handle(
         };
         (early, fault)
     };
+    let sent = request.body.to_vec();
     let record = |status: u16| {
         lock(&state).seen.push(Seen {
             at: arrived,
@@ -156,6 +157,7 @@ pub(super) async fn handle(
             query: raw_query.clone(),
             endpoint,
             status,
+            body: sent.clone(),
         });
     };
     if let Some(reply) = early {
@@ -426,6 +428,7 @@ impl FakeJira {
             moved_keys: HashMap::new(),
             search_byte_limit: None,
             redirects: HashMap::new(),
+            collisions: HashMap::new(),
             scheduled: Vec::new(),
             searches_served: 0,
         }));

@@ -69,6 +69,8 @@ pub(super) struct StateInner {
     pub(super) search_byte_limit: Option<usize>,
     /// Transition id → the status a post-function leaves the issue in instead.
     pub(super) redirects: HashMap<String, &'static str>,
+    /// Per issue key, the transitions still to collide (see `collide_transition`).
+    pub(super) collisions: HashMap<String, std::collections::VecDeque<Option<&'static str>>>,
     /// Changes made right after the n-th search answer (see `after_search`).
     pub(super) scheduled: Vec<(usize, Change)>,
     pub(super) searches_served: usize,

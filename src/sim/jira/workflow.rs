@@ -96,8 +96,18 @@ impl StateInner {
 
     pub(super) fn get_transitions(&self, request: &Request) -> Result<Reply, Reply> {
         let id = self.find(&request.segments[4])?;
-        let issue = &self.issues[&id];
-        let transitions: Vec<Value> = Self::offered_in(Self::workflow(issue), issue.status)
+        Ok(Reply::json(
+            200,
+            json!({"expand": "transitions", "transitions": self.transitions_json(&self.issues[&id])}),
+        ))
+    }
+
+    /// The transitions an issue offers now, as `GET …/transitions` lists them and as
+    /// `GET /issue/{key}?expand=transitions` adds them to the issue ("`transitions` Returns all
+    /// possible transitions for the issue": the `expand` of Get issue in Atlassian's description
+    /// of Cloud, and in Data Center's REST reference).
+    pub(super) fn transitions_json(&self, issue: &Issue) -> Vec<Value> {
+        Self::offered_in(Self::workflow(issue), issue.status)
             .into_iter()
             .map(|(tid, name, _, to)| {
                 let (sid, _) = STATUSES.iter().find(|(_, n)| n == to).expect("status");
@@ -105,11 +115,7 @@ impl StateInner {
                        "to": {"self": format!("{}/rest/api/2/status/{sid}", self.base), "id": sid, "name": to},
                        "hasScreen": false, "isGlobal": from_any(tid), "isInitial": false, "isConditional": false})
             })
-            .collect();
-        Ok(Reply::json(
-            200,
-            json!({"expand": "transitions", "transitions": transitions}),
-        ))
+            .collect()
     }
 
     pub(super) fn do_transition(&mut self, request: &Request) -> Result<Reply, Reply> {
@@ -126,6 +132,30 @@ impl StateInner {
         };
         let redirect = self.redirects.get(&tid).copied();
         let issue = self.issues.get_mut(&id).expect("found");
+        // Cloud: "if multiple issue transitions are requested at the same time, only one of
+        // those transitions will succeed", the others answer 409 (Conflict) "and your app should
+        // employ a retry mechanism" (developer.atlassian.com/cloud/jira/platform/
+        // change-notice-update-in-simultaneous-transitions-issue-api/; 409 "Returned if the issue
+        // could not be updated due to a conflicting update" in Atlassian's description). The
+        // transition that won, when a test names one, has moved the issue already. The notice
+        // gives no body; Jira's usual error shape is used.
+        if let Some(won) = self
+            .collisions
+            .get_mut(&issue.key)
+            .and_then(std::collections::VecDeque::pop_front)
+        {
+            if let Some(status) = won {
+                issue.status = STATUSES
+                    .iter()
+                    .position(|(_, n)| *n == status)
+                    .expect("status");
+                issue.updated_ms = now_ms();
+            }
+            return Err(Reply::error(
+                409,
+                "The issue could not be updated due to a conflicting update.",
+            ));
+        }
         let Some((_, _, _, to)) = Self::offered_in(Self::workflow(issue), issue.status)
             .into_iter()
             .find(|(t, _, _, _)| *t == tid)
@@ -151,6 +181,17 @@ impl FakeJira {
     /// does: Atlassian's "Configure advanced work item workflows"/post functions documentation).
     pub fn redirect_transition(&self, tid: &str, status: &'static str) {
         lock(&self.state).redirects.insert(tid.to_string(), status);
+    }
+
+    /// The next transition of `key` collides with another one Jira is still executing (Cloud's
+    /// 409): once per call, in order; `won` is where the other transition leaves the issue
+    /// (`None`: it had not changed the status yet).
+    pub fn collide_transition(&self, key: &str, won: Option<&'static str>) {
+        lock(&self.state)
+            .collisions
+            .entry(key.to_string())
+            .or_default()
+            .push_back(won);
     }
 
     pub fn status_of(&self, key: &str) -> Option<String> {

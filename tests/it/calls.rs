@@ -1,0 +1,169 @@
+//! Calls to Jira's minimum where safety allows (issue 31, item 7), measured through the simulated
+//! Jira's request log, and a transition that collides with another one (item 5).
+//!
+//! Counted: every request the agent sends to Jira during the work item, except the heartbeat's
+//! probe (`serverInfo`, `myself`), which runs on its own clock whatever the work.
+
+use crate::agent_e2e::{Stack, Transport};
+use jira_hub::sim::jira::{Endpoint, Mode, PROJECT};
+use serde_json::{Value, json};
+
+/// The requests of the work item that `run` makes the agent do.
+fn calls_of(stack: &Stack, run: impl FnOnce(&Stack) -> Value) -> (usize, Value) {
+    let work = |stack: &Stack| {
+        stack
+            .fake
+            .requests()
+            .iter()
+            .filter(|s| !matches!(s.endpoint, Endpoint::ServerInfo | Endpoint::Myself))
+            .count()
+    };
+    let before = work(stack);
+    let view = run(stack);
+    (work(stack) - before, view)
+}
+
+/// `settings` and a `transitions_map` by target status, through the hub's API.
+fn put_settings(stack: &Stack, mut settings: Value) {
+    settings["transitions_map"] =
+        json!({"В работе": {"status_id": "3"}, "Готово": {"status_id": "10001"}});
+    let (status, view) = stack.client("PUT", "/settings", Some(settings));
+    assert_eq!(status, 200, "{view}");
+}
+
+fn batch_of(stack: &Stack, commands: Value) -> Value {
+    run_batch(
+        stack,
+        json!({"title": "замер", "author": "ivanov", "project": "AWPCA", "commands": commands}),
+    )
+}
+
+/// Enqueues `batch`, waits for it, and checks that every command ended well.
+pub(crate) fn run_batch(stack: &Stack, batch: Value) -> Value {
+    let id = stack.enqueue(batch);
+    let view = stack.wait_completed(id);
+    for command in view["commands"].as_array().unwrap() {
+        assert!(
+            command["status"] == "done" || command["status"] == "confirmed_by_state",
+            "{command:#}"
+        );
+    }
+    view
+}
+
+fn refresh_of(stack: &Stack, body: Value) -> Value {
+    let (status, view) = stack.client("POST", "/refresh", Some(body));
+    assert_eq!(status, 201, "{view}");
+    stack.wait_completed(view["id"].as_i64().unwrap())
+}
+
+/// The call table of ARCHITECTURE.md: the demo's sample batch (an epic, a task and a bug in it,
+/// both started, the task linked and commented), a link, a transition, a full refresh and an
+/// incremental one with nothing changed, on the Data Center the demo runs. Board types are read
+/// once per run: the second full refresh reads none.
+#[test]
+fn each_work_item_costs_the_calls_of_the_table() {
+    let mut stack = Stack::start(Mode::DataCenter, Transport::Http);
+    put_settings(
+        &stack,
+        json!({
+            "issue_types": {"task": {"name": "Задача", "id": "10002"},
+                            "epic": {"name": "Эпик", "id": "10000"},
+                            "bug": {"name": "Ошибка", "id": "10004"}},
+        }),
+    );
+    // The board of AWPCA (the example config's legacy `board_id`).
+    stack.fake.add_board(4216, "Доска команды", "scrum");
+    let existing = stack.fake.seed_issues(PROJECT, "AWPCA", 3);
+    let existing = existing.first().cloned().unwrap_or(format!("{PROJECT}-1"));
+    stack.spawn_agent();
+
+    let (demo, _) = calls_of(&stack, |stack| {
+        run_batch(stack, jira_hub::cli::sample_batch(&existing))
+    });
+    let task = stack.fake.keys_with_summary("Форма записи на приём")[0].clone();
+    let (link, _) = calls_of(&stack, |stack| {
+        batch_of(
+            stack,
+            json!([{"type": "link", "params": {"from": task, "to": existing, "type": "relates"}}]),
+        )
+    });
+    let (transition, _) = calls_of(&stack, |stack| {
+        batch_of(
+            stack,
+            json!([{"type": "transition", "params": {"key": task, "status": "Готово"}}]),
+        )
+    });
+    let (full, _) = calls_of(&stack, |stack| refresh_of(stack, json!({})));
+    let (full_again, _) = calls_of(&stack, |stack| refresh_of(stack, json!({})));
+    let (incremental, _) = calls_of(&stack, |stack| refresh_of(stack, json!({"since": "last"})));
+    stack.kill_agent();
+    eprintln!(
+        "calls: demo batch {demo}, link {link}, transition {transition}, full refresh {full} \
+         (then {full_again}), incremental refresh with nothing changed {incremental}"
+    );
+    assert!(demo <= 13, "the demo's batch: {demo} calls");
+    assert_eq!(
+        link, 2,
+        "a link on its first delivery: the POST and one read for its id"
+    );
+    assert_eq!(
+        transition, 3,
+        "one read with its transitions, the POST, one read back"
+    );
+    assert_eq!(
+        incremental, 1,
+        "one search page, no board read, no empty probe"
+    );
+    assert!(
+        full_again < full,
+        "the boards are read once per run: {full} then {full_again}"
+    );
+}
+
+/// Item 5: Cloud answers 409 when transitions of one issue collide. The other transition had
+/// already taken the issue where it was asked to go: done, without a second POST. The other
+/// had not changed the status: the transition, still offered, is sent again, done. Four in a
+/// row: the command fails with Jira's words (bounded).
+#[test]
+fn a_409_on_a_transition_ends_done() {
+    let mut stack = Stack::start(Mode::Cloud, Transport::Http);
+    put_settings(&stack, json!({}));
+    let keys = stack.fake.seed_issues(PROJECT, "AWPCA", 3);
+    stack.spawn_agent();
+    let transition = |stack: &Stack, key: &str, status: &str| {
+        let id = stack.enqueue(
+            json!({"title": "переход", "author": "ivanov", "project": "AWPCA",
+            "commands": [{"type": "transition", "params": {"key": key, "status": status}}]}),
+        );
+        stack.wait_completed(id)["commands"][0].clone()
+    };
+    let posts = |stack: &Stack| stack.fake.calls(Endpoint::DoTransition);
+
+    stack.fake.collide_transition(&keys[0], Some("В работе"));
+    let before = posts(&stack);
+    let command = transition(&stack, &keys[0], "В работе");
+    assert_eq!(command["status"], "done", "{command:#}");
+    assert_eq!(stack.fake.status_of(&keys[0]).unwrap(), "В работе");
+    assert_eq!(posts(&stack) - before, 1, "the other transition did it");
+
+    stack.fake.collide_transition(&keys[1], None);
+    stack.fake.collide_transition(&keys[1], None);
+    let before = posts(&stack);
+    let command = transition(&stack, &keys[1], "В работе");
+    assert_eq!(command["status"], "done", "{command:#}");
+    assert_eq!(stack.fake.status_of(&keys[1]).unwrap(), "В работе");
+    assert_eq!(posts(&stack) - before, 3, "sent again while still offered");
+
+    for _ in 0..4 {
+        stack.fake.collide_transition(&keys[2], None);
+    }
+    let command = transition(&stack, &keys[2], "В работе");
+    assert_eq!(command["status"], "failed", "{command:#}");
+    let error = command["error"].as_str().unwrap();
+    assert!(
+        error.contains("409") && error.contains("conflicting"),
+        "{error}"
+    );
+    stack.kill_agent();
+}
