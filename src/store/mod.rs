@@ -11,6 +11,7 @@
 mod agents;
 mod backup;
 mod commands;
+mod conflicts;
 mod console;
 mod health;
 mod held;

@@ -10,6 +10,7 @@ mod boundaries;
 mod chains;
 mod classify;
 mod cli;
+mod conflicts;
 mod connections;
 mod console;
 mod crash;
