@@ -77,6 +77,12 @@ impl AgentSettings {
 pub enum Outcome {
     Done(Value),
     Failed(String),
+    /// An edit stopped by a change made in Jira (issue 32): reported `failed` with the conflict
+    /// as its result.
+    Conflict {
+        error: String,
+        result: Value,
+    },
     /// A write's answer was lost and the write may still be running: the command goes back to
     /// the hub (`released`) with this reason, and is not written again in this delivery.
     Released(String),
@@ -92,7 +98,7 @@ pub enum Outcome {
 }
 
 /// A failure inside a command: a reason for the report, a lost answer, or a stop.
-enum Fail {
+pub(super) enum Fail {
     Reason(String),
     Release(String),
     Stopped,
@@ -125,27 +131,9 @@ pub(crate) fn marker_is_of(value: &Value, command: &ClaimedCommand) -> Option<bo
     )
 }
 
-/// A comment body in the form that survives Jira Cloud's storage: REST v2 takes wiki markup,
-/// Cloud stores it as ADF and gives back wiki markup converted again. What changes on the way
-/// and is ignored here: line endings (`\r\n`, `\r` → `\n`), whitespace at the end of a line
-/// (cronn/jira-sync#15: "Cloud Jira started to remove trailing whitespace at line ends"), runs of
-/// blank lines (one ADF paragraph break: developer.atlassian.com/cloud/jira/platform/apis/
-/// document/structure/), and blank lines or whitespace around the whole body.
-pub(crate) fn normalized_body(body: &str) -> String {
-    let unified = body.replace("\r\n", "\n").replace('\r', "\n");
-    let mut out: Vec<&str> = Vec::new();
-    for line in unified.split('\n') {
-        let line = line.trim_end();
-        if line.is_empty() && out.last().is_none_or(|l| l.is_empty()) {
-            continue;
-        }
-        out.push(line);
-    }
-    while out.last().is_some_and(|l| l.is_empty()) {
-        out.pop();
-    }
-    out.join("\n").trim_start().to_string()
-}
+/// A comment body in the form that survives Jira Cloud's storage (one rule with the edits'
+/// descriptions, issue 32).
+pub(crate) use crate::domain::edit::normalized_body;
 
 impl From<JiraError> for Fail {
     fn from(error: JiraError) -> Self {
@@ -220,7 +208,7 @@ impl Executor<'_> {
             other => Err(fail(format!("неизвестный тип команды {other:?}"))),
         };
         match result {
-            Ok(value) => Outcome::Done(value),
+            Ok(value) => super::conflict::outcome(value),
             // A refusal names the issue it was about (Jira's words often do not).
             Err(Fail::Reason(message)) => match text(params, "key") {
                 Some(key) if !message.contains(&key) => {
@@ -254,6 +242,9 @@ impl Executor<'_> {
             // An edit adds labels (`update.labels[{add}]`): `fields.labels` would replace the
             // set and drop the labels of other projects and teams (issue 19, item 1).
             let labels = fields.remove("labels");
+            if let Some(conflict) = self.checked_edit(&key, params, &mut fields)? {
+                return Ok(conflict);
+            }
             let mut body = Map::new();
             if !fields.is_empty() {
                 body.insert("fields".into(), Value::Object(fields));

@@ -15,6 +15,7 @@
 pub(crate) mod answer;
 pub(crate) mod commands;
 pub(crate) mod config;
+pub(crate) mod conflict;
 pub(crate) mod jira_api;
 pub(crate) mod jql;
 pub(crate) mod net;
@@ -772,6 +773,10 @@ impl Agent {
             Outcome::Failed(message) => {
                 tracing::warn!(command = command.id, error = %message, "command failed");
                 (ResultStatus::Failed, None, Some(message))
+            }
+            Outcome::Conflict { error, result } => {
+                tracing::warn!(command = command.id, error = %error, "an edit met a change made in Jira: nothing written");
+                (ResultStatus::Failed, Some(result), Some(error))
             }
             Outcome::Stopped => {
                 tracing::info!(

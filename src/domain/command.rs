@@ -390,6 +390,7 @@ impl ParamsChecker<'_> {
                 "plan_end",
                 "sprint",
                 "board_id",
+                "base",
             ],
             CommandType::Transition => &["key", "status"],
             CommandType::Link => &["from", "to", "type"],
@@ -470,6 +471,10 @@ impl ParamsChecker<'_> {
         }
         self.issue_key(params, "key", false)?;
         self.required_text(params, "summary")?;
+        if let Some(base) = params.get("base").filter(|b| !b.is_null()) {
+            let base = super::edit::client_base(params, base).map_err(|e| self.error("base", e))?;
+            params.insert("base".into(), base);
+        }
         self.issue_key(params, "epic_key", false)?;
         for name in ["description", "assignee", "sprint"] {
             self.optional_text(params, name)?;

@@ -7,6 +7,7 @@
 
 pub mod command;
 pub(crate) mod config;
+pub mod edit;
 pub(crate) mod issue;
 pub(crate) mod jql;
 pub(crate) mod json;

@@ -102,6 +102,13 @@ pub(super) fn view_of(
         status,
         status_label: status.label(),
         counters: counters(statuses),
+        conflicts: commands
+            .iter()
+            .filter(|c| {
+                c.status == CommandStatus::Failed
+                    && crate::domain::edit::conflict_of(c.result.as_ref()).is_some()
+            })
+            .count(),
         commands,
     }
 }
@@ -205,7 +212,8 @@ impl HubConnection {
                     depends_on: c.depends_on,
                 })
                 .collect();
-            let commands = validate_commands(&requests, &settings, scope.as_ref())?;
+            let mut commands = validate_commands(&requests, &settings, scope.as_ref())?;
+            super::edits::record_bases(tx, &mut commands, &settings)?;
             let estimate = estimate_seconds(&commands, &settings.pacing, tx.issue_count()?);
             let batch_id = tx.insert_batch(
                 &title,
@@ -319,6 +327,12 @@ impl HubConnection {
     /// command of a cancelled batch, one in another status, or one whose dependency failed too
     /// (retry that one: its dependents come with it) is refused.
     pub fn retry_command(&mut self, id: i64) -> Result<CommandView> {
+        self.retry_command_as(id, false)
+    }
+
+    /// [`HubConnection::retry_command`]; `overwrite`: an edit stopped by a conflict writes the
+    /// fields in conflict over Jira's values (issue 32, see `edits`).
+    pub(super) fn retry_command_as(&mut self, id: i64, overwrite: bool) -> Result<CommandView> {
         let now = self.now();
         self.store.transact(|tx| {
             let command = tx
@@ -353,6 +367,7 @@ impl HubConnection {
                     dependency.status.label()
                 )));
             }
+            super::edits::prepare_retry(tx, id, overwrite)?;
             let retried = requeue_with_dependents(tx, &command, &now)?;
             tracing::info!(batch = command.batch_id, command = command.seq, command_id = id, retried, "command retried");
             let row = tx

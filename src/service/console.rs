@@ -453,7 +453,9 @@ impl HubConnection {
                     let status = CommandStatus::parse(&stored).unwrap_or(CommandStatus::Failed);
                     statuses.extend(std::iter::repeat_n(status, n.max(0) as usize));
                 }
-                let view = view_of(batch, &statuses, Vec::new());
+                let conflicts = tx.batch_conflicts(batch.id)?;
+                let mut view = view_of(batch, &statuses, Vec::new());
+                view.conflicts = usize::try_from(conflicts).unwrap_or(0);
                 if status.is_none_or(|wanted| wanted == view.status) {
                     summaries.push(view);
                 }

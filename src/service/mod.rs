@@ -9,6 +9,7 @@ pub use agent::{Handled, IDLE_CHECKPOINT_BYTES, MAX_UNCOUNTED_RELEASES};
 pub(crate) use agent::{Premapped, premap};
 mod batches;
 mod console;
+mod edits;
 mod held;
 pub use held::{ConfirmedView, HeldRunView};
 mod init;

@@ -187,6 +187,9 @@ pub struct BatchView {
     /// Commands per status, every status present.
     #[schema(value_type = std::collections::HashMap<String, usize>)]
     pub counters: BTreeMap<&'static str, usize>,
+    /// Of the `failed` commands shown, those stopped by a conflict with a change made in Jira
+    /// (issue 32): the operator decides each; the other failures are Jira's refusals and faults.
+    pub conflicts: usize,
     pub commands: Vec<CommandView>,
 }
 
@@ -209,6 +212,8 @@ pub struct BatchSummary {
     /// Commands per status, every status present.
     #[schema(value_type = std::collections::HashMap<String, usize>)]
     pub counters: BTreeMap<&'static str, usize>,
+    /// Of the `failed` commands, those stopped by a conflict with Jira (issue 32).
+    pub conflicts: usize,
     /// How many commands the batch has (the counters' sum).
     pub commands_total: usize,
 }
@@ -227,6 +232,7 @@ impl From<BatchView> for BatchSummary {
             status: view.status,
             status_label: view.status_label,
             counters: view.counters,
+            conflicts: view.conflicts,
         }
     }
 }

@@ -37,7 +37,11 @@
 //!   `seed_issues(project, label, n)` (JQL `project in (A, B)`);
 //! - issues: `seed_issue`, `move_issue`, `delete_issue`, `set_create_properties`,
 //!   `rewrite_summaries_on_create(Some(SummaryRewrite::Prefix(..)))`, `redirect_transition`;
-//! - comments: `set_markup_round_trip(true)` (Cloud's wiki → ADF → wiki beyond whitespace);
+//! - comments: `set_markup_round_trip(true)` (Cloud's wiki → ADF → wiki beyond whitespace; a
+//!   description goes through the same round trip on Cloud);
+//! - people and rules (`changes`): `change_issue` (now), `change_issue_after(n, …)` (after the
+//!   n-th request from now), `change_issue_at(instant, …)`; every edit keeps a changelog,
+//!   answered to `GET /issue/{key}?expand=changelog` as each deployment does; `histories`;
 //! - agile: `add_board`, `add_sprint`, `set_agile_licensed(false)`;
 //! - who and what: `revoke_credentials(true)`, `captcha_lockout(true)`,
 //!   `disable_basic_auth(Some(BasicAuthOff::..))`, `refuse_path(prefix)`,
@@ -50,6 +54,7 @@
 mod access;
 mod agile;
 mod auth;
+mod changes;
 mod client;
 mod clock;
 mod comments;
@@ -73,8 +78,8 @@ mod workflow;
 // The modules share their items through this root (each says `use super::*`); the public API
 // is re-exported below.
 use self::{
-    access::*, agile::*, clock::*, faults::*, issues::*, jql::*, links::*, reply::*, routes::*,
-    state::*,
+    access::*, agile::*, changes::*, clock::*, faults::*, issues::*, jql::*, links::*, reply::*,
+    routes::*, state::*,
 };
 
 pub use self::auth::{

@@ -11,6 +11,7 @@
 mod agents;
 mod backup;
 mod commands;
+mod conflicts;
 mod console;
 pub(crate) use console::QueueMove;
 mod health;

@@ -636,6 +636,7 @@ impl FakeJira {
                         .as_object()
                         .map(|p| p.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
                         .unwrap_or_default(),
+                    histories: Vec::new(),
                 },
             );
         }

@@ -1,6 +1,7 @@
 //! Issues and their fields: create, read and edit as Jira validates and shapes them, the fields
 //! filter of reads and searches, and the tests' seeding and accessors.
 
+use super::comments::{markup_through_adf, through_adf};
 use super::*;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashSet};
@@ -120,6 +121,7 @@ impl StateInner {
                 links: Vec::new(),
                 comments: Vec::new(),
                 properties: BTreeMap::new(),
+                histories: Vec::new(),
             },
         );
         self.by_key.insert(key.clone(), id);
@@ -203,11 +205,18 @@ impl StateInner {
         let filter = FieldFilter::parse(request.param("fields"), FieldFilter::All);
         let issue = &self.issues[&id];
         let mut rendered = self.render(issue, &filter);
-        if request
-            .param("expand")
-            .is_some_and(|e| e.split(',').any(|part| part.trim() == "transitions"))
-        {
+        // `expand` is a comma-separated list of expansions (the REST reference, "Get issue").
+        let expands = |what: &str| {
+            request
+                .param("expand")
+                .is_some_and(|e| e.split(',').any(|part| part.trim() == what))
+        };
+        if expands("transitions") {
             rendered["transitions"] = Value::Array(self.transitions_json(issue));
+        }
+        // `expand=changelog` (see `changes`).
+        if expands("changelog") {
+            rendered["changelog"] = self.changelog_json(issue);
         }
         Ok(Reply::json(200, rendered))
     }
@@ -256,6 +265,30 @@ impl StateInner {
         if let Some(sprint) = fields.get(SPRINT_FIELD).and_then(Value::as_u64) {
             let value = self.sprint_value(sprint);
             fields.insert(SPRINT_FIELD.into(), value);
+        }
+        // A priority set by name or id reads back as the whole option (`{"self", "id", "name"}`,
+        // the `priority` of the fixtures' issues).
+        if let Some(Value::Object(given)) = fields.get("priority")
+            && let Some((id, name)) = PRIORITIES.iter().find(|(id, name)| {
+                given.get("id").and_then(Value::as_str) == Some(id)
+                    || given.get("name").and_then(Value::as_str) == Some(name)
+            })
+        {
+            let value = json!({"self": format!("{}/rest/api/2/priority/{id}", self.base),
+                               "id": id, "name": name});
+            fields.insert("priority".into(), value);
+        }
+        // Cloud keeps a REST v2 description as ADF and gives back wiki markup, as a comment body
+        // (`comments::through_adf`).
+        if self.mode == Mode::Cloud
+            && let Some(Value::String(text)) = fields.get("description")
+        {
+            let text = if self.markup_round_trip {
+                markup_through_adf(&through_adf(text))
+            } else {
+                through_adf(text)
+            };
+            fields.insert("description".into(), text.into());
         }
     }
 
@@ -341,7 +374,7 @@ impl StateInner {
     pub(super) fn edit_issue(&mut self, request: &Request) -> Result<Reply, Reply> {
         let id = self.find(&request.segments[4])?;
         let body = Self::body_json(request)?;
-        let mut fields = body
+        let fields = body
             .get("fields")
             .and_then(Value::as_object)
             .cloned()
@@ -360,7 +393,6 @@ impl StateInner {
         }
         self.check_fields(&fields)?;
         self.check_parent(&fields)?;
-        self.normalise(&mut fields);
         let update = body
             .get("update")
             .and_then(Value::as_object)
@@ -372,24 +404,8 @@ impl StateInner {
             issue.labels = labels(&issue.labels);
             issue.fields.insert("labels".into(), json!(issue.labels));
         }
-        for (name, value) in fields {
-            match name.as_str() {
-                "labels" => {
-                    issue.labels = value
-                        .as_array()
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(|l| l.as_str().map(String::from))
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                }
-                "summary" => issue.summary = value.as_str().unwrap_or("").to_string(),
-                _ => {}
-            }
-            issue.fields.insert(name, value);
-        }
-        issue.updated_ms = now_ms();
+        let author = self.user_json();
+        self.set_fields(id, fields, author);
         Ok(Reply::empty(204))
     }
 

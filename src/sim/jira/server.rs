@@ -139,6 +139,9 @@ pub(super) async fn handle(
     // Before the request touches anything: rate limit, credentials, faults.
     let (early, fault) = {
         let mut s = lock(&state);
+        // People and rules act between requests: what is due once the earlier ones arrived.
+        let so_far: usize = s.calls.values().sum();
+        s.apply_due_changes(so_far);
         *s.calls.entry(endpoint).or_insert(0) += 1;
         let early = s.gate(&auth, endpoint);
         let fault = if early.is_none() {
@@ -431,6 +434,8 @@ impl FakeJira {
             collisions: HashMap::new(),
             scheduled: Vec::new(),
             searches_served: 0,
+            timed_changes: Vec::new(),
+            next_history: 0,
         }));
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the fake Jira");
         std_listener.set_nonblocking(true).expect("nonblocking");

@@ -28,6 +28,8 @@ pub(super) struct Issue {
     pub(super) comments: Vec<Value>,
     /// Entity properties (`/issue/{key}/properties/{propertyKey}`).
     pub(super) properties: BTreeMap<String, Value>,
+    /// The changelog's histories, oldest first (see `changes`).
+    pub(super) histories: Vec<Value>,
 }
 
 pub(super) struct StateInner {
@@ -102,6 +104,10 @@ pub(super) struct StateInner {
     pub(super) off_screens: HashSet<String>,
     /// Writes answered with success so far (see `changes`).
     pub(super) changes: u64,
+    /// Edits by people and rules waiting for their time (`change_issue_after`, `_at`).
+    pub(super) timed_changes: Vec<Scheduled>,
+    /// The last changelog history id given.
+    pub(super) next_history: u64,
 }
 
 pub(super) type Shared = Arc<Mutex<StateInner>>;

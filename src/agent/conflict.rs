@@ -1,0 +1,176 @@
+//! An edit checked against Jira before it is written (issue 32): one read of just the fields the
+//! edit sets, right before the write, and a three-way decision per field (the base the hub
+//! recorded at enqueue, Jira's value now, the wanted value):
+//!
+//! - Jira's value equals the wanted one: nothing to write for that field;
+//! - Jira's value equals the base (nobody changed it): it is written;
+//! - otherwise somebody changed it after the enqueue: a conflict.
+//!
+//! With any conflict nothing is written (not even the fields next to it: the edit was one
+//! intention, and half of it on top of somebody's change is neither theirs nor ours); the command
+//! fails with a conflict result the operator decides on. Labels are added, never replaced: they
+//! never conflict. The forms compared are the mirror's ([`crate::domain::edit`]).
+//!
+//! Jira has no conditional update (no ETag or If-Match on `PUT /issue`), so a change made between
+//! this read and the write is not seen: that window (one paced call) remains.
+
+use super::commands::{Executor, Fail, Outcome};
+use super::jira_api::Deployment;
+use super::jql;
+use crate::domain::edit;
+use serde_json::{Map, Value, json};
+
+/// How a command's value ends: an edit's conflict (`{"key", "conflict": {…}}`, see
+/// [`Executor::checked_edit`]) is reported `failed` with the conflict as its result and its
+/// words as the error; any other value is done.
+pub(super) fn outcome(value: Value) -> Outcome {
+    match value
+        .get("conflict")
+        .and_then(|c| c.get("words"))
+        .and_then(Value::as_str)
+    {
+        Some(words) => Outcome::Conflict {
+            error: words.to_string(),
+            result: value,
+        },
+        None => Outcome::Done(value),
+    }
+}
+
+impl Executor<'_> {
+    /// Takes out of `fields` (an edit's `fields`, by Jira field id) what Jira already holds, after
+    /// one read of those fields; answers the conflict (the command's result, nothing written) when
+    /// one of them was changed in Jira since the base. An edit without a base (an issue the mirror did not hold, one created in the same
+    /// batch) is left as it is, without a read. Fields named in `params.overwrite` (the operator's
+    /// «Записать поверх») are written whatever Jira holds.
+    pub(super) fn checked_edit(
+        &mut self,
+        key: &str,
+        params: &Value,
+        fields: &mut Map<String, Value>,
+    ) -> Result<Option<Value>, Fail> {
+        if !edit::has_base(params) {
+            return Ok(None);
+        }
+        let base = &params["base"]["fields"];
+        let overwrite: Vec<&str> = params
+            .get("overwrite")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let cloud = self.jira.deployment()? == Deployment::Cloud;
+        let settings = self.settings;
+        let checked: Vec<(&str, String, Value)> = edit::fields_set(params)
+            .into_iter()
+            .filter_map(|logical| {
+                let id = edit::jira_field(logical, &settings.field_ids, cloud)?;
+                let wanted = edit::wanted_value(logical, params, &settings.priority_map)?;
+                fields.contains_key(&id).then_some((logical, id, wanted))
+            })
+            .collect();
+        if checked.is_empty() {
+            return Ok(None);
+        }
+        let mut asked: Vec<&str> = checked.iter().map(|(_, id, _)| id.as_str()).collect();
+        asked.push("updated");
+        // `expand=changelog` in the same call: who changed the field and when, when Jira says.
+        // Cloud: "Returns a list of recent updates to an issue, sorted by date, starting from the
+        // most recent" (REST v2/v3 "Get issue", `expand`), limited to the latest histories
+        // (JRACLOUD-67458: 100); Data Center: the whole changelog, oldest first. The newest
+        // history that touched the field is taken, whatever the order.
+        let path = format!(
+            "/rest/api/2/issue/{}?fields={}&expand=changelog",
+            jql::encode(key),
+            asked.join(",")
+        );
+        let issue: Value = self.jira.read_json(&path)?;
+        let empty = Map::new();
+        let now_fields = issue
+            .get("fields")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty);
+        let mut conflicts = Vec::new();
+        for (logical, id, wanted) in &checked {
+            let now = edit::jira_value(logical, now_fields, &settings.field_ids);
+            if edit::same(logical, &now, wanted) {
+                fields.remove(id);
+                continue;
+            }
+            if overwrite.contains(logical) {
+                continue;
+            }
+            match base.get(*logical) {
+                Some(was) if !edit::same(logical, &now, was) => {
+                    let mut entry =
+                        json!({"field": logical, "base": was, "jira": now, "wanted": wanted});
+                    if let Some((who, when)) = last_change(&issue, id) {
+                        entry["changed_by"] = who.into();
+                        entry["changed_at"] = when.into();
+                    }
+                    conflicts.push(entry);
+                }
+                _ => {}
+            }
+        }
+        if conflicts.is_empty() {
+            return Ok(None);
+        }
+        let words: Vec<String> = conflicts
+            .iter()
+            .map(|c| {
+                let by = match (c["changed_by"].as_str(), c["changed_at"].as_str()) {
+                    (Some(who), Some(when)) => format!(" (изменил(а) {who}, {when})"),
+                    _ => String::new(),
+                };
+                format!(
+                    "{}: было «{}», в Jira сейчас «{}», хотели записать «{}»{by}",
+                    c["field"].as_str().unwrap_or(""),
+                    edit::shown(&c["base"]),
+                    edit::shown(&c["jira"]),
+                    edit::shown(&c["wanted"]),
+                )
+            })
+            .collect();
+        let error = format!(
+            "{key}: конфликт — поле изменили в Jira после постановки правки в очередь; ничего не записано. {}",
+            words.join("; ")
+        );
+        let updated = now_fields.get("updated").cloned().unwrap_or(Value::Null);
+        Ok(Some(json!({"key": key, "conflict": {
+            "updated": updated, "fields": conflicts, "words": error}})))
+    }
+}
+
+/// The author and time of the newest history of the issue's changelog that changed `field` (a
+/// Jira field id; Cloud names it in `fieldId`, both deployments in `field` for system fields).
+fn last_change(issue: &Value, field: &str) -> Option<(String, String)> {
+    let histories = issue.get("changelog")?.get("histories")?.as_array()?;
+    histories
+        .iter()
+        .filter(|h| {
+            h.get("items")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .any(|item| {
+                    item.get("fieldId").and_then(Value::as_str) == Some(field)
+                        || item
+                            .get("field")
+                            .and_then(Value::as_str)
+                            .is_some_and(|f| f.eq_ignore_ascii_case(field))
+                })
+        })
+        .filter_map(|h| {
+            let created = h.get("created")?.as_str()?;
+            let at = crate::jira::jira_time(created)?;
+            let author = h.get("author")?;
+            let who = ["displayName", "name", "accountId"]
+                .iter()
+                .find_map(|m| author.get(*m).and_then(Value::as_str))?;
+            Some((at, who.to_string(), created.to_string()))
+        })
+        .max_by_key(|(at, _, _)| *at)
+        .map(|(_, who, when)| (who, when))
+}

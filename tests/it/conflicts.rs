@@ -1,0 +1,412 @@
+//! Issue 32: a change made in Jira after an edit was enqueued is never silently overwritten. The
+//! real agent loop against the simulated Jira (both deployments) and the real hub served over
+//! HTTP in this process (the harness of `agent_waits`): a base recorded at enqueue from the
+//! mirror, one read right before the write, the three-way decision per field, and the operator's
+//! answers («Записать поверх», «Оставить как в Jira», a plain retry).
+
+use crate::agent_waits::{Hub, run_agent};
+use crate::support::*;
+use jira_hub::domain::command::{BatchStatus, CommandStatus};
+use jira_hub::service::CommandView;
+use jira_hub::sim::jira::{FakeJira, Mode, PROJECT};
+use serde_json::{Value, json};
+
+/// The fake Jira, the hub with a mirror of the fake's project, and the agent's config.
+pub(crate) struct Stage {
+    pub(crate) fake: FakeJira,
+    pub(crate) hub: Hub,
+    config: String,
+}
+
+fn priority(id: &str, name: &str) -> Value {
+    json!({"id": id, "name": name})
+}
+
+impl Stage {
+    /// `issues`: the `fields` of each issue seeded in Jira before the mirror's refresh.
+    pub(crate) fn start(mode: Mode, issues: &[Value]) -> (Stage, Vec<String>) {
+        let fake = FakeJira::start(mode);
+        let keys = issues
+            .iter()
+            .map(|fields| {
+                let mut fields = fields.clone();
+                fields["issuetype"] = json!({"id": "10002", "name": "Задача"});
+                fields["labels"] = json!(["AWPCA"]);
+                fake.seed_issue(PROJECT, fields)
+            })
+            .collect();
+        let hub = Hub::start(
+            json!({"pacing": {"min_interval_ms": 0, "max_commands_per_claim": 50},
+                   "priority_map": {"high": "Высокий", "medium": "Средний", "low": "Низкий"}}),
+            json!([]),
+        );
+        let config = hub.agent_config(&fake.url(), json!({}));
+        let stage = Stage { fake, hub, config };
+        stage.enqueue(
+            json!([{"type": "refresh", "params": {"jql": format!("project = {PROJECT}")}}]),
+        );
+        stage.run();
+        (stage, keys)
+    }
+
+    pub(crate) fn enqueue(&self, commands: Value) -> i64 {
+        self.hub
+            .read()
+            .enqueue_batch(&batch(
+                json!({"title": "правки", "author": "ivanov", "commands": commands}),
+            ))
+            .unwrap()
+            .id
+    }
+
+    /// One claim of the agent, its commands run and reported.
+    pub(crate) fn run(&self) {
+        run_agent(&self.hub, &self.config, None, 1);
+    }
+
+    pub(crate) fn command(&self, id: i64) -> CommandView {
+        self.hub
+            .commands()
+            .into_iter()
+            .find(|c| c.id == id)
+            .unwrap()
+    }
+
+    pub(crate) fn jira(&self, key: &str) -> Value {
+        self.fake.issue(key).unwrap()["fields"].clone()
+    }
+
+    /// The agent's reads and writes of one issue (`GET`/`PUT /rest/api/2/issue/KEY`).
+    pub(crate) fn calls_on(&self, key: &str) -> (usize, usize) {
+        let path = format!("/rest/api/2/issue/{key}");
+        let seen = self.fake.requests();
+        let of = |method: &str| {
+            seen.iter()
+                .filter(|s| s.method == method && s.path == path)
+                .count()
+        };
+        (of("GET"), of("PUT"))
+    }
+}
+
+fn edit(key: &str, fields: Value) -> Value {
+    let mut params = json!({"issue_type": "task", "key": key});
+    for (k, v) in fields.as_object().unwrap() {
+        params[k] = v.clone();
+    }
+    json!({"type": "ensure_issue", "params": params})
+}
+
+fn seeded() -> Value {
+    json!({"summary": "Старое", "priority": priority("3", "Средний"), "duedate": "2026-04-01"})
+}
+
+/// A summary changed by a person after the enqueue stops the edit: nothing is written (not the
+/// priority beside it either), the command fails with the three values and who changed it, and
+/// the next refresh brings Jira's values into the mirror.
+#[test]
+fn a_summary_changed_in_jira_after_the_enqueue_is_not_overwritten_nor_the_field_beside_it() {
+    for mode in [Mode::DataCenter, Mode::Cloud] {
+        let (stage, keys) = Stage::start(mode, &[seeded()]);
+        let key = &keys[0];
+        let batch = stage.enqueue(json!([edit(
+            key,
+            json!({"summary": "Наше", "priority": "high"})
+        )]));
+        let view = stage.hub.read().batch(batch).unwrap();
+        let id = view.commands[0].id;
+        assert_eq!(
+            view.commands[0].params["base"]["fields"],
+            json!({"summary": "Старое", "priority": {"id": "3", "name": "Средний"}}),
+            "{mode:?}: the base is the mirror's"
+        );
+        stage
+            .fake
+            .change_issue(key, json!({"summary": "Их"}), "Мария");
+        stage.run();
+
+        let command = stage.command(id);
+        assert_eq!(command.status, CommandStatus::Failed, "{mode:?}");
+        let conflict = &command.result.as_ref().unwrap()["conflict"];
+        let fields = conflict["fields"].as_array().unwrap();
+        assert_eq!(fields.len(), 1, "{mode:?}: {conflict}");
+        assert_eq!(
+            (
+                &fields[0]["field"],
+                &fields[0]["base"],
+                &fields[0]["jira"],
+                &fields[0]["wanted"]
+            ),
+            (
+                &json!("summary"),
+                &json!("Старое"),
+                &json!("Их"),
+                &json!("Наше")
+            ),
+            "{mode:?}"
+        );
+        assert_eq!(
+            fields[0]["changed_by"], "Мария",
+            "{mode:?}: the changelog's author"
+        );
+        let error = command.error.unwrap();
+        for words in [
+            "было «Старое»",
+            "в Jira сейчас «Их»",
+            "хотели записать «Наше»",
+        ] {
+            assert!(error.contains(words), "{mode:?}: {error}");
+        }
+        let jira = stage.jira(key);
+        assert_eq!(jira["summary"], "Их", "{mode:?}");
+        assert_eq!(
+            jira["priority"]["name"], "Средний",
+            "{mode:?}: nothing is written"
+        );
+        assert_eq!(stage.calls_on(key).1, 0, "{mode:?}: no PUT");
+        assert_eq!(stage.hub.read().batch(batch).unwrap().conflicts, 1);
+
+        // The next refresh: the mirror takes Jira's values, never ours.
+        stage.enqueue(
+            json!([{"type": "refresh", "params": {"jql": format!("project = {PROJECT}")}}]),
+        );
+        stage.run();
+        let mirrored = stage.hub.read().issue(key).unwrap().issue;
+        assert_eq!(
+            (mirrored.summary.as_str(), mirrored.priority.as_deref()),
+            ("Их", Some("Средний")),
+            "{mode:?}"
+        );
+    }
+}
+
+/// A field Jira already holds at the wanted value is no conflict and is not written again; the
+/// field beside it, unchanged since the base, is written: one read and one write.
+#[test]
+fn a_field_jira_already_holds_at_the_wanted_value_is_no_conflict() {
+    let (stage, keys) = Stage::start(Mode::DataCenter, &[seeded()]);
+    let key = &keys[0];
+    let batch = stage.enqueue(json!([edit(
+        key,
+        json!({"summary": "Наше", "priority": "high"})
+    )]));
+    let id = stage.hub.read().batch(batch).unwrap().commands[0].id;
+    stage
+        .fake
+        .change_issue(key, json!({"summary": "Наше"}), "Мария");
+    stage.run();
+    let command = stage.command(id);
+    assert_eq!(command.status, CommandStatus::Done, "{:?}", command.error);
+    let jira = stage.jira(key);
+    assert_eq!(
+        (jira["summary"].as_str(), jira["priority"]["name"].as_str()),
+        (Some("Наше"), Some("Высокий"))
+    );
+    assert_eq!(stage.calls_on(key), (1, 1), "one read, one write");
+    let histories = stage.fake.histories(key);
+    let ours = histories.last().unwrap();
+    let changed: Vec<&str> = ours["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(changed, ["priority"], "the summary was not sent again");
+}
+
+/// Cloud gives a description back re-rendered (wiki → ADF → wiki): a base and a value that differ
+/// only so are the same, on both sides of the decision.
+#[test]
+fn a_description_equal_after_clouds_adf_round_trip_is_no_conflict() {
+    let old = "Первая строка  \r\n\r\n\r\nВторая  ";
+    let (stage, keys) = Stage::start(
+        Mode::Cloud,
+        &[
+            json!({"summary": "Одна", "description": old}),
+            json!({"summary": "Другая", "description": "Было"}),
+        ],
+    );
+    // A person saves the first description again in Cloud's editor: it comes back re-rendered.
+    let batch = stage.enqueue(json!([
+        edit(
+            &keys[0],
+            json!({"summary": "Одна", "description": "Новое описание"})
+        ),
+        edit(
+            &keys[1],
+            json!({"summary": "Другая", "description": "Текст  \r\n\r\n\r\nещё"})
+        ),
+    ]));
+    stage
+        .fake
+        .change_issue(&keys[0], json!({"description": old}), "Мария");
+    stage
+        .fake
+        .change_issue(&keys[1], json!({"description": "Текст\n\nещё"}), "Мария");
+    assert_eq!(
+        stage.jira(&keys[0])["description"],
+        "Первая строка\n\nВторая"
+    );
+    stage.run();
+    let view = stage.hub.read().batch(batch).unwrap();
+    for command in &view.commands {
+        assert_eq!(command.status, CommandStatus::Done, "{:?}", command.error);
+    }
+    assert_eq!(stage.jira(&keys[0])["description"], "Новое описание");
+    assert_eq!(
+        stage.calls_on(&keys[1]),
+        (1, 0),
+        "equal to the wanted one: nothing to write"
+    );
+}
+
+/// «Записать поверх» (a retry that overwrites), then «Оставить как в Jira» on another conflict
+/// with its dependent skipped, then a plain retry after the person put the old value back.
+#[test]
+fn the_operators_answers_overwrite_keep_and_a_plain_retry() {
+    let (stage, keys) = Stage::start(Mode::DataCenter, &[seeded(), seeded(), seeded()]);
+    let batch = stage.enqueue(json!([
+        edit(&keys[0], json!({"summary": "Наше", "priority": "high"})),
+        edit(&keys[1], json!({"summary": "Наше"})),
+        {"type": "comment", "params": {"key": keys[1], "body": "после правки"}, "depends_on": 2},
+        edit(&keys[2], json!({"summary": "Наше"})),
+    ]));
+    for key in &keys {
+        stage
+            .fake
+            .change_issue(key, json!({"summary": "Их"}), "Мария");
+    }
+    stage.run();
+    let view = stage.hub.read().batch(batch).unwrap();
+    let ids: Vec<i64> = view.commands.iter().map(|c| c.id).collect();
+    assert_eq!(
+        view.commands.iter().map(|c| c.status).collect::<Vec<_>>(),
+        [
+            CommandStatus::Failed,
+            CommandStatus::Failed,
+            CommandStatus::Skipped,
+            CommandStatus::Failed
+        ]
+    );
+    assert_eq!(view.conflicts, 3);
+
+    // «Записать поверх»: the summary in conflict is written over Jira's, the rest checked again.
+    let retried = stage.hub.read().retry_overwriting(ids[0]).unwrap();
+    assert_eq!(retried.params["overwrite"], json!(["summary"]));
+    // «Оставить как в Jira»: cancelled by the operator, the dependent stays skipped with the reason.
+    let kept = stage.hub.read().keep_jira(ids[1], "console").unwrap();
+    assert_eq!(kept.status, CommandStatus::Cancelled);
+    assert!(
+        kept.error
+            .as_deref()
+            .unwrap()
+            .contains("Оставлено как в Jira"),
+        "{:?}",
+        kept.error
+    );
+    // A plain retry after the person put the old value back: checked again, and written.
+    stage
+        .fake
+        .change_issue(&keys[2], json!({"summary": "Старое"}), "Мария");
+    stage.hub.read().retry_command(ids[3]).unwrap();
+    stage.run();
+
+    let view = stage.hub.read().batch(batch).unwrap();
+    let statuses: Vec<CommandStatus> = view.commands.iter().map(|c| c.status).collect();
+    assert_eq!(
+        statuses,
+        [
+            CommandStatus::Done,
+            CommandStatus::Cancelled,
+            CommandStatus::Skipped,
+            CommandStatus::Done
+        ]
+    );
+    assert!(
+        view.commands[2]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("оставил как в Jira"),
+        "{:?}",
+        view.commands[2].error
+    );
+    assert_eq!(view.status, BatchStatus::Completed);
+    assert_eq!(view.conflicts, 0);
+    assert_eq!(stage.jira(&keys[0])["summary"], "Наше");
+    assert_eq!(stage.jira(&keys[0])["priority"]["name"], "Высокий");
+    assert_eq!(
+        stage.jira(&keys[1])["summary"],
+        "Их",
+        "left as it is in Jira"
+    );
+    assert_eq!(stage.jira(&keys[2])["summary"], "Наше");
+    // A plain retry of a command that was never in conflict cannot overwrite.
+    assert!(stage.hub.read().retry_overwriting(ids[3]).is_err());
+}
+
+/// A batch of 20 edits while an Automation rule changes 5 of those issues' priorities between
+/// the claim and the writes: 15 done, 5 conflicts, the rule's 5 priorities intact; each edit
+/// took one read and (when written) one write.
+#[test]
+fn twenty_edits_while_a_rule_changes_five_priorities_on_both_deployments() {
+    for mode in [Mode::DataCenter, Mode::Cloud] {
+        let issues: Vec<Value> = (0..20).map(|_| seeded()).collect();
+        let (stage, keys) = Stage::start(mode, &issues);
+        let commands: Vec<Value> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, key)| {
+                edit(
+                    key,
+                    json!({"summary": format!("Правка {i}"), "priority": "high"}),
+                )
+            })
+            .collect();
+        let batch = stage.enqueue(json!(commands));
+        let ruled: Vec<&String> = keys.iter().skip(2).step_by(4).collect();
+        assert_eq!(ruled.len(), 5);
+        for (i, key) in ruled.iter().enumerate() {
+            // After the claim, between the agent's calls: the rule acts on the i-th before the
+            // agent reaches it (two calls per edit before it).
+            stage.fake.change_issue_after(
+                1 + 8 * i,
+                key,
+                json!({"priority": {"name": "Низкий"}}),
+                "Automation for Jira",
+            );
+        }
+        stage.run();
+        let view = stage.hub.read().batch(batch).unwrap();
+        assert_eq!(view.counters["done"], 15, "{mode:?}");
+        assert_eq!(view.counters["failed"], 5, "{mode:?}");
+        assert_eq!(view.conflicts, 5, "{mode:?}");
+        for (key, command) in keys.iter().zip(&view.commands) {
+            let jira = stage.jira(key);
+            if ruled.contains(&key) {
+                assert_eq!(command.status, CommandStatus::Failed, "{mode:?} {key}");
+                let field = &command.result.as_ref().unwrap()["conflict"]["fields"][0];
+                assert_eq!(
+                    (&field["field"], &field["changed_by"]),
+                    (&json!("priority"), &json!("Automation for Jira")),
+                    "{mode:?}"
+                );
+                assert_eq!(
+                    jira["priority"]["name"], "Низкий",
+                    "{mode:?}: the rule's priority"
+                );
+                assert_eq!(jira["summary"], "Старое", "{mode:?}");
+                assert_eq!(stage.calls_on(key), (1, 0), "{mode:?}");
+            } else {
+                assert_eq!(
+                    command.status,
+                    CommandStatus::Done,
+                    "{mode:?} {:?}",
+                    command.error
+                );
+                assert_eq!(jira["priority"]["name"], "Высокий", "{mode:?}");
+                assert_eq!(stage.calls_on(key), (1, 1), "{mode:?}: two calls per edit");
+            }
+        }
+    }
+}
