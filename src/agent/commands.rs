@@ -393,6 +393,9 @@ impl Executor<'_> {
     /// The key of a create Jira answered, its marker made sure of.
     fn created(&mut self, reply: &Reply, marker: &Value) -> Result<String, Fail> {
         let created: Value = super::jira_api::parse(reply)?;
+        if let Some(id) = id_number(&created["id"]) {
+            self.jira.note_written(id);
+        }
         let key = created
             .get("key")
             .and_then(Value::as_str)
@@ -917,6 +920,10 @@ impl Executor<'_> {
             .jira
             .read_json(&format!("{issue_path}?fields=status&expand=transitions"))?;
         let status = status_of(&issue, key)?;
+        if let Some(id) = id_number(&issue["id"]) {
+            // Read for a transition: the issue is about to change (see `Jira::note_written`).
+            self.jira.note_written(id);
+        }
         let offered = match issue.get("transitions") {
             Some(list) => offered_of(list, key)?,
             None => self.offered_transitions(issue_path, key)?,
@@ -1133,7 +1140,21 @@ impl Executor<'_> {
     ) -> Result<Value, Fail> {
         let query =
             text(params, "jql").ok_or_else(|| fail("jql: обязательное поле отсутствует"))?;
-        let total = self.jira.search(&query, "*all", self.page_size, on_page)?;
+        // Cloud's search lags behind writes ("seconds to minutes"): the issues this agent wrote
+        // since its last full refresh are named for reconciling (issue 31, item 6), and are
+        // forgotten once a full refresh (no `updated >=` bound) has read them after the lag.
+        let full = crate::domain::jql::split_incremental(&query).is_none();
+        let reconcile = match self.jira.deployment()? {
+            Deployment::Cloud => self.jira.written_ids(),
+            Deployment::Server => Vec::new(),
+        };
+        let total = self
+            .jira
+            .search(&query, "*all", self.page_size, &reconcile, on_page)?;
+        if full {
+            let lag = self.lag()?;
+            self.jira.forget_written(&reconcile, lag);
+        }
         let mut boards = Vec::new();
         let mut warnings = Vec::new();
         for board in params["boards"].as_array().into_iter().flatten() {
@@ -1282,6 +1303,11 @@ fn id_text(value: &Value) -> Option<String> {
         Value::Number(n) => Some(n.to_string()),
         _ => None,
     }
+}
+
+/// A numeric id as Jira sends it: a string of digits, or a number.
+fn id_number(value: &Value) -> Option<u64> {
+    id_text(value).and_then(|id| id.parse().ok())
 }
 
 /// A value for a message, at most 200 characters.
@@ -2022,7 +2048,7 @@ mod tests {
         let mut jira = jira_at(&jira_server.url);
         let mut got = 0u64;
         let total = jira
-            .search("project = AURORA", "*all", 4, &mut |page| {
+            .search("project = AURORA", "*all", 4, &[], &mut |page| {
                 got += page.issues.len() as u64;
                 Ok(())
             })
@@ -2050,5 +2076,42 @@ mod tests {
             200,
             json!({"deploymentType": "Server", "versionNumbers": [9, 12, 0]}),
         )
+    }
+
+    /// Issue 31, item 7: a Data Center page that brings the whole `total` of the first page ends
+    /// the search; no empty page is asked to learn it (before: two more, `key > "P-n"` and
+    /// `project not in (P)`).
+    #[test]
+    fn no_empty_page_after_the_count_is_reached() {
+        fn answer(method: &str, path: &str, nth: usize) -> (u16, Value) {
+            match (method, path, nth) {
+                ("GET", "/rest/api/2/serverInfo", _) => data_center_9(),
+                ("GET", "/rest/api/2/search", 1) => (
+                    200,
+                    json!({"startAt": 0, "maxResults": 2, "total": 2, "issues": [
+                        {"id": "1", "key": "AURORA-1", "fields": {}},
+                        {"id": "2", "key": "AURORA-2", "fields": {}}]}),
+                ),
+                ("GET", "/rest/api/2/search", _) => (
+                    200,
+                    json!({"startAt": 0, "maxResults": 2, "total": 0, "issues": []}),
+                ),
+                _ => (404, json!({"errorMessages": ["нет"]})),
+            }
+        }
+        let jira_server = canned(answer);
+        let mut jira = jira_at(&jira_server.url);
+        let total = jira
+            .search("project = AURORA", "*all", 2, &[], &mut |_| Ok(()))
+            .unwrap();
+        assert_eq!(total, 2);
+        let seen = jira_server.seen.lock().unwrap().clone();
+        assert_eq!(
+            seen.iter()
+                .filter(|l| *l == "GET /rest/api/2/search")
+                .count(),
+            1,
+            "{seen:?}"
+        );
     }
 }

@@ -38,6 +38,8 @@ pub(crate) enum ReadFailure {
     /// Anything else: not sent, rate limited.
     Other,
 }
+/// The most issue ids `reconcileIssues` accepts ("Accepts max 50 ids").
+const MAX_RECONCILED: usize = 50;
 /// How many search pages in a row must come after the page size was halved before it doubles
 /// back (up to the size asked).
 const GROW_AFTER: u32 = 2;
@@ -152,6 +154,10 @@ pub(crate) struct Jira {
     /// The type of each board read in this run (a board's type does not change under a
     /// refresh): read once, again only after a read that failed.
     board_types: std::collections::BTreeMap<i64, Value>,
+    /// The ids of the issues this agent wrote since its last full refresh, oldest first, at most
+    /// [`MAX_RECONCILED`]: Cloud's search may not show them yet, so a refresh names them in
+    /// `reconcileIssues`.
+    written: Vec<(u64, Duration)>,
 }
 
 /// A call refused for credentials (see [`Jira::take_refusal`]).
@@ -203,6 +209,7 @@ impl Jira {
             create_properties_kept: None,
             busy: None,
             board_types: std::collections::BTreeMap::new(),
+            written: Vec::new(),
         }
     }
 
@@ -678,6 +685,30 @@ impl Jira {
         parse(&reply)
     }
 
+    /// Notes an issue this agent created or changed (its id), for the next refreshes'
+    /// `reconcileIssues`.
+    pub(crate) fn note_written(&mut self, id: u64) {
+        self.written.retain(|(known, _)| *known != id);
+        self.written.push((id, self.waits.now()));
+        if self.written.len() > MAX_RECONCILED {
+            self.written.remove(0);
+        }
+    }
+
+    /// The issues written since the last full refresh (see [`Jira::note_written`]).
+    pub(crate) fn written_ids(&self) -> Vec<u64> {
+        self.written.iter().map(|(id, _)| *id).collect()
+    }
+
+    /// A full refresh read these with strong consistency: those written longer than `lag` ago
+    /// need no reconciling any more (the search shows them by now); the others are still named
+    /// by the next refreshes, which a lagging search would otherwise show without them.
+    pub(crate) fn forget_written(&mut self, ids: &[u64], lag: Duration) {
+        let now = self.waits.now();
+        self.written
+            .retain(|(id, at)| !ids.contains(id) || now.saturating_sub(*at) < lag);
+    }
+
     /// A board's `type` (`scrum`, `kanban`): `GET /rest/agile/1.0/board/{id}` once per agent
     /// run; a read that fails is not remembered, so the next refresh asks again.
     pub(crate) fn board_type(&mut self, id: i64) -> Result<Value, JiraError> {
@@ -794,29 +825,41 @@ impl Jira {
     }
 
     /// Runs a search and hands each page to `on_page` as Jira returns it. Returns how many
-    /// issues came back.
+    /// issues came back. On Cloud it names `reconcile` in `reconcileIssues` ("Strong
+    /// consistency issue ids to be reconciled with search results. Accepts max 50 ids. This list
+    /// of ids should be consistent with each paginated request across different pages":
+    /// Atlassian's description of `search/jql`; developer.atlassian.com/cloud/jira/platform/
+    /// search-and-reconcile/): issues written moments ago then show as they are now.
     pub(crate) fn search(
         &mut self,
         query: &str,
         fields: &str,
         page_size: u32,
+        reconcile: &[u64],
         on_page: &mut dyn FnMut(SearchPage) -> Result<(), JiraError>,
     ) -> Result<u64, JiraError> {
-        self.search_with(query, fields, None, page_size, on_page)
+        self.search_with(query, fields, None, reconcile, page_size, on_page)
     }
 
-    /// [`Jira::search`], on Cloud with `properties` asked for too.
+    /// [`Jira::search`], on Cloud with `properties` and `reconcileIssues` asked for too.
     fn search_with(
         &mut self,
         query: &str,
         fields: &str,
         properties: Option<&str>,
+        reconcile: &[u64],
         page_size: u32,
         on_page: &mut dyn FnMut(SearchPage) -> Result<(), JiraError>,
     ) -> Result<u64, JiraError> {
         match self.deployment()? {
             Deployment::Server => self.search_server(query, fields, page_size, on_page),
-            Deployment::Cloud => self.search_cloud(query, fields, properties, page_size, on_page),
+            Deployment::Cloud => {
+                let cloud = CloudAsk {
+                    properties,
+                    reconcile,
+                };
+                self.search_cloud(query, fields, cloud, page_size, on_page)
+            }
         }
     }
 
@@ -1036,7 +1079,7 @@ impl Jira {
         &mut self,
         query: &str,
         fields: &str,
-        properties: Option<&str>,
+        ask: CloudAsk<'_>,
         page_size: u32,
         on_page: &mut dyn FnMut(SearchPage) -> Result<(), JiraError>,
     ) -> Result<u64, JiraError> {
@@ -1056,8 +1099,12 @@ impl Jira {
                 jql::encode(query),
                 jql::encode(fields)
             );
-            if let Some(properties) = properties {
+            if let Some(properties) = ask.properties {
                 path.push_str(&format!("&properties={}", jql::encode(properties)));
+            }
+            if !ask.reconcile.is_empty() {
+                let ids: Vec<String> = ask.reconcile.iter().map(u64::to_string).collect();
+                path.push_str(&format!("&reconcileIssues={}", jql::encode(&ids.join(","))));
             }
             if let Some(token) = &token {
                 path.push_str(&format!("&nextPageToken={}", jql::encode(token)));
@@ -1198,7 +1245,7 @@ impl Jira {
         // No cap on the count: a check that stopped at 10,000 would fail the command on a
         // project with that many of the account's issues in the window (issue 31, item 6); the
         // pages are paged by key (Data Center) or token (Cloud), never past a result window.
-        self.search_with(query, fields, properties, 100, &mut |page| {
+        self.search_with(query, fields, properties, &[], 100, &mut |page| {
             for raw in page.issues {
                 found.push(serde_json::from_str(raw.get()).unwrap_or(Value::Null));
             }
@@ -1206,6 +1253,12 @@ impl Jira {
         })?;
         Ok(found)
     }
+}
+
+/// What a Cloud search asks beside the query: issue properties, and issues to reconcile.
+struct CloudAsk<'a> {
+    properties: Option<&'a str>,
+    reconcile: &'a [u64],
 }
 
 /// The user of a `myself` answer.

@@ -26,17 +26,21 @@
 //! - `client`: a tiny HTTP client for the tests and the benchmark; [`demo`]: the demo's
 //!   project and its state on disk.
 //!
-//! Always on, as Jira does it: Data Center stamps `X-Seraph-LoginReason: OK` and `X-AUSERNAME`
+//! Always on, as Jira does it: `GET /issue/{key}?expand=transitions` lists the transitions;
+//! createmeta pages with `startAt`/`maxResults` (at most 200) and names the priorities as the
+//! priority field's `allowedValues`; the request log keeps each request's body. Data Center stamps `X-Seraph-LoginReason: OK` and `X-AUSERNAME`
 //! on every answer to an authenticated request (Cloud: `OUT, OK`); comment entity properties on
 //! both deployments; Cloud's `search/jql` returns the issue properties asked in `properties`
 //! (up to 5), Data Center's search never does.
 //!
 //! The knobs a test turns on [`FakeJira`] (each documented where it is defined):
-//! - search: `set_max_results`, `set_search_lag` (Cloud), `set_search_byte_limit` (a proxy's
+//! - search: `set_max_results`, `set_search_lag` (Cloud; `reconcileIssues` lifts it for the ids
+//!   named), `set_search_byte_limit` (a proxy's
 //!   504), `after_search` (a delete or move between pages); two projects: `add_project`,
 //!   `seed_issues(project, label, n)` (JQL `project in (A, B)`);
 //! - issues: `seed_issue`, `move_issue`, `delete_issue`, `set_create_properties`,
-//!   `rewrite_summaries_on_create(Some(SummaryRewrite::Prefix(..)))`, `redirect_transition`;
+//!   `rewrite_summaries_on_create(Some(SummaryRewrite::Prefix(..)))`, `redirect_transition`,
+//!   `collide_transition` (Cloud's 409 on colliding transitions);
 //! - comments: `set_markup_round_trip(true)` (Cloud's wiki → ADF → wiki beyond whitespace; a
 //!   description goes through the same round trip on Cloud);
 //! - people and rules (`changes`): `change_issue` (now), `change_issue_after(n, …)` (after the

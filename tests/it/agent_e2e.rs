@@ -217,7 +217,7 @@ impl Stack {
         }
     }
 
-    fn mirror(&self, label: &str) -> Vec<Value> {
+    pub(crate) fn mirror(&self, label: &str) -> Vec<Value> {
         let (status, issues) = self.client("GET", &format!("/projects/{label}/issues"), None);
         assert_eq!(status, 200, "{issues}");
         issues.as_array().unwrap().clone()

@@ -167,3 +167,38 @@ fn a_409_on_a_transition_ends_done() {
     );
     stack.kill_agent();
 }
+
+/// Item 6: Cloud's search does not show an issue written moments ago (the simulated Jira hides
+/// it for ten minutes); a full refresh names the issues the agent wrote in `reconcileIssues`, so
+/// the mirror has the issue the batch just created.
+#[test]
+fn a_full_refresh_on_cloud_reconciles_what_the_search_lag_hides() {
+    let mut stack = Stack::start(Mode::Cloud, Transport::Http);
+    stack.fake.seed_issues(PROJECT, "AWPCA", 2);
+    stack
+        .fake
+        .set_search_lag(std::time::Duration::from_secs(600));
+    stack.spawn_agent();
+    let view = batch_of(
+        &stack,
+        json!([{"type": "ensure_issue", "params": {"issue_type": "task", "summary": "Свежая"}}]),
+    );
+    let key = view["commands"][0]["result"]["key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    refresh_of(&stack, json!({}));
+    stack.kill_agent();
+    let mirror = stack.mirror("AWPCA");
+    let keys: Vec<&str> = mirror.iter().filter_map(|i| i["key"].as_str()).collect();
+    assert!(keys.contains(&key.as_str()), "{key} not in {keys:?}");
+    assert!(
+        stack
+            .fake
+            .requests()
+            .iter()
+            .any(|seen| seen.endpoint == Endpoint::SearchJql
+                && seen.query.contains("reconcileIssues=")),
+        "no search named the issue to reconcile"
+    );
+}

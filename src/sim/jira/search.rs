@@ -65,7 +65,10 @@ impl StateInner {
         Ok(params)
     }
 
-    pub(super) fn matching(&self, query: &Query, lag: bool) -> Result<Vec<u64>, Reply> {
+    /// The ids of the issues `query` finds. `lag`: Cloud's search, which does not show an issue
+    /// created less than `search_lag` ago unless its id is among `reconcileIssues` (the ids
+    /// given, read with strong consistency).
+    pub(super) fn matching(&self, query: &Query, lag: Option<&[u64]>) -> Result<Vec<u64>, Reply> {
         // Every project a clause names must exist (`project = X`, `project in (X, Y)`).
         let named = query.clauses.iter().flat_map(|clause| match clause {
             Clause::Project(key) => std::slice::from_ref(key),
@@ -102,9 +105,12 @@ impl StateInner {
                 })
             })
             .filter(|issue| {
-                !lag || issue
-                    .created_at
-                    .is_none_or(|at| now.duration_since(at) >= self.search_lag)
+                lag.is_none_or(|reconciled| {
+                    reconciled.contains(&issue.id)
+                        || issue
+                            .created_at
+                            .is_none_or(|at| now.duration_since(at) >= self.search_lag)
+                })
             })
             .map(|issue| issue.id)
             .collect();
@@ -243,7 +249,7 @@ impl StateInner {
             ));
         }
         let filter = FieldFilter::parse(get("fields"), FieldFilter::Except(HashSet::new()));
-        let ids = self.matching(&query, false)?;
+        let ids = self.matching(&query, None)?;
         let issues: Vec<Value> = ids
             .iter()
             .skip(start_at)
@@ -328,7 +334,27 @@ impl StateInner {
                 "At most 5 issue properties can be requested in 'properties'.",
             ));
         }
-        let ids = self.matching(&query, true)?;
+        // `reconcileIssues`: "Strong consistency issue ids to be reconciled with search results.
+        // Accepts max 50 ids" (Atlassian's description of `GET /rest/api/3/search/jql`;
+        // developer.atlassian.com/cloud/jira/platform/search-and-reconcile/). The answer to more
+        // than 50 is not documented; this 400 is ours.
+        let reconciled: Vec<u64> = get("reconcileIssues")
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|id| !id.is_empty())
+            .map(|id| {
+                id.parse()
+                    .map_err(|_| Reply::error(400, &format!("'{id}' is not a valid issue id.")))
+            })
+            .collect::<Result<_, _>>()?;
+        if reconciled.len() > 50 {
+            return Err(Reply::error(
+                400,
+                "At most 50 issue ids can be given in 'reconcileIssues'.",
+            ));
+        }
+        let ids = self.matching(&query, Some(&reconciled))?;
         let rest: Vec<u64> = ids
             .into_iter()
             .filter(|id| after.is_none_or(|last| *id > last))
