@@ -224,7 +224,7 @@ plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry help" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry help" -f -a "failed" -d 'Commands that ended failed or skipped, newest first, with their errors'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry help" -f -a "failed" -d 'Commands that ended failed or skipped, their batches newest first, each batch\'s commands in its order, with their errors'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry help" -f -a "retry" -d 'Queue failed or skipped commands again (their earlier outcome is kept), or with --batch every failed and skipped command of a batch'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from failed" -l limit -d 'At most this many' -r
@@ -241,7 +241,7 @@ plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from retry" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from help" -f -a "failed" -d 'Commands that ended failed or skipped, newest first, with their errors'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from help" -f -a "failed" -d 'Commands that ended failed or skipped, their batches newest first, each batch\'s commands in its order, with their errors'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from help" -f -a "retry" -d 'Queue failed or skipped commands again (their earlier outcome is kept), or with --batch every failed and skipped command of a batch'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -l project -d 'Refresh this project\'s label only (with its board); everything otherwise' -r
@@ -356,7 +356,7 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from batches" -f -a "list" -d 'Batches, newest first, with their command counters'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from batches" -f -a "show" -d 'One batch with its commands: status, deliveries, who claimed them, result or error'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from batches" -f -a "cancel" -d 'Cancel a batch: its queued commands become cancelled; those already at the agent are not stopped and end as the agent reports'
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from commands" -f -a "failed" -d 'Commands that ended failed or skipped, newest first, with their errors'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from commands" -f -a "failed" -d 'Commands that ended failed or skipped, their batches newest first, each batch\'s commands in its order, with their errors'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from commands" -f -a "retry" -d 'Queue failed or skipped commands again (their earlier outcome is kept), or with --batch every failed and skipped command of a batch'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from refresh" -f -a "confirm" -d 'Apply the removals of a full refresh held by `prune_guard` (see `jira-hub status`)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from relay" -f -a "inspect" -d 'A readable table of one relay file or a whole relay folder'

@@ -365,7 +365,7 @@ pub enum RefreshCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum CommandsCommand {
-    /// Commands that ended failed or skipped, newest first, with their errors.
+    /// Commands that ended failed or skipped, their batches newest first, each batch's commands in its order, with their errors.
     Failed {
         /// At most this many.
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=100_000))]

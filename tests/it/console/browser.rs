@@ -384,7 +384,7 @@ fn the_console_in_a_headless_browser() {
     assert_eq!(browser.text("nav"), None);
     browser.type_into("#token", "не тот токен");
     browser.click("form button");
-    browser.wait_text("[role=alert]", |t| t.contains("токен не подошёл"));
+    browser.wait_text("[role=alert]", |t| t.contains("Токен не подошёл"));
     browser.type_into("#token", &client_token);
     browser.click("form button");
     browser.wait_text("h1", |t| t == "Обзор");
@@ -534,7 +534,7 @@ fn the_console_in_a_headless_browser() {
         skipped_because,
         "команда 1 этого пакета, от которой зависит эта, завершилась со статусом «ошибка»"
     );
-    let params = format!("#command-{first} code.json");
+    let params = format!("#command-{first} td.params .value");
     let wrapped = cut_words(&browser, &params);
     assert_eq!(wrapped["cut"], json!([]), "{wrapped}");
     keep_screenshot(&browser, &dir, "console-batch-failed.png");
