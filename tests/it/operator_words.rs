@@ -92,3 +92,27 @@ fn claimed(agent: &Agent, hub: &mut jira_hub::service::HubConnection, n: usize) 
     assert_eq!(ids.len(), n);
     ids
 }
+
+/// `serve` on a port another program holds makes nothing (no database, no data folder) and names
+/// a free `--listen`, the OS's words quoted after ours.
+#[test]
+fn serve_on_a_busy_port_makes_nothing_and_suggests_a_free_one() {
+    let dir = TestDir::new();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let db = dir.path().join("data").join("hub.sqlite");
+    let out = run(&db, &["serve", "--listen", &address]);
+    assert_ne!(out.code, 0, "{out:?}");
+    assert!(
+        out.stderr.contains(&format!(
+            "Порт {address} занят другой программой; укажите свободный адрес: --listen 127.0.0.1:"
+        )),
+        "{out:?}"
+    );
+    assert!(
+        out.stderr
+            .contains(": «Address already in use (os error 98)»"),
+        "{out:?}"
+    );
+    assert!(!dir.path().join("data").exists(), "nothing made: {out:?}");
+}

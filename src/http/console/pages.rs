@@ -958,7 +958,7 @@ pub(super) fn command(page: &CommandPage, csrf: &str, now: OffsetDateTime) -> St
         "<section id=\"command-head\" data-live><dl class=\"facts\">\
          <dt>Пакет</dt><dd><a href=\"/ui/batches/{batch}\">пакет {batch}</a>: {}</dd>\
          <dt>Тип</dt><dd>{}</dd><dt>Статус</dt><dd id=\"command-status\">{}</dd>\
-         <dt>Выдач агенту, всего</dt><dd>{}</dd><dt>Агент</dt><dd>{agent}</dd>\
+         <dt>Выдано агенту, раз</dt><dd>{}</dd><dt>Агент</dt><dd>{agent}</dd>\
          <dt>Выдана</dt><dd>{claimed}</dd><dt>Закончена</dt><dd>{}</dd>\
          <dt>Вызовов Jira</dt><dd>{}</dd><dt>Ответов 429</dt><dd>{}</dd><dt>Пауза перед выдачей</dt><dd>{}</dd>",
         esc(&page.batch_title),
