@@ -116,3 +116,34 @@ fn serve_on_a_busy_port_makes_nothing_and_suggests_a_free_one() {
     );
     assert!(!dir.path().join("data").exists(), "nothing made: {out:?}");
 }
+
+/// `status` on a backup file says that the relay folder's counts are the live folder's (a
+/// backup keeps the folder's name, not its files); on the live database it does not.
+#[test]
+fn status_on_a_backup_says_the_relay_counts_are_the_live_folders() {
+    let dir = TestDir::new();
+    let db = dir.db();
+    run_ok(
+        &db,
+        &["init", "--config", example_config().to_str().unwrap()],
+    );
+    let relay = dir.path().join("relay");
+    run_ok(&db, &["relay", "init", relay.to_str().unwrap()]);
+    run_ok(
+        &db,
+        &["settings", "set", "relay_dir", &json!(relay).to_string()],
+    );
+    let live = run_ok(&db, &["status"]).stdout;
+    assert!(!live.contains("this is a backup"), "{live}");
+    run_ok(&db, &["backup"]);
+    let backup = std::fs::read_dir(db.parent().unwrap().join("backups"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "sqlite"))
+        .unwrap();
+    let status = run_ok(&backup, &["status"]).stdout;
+    assert!(
+        status.contains("(this is a backup: the relay counts are the live folder's now"),
+        "{status}"
+    );
+}
