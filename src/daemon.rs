@@ -78,6 +78,14 @@ pub(crate) struct ServeOptions {
 }
 
 pub(crate) fn serve(db: &Path, options: ServeOptions) -> Result<(), ServeError> {
+    // The port first: a busy one makes nothing (no database, no data folder) and says which
+    // free `--listen` would do (issue 29), as the demo does.
+    let listener = std::net::TcpListener::bind(&options.listen).map_err(|error| {
+        anyhow!(
+            "{}: «{error}»",
+            crate::cli::busy_port_words(&options.listen, &error)
+        )
+    })?;
     // The path is checked (and a new database made) before anything else changes in its folder:
     // a `--db` that is not a hub's database leaves that folder as it was.
     let (mut hub, report) = match HubConnection::open_guarded(db, Arc::new(SystemClock)) {
@@ -135,7 +143,7 @@ pub(crate) fn serve(db: &Path, options: ServeOptions) -> Result<(), ServeError> 
         .enable_all()
         .build()
         .context("не удалось запустить асинхронную среду исполнения")?;
-    let result = runtime.block_on(run(hub, options, db));
+    let result = runtime.block_on(run(hub, options, db, listener));
     drop(lock);
     Ok(result?)
 }
@@ -177,12 +185,18 @@ fn prepare(hub: &mut HubConnection, options: &ServeOptions) -> anyhow::Result<()
     Ok(())
 }
 
-async fn run(hub: HubConnection, options: ServeOptions, db: &Path) -> anyhow::Result<()> {
+async fn run(
+    hub: HubConnection,
+    options: ServeOptions,
+    db: &Path,
+    listener: std::net::TcpListener,
+) -> anyhow::Result<()> {
     // Handlers first: a signal that comes as soon as the daemon says it is ready must stop it
     // cleanly, not kill it.
     let signals = Signals::install();
-    let listener = tokio::net::TcpListener::bind(&options.listen)
-        .await
+    let listener = listener
+        .set_nonblocking(true)
+        .and_then(|()| tokio::net::TcpListener::from_std(listener))
         .with_context(|| format!("не удалось слушать {}", options.listen))?;
     let address = listener.local_addr()?;
     if !address.ip().is_loopback()

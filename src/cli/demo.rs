@@ -827,7 +827,7 @@ fn check_port(listen: &str) -> anyhow::Result<()> {
     };
     let free = free_port_beside(listen);
     if error.kind() != std::io::ErrorKind::AddrInUse {
-        bail!("демо не может слушать {listen}: {error}; укажите другой адрес: --listen {free}");
+        bail!("Демо не может слушать {listen}; укажите другой адрес: --listen {free}: «{error}»");
     }
     let other = sim::call(
         &format!("http://{}", reachable(listen)),
@@ -864,7 +864,7 @@ fn with_free_port(listen: &str) -> String {
 
 /// `listen` with the first port after its own that is free now (`127.0.0.1:8741`), or with
 /// `PORT` when none of the next hundred is.
-fn free_port_beside(listen: &str) -> String {
+pub(crate) fn free_port_beside(listen: &str) -> String {
     let Ok(address) = listen.parse::<std::net::SocketAddr>() else {
         return "127.0.0.1:8741".into();
     };

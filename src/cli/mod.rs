@@ -83,6 +83,18 @@ const INSTANCE_ENV: &str = "JIRA_HUB_INSTANCE";
 
 /// The default `--db`.
 const DEFAULT_DB: &str = "./data/hub.sqlite";
+/// Why `serve` cannot listen on `listen`, with the way out: «Порт 127.0.0.1:8740 занят другой
+/// программой; укажите свободный адрес: --listen 127.0.0.1:8741» (the OS's words follow, quoted,
+/// from the caller). A free port beside it is found as the demo finds one.
+pub(crate) fn busy_port_words(listen: &str, error: &std::io::Error) -> String {
+    let free = demo::free_port_beside(listen);
+    if error.kind() == std::io::ErrorKind::AddrInUse {
+        format!("Порт {listen} занят другой программой; укажите свободный адрес: --listen {free}")
+    } else {
+        format!("Хаб не может слушать {listen}; укажите другой адрес: --listen {free}")
+    }
+}
+
 /// The database `jira-hub demo` makes with its default `--dir`.
 const DEMO_DB: &str = "./demo/hub/hub.sqlite";
 
@@ -398,7 +410,7 @@ pub enum RefreshCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum CommandsCommand {
-    /// Commands that ended failed or skipped, newest first, with their errors.
+    /// Commands that ended failed or skipped, their batches newest first, each batch's commands in its order, with their errors.
     Failed {
         /// At most this many.
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=100_000))]

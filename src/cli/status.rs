@@ -102,6 +102,18 @@ pub(crate) fn status(db: &Path) -> anyhow::Result<Outcome> {
         "relay:        {}",
         describe_relay_dir(status.relay_dir.as_deref())
     );
+    // A backup keeps the relay folder's name, not its files: the counts above are the live
+    // folder's now (issue 29).
+    if status.relay_dir.is_some()
+        && db
+            .parent()
+            .and_then(Path::file_name)
+            .is_some_and(|folder| folder == "backups")
+    {
+        outln!(
+            "              (this is a backup: the relay counts are the live folder's now, not as they were when it was made)"
+        );
+    }
     Ok(Outcome::Success)
 }
 

@@ -370,7 +370,7 @@ pub(crate) async fn command(
     ))
 }
 
-/// The commands that ended `failed` or `skipped`, newest first (at most 500), with their errors:
+/// The commands that ended `failed` or `skipped`, their batches newest first, each batch's in its order (at most 500), with their errors:
 /// what an operator may retry.
 #[utoipa::path(get, path = "/commands/failed", tag = "batches", security(("client_token" = [])),
     responses((status = 200, body = Vec<CommandView>)))]

@@ -696,7 +696,7 @@ fn start_run(
 
 fn dependency_failed(dependency: &CommandRow) -> String {
     format!(
-        "команда {} этого пакета, от которой зависит эта, завершилась со статусом «{}»",
+        "Команда {} этого пакета, от которой зависит эта, завершилась со статусом «{}»",
         dependency.seq,
         dependency.status.label()
     )

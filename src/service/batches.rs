@@ -235,7 +235,7 @@ impl HubConnection {
             }
             let batch = tx
                 .batch(batch_id)?
-                .ok_or_else(|| ServiceError::NotFound(format!("пакета {batch_id} нет")))?;
+                .ok_or_else(|| ServiceError::NotFound(format!("Пакета {batch_id} нет")))?;
             batch_view(tx, batch)
         })?;
         tracing::info!(
@@ -252,7 +252,7 @@ impl HubConnection {
         self.store.read(|tx| {
             let batch = tx
                 .batch(id)?
-                .ok_or_else(|| ServiceError::NotFound(format!("пакета {id} нет")))?;
+                .ok_or_else(|| ServiceError::NotFound(format!("Пакета {id} нет")))?;
             batch_view(tx, batch)
         })
     }
@@ -302,7 +302,7 @@ impl HubConnection {
         self.store.transact(|tx| {
             let batch = tx
                 .batch(id)?
-                .ok_or_else(|| ServiceError::NotFound(format!("пакета {id} нет")))?;
+                .ok_or_else(|| ServiceError::NotFound(format!("Пакета {id} нет")))?;
             if batch.cancelled_at.is_none() {
                 let commands = tx.commands_of_batch(id)?;
                 if commands.iter().all(|c| c.status.is_terminal()) {
@@ -316,7 +316,7 @@ impl HubConnection {
             }
             let batch = tx
                 .batch(id)?
-                .ok_or_else(|| ServiceError::NotFound(format!("пакета {id} нет")))?;
+                .ok_or_else(|| ServiceError::NotFound(format!("Пакета {id} нет")))?;
             batch_view(tx, batch)
         })
     }
@@ -337,7 +337,7 @@ impl HubConnection {
         self.store.transact(|tx| {
             let command = tx
                 .command(id)?
-                .ok_or_else(|| ServiceError::NotFound(format!("команды {id} нет")))?;
+                .ok_or_else(|| ServiceError::NotFound(format!("Команды {id} нет")))?;
             if !matches!(
                 command.status,
                 CommandStatus::Failed | CommandStatus::Skipped
@@ -350,7 +350,7 @@ impl HubConnection {
                 )));
             }
             let batch = tx.batch(command.batch_id)?.ok_or_else(|| {
-                ServiceError::NotFound(format!("пакета {} нет", command.batch_id))
+                ServiceError::NotFound(format!("Пакета {} нет", command.batch_id))
             })?;
             refuse_retry_in_cancelled_batch(&batch)?;
             if let Some(dependency) = command.depends_on.map(|d| tx.command(d)).transpose()?.flatten()
@@ -372,7 +372,7 @@ impl HubConnection {
             tracing::info!(batch = command.batch_id, command = command.seq, command_id = id, retried, "command retried");
             let row = tx
                 .command(id)?
-                .ok_or_else(|| ServiceError::NotFound(format!("команды {id} нет")))?;
+                .ok_or_else(|| ServiceError::NotFound(format!("Команды {id} нет")))?;
             let attempts = tx.attempts_of(id)?;
             Ok(CommandView::with_attempts(row, attempts))
         })
@@ -388,7 +388,7 @@ impl HubConnection {
             .transact(|tx| {
                 let batch = tx
                     .batch(batch_id)?
-                    .ok_or_else(|| ServiceError::NotFound(format!("пакета {batch_id} нет")))?;
+                    .ok_or_else(|| ServiceError::NotFound(format!("Пакета {batch_id} нет")))?;
                 refuse_retry_in_cancelled_batch(&batch)?;
                 let mut retried = 0;
                 for command in tx.commands_of_batch(batch_id)? {
@@ -409,12 +409,21 @@ impl HubConnection {
             .inspect(|_| self.work.bump())
     }
 
-    /// Commands that ended `failed` or `skipped`, newest first, at most `limit`: what an
-    /// operator may retry.
+    /// Commands that ended `failed` or `skipped`, at most `limit` of the newest: what an
+    /// operator may retry. Their batches newest first, each batch's commands in its order.
     pub fn failed_commands(&mut self, limit: i64) -> Result<Vec<CommandView>> {
         self.store.read(|tx| {
-            let commands =
+            let mut commands =
                 tx.commands_with_status(&[CommandStatus::Failed, CommandStatus::Skipped], limit)?;
+            // The newest failures pick the batches (newest first); a batch's commands are read
+            // in its own order, oldest first (issue 29: «Ошибки» and `commands failed`).
+            let mut batches: Vec<i64> = Vec::new();
+            for command in &commands {
+                if !batches.contains(&command.batch_id) {
+                    batches.push(command.batch_id);
+                }
+            }
+            commands.sort_by_key(|c| (batches.iter().position(|b| *b == c.batch_id), c.seq, c.id));
             let ids: Vec<i64> = commands.iter().map(|c| c.id).collect();
             Ok(with_attempts(commands, tx.attempts_of_commands(&ids)?))
         })
@@ -470,7 +479,7 @@ impl HubConnection {
                 let project = projects
                     .iter()
                     .find(|p| p.label == label)
-                    .ok_or_else(|| ServiceError::NotFound(format!("проекта «{label}» нет")))?;
+                    .ok_or_else(|| ServiceError::NotFound(format!("Проекта «{label}» нет")))?;
                 let key = settings.project_key.as_deref().ok_or_else(|| {
                     ValidationError::new(
                         "project_key",

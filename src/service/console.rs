@@ -348,7 +348,7 @@ impl HubConnection {
             self.store.read(|tx| -> Result<_> {
                 let row = tx
                     .command(id)?
-                    .ok_or_else(|| super::ServiceError::NotFound(format!("команды {id} нет")))?;
+                    .ok_or_else(|| super::ServiceError::NotFound(format!("Команды {id} нет")))?;
                 let attempts = tx.attempts_of(id)?;
                 let batch = tx.batch(row.batch_id)?;
                 let dependency = match row.depends_on {

@@ -77,7 +77,7 @@ impl HubConnection {
                         ),
                     }
                 } else {
-                    ServiceError::NotFound(format!("обновления №{run_id} нет"))
+                    ServiceError::NotFound(format!("Обновления №{run_id} нет"))
                 });
             };
             let removed = tx.prune_keys(&held.keys, &held.started_at)?;

@@ -32,7 +32,7 @@ fn parse_since(updated_since: Option<&str>) -> Result<Option<Utc>> {
 /// The closed statuses for a slice of project `label`; not found when there is no such project.
 fn slice_closed_statuses(tx: &Tx<'_>, label: &str) -> Result<Vec<String>> {
     if !tx.projects()?.iter().any(|p| p.label == label) {
-        return Err(ServiceError::NotFound(format!("проекта «{label}» нет")));
+        return Err(ServiceError::NotFound(format!("Проекта «{label}» нет")));
     }
     Ok(settings_in(tx)?.closed_statuses)
 }
@@ -102,7 +102,7 @@ impl HubConnection {
         self.store.read(|tx| {
             let issue = tx
                 .issue(key)?
-                .ok_or_else(|| ServiceError::NotFound(format!("задачи {key} нет в зеркале")))?;
+                .ok_or_else(|| ServiceError::NotFound(format!("Задачи {key} нет в зеркале")))?;
             let (issue, synced_at) = issue_parts(issue);
             let closed = settings_in(tx)?.closed_statuses.contains(&issue.status);
             let mut links = Vec::new();
@@ -159,7 +159,7 @@ impl HubConnection {
         self.store.transact(|tx| {
             if tx.issue(key)?.is_none() {
                 return Err(ServiceError::NotFound(format!(
-                    "задачи {key} нет в зеркале"
+                    "Задачи {key} нет в зеркале"
                 )));
             }
             Ok(tx.add_note(key, author, body, &now)?.into())

@@ -55,7 +55,7 @@ fn all_but_head_skipped(db: &Path, head: &str) {
         count(
             &conn,
             "SELECT count(*) FROM command c JOIN command d ON d.id = c.depends_on
-             WHERE c.status = 'skipped' AND c.error LIKE 'команда ' || d.seq || ' этого пакета, от которой зависит эта,%'"
+             WHERE c.status = 'skipped' AND c.error LIKE 'Команда ' || d.seq || ' этого пакета, от которой зависит эта,%'"
         ),
         CHAIN as i64 - 1
     );

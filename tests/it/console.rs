@@ -217,7 +217,7 @@ async fn signing_in_sets_a_strict_http_only_cookie() {
         .post("/ui/sign-in", None, &[("token", "not-the-token")], &[])
         .await;
     assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
-    assert!(wrong.body.contains("токен не подошёл"), "{}", wrong.body);
+    assert!(wrong.body.contains("Токен не подошёл"), "{}", wrong.body);
     assert!(!wrong.headers.contains_key("set-cookie"));
     let agent = console
         .post("/ui/sign-in", None, &[("token", &console.agent)], &[])
@@ -412,7 +412,7 @@ async fn hostile_text_is_escaped_and_pages_answer() {
         assert!(page.body.contains("<nav>"), "{path}");
     }
     let page = console.get("/ui/mirror/NOPE", Some(&cookie)).await;
-    assert!(page.body.contains("проекта «NOPE» нет"), "{}", page.body);
+    assert!(page.body.contains("Проекта «NOPE» нет"), "{}", page.body);
 }
 
 /// The overview shows a refresh in progress (pages, issues so far, Jira's total) and the
@@ -968,10 +968,12 @@ async fn retry_is_offered_only_where_the_service_takes_it() {
         !alert.contains("failed") && !alert.contains("command"),
         "{alert}"
     );
-    // Params wrap between JSON members: spaced, marked for the style that keeps words whole.
+    // Params readable (issue 29): «name: value» a line each, the key a link to its issue.
     assert!(
         page.body.contains(
-            "<code class=\"json\">{ &quot;key&quot;: &quot;AURORA-1&quot;, &quot;body&quot;: &quot;первый&quot; }</code>"
+            "<td class=\"params\"><span class=\"member\"><span class=\"hint\">задача:</span> \
+             <a href=\"/ui/issues/AURORA-1\">AURORA-1</a></span><br><span class=\"member\">\
+             <span class=\"hint\">текст:</span> <span class=\"value\">первый</span></span></td>"
         ),
         "{}",
         page.body
@@ -1565,7 +1567,7 @@ async fn a_command_has_its_own_page() {
         "{row}"
     );
     assert!(
-        page.body.contains("<th>Зависит от</th>")
+        page.body.contains("<th class=\"dependency\">Зависит от</th>")
             && page.body.contains(&format!(
                 "<a href=\"/ui/commands/{first}\" title=\"пакет {id}, команда 1\">команда&nbsp;1</a>"
             )),
@@ -1789,4 +1791,42 @@ async fn a_silent_agent_is_said_once_counted_right_and_can_be_forgotten() {
     assert_eq!(names, ["live"]);
     let page = console.get("/?notice=forgotten", Some(&cookie)).await;
     assert!(page.body.contains("Агент забыт"), "{}", page.body);
+}
+
+/// Issue 29 item 5: Russian sentences start with a capital letter («Пакета 999 нет»), a batch's
+/// counters read «выполнена: 1 (всего 1)», not «выполнена 1 из 1», the deliveries column is
+/// «Выдачи», the retry button says whose failed commands it retries.
+#[tokio::test]
+async fn the_console_writes_russian_as_russian_is_written() {
+    let console = console();
+    let cookie = console.sign_in().await;
+    let page = console.get("/ui/batches/999", Some(&cookie)).await;
+    assert_eq!(page.status, StatusCode::NOT_FOUND);
+    assert!(page.body.contains("Пакета 999 нет"), "{}", page.body);
+    let id = console.batch("слова").await["id"].as_i64().unwrap();
+    let claim = console.claim("agent-1", "c1").await;
+    let command = claim["commands"][0]["id"].as_i64().unwrap();
+    console
+        .report(
+            "r1",
+            json!([{"command_id": command, "delivery": 1, "status": "failed", "error": "нет"}]),
+        )
+        .await;
+    let list = console.get("/ui/batches", Some(&cookie)).await;
+    assert!(
+        list.body
+            .contains("<span class=\"st st-failed\">ошибка: 1</span> (всего 1)"),
+        "{}",
+        list.body
+    );
+    let page = console
+        .get(&format!("/ui/batches/{id}"), Some(&cookie))
+        .await;
+    assert!(page.body.contains(">Выдачи</th>"), "{}", page.body);
+    let page = console.get("/ui/failed", Some(&cookie)).await;
+    assert!(
+        page.body.contains("Повторить все неудачные команды пакета"),
+        "{}",
+        page.body
+    );
 }

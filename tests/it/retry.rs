@@ -278,7 +278,7 @@ async fn the_api_retries_a_command_and_a_batch_and_lists_the_failed() {
             .iter()
             .map(|c| c["status"].as_str().unwrap())
             .collect::<Vec<_>>(),
-        ["skipped", "failed"]
+        ["failed", "skipped"]
     );
 
     let (status, command) = client_post(&api, &format!("/commands/{first}/retry")).await;
@@ -442,7 +442,7 @@ fn the_cli_lists_shows_retries_and_follows_a_refresh() {
             .contains(&format!("command 1 (id {first}): queued again (attempt 2")),
         "{out:?}"
     );
-    assert!(out.stderr.contains("команды 9999 нет"), "{out:?}");
+    assert!(out.stderr.contains("Команды 9999 нет"), "{out:?}");
     // One language a line: the hub's reason, not its field name for programs.
     let out = run(&db, &["commands", "retry", &first.to_string()]);
     assert_eq!(out.code, 1, "{out:?}");

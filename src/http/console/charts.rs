@@ -66,10 +66,13 @@ fn amount(value: f64, unit: Unit) -> String {
     format!("{} {form}", number(value))
 }
 
-/// A number without a needless fraction: `12`, `2,5`.
+/// A number without a needless fraction: `12`, `2,5`; under a tenth two digits (`0,04`: a
+/// quick refresh is not «0,0 с»).
 fn number(value: f64) -> String {
     if value.fract() == 0.0 {
         format!("{value:.0}")
+    } else if value.abs() < 0.1 {
+        format!("{value:.2}").replace('.', ",")
     } else {
         format!("{value:.1}").replace('.', ",")
     }
@@ -189,5 +192,7 @@ mod tests {
         assert_eq!(amount(11.0, COMMANDS), "11 команд");
         assert_eq!(amount(22.0, COMMANDS), "22 команды");
         assert_eq!(amount(0.0, COMMANDS), "0 команд");
+        const SECONDS: Unit = &["с", "с", "с"];
+        assert_eq!(amount(0.04, SECONDS), "0,04 с");
     }
 }

@@ -623,9 +623,9 @@ async fn form_fields(
 ) -> Result<Vec<(String, String)>, Response> {
     let bytes = Bytes::from_request(request, state)
         .await
-        .map_err(|_| plain_problem(StatusCode::BAD_REQUEST, "форма не прочитана целиком"))?;
+        .map_err(|_| plain_problem(StatusCode::BAD_REQUEST, "Форма не прочитана целиком"))?;
     serde_urlencoded::from_bytes(&bytes)
-        .map_err(|_| plain_problem(StatusCode::BAD_REQUEST, "форма не разобрана"))
+        .map_err(|_| plain_problem(StatusCode::BAD_REQUEST, "Форма не разобрана"))
 }
 
 impl FromRequest<AppState> for Posted {
@@ -635,7 +635,7 @@ impl FromRequest<AppState> for Posted {
         let (parts, body) = request.into_parts();
         if cross_site(&parts.headers, &state.options.public_origins) {
             tracing::warn!("a cross-site console POST refused");
-            return Err(forbidden("запрос пришёл с другого сайта и отклонён"));
+            return Err(forbidden("Запрос пришёл с другого сайта и отклонён"));
         }
         let Some(console) = console_of(&parts) else {
             return Err(internal_problem());
@@ -654,7 +654,7 @@ impl FromRequest<AppState> for Posted {
         if !same_text(&csrf, given) {
             tracing::warn!("a console POST without the right anti-forgery token refused");
             return Err(forbidden(
-                "форма устарела или пришла не со страницы хаба: обновите страницу и повторите",
+                "Форма устарела или пришла не со страницы хаба: обновите страницу и повторите",
             ));
         }
         Ok(Posted {
@@ -797,7 +797,7 @@ fn too_many(wait: time::Duration) -> Response {
     let mut response = sign_in_form(
         StatusCode::TOO_MANY_REQUESTS,
         Some(&format!(
-            "слишком много неверных токенов с этого адреса; следующий неверный принимается через {seconds} с (верный токен входит всегда)"
+            "Слишком много неверных токенов с этого адреса; следующий неверный принимается через {seconds} с (верный токен входит всегда)"
         )),
     );
     if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
@@ -810,7 +810,7 @@ async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
     let headers = request.headers().clone();
     if cross_site(&headers, &state.options.public_origins) {
         tracing::warn!("a cross-site console sign-in refused");
-        return forbidden("запрос пришёл с другого сайта и отклонён");
+        return forbidden("Запрос пришёл с другого сайта и отклонён");
     }
     let Some(console) = request.extensions().get::<Arc<Console>>().cloned() else {
         return internal_problem();
@@ -822,11 +822,11 @@ async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
     let Ok(bytes) = axum::body::to_bytes(request.into_body(), SIGN_IN_MAX_BODY).await else {
         return plain_problem(
             StatusCode::BAD_REQUEST,
-            &format!("форма входа не прочитана целиком или больше {SIGN_IN_MAX_BODY} байт"),
+            &format!("Форма входа не прочитана целиком или больше {SIGN_IN_MAX_BODY} байт"),
         );
     };
     let Ok(fields) = serde_urlencoded::from_bytes::<Vec<(String, String)>>(&bytes) else {
-        return plain_problem(StatusCode::BAD_REQUEST, "форма не разобрана");
+        return plain_problem(StatusCode::BAD_REQUEST, "Форма не разобрана");
     };
     let token = fields
         .into_iter()
@@ -834,7 +834,7 @@ async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
         .map(|(_, token)| token.trim().to_string())
         .unwrap_or_default();
     if token.is_empty() {
-        return sign_in_form(StatusCode::UNAUTHORIZED, Some("введите токен клиента"));
+        return sign_in_form(StatusCode::UNAUTHORIZED, Some("Введите токен клиента"));
     }
     // Checked in memory (issue 30): a guess takes no turn at the database.
     let crate::service::Holder {
@@ -850,11 +850,11 @@ async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
             return too_many(wait);
         }
         let message = if !initialised {
-            "у хаба нет токенов: база не инициализирована (jira-hub init --config FILE)"
+            "У хаба нет токенов: база не инициализирована (jira-hub init --config FILE)"
         } else if agent {
-            "это токен агента; консоль открывается токеном клиента"
+            "Это токен агента; консоль открывается токеном клиента"
         } else {
-            "токен не подошёл"
+            "Токен не подошёл"
         };
         return sign_in_form(StatusCode::UNAUTHORIZED, Some(message));
     }
@@ -863,7 +863,7 @@ async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
     let Some(id) = console.open(&token, now) else {
         return plain_problem(
             StatusCode::INTERNAL_SERVER_ERROR,
-            "вход невозможен: системе не хватило случайных байтов, подробности в журнале",
+            "Вход невозможен: системе не хватило случайных байтов, подробности в журнале",
         );
     };
     let mut response = see_other("/");
@@ -937,7 +937,7 @@ async fn batch(signed: Signed, Path(id): Path<String>) -> Response {
         return not_found(
             &signed,
             Section::Batches,
-            "такого пакета нет",
+            "Такого пакета нет",
             "/ui/batches",
         );
     };
@@ -990,7 +990,7 @@ async fn cancel_question(signed: Signed, Path(id): Path<String>) -> Response {
         return not_found(
             &signed,
             Section::Batches,
-            "такого пакета нет",
+            "Такого пакета нет",
             "/ui/batches",
         );
     };
@@ -1028,7 +1028,7 @@ async fn act_on<T: Send + 'static>(
             StatusCode::NOT_FOUND,
             super::ErrorCode::NotFound,
             None,
-            "такого номера нет",
+            "Такого номера нет",
         );
         return problem_page(&posted.frame("Не найдено", section), &error, "/");
     };
@@ -1046,7 +1046,7 @@ async fn cancel_batch(Path(id): Path<String>, posted: Posted) -> Response {
             StatusCode::NOT_FOUND,
             super::ErrorCode::NotFound,
             None,
-            "такого пакета нет",
+            "Такого пакета нет",
         );
         return problem_page(
             &posted.frame("Не найдено", Section::Batches),

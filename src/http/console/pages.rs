@@ -46,7 +46,7 @@ fn counter_words<'a>(counters: impl IntoIterator<Item = (&'a &'static str, &'a u
         .filter(|(_, n)| **n > 0)
         .map(|(status, n)| {
             format!(
-                "<span class=\"st st-{status}\">{} {n}</span>",
+                "<span class=\"st st-{status}\">{}: {n}</span>",
                 command_status_words(status)
             )
         })
@@ -594,7 +594,7 @@ pub(super) fn batches(
             let _ = write!(
                 out,
                 "<tr><td><a href=\"/ui/batches/{id}\">{id}</a></td><td><a href=\"/ui/batches/{id}\">{}</a></td>\
-                 <td>{}</td><td>{}</td><td>{}</td><td class=\"{class}\">{label}</td><td>{} из {}</td></tr>",
+                 <td>{}</td><td>{}</td><td>{}</td><td class=\"{class}\">{label}</td><td>{} (всего {})</td></tr>",
                 esc(&b.title),
                 or_dash(b.project.as_deref()),
                 esc(&b.author),
@@ -622,6 +622,60 @@ fn json_text(value: &serde_json::Value) -> String {
         Err(_) => value.to_string(),
     };
     clip(&text, 160)
+}
+
+/// A command's params or result for people: each member as «name: value» («задача: AURORA-7»,
+/// the key a link to its page), in Russian where the name is the hub's own; other JSON as it is,
+/// compact (issue 29: no raw JSON, keys as links).
+fn members_html(value: &serde_json::Value) -> String {
+    let Some(members) = value.as_object() else {
+        return format!("<code class=\"json\">{}</code>", esc(&json_text(value)));
+    };
+    if members.is_empty() {
+        return "—".to_string();
+    }
+    let parts: Vec<String> = members
+        .iter()
+        .map(|(name, member)| {
+            let label = match name.as_str() {
+                "key" => "задача",
+                "from" => "от задачи",
+                "to" => "к задаче",
+                "type" => "тип связи",
+                "status" => "статус",
+                "body" => "текст",
+                "summary" => "название",
+                "issue_type" => "тип задачи",
+                "description" => "описание",
+                "labels" => "метки",
+                "parent" => "родитель",
+                "jql" => "JQL",
+                other => other,
+            };
+            let shown = match member {
+                serde_json::Value::String(text)
+                    if matches!(name.as_str(), "key" | "from" | "to" | "parent")
+                        && crate::domain::command::is_issue_key(text) =>
+                {
+                    format!("<a href=\"/ui/issues/{}\">{}</a>", segment(text), esc(text))
+                }
+                serde_json::Value::String(text) => {
+                    format!("<span class=\"value\">{}</span>", esc(&clip(text, 160)))
+                }
+                serde_json::Value::Object(o)
+                    if o.len() == 1 && o.get("$result").is_some_and(|r| r == "key") =>
+                {
+                    "ключ из результата зависимости".to_string()
+                }
+                other => format!("<code class=\"json\">{}</code>", esc(&json_text(other))),
+            };
+            format!(
+                "<span class=\"member\"><span class=\"hint\">{}:</span> {shown}</span>",
+                esc(label)
+            )
+        })
+        .collect();
+    parts.join("<br>")
 }
 
 /// What a failed or skipped command's row offers: the retry the service would accept, or, when
@@ -681,16 +735,14 @@ fn command_rows(
 ) {
     let known: Vec<&CommandView> = commands.iter().chain(others).collect();
     out.push_str(
-        "<div class=\"scroll\"><table><thead><tr><th>Команда</th><th>Тип</th><th>Зависит от</th>\
-         <th>Параметры</th><th>Статус</th><th>Выдач</th><th>Агент</th><th>Результат или ошибка</th>\
+        "<div class=\"scroll\"><table class=\"commands\"><thead><tr><th>Команда</th><th>Тип</th><th class=\"dependency\">Зависит от</th>\
+         <th>Параметры</th><th>Статус</th><th class=\"deliveries\">Выдачи</th><th class=\"agent-name\">Агент</th><th>Результат или ошибка</th>\
          <th>Действие</th></tr></thead><tbody>",
     );
     for c in commands {
         let outcome = match (&c.error, &c.result) {
             (Some(error), _) => format!("<span class=\"error\">{}</span>", esc(&clip(error, 400))),
-            (None, Some(result)) => {
-                format!("<code class=\"json\">{}</code>", esc(&json_text(result)))
-            }
+            (None, Some(result)) => members_html(result),
             (None, None) => "—".to_string(),
         };
         let retry = retry_cell(c, &known, csrf, back);
@@ -708,15 +760,15 @@ fn command_rows(
         let _ = write!(
             out,
             "<tr id=\"command-{}\"><td><a href=\"/ui/commands/{}\" title=\"пакет {}, команда {}\">команда&nbsp;{}</a></td>\
-             <td>{}</td><td>{dependency}</td><td><code class=\"json\">{}</code></td><td class=\"status\">{}</td>\
-             <td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{retry}</td></tr>",
+             <td>{}</td><td class=\"dependency\">{dependency}</td><td class=\"params\">{}</td><td class=\"status\">{}</td>\
+             <td class=\"num deliveries\">{}</td><td class=\"agent-name\">{}</td><td class=\"outcome\">{}</td><td>{retry}</td></tr>",
             c.id,
             c.id,
             c.batch_id,
             c.seq,
             c.seq,
             command_type_words(c.command_type),
-            esc(&json_text(&c.params)),
+            members_html(&c.params),
             attempts_words(c),
             c.deliveries,
             or_dash(c.claimed_by.as_deref()),
@@ -743,7 +795,7 @@ fn attempts_words(command: &CommandView) -> String {
         let _ = write!(
             out,
             "<br><span class=\"hint\">возвращена агентом, выдача не раньше {}</span>",
-            esc(&not_before.as_str().replacen('T', " ", 1))
+            crate::domain::time::shown_utc(not_before.at())
         );
     }
     if let Some(since) = command
@@ -920,7 +972,7 @@ pub(super) fn command(page: &CommandPage, csrf: &str, now: OffsetDateTime) -> St
         "<section id=\"command-head\" data-live><dl class=\"facts\">\
          <dt>Пакет</dt><dd><a href=\"/ui/batches/{batch}\">пакет {batch}</a>: {}</dd>\
          <dt>Тип</dt><dd>{}</dd><dt>Статус</dt><dd id=\"command-status\">{}</dd>\
-         <dt>Выдач агенту, всего</dt><dd>{}</dd><dt>Агент</dt><dd>{agent}</dd>\
+         <dt>Выдано агенту, раз</dt><dd>{}</dd><dt>Агент</dt><dd>{agent}</dd>\
          <dt>Выдана</dt><dd>{claimed}</dd><dt>Закончена</dt><dd>{}</dd>\
          <dt>Вызовов Jira</dt><dd>{}</dd><dt>Ответов 429</dt><dd>{}</dd><dt>Пауза перед выдачей</dt><dd>{}</dd>",
         esc(&page.batch_title),
@@ -1008,7 +1060,7 @@ pub(super) fn command(page: &CommandPage, csrf: &str, now: OffsetDateTime) -> St
         out.push_str("<p>Команду не повторяли: попытка одна, выше.</p>");
     } else {
         out.push_str(
-            "<div class=\"scroll\"><table id=\"attempts\"><thead><tr><th>Попытка</th><th>Итог</th><th>Выдач</th>\
+            "<div class=\"scroll\"><table id=\"attempts\"><thead><tr><th>Попытка</th><th>Итог</th><th>Выдачи</th>\
              <th>Агент</th><th>Выдана</th><th>Закончена</th><th>Повторена</th><th>Результат или ошибка</th></tr></thead><tbody>",
         );
         for (n, a) in c.attempts.iter().enumerate() {
@@ -1080,7 +1132,7 @@ pub(super) fn failed(list: &[FailedBatch], csrf: &str, limit: i64) -> String {
                 &format!("/ui/batches/{id}/retry-failed"),
                 csrf,
                 &[("back", "/ui/failed")],
-                "Повторить все неудачные пакета",
+                "Повторить все неудачные команды пакета",
                 "",
             ));
         }

@@ -384,7 +384,7 @@ fn the_console_in_a_headless_browser() {
     assert_eq!(browser.text("nav"), None);
     browser.type_into("#token", "не тот токен");
     browser.click("form button");
-    browser.wait_text("[role=alert]", |t| t.contains("токен не подошёл"));
+    browser.wait_text("[role=alert]", |t| t.contains("Токен не подошёл"));
     browser.type_into("#token", &client_token);
     browser.click("form button");
     browser.wait_text("h1", |t| t == "Обзор");
@@ -494,17 +494,24 @@ fn the_console_in_a_headless_browser() {
             &json!({"title": "Создать и прокомментировать", "author": "petrov", "project": "AWPCA",
             "commands": [
                 {"type": "comment", "params": {"key": "AURORA-1", "body": long_body}},
-                {"type": "comment", "params": {"key": {"$result": "key"}, "body": "Следом"}, "depends_on": 1}]}),
+                {"type": "comment", "params": {"key": {"$result": "key"}, "body": "Следом"}, "depends_on": 1},
+                {"type": "link", "params": {"from": "AURORA-1", "to": "AURORA-404", "type": "blocks"}}]}),
         ),
     );
     assert_eq!(status, 201, "{created}");
     let failing_batch = created["id"].as_i64().unwrap();
     let first = created["commands"][0]["id"].as_i64().unwrap();
     let second = created["commands"][1]["id"].as_i64().unwrap();
+    let link = created["commands"][2]["id"].as_i64().unwrap();
     let delivery = agent.claim(first);
     agent.report(
         json!({"command_id": first, "delivery": delivery, "status": "failed",
                         "error": "Jira ответила 400: поле body слишком длинное"}),
+    );
+    // A link Jira refused, its key named (issue 29): shown as the agent reported it.
+    agent.report(
+        json!({"command_id": link, "delivery": 1, "status": "failed",
+        "error": "AURORA-404: Jira отказала (HTTP 404): «Issue Does Not Exist»"}),
     );
     agent.claim_some(10); // the claim walk skips the dependent
     browser.goto(&format!("{base}/ui/batches/{failing_batch}"));
@@ -532,9 +539,9 @@ fn the_console_in_a_headless_browser() {
     let skipped_because = browser.text(&format!("#command-{second} .error")).unwrap();
     assert_eq!(
         skipped_because,
-        "команда 1 этого пакета, от которой зависит эта, завершилась со статусом «ошибка»"
+        "Команда 1 этого пакета, от которой зависит эта, завершилась со статусом «ошибка»"
     );
-    let params = format!("#command-{first} code.json");
+    let params = format!("#command-{first} td.params .value");
     let wrapped = cut_words(&browser, &params);
     assert_eq!(wrapped["cut"], json!([]), "{wrapped}");
     keep_screenshot(&browser, &dir, "console-batch-failed.png");
