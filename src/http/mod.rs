@@ -441,11 +441,20 @@ impl HubPool {
         }
         let started = tokio::time::Instant::now();
         let previous = last.clone();
+        // What taking it cost is timed where it is taken: the wait for a thread and for the
+        // operations' turn is no cost of the snapshot's (under load it made every scrape stale).
         let taken = self
-            .run_operation(move |hub| hub.metrics_figures(previous.as_deref()))
+            .run_operation(move |hub| {
+                let at = std::time::Instant::now();
+                let figures = hub.metrics_figures(previous.as_deref())?;
+                Ok((figures, at.elapsed()))
+            })
             .await;
-        *taking = (Some(started), started.elapsed());
-        match taken {
+        *taking = (
+            Some(started),
+            taken.as_ref().map_or(Duration::ZERO, |(_, cost)| *cost),
+        );
+        match taken.map(|(figures, _)| figures) {
             Ok(figures) => {
                 let figures = Arc::new(figures);
                 *self
