@@ -548,6 +548,7 @@ impl Relay {
             now,
             token,
         };
+        let mut share = None;
         let (decision, premapped) = match decide(&observation, &limits) {
             Decision::Read => {
                 // The pass reads at most its budget, but always at least one file.
@@ -580,6 +581,12 @@ impl Relay {
                             (facts, None)
                         } else {
                             let metrics = self.hub.metrics();
+                            // Its share of the reports' memory budget (shared with HTTP), held
+                            // until the file is handled.
+                            share = Some(
+                                crate::service::report_budget()
+                                    .take_blocking(facts.len, &|| metrics.relay_beat()),
+                            );
                             match read_limited(
                                 &mut file,
                                 limits.max_file_bytes + 1,
@@ -611,7 +618,9 @@ impl Relay {
             }
             other => (other, None),
         };
-        self.outcome(decision, name, Some(&path), premapped, now)
+        let outcome = self.outcome(decision, name, Some(&path), premapped, now);
+        drop(share);
+        outcome
     }
 
     /// Carries out a decision that needs no more reading (`now`: the pass's instant).
