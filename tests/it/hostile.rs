@@ -577,3 +577,51 @@ fn heartbeat_http(address: &str, token: &str) {
     );
     assert_eq!(status, 200, "{body}");
 }
+
+/// Request files named up to the file system's limit (255 bytes: a 240-character id) or near it
+/// are refused with the reason and moved to `rejected/` under a
+/// shortened name, their reason naming them as they were; before, the reason's file name was
+/// too long to write, and the file stayed in `inbox/` for good.
+#[test]
+fn files_with_ids_longer_than_the_limit_are_refused_into_rejected() {
+    let dir = TestDir::new();
+    let (_hub, relay, token) = relay_hub(&dir);
+    let _daemon = Daemon::start(&dir.db(), &["--relay-grace-seconds", "1"]);
+    let inbox = relay.join("inbox");
+    let names = [
+        format!("heartbeat-{}.json", "a".repeat(240)),
+        format!("claim-{}.json", "b".repeat(244)),
+        format!("report-{}.json", "c".repeat(200)),
+    ];
+    for name in &names {
+        assert!(name.len() <= 255);
+        std::fs::write(inbox.join(name), b"{}").unwrap();
+    }
+    let deadline = Instant::now() + WAIT;
+    let reasons = loop {
+        let reasons: Vec<serde_json::Value> = std::fs::read_dir(relay.join("rejected"))
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".error.json"))
+            .map(|e| serde_json::from_slice(&std::fs::read(e.path()).unwrap()).unwrap())
+            .collect();
+        if reasons.len() == names.len() || Instant::now() > deadline {
+            break reasons;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    for name in &names {
+        let reason = reasons
+            .iter()
+            .find(|r| r["file"] == json!(name))
+            .unwrap_or_else(|| panic!("no reason for {name}: {reasons:?}"));
+        assert_eq!(reason["code"], "bad_name", "{reason}");
+        assert!(!inbox.join(name).exists(), "{name} left in inbox/");
+    }
+    let bad_name = reasons.iter().find(|r| r["code"] == "bad_name").unwrap();
+    assert!(
+        bad_name["message"].as_str().unwrap().contains("от 1 до 64"),
+        "{bad_name}"
+    );
+    heartbeat(&relay, &token, "after");
+}
