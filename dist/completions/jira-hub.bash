@@ -1703,7 +1703,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__serve)
-            opts="-h --listen --relay-poll-ms --relay-grace-seconds --relay-retention-days --relay-arrival-limit-seconds --relay-max-file-mb --relay-no-notify --http-max-body-mb --http-timeout-seconds --http-max-connections --http-max-anonymous-connections --http-anonymous-timeout-seconds --http-header-timeout-seconds --http-idle-timeout-seconds --allowed-host --public-url --init-from --default-relay-dir --db --log-format --help"
+            opts="-h --listen --relay-poll-ms --relay-grace-seconds --relay-retention-days --relay-arrival-limit-seconds --relay-max-file-mb --relay-no-notify --report-budget-mb --http-max-body-mb --http-timeout-seconds --http-max-connections --http-max-anonymous-connections --http-anonymous-timeout-seconds --http-header-timeout-seconds --http-idle-timeout-seconds --allowed-host --public-url --init-from --default-relay-dir --db --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1730,6 +1730,10 @@ _jira__hub() {
                     return 0
                     ;;
                 --relay-max-file-mb)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --report-budget-mb)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -164,6 +164,7 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l relay-grace-
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l relay-retention-days -d 'How long answers, archived and refused relay files are kept' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l relay-arrival-limit-seconds -d 'How long a relay file that is not complete JSON may keep changing before it is refused all the same' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l relay-max-file-mb -d 'Relay files larger than this are refused unread' -r
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l report-budget-mb -d 'Memory for the agent\'s reports in flight, HTTP bodies and relay files together: a report waits for its size (a larger one takes all of it); an HTTP report that cannot get it within --http-timeout-seconds is answered 503 with Retry-After' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l http-max-body-mb -d 'The largest HTTP request body (a refresh page of 1,000 issues must fit)' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l http-timeout-seconds -d 'An HTTP request that takes longer is answered 408' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand serve" -l http-max-connections -d 'Open HTTP connections at most; at the cap a new one closes the oldest idle one' -r

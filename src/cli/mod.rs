@@ -274,6 +274,11 @@ pub struct ServeArgs {
     /// List inbox/ on the timer only, without change notifications.
     #[arg(long, env = "JIRA_HUB_RELAY_NO_NOTIFY")]
     pub relay_no_notify: bool,
+    /// Memory for the agent's reports in flight, HTTP bodies and relay files together: a report
+    /// waits for its size (a larger one takes all of it); an HTTP report that cannot get it
+    /// within --http-timeout-seconds is answered 503 with Retry-After.
+    #[arg(long, env = "JIRA_HUB_REPORT_BUDGET_MB", default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    pub report_budget_mb: u64,
     /// The largest HTTP request body (a refresh page of 1,000 issues must fit).
     #[arg(long, env = "JIRA_HUB_HTTP_MAX_BODY_MB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub http_max_body_mb: u64,
@@ -575,13 +580,16 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Agents(AgentsCommand::Forget { name }) => status::forget_agent(&cli.db, &name)?,
         Command::Backup => admin::backup(&cli.db)?,
         Command::Restore { backup } => admin::restore(&cli.db, &backup)?,
-        Command::Serve(args) => match crate::daemon::serve(&cli.db, args.into_options()) {
-            Ok(()) => Outcome::Success,
-            Err(crate::daemon::ServeError::Unrunnable(why)) => {
-                return Err(CliError::Unrunnable(why));
+        Command::Serve(args) => {
+            crate::service::set_report_budget(args.report_budget_mb * 1024 * 1024);
+            match crate::daemon::serve(&cli.db, args.into_options()) {
+                Ok(()) => Outcome::Success,
+                Err(crate::daemon::ServeError::Unrunnable(why)) => {
+                    return Err(CliError::Unrunnable(why));
+                }
+                Err(crate::daemon::ServeError::Failed(error)) => return Err(error.into()),
             }
-            Err(crate::daemon::ServeError::Failed(error)) => return Err(error.into()),
-        },
+        }
         Command::Relay(RelayCommand::Inspect { path }) => relay::inspect(&cli.db, &path)?,
         Command::Relay(RelayCommand::Validate { path }) => relay::validate(&cli.db, &path)?,
         Command::Relay(RelayCommand::Init { path }) => relay::init(&path)?,

@@ -220,9 +220,48 @@ pub(crate) async fn claim(
 pub(crate) async fn report(
     _: AgentAuth,
     State(state): State<AppState>,
-    ApiBytes(body): ApiBytes,
-) -> Result<Json<AgentAnswer>, ApiError> {
-    handle(state, body, Kind::Report).await
+    request: axum::extract::Request,
+) -> Result<Json<AgentAnswer>, axum::response::Response> {
+    use axum::extract::FromRequest;
+    use axum::response::IntoResponse;
+    // The body's share of the reports' memory budget before a byte of it is read: its
+    // announced length, or the body limit when it does not say (chunked).
+    let announced = request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(state.options.max_body_bytes as u64, |len| {
+            len.min(state.options.max_body_bytes as u64)
+        });
+    let budget = crate::service::report_budget();
+    // Half the request's deadline: the other half is for reading and handling it.
+    let Some(_share) = budget
+        .take(announced, state.options.request_timeout / 2)
+        .await
+    else {
+        let mut response = ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::Busy,
+            None,
+            format!(
+                "хаб занят другими отчётами (их память ограничена {} МиБ): повторите позже",
+                budget.bytes() / (1024 * 1024)
+            ),
+        )
+        .into_response();
+        response.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            axum::http::HeaderValue::from_static("5"),
+        );
+        return Err(response);
+    };
+    let ApiBytes(body) = ApiBytes::from_request(request, &state)
+        .await
+        .map_err(IntoResponse::into_response)?;
+    handle(state, body, Kind::Report)
+        .await
+        .map_err(IntoResponse::into_response)
 }
 
 /// The agent is alive; whether Jira answers it.

@@ -548,6 +548,7 @@ impl Relay {
             now,
             token,
         };
+        let mut share = None;
         let (decision, premapped) = match decide(&observation, &limits) {
             Decision::Read => {
                 // The pass reads at most its budget, but always at least one file.
@@ -580,6 +581,12 @@ impl Relay {
                             (facts, None)
                         } else {
                             let metrics = self.hub.metrics();
+                            // Its share of the reports' memory budget (shared with HTTP), held
+                            // until the file is handled.
+                            share = Some(
+                                crate::service::report_budget()
+                                    .take_blocking(facts.len, &|| metrics.relay_beat()),
+                            );
                             match read_limited(
                                 &mut file,
                                 limits.max_file_bytes + 1,
@@ -611,7 +618,9 @@ impl Relay {
             }
             other => (other, None),
         };
-        self.outcome(decision, name, Some(&path), premapped, now)
+        let outcome = self.outcome(decision, name, Some(&path), premapped, now);
+        drop(share);
+        outcome
     }
 
     /// Carries out a decision that needs no more reading (`now`: the pass's instant).
@@ -755,7 +764,7 @@ impl Relay {
                 .count_refused_on(self.hub.now_utc().date(), 1);
         }
         let rejected = dir.join("rejected");
-        let target = free_name(&rejected, name);
+        let target = free_name(&rejected, &rejected_name(name));
         let target_name = target
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -766,7 +775,8 @@ impl Relay {
             &format!("{target_name}.error.json"),
             pretty(&reason).as_bytes(),
         )?;
-        if let Some(answer_name) = error_answer_name(name) {
+        // An answer whose name the file system cannot hold is one nobody can be waiting for.
+        if let Some(answer_name) = error_answer_name(name).filter(|n| n.len() <= NAME_MAX) {
             let id = answer_name
                 .strip_prefix("error-")
                 .and_then(|rest| rest.strip_suffix(".json"))
@@ -797,6 +807,35 @@ pub fn error_answer_name(request_name: &str) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// The longest file name (in bytes) of the file systems a relay folder lives on (`NAME_MAX`:
+/// ext4, XFS, NFS and SMB shares all stop at 255).
+const NAME_MAX: usize = 255;
+
+/// What a name in `rejected/` must leave room for: a duplicate's `.N`, the reason's
+/// `.error.json`, and the temporary name the reason is written under first
+/// (`.<name>.<pid>-<n>.tmp`, see `fsio::write_new`).
+const REJECTED_SUFFIXES: usize =
+    ".99999".len() + ".error.json".len() + ".".len() + ".4194304-18446744073709551615.tmp".len();
+
+/// The name a refused file gets in `rejected/`: its own when it fits there with its reason's
+/// `.error.json` beside it; else its first bytes, `~`, a hash of the whole name and `.json`
+/// (the reason names the file as it was). Before, a file named up to the limit (a 240-character
+/// id) could not have its reason written, and stayed in `inbox/` for good.
+fn rejected_name(name: &str) -> String {
+    if name.len() + REJECTED_SUFFIXES <= NAME_MAX {
+        return name.to_string();
+    }
+    // FNV-1a, 64 bits: names that share their first bytes stay apart.
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    let mut keep = NAME_MAX - REJECTED_SUFFIXES - "~0123456789abcdef.json".len();
+    while !name.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    format!("{}~{hash:016x}.json", &name[..keep])
 }
 
 fn pretty(value: &serde_json::Value) -> String {
