@@ -500,7 +500,7 @@ impl Agent {
         if answer.commands.is_empty() {
             return false;
         }
-        let deadline = self.lease.map(|lease| claimed_at + lease);
+        let mut deadline = self.lease.map(|lease| claimed_at + lease);
         for (index, command) in answer.commands.iter().enumerate() {
             if self.heartbeat_due() {
                 self.heartbeat();
@@ -531,18 +531,31 @@ impl Agent {
                     break;
                 }
             }
+            // The rest of the claim is kept leased with the command: a long wait or look inside
+            // it (a lost answer's grace) must not let them lapse (issue 31, item 3).
             let keeper = self.lease.zip(deadline).map(|(lease, deadline)| {
                 Arc::new(LeaseKeeper {
                     hub: self.hub.clone(),
                     command_id: command.id,
                     delivery: command.delivery,
+                    rest: Mutex::new(
+                        answer.commands[index + 1..]
+                            .iter()
+                            .map(|c| (c.id, c.delivery))
+                            .collect(),
+                    ),
                     lease,
                     deadline: Mutex::new(deadline),
                 })
             });
-            self.waits.hold(keeper.map(|k| k as Arc<dyn wait::Lease>));
+            self.waits
+                .hold(keeper.clone().map(|k| k as Arc<dyn wait::Lease>));
             let ended = self.execute(command);
             self.waits.hold(None);
+            if let Some(keeper) = &keeper {
+                // Renewed with the command, the rest's leases end when its last renewal says.
+                deadline = Some(keeper.deadline());
+            }
             if let Some((mut reason, held, not_before)) = ended {
                 if held == Some(answer::Cause::Rejected) {
                     reason = self.reject(&reason);
@@ -883,6 +896,9 @@ struct LeaseKeeper {
     hub: Arc<HubLink>,
     command_id: i64,
     delivery: u32,
+    /// The claim's commands not started yet (id, delivery), renewed with it; one the hub no
+    /// longer renews is dropped from the list.
+    rest: Mutex<Vec<(i64, u32)>>,
     lease: Duration,
     /// When the lease ends (monotonic).
     deadline: Mutex<Duration>,
@@ -895,9 +911,9 @@ impl LeaseKeeper {
 
     /// Sends the keep-alive; false when the hub says the lease is lost (or cannot be reached).
     fn renew(&self, now: Duration) -> bool {
-        let keep_alive = CommandResult {
-            command_id: self.command_id,
-            delivery: self.delivery,
+        let keep_alive = |command_id: i64, delivery: u32| CommandResult {
+            command_id,
+            delivery,
             status: ResultStatus::Progress,
             result: None,
             error: None,
@@ -908,8 +924,14 @@ impl LeaseKeeper {
             not_before_seconds: None,
             sent: None,
         };
-        match self.hub.report(vec![keep_alive]) {
+        let rest: Vec<(i64, u32)> = self.rest.lock().map(|r| r.clone()).unwrap_or_default();
+        let mut reports = vec![keep_alive(self.command_id, self.delivery)];
+        reports.extend(rest.iter().map(|(id, delivery)| keep_alive(*id, *delivery)));
+        match self.hub.report(reports) {
             Ok(answer) if answer.accepted.contains(&self.command_id) => {
+                if let Ok(mut rest) = self.rest.lock() {
+                    rest.retain(|(id, _)| answer.accepted.contains(id));
+                }
                 if let Ok(mut deadline) = self.deadline.lock() {
                     *deadline = now + self.lease;
                 }

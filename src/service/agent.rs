@@ -1340,10 +1340,11 @@ fn expire_in(tx: &Tx<'_>, settings: &Settings, now: &Now) -> Result<ExpiredClaim
 ///   row was read by a refresh that started after the command's delivery (a stale row proves
 ///   nothing; a status name is not unique, and the legacy `transitions_map` form names no status
 ///   id, so it is never confirmed here);
-/// - a link is confirmed when the mirror holds it: Jira makes one link per (type, inward,
-///   outward), whoever asked for it;
-/// - an edit (`ensure_issue` with a key) when the issue shows every requested field: setting a
-///   field twice is harmless.
+/// - a link is confirmed when the mirror holds it (Jira makes one link per (type, inward,
+///   outward), whoever asked for it) and an edit (`ensure_issue` with a key) when the issue shows
+///   every requested field (setting a field twice is harmless), each only from a row a refresh
+///   read after the command's delivery, like a transition (issue 31, item 6: a mirror read
+///   before proves nothing about this delivery).
 fn confirm_by_state(
     tx: &Tx<'_>,
     settings: &Settings,
@@ -1388,23 +1389,36 @@ fn confirm_by_state(
             .then(|| json!({"status": status}))
         }
         CommandType::Link => {
-            let (Some(from), Some(to), Some(link_type)) = (text("from"), text("to"), text("type"))
-            else {
+            let (Some(from), Some(to), Some(link_type), Some(claimed_at)) = (
+                text("from"),
+                text("to"),
+                text("type"),
+                command.claimed_at.as_ref(),
+            ) else {
                 return Ok(None);
             };
             let Some(jira_name) = settings.link_types.get(&link_type) else {
                 return Ok(None);
             };
-            tx.link_exists(&from, &to, jira_name)?
+            // The links are the inward issue's: its row must have been read after the delivery.
+            (tx.link_exists(&from, &to, jira_name)? && tx.issue_read_after(&from, claimed_at)?)
                 .then(|| json!({"link_id": null}))
         }
-        CommandType::EnsureIssue => confirm_edit(tx, settings, &params)?,
+        CommandType::EnsureIssue => match command.claimed_at.as_ref() {
+            Some(claimed_at) => confirm_edit(tx, settings, &params, claimed_at)?,
+            None => None,
+        },
     })
 }
 
 /// An edit (`ensure_issue` with a key) is visible when the issue shows every requested field. A
 /// create (no key) is never confirmed from the mirror: see [`confirm_by_state`].
-fn confirm_edit(tx: &Tx<'_>, settings: &Settings, params: &Value) -> Result<Option<Value>> {
+fn confirm_edit(
+    tx: &Tx<'_>,
+    settings: &Settings,
+    params: &Value,
+    claimed_at: &Utc,
+) -> Result<Option<Value>> {
     let text = |name: &str| params.get(name).and_then(Value::as_str);
     let Some(key) = params
         .get("key")
@@ -1415,6 +1429,9 @@ fn confirm_edit(tx: &Tx<'_>, settings: &Settings, params: &Value) -> Result<Opti
     let Some(key) = key.as_str() else {
         return Ok(None);
     };
+    if !tx.issue_read_after(key, claimed_at)? {
+        return Ok(None);
+    }
     let Some(type_name) = text("issue_type")
         .and_then(|t| settings.issue_types.as_ref()?.get(t))
         .map(|t| t.name.clone())

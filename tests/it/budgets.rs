@@ -311,3 +311,38 @@ fn a_lost_create_among_300_own_issues_costs_at_most_four_calls() {
             .collect::<Vec<_>>()
     );
 }
+
+/// Item 3: while a lost write is looked for (here a comment whose connection dropped, never
+/// applied, looked for through a 30 s grace), the rest of the claim is kept leased with it: the
+/// next command is neither lapsed nor given back, and runs in the same claim.
+#[test]
+fn the_rest_of_a_claim_stays_leased_through_a_long_look() {
+    let fake = FakeJira::start(Mode::DataCenter);
+    let key = seed(&fake);
+    fake.fault(Endpoint::AddComment, Fault::DropBeforeApply, 1);
+    let hub = Hub::start(
+        settings(),
+        json!([
+            comment(&key, "потерянный ответ"),
+            comment(&key, "следующий")
+        ]),
+    );
+    let config = hub.agent_config(&fake.url(), json!({"release_grace_seconds": 30}));
+    assert!(run_until(&hub, &config, || all_ended(&hub)));
+    let commands = hub.commands();
+    assert_eq!(
+        (commands[0].status, commands[0].deliveries),
+        (CommandStatus::Done, 2),
+        "{commands:?}"
+    );
+    assert_eq!(
+        (
+            commands[1].status,
+            commands[1].deliveries,
+            commands[1].uncounted_releases
+        ),
+        (CommandStatus::Done, 1, 0),
+        "{commands:?}"
+    );
+    assert_eq!(fake.comments(&key).len(), 2);
+}

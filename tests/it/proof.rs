@@ -634,3 +634,67 @@ mod scenarios {
         lost_creates_under_a_rewriting_rule(Mode::Cloud);
     }
 }
+
+/// Issue 31, item 6: an edit and a link are confirmed from the mirror only by a refresh that read
+/// Jira after the command was handed out, like a transition: a mirror read before shows what may
+/// be someone else's doing (or this command's earlier, unconfirmed delivery), and proves nothing.
+#[test]
+fn an_edit_and_a_link_are_not_confirmed_by_a_stale_mirror() {
+    let (_dir, clock, mut hub) = start(json!({"pacing": {"claim_timeout_seconds": 60}}));
+    let agent = Agent::new("agent-1");
+    let mirrored = || {
+        vec![
+            raw_issue(
+                "AURORA-1",
+                "1",
+                &["AWPCA"],
+                json!({"summary": "Новое имя", "issuelinks": [
+                    {"id": "5", "type": {"name": "Blocks"}, "outwardIssue": {"key": "AURORA-2"}}]}),
+            ),
+            // Jira shows a link on both of its issues.
+            raw_issue(
+                "AURORA-2",
+                "2",
+                &["AWPCA"],
+                json!({"issuelinks": [
+                    {"id": "5", "type": {"name": "Blocks"}, "inwardIssue": {"key": "AURORA-1"}}]}),
+            ),
+        ]
+    };
+    // The mirror already shows both, read before the commands are handed out.
+    refresh(&mut hub, &agent, mirrored());
+    clock.advance(Duration::seconds(1));
+    let work = hub
+        .enqueue_batch(&batch(json!({"title": "t", "author": "a", "commands": [
+            {"type": "ensure_issue", "params": {"key": "AURORA-1", "issue_type": "task", "summary": "Новое имя"}},
+            {"type": "link", "params": {"from": "AURORA-1", "to": "AURORA-2", "type": "blocks"}}]})))
+        .unwrap();
+    assert_eq!(agent.claim(&mut hub, 10).commands.len(), 2);
+    clock.advance(Duration::seconds(61));
+    let expired = hub.expire_claims().unwrap();
+    assert_eq!(
+        (expired.confirmed_by_state, expired.requeued),
+        (0, 2),
+        "a stale mirror confirms nothing"
+    );
+    // Delivered again; a refresh after it shows the same: both confirmed.
+    clock.advance(Duration::seconds(1));
+    assert_eq!(agent.claim(&mut hub, 10).commands.len(), 2);
+    clock.advance(Duration::seconds(5));
+    refresh(&mut hub, &agent, mirrored());
+    clock.advance(Duration::seconds(61));
+    let expired = hub.expire_claims().unwrap();
+    assert_eq!(
+        expired.confirmed_by_state,
+        2,
+        "{expired:?} {:?}",
+        hub.batch(work.id).unwrap().commands
+    );
+    assert_eq!(
+        statuses(&mut hub, work.id),
+        [
+            CommandStatus::ConfirmedByState,
+            CommandStatus::ConfirmedByState
+        ]
+    );
+}
