@@ -193,15 +193,16 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_se
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from help" -f -a "show" -d 'One batch with its commands: status, deliveries, who claimed them, result or error'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from help" -f -a "cancel" -d 'Cancel a batch: its queued commands become cancelled; those already at the agent are not stopped and end as the agent reports'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry help" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry keep-jira help" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry keep-jira help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry help" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry help" -f -a "failed" -d 'Commands that ended failed or skipped, newest first, with their errors'
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry help" -f -a "retry" -d 'Queue failed or skipped commands again (their earlier outcome is kept), or with --batch every failed and skipped command of a batch'
-complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry keep-jira help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry keep-jira help" -f -a "failed" -d 'Commands that ended failed or skipped, newest first, with their errors'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry keep-jira help" -f -a "retry" -d 'Queue failed or skipped commands again (their earlier outcome is kept), or with --batch every failed and skipped command of a batch'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry keep-jira help" -f -a "keep-jira" -d 'Leave as Jira has it: an edit stopped by a conflict ends cancelled, nothing written; the commands skipped because of it stay skipped with that reason'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and not __fish_seen_subcommand_from failed retry keep-jira help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from failed" -l limit -d 'At most this many' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from failed" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from failed" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
@@ -215,9 +216,17 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_s
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from retry" -l overwrite -d 'An edit stopped by a conflict (a field changed in Jira since it was enqueued) writes the fields in conflict over Jira\'s values; without it every field is checked again'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from retry" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from keep-jira" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from keep-jira" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
+plain\t'Text with a timestamp, for a terminal or a file'
+journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
+json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from keep-jira" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from help" -f -a "failed" -d 'Commands that ended failed or skipped, newest first, with their errors'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from help" -f -a "retry" -d 'Queue failed or skipped commands again (their earlier outcome is kept), or with --batch every failed and skipped command of a batch'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from help" -f -a "keep-jira" -d 'Leave as Jira has it: an edit stopped by a conflict ends cancelled, nothing written; the commands skipped because of it stay skipped with that reason'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -l project -d 'Refresh this project\'s label only (with its board); everything otherwise' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand refresh; and not __fish_seen_subcommand_from confirm help" -l timeout -d 'With --wait, give up after this many seconds (exit 1; the refresh stays queued)' -r
@@ -330,6 +339,7 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from batches" -f -a "cancel" -d 'Cancel a batch: its queued commands become cancelled; those already at the agent are not stopped and end as the agent reports'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from commands" -f -a "failed" -d 'Commands that ended failed or skipped, newest first, with their errors'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from commands" -f -a "retry" -d 'Queue failed or skipped commands again (their earlier outcome is kept), or with --batch every failed and skipped command of a batch'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from commands" -f -a "keep-jira" -d 'Leave as Jira has it: an edit stopped by a conflict ends cancelled, nothing written; the commands skipped because of it stay skipped with that reason'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from refresh" -f -a "confirm" -d 'Apply the removals of a full refresh held by `prune_guard` (see `jira-hub status`)'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from relay" -f -a "inspect" -d 'A readable table of one relay file or a whole relay folder'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand help; and __fish_seen_subcommand_from relay" -f -a "validate" -d 'Check files against the protocol; exit 1 when any is invalid'

@@ -135,6 +135,7 @@ struct Figures {
 pub(crate) struct Exporter {
     registry: Registry,
     figures: Arc<Mutex<Figures>>,
+    failed: super::failed_metric::FailedByCause,
 }
 
 impl Exporter {
@@ -145,7 +146,15 @@ impl Exporter {
             metrics,
             figures: figures.clone(),
         }));
-        Exporter { registry, figures }
+        let failed = super::failed_metric::FailedByCause::default();
+        registry.register_collector(Box::new(super::failed_metric::FailedCollector(
+            failed.clone(),
+        )));
+        Exporter {
+            registry,
+            figures,
+            failed,
+        }
     }
 }
 
@@ -544,9 +553,9 @@ pub(crate) async fn metrics(
             .get(header::ACCEPT)
             .and_then(|value| value.to_str().ok()),
     );
-    let (status, fault) = state
+    let (status, fault, failed) = state
         .pool
-        .run(|hub| Ok((hub.status()?, hub.database_fault())))
+        .run(|hub| Ok((hub.status()?, hub.database_fault(), hub.failed_by_cause()?)))
         .await?;
     let now = time::OffsetDateTime::now_utc();
     let age = |at: &crate::domain::time::Utc| (now - at.at()).whole_seconds().max(0);
@@ -608,6 +617,10 @@ pub(crate) async fn metrics(
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         *slot = figures;
         drop(slot);
+        *exporter
+            .failed
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = failed;
         prometheus_client::encoding::text::encode(&mut text, &exporter.registry)
     }
     .map_err(|error| {
