@@ -111,8 +111,12 @@ impl HubConnection {
                         command.status.label()
                     ),
                 })?;
-            let fields = edit::conflict_fields(conflict).join(", ");
-            let reason = format!("Оставлено как в Jira ({by}): поля {fields} не записаны");
+            let fields = edit::conflict_fields(conflict)
+                .iter()
+                .map(|f| format!("«{}»", edit::field_label(f)))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let reason = format!("Оставлено как в Jira ({by}): не записаны поля {fields}");
             tx.cancel_failed_command(id, &now, &reason)?;
             let dependent_reason = format!(
                 "команда {} этого пакета, от которой зависит эта, отменена: оператор оставил как в Jira ({fields})",

@@ -32,7 +32,7 @@ pub(super) fn section(command: &CommandView, csrf: Option<&str>) -> String {
         let _ = write!(
             out,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{who}</td></tr>",
-            esc(field_words(field["field"].as_str().unwrap_or(""))),
+            esc(edit::field_label(field["field"].as_str().unwrap_or(""))),
             esc(&edit::shown(&field["base"])),
             esc(&edit::shown(&field["jira"])),
             esc(&edit::shown(&field["wanted"])),
@@ -49,6 +49,7 @@ pub(super) fn section(command: &CommandView, csrf: Option<&str>) -> String {
                 "Записать поверх",
                 "danger",
             ));
+            out.push(' ');
             out.push_str(&form(
                 &format!("/ui/commands/{}/keep-jira", command.id),
                 csrf,
@@ -86,19 +87,4 @@ pub(super) fn batch_fact(view: &BatchView) -> String {
         "<dt>Конфликты с Jira</dt><dd id=\"batch-conflicts\">{} ждут решения на странице команды; других ошибок: {other}</dd>",
         view.conflicts
     )
-}
-
-/// A field of an edit as the console names it.
-fn field_words(field: &str) -> &str {
-    match field {
-        "summary" => "Название",
-        "description" => "Описание",
-        "priority" => "Приоритет",
-        "assignee" => "Исполнитель",
-        "duedate" => "Срок",
-        "plan_start" => "Начало по плану",
-        "plan_end" => "Конец по плану",
-        "epic_key" => "Эпик",
-        other => other,
-    }
 }
