@@ -106,6 +106,9 @@ _jira__hub() {
             jira__hub__subcmd__commands,help)
                 cmd="jira__hub__subcmd__commands__subcmd__help"
                 ;;
+            jira__hub__subcmd__commands,keep-jira)
+                cmd="jira__hub__subcmd__commands__subcmd__keep__subcmd__jira"
+                ;;
             jira__hub__subcmd__commands,retry)
                 cmd="jira__hub__subcmd__commands__subcmd__retry"
                 ;;
@@ -114,6 +117,9 @@ _jira__hub() {
                 ;;
             jira__hub__subcmd__commands__subcmd__help,help)
                 cmd="jira__hub__subcmd__commands__subcmd__help__subcmd__help"
+                ;;
+            jira__hub__subcmd__commands__subcmd__help,keep-jira)
+                cmd="jira__hub__subcmd__commands__subcmd__help__subcmd__keep__subcmd__jira"
                 ;;
             jira__hub__subcmd__commands__subcmd__help,retry)
                 cmd="jira__hub__subcmd__commands__subcmd__help__subcmd__retry"
@@ -186,6 +192,9 @@ _jira__hub() {
                 ;;
             jira__hub__subcmd__help__subcmd__commands,failed)
                 cmd="jira__hub__subcmd__help__subcmd__commands__subcmd__failed"
+                ;;
+            jira__hub__subcmd__help__subcmd__commands,keep-jira)
+                cmd="jira__hub__subcmd__help__subcmd__commands__subcmd__keep__subcmd__jira"
                 ;;
             jira__hub__subcmd__help__subcmd__commands,retry)
                 cmd="jira__hub__subcmd__help__subcmd__commands__subcmd__retry"
@@ -577,7 +586,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__commands)
-            opts="-h --db --log-format --help failed retry help"
+            opts="-h --db --log-format --help failed retry keep-jira help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -625,7 +634,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__commands__subcmd__help)
-            opts="failed retry help"
+            opts="failed retry keep-jira help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -666,6 +675,20 @@ _jira__hub() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        jira__hub__subcmd__commands__subcmd__help__subcmd__keep__subcmd__jira)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         jira__hub__subcmd__commands__subcmd__help__subcmd__retry)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
@@ -680,8 +703,30 @@ _jira__hub() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        jira__hub__subcmd__commands__subcmd__keep__subcmd__jira)
+            opts="-h --db --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "auto plain journal json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         jira__hub__subcmd__commands__subcmd__retry)
-            opts="-h --batch --db --log-format --help"
+            opts="-h --batch --overwrite --db --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -879,7 +924,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__help__subcmd__commands)
-            opts="failed retry"
+            opts="failed retry keep-jira"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -893,6 +938,20 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__help__subcmd__commands__subcmd__failed)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__help__subcmd__commands__subcmd__keep__subcmd__jira)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

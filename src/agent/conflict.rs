@@ -126,7 +126,7 @@ impl Executor<'_> {
                 };
                 format!(
                     "{}: было «{}», в Jira сейчас «{}», хотели записать «{}»{by}",
-                    c["field"].as_str().unwrap_or(""),
+                    edit::field_label(c["field"].as_str().unwrap_or("")),
                     edit::shown(&c["base"]),
                     edit::shown(&c["jira"]),
                     edit::shown(&c["wanted"]),

@@ -180,7 +180,15 @@ fn examples(page: &str) -> &'static [Example] {
                 "Every failed and skipped command of batch 42:",
                 "jira-hub commands retry --batch 42",
             ),
+            (
+                "An edit stopped by a change made in Jira, written over it:",
+                "jira-hub commands retry 17 --overwrite",
+            ),
         ],
+        "jira-hub-commands-keep-jira" => &[(
+            "An edit stopped by a change made in Jira, left as Jira has it:",
+            "jira-hub commands keep-jira 17",
+        )],
         "jira-hub-refresh" => &[
             ("Queue a full refresh of the mirror:", "jira-hub refresh"),
             (

@@ -430,6 +430,17 @@ pub enum CommandsCommand {
         /// Retry every failed and skipped command of this batch.
         #[arg(long)]
         batch: Option<i64>,
+        /// An edit stopped by a conflict (a field changed in Jira since it was enqueued) writes
+        /// the fields in conflict over Jira's values; without it every field is checked again.
+        #[arg(long, conflicts_with = "batch")]
+        overwrite: bool,
+    },
+    /// Leave as Jira has it: an edit stopped by a conflict ends cancelled, nothing written; the
+    /// commands skipped because of it stay skipped with that reason.
+    KeepJira {
+        /// The commands' ids.
+        #[arg(required = true)]
+        ids: Vec<i64>,
     },
 }
 
@@ -613,9 +624,12 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Commands(CommandsCommand::Failed { limit }) => {
             queue::failed_commands(&cli.db, limit)?
         }
-        Command::Commands(CommandsCommand::Retry { ids, batch }) => {
-            queue::retry(&cli.db, &ids, batch)?
-        }
+        Command::Commands(CommandsCommand::Retry {
+            ids,
+            batch,
+            overwrite,
+        }) => queue::retry(&cli.db, &ids, batch, overwrite)?,
+        Command::Commands(CommandsCommand::KeepJira { ids }) => queue::keep_jira(&cli.db, &ids)?,
         Command::Refresh {
             action: Some(RefreshCommand::Confirm { run }),
             ..

@@ -140,24 +140,61 @@ pub(crate) fn failed_commands(db: &Path, limit: i64) -> anyhow::Result<Outcome> 
 
 /// `commands retry ID…` or `commands retry --batch B`: queued again, history kept. Every id is
 /// tried; the exit is 1 when any was refused.
-pub(crate) fn retry(db: &Path, ids: &[i64], batch: Option<i64>) -> anyhow::Result<Outcome> {
+pub(crate) fn retry(
+    db: &Path,
+    ids: &[i64],
+    batch: Option<i64>,
+    overwrite: bool,
+) -> anyhow::Result<Outcome> {
     let mut hub = open_existing_hub(db)?;
     if let Some(batch) = batch {
         let view = hub.retry_failed(batch)?;
         print_batch(&view)?;
         return Ok(Outcome::Success);
     }
+    each_command(ids, "не повторено", |id| {
+        let command = if overwrite {
+            hub.retry_overwriting(id)?
+        } else {
+            hub.retry_command(id)?
+        };
+        Ok(format!(
+            "batch {}, command {} (id {id}): queued again (attempt {}){}",
+            command.batch_id,
+            command.seq,
+            command.attempts.len() + 1,
+            if overwrite {
+                ", overwriting Jira's values"
+            } else {
+                ""
+            }
+        ))
+    })
+}
+
+/// `commands keep-jira ID…`: each edit stopped by a conflict ends cancelled (issue 32).
+pub(crate) fn keep_jira(db: &Path, ids: &[i64]) -> anyhow::Result<Outcome> {
+    let mut hub = open_existing_hub(db)?;
+    each_command(ids, "не оставлено как в Jira", |id| {
+        let command = hub.keep_jira(id, "cli")?;
+        Ok(format!(
+            "batch {}, command {} (id {id}): cancelled, left as Jira has it",
+            command.batch_id, command.seq
+        ))
+    })
+}
+
+/// Runs `action` on each command id and prints the line it answers; a refusal (no such command,
+/// a conflict) is told on stderr and the others go on; the exit says how many were refused.
+fn each_command(
+    ids: &[i64],
+    refused_words: &str,
+    mut action: impl FnMut(i64) -> Result<String, ServiceError>,
+) -> anyhow::Result<Outcome> {
     let mut refused = 0;
     for &id in ids {
-        match hub.retry_command(id) {
-            Ok(command) => {
-                outln!(
-                    "batch {}, command {} (id {id}): queued again (attempt {})",
-                    command.batch_id,
-                    command.seq,
-                    command.attempts.len() + 1
-                );
-            }
+        match action(id) {
+            Ok(line) => outln!("{line}"),
             Err(error @ (ServiceError::NotFound(_) | ServiceError::Conflict { .. })) => {
                 refused += 1;
                 // The hub's reason alone: its field name (`command`) is for programs.
@@ -171,7 +208,7 @@ pub(crate) fn retry(db: &Path, ids: &[i64], batch: Option<i64>) -> anyhow::Resul
         }
     }
     if refused > 0 {
-        anyhow::bail!("не повторено команд: {refused} из {}", ids.len());
+        anyhow::bail!("{refused_words} команд: {refused} из {}", ids.len());
     }
     Ok(Outcome::Success)
 }

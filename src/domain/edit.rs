@@ -193,6 +193,21 @@ pub fn same(logical: &str, a: &Value, b: &Value) -> bool {
     }
 }
 
+/// A checked field as people read it (the console, the words of a conflict).
+pub fn field_label(field: &str) -> &str {
+    match field {
+        "summary" => "Название",
+        "description" => "Описание",
+        "priority" => "Приоритет",
+        "assignee" => "Исполнитель",
+        "duedate" => "Срок",
+        "plan_start" => "Начало по плану",
+        "plan_end" => "Конец по плану",
+        "epic_key" => "Эпик",
+        other => other,
+    }
+}
+
 /// A value for people: a priority by its name, text as it is, `—` for none.
 pub fn shown(value: &Value) -> String {
     match value {

@@ -288,11 +288,7 @@ pub(crate) async fn refresh(
     super::ApiBytes(body): super::ApiBytes,
 ) -> Result<(StatusCode, Json<BatchView>), ApiError> {
     // An empty body refreshes the base JQL.
-    let body: RefreshBody = if body.iter().all(u8::is_ascii_whitespace) {
-        RefreshBody::default()
-    } else {
-        super::decode_json(&body)?
-    };
+    let body: RefreshBody = optional_body(&body)?;
     let since = match body.since.as_deref() {
         None => RefreshSince::Full,
         Some("last") => RefreshSince::Last,
@@ -337,18 +333,68 @@ pub(crate) async fn retry_failed(
     Ok(Json(state.pool.run(move |hub| hub.retry_failed(id)).await?))
 }
 
+/// A body that may be empty (then its defaults).
+fn optional_body<T: Default + serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        Ok(T::default())
+    } else {
+        super::decode_json(body)
+    }
+}
+
+/// The body of `POST /commands/{id}/retry` (optional: no body is a plain retry).
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RetryBody {
+    /// `true`: the command stopped by a conflict with a change made in Jira (its `result.conflict`)
+    /// writes the fields in conflict over Jira's values («Записать поверх»); the other fields are
+    /// checked against the base again. `false` or absent: every field is checked again (the
+    /// person may have put the old value back).
+    #[serde(default)]
+    pub overwrite: bool,
+}
+
 /// Queues a `failed` or `skipped` command again, with the commands skipped because of it. Its
-/// earlier outcome (status, deliveries, error) is kept in `attempts`.
+/// earlier outcome (status, deliveries, error) is kept in `attempts`. With `{"overwrite": true}`
+/// an edit stopped by a conflict writes the fields in conflict over Jira's values (issue 32).
 #[utoipa::path(post, path = "/commands/{id}/retry", tag = "batches", security(("client_token" = [])),
-    params(("id" = i64, Path, description = "the command id")),
-    responses((status = 200, body = CommandView), (status = 404, body = super::ErrorBody), (status = 409, description = "not failed or skipped, its dependency failed too, or its batch is cancelled", body = super::ErrorBody)))]
+    params(("id" = i64, Path, description = "the command id")), request_body(content = Option<RetryBody>, description = "optional"),
+    responses((status = 200, body = CommandView), (status = 404, body = super::ErrorBody), (status = 409, description = "not failed or skipped, its dependency failed too, its batch is cancelled, or `overwrite` without a conflict", body = super::ErrorBody),
+        (status = 422, body = super::ErrorBody)))]
 pub(crate) async fn retry_command(
+    _: ClientAuth,
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<i64>,
+    super::ApiBytes(body): super::ApiBytes,
+) -> Result<Json<CommandView>, ApiError> {
+    let body: RetryBody = optional_body(&body)?;
+    Ok(Json(
+        state
+            .pool
+            .run(move |hub| {
+                if body.overwrite {
+                    hub.retry_overwriting(id)
+                } else {
+                    hub.retry_command(id)
+                }
+            })
+            .await?,
+    ))
+}
+
+/// «Оставить как в Jira»: an edit stopped by a conflict with a change made in Jira ends
+/// `cancelled` (nothing is written); the commands skipped because of it stay skipped with that
+/// reason (issue 32).
+#[utoipa::path(post, path = "/commands/{id}/keep-jira", tag = "batches", security(("client_token" = [])),
+    params(("id" = i64, Path, description = "the command id")),
+    responses((status = 200, body = CommandView), (status = 404, body = super::ErrorBody), (status = 409, description = "the command is not failed on a conflict", body = super::ErrorBody)))]
+pub(crate) async fn keep_jira(
     _: ClientAuth,
     State(state): State<AppState>,
     ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<CommandView>, ApiError> {
     Ok(Json(
-        state.pool.run(move |hub| hub.retry_command(id)).await?,
+        state.pool.run(move |hub| hub.keep_jira(id, "api")).await?,
     ))
 }
 

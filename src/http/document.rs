@@ -236,6 +236,14 @@ const COMMAND_TYPES: [(&str, &str, &str); 5] = [
     ("comment", "CommentCommand", "CommentParams"),
 ];
 
+/// An edit's own base (issue 32): the values the client saw, checked against Jira before the write.
+fn edit_base() -> Value {
+    let value = json!({"type": ["string", "null"]});
+    json!({"type": ["object", "null"], "additionalProperties": false,
+        "description": "Only with `key` (an edit of an existing issue): the values of the fields this edit sets as the client saw them. Right before the write the agent reads those fields in Jira: a field Jira holds at the wanted value is not written, one Jira holds at its base value is written, and one changed in Jira since is a conflict: nothing of the edit is written and the command fails with `result.conflict` (per field `base`, `jira`, `wanted`, and `changed_by`, `changed_at` when Jira's changelog says). Without `base` the hub records the mirror's values at enqueue (`params.base.from`: `mirror`; `none` when the mirror does not hold the issue: then the edit is written unchecked). A field the client leaves out takes the mirror's value. Forms: text as is (a description is compared as Cloud gives it back), `priority` by its Jira name, `assignee` by account id (Cloud) or user name (Data Center), dates `YYYY-MM-DD`, `epic_key` a key. Labels are added and never conflict.",
+        "properties": crate::domain::edit::CHECKED_FIELDS.into_iter().map(|f| (f.to_string(), value.clone())).collect::<serde_json::Map<_, _>>()})
+}
+
 fn params_of_any_type() -> Value {
     json!({
         "description": "The command's params, by its `type`.",
@@ -346,7 +354,8 @@ fn schemas_written_here() -> Vec<(&'static str, Value)> {
                 "plan_start": date.clone(),
                 "plan_end": date,
                 "sprint": {"type": ["string", "null"]},
-                "board_id": {"type": ["integer", "null"], "minimum": 1}
+                "board_id": {"type": ["integer", "null"], "minimum": 1},
+                "base": edit_base()
             }}),
         ),
         (

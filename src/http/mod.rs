@@ -10,6 +10,7 @@ mod agent;
 mod client;
 mod console;
 mod document;
+mod failed_metric;
 mod ops;
 mod server;
 
@@ -1022,6 +1023,7 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(client::cancel_batch))
         .routes(routes!(client::retry_failed))
         .routes(routes!(client::retry_command))
+        .routes(routes!(client::keep_jira))
         .routes(routes!(client::failed_commands))
         .routes(routes!(client::command))
         .routes(routes!(client::refresh))

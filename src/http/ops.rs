@@ -183,9 +183,18 @@ impl Exporter {
         let mut registry = Registry::default();
         registry.register_collector(Box::new(HubCollector {
             metrics: self.metrics.clone(),
-            figures,
+            figures: figures.clone(),
             now,
         }));
+        let failed = figures
+            .queue
+            .iter()
+            .find(|(status, _)| *status == "failed")
+            .map_or(0, |(_, count)| *count);
+        registry.register_collector(Box::new(super::failed_metric::FailedCollector((
+            figures.failed_conflicts,
+            failed - figures.failed_conflicts,
+        ))));
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry)?;
         Ok(text)

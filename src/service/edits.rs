@@ -111,8 +111,12 @@ impl HubConnection {
                         command.status.label()
                     ),
                 })?;
-            let fields = edit::conflict_fields(conflict).join(", ");
-            let reason = format!("Оставлено как в Jira ({by}): поля {fields} не записаны");
+            let fields = edit::conflict_fields(conflict)
+                .iter()
+                .map(|f| format!("«{}»", edit::field_label(f)))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let reason = format!("Оставлено как в Jira ({by}): не записаны поля {fields}");
             tx.cancel_failed_command(id, &now, &reason)?;
             let dependent_reason = format!(
                 "команда {} этого пакета, от которой зависит эта, отменена: оператор оставил как в Jira ({fields})",
@@ -134,11 +138,5 @@ impl HubConnection {
         })
     }
 
-    /// `/metrics`: commands `failed` now on a conflict with Jira, and the other failed ones.
-    pub fn failed_by_cause(&mut self) -> Result<(i64, i64)> {
-        self.store.read(|tx| {
-            let (conflicts, failed) = tx.failed_conflicts()?;
-            Ok((conflicts, failed - conflicts))
-        })
     }
 }

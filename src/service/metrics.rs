@@ -161,6 +161,9 @@ pub struct MetricsFigures {
     pub uncounted_commands: i64,
     pub uncounted_releases: i64,
     pub oldest_uncounted_since: Option<Utc>,
+    /// Commands `failed` now on a conflict with a change made in Jira (issue 32; the other
+    /// failed ones are the rest of `queue`'s `failed`).
+    pub failed_conflicts: i64,
     /// The agents listed, most recently seen first.
     pub agents: Vec<AgentFigures>,
     /// What keeps the database from being written now, if anything.
@@ -235,6 +238,7 @@ impl super::HubConnection {
                     held_runs: held.len() as i64,
                     issues_awaiting_removal: held.iter().map(|h| h.would_remove).sum(),
                     oldest_queued_since: self.store.oldest_queued_since()?,
+                    failed_conflicts: self.store.failed_on_conflict()?,
                     uncounted_commands: uncounted.commands,
                     uncounted_releases: uncounted.releases,
                     oldest_uncounted_since: uncounted.oldest_since,

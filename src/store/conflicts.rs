@@ -44,17 +44,6 @@ impl Tx<'_> {
             == 1)
     }
 
-    /// Commands `failed` now: how many on a conflict, how many in all.
-    pub(crate) fn failed_conflicts(&self) -> Result<(i64, i64)> {
-        Ok(self
-            .0
-            .prepare_cached(&format!(
-                "SELECT coalesce(sum(result IS NOT NULL AND {HAS_CONFLICT}), 0), count(*)
-                 FROM command WHERE status = 'failed'"
-            ))?
-            .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))?)
-    }
-
     /// Commands of a batch `failed` now on a conflict.
     pub(crate) fn batch_conflicts(&self, batch_id: i64) -> Result<i64> {
         Ok(self
@@ -64,5 +53,19 @@ impl Tx<'_> {
                  WHERE batch_id = ?1 AND status = 'failed' AND result IS NOT NULL AND {HAS_CONFLICT}"
             ))?
             .query_row([batch_id], |row| row.get(0))?)
+    }
+}
+
+impl super::Store {
+    /// Commands `failed` now on a conflict (`/metrics`' snapshot: walks the failed commands
+    /// through the `command_status` index, only when the database changed).
+    pub(crate) fn failed_on_conflict(&self) -> Result<i64> {
+        Ok(self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT count(*) FROM command
+                 WHERE status = 'failed' AND result IS NOT NULL AND {HAS_CONFLICT}"
+            ))?
+            .query_row([], |row| row.get(0))?)
     }
 }

@@ -410,3 +410,155 @@ fn twenty_edits_while_a_rule_changes_five_priorities_on_both_deployments() {
         }
     }
 }
+
+/// The conflict over HTTP: the base an edit gets (the mirror's, none, or the client's own), the
+/// conflict counted apart in a batch and in `/metrics`, `POST /commands/{id}/retry
+/// {"overwrite": true}` and `POST /commands/{id}/keep-jira`.
+#[tokio::test]
+async fn over_http_a_conflict_is_counted_apart_overwritten_or_left_as_in_jira() {
+    use axum::http::{Method, StatusCode};
+    let api = crate::http::api();
+    let (status, refused) = api
+        .client(
+            Method::POST,
+            "/batches",
+            Some(json!({"title": "t", "author": "a", "commands": [
+                edit("AURORA-1", json!({"summary": "Наше", "base": {"labels": "x"}}))]})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert_eq!(refused["error"]["field"], "commands[1].params.base");
+    let (status, created) = api
+        .client(
+            Method::POST,
+            "/batches",
+            Some(json!({"title": "t", "author": "a", "commands": [
+                edit("AURORA-1", json!({"summary": "Наше", "priority": "high"})),
+                edit("AURORA-2", json!({"summary": "Наше", "base": {"summary": "Видел"}}))]})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let base = &created["commands"][0]["params"]["base"];
+    assert_eq!(base["from"], "none", "the mirror does not hold it: {base}");
+    assert!(base["note"].as_str().unwrap().contains("без сверки"));
+    assert_eq!(
+        created["commands"][1]["params"]["base"],
+        json!({"from": "client", "fields": {"summary": "Видел"}})
+    );
+    let batch = created["id"].as_i64().unwrap();
+    let conflict = |id: &Value, delivery: i64| {
+        json!({"kind": "report", "id": format!("r-{id}-{delivery}"), "agent": "agent-h",
+               "sent_at": "2026-11-29T10:00:00Z", "results": [{"command_id": id, "delivery": delivery,
+               "status": "failed", "error": "AURORA-2: конфликт", "jira_calls": 1,
+               "result": {"key": "AURORA-2", "conflict": {"updated": "2026-11-29T10:00:00.000+0000",
+                   "fields": [{"field": "summary", "base": "Видел", "jira": "Их", "wanted": "Наше"}]}}}]})
+    };
+    let claim = |id: &str| {
+        json!({"kind": "claim", "id": id, "agent": "agent-h", "sent_at": "2026-11-29T10:00:00Z",
+               "agent_version": "1.4.0", "settings_version": 0, "max_commands": 10})
+    };
+    let (_, claimed) = api.agent("/agent/claim", claim("c-1")).await;
+    let first = claimed["commands"][0]["id"].clone();
+    let second = claimed["commands"][1]["id"].clone();
+    let (status, _) = api
+        .agent(
+            "/agent/report",
+            json!({"kind": "report", "id": "r-0", "agent": "agent-h",
+               "sent_at": "2026-11-29T10:00:00Z", "results": [{"command_id": first, "delivery": 1,
+               "status": "failed", "error": "Jira отказала (HTTP 400)", "jira_calls": 1}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = api.agent("/agent/report", conflict(&second, 1)).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, view) = api
+        .client(Method::GET, &format!("/batches/{batch}"), None)
+        .await;
+    assert_eq!(
+        (
+            view["counters"]["failed"].as_i64(),
+            view["conflicts"].as_i64()
+        ),
+        (Some(2), Some(1))
+    );
+    let (_, _, metrics) = api.get_accepting("/metrics", None).await;
+    assert!(
+        metrics.contains("jira_hub_commands_failed{cause=\"conflict\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("jira_hub_commands_failed{cause=\"other\"} 1"),
+        "{metrics}"
+    );
+
+    // Overwrite: only an edit stopped by a conflict; a bad body names the field.
+    let path = |id: &Value, action: &str| format!("/commands/{id}/{action}");
+    let (status, _) = api
+        .client(
+            Method::POST,
+            &path(&first, "retry"),
+            Some(json!({"overwrite": true})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let (status, _) = api
+        .client(
+            Method::POST,
+            &path(&second, "retry"),
+            Some(json!({"overwrite": "yes"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, retried) = api
+        .client(
+            Method::POST,
+            &path(&second, "retry"),
+            Some(json!({"overwrite": true})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{retried}");
+    assert_eq!(retried["params"]["overwrite"], json!(["summary"]));
+    assert_eq!(retried["status"], "queued");
+
+    // Handed out again, in conflict again: left as it is in Jira.
+    let (_, claimed) = api.agent("/agent/claim", claim("c-2")).await;
+    assert_eq!(
+        claimed["commands"][0]["params"]["overwrite"],
+        json!(["summary"])
+    );
+    api.agent("/agent/report", conflict(&second, 2)).await;
+    let (status, kept) = api
+        .client(Method::POST, &path(&second, "keep-jira"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{kept}");
+    assert_eq!(kept["status"], "cancelled");
+    let (status, _) = api
+        .client(Method::POST, &path(&second, "keep-jira"), None)
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "once only");
+    let (_, _, metrics) = api.get_accepting("/metrics", None).await;
+    assert!(
+        metrics.contains("jira_hub_commands_failed{cause=\"conflict\"} 0"),
+        "{metrics}"
+    );
+
+    // The command line: an overwrite or a «keep» of a command without a conflict is refused with
+    // the hub's reason; a plain retry goes.
+    let db = api.dir.db();
+    let first = first.to_string();
+    let out = run(&db, &["commands", "retry", &first, "--overwrite"]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("записывать поверх нечего"),
+        "{}",
+        out.stderr
+    );
+    let out = run(&db, &["commands", "keep-jira", &first]);
+    assert!(
+        out.stderr.contains("конфликта с Jira нет"),
+        "{}",
+        out.stderr
+    );
+    let out = run_ok(&db, &["commands", "retry", &first]);
+    assert!(out.stdout.contains("queued again"), "{}", out.stdout);
+}

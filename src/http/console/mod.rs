@@ -26,6 +26,7 @@
 //! that fetches the same page every few seconds; without JavaScript the links and forms work.
 
 mod charts;
+mod conflict;
 mod html;
 mod pages;
 
@@ -332,6 +333,8 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/ui/batches/{id}/retry-failed", post(retry_failed))
         .route("/ui/failed", get(failed))
         .route("/ui/commands/{id}/retry", post(retry_command))
+        .route("/ui/commands/{id}/overwrite", post(overwrite_command))
+        .route("/ui/commands/{id}/keep-jira", post(keep_jira))
         .route("/ui/mirror", get(mirror))
         .route("/ui/mirror/{label}", get(slice))
         .route("/ui/issues/{key}", get(issue))
@@ -475,6 +478,8 @@ fn notice_words(code: &str) -> Option<&'static str> {
         }
         "confirmed" => "Удаление подтверждено: задачи убраны из зеркала.",
         "retried" => "Команда снова в очереди.",
+        "overwrite" => "Команда снова в очереди: поля из конфликта запишутся поверх значений Jira.",
+        "kept-jira" => "Оставлено как в Jira: команда отменена, зависящие от неё пропущены.",
         "retried-batch" => "Неудачные команды пакета снова в очереди.",
         "note" => "Заметка добавлена.",
         "forgotten" => "Агент забыт; он появится снова, если обратится к хабу.",
@@ -1141,6 +1146,31 @@ async fn retry_command(Path(id): Path<String>, posted: Posted) -> Response {
         hub.retry_command(id)
     })
     .await
+}
+
+/// «Записать поверх» and «Оставить как в Jira» (issue 32): back to the command's page.
+async fn overwrite_command(Path(id): Path<String>, posted: Posted) -> Response {
+    on_command_page(&id, posted, "overwrite", |hub, id| {
+        hub.retry_overwriting(id)
+    })
+    .await
+}
+
+async fn keep_jira(Path(id): Path<String>, posted: Posted) -> Response {
+    on_command_page(&id, posted, "kept-jira", |hub, id| {
+        hub.keep_jira(id, "console")
+    })
+    .await
+}
+
+async fn on_command_page<T: Send + 'static>(
+    id: &str,
+    posted: Posted,
+    notice: &str,
+    work: impl FnOnce(&mut HubConnection, i64) -> Result<T, ServiceError> + Send + 'static,
+) -> Response {
+    let page = |id| format!("/ui/commands/{id}");
+    act_on(id, posted, Section::Batches, page, notice, work).await
 }
 
 async fn failed(signed: Signed) -> Response {

@@ -842,6 +842,7 @@ pub(super) fn batch(view: &BatchView, csrf: &str, now: OffsetDateTime) -> String
     if let Some(at) = &view.cancelled_at {
         let _ = write!(out, "<dt>Отменён</dt><dd>{}</dd>", time_of(at, now));
     }
+    out.push_str(&super::conflict::batch_fact(view));
     out.push_str("</dl>");
     if view.cancelled_at.is_some() {
         out.push_str(&cancel_outcome(view));
@@ -1040,6 +1041,7 @@ pub(super) fn command(page: &CommandPage, csrf: &str, now: OffsetDateTime) -> St
     let back = format!("/ui/commands/{}", c.id);
     out.push_str(&retry_cell(c, &known, retry, &back));
     out.push_str("</p>");
+    out.push_str(&super::conflict::section(c, retry));
     if let Some(error) = &c.error {
         let _ = write!(out, "<h2>Ошибка</h2><p class=\"error\">{}</p>", esc(error));
     }

@@ -779,3 +779,111 @@ impl Drop for Stopped {
         let _ = self.0.wait();
     }
 }
+
+/// Issue 32 in the browser: an edit stopped by a change made in Jira shows its conflict as a
+/// table on its command's page (and apart from other failures on its batch's page); «Записать
+/// поверх» queues it again to overwrite, «Оставить как в Jira» ends it cancelled with its
+/// dependent skipped and saying why. Screenshots: the batch, the conflict, after each action.
+#[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "needs /usr/bin/chromium and /usr/bin/chromedriver (Debian's chromium, chromium-driver)"
+)]
+fn a_conflict_and_the_operators_answers_in_a_headless_browser() {
+    let dir = TestDir::new();
+    let (mut hub, _relay, _agent_token) = relay_hub(&dir);
+    let client_token = hub.tokens().unwrap().unwrap().client;
+    prepare(&mut hub);
+    let edit = |key: &str, summary: &str| json!({"type": "ensure_issue", "params": {"issue_type": "task", "key": key, "summary": summary, "priority": "high"}});
+    let view = hub
+        .enqueue_batch(&batch(json!({"title": "Правки к релизу", "author": "ivanov", "commands": [
+            edit("AURORA-1", "Наше название"),
+            edit("AURORA-2", "Наше второе"),
+            {"type": "comment", "params": {"key": "AURORA-2", "body": "Поправлено"}, "depends_on": 2}]})))
+        .unwrap();
+    let ids: Vec<i64> = view.commands.iter().map(|c| c.id).collect();
+    let agent = Agent::new("agent-relay");
+    let mut claimed = agent.claim(&mut hub, 10).commands;
+    if claimed.len() < 3 {
+        claimed.extend(agent.claim(&mut hub, 10).commands);
+    }
+    claimed.retain(|c| c.batch_id == view.id);
+    assert_eq!(
+        claimed.iter().map(|c| c.id).collect::<Vec<_>>(),
+        ids[..2],
+        "the comment waits for its edit"
+    );
+    let conflict = |command: &jira_hub::protocol::ClaimedCommand, key: &str, theirs: &str| {
+        json!({"command_id": command.id, "delivery": command.delivery, "status": "failed", "jira_calls": 1,
+               "error": format!("{key}: конфликт — поле изменили в Jira после постановки правки в очередь; ничего не записано"),
+               "result": {"key": key, "conflict": {"updated": "2026-11-29T12:40:00.000+0300", "fields": [
+                   {"field": "summary", "base": format!("Задача {key}"), "jira": theirs, "wanted": command.params["summary"],
+                    "changed_by": "Мария Петрова", "changed_at": "2026-11-29T12:40:00.000+0300"},
+                   {"field": "priority", "base": null, "jira": {"id": "4", "name": "Низкий"}, "wanted": {"name": "Высокий"},
+                    "changed_by": "Automation for Jira", "changed_at": "2026-11-29T12:41:00.000+0300"}]}}})
+    };
+    agent.report(
+        &mut hub,
+        json!([
+            conflict(&claimed[0], "AURORA-1", "Их название"),
+            conflict(&claimed[1], "AURORA-2", "Их второе")
+        ]),
+    );
+    drop(hub);
+    let daemon = Daemon::start(&dir.db(), &[]);
+    let base = format!("http://{}", daemon.address);
+    let browser = Browser::start();
+    browser.goto(&base);
+    browser.wait_text("form", |t| t.contains("Токен клиента"));
+    browser.type_into("#token", &client_token);
+    browser.click("form button");
+    browser.wait_text("h1", |t| t == "Обзор");
+
+    browser.goto(&format!("{base}/ui/batches/{}", view.id));
+    browser.wait_text("#batch-conflicts", |t| t.starts_with("2 ждут решения"));
+    keep_screenshot(&browser, &dir, "conflict-batch.png");
+
+    browser.goto(&format!("{base}/ui/commands/{}", ids[0]));
+    let table = browser.wait_text("#conflict-fields", |t| t.contains("Их название"));
+    for words in [
+        "Поле",
+        "Было",
+        "В Jira сейчас",
+        "Хотели записать",
+        "Задача AURORA-1",
+        "Наше название",
+        "Низкий",
+        "Высокий",
+        "Мария Петрова",
+        "Automation for Jira",
+    ] {
+        assert!(table.contains(words), "{words}: {table}");
+    }
+    keep_screenshot(&browser, &dir, "conflict.png");
+    browser.click("#conflict form[action$='/overwrite'] button");
+    browser.wait_text(".notice", |t| t.contains("поверх значений Jira"));
+    browser.wait_text("#command-status", |t| t.contains("в очереди"));
+    assert!(
+        browser
+            .text("#command-params")
+            .unwrap()
+            .contains("\"overwrite\"")
+    );
+    keep_screenshot(&browser, &dir, "conflict-after-overwrite.png");
+
+    browser.goto(&format!("{base}/ui/commands/{}", ids[1]));
+    browser.wait_text("#conflict-fields", |t| t.contains("Их второе"));
+    browser.click("#conflict form[action$='/keep-jira'] button");
+    browser.wait_text(".notice", |t| t.contains("Оставлено как в Jira"));
+    browser.wait_text("#command-status", |t| t.contains("отменена"));
+    assert_eq!(
+        browser.text("#conflict form"),
+        None,
+        "no actions once decided"
+    );
+    keep_screenshot(&browser, &dir, "conflict-after-keep.png");
+
+    browser.goto(&format!("{base}/ui/commands/{}", ids[2]));
+    browser.wait_text("main", |t| t.contains("оставил как в Jira"));
+    keep_screenshot(&browser, &dir, "conflict-dependent-skipped.png");
+}
