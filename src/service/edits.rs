@@ -137,6 +137,4 @@ impl HubConnection {
             Ok(CommandView::with_attempts(row, tx.attempts_of(id)?))
         })
     }
-
-    }
 }
