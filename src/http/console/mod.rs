@@ -27,6 +27,7 @@
 
 mod charts;
 mod html;
+pub(crate) use html::set_served_database;
 mod pages;
 
 use super::{ApiError, AppState};
