@@ -194,6 +194,15 @@ async fn run(
     // Handlers first: a signal that comes as soon as the daemon says it is ready must stop it
     // cleanly, not kill it.
     let signals = Signals::install();
+    // The sign-in page names this hub's database, unless it is a demo's (its own words).
+    if !options
+        .http
+        .instance
+        .as_deref()
+        .is_some_and(crate::cli::is_demo_instance)
+    {
+        crate::http::set_served_database(db);
+    }
     let listener = listener
         .set_nonblocking(true)
         .and_then(|()| tokio::net::TcpListener::from_std(listener))

@@ -14,6 +14,7 @@
 
 use super::Outcome;
 use crate::domain::words::count_en;
+use crate::domain::words::shell_word;
 use crate::sim::jira::{self as sim, FakeJira, Mode, PROJECT};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
@@ -803,7 +804,7 @@ impl Saver {
 }
 
 /// The start of the name the demo gives its hub: `demo:<random>:<the demo's folder>`.
-const INSTANCE_PREFIX: &str = "demo:";
+pub(super) const INSTANCE_PREFIX: &str = "demo:";
 
 /// 16 random hex digits: this run's part of its hub's name.
 fn nonce() -> anyhow::Result<String> {
@@ -873,18 +874,6 @@ pub(crate) fn free_port_beside(listen: &str) -> String {
         .map(|port| std::net::SocketAddr::new(address.ip(), port))
         .find(|candidate| std::net::TcpListener::bind(candidate).is_ok())
         .map_or_else(|| format!("{}:PORT", address.ip()), |free| free.to_string())
-}
-
-/// A path as one shell word: as it is when it has nothing a shell reads, else in single quotes.
-fn shell_word(text: &str) -> String {
-    let plain = text
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@%".contains(c));
-    if plain && !text.is_empty() {
-        text.to_string()
-    } else {
-        format!("'{}'", text.replace('\'', "'\\''"))
-    }
 }
 
 /// A line on stdout that cannot fail the demo (after a hang-up the terminal is gone).

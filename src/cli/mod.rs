@@ -95,6 +95,11 @@ pub(crate) fn busy_port_words(listen: &str, error: &std::io::Error) -> String {
     }
 }
 
+/// Whether `instance` (a hub's `/ready` name) is a demo's hub.
+pub(crate) fn is_demo_instance(instance: &str) -> bool {
+    instance.starts_with(demo::INSTANCE_PREFIX)
+}
+
 /// The database `jira-hub demo` makes with its default `--dir`.
 const DEMO_DB: &str = "./demo/hub/hub.sqlite";
 

@@ -41,6 +41,18 @@ pub(crate) fn count_en(n: u64, noun: &str) -> String {
     format!("{n} {noun}{}", if es { "es" } else { "s" })
 }
 
+/// A path as one shell word: as it is when it has nothing a shell reads, else in single quotes.
+pub(crate) fn shell_word(text: &str) -> String {
+    let plain = text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@%".contains(c));
+    if plain && !text.is_empty() {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,7 @@
 mod agent;
 mod client;
 mod console;
+pub(crate) use console::set_served_database;
 mod document;
 mod failed_metric;
 mod ops;

@@ -147,3 +147,27 @@ fn status_on_a_backup_says_the_relay_counts_are_the_live_folders() {
         "{status}"
     );
 }
+
+/// The sign-in page of a hub run by `serve` names this hub's database in the command that
+/// prints the client token, not `jira-hub demo`.
+#[test]
+fn the_production_sign_in_page_names_this_hubs_database() {
+    let dir = TestDir::new();
+    let db = dir.db();
+    run_ok(
+        &db,
+        &["init", "--config", example_config().to_str().unwrap()],
+    );
+    let daemon = Daemon::start(&db, &[]);
+    let (status, page) = http(&daemon.address, "GET", "/", None, None);
+    assert_eq!(status, 401);
+    let page = page.as_str().unwrap();
+    assert!(
+        page.contains(&format!(
+            "<code>jira-hub --db {} tokens</code>",
+            db.display()
+        )),
+        "{page}"
+    );
+    assert!(!page.contains("jira-hub demo"), "{page}");
+}

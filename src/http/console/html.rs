@@ -119,6 +119,15 @@ pub(super) fn page(frame: &Frame<'_>, body: &str) -> String {
     out
 }
 
+/// The database of the hub this process serves, when it is not a demo's (`jira-hub serve` sets
+/// it once): the sign-in page names it in the command that prints the client token.
+static SERVED_DATABASE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Tells the sign-in page which database this process's hub serves (`serve`, not the demo).
+pub(crate) fn set_served_database(db: &std::path::Path) {
+    let _ = SERVED_DATABASE.set(db.display().to_string());
+}
+
 /// The sign-in page: nothing but the form (and why the last try failed).
 pub(super) fn sign_in_page(error: Option<&str>) -> String {
     let mut out = String::with_capacity(2048);
@@ -131,10 +140,23 @@ pub(super) fn sign_in_page(error: Option<&str>) -> String {
         "<form method=\"post\" action=\"/ui/sign-in\">\
          <label for=\"token\">Токен клиента</label>\
          <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"current-password\" required autofocus>\
-         <button type=\"submit\">Войти</button></form>\
-         <p class=\"hint\">Токен клиента печатает <code>jira-hub tokens</code> с базой этого хаба (<code>--db</code> или <code>JIRA_HUB_DB</code>; из папки, где запускали <code>jira-hub demo</code>, — без них), а <code>jira-hub demo</code> печатает его при запуске.</p>\
-         </main></body></html>\n",
+         <button type=\"submit\">Войти</button></form>",
     );
+    match SERVED_DATABASE.get() {
+        // This hub's own database, as the operator types it (as the hub's user).
+        Some(db) => {
+            let _ = write!(
+                out,
+                "<p class=\"hint\">Токен клиента печатает <code>jira-hub --db {} tokens</code> \
+                 (от имени пользователя, под которым работает хаб).</p>",
+                esc(&crate::domain::words::shell_word(db))
+            );
+        }
+        None => out.push_str(
+            "<p class=\"hint\">Токен клиента печатает <code>jira-hub tokens</code> с базой этого хаба (<code>--db</code> или <code>JIRA_HUB_DB</code>; из папки, где запускали <code>jira-hub demo</code>, — без них), а <code>jira-hub demo</code> печатает его при запуске.</p>",
+        ),
+    }
+    out.push_str("</main></body></html>\n");
     out
 }
 

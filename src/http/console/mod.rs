@@ -28,6 +28,7 @@
 mod charts;
 mod conflict;
 mod html;
+pub(crate) use html::set_served_database;
 mod pages;
 
 use super::{ApiError, AppState};

@@ -735,7 +735,7 @@ fn command_rows(
 ) {
     let known: Vec<&CommandView> = commands.iter().chain(others).collect();
     out.push_str(
-        "<div class=\"scroll\"><table class=\"commands\"><thead><tr><th>Команда</th><th>Тип</th><th class=\"dependency\">Зависит от</th>\
+        "<div class=\"scroll\"><table class=\"commands\"><thead><tr><th>Команда</th><th class=\"type\">Тип</th><th class=\"dependency\">Зависит от</th>\
          <th>Параметры</th><th>Статус</th><th class=\"deliveries\">Выдачи</th><th class=\"agent-name\">Агент</th><th>Результат или ошибка</th>\
          <th>Действие</th></tr></thead><tbody>",
     );
@@ -760,7 +760,7 @@ fn command_rows(
         let _ = write!(
             out,
             "<tr id=\"command-{}\"><td><a href=\"/ui/commands/{}\" title=\"пакет {}, команда {}\">команда&nbsp;{}</a></td>\
-             <td>{}</td><td class=\"dependency\">{dependency}</td><td class=\"params\">{}</td><td class=\"status\">{}</td>\
+             <td class=\"type\">{}</td><td class=\"dependency\">{dependency}</td><td class=\"params\">{}</td><td class=\"status\">{}</td>\
              <td class=\"num deliveries\">{}</td><td class=\"agent-name\">{}</td><td class=\"outcome\">{}</td><td>{retry}</td></tr>",
             c.id,
             c.id,

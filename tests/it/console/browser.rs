@@ -552,6 +552,19 @@ fn the_console_in_a_headless_browser() {
     let wrapped = cut_words(&browser, &params);
     assert_eq!(wrapped["cut"], json!([]), "{wrapped}");
     assert!(wrapped["lines"].as_i64().unwrap() > 2, "{wrapped}");
+    // The status and the error stay on screen (only the action column may need a scroll).
+    let fits = browser.script(
+        "const row = document.querySelector(arguments[0]); \
+         return ['td.status', 'td.outcome'].map(c => \
+           row.querySelector(c).getBoundingClientRect().right <= window.innerWidth);",
+        json!([format!("#command-{first}")]),
+    );
+    assert_eq!(
+        fits,
+        json!([true, true]),
+        "status and error off screen on a phone"
+    );
+    keep_screenshot(&browser, &dir, "console-batch-phone.png");
     browser.resize(1280, 1500);
     // Following the pointer leads to the dependency's row.
     browser.click(&format!("#command-{second} td:last-child a"));
