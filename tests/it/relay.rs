@@ -1126,8 +1126,8 @@ fn the_relay_tells_the_console_what_waits_and_what_it_refused_today() {
     );
 }
 
-/// A refused file that cannot be moved to `rejected/` (here its reason's temporary name is too
-/// long for the filesystem, as a full disk fails the same writes) is counted and logged once,
+/// A refused file that cannot be moved to `rejected/` (here the folder is immutable, as a full
+/// disk fails the same writes) is counted and logged once,
 /// not again on every pass; its move is tried on each pass; a new file is counted anew.
 #[test]
 fn a_refused_file_that_cannot_be_moved_is_counted_once() {
@@ -1135,10 +1135,22 @@ fn a_refused_file_that_cannot_be_moved_is_counted_once() {
     let dir = TestDir::new();
     let (hub, relay, token) = relay_hub(&dir);
     let mut relay_worker = worker(&hub, Duration::from_secs(5));
-    // `claim-<230 letters>.json` is ours and refused (an id over 64 characters); the name fits
-    // the filesystem, its reason's temporary name (`.<name>.error.json.<pid>-<n>.tmp`) does not.
-    let long = format!("claim-{}.json", "x".repeat(230));
+    // `claim-<65 letters>.json` is ours and refused (an id over 64 characters); `rejected/`
+    // takes nothing while it is immutable (`chattr +i`, which stops root too).
+    let long = format!("claim-{}.json", "x".repeat(65));
     std::fs::write(relay.join("inbox").join(&long), b"{}").unwrap();
+    let chattr = |flag: &str| {
+        std::process::Command::new("chattr")
+            .arg(flag)
+            .arg(relay.join("rejected"))
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    };
+    if !chattr("+i") {
+        eprintln!("skipped: chattr +i is not available here (not root, or no such flag)");
+        return;
+    }
     let refused = || hub.metrics().relay_refused.load(Ordering::Relaxed);
     let today = || {
         hub.metrics()
@@ -1157,7 +1169,8 @@ fn a_refused_file_that_cannot_be_moved_is_counted_once() {
         assert_eq!(refused(), 1, "pass {n}");
         assert_eq!(today(), 1, "pass {n}");
     }
-    // Another file is refused and counted; the one that cannot move stays counted once.
+    assert!(chattr("-i"));
+    // Another file is refused and counted; the one that could not move goes now, counted once.
     drop_file(
         &relay.join("inbox"),
         "claim-wrong.json",
@@ -1169,6 +1182,7 @@ fn a_refused_file_that_cannot_be_moved_is_counted_once() {
     assert_eq!(counts.refused, 1);
     assert_eq!(refused(), 2);
     assert!(relay.join("rejected/claim-wrong.json").exists());
+    assert!(relay.join("rejected").join(&long).exists());
     let _ = token;
 }
 
