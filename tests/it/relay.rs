@@ -1231,3 +1231,50 @@ fn an_empty_mount_point_gets_no_relay_folders() {
     worker.pass().unwrap();
     assert!(mount_point.join("outbox").is_dir());
 }
+
+/// A marked relay folder whose missing folders cannot be made (here the folder is immutable):
+/// the pass does not fail (before, an ERROR line every second while `/ready` showed the
+/// previous folder's state); the folder's state says why, as the OS said it, and stays so
+/// until the folders can be made.
+#[test]
+fn relay_folders_that_cannot_be_made_are_the_folders_state() {
+    let dir = TestDir::new();
+    let (mut hub, relay, _token) = relay_hub(&dir);
+    let marked = dir.path().join("marked");
+    std::fs::create_dir(&marked).unwrap();
+    std::fs::write(marked.join(".jira-hub-relay"), b"").unwrap();
+    let chattr = |flag: &str| {
+        std::process::Command::new("chattr")
+            .arg(flag)
+            .arg(&marked)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    };
+    let mut worker = worker(&hub, Duration::from_secs(5));
+    worker.pass().unwrap();
+    assert_eq!(hub.metrics().relay_problem(), None, "{relay:?} is usable");
+    if !chattr("+i") {
+        eprintln!("skipped: chattr +i is not available here (not root, or no such flag)");
+        return;
+    }
+    set_settings(
+        &mut hub,
+        serde_json::json!({"relay_dir": marked.display().to_string()}),
+    );
+    for _ in 0..3 {
+        let passed = worker.pass();
+        assert!(passed.is_ok(), "{passed:?}");
+        let problem = hub.metrics().relay_problem().unwrap_or_default();
+        assert!(
+            problem.contains("не удалось создать папки реле")
+                && problem.contains(&marked.display().to_string())
+                && problem.contains("os error"),
+            "{problem}"
+        );
+    }
+    assert!(chattr("-i"));
+    worker.pass().unwrap();
+    assert_eq!(hub.metrics().relay_problem(), None);
+    assert!(marked.join("inbox").is_dir());
+}
