@@ -16,6 +16,7 @@ mod background;
 pub(crate) mod decide;
 mod fsio;
 pub(crate) mod inspect;
+mod owner;
 mod readahead;
 mod watch;
 mod worker;

@@ -87,6 +87,8 @@ pub enum RelayError {
 /// The relay: one per daemon, on a thread of its own (the service is blocking).
 pub struct Relay {
     hub: HubConnection,
+    /// This hub's claim on the relay folder (its lock file).
+    owner: super::owner::Owner,
     options: RelayOptions,
     shutdown: Shutdown,
     wake_tx: SyncSender<()>,
@@ -145,6 +147,7 @@ impl Relay {
         let (wake_tx, wake_rx) = sync_channel(1);
         // Work that may have become claimable wakes the loop for its waiting claims.
         hub.work_signal().subscribe(wake_tx.clone());
+        let owner = super::owner::Owner::new(hub.database_path());
         Relay {
             hub,
             options,
@@ -156,6 +159,7 @@ impl Relay {
             current: None,
             problem_reported: None,
             last_prune: None,
+            owner,
             background: None,
             wal_bytes: 0,
             page_size: 4096,
@@ -195,6 +199,7 @@ impl Relay {
         if let Some(background) = self.background.take() {
             background.finish();
         }
+        self.owner.release();
         tracing::info!("relay stopped");
     }
 
@@ -415,6 +420,7 @@ impl Relay {
     fn relay_dir(&mut self, configured: Option<PathBuf>) -> Result<Option<PathBuf>, RelayError> {
         let Some(dir) = configured else {
             self.current = None;
+            self.owner.release();
             self.report_problem(None);
             return Ok(None);
         };
@@ -469,11 +475,26 @@ impl Relay {
                 self.current = None;
                 return Ok(None);
             }
-            super::init_folder(&dir).map_err(|source| RelayError::Io {
-                context: format!("cannot create the relay's folders in {}", dir.display()),
-                source,
-            })?;
+            // A failure is this folder's state (shown by `/ready`, logged once per change), not
+            // an error of the pass logged every second.
+            if let Err(error) = super::init_folder(&dir) {
+                self.report_problem(Some(format!(
+                    "не удалось создать папки реле в {}: «{error}»",
+                    dir.display()
+                )));
+                self.current = None;
+                return Ok(None);
+            }
             tracing::info!(relay_dir = %dir.display(), "the relay's missing folders were made");
+        }
+        if let Err(other) = self.owner.claim(&dir, std::time::SystemTime::now()) {
+            self.report_problem(Some(format!(
+                "папку реле {} обслуживает другой хаб ({other}): этот её не трогает, пока тот работает (его файл {} обновляется каждые 10 с)",
+                dir.display(),
+                super::owner::LOCK_NAME
+            )));
+            self.current = None;
+            return Ok(None);
         }
         self.report_problem(None);
         if self

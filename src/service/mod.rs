@@ -263,6 +263,11 @@ impl HubConnection {
         Ok(self.store.checkpoint()?)
     }
 
+    /// The database file this connection serves.
+    pub(crate) fn database_path(&self) -> &Path {
+        self.store.path()
+    }
+
     /// Marks the database file as this daemon's, so that a copy written over it in place is
     /// found before a write is acknowledged above it (see `store::Store::claim_content`).
     pub(crate) fn claim_database(&mut self) -> Result<()> {

@@ -625,3 +625,64 @@ fn files_with_ids_longer_than_the_limit_are_refused_into_rejected() {
     );
     heartbeat(&relay, &token, "after");
 }
+
+/// Two hubs (two databases) set to one relay folder: the second leaves it alone, and its
+/// `/ready` says which hub has it (host, process id, database); the first answers the agent.
+/// Once the first stops (its lock file removed), the second takes the folder.
+#[test]
+fn a_second_hub_on_one_relay_folder_is_refused_with_the_first_ones_name() {
+    let first_dir = TestDir::new();
+    let (_hub, relay, token) = relay_hub(&first_dir);
+    let mut first = Daemon::start(&first_dir.db(), &[]);
+    heartbeat(&relay, &token, "first");
+    let second_dir = TestDir::new();
+    let (mut second_hub, _, _) = relay_hub(&second_dir);
+    set_settings(
+        &mut second_hub,
+        json!({"relay_dir": relay.display().to_string()}),
+    );
+    drop(second_hub);
+    let second = Daemon::start(&second_dir.db(), &[]);
+    let deadline = Instant::now() + WAIT;
+    let ready = loop {
+        let (status, ready) = http(&second.address, "GET", "/ready", None, None);
+        assert_eq!(status, 200, "{ready}");
+        if ready["relay"] == "unusable" || Instant::now() > deadline {
+            break ready;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let problem = ready["relay_problem"].as_str().unwrap_or_default();
+    assert!(
+        problem.contains("обслуживает другой хаб")
+            && problem.contains(&format!("pid {}", first.child_id()))
+            && problem.contains(&first_dir.db().display().to_string()),
+        "{ready}"
+    );
+    // The first hub still serves the agent.
+    heartbeat(&relay, &token, "still-first");
+    let (_, first_ready) = http(&first.address, "GET", "/ready", None, None);
+    assert_eq!(first_ready["relay"], "ok", "{first_ready}");
+
+    first.signal("TERM");
+    assert!(first.wait().success());
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (_, ready) = http(&second.address, "GET", "/ready", None, None);
+        if ready["relay"] == "ok" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{ready}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let second_token = {
+        let hub = jira_hub::service::HubConnection::open(
+            &second_dir.db(),
+            std::sync::Arc::new(jira_hub::clock::SystemClock),
+        )
+        .unwrap()
+        .0;
+        hub.tokens().unwrap().unwrap().agent
+    };
+    heartbeat(&relay, &second_token, "second");
+}

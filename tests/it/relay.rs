@@ -1126,8 +1126,8 @@ fn the_relay_tells_the_console_what_waits_and_what_it_refused_today() {
     );
 }
 
-/// A refused file that cannot be moved to `rejected/` (here its reason's temporary name is too
-/// long for the filesystem, as a full disk fails the same writes) is counted and logged once,
+/// A refused file that cannot be moved to `rejected/` (here the folder is immutable, as a full
+/// disk fails the same writes) is counted and logged once,
 /// not again on every pass; its move is tried on each pass; a new file is counted anew.
 #[test]
 fn a_refused_file_that_cannot_be_moved_is_counted_once() {
@@ -1135,10 +1135,22 @@ fn a_refused_file_that_cannot_be_moved_is_counted_once() {
     let dir = TestDir::new();
     let (hub, relay, token) = relay_hub(&dir);
     let mut relay_worker = worker(&hub, Duration::from_secs(5));
-    // `claim-<230 letters>.json` is ours and refused (an id over 64 characters); the name fits
-    // the filesystem, its reason's temporary name (`.<name>.error.json.<pid>-<n>.tmp`) does not.
-    let long = format!("claim-{}.json", "x".repeat(230));
+    // `claim-<65 letters>.json` is ours and refused (an id over 64 characters); `rejected/`
+    // takes nothing while it is immutable (`chattr +i`, which stops root too).
+    let long = format!("claim-{}.json", "x".repeat(65));
     std::fs::write(relay.join("inbox").join(&long), b"{}").unwrap();
+    let chattr = |flag: &str| {
+        std::process::Command::new("chattr")
+            .arg(flag)
+            .arg(relay.join("rejected"))
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    };
+    if !chattr("+i") {
+        eprintln!("skipped: chattr +i is not available here (not root, or no such flag)");
+        return;
+    }
     let refused = || hub.metrics().relay_refused.load(Ordering::Relaxed);
     let today = || {
         hub.metrics()
@@ -1157,7 +1169,8 @@ fn a_refused_file_that_cannot_be_moved_is_counted_once() {
         assert_eq!(refused(), 1, "pass {n}");
         assert_eq!(today(), 1, "pass {n}");
     }
-    // Another file is refused and counted; the one that cannot move stays counted once.
+    assert!(chattr("-i"));
+    // Another file is refused and counted; the one that could not move goes now, counted once.
     drop_file(
         &relay.join("inbox"),
         "claim-wrong.json",
@@ -1169,6 +1182,7 @@ fn a_refused_file_that_cannot_be_moved_is_counted_once() {
     assert_eq!(counts.refused, 1);
     assert_eq!(refused(), 2);
     assert!(relay.join("rejected/claim-wrong.json").exists());
+    assert!(relay.join("rejected").join(&long).exists());
     let _ = token;
 }
 
@@ -1216,4 +1230,51 @@ fn an_empty_mount_point_gets_no_relay_folders() {
     std::fs::remove_dir_all(mount_point.join("outbox")).unwrap();
     worker.pass().unwrap();
     assert!(mount_point.join("outbox").is_dir());
+}
+
+/// A marked relay folder whose missing folders cannot be made (here the folder is immutable):
+/// the pass does not fail (before, an ERROR line every second while `/ready` showed the
+/// previous folder's state); the folder's state says why, as the OS said it, and stays so
+/// until the folders can be made.
+#[test]
+fn relay_folders_that_cannot_be_made_are_the_folders_state() {
+    let dir = TestDir::new();
+    let (mut hub, relay, _token) = relay_hub(&dir);
+    let marked = dir.path().join("marked");
+    std::fs::create_dir(&marked).unwrap();
+    std::fs::write(marked.join(".jira-hub-relay"), b"").unwrap();
+    let chattr = |flag: &str| {
+        std::process::Command::new("chattr")
+            .arg(flag)
+            .arg(&marked)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    };
+    let mut worker = worker(&hub, Duration::from_secs(5));
+    worker.pass().unwrap();
+    assert_eq!(hub.metrics().relay_problem(), None, "{relay:?} is usable");
+    if !chattr("+i") {
+        eprintln!("skipped: chattr +i is not available here (not root, or no such flag)");
+        return;
+    }
+    set_settings(
+        &mut hub,
+        serde_json::json!({"relay_dir": marked.display().to_string()}),
+    );
+    for _ in 0..3 {
+        let passed = worker.pass();
+        assert!(passed.is_ok(), "{passed:?}");
+        let problem = hub.metrics().relay_problem().unwrap_or_default();
+        assert!(
+            problem.contains("не удалось создать папки реле")
+                && problem.contains(&marked.display().to_string())
+                && problem.contains("os error"),
+            "{problem}"
+        );
+    }
+    assert!(chattr("-i"));
+    worker.pass().unwrap();
+    assert_eq!(hub.metrics().relay_problem(), None);
+    assert!(marked.join("inbox").is_dir());
 }
