@@ -187,6 +187,9 @@ struct Agent {
     jira_down: Option<String>,
     /// Probes of an unreachable Jira so far (for their backoff).
     probes: u32,
+    /// Commands whose call was refused for credentials on one path while `GET myself` passed,
+    /// and how many times (the second fails the command).
+    path_refusals: std::collections::HashMap<i64, u32>,
     /// Where new credentials come from (`None`: `--once` and `--check`, which do not wait).
     source: Option<CredentialSource>,
     /// Jira's login refused the credentials in use (issue 31, item 4): they are not sent again
@@ -253,6 +256,7 @@ impl Agent {
             lease: None,
             jira_down: None,
             probes: 0,
+            path_refusals: std::collections::HashMap::new(),
             source: None,
             rejected: None,
         })
@@ -605,7 +609,7 @@ impl Agent {
     /// passes, the credentials work and this path alone is refused (Cloud's scoped token
     /// «Unauthorized; scope does not match», DC 9.x's redirect of an unknown REST path): the
     /// command fails with Jira's words. Only a probe that fails the same way holds the queue.
-    fn credentials_or_path(&mut self, reason: String) -> Outcome {
+    fn credentials_or_path(&mut self, command_id: i64, reason: String) -> Outcome {
         let held = |reason: String| Outcome::GiveBack {
             reason,
             held: Some(answer::Cause::Credentials),
@@ -639,10 +643,25 @@ impl Agent {
         match self.jira.probe_myself() {
             Ok(()) => {
                 let path = jira_api::path_only(&refusal.path);
-                tracing::warn!(method = %refusal.method, %path, status = refusal.status, words = %refusal.words, "one path is refused while the credentials work: the command fails, nothing is held");
-                Outcome::Failed(format!(
-                    "Jira отказала в доступе к {} {path} (HTTP {}): «{}», хотя те же учётные данные принимает (GET /rest/api/2/myself проходит): у них нет прав на этот путь (например, области токена) или такого пути в этой Jira нет",
+                let words = format!(
+                    "Jira отказала в доступе к {} {path} (HTTP {}): «{}», хотя те же учётные данные принимает (GET /rest/api/2/myself проходит)",
                     refusal.method, refusal.status, refusal.words
+                );
+                // Once may be a refusal that passed (credentials refused for a moment): the
+                // command goes back, uncounted, and runs again soon; the same refusal of the
+                // same command again fails it (issue 31, item 1: never a silent loop).
+                let seen = self.path_refusals.entry(command_id).or_insert(0);
+                *seen += 1;
+                if *seen < 2 {
+                    tracing::warn!(method = %refusal.method, %path, status = refusal.status, words = %refusal.words, "one path is refused while the credentials work: the command goes back once, nothing is held");
+                    return Outcome::GiveBack {
+                        reason: format!("{words}; команда будет выполнена ещё раз"),
+                        held: None,
+                    };
+                }
+                tracing::warn!(method = %refusal.method, %path, status = refusal.status, words = %refusal.words, "one path is refused again while the credentials work: the command fails, nothing is held");
+                Outcome::Failed(format!(
+                    "{words}, второй раз подряд: у них нет прав на этот путь (например, области токена) или такого пути в этой Jira нет"
                 ))
             }
             Err(JiraError::Stopped) => Outcome::Stopped,
@@ -763,7 +782,7 @@ impl Agent {
             Outcome::GiveBack {
                 reason,
                 held: Some(answer::Cause::Credentials),
-            } => self.credentials_or_path(reason),
+            } => self.credentials_or_path(command.id, reason),
             other => other,
         };
         // Whether a write of this command may have been applied (read before the counters are
