@@ -19,6 +19,9 @@ _jira__hub() {
             jira__hub,agent)
                 cmd="jira__hub__subcmd__agent"
                 ;;
+            jira__hub,agents)
+                cmd="jira__hub__subcmd__agents"
+                ;;
             jira__hub,backup)
                 cmd="jira__hub__subcmd__backup"
                 ;;
@@ -64,11 +67,32 @@ _jira__hub() {
             jira__hub,settings)
                 cmd="jira__hub__subcmd__settings"
                 ;;
+            jira__hub,sim-jira)
+                cmd="jira__hub__subcmd__sim__subcmd__jira"
+                ;;
             jira__hub,status)
                 cmd="jira__hub__subcmd__status"
                 ;;
             jira__hub,tokens)
                 cmd="jira__hub__subcmd__tokens"
+                ;;
+            jira__hub__subcmd__agents,forget)
+                cmd="jira__hub__subcmd__agents__subcmd__forget"
+                ;;
+            jira__hub__subcmd__agents,help)
+                cmd="jira__hub__subcmd__agents__subcmd__help"
+                ;;
+            jira__hub__subcmd__agents,list)
+                cmd="jira__hub__subcmd__agents__subcmd__list"
+                ;;
+            jira__hub__subcmd__agents__subcmd__help,forget)
+                cmd="jira__hub__subcmd__agents__subcmd__help__subcmd__forget"
+                ;;
+            jira__hub__subcmd__agents__subcmd__help,help)
+                cmd="jira__hub__subcmd__agents__subcmd__help__subcmd__help"
+                ;;
+            jira__hub__subcmd__agents__subcmd__help,list)
+                cmd="jira__hub__subcmd__agents__subcmd__help__subcmd__list"
                 ;;
             jira__hub__subcmd__batches,cancel)
                 cmd="jira__hub__subcmd__batches__subcmd__cancel"
@@ -127,6 +151,9 @@ _jira__hub() {
             jira__hub__subcmd__help,agent)
                 cmd="jira__hub__subcmd__help__subcmd__agent"
                 ;;
+            jira__hub__subcmd__help,agents)
+                cmd="jira__hub__subcmd__help__subcmd__agents"
+                ;;
             jira__hub__subcmd__help,backup)
                 cmd="jira__hub__subcmd__help__subcmd__backup"
                 ;;
@@ -172,11 +199,20 @@ _jira__hub() {
             jira__hub__subcmd__help,settings)
                 cmd="jira__hub__subcmd__help__subcmd__settings"
                 ;;
+            jira__hub__subcmd__help,sim-jira)
+                cmd="jira__hub__subcmd__help__subcmd__sim__subcmd__jira"
+                ;;
             jira__hub__subcmd__help,status)
                 cmd="jira__hub__subcmd__help__subcmd__status"
                 ;;
             jira__hub__subcmd__help,tokens)
                 cmd="jira__hub__subcmd__help__subcmd__tokens"
+                ;;
+            jira__hub__subcmd__help__subcmd__agents,forget)
+                cmd="jira__hub__subcmd__help__subcmd__agents__subcmd__forget"
+                ;;
+            jira__hub__subcmd__help__subcmd__agents,list)
+                cmd="jira__hub__subcmd__help__subcmd__agents__subcmd__list"
                 ;;
             jira__hub__subcmd__help__subcmd__batches,cancel)
                 cmd="jira__hub__subcmd__help__subcmd__batches__subcmd__cancel"
@@ -302,7 +338,7 @@ _jira__hub() {
 
     case "${cmd}" in
         jira__hub)
-            opts="-h -V --db --log-format --help --version init migrate settings projects tokens status backup restore serve batches commands refresh demo agent man completions relay help"
+            opts="-h -V --db --log-format --help --version init migrate settings projects tokens status agents backup restore serve batches commands refresh demo agent man completions relay sim-jira help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -334,6 +370,128 @@ _jira__hub() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "auto plain journal json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__agents)
+            opts="-h --db --log-format --help list forget help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "auto plain journal json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__agents__subcmd__forget)
+            opts="-h --db --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "auto plain journal json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__agents__subcmd__help)
+            opts="list forget help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__agents__subcmd__help__subcmd__forget)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__agents__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__agents__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__agents__subcmd__list)
+            opts="-h --db --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --db)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -812,7 +970,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__help)
-            opts="init migrate settings projects tokens status backup restore serve batches commands refresh demo agent man completions relay help"
+            opts="init migrate settings projects tokens status agents backup restore serve batches commands refresh demo agent man completions relay sim-jira help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -828,6 +986,48 @@ _jira__hub() {
         jira__hub__subcmd__help__subcmd__agent)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__help__subcmd__agents)
+            opts="list forget"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__help__subcmd__agents__subcmd__forget)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__help__subcmd__agents__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1248,6 +1448,20 @@ _jira__hub() {
         jira__hub__subcmd__help__subcmd__settings__subcmd__set)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__help__subcmd__sim__subcmd__jira)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1762,7 +1976,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__serve)
-            opts="-h --listen --relay-poll-ms --relay-grace-seconds --relay-retention-days --relay-arrival-limit-seconds --relay-max-file-mb --relay-no-notify --report-budget-mb --http-max-body-mb --http-timeout-seconds --http-max-connections --http-max-anonymous-connections --http-anonymous-timeout-seconds --http-header-timeout-seconds --http-idle-timeout-seconds --allowed-host --public-url --init-from --default-relay-dir --db --log-format --help"
+            opts="-h --listen --relay-poll-ms --relay-grace-seconds --relay-retention-days --relay-arrival-limit-seconds --relay-max-file-mb --relay-no-notify --report-budget-mb --http-max-body-mb --http-timeout-seconds --http-max-connections --http-max-anonymous-connections --http-anonymous-timeout-seconds --http-header-timeout-seconds --http-body-timeout-seconds --metrics-token-file --http-idle-timeout-seconds --allowed-host --public-url --init-from --default-relay-dir --db --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1817,6 +2031,14 @@ _jira__hub() {
                     return 0
                     ;;
                 --http-header-timeout-seconds)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --http-body-timeout-seconds)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --metrics-token-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1962,6 +2184,36 @@ _jira__hub() {
                 return 0
             fi
             case "${prev}" in
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "auto plain journal json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__sim__subcmd__jira)
+            opts="-h --hub-config --issues --db --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --hub-config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --issues)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --db)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
