@@ -1148,4 +1148,15 @@ fn a_link_refusal_names_both_keys() {
         )),
         "{error}"
     );
+    // The log says the status in its wire word, not Rust's `Failed` (issue 29).
+    let started = Instant::now();
+    let log = loop {
+        let log = std::fs::read_to_string(&stack.log).unwrap_or_default();
+        if log.contains("reported") || started.elapsed() > Duration::from_secs(10) {
+            break log;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(log.contains("status=failed"), "{log}");
+    assert!(!log.contains("status=Failed"), "{log}");
 }
