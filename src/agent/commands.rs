@@ -169,6 +169,31 @@ fn fail(message: impl Into<String>) -> Fail {
     Fail::Reason(message.into())
 }
 
+/// Jira's refusal of a link, naming both keys and, when Jira's words name one of them (the key
+/// in its message, or the request's field `inwardIssue`/`outwardIssue` an error is keyed by),
+/// which one it is about (issue 29 item 5): «Jira отказала связать AURORA-1 с AURORA-9 (HTTP
+/// 404), о задаче AURORA-9: «Issue Does Not Exist: AURORA-9»».
+fn link_refusal(from: &str, to: &str, status: u16, message: &str) -> String {
+    let names = |key: &str, field: &str| names_key(message, key) || message.contains(field);
+    let about = match (names(from, "inwardIssue"), names(to, "outwardIssue")) {
+        (true, false) => format!(", о задаче {from}"),
+        (false, true) => format!(", о задаче {to}"),
+        _ => String::new(),
+    };
+    format!("Jira отказала связать {from} с {to} (HTTP {status}){about}: «{message}»")
+}
+
+/// Whether `text` has `key` as a word of its own (AURORA-1 is not in AURORA-12 or XAURORA-1).
+fn names_key(text: &str, key: &str) -> bool {
+    !key.is_empty()
+        && text.match_indices(key).any(|(at, _)| {
+            let before = text[..at].chars().next_back();
+            let after = text[at + key.len()..].chars().next();
+            !before.is_some_and(|c| c.is_alphanumeric() || c == '-' || c == '_')
+                && !after.is_some_and(|c| c.is_ascii_digit())
+        })
+}
+
 /// Runs commands against Jira with the settings the hub gave.
 pub(crate) struct Executor<'a> {
     pub jira: &'a mut Jira,
@@ -974,7 +999,14 @@ impl Executor<'_> {
             return Ok(json!({"link_id": id}));
         }
         let body = json!({"type": {"name": name}, "inwardIssue": {"key": from}, "outwardIssue": {"key": to}});
-        self.jira.write("POST", "/rest/api/2/issueLink", &body)?;
+        match self.jira.write("POST", "/rest/api/2/issueLink", &body) {
+            Err(JiraError::Refused { status, message }) => {
+                return Err(fail(link_refusal(&from, &to, status, &message)));
+            }
+            other => {
+                other?;
+            }
+        }
         match self.find_link(&from, &to, &name)? {
             Some(id) => Ok(json!({"link_id": id})),
             None => Err(fail("связь записана, но Jira её не показывает")),
@@ -1360,6 +1392,35 @@ enum Found {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_link_refusal_names_the_key_jira_names() {
+        assert_eq!(
+            link_refusal(
+                "AURORA-1",
+                "AURORA-9",
+                404,
+                "Issue Does Not Exist: AURORA-9"
+            ),
+            "Jira отказала связать AURORA-1 с AURORA-9 (HTTP 404), о задаче AURORA-9: \
+             «Issue Does Not Exist: AURORA-9»"
+        );
+        assert_eq!(
+            link_refusal("AURORA-1", "AURORA-12", 400, "inwardIssue: no permission"),
+            "Jira отказала связать AURORA-1 с AURORA-12 (HTTP 400), о задаче AURORA-1: \
+             «inwardIssue: no permission»"
+        );
+        // AURORA-1 is not named by AURORA-12; neither key named: both said, none chosen.
+        assert_eq!(
+            link_refusal("AURORA-1", "AURORA-12", 404, "AURORA-12 does not exist"),
+            "Jira отказала связать AURORA-1 с AURORA-12 (HTTP 404), о задаче AURORA-12: \
+             «AURORA-12 does not exist»"
+        );
+        assert_eq!(
+            link_refusal("A-1", "A-2", 404, "Issue does not exist"),
+            "Jira отказала связать A-1 с A-2 (HTTP 404): «Issue does not exist»"
+        );
+    }
 
     #[test]
     fn settings_from_the_hubs_agent_view() {

@@ -858,7 +858,7 @@ impl Agent {
                 for ignored in &answer.ignored {
                     tracing::info!(command = ignored.command_id, reason = %ignored.reason, "the hub ignored a result");
                 }
-                tracing::info!(command = command.id, ?status, "reported");
+                tracing::info!(command = command.id, status = %status.as_str(), "reported");
             }
             Err(error) => {
                 tracing::warn!(command = command.id, %error, "the report was not acknowledged");

@@ -143,7 +143,14 @@ pub(crate) fn run(jira: &mut Jira, hub: &HubLink) -> Vec<Line> {
             let detail = match error {
                 LinkError::NoAnswer(why) => why,
                 LinkError::Stopped => "проверка остановлена сигналом до ответа хаба".to_string(),
-                other => format!("хаб не ответил: «{other}»"),
+                // Ours in Russian, the hub's or the OS's words quoted after (issue 29).
+                LinkError::Refused { kind, message } => {
+                    format!("хаб отказал в запросе {}: «{message}»", kind.as_str())
+                }
+                LinkError::TooLarge { bytes, limit } => {
+                    format!("запрос в {bytes} байт больше, чем хаб принимает ({limit})")
+                }
+                LinkError::Other(why) => format!("хаб не ответил: «{why}»"),
             };
             checks.push(HUB_CHECK, false, detail);
             return checks.lines;

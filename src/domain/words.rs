@@ -53,9 +53,55 @@ pub(crate) fn shell_word(text: &str) -> String {
     }
 }
 
+/// A link's direction in Russian for Jira's standard link types, matched by Jira's name
+/// (`Blocks`, `Relates`, `Duplicate`, `Cloners`; the simulated Server's `Blocker`) or by the
+/// hub's usual alias for it (`blocks`, `relates`, `duplicates`, `clones`), case aside:
+/// `(outward, inward)`, as said of the link's source and of its target. Jira names these
+/// directions `type.outward` ("blocks") and `type.inward` ("is blocked by"). `None`: a type
+/// of this Jira's own, to be shown in Jira's words.
+pub(crate) fn link_directions(name: &str) -> Option<(&'static str, &'static str)> {
+    match name.trim().to_lowercase().as_str() {
+        "blocks" | "blocker" => Some(("блокирует", "заблокирована задачей")),
+        "relates" => Some(("связана с", "связана с")),
+        "duplicate" | "duplicates" => Some(("дублирует", "дублируется задачей")),
+        "cloners" | "clones" => Some(("клонирует", "клонирована из")),
+        _ => None,
+    }
+}
+
+/// What a link says, seen from one of its issues: «блокирует» from its source (`outward`),
+/// «заблокирована задачей» from its target; for a type the table does not know, Jira's name
+/// quoted with an arrow: «связь «Haunts» →».
+pub(crate) fn link_direction(name: &str, outward: bool) -> String {
+    match link_directions(name) {
+        Some((from, to)) => (if outward { from } else { to }).to_string(),
+        None => format!("связь «{name}» {}", if outward { "→" } else { "←" }),
+    }
+}
+
+/// `text` with its first letter a capital: a fragment that starts a line.
+pub(crate) fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn link_directions_are_russian_with_jiras_words_for_the_unknown() {
+        assert_eq!(link_direction("Blocks", true), "блокирует");
+        assert_eq!(link_direction("blocks", false), "заблокирована задачей");
+        assert_eq!(link_direction("Duplicate", false), "дублируется задачей");
+        assert_eq!(link_direction("Cloners", false), "клонирована из");
+        assert_eq!(link_direction("relates", true), "связана с");
+        assert_eq!(link_direction("Haunts", true), "связь «Haunts» →");
+        assert_eq!(link_direction("Haunts", false), "связь «Haunts» ←");
+    }
 
     #[test]
     fn forms_follow_the_last_digits() {

@@ -105,6 +105,20 @@ pub enum ResultStatus {
     Released,
 }
 
+impl ResultStatus {
+    /// The status's wire word (`done`, `failed`, …), as logs print it (issue 29: not Rust's
+    /// `Done`).
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            ResultStatus::Done => "done",
+            ResultStatus::Failed => "failed",
+            ResultStatus::Skipped => "skipped",
+            ResultStatus::Progress => "progress",
+            ResultStatus::Released => "released",
+        }
+    }
+}
+
 /// One page of a refresh: raw Jira issues as the search API returned them. Each issue stays raw
 /// JSON text until it is ingested, so a report file of 100 MB never becomes a tree of values
 /// several times its size.
@@ -766,6 +780,19 @@ fn typed<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, DecodeError>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_result_status_is_logged_in_its_wire_word() {
+        for status in [
+            ResultStatus::Done,
+            ResultStatus::Failed,
+            ResultStatus::Skipped,
+            ResultStatus::Progress,
+            ResultStatus::Released,
+        ] {
+            assert_eq!(json!(status), json!(status.as_str()));
+        }
+    }
     use serde_json::json;
 
     #[test]

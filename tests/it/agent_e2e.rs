@@ -1128,3 +1128,35 @@ fn one_shot_runs_leave_the_waiting_claim_of_the_running_agent_of_their_name() {
     ));
     stack.wait_completed(id);
 }
+
+/// Issue 29 item 5: Jira's refusal of a link to an issue that does not exist names both keys.
+#[test]
+fn a_link_refusal_names_both_keys() {
+    let mut stack = Stack::start(Mode::DataCenter, Transport::Http);
+    stack.fake.seed_issues(PROJECT, "AWPCA", 1);
+    stack.spawn_agent();
+    let missing = format!("{PROJECT}-999");
+    let id = stack.enqueue(json!({"title": "связь", "author": "ivanov", "project": "AWPCA", "commands": [
+        {"type": "link", "params": {"from": format!("{PROJECT}-1"), "to": missing, "type": "blocks"}}]}));
+    let view = stack.wait_completed(id);
+    let command = &view["commands"][0];
+    assert_eq!(command["status"], "failed", "{command:#}");
+    let error = command["error"].as_str().unwrap();
+    assert!(
+        error.starts_with(&format!(
+            "Jira отказала связать {PROJECT}-1 с {missing} (HTTP 404): «"
+        )),
+        "{error}"
+    );
+    // The log says the status in its wire word, not Rust's `Failed` (issue 29).
+    let started = Instant::now();
+    let log = loop {
+        let log = std::fs::read_to_string(&stack.log).unwrap_or_default();
+        if log.contains("reported") || started.elapsed() > Duration::from_secs(10) {
+            break log;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(log.contains("status=failed"), "{log}");
+    assert!(!log.contains("status=Failed"), "{log}");
+}

@@ -1830,3 +1830,115 @@ async fn the_console_writes_russian_as_russian_is_written() {
         page.body
     );
 }
+
+/// Issue 29 §5: a link command's params say the link's direction in Russian between its keys,
+/// on the batch page and the command page; a type of Jira's own is named in Jira's words.
+#[tokio::test]
+async fn link_params_say_the_direction_in_russian() {
+    let console = console();
+    let cookie = console.sign_in().await;
+    let batch = console
+        .api(
+            Method::POST,
+            "/batches",
+            Some(json!({"title": "связи", "author": "ivanov", "commands": [
+                {"type": "link", "params": {"from": "AURORA-1", "to": "AURORA-2", "type": "blocks"}},
+                {"type": "link", "params": {"from": "AURORA-3", "to": "AURORA-4", "type": "duplicates"}}]})),
+        )
+        .await;
+    let id = batch["id"].as_i64().unwrap();
+    let first = batch["commands"][0]["id"].as_i64().unwrap();
+    let page = console
+        .get(&format!("/ui/batches/{id}"), Some(&cookie))
+        .await;
+    assert!(
+        page.body.contains(
+            "<span class=\"hint\">тип связи:</span> <span class=\"value\">blocks</span>: \
+             <a href=\"/ui/issues/AURORA-1\">AURORA-1</a> блокирует \
+             <a href=\"/ui/issues/AURORA-2\">AURORA-2</a>"
+        ),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains(
+            "<a href=\"/ui/issues/AURORA-3\">AURORA-3</a> дублирует \
+             <a href=\"/ui/issues/AURORA-4\">AURORA-4</a>"
+        ),
+        "{}",
+        page.body
+    );
+    let command = console
+        .get(&format!("/ui/commands/{first}"), Some(&cookie))
+        .await;
+    assert!(
+        command
+            .body
+            .contains("<a href=\"/ui/issues/AURORA-1\">AURORA-1</a> блокирует"),
+        "{}",
+        command.body
+    );
+}
+
+/// Issue 29 §5: an issue's links say their direction in Russian from that issue's side, Jira's
+/// name beside; a type of Jira's own is shown in Jira's words, quoted.
+#[tokio::test]
+async fn issue_links_say_their_direction_in_russian() {
+    let console = console();
+    let cookie = console.sign_in().await;
+    console.api(Method::POST, "/refresh", None).await;
+    let claim = console.claim("agent-1", "c1").await;
+    let command = &claim["commands"][0];
+    let blocks = json!({"name": "Blocks", "inward": "is blocked by", "outward": "blocks"});
+    let issues = [
+        raw_issue(
+            "AURORA-1",
+            "1",
+            &["AWPCA"],
+            json!({"issuelinks": [
+                {"id": "5001", "type": blocks, "outwardIssue": {"key": "AURORA-2"}},
+                {"id": "5002", "type": {"name": "Haunts", "inward": "is haunted by", "outward": "haunts"},
+                 "outwardIssue": {"key": "AURORA-9"}}]}),
+        ),
+        raw_issue(
+            "AURORA-2",
+            "2",
+            &["AWPCA"],
+            json!({"issuelinks": [{"id": "5001", "type": blocks, "inwardIssue": {"key": "AURORA-1"}}]}),
+        ),
+    ];
+    let report = console
+        .agent_post(
+            "/agent/report",
+            json!({"kind": "report", "id": "r1", "agent": "agent-1", "sent_at": "2026-11-29T10:00:00Z",
+               "results": [{"command_id": command["id"], "delivery": command["delivery"], "status": "progress",
+                            "page": {"start_at": 0, "total": 2, "issues": issues}}]}),
+        )
+        .await;
+    assert_eq!(report.status, StatusCode::OK, "{}", report.body);
+    let first = console.get("/ui/issues/AURORA-1", Some(&cookie)).await;
+    assert!(
+        first.body.contains(
+            "<li>Блокирует <a href=\"/ui/issues/AURORA-2\">AURORA-2</a> \
+             <span class=\"hint\">(«Blocks»)</span></li>"
+        ),
+        "{}",
+        first.body
+    );
+    assert!(
+        first
+            .body
+            .contains("<li>Связь «Haunts» → AURORA-9 (нет в зеркале)</li>"),
+        "{}",
+        first.body
+    );
+    let second = console.get("/ui/issues/AURORA-2", Some(&cookie)).await;
+    assert!(
+        second.body.contains(
+            "<li>Заблокирована задачей <a href=\"/ui/issues/AURORA-1\">AURORA-1</a> \
+             <span class=\"hint\">(«Blocks»)</span></li>"
+        ),
+        "{}",
+        second.body
+    );
+}

@@ -62,16 +62,7 @@ fn check(mode: Mode, settings: Value, board: Option<i64>, prepare: impl Fn(&Fake
         "hub_url": format!("http://{}", daemon.address),
         "answer_timeout_seconds": 5, "request_timeout_seconds": 5,
     });
-    let path = dir.path().join("agent.json");
-    std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
-    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_jira-hub"))
-        .args(["agent", "--check", "--config"])
-        .arg(&path)
-        .current_dir(dir.path())
-        .env_remove("JIRA_HUB_DB")
-        .output()
-        .expect("run the agent");
+    let out = run_check(&dir, &config);
     let seen = fake.requests();
     let at = seen.iter().map(|seen| seen.at).collect();
     let methods = seen
@@ -493,4 +484,46 @@ fn with_no_hub_the_check_says_what_it_waits_for_and_ends() {
         0,
         "the claim was not taken back"
     );
+}
+
+/// Issue 29 item 5: a hub that refuses the agent's token is said in Russian, the hub's words
+/// quoted after ours: one language per line.
+#[test]
+fn a_refusing_hub_is_said_in_one_language() {
+    let dir = TestDir::new();
+    let (hub, _relay, _token) = relay_hub(&dir);
+    drop(hub);
+    let daemon = Daemon::start(&dir.db(), &[]);
+    let config = json!({
+        "jira_url": "http://127.0.0.1:9", "jira_user": "agent", "jira_password": "secret",
+        "agent_token": "not-the-agents-token", "name": "agent-1",
+        "hub_url": format!("http://{}", daemon.address),
+        "answer_timeout_seconds": 5, "request_timeout_seconds": 5,
+    });
+    let out = run_check(&dir, &config);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{said}");
+    let line = said
+        .lines()
+        .find(|line| line.contains("хаб"))
+        .unwrap_or_else(|| panic!("{said}"));
+    assert!(
+        line.contains("хаб отказал в запросе claim: «HTTP 401"),
+        "{said}"
+    );
+    assert!(!line.contains("the hub refused"), "{said}");
+}
+
+/// `jira-hub agent --check` with `config` written (0600) into `dir`.
+fn run_check(dir: &TestDir, config: &Value) -> std::process::Output {
+    let path = dir.path().join("agent.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(config).unwrap()).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    std::process::Command::new(env!("CARGO_BIN_EXE_jira-hub"))
+        .args(["agent", "--check", "--config"])
+        .arg(&path)
+        .current_dir(dir.path())
+        .env_remove("JIRA_HUB_DB")
+        .output()
+        .expect("run the agent")
 }

@@ -624,6 +624,41 @@ fn json_text(value: &serde_json::Value) -> String {
     clip(&text, 160)
 }
 
+/// One member's value for people: an issue key a link to its page, text as it is (clipped),
+/// a dependency's result in words, other JSON compact.
+fn member_html(name: &str, member: &serde_json::Value) -> String {
+    match member {
+        serde_json::Value::String(text)
+            if matches!(name, "key" | "from" | "to" | "parent")
+                && crate::domain::command::is_issue_key(text) =>
+        {
+            format!("<a href=\"/ui/issues/{}\">{}</a>", segment(text), esc(text))
+        }
+        serde_json::Value::String(text) => {
+            format!("<span class=\"value\">{}</span>", esc(&clip(text, 160)))
+        }
+        serde_json::Value::Object(o)
+            if o.len() == 1 && o.get("$result").is_some_and(|r| r == "key") =>
+        {
+            "ключ из результата зависимости".to_string()
+        }
+        other => format!("<code class=\"json\">{}</code>", esc(&json_text(other))),
+    }
+}
+
+/// A link command's params as what the link will say, its direction in Russian between its keys
+/// (issue 29): «AURORA-1 блокирует AURORA-2»; `None` for params that are not a link's.
+fn link_html(params: &serde_json::Value) -> Option<String> {
+    let link_type = params.get("type")?.as_str()?;
+    let (from, to) = (params.get("from")?, params.get("to")?);
+    Some(format!(
+        "{} {} {}",
+        member_html("from", from),
+        esc(&crate::domain::words::link_direction(link_type, true)),
+        member_html("to", to),
+    ))
+}
+
 /// A command's params or result for people: each member as «name: value» («задача: AURORA-7»,
 /// the key a link to its page), in Russian where the name is the hub's own; other JSON as it is,
 /// compact (issue 29: no raw JSON, keys as links).
@@ -652,22 +687,17 @@ fn members_html(value: &serde_json::Value) -> String {
                 "jql" => "JQL",
                 other => other,
             };
-            let shown = match member {
-                serde_json::Value::String(text)
-                    if matches!(name.as_str(), "key" | "from" | "to" | "parent")
-                        && crate::domain::command::is_issue_key(text) =>
-                {
-                    format!("<a href=\"/ui/issues/{}\">{}</a>", segment(text), esc(text))
-                }
-                serde_json::Value::String(text) => {
-                    format!("<span class=\"value\">{}</span>", esc(&clip(text, 160)))
-                }
-                serde_json::Value::Object(o)
-                    if o.len() == 1 && o.get("$result").is_some_and(|r| r == "key") =>
-                {
-                    "ключ из результата зависимости".to_string()
-                }
-                other => format!("<code class=\"json\">{}</code>", esc(&json_text(other))),
+            let shown = match (name.as_str(), member) {
+                // A link's type with its direction in Russian, between the two keys
+                // (issue 29): «blocks: AURORA-1 блокирует AURORA-2».
+                ("type", serde_json::Value::String(link_type)) => match link_html(value) {
+                    Some(link) => format!(
+                        "<span class=\"value\">{}</span>: {link}",
+                        esc(&clip(link_type, 160))
+                    ),
+                    None => member_html(name, member),
+                },
+                _ => member_html(name, member),
             };
             format!(
                 "<span class=\"member\"><span class=\"hint\">{}:</span> {shown}</span>",
@@ -1035,6 +1065,9 @@ pub(super) fn command(page: &CommandPage, csrf: &str, now: OffsetDateTime) -> St
             keys.join(", ")
         );
     }
+    if let Some(link) = link_html(&c.params) {
+        let _ = write!(out, "<dt>Связь</dt><dd id=\"command-link\">{link}</dd>");
+    }
     out.push_str("</dl><p class=\"actions\">");
     let known: Vec<&CommandView> = page.dependency.iter().collect();
     let retry = (!page.batch_cancelled).then_some(csrf);
@@ -1344,11 +1377,11 @@ pub(super) fn issue(view: &IssueView, csrf: &str, now: OffsetDateTime) -> String
     } else {
         out.push_str("<ul>");
         for link in &view.links {
-            let direction = if link.direction == "outward" {
-                "→"
-            } else {
-                "←"
-            };
+            // The direction in Russian from this issue's side (issue 29): «Блокирует
+            // AURORA-2», «Заблокирована задачей AURORA-1»; Jira's name quoted otherwise.
+            let direction = crate::domain::words::capitalized(
+                &crate::domain::words::link_direction(&link.link_type, link.direction == "outward"),
+            );
             let other = if link.other_in_mirror {
                 format!(
                     "<a href=\"/ui/issues/{}\">{}</a>",
@@ -1358,7 +1391,13 @@ pub(super) fn issue(view: &IssueView, csrf: &str, now: OffsetDateTime) -> String
             } else {
                 format!("{} (нет в зеркале)", esc(&link.other_key))
             };
-            let _ = write!(out, "<li>{} {direction} {other}</li>", esc(&link.link_type));
+            // Jira's name beside the Russian words; the fallback already quotes it.
+            let name = if crate::domain::words::link_directions(&link.link_type).is_some() {
+                format!(" <span class=\"hint\">(«{}»)</span>", esc(&link.link_type))
+            } else {
+                String::new()
+            };
+            let _ = write!(out, "<li>{} {other}{name}</li>", esc(&direction));
         }
         out.push_str("</ul>");
     }
