@@ -37,6 +37,11 @@ skip() {
 }
 
 # --- inside the namespace: the steps themselves --------------------------------------------
+# INSTALL_TEST_WAY=by-hand installs by the README's by-hand block (its `cargo build --release`
+# included, minutes of it) instead of the package, and skips the agent's `apt install` line;
+# CI installs the package.
+way="${INSTALL_TEST_WAY:-package}"
+export INSTALL_TEST_WAY="$way"
 if [ "${1:-}" = "--inside" ]; then
   work="$2"
   log() { echo "install-test: $*" >&2; }
@@ -222,6 +227,10 @@ if [ "${1:-}" = "--inside" ]; then
         '') continue ;;
         '#'*) echo "$line" >&2; continue ;;
       esac
+      if [ "$way" = by-hand ] && [ "${line#apt install }" != "$line" ]; then
+        echo "# (installed by hand above: not the package) $line" >&2
+        continue
+      fi
       echo "# \$ $line" >&2
       if [ "${line#*head -n 1 >}" != "$line" ]; then
         [ "${#answers[@]}" -gt 0 ] || fail "$name: no answer left for: $line"
@@ -235,8 +244,13 @@ if [ "${1:-}" = "--inside" ]; then
 
   export DEBIAN_FRONTEND=noninteractive
   started=$(date +%s)
-  log "the package (README, The Debian package)"
-  run_steps package
+  if [ "$way" = by-hand ]; then
+    log "by hand (README, Running it as a service)"
+    run_steps by-hand
+  else
+    log "the package (README, The Debian package)"
+    run_steps package
+  fi
   log "the hub (README, Running it as a service)"
   run_steps hub
   # The hub answers.
@@ -365,6 +379,7 @@ unshare --mount --net --propagation private -- bash -euo pipefail -c '
   mount --bind "$repo" "$work/root$repo"
   status=0
   chroot "$work/root" /usr/bin/env -i PATH="$path" HOME=/root TERM=dumb LANG=C.UTF-8 \
+    INSTALL_TEST_WAY="${INSTALL_TEST_WAY:-package}" \
     bash "$repo/$script" --inside "$work" || status=$?
   # The services started inside: stopped, as systemctl stop would (SIGTERM), then the Jira.
   for pidfile in "$work/root/run/install-test/"*.pid; do

@@ -1928,7 +1928,7 @@ async fn issue_links_say_their_direction_in_russian() {
     assert!(
         first
             .body
-            .contains("<li>Связь «Haunts» → AURORA-9 (нет в зеркале)</li>"),
+            .contains("<li>Связь «Haunts»: «haunts» AURORA-9 (нет в зеркале)</li>"),
         "{}",
         first.body
     );

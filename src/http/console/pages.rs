@@ -1379,9 +1379,20 @@ pub(super) fn issue(view: &IssueView, csrf: &str, now: OffsetDateTime) -> String
         for link in &view.links {
             // The direction in Russian from this issue's side (issue 29): «Блокирует
             // AURORA-2», «Заблокирована задачей AURORA-1»; Jira's name quoted otherwise.
-            let direction = crate::domain::words::capitalized(
-                &crate::domain::words::link_direction(&link.link_type, link.direction == "outward"),
-            );
+            let outward = link.direction == "outward";
+            let known = crate::domain::words::link_directions(&link.link_type).is_some();
+            // A type the table does not know speaks Jira's own words for its direction, as the
+            // issue's raw `issuelinks` carry them (`type.outward`/`type.inward`): «haunts».
+            let jira_words = (!known)
+                .then(|| jira_link_words(&view.fields, &link.link_type, outward))
+                .flatten();
+            let direction = match &jira_words {
+                Some(words) => format!("Связь «{}»: «{words}»", link.link_type),
+                None => crate::domain::words::capitalized(&crate::domain::words::link_direction(
+                    &link.link_type,
+                    outward,
+                )),
+            };
             let other = if link.other_in_mirror {
                 format!(
                     "<a href=\"/ui/issues/{}\">{}</a>",
@@ -1392,7 +1403,7 @@ pub(super) fn issue(view: &IssueView, csrf: &str, now: OffsetDateTime) -> String
                 format!("{} (нет в зеркале)", esc(&link.other_key))
             };
             // Jira's name beside the Russian words; the fallback already quotes it.
-            let name = if crate::domain::words::link_directions(&link.link_type).is_some() {
+            let name = if known {
                 format!(" <span class=\"hint\">(«{}»)</span>", esc(&link.link_type))
             } else {
                 String::new()
@@ -1609,4 +1620,20 @@ pub(super) fn problem(message: &str, back: &str) -> String {
         esc(message),
         esc(back)
     )
+}
+
+/// Jira's words for one direction of a link type (`type.outward` from the link's source,
+/// `type.inward` from its target), as an issue's raw `issuelinks` carry them.
+fn jira_link_words(fields: &serde_json::Value, type_name: &str, outward: bool) -> Option<String> {
+    let side = if outward { "outward" } else { "inward" };
+    fields
+        .get("issuelinks")?
+        .as_array()?
+        .iter()
+        .map(|link| &link["type"])
+        .find(|kind| kind["name"].as_str() == Some(type_name))
+        .and_then(|kind| kind[side].as_str())
+        .map(str::trim)
+        .filter(|words| !words.is_empty())
+        .map(str::to_string)
 }
