@@ -165,7 +165,7 @@ pub fn fields_set(params: &Value) -> Vec<&'static str> {
 
 /// Whether two values of `logical` are the same in the compared forms: priorities by id when
 /// both have one, else by name (case and spaces around aside); descriptions as Cloud gives them
-/// back ([`normalized_body`]); an empty text is no text.
+/// back (`normalized_body`); an empty text is no text.
 pub fn same(logical: &str, a: &Value, b: &Value) -> bool {
     let text = |v: &Value| -> Option<String> {
         match v {

@@ -135,14 +135,14 @@ impl Metrics {
 }
 
 /// What `/metrics` shows of the database (issue 30 item 1): taken by
-/// [`HubConnection::metrics_figures`] on a connection of its own, never on a request's turn, and
+/// `HubConnection::metrics_figures` on a connection of its own, never on a request's turn, and
 /// kept by the HTTP side as its snapshot. The counts that walk a table (commands by status,
 /// mirror issues, held runs) are taken again only when the database changed since; the rest
-/// reads at most [`AGENTS_LISTED`](crate::store::AGENTS_LISTED) agents.
+/// reads at most `store::AGENTS_LISTED` agents.
 ///
 /// A family that needs the database is one more field here, filled in `metrics_figures` (in the
 /// `recount` branch when it walks a table) and encoded in `http/ops.rs`'s collector; a counter
-/// of what the process does is an atomic of [`Metrics`] instead.
+/// of what the process does is an atomic of `Metrics` instead.
 #[derive(Debug, Clone, Default)]
 pub struct MetricsFigures {
     /// Commands by status: every status the hub knows, zeros included.

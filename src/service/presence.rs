@@ -228,7 +228,7 @@ pub(crate) fn silent_after(heartbeat_seconds: Option<u32>) -> i64 {
 
 /// THE rule of an agent's silence (issue 29 item 4), the one every view applies — `GET /agents`,
 /// `/metrics`, the console, `jira-hub status`, `refresh --wait` — at the moment it is asked:
-/// silent when more than [`silent_after`] seconds (two heartbeat periods, or 20 minutes for an
+/// silent when more than `silent_after` seconds (two heartbeat periods, or 20 minutes for an
 /// agent that never told its period) passed since `last_seen` at `now`. An agent that only ever
 /// ran a preflight (`check_only`: `agent --check`, no claim for work, no report) is a check,
 /// never silent.

@@ -86,7 +86,7 @@ impl Cutoffs {
 }
 
 impl HubConnection {
-    /// The timer's tick: a few small transactions of the walk, each deleting at most [`ROWS`]
+    /// The timer's tick: a few small transactions of the walk, each deleting at most `ROWS`
     /// commands, until one finds nothing to prune.
     pub fn prune_finished(&mut self) -> Result<Pruned> {
         let retention = self.settings()?.retention;
