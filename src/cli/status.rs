@@ -69,7 +69,7 @@ pub(crate) fn status(db: &Path) -> anyhow::Result<Outcome> {
     match &status.last_full_refresh {
         Some(run) => outln!(
             "full refresh: {} ({})",
-            run.finished_at.as_ref().unwrap_or(&run.started_at),
+            shown_utc(run.finished_at.as_ref().unwrap_or(&run.started_at).at()),
             crate::domain::words::count_en(run.issues_seen.max(0) as u64, "issue")
         ),
         None => outln!("full refresh: never"),
@@ -77,7 +77,13 @@ pub(crate) fn status(db: &Path) -> anyhow::Result<Outcome> {
     if let Some(run) = &status.last_refresh {
         outln!(
             "last refresh: {} ({}, {}, {} changed)",
-            run.run.finished_at.as_ref().unwrap_or(&run.run.started_at),
+            shown_utc(
+                run.run
+                    .finished_at
+                    .as_ref()
+                    .unwrap_or(&run.run.started_at)
+                    .at()
+            ),
             run.kind,
             crate::domain::words::count_en(run.run.issues_seen.max(0) as u64, "issue"),
             run.run.issues_changed

@@ -223,7 +223,7 @@ fn status_and_backup() {
         "base JQL:     project = AURORA AND labels in (\"AWPCA\")",
         "mirror:       2 issues, 2 notes",
         "claimed 1, done 1, queued 1",
-        "full refresh: 2026-01-04T00:05:00Z (2 issues)",
+        "full refresh: 2026-01-04 00:05:00 UTC (2 issues)",
         "agent-1 1.4.0",
         "missing",
     ] {
