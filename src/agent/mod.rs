@@ -26,7 +26,7 @@ pub(crate) mod wait;
 pub(crate) use config::AgentConfig;
 
 use crate::clock::{Clock, SystemClock};
-use crate::protocol::{ClaimedCommand, CommandResult, Page, ResultStatus};
+use crate::protocol::{ClaimedCommand, CommandResult, Page, RefusedPath, ResultStatus};
 use commands::{AgentSettings, Executor, Outcome};
 use config::JiraAuth;
 use jira_api::{Jira, JiraError};
@@ -187,9 +187,10 @@ struct Agent {
     jira_down: Option<String>,
     /// Probes of an unreachable Jira so far (for their backoff).
     probes: u32,
-    /// Commands whose call was refused for credentials on one path while `GET myself` passed,
-    /// and how many times (the second fails the command).
-    path_refusals: std::collections::HashMap<i64, u32>,
+    /// The path refused in the command being executed while `GET myself` passed, for its
+    /// give-back report (`refused`): the hub hands it to the next delivery, and the agent keeps
+    /// no count of its own across deliveries (issue 31, item 1).
+    refused: Option<RefusedPath>,
     /// Where new credentials come from (`None`: `--once` and `--check`, which do not wait).
     source: Option<CredentialSource>,
     /// Jira's login refused the credentials in use (issue 31, item 4): they are not sent again
@@ -256,7 +257,7 @@ impl Agent {
             lease: None,
             jira_down: None,
             probes: 0,
-            path_refusals: std::collections::HashMap::new(),
+            refused: None,
             source: None,
             rejected: None,
         })
@@ -607,9 +608,11 @@ impl Agent {
     /// refusal or the credentials' (issue 31, item 1)? The failing read is probed again when it was
     /// a read (a passing probe: the command goes back, nothing held); then `GET myself`: when it
     /// passes, the credentials work and this path alone is refused (Cloud's scoped token
-    /// «Unauthorized; scope does not match», DC 9.x's redirect of an unknown REST path): the
-    /// command fails with Jira's words. Only a probe that fails the same way holds the queue.
-    fn credentials_or_path(&mut self, command_id: i64, reason: String) -> Outcome {
+    /// «Unauthorized; scope does not match», DC 9.x's redirect of an unknown REST path). The
+    /// first time the command goes back, uncounted, naming the path to the hub; when the hub
+    /// says the previous delivery went back for the same method and path, the command fails with
+    /// Jira's words. Only a probe that fails the same way holds the queue.
+    fn credentials_or_path(&mut self, command: &ClaimedCommand, reason: String) -> Outcome {
         let held = |reason: String| Outcome::GiveBack {
             reason,
             held: Some(answer::Cause::Credentials),
@@ -647,13 +650,24 @@ impl Agent {
                     "Jira отказала в доступе к {} {path} (HTTP {}): «{}», хотя те же учётные данные принимает (GET /rest/api/2/myself проходит)",
                     refusal.method, refusal.status, refusal.words
                 );
+                let this = RefusedPath {
+                    method: refusal.method.clone(),
+                    path: path.to_string(),
+                    status: refusal.status,
+                };
                 // Once may be a refusal that passed (credentials refused for a moment): the
-                // command goes back, uncounted, and runs again soon; the same refusal of the
-                // same command again fails it (issue 31, item 1: never a silent loop).
-                let seen = self.path_refusals.entry(command_id).or_insert(0);
-                *seen += 1;
-                if *seen < 2 {
+                // command goes back, uncounted, and runs again soon. The same call refused in
+                // the delivery after such a give-back fails it (never a silent loop); the hub
+                // says which call the give-back was for, so a restarted agent or another one
+                // decides the same. A give-back for anything else starts afresh.
+                let again = command
+                    .previous_release
+                    .as_ref()
+                    .and_then(|previous| previous.refused.as_ref())
+                    .is_some_and(|previous| previous.same_call(&this));
+                if !again {
                     tracing::warn!(method = %refusal.method, %path, status = refusal.status, words = %refusal.words, "one path is refused while the credentials work: the command goes back once, nothing is held");
+                    self.refused = Some(this);
                     return Outcome::GiveBack {
                         reason: format!("{words}; команда будет выполнена ещё раз"),
                         held: None,
@@ -681,6 +695,7 @@ impl Agent {
     ) -> Option<(String, Option<answer::Cause>, Duration)> {
         tracing::info!(command = command.id, r#type = %command.command_type, delivery = command.delivery, "executing");
         self.jira.take_counters();
+        self.refused = None;
         let hub = &*self.hub;
         let max_report_bytes = self.max_report_bytes;
         let mut start_at = 0u64;
@@ -758,6 +773,7 @@ impl Agent {
                     }),
                     not_before_seconds: None,
                     sent: None,
+                    refused: None,
                 };
                 if pages.send(result).is_err() {
                     // The reporter stopped: its reason is in `failure`.
@@ -782,7 +798,7 @@ impl Agent {
             Outcome::GiveBack {
                 reason,
                 held: Some(answer::Cause::Credentials),
-            } => self.credentials_or_path(command.id, reason),
+            } => self.credentials_or_path(command, reason),
             other => other,
         };
         // Whether a write of this command may have been applied (read before the counters are
@@ -828,6 +844,7 @@ impl Agent {
                         .clamp(Duration::from_secs(1), MAX_GIVE_BACK_WAIT)
                 };
                 let mut report = given_back(command, &reason, not_before, wrote);
+                report.refused = self.refused.take();
                 report.jira_calls = spent.calls;
                 report.rate_limited = spent.rate_limited;
                 tracing::info!(command = command.id, %reason, sent = wrote, "the command goes back to the hub unfinished");
@@ -852,6 +869,7 @@ impl Agent {
             not_before_seconds,
             // A lost answer: a write may have been applied; the delivery counts.
             sent: (status == ResultStatus::Released).then_some(true),
+            refused: None,
         };
         match self.hub.report(vec![report]) {
             Ok(answer) => {
@@ -897,6 +915,7 @@ fn given_back(
                 .clamp(1, u64::from(crate::protocol::MAX_NOT_BEFORE_SECONDS)) as u32,
         ),
         sent: Some(sent),
+        refused: None,
     }
 }
 
@@ -942,6 +961,7 @@ impl LeaseKeeper {
             page: None,
             not_before_seconds: None,
             sent: None,
+            refused: None,
         };
         let rest: Vec<(i64, u32)> = self.rest.lock().map(|r| r.clone()).unwrap_or_default();
         let mut reports = vec![keep_alive(self.command_id, self.delivery)];
@@ -1077,6 +1097,7 @@ impl WithoutPage for CommandResult {
             page: None,
             not_before_seconds: self.not_before_seconds,
             sent: self.sent,
+            refused: self.refused.clone(),
         }
     }
 }
