@@ -154,6 +154,12 @@ pub(crate) fn alive() {
 
 /// The longest pause between two probes of a Jira that cannot be reached.
 const MAX_PROBE_BACKOFF: Duration = Duration::from_secs(60);
+/// How long a probe that passed stands for the heartbeat's `jira_ok` while nothing fails: the
+/// agent probes `serverInfo` once in this time rather than at every heartbeat (issue 31, item 7:
+/// 12 calls an idle hour instead of 60), which also keeps Jira's clock offset this fresh. A call
+/// that fails holds the agent and is reported at once, so only a Jira that fails while nothing
+/// asks it shows late, by this much and a heartbeat at most.
+const JIRA_ANSWER_STANDS: Duration = Duration::from_secs(300);
 /// How long a command given back because Jira is held stays out of the queue: short, so that
 /// another agent (or this one, once its probe succeeds) takes it soon.
 const HELD_NOT_BEFORE: Duration = Duration::from_secs(10);
@@ -187,6 +193,10 @@ struct Agent {
     jira_down: Option<String>,
     /// Probes of an unreachable Jira so far (for their backoff).
     probes: u32,
+    /// When the heartbeat's `serverInfo` last passed (monotonic, [`Waits::now`]). Within
+    /// [`JIRA_ANSWER_STANDS`] of it, and nothing held since, a heartbeat reports `jira_ok`
+    /// without a probe.
+    jira_answered: Option<Duration>,
     /// The path refused in the command being executed while `GET myself` passed, for its
     /// give-back report (`refused`): the hub hands it to the next delivery, and the agent keeps
     /// no count of its own across deliveries (issue 31, item 1).
@@ -257,6 +267,7 @@ impl Agent {
             lease: None,
             jira_down: None,
             probes: 0,
+            jira_answered: None,
             refused: None,
             source: None,
             rejected: None,
@@ -371,7 +382,8 @@ impl Agent {
     /// 200 whose `X-Seraph-LoginReason` says the login failed holds the queue), the
     /// authenticated `GET myself` while it is held (a `serverInfo` answered anonymously proves
     /// nothing about the credentials). A rate-limited Jira is up (`jira_ok: true`, with a note);
-    /// a held one is down, with exactly why.
+    /// a held one is down, with exactly why. Within [`JIRA_ANSWER_STANDS`] of a probe that
+    /// passed, and nothing held since, no probe goes: that answer stands.
     fn heartbeat(&mut self) {
         self.last_heartbeat = Some(self.waits.now());
         let mut note = None;
@@ -384,6 +396,13 @@ impl Agent {
         } else if self.jira_down.is_some() && !self.may_probe_credentials() {
             // Refused credentials are not sent again: the hub is told, Jira is not asked.
             false
+        } else if self.jira_down.is_none()
+            && self
+                .jira_answered
+                .is_some_and(|at| self.waits.now().saturating_sub(at) < JIRA_ANSWER_STANDS)
+        {
+            // The probe passed moments ago and nothing failed since: its answer stands.
+            true
         } else {
             let probe = if self.jira_down.is_some() {
                 self.jira.probe_myself()
@@ -394,6 +413,9 @@ impl Agent {
                 Ok(()) => {
                     if self.jira_down.take().is_some() {
                         tracing::info!("Jira answers again: claiming commands again");
+                    } else {
+                        // `serverInfo` answered (and gave Jira's clock): it stands a while.
+                        self.jira_answered = Some(self.waits.now());
                     }
                     self.rejected = None;
                     self.probes = 0;
