@@ -436,3 +436,62 @@ fn the_rest_of_a_claim_stays_leased_through_a_long_look() {
     );
     assert_eq!(fake.comments(&key).len(), 2);
 }
+
+/// Item 3 of the leftovers (issue 31, items 1 and 6): a board read that Jira refuses for
+/// credentials on that path alone — Data Center 9.x without Jira Software answers `/rest/agile/…`
+/// with a 302 to `login.jsp` although the credentials work; a Cloud token without Jira
+/// Software's scopes gets 401 «Unauthorized; scope does not match» there (docs/jira-field-notes.md,
+/// "Credentials and scopes") — is about the board, as a 403 for a missing Jira Software licence
+/// is: the refresh that read every issue ends `done` with the board as a warning, in one
+/// delivery, nothing held. Before, it went back as one path's refusal, read the whole project
+/// again, and failed.
+#[test]
+fn a_board_path_unknown_to_jira_lets_the_refresh_end_done_with_a_warning() {
+    for (mode, status, words) in [
+        (Mode::DataCenter, "HTTP 302", "login.jsp"),
+        (Mode::Cloud, "HTTP 401", "scope does not match"),
+    ] {
+        let fake = FakeJira::start(mode);
+        fake.seed_issues(jira_hub::sim::jira::PROJECT, "AWPCA", 7);
+        match mode {
+            Mode::DataCenter => fake.without_jira_software(),
+            Mode::Cloud => fake.refuse_scope("/rest/agile/"),
+        }
+        let hub = Hub::start(
+            settings(),
+            json!([{"type": "refresh", "params": {
+                "jql": format!("project = {}", jira_hub::sim::jira::PROJECT), "boards": [77]}}]),
+        );
+        let config = hub.agent_config(&fake.url(), json!({}));
+        assert!(run_until(&hub, &config, || all_ended(&hub)), "{mode:?}");
+        let command = hub.commands()[0].clone();
+        assert_eq!(
+            (
+                command.status,
+                command.deliveries,
+                command.uncounted_releases
+            ),
+            (CommandStatus::Done, 1, 0),
+            "{mode:?}: {command:?}"
+        );
+        let result = command.result.clone().unwrap_or_default();
+        assert_eq!(result["total"], 7, "{mode:?}: {result}");
+        let warning = result["warnings"][0].as_str().unwrap_or_default();
+        assert!(
+            warning.contains("доска 77") && warning.contains(status) && warning.contains(words),
+            "{mode:?}: {result}"
+        );
+        let searches = fake
+            .requests()
+            .iter()
+            .filter(|seen| matches!(seen.endpoint, Endpoint::Search | Endpoint::SearchJql))
+            .count();
+        assert_eq!(searches, 1, "{mode:?}: the project is read once");
+        let agent = agent_view(&hub);
+        assert_eq!(
+            (agent.jira_ok, agent.jira_held),
+            (Some(true), None),
+            "{mode:?}"
+        );
+    }
+}
