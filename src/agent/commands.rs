@@ -1201,6 +1201,24 @@ impl Executor<'_> {
                         "доска {id}: Jira отказала (HTTP {status}): {message}"
                     ));
                 }
+                // Refused for credentials on the agile path alone: Data Center 9.x without Jira
+                // Software redirects `/rest/agile/…` to `login.jsp`, a Cloud token without Jira
+                // Software's scopes is answered 401 there (docs/jira-field-notes.md,
+                // "Credentials and scopes"). When `myself` passes, it is about the board as a
+                // 403 is; when it does not, the credentials are refused: held as before.
+                Err(JiraError::Held {
+                    cause: Cause::Credentials,
+                    reason,
+                }) => {
+                    let refusal = self.jira.take_refusal();
+                    self.jira.probe_myself()?;
+                    let (status, words) =
+                        refusal.map(|r| (r.status, r.words)).unwrap_or((0, reason));
+                    tracing::warn!(board = id, status, %words, "a board's path is refused while the credentials work; its type is not reported");
+                    warnings.push(format!(
+                        "доска {id}: Jira не пускает к /rest/agile/1.0/board/{id} (HTTP {status}: «{words}»), хотя учётные данные принимает: Jira Software не установлена или у токена нет её областей"
+                    ));
+                }
                 Err(other) => return Err(other.into()),
             }
         }

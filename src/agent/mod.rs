@@ -26,7 +26,7 @@ pub(crate) mod wait;
 pub(crate) use config::AgentConfig;
 
 use crate::clock::{Clock, SystemClock};
-use crate::protocol::{ClaimedCommand, CommandResult, Page, ResultStatus};
+use crate::protocol::{ClaimedCommand, CommandResult, Page, RefusedPath, ResultStatus};
 use commands::{AgentSettings, Executor, Outcome};
 use config::JiraAuth;
 use jira_api::{Jira, JiraError};
@@ -154,6 +154,12 @@ pub(crate) fn alive() {
 
 /// The longest pause between two probes of a Jira that cannot be reached.
 const MAX_PROBE_BACKOFF: Duration = Duration::from_secs(60);
+/// How long a probe that passed stands for the heartbeat's `jira_ok` while nothing fails: the
+/// agent probes `serverInfo` once in this time rather than at every heartbeat (issue 31, item 7:
+/// 12 calls an idle hour instead of 60), which also keeps Jira's clock offset this fresh. A call
+/// that fails holds the agent and is reported at once, so only a Jira that fails while nothing
+/// asks it shows late, by this much and a heartbeat at most.
+const JIRA_ANSWER_STANDS: Duration = Duration::from_secs(300);
 /// How long a command given back because Jira is held stays out of the queue: short, so that
 /// another agent (or this one, once its probe succeeds) takes it soon.
 const HELD_NOT_BEFORE: Duration = Duration::from_secs(10);
@@ -187,9 +193,14 @@ struct Agent {
     jira_down: Option<String>,
     /// Probes of an unreachable Jira so far (for their backoff).
     probes: u32,
-    /// Commands whose call was refused for credentials on one path while `GET myself` passed,
-    /// and how many times (the second fails the command).
-    path_refusals: std::collections::HashMap<i64, u32>,
+    /// When the heartbeat's `serverInfo` last passed (monotonic, [`Waits::now`]). Within
+    /// [`JIRA_ANSWER_STANDS`] of it, and nothing held since, a heartbeat reports `jira_ok`
+    /// without a probe.
+    jira_answered: Option<Duration>,
+    /// The path refused in the command being executed while `GET myself` passed, for its
+    /// give-back report (`refused`): the hub hands it to the next delivery, and the agent keeps
+    /// no count of its own across deliveries (issue 31, item 1).
+    refused: Option<RefusedPath>,
     /// Where new credentials come from (`None`: `--once` and `--check`, which do not wait).
     source: Option<CredentialSource>,
     /// Jira's login refused the credentials in use (issue 31, item 4): they are not sent again
@@ -256,7 +267,8 @@ impl Agent {
             lease: None,
             jira_down: None,
             probes: 0,
-            path_refusals: std::collections::HashMap::new(),
+            jira_answered: None,
+            refused: None,
             source: None,
             rejected: None,
         })
@@ -370,7 +382,8 @@ impl Agent {
     /// 200 whose `X-Seraph-LoginReason` says the login failed holds the queue), the
     /// authenticated `GET myself` while it is held (a `serverInfo` answered anonymously proves
     /// nothing about the credentials). A rate-limited Jira is up (`jira_ok: true`, with a note);
-    /// a held one is down, with exactly why.
+    /// a held one is down, with exactly why. Within [`JIRA_ANSWER_STANDS`] of a probe that
+    /// passed, and nothing held since, no probe goes: that answer stands.
     fn heartbeat(&mut self) {
         self.last_heartbeat = Some(self.waits.now());
         let mut note = None;
@@ -383,6 +396,13 @@ impl Agent {
         } else if self.jira_down.is_some() && !self.may_probe_credentials() {
             // Refused credentials are not sent again: the hub is told, Jira is not asked.
             false
+        } else if self.jira_down.is_none()
+            && self
+                .jira_answered
+                .is_some_and(|at| self.waits.now().saturating_sub(at) < JIRA_ANSWER_STANDS)
+        {
+            // The probe passed moments ago and nothing failed since: its answer stands.
+            true
         } else {
             let probe = if self.jira_down.is_some() {
                 self.jira.probe_myself()
@@ -393,6 +413,9 @@ impl Agent {
                 Ok(()) => {
                     if self.jira_down.take().is_some() {
                         tracing::info!("Jira answers again: claiming commands again");
+                    } else {
+                        // `serverInfo` answered (and gave Jira's clock): it stands a while.
+                        self.jira_answered = Some(self.waits.now());
                     }
                     self.rejected = None;
                     self.probes = 0;
@@ -607,9 +630,11 @@ impl Agent {
     /// refusal or the credentials' (issue 31, item 1)? The failing read is probed again when it was
     /// a read (a passing probe: the command goes back, nothing held); then `GET myself`: when it
     /// passes, the credentials work and this path alone is refused (Cloud's scoped token
-    /// «Unauthorized; scope does not match», DC 9.x's redirect of an unknown REST path): the
-    /// command fails with Jira's words. Only a probe that fails the same way holds the queue.
-    fn credentials_or_path(&mut self, command_id: i64, reason: String) -> Outcome {
+    /// «Unauthorized; scope does not match», DC 9.x's redirect of an unknown REST path). The
+    /// first time the command goes back, uncounted, naming the path to the hub; when the hub
+    /// says the previous delivery went back for the same method and path, the command fails with
+    /// Jira's words. Only a probe that fails the same way holds the queue.
+    fn credentials_or_path(&mut self, command: &ClaimedCommand, reason: String) -> Outcome {
         let held = |reason: String| Outcome::GiveBack {
             reason,
             held: Some(answer::Cause::Credentials),
@@ -647,13 +672,24 @@ impl Agent {
                     "Jira отказала в доступе к {} {path} (HTTP {}): «{}», хотя те же учётные данные принимает (GET /rest/api/2/myself проходит)",
                     refusal.method, refusal.status, refusal.words
                 );
+                let this = RefusedPath {
+                    method: refusal.method.clone(),
+                    path: path.to_string(),
+                    status: refusal.status,
+                };
                 // Once may be a refusal that passed (credentials refused for a moment): the
-                // command goes back, uncounted, and runs again soon; the same refusal of the
-                // same command again fails it (issue 31, item 1: never a silent loop).
-                let seen = self.path_refusals.entry(command_id).or_insert(0);
-                *seen += 1;
-                if *seen < 2 {
+                // command goes back, uncounted, and runs again soon. The same call refused in
+                // the delivery after such a give-back fails it (never a silent loop); the hub
+                // says which call the give-back was for, so a restarted agent or another one
+                // decides the same. A give-back for anything else starts afresh.
+                let again = command
+                    .previous_release
+                    .as_ref()
+                    .and_then(|previous| previous.refused.as_ref())
+                    .is_some_and(|previous| previous.same_call(&this));
+                if !again {
                     tracing::warn!(method = %refusal.method, %path, status = refusal.status, words = %refusal.words, "one path is refused while the credentials work: the command goes back once, nothing is held");
+                    self.refused = Some(this);
                     return Outcome::GiveBack {
                         reason: format!("{words}; команда будет выполнена ещё раз"),
                         held: None,
@@ -681,6 +717,7 @@ impl Agent {
     ) -> Option<(String, Option<answer::Cause>, Duration)> {
         tracing::info!(command = command.id, r#type = %command.command_type, delivery = command.delivery, "executing");
         self.jira.take_counters();
+        self.refused = None;
         let hub = &*self.hub;
         let max_report_bytes = self.max_report_bytes;
         let mut start_at = 0u64;
@@ -758,6 +795,7 @@ impl Agent {
                     }),
                     not_before_seconds: None,
                     sent: None,
+                    refused: None,
                 };
                 if pages.send(result).is_err() {
                     // The reporter stopped: its reason is in `failure`.
@@ -782,7 +820,7 @@ impl Agent {
             Outcome::GiveBack {
                 reason,
                 held: Some(answer::Cause::Credentials),
-            } => self.credentials_or_path(command.id, reason),
+            } => self.credentials_or_path(command, reason),
             other => other,
         };
         // Whether a write of this command may have been applied (read before the counters are
@@ -828,6 +866,7 @@ impl Agent {
                         .clamp(Duration::from_secs(1), MAX_GIVE_BACK_WAIT)
                 };
                 let mut report = given_back(command, &reason, not_before, wrote);
+                report.refused = self.refused.take();
                 report.jira_calls = spent.calls;
                 report.rate_limited = spent.rate_limited;
                 tracing::info!(command = command.id, %reason, sent = wrote, "the command goes back to the hub unfinished");
@@ -852,6 +891,7 @@ impl Agent {
             not_before_seconds,
             // A lost answer: a write may have been applied; the delivery counts.
             sent: (status == ResultStatus::Released).then_some(true),
+            refused: None,
         };
         match self.hub.report(vec![report]) {
             Ok(answer) => {
@@ -897,6 +937,7 @@ fn given_back(
                 .clamp(1, u64::from(crate::protocol::MAX_NOT_BEFORE_SECONDS)) as u32,
         ),
         sent: Some(sent),
+        refused: None,
     }
 }
 
@@ -942,6 +983,7 @@ impl LeaseKeeper {
             page: None,
             not_before_seconds: None,
             sent: None,
+            refused: None,
         };
         let rest: Vec<(i64, u32)> = self.rest.lock().map(|r| r.clone()).unwrap_or_default();
         let mut reports = vec![keep_alive(self.command_id, self.delivery)];
@@ -1077,6 +1119,7 @@ impl WithoutPage for CommandResult {
             page: None,
             not_before_seconds: self.not_before_seconds,
             sent: self.sent,
+            refused: self.refused.clone(),
         }
     }
 }

@@ -783,6 +783,7 @@ mod tests {
                 }),
                 not_before_seconds: None,
                 sent: None,
+                refused: None,
             }],
         };
         let bytes = serde_json::to_vec(&Outgoing {

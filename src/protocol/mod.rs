@@ -177,10 +177,71 @@ pub struct CommandResult {
     /// does not count the delivery against `max_deliveries`. Absent: as `true` (older agents).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sent: Option<bool>,
+    /// With `released` only (issue 31, item 1): the one Jira path that refused the delivery's
+    /// credentials while `GET /rest/api/2/myself` accepted them. The hub keeps it with the
+    /// give-back and hands it to the next delivery (`previous_release.refused`), so that the
+    /// same refusal again fails the command whichever agent (or agent run) meets it. Absent
+    /// otherwise; older hubs ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<RefusedPath>,
 }
 
 /// The longest grace a `released` result may ask for: a day.
 pub const MAX_NOT_BEFORE_SECONDS: u32 = 86_400;
+
+/// A Jira call refused for credentials on its path alone: its method and path (no query), and
+/// Jira's status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RefusedPath {
+    pub method: String,
+    pub path: String,
+    pub status: u16,
+}
+
+/// The longest `refused.path` a report may carry, in bytes (Jira's paths are far shorter; the
+/// bound keeps a wrong agent from parking megabytes in a command's row).
+pub const MAX_REFUSED_PATH_BYTES: usize = 2048;
+
+impl RefusedPath {
+    /// Why it is not a method and path of Jira's REST API, if it is not.
+    fn invalid(&self) -> Option<(&'static str, String)> {
+        if self.method.is_empty()
+            || self.method.len() > 16
+            || !self.method.bytes().all(|b| b.is_ascii_uppercase())
+        {
+            return Some((
+                "refused.method",
+                "ожидался метод HTTP заглавными латинскими буквами (до 16)".to_string(),
+            ));
+        }
+        if !self.path.starts_with('/')
+            || self.path.len() > MAX_REFUSED_PATH_BYTES
+            || self.path.contains('?')
+        {
+            return Some((
+                "refused.path",
+                format!("ожидался путь от «/» без запроса, до {MAX_REFUSED_PATH_BYTES} байт"),
+            ));
+        }
+        None
+    }
+
+    /// Whether a refusal is of the same call: the same method on the same path.
+    pub fn same_call(&self, other: &RefusedPath) -> bool {
+        self.method == other.method && self.path == other.path
+    }
+}
+
+/// The delivery before this one ended in a give-back (`released`): its reason and, when it was
+/// one path's refusal, that path (issue 31, item 1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PreviousRelease {
+    /// The agent's reason, as the hub keeps it.
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<RefusedPath>,
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ReportRequest {
@@ -313,6 +374,12 @@ pub struct ClaimedCommand {
     /// a write that delivery may have left running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub released_seconds_ago: Option<u64>,
+    /// When the previous delivery was given back (`released`): why, and the path that was
+    /// refused when that was the reason. The agent keeps no count of its own: an agent
+    /// restarted, or another one, decides from this (issue 31, item 1). Absent otherwise, and
+    /// from older hubs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_release: Option<PreviousRelease>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -641,7 +708,14 @@ fn check_release(result: &CommandResult) -> Result<(), (&'static str, String)> {
         (status, _) if status != ResultStatus::Released && result.sent.is_some() => {
             Err(("sent", "бывает только при статусе released".to_string()))
         }
-        _ => Ok(()),
+        (status, _) if status != ResultStatus::Released && result.refused.is_some() => {
+            Err(("refused", "бывает только при статусе released".to_string()))
+        }
+        _ => result
+            .refused
+            .as_ref()
+            .and_then(RefusedPath::invalid)
+            .map_or(Ok(()), Err),
     }
 }
 

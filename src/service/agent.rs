@@ -18,8 +18,8 @@ use crate::domain::time::{Utc, parse_utc};
 use crate::jira::{FieldIds, MirrorIssue, map_issue_text};
 use crate::protocol::{
     AgentAnswer, AgentRequest, ClaimAnswer, ClaimRequest, ClaimedCommand, CommandResult,
-    HeartbeatAnswer, HeartbeatRequest, Ignored, Kind, Page, ReportAnswer, ReportRequest,
-    ResultStatus,
+    HeartbeatAnswer, HeartbeatRequest, Ignored, Kind, Page, PreviousRelease, ReportAnswer,
+    ReportRequest, ResultStatus,
 };
 use crate::store::{AgentSeen, CommandRow, Finish, StoreError, Tx};
 use serde_json::{Value, json};
@@ -582,6 +582,7 @@ fn claim_in(
             .as_ref()
             .and(command.lease_at.as_ref())
             .map(|at| (now.at - at.at()).whole_seconds().max(0) as u64);
+        let previous_release = previous_release(&command);
         tx.mark_claimed(command.id, &now.utc, &claim.envelope.agent, pause)?;
         // The agent looks for an issue a lost create may have made no earlier than this.
         let enqueued_at = tx
@@ -599,12 +600,26 @@ fn claim_in(
             delivery: command.deliveries + 1,
             enqueued_at,
             released_seconds_ago,
+            previous_release,
         });
     }
     if !commands.is_empty() {
         tracing::info!(agent = %claim.envelope.agent, commands = commands.len(), pause, "commands claimed");
     }
     Ok(claim_answer(claim, &settings, now, pause, commands))
+}
+
+/// The command's previous delivery, when it ended in a give-back (`not_before` is set by a
+/// release and cleared by a claim): its reason, and the path refused when that was why.
+fn previous_release(command: &CommandRow) -> Option<PreviousRelease> {
+    command.not_before.as_ref()?;
+    Some(PreviousRelease {
+        reason: command.error.clone().unwrap_or_default(),
+        refused: command
+            .released_refusal
+            .as_deref()
+            .and_then(|text| serde_json::from_str(text).ok()),
+    })
 }
 
 fn claim_answer(
@@ -947,7 +962,20 @@ fn release(
         .unwrap_or(1)
         .min(max_grace(settings, command.command_type));
     let not_before = Utc::new(now.at + time::Duration::seconds(i64::from(grace)));
-    tx.release_command(command.id, &now.utc, &not_before, &reason, counted)?;
+    // The one path refused (issue 31, item 1), handed to the next delivery; any other reason
+    // clears it, so only the same refusal twice in a row fails the command.
+    let refusal = result
+        .refused
+        .as_ref()
+        .and_then(|refused| serde_json::to_string(refused).ok());
+    tx.release_command(
+        command.id,
+        &now.utc,
+        &not_before,
+        &reason,
+        counted,
+        refusal.as_deref(),
+    )?;
     tracing::info!(
         command = command.id,
         grace,

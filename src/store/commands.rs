@@ -53,14 +53,18 @@ pub(crate) struct CommandRow {
     /// 13), and when the first of them came; reset by a counted delivery given back.
     pub uncounted_releases: u32,
     pub uncounted_since: Option<Utc>,
+    /// The call the last give-back was refused on (`released` with `refused`, revision 14), as
+    /// JSON text; rewritten by every give-back.
+    pub released_refusal: Option<String>,
 }
 
 /// How many columns [`COMMAND_COLUMNS`] names: a query's own columns come after them.
-pub(super) const COMMAND_COLUMN_COUNT: usize = 21;
+pub(super) const COMMAND_COLUMN_COUNT: usize = 22;
 
 pub(super) const COMMAND_COLUMNS: &str = "c.id, c.batch_id, c.seq, c.type, c.params, c.status, c.claimed_at, c.deliveries, \
      c.finished_at, c.result, c.error, c.jira_calls, c.rate_limited, c.pause_seconds, c.depends_on, \
-     c.lease_at, c.claimed_by, c.agent_finished_at, c.not_before, c.uncounted_releases, c.uncounted_since";
+     c.lease_at, c.claimed_by, c.agent_finished_at, c.not_before, c.uncounted_releases, c.uncounted_since, \
+     c.released_refusal";
 
 pub(super) fn command_from_row(row: &Row<'_>) -> rusqlite::Result<CommandRow> {
     let status: String = row.get(5)?;
@@ -87,6 +91,7 @@ pub(super) fn command_from_row(row: &Row<'_>) -> rusqlite::Result<CommandRow> {
         not_before: row.get(18)?,
         uncounted_releases: row.get(19)?,
         uncounted_since: row.get(20)?,
+        released_refusal: row.get(21)?,
     })
 }
 
@@ -364,6 +369,7 @@ impl Tx<'_> {
     /// `not_before`; `lease_at` keeps the time it was given back (the next delivery is told how
     /// long ago), `error` the agent's reason until an outcome replaces it. `counted: false` (the
     /// agent sent nothing of it to Jira) takes the delivery back: the next one has its number.
+    /// `refusal`: the call refused on one path, as JSON (see [`CommandRow::released_refusal`]).
     /// Returns false when the command was not claimed.
     pub(crate) fn release_command(
         &self,
@@ -372,17 +378,19 @@ impl Tx<'_> {
         not_before: &Utc,
         reason: &str,
         counted: bool,
+        refusal: Option<&str>,
     ) -> Result<bool> {
         let changed = self
             .0
             .prepare_cached(
                 "UPDATE command SET status = 'queued', lease_at = ?2, not_before = ?3, error = ?4,
+                 released_refusal = ?6,
                  deliveries = CASE WHEN ?5 OR deliveries = 0 THEN deliveries ELSE deliveries - 1 END,
                  uncounted_releases = CASE WHEN ?5 THEN 0 ELSE uncounted_releases + 1 END,
                  uncounted_since = CASE WHEN ?5 THEN NULL ELSE coalesce(uncounted_since, ?2) END
                  WHERE id = ?1 AND status = 'claimed'",
             )?
-            .execute(params![id, now, not_before, reason, counted])?;
+            .execute(params![id, now, not_before, reason, counted, refusal])?;
         Ok(changed == 1)
     }
 

@@ -25,7 +25,7 @@ pub(crate) const CURRENT_SCHEMA_VERSION: u32 = 4;
 /// fixes the schema version at 4, so changes it does not describe (new columns with defaults, an
 /// index) are revisions of v4 rather than a v5: `schema_version` stays what the data model says,
 /// and every other tool that reads a v4 database still finds the tables it knows.
-pub(crate) const CURRENT_V4_REVISION: u32 = 13;
+pub(crate) const CURRENT_V4_REVISION: u32 = 14;
 
 /// What one step needs besides the transaction.
 struct StepContext {
@@ -63,7 +63,7 @@ struct Revision {
     apply: fn(&Transaction<'_>, &StepContext) -> Result<Vec<String>>,
 }
 
-const REVISIONS: [Revision; 13] = [
+const REVISIONS: [Revision; 14] = [
     Revision {
         to: 1,
         apply: v4_revision_1,
@@ -115,6 +115,10 @@ const REVISIONS: [Revision; 13] = [
     Revision {
         to: 13,
         apply: v4_revision_13,
+    },
+    Revision {
+        to: 14,
+        apply: v4_revision_14,
     },
 ];
 
@@ -843,6 +847,13 @@ fn v4_revision_12(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> 
 /// `command.uncounted_since`).
 fn v4_revision_13(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
     apply_idempotent(tx, include_str!("sql/v4r13.sql"))?;
+    Ok(Vec::new())
+}
+
+/// Revision 14 (issue 31): the call a command's last give-back was refused on
+/// (`command.released_refusal`).
+fn v4_revision_14(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
+    apply_idempotent(tx, include_str!("sql/v4r14.sql"))?;
     Ok(Vec::new())
 }
 

@@ -202,3 +202,101 @@ fn a_full_refresh_on_cloud_reconciles_what_the_search_lag_hides() {
         "no search named the issue to reconcile"
     );
 }
+
+/// The call table's idle hour, measured: the real agent loop against the real hub over HTTP and
+/// the simulated Jira, on one `ManualClock` that every wait of the agent goes through (its
+/// heartbeat period and idle poll included), so an hour of the agent's time passes in a second
+/// and nothing is scaled. 1,800 claims of an idle poll of 2 s (the defaults, with a heartbeat of
+/// 60 s) are exactly one hour; every Jira request in it is counted by endpoint. Before: a
+/// `serverInfo` at every heartbeat, 60. After: a good answer stands for `jira_ok` for 5 minutes,
+/// so one `serverInfo` in each 5 minutes, 12.
+#[test]
+fn an_idle_hour_costs_the_calls_of_the_table() {
+    use crate::agent_waits::Hub;
+    use jira_hub::clock::Clock;
+    let fake = jira_hub::sim::jira::FakeJira::start(Mode::DataCenter);
+    let hub = Hub::start(
+        json!({"pacing": {"min_interval_ms": 0, "claim_timeout_seconds": 60}}),
+        json!([]),
+    );
+    let mut config: Value =
+        serde_json::from_str(&hub.agent_config(&fake.url(), json!({}))).unwrap();
+    for key in ["idle_poll_ms", "heartbeat_seconds"] {
+        config.as_object_mut().unwrap().remove(key);
+    }
+    config["claim_wait_seconds"] = json!(0);
+    let from = hub.clock.monotonic();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    jira_hub::run_agent_for_test(
+        &config.to_string(),
+        hub.clock.clone(),
+        None,
+        stop,
+        Some(1800),
+    )
+    .unwrap();
+    let spent = hub.clock.monotonic() - from;
+    assert_eq!(
+        spent,
+        std::time::Duration::from_secs(3598),
+        "1,800 claims 2 s apart: the last at 59:58"
+    );
+    let mut by_endpoint = std::collections::BTreeMap::<String, usize>::new();
+    for seen in fake.requests() {
+        *by_endpoint
+            .entry(format!("{} {}", seen.method, seen.path))
+            .or_default() += 1;
+    }
+    eprintln!("an idle hour: {by_endpoint:?}");
+    assert_eq!(
+        by_endpoint,
+        [("GET /rest/api/2/serverInfo".to_string(), 12)].into(),
+        "one probe in each 5 minutes, nothing else"
+    );
+
+    // What it costs in truth: Jira stops answering 7 minutes into a new run (two probes made,
+    // at 0:00 and 5:00); the hub hears it from the probe at 10:00, within 5 minutes and a
+    // heartbeat of the failure.
+    let fake = jira_hub::sim::jira::FakeJira::start(Mode::DataCenter);
+    let hub = Hub::start(json!({"pacing": {"min_interval_ms": 0}}), json!([]));
+    let mut config: Value =
+        serde_json::from_str(&hub.agent_config(&fake.url(), json!({}))).unwrap();
+    config.as_object_mut().unwrap().remove("idle_poll_ms");
+    let config = config.to_string();
+    let from = hub.clock.monotonic();
+    let broke = std::sync::Mutex::new(None);
+    let (probes_before, down_since) = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while std::time::Instant::now() < deadline {
+                if hub.clock.monotonic() >= from + std::time::Duration::from_secs(420) {
+                    let probes = fake.requests().len();
+                    for endpoint in [Endpoint::ServerInfo, Endpoint::Myself] {
+                        fake.fault(endpoint, jira_hub::sim::jira::Fault::DropBeforeApply, 1000);
+                    }
+                    *broke.lock().unwrap() = Some((hub.clock.now(), probes));
+                    return;
+                }
+                std::thread::yield_now();
+            }
+        });
+        let down = || {
+            let agents = hub.read().agents().unwrap();
+            agents.into_iter().find_map(|agent| agent.jira_down_since)
+        };
+        assert!(crate::classify::run_until(&hub, &config, || down().is_some()));
+        let (broke_at, probes) = broke.lock().unwrap().unwrap();
+        let down_at = time::OffsetDateTime::parse(
+            down().unwrap().as_str(),
+            &time::format_description::well_known::Rfc3339,
+        )
+        .unwrap();
+        (probes, down_at - broke_at)
+    });
+    eprintln!("Jira failed while idle: the hub heard it {down_since} after");
+    assert_eq!(probes_before, 2, "a probe at 0:00 and one at 5:00");
+    assert!(
+        down_since <= time::Duration::seconds(300 + 60),
+        "the hub heard it {down_since} after"
+    );
+}

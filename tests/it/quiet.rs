@@ -32,7 +32,10 @@ impl Commits {
 }
 
 /// A hub on the test's clock with a relay folder, and the agent token.
-fn relay_hub_on(dir: &TestDir, clock: &Arc<ManualClock>) -> (HubConnection, PathBuf, String) {
+pub(crate) fn relay_hub_on(
+    dir: &TestDir,
+    clock: &Arc<ManualClock>,
+) -> (HubConnection, PathBuf, String) {
     let mut hub = ready_hub(dir, clock);
     let relay = dir.path().join("relay");
     for folder in ["inbox", "outbox", "archive", "rejected"] {
@@ -46,7 +49,7 @@ fn relay_hub_on(dir: &TestDir, clock: &Arc<ManualClock>) -> (HubConnection, Path
     (hub, relay, token)
 }
 
-fn worker(hub: &HubConnection) -> jira_hub::relay::Relay {
+pub(crate) fn worker(hub: &HubConnection) -> jira_hub::relay::Relay {
     jira_hub::relay::Relay::new(
         hub.connect().unwrap(),
         jira_hub::relay::RelayOptions {
@@ -58,7 +61,7 @@ fn worker(hub: &HubConnection) -> jira_hub::relay::Relay {
     )
 }
 
-fn at(clock: &ManualClock) -> String {
+pub(crate) fn at(clock: &ManualClock) -> String {
     use jira_hub::clock::Clock;
     clock
         .now()
@@ -77,7 +80,7 @@ fn waiting_claim(id: &str, agent: &str, sent_at: &str, version: i64) -> Value {
            "wait_seconds": 600})
 }
 
-fn with_token(mut request: Value, token: &str) -> Value {
+pub(crate) fn with_token(mut request: Value, token: &str) -> Value {
     request["token"] = json!(token);
     request
 }

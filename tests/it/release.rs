@@ -180,4 +180,129 @@ fn a_release_is_decoded_strictly() {
         stray.to_string(),
         "results[0].not_before_seconds: бывает только при статусе released"
     );
+    // Issue 31, item 1: the refused call goes with `released` only, as a method and a path.
+    let with_refused = |refused: serde_json::Value| {
+        let mut results = released(1, 1, 5);
+        results[0]["sent"] = json!(false);
+        results[0]["refused"] = refused;
+        decode(results)
+    };
+    assert!(
+        with_refused(json!({"method": "GET", "path": "/rest/agile/1.0/board", "status": 302}))
+            .is_ok()
+    );
+    let query = with_refused(json!({"method": "GET", "path": "/rest/api/2/search?jql=x",
+                                    "status": 401}))
+    .unwrap_err();
+    assert!(
+        query
+            .to_string()
+            .starts_with("results[0].refused.path: ожидался путь"),
+        "{query}"
+    );
+    let method = with_refused(json!({"method": "get", "path": "/x", "status": 401})).unwrap_err();
+    assert!(
+        method.to_string().starts_with("results[0].refused.method:"),
+        "{method}"
+    );
+    let long = "/a".repeat(1025);
+    assert!(with_refused(json!({"method": "GET", "path": long, "status": 401})).is_err());
+    let stray_refused = decode(json!([{"command_id": 1, "delivery": 1, "status": "failed",
+        "error": "нет", "refused": {"method": "GET", "path": "/x", "status": 401}}]))
+    .unwrap_err();
+    assert_eq!(
+        stray_refused.to_string(),
+        "results[0].refused: бывает только при статусе released"
+    );
+}
+
+/// Issue 31, item 1, the hub's side: a give-back for one refused path (`released` with
+/// `refused`) is handed to the next delivery as `previous_release`, with its reason and path, so
+/// that whichever agent takes it decides without a memory of its own; a give-back for another
+/// reason replaces it. Over the relay (the HTTP path carries the same claim answer: see
+/// `budgets::a_path_refused_again_after_a_restart_or_by_another_agent_fails_its_command`).
+#[test]
+fn a_refused_path_given_back_is_handed_to_the_next_delivery_over_the_relay() {
+    use crate::quiet::{at, relay_hub_on, with_token, worker};
+    let dir = TestDir::new();
+    let clock = clock();
+    let (mut hub, relay, token) = relay_hub_on(&dir, &clock);
+    hub.enqueue_batch(&batch(json!({"title": "t", "author": "a", "commands": [
+        {"type": "comment", "params": {"key": "AURORA-1", "body": "x"}}]})))
+        .unwrap();
+    let mut relay_worker = worker(&hub);
+    let t0 = std::time::Instant::now();
+    let inbox = relay.join("inbox");
+    let mut pass = 0u64;
+    let mut exchange = |name: &str, request: serde_json::Value| {
+        drop_file(
+            &inbox,
+            &format!("{name}.json"),
+            &with_token(request, &token),
+        );
+        pass += 1;
+        relay_worker
+            .pass_at(t0 + std::time::Duration::from_secs(pass))
+            .unwrap();
+        wait_for_json(
+            &relay.join(format!("outbox/{name}.json")),
+            std::time::Duration::from_secs(5),
+        )
+    };
+    let claim = |id: &str, sent_at: String| {
+        json!({"kind": "claim", "id": id, "agent": "agent-1", "sent_at": sent_at,
+               "agent_version": "1.4.0", "settings_version": 0, "max_commands": 1})
+    };
+    let report = |id: &str, sent_at: String, result: serde_json::Value| {
+        json!({"kind": "report", "id": id, "agent": "agent-1", "sent_at": sent_at,
+               "results": [result]})
+    };
+    let refused = json!({"method": "POST", "path": "/rest/api/2/issue/AURORA-1/comment",
+                         "status": 401});
+    let first = exchange("claim-c1", claim("c1", at(&clock)));
+    let command = &first["commands"][0];
+    assert!(command.get("previous_release").is_none(), "{command}");
+    let id = command["id"].as_i64().unwrap();
+    let answer = exchange(
+        "report-r1",
+        report(
+            "r1",
+            at(&clock),
+            json!({"command_id": id, "delivery": 1, "status": "released",
+                   "not_before_seconds": 1, "sent": false, "refused": refused,
+                   "error": "Jira отказала в доступе к POST /rest/api/2/issue/AURORA-1/comment"}),
+        ),
+    );
+    assert_eq!(answer["accepted"], json!([id]), "{answer}");
+    clock.advance(Duration::seconds(2));
+    let second = exchange("claim-c2", claim("c2", at(&clock)));
+    assert_eq!(
+        second["commands"][0]["previous_release"],
+        json!({"reason": "Jira отказала в доступе к POST /rest/api/2/issue/AURORA-1/comment",
+               "refused": refused}),
+        "{second}"
+    );
+    // Given back for another reason: the refused path is not handed on.
+    exchange(
+        "report-r2",
+        report(
+            "r2",
+            at(&clock),
+            json!({"command_id": id, "delivery": 1, "status": "released",
+                   "not_before_seconds": 1, "sent": false,
+                   "error": "до конца аренды 3 с, а команде нужно около 5 с"}),
+        ),
+    );
+    clock.advance(Duration::seconds(2));
+    let third = exchange("claim-c3", claim("c3", at(&clock)));
+    assert_eq!(
+        third["commands"][0]["previous_release"],
+        json!({"reason": "до конца аренды 3 с, а команде нужно около 5 с"}),
+        "{third}"
+    );
+    // A lease that lapses is no give-back: nothing is handed on.
+    clock.advance(Duration::seconds(3600));
+    let fourth = exchange("claim-c4", claim("c4", at(&clock)));
+    let command = &fourth["commands"][0];
+    assert!(command.get("previous_release").is_none(), "{command}");
 }
