@@ -1,0 +1,132 @@
+//! Issue 31, item 3 (the looks' leftovers): comments are looked for newest first, only among
+//! those created since the POST on Jira's clock, their markers read in one `POST /comment/list`
+//! on Cloud; a look never makes the agent look silent, nor lets the rest of its claim lapse. The
+//! real agent loop and the real hub share one `ManualClock` ([`crate::agent_waits::Hub`]): the
+//! calls are counted through the simulated Jira's request log and the command's `jira_calls`.
+
+use crate::agent_waits::{Hub, seed};
+use crate::classify::{all_ended, run_until};
+use jira_hub::clock::Clock;
+use jira_hub::domain::command::CommandStatus;
+use jira_hub::sim::jira::{Endpoint, FakeJira, Fault, Mode, basic_auth, call};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// A lease of 10 s.
+fn settings() -> Value {
+    json!({"pacing": {"min_interval_ms": 0, "claim_timeout_seconds": 10, "max_deliveries": 3}})
+}
+
+fn comment(key: &str, body: &str) -> Value {
+    json!({"type": "comment", "params": {"key": key, "body": body}})
+}
+
+/// Posts `n` comments of the agent's own account on `key`, each marked for another command (as
+/// an earlier batch leaves them), `minutes_ago` on Jira's clock.
+fn own_comments(fake: &FakeJira, key: &str, n: usize, minutes_ago: i64) {
+    fake.set_clock_skew_ms(-minutes_ago * 60_000);
+    for i in 0..n {
+        let answer = call(
+            &fake.url(),
+            "POST",
+            &format!("/rest/api/2/issue/{key}/comment"),
+            Some(&basic_auth()),
+            Some(&json!({"body": format!("Своё {i}"),
+                "properties": [{"key": "jira-hub", "value": {"command": 10_000 + i, "batch": 99}}]})),
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        assert_eq!(answer.status, 201, "{}", answer.body);
+    }
+    fake.set_clock_skew_ms(0);
+}
+
+/// What the agent asked after the seeding, for the failure messages.
+fn asked_since(fake: &FakeJira, seeded: usize) -> Vec<String> {
+    fake.requests()
+        .iter()
+        .skip(seeded)
+        .map(|s| format!("{} {}?{} → {}", s.method, s.path, s.query, s.status))
+        .collect()
+}
+
+/// Item 3's target for comments: a comment whose answer is lost (Jira applied it, the connection
+/// dropped) on an issue with 250 comments of the agent's own costs at most 3 calls on both
+/// deployments: the POST, one page of comments newest first, and one marker read (Cloud: one
+/// `POST /comment/list?expand=properties` for the page's candidates; Data Center: the newest
+/// candidate's property). Whether the 250 were made minutes before (outside the window: the look
+/// stops at the first of them) or just before (inside it), the write looked for is the newest.
+/// Before, the look read every page oldest first and every marker of the account's comments
+/// one by one: 255 calls here.
+#[test]
+fn a_lost_comment_among_250_own_costs_at_most_three_calls() {
+    for mode in [Mode::Cloud, Mode::DataCenter] {
+        for minutes_ago in [10, 0] {
+            let fake = FakeJira::start(mode);
+            let key = seed(&fake);
+            own_comments(&fake, &key, 250, minutes_ago);
+            let seeded = fake.requests().len();
+            fake.fault(Endpoint::AddComment, Fault::DropAfterApply, 1);
+            let hub = Hub::start(settings(), json!([comment(&key, "потерянный ответ")]));
+            let config = hub.agent_config(&fake.url(), json!({}));
+            let from = hub.clock.monotonic();
+            assert!(run_until(&hub, &config, || all_ended(&hub)), "{mode:?}");
+            assert!(hub.clock.monotonic() - from < Duration::from_secs(60));
+            let command = &hub.commands()[0];
+            let case = format!("{mode:?}, the 250 made {minutes_ago} min before");
+            assert_eq!(
+                (command.status, command.deliveries),
+                (CommandStatus::Done, 1),
+                "{case}: {command:?}"
+            );
+            assert_eq!(fake.comments(&key).len(), 251, "{case}: one comment made");
+            assert!(
+                command.jira_calls <= 3,
+                "{case}: {} calls: {:?}",
+                command.jira_calls,
+                asked_since(&fake, seeded)
+            );
+            let per_comment = fake.calls(Endpoint::GetCommentProperty);
+            match mode {
+                Mode::Cloud => {
+                    assert_eq!(fake.calls(Endpoint::CommentsByIds), 1, "{case}");
+                    assert_eq!(per_comment, 0, "{case}");
+                }
+                Mode::DataCenter => assert_eq!(per_comment, 1, "{case}"),
+            }
+            eprintln!("{case}: {} calls", command.jira_calls);
+        }
+    }
+}
+
+/// A 503 with `Retry-After` on a comment that Jira did not apply: the one look before the resend
+/// proves the absence from the first page (the account's 250 earlier comments are older than the
+/// POST: no marker is read at all), and the comment is sent again, once. 3 calls.
+#[test]
+fn a_comment_refused_with_503_is_proven_absent_from_one_page_and_sent_again() {
+    for mode in [Mode::Cloud, Mode::DataCenter] {
+        let fake = FakeJira::start(mode);
+        let key = seed(&fake);
+        own_comments(&fake, &key, 250, 10);
+        let seeded = fake.requests().len();
+        fake.fault(Endpoint::AddComment, Fault::UnavailableFor(2), 1);
+        let hub = Hub::start(settings(), json!([comment(&key, "после 503")]));
+        let config = hub.agent_config(&fake.url(), json!({}));
+        assert!(run_until(&hub, &config, || all_ended(&hub)), "{mode:?}");
+        let command = &hub.commands()[0];
+        assert_eq!(
+            (command.status, command.deliveries),
+            (CommandStatus::Done, 1),
+            "{mode:?}: {command:?}"
+        );
+        assert_eq!(fake.comments(&key).len(), 251, "{mode:?}: one comment");
+        assert!(
+            command.jira_calls <= 3,
+            "{mode:?}: {} calls: {:?}",
+            command.jira_calls,
+            asked_since(&fake, seeded)
+        );
+        assert_eq!(fake.calls(Endpoint::GetCommentProperty), 0, "{mode:?}");
+        assert_eq!(fake.calls(Endpoint::CommentsByIds), 0, "{mode:?}");
+    }
+}
