@@ -470,16 +470,16 @@ impl Jira {
     /// heartbeat's `serverInfo` included, goes through here.
     fn once(&mut self, method: &str, path: &str, body: Option<&[u8]>) -> Result<Reply, CallError> {
         let wait = self.ready_in();
-        if !wait.is_zero() {
-            if !self.waits.may_wait(wait) {
-                return Err(CallError::GiveBack(format!(
-                    "Jira можно спрашивать только через {} с, а аренда команд кончится раньше",
-                    wait.as_secs()
-                )));
-            }
-            if !self.waits.sleep(wait) {
-                return Err(self.interrupted());
-            }
+        if !wait.is_zero() && !self.waits.may_wait(wait) {
+            return Err(CallError::GiveBack(format!(
+                "Jira можно спрашивать только через {} с, а аренда команд кончится раньше",
+                wait.as_secs()
+            )));
+        }
+        // Even with nothing to wait for: the watchdog is fed and the running command's lease
+        // and keep-alive kept between two calls of a long look (issue 31, item 3).
+        if !self.waits.sleep(wait) {
+            return Err(self.interrupted());
         }
         if self.stopping() {
             return Err(CallError::Stopped);

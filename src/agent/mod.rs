@@ -550,6 +550,8 @@ impl Agent {
                     ),
                     lease,
                     deadline: Mutex::new(deadline),
+                    every: self.heartbeat_every,
+                    sent: Mutex::new(self.waits.now()),
                 })
             });
             self.waits
@@ -921,6 +923,13 @@ struct LeaseKeeper {
     lease: Duration,
     /// When the lease ends (monotonic).
     deadline: Mutex<Duration>,
+    /// The agent's heartbeat period: while the command runs, the keep-alive goes at least this
+    /// often, so that the hub, which calls an agent silent after two periods without a request
+    /// of its own, never shows it «Молчит» during a long wait or look (issue 31, item 3).
+    every: Duration,
+    /// When the agent last told the hub it is alive (the command's start, then each keep-alive;
+    /// monotonic).
+    sent: Mutex<Duration>,
 }
 
 impl LeaseKeeper {
@@ -948,6 +957,9 @@ impl LeaseKeeper {
         reports.extend(rest.iter().map(|(id, delivery)| keep_alive(*id, *delivery)));
         match self.hub.report(reports) {
             Ok(answer) if answer.accepted.contains(&self.command_id) => {
+                if let Ok(mut sent) = self.sent.lock() {
+                    *sent = now;
+                }
                 if let Ok(mut rest) = self.rest.lock() {
                     rest.retain(|(id, _)| answer.accepted.contains(id));
                 }
@@ -987,7 +999,8 @@ impl wait::Lease for LeaseKeeper {
 
     fn keep(&self, now: Duration) -> bool {
         let deadline = self.deadline();
-        if now + self.lease / 2 < deadline {
+        let sent = self.sent.lock().map(|s| *s).unwrap_or_default();
+        if now + self.lease / 2 < deadline && now.saturating_sub(sent) < self.every {
             return true;
         }
         self.renew(now)

@@ -6,10 +6,12 @@
 
 use crate::agent_waits::{Hub, seed};
 use crate::classify::{all_ended, run_until};
-use jira_hub::clock::Clock;
+use jira_hub::clock::{Clock, ManualClock};
 use jira_hub::domain::command::CommandStatus;
 use jira_hub::sim::jira::{Endpoint, FakeJira, Fault, Mode, basic_auth, call};
 use serde_json::{Value, json};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// A lease of 10 s.
@@ -129,4 +131,147 @@ fn a_comment_refused_with_503_is_proven_absent_from_one_page_and_sent_again() {
         assert_eq!(fake.calls(Endpoint::GetCommentProperty), 0, "{mode:?}");
         assert_eq!(fake.calls(Endpoint::CommentsByIds), 0, "{mode:?}");
     }
+}
+
+/// The hub's clock seen by the agent, with a look at the hub's view of the agent (`GET /agents`
+/// over HTTP, as a client sees it) after every second of the clock the agent sleeps through:
+/// every «Молчит» the hub would show is kept, with the time.
+struct Watched {
+    clock: Arc<ManualClock>,
+    hub_url: String,
+    client_token: String,
+    /// The last whole second looked at.
+    looked: Mutex<u64>,
+    /// Seconds (from the start) at which the hub called the agent silent.
+    silent_at: Mutex<Vec<u64>>,
+    /// How many looks were made.
+    looks: Mutex<u64>,
+}
+
+impl Watched {
+    fn look(&self) {
+        let second = self.clock.monotonic().as_secs();
+        {
+            let mut looked = self.looked.lock().unwrap();
+            if *looked == second {
+                return;
+            }
+            *looked = second;
+        }
+        let answer = call(
+            &self.hub_url,
+            "GET",
+            "/agents",
+            Some(&format!("Bearer {}", self.client_token)),
+            None,
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        *self.looks.lock().unwrap() += 1;
+        let agents = answer.json();
+        if agents
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["silent"] == json!(true))
+        {
+            self.silent_at.lock().unwrap().push(second);
+        }
+    }
+}
+
+impl Clock for Watched {
+    fn now(&self) -> time::OffsetDateTime {
+        self.clock.now()
+    }
+
+    fn monotonic(&self) -> Duration {
+        self.clock.monotonic()
+    }
+
+    fn sleep(&self, duration: Duration, stop: &AtomicBool) -> bool {
+        let slept = self.clock.sleep(duration, stop);
+        self.look();
+        slept
+    }
+}
+
+/// Item 3: while the agent looks for a lost comment through a grace of 5 minutes (the comment's
+/// connection dropped before Jira applied it), with a heartbeat of 30 s (the hub calls it silent
+/// after 60 s without a request of its own) and a lease of 10 minutes (renewed every 5), the
+/// hub never shows it «Молчит»: `GET /agents`, looked at after every second of the clock the
+/// agent sleeps, never says `silent`. The rest of the claim does not lapse meanwhile: the next
+/// comment runs in the same claim, in its first delivery, never given back.
+#[test]
+fn an_agent_is_never_shown_silent_during_a_long_look() {
+    let fake = FakeJira::start(Mode::DataCenter);
+    let key = seed(&fake);
+    fake.fault(Endpoint::AddComment, Fault::DropBeforeApply, 1);
+    let hub = Hub::start(
+        json!({"pacing": {"min_interval_ms": 0, "claim_timeout_seconds": 600, "max_deliveries": 3}}),
+        json!([
+            comment(&key, "потерянный ответ"),
+            comment(&key, "следующий")
+        ]),
+    );
+    let mut config: Value = serde_json::from_str(&hub.agent_config(
+        &fake.url(),
+        json!({"release_grace_seconds": 300, "heartbeat_seconds": 30}),
+    ))
+    .unwrap();
+    config["claim_wait_seconds"] = json!(0);
+    let watched = Arc::new(Watched {
+        clock: hub.clock.clone(),
+        hub_url: config["hub_url"].as_str().unwrap().to_string(),
+        client_token: hub.read().tokens().unwrap().unwrap().client,
+        looked: Mutex::new(u64::MAX),
+        silent_at: Mutex::new(Vec::new()),
+        looks: Mutex::new(0),
+    });
+    let from = hub.clock.monotonic();
+    let stop = Arc::new(AtomicBool::new(false));
+    let agent = {
+        let (clock, stop, config) = (watched.clone(), stop.clone(), config.to_string());
+        std::thread::spawn(move || {
+            jira_hub::run_agent_for_test(&config, clock, None, stop, None).unwrap()
+        })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while !all_ended(&hub) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, Ordering::SeqCst);
+    agent.join().unwrap();
+    let spent = hub.clock.monotonic() - from;
+    let commands = hub.commands();
+    assert!(all_ended(&hub), "{commands:?}");
+    assert!(
+        spent >= Duration::from_secs(300),
+        "the look lasted the grace: {spent:?}"
+    );
+    assert_eq!(
+        (commands[0].status, commands[0].deliveries),
+        (CommandStatus::Done, 2),
+        "{commands:?}"
+    );
+    assert_eq!(
+        (
+            commands[1].status,
+            commands[1].deliveries,
+            commands[1].uncounted_releases
+        ),
+        (CommandStatus::Done, 1, 0),
+        "{commands:?}"
+    );
+    let looks = *watched.looks.lock().unwrap();
+    assert!(looks >= 300, "the hub was looked at every second: {looks}");
+    let silent_at = watched.silent_at.lock().unwrap().clone();
+    assert!(
+        silent_at.is_empty(),
+        "the hub showed the agent silent at {} of {looks} looks, first at second {:?} of {}",
+        silent_at.len(),
+        silent_at.first(),
+        spent.as_secs()
+    );
 }
