@@ -1503,6 +1503,16 @@ mod tests {
     }
 
     fn canned(answer: fn(&str, &str, usize) -> (u16, Value)) -> Canned {
+        serve(move |method, path, nth| {
+            let (status, value) = answer(method, path, nth);
+            (status, Vec::new(), value)
+        })
+    }
+
+    /// [`canned`] with the answer's extra headers (`name: value` lines).
+    fn serve(
+        answer: impl Fn(&str, &str, usize) -> (u16, Vec<String>, Value) + Send + 'static,
+    ) -> Canned {
         use std::io::{BufRead, BufReader, Read, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -1548,11 +1558,12 @@ mod tests {
                         .filter(|l| **l == format!("{method} {path}"))
                         .count()
                 };
-                let (status, value) = answer(&method, &path, nth);
+                let (status, headers, value) = answer(&method, &path, nth);
                 let text = value.to_string();
+                let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
                 let _ = write!(
                     stream,
-                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{text}",
                     text.len()
                 );
             }
@@ -1561,6 +1572,16 @@ mod tests {
     }
 
     fn jira_at(url: &str) -> Jira {
+        jira_on(
+            url,
+            std::sync::Arc::new(crate::clock::ManualClock::new(
+                time::OffsetDateTime::now_utc(),
+            )),
+        )
+    }
+
+    /// A Jira client at `url` whose waits run on `clock` (a test's own: they take no wall time).
+    fn jira_on(url: &str, clock: std::sync::Arc<crate::clock::ManualClock>) -> Jira {
         let text = json!({"jira_url": url, "jira_user": "agent", "jira_password": "secret",
             "agent_token": "t", "hub_url": "http://127.0.0.1:1", "name": "agent-1",
             "search_lag_seconds": 60})
@@ -1578,18 +1599,144 @@ mod tests {
             crate::agent::config::Secret::new(crate::agent::net::basic_auth("agent", "secret")),
             config.deployment,
             0,
-            // A clock of the test's own: the client's waits (a backoff after a 5xx) take no
-            // wall time.
             std::sync::Arc::new(crate::agent::wait::Waits::new(
-                std::sync::Arc::new(crate::clock::ManualClock::new(
-                    time::OffsetDateTime::now_utc(),
-                )),
+                clock,
                 std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
                 crate::agent::wait::Notifier::Systemd,
             )),
         );
         jira.set_min_interval(Duration::ZERO);
         jira
+    }
+
+    /// Each request (method and path) with the time of the agent's clock it came at.
+    type Timed = std::sync::Arc<std::sync::Mutex<Vec<(String, Duration)>>>;
+    /// Status, extra headers and body for the nth request of a method and path.
+    type HeadedAnswer = fn(&str, &str, usize) -> (u16, Vec<String>, Value);
+
+    /// A Jira whose answers `answer` gives, noting each request with the time of the agent's
+    /// clock it came at; the client on that clock.
+    fn timed(
+        answer: HeadedAnswer,
+    ) -> (
+        Canned,
+        Jira,
+        std::sync::Arc<crate::clock::ManualClock>,
+        Timed,
+    ) {
+        use crate::clock::Clock;
+        let clock = std::sync::Arc::new(crate::clock::ManualClock::new(
+            time::OffsetDateTime::now_utc(),
+        ));
+        let times = Timed::default();
+        let (at, noted) = (clock.clone(), times.clone());
+        let server = serve(move |method, path, nth| {
+            noted
+                .lock()
+                .unwrap()
+                .push((format!("{method} {path}"), at.monotonic()));
+            answer(method, path, nth)
+        });
+        let jira = jira_on(&server.url, clock.clone());
+        (server, jira, clock, times)
+    }
+
+    fn post_comment(jira: &mut Jira) -> Result<Reply, JiraError> {
+        jira.write_expecting(
+            "POST",
+            "/rest/api/2/issue/AURORA-1/comment",
+            &json!({"body": "x"}),
+            Need::Member("id"),
+        )
+    }
+
+    /// Issue 31, item 1: a 429 or a 503 with `Retry-After: 0` (Data Center stamps it on every
+    /// answer while its tokens last) asks for no wait; the agent waits a backoff all the same,
+    /// never nothing: on the agent's clock each try of a read or a write comes at least half a
+    /// second (the first backoff's floor: 1 s times a jitter of 0.5–1) after the one before. A
+    /// 503 on a write is a lost answer, not resent: the look it leads to waits a backoff too.
+    #[test]
+    fn a_retry_after_of_zero_waits_a_backoff_never_zero() {
+        fn answer(method: &str, path: &str, nth: usize) -> (u16, Vec<String>, Value) {
+            let zero = vec!["Retry-After: 0".to_string()];
+            let busy = json!({"errorMessages": ["Rate limit exceeded."]});
+            match (method, path) {
+                ("GET", "/rest/api/2/issue/AURORA-1") if nth <= 2 => (429, zero, busy),
+                ("GET", "/rest/api/2/issue/AURORA-1") if nth == 3 => (503, zero, busy),
+                ("GET", "/rest/api/2/issue/AURORA-1") => (
+                    200,
+                    Vec::new(),
+                    json!({"id": "10001", "key": "AURORA-1", "fields": {}}),
+                ),
+                ("POST", "/rest/api/2/issue/AURORA-1/comment") if nth == 1 => (429, zero, busy),
+                ("POST", "/rest/api/2/issue/AURORA-1/comment") => (503, zero, busy),
+                _ => (404, Vec::new(), json!({"errorMessages": ["нет"]})),
+            }
+        }
+        let (_server, mut jira, _clock, times) = timed(answer);
+        jira.read("/rest/api/2/issue/AURORA-1").unwrap();
+        let write = post_comment(&mut jira);
+        assert!(
+            matches!(write, Err(JiraError::Ambiguous(_))),
+            "{:?}",
+            write.err()
+        );
+        let look_after = jira.take_busy().expect("a 503 with Retry-After");
+        assert!(look_after >= Duration::from_millis(500), "{look_after:?}");
+        let times = times.lock().unwrap().clone();
+        assert_eq!(times.len(), 6, "{times:?}");
+        for pair in times.windows(2).filter(|p| p[0].0 == p[1].0) {
+            let gap = pair[1].1 - pair[0].1;
+            assert!(
+                gap >= Duration::from_millis(500),
+                "{}: the next try {gap:?} after a Retry-After: 0",
+                pair[0].0
+            );
+        }
+    }
+
+    /// Issue 31, item 1: a call throttled for longer than its time budget (600 s) gives up within
+    /// it although its count budget (20 answers) is far from reached. Each answer asks for
+    /// 250 s: a read waits 250 + 250 s and gives up at the third answer instead of waiting past
+    /// 600 s (before: 750 s); a write the same. The pause Jira asked for stays for the next call.
+    #[test]
+    fn a_throttled_call_gives_up_within_its_time_budget() {
+        fn answer(_: &str, _: &str, _: usize) -> (u16, Vec<String>, Value) {
+            (
+                429,
+                vec!["Retry-After: 250".to_string()],
+                json!({"errorMessages": ["Rate limit exceeded."]}),
+            )
+        }
+        let (_server, mut jira, clock, times) = timed(answer);
+        use crate::clock::Clock;
+        let read = jira.read("/rest/api/2/issue/AURORA-1");
+        assert!(
+            matches!(read, Err(JiraError::GiveBack(_))),
+            "{:?}",
+            read.err()
+        );
+        let spent = clock.monotonic();
+        assert_eq!(spent, Duration::from_secs(500), "within 600 s");
+        assert_eq!(times.lock().unwrap().len(), 3, "far from 20 answers");
+        assert!(
+            jira.ready_in() >= Duration::from_secs(249),
+            "the pause stays"
+        );
+
+        let (_server, mut jira, clock, times) = timed(answer);
+        let write = post_comment(&mut jira);
+        assert!(
+            matches!(write, Err(JiraError::GiveBack(_))),
+            "{:?}",
+            write.err()
+        );
+        assert_eq!(clock.monotonic(), Duration::from_secs(500), "within 600 s");
+        assert_eq!(times.lock().unwrap().len(), 3);
+        assert!(
+            jira.ready_in() >= Duration::from_secs(249),
+            "the pause stays"
+        );
     }
 
     fn redelivered_create(released_seconds_ago: Option<u64>) -> ClaimedCommand {

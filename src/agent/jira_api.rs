@@ -571,7 +571,18 @@ impl Jira {
     /// the lease of the commands held (they go back to the hub; the pause stays for the next
     /// call).
     fn wait_after(&mut self, reply: Option<&Reply>, attempt: u32) -> Result<Duration, JiraError> {
-        let (wait, why) = self.limit_wait(reply, attempt);
+        let asked = self.limit_wait(reply, attempt);
+        self.wait_out(reply, asked, attempt)
+    }
+
+    /// [`Jira::wait_after`] with the wait already decided (`limit_wait`'s), so that a call can
+    /// check it against its time budget first.
+    fn wait_out(
+        &mut self,
+        reply: Option<&Reply>,
+        (wait, why): (Duration, String),
+        attempt: u32,
+    ) -> Result<Duration, JiraError> {
         if let Some(reply) = reply.filter(|r| r.status == 429 || r.status == 503) {
             let note = format!("HTTP {}: {why}", reply.status);
             tracing::info!(
@@ -646,10 +657,15 @@ impl Jira {
                     self.count(0, 1);
                     self.last_read_failure = Some(ReadFailure::Other);
                     limited += 1;
-                    if !wait_limits || limited > MAX_RATE_LIMITED || throttled >= MAX_THROTTLED {
+                    let asked = self.limit_wait(Some(&reply), limited - 1);
+                    // The time budget is never overrun: a wait that would pass it is not begun.
+                    if !wait_limits
+                        || limited > MAX_RATE_LIMITED
+                        || throttled + asked.0 > MAX_THROTTLED
+                    {
                         // Not a failure of Jira or of the command: the pause stays for the next
                         // call, whoever makes it.
-                        let (wait, why) = self.limit_wait(Some(&reply), attempt);
+                        let (wait, why) = asked;
                         tracing::info!(
                             wait_ms = wait.as_millis() as u64,
                             reason = %why,
@@ -662,7 +678,7 @@ impl Jira {
                             reply.status
                         )));
                     }
-                    throttled += self.wait_after(Some(&reply), limited - 1)?;
+                    throttled += self.wait_out(Some(&reply), asked, limited - 1)?;
                     continue;
                 }
                 Class::Refused { status, message } => {
@@ -810,14 +826,17 @@ impl Jira {
                     let Ok(reply) = answer else { continue };
                     self.count(0, 1);
                     limited += 1;
-                    if limited > MAX_RATE_LIMITED || throttled >= MAX_THROTTLED {
+                    let asked = self.limit_wait(Some(&reply), limited - 1);
+                    if limited > MAX_RATE_LIMITED || throttled + asked.0 > MAX_THROTTLED {
+                        // The pause stays for the next call, whoever makes it.
+                        self.hold_until(self.waits.now() + asked.0);
                         return Err(JiraError::GiveBack(format!(
                             "Jira ограничивает частоту запросов (HTTP {}): {limited} ответов за {} с",
                             reply.status,
                             throttled.as_secs()
                         )));
                     }
-                    throttled += self.wait_after(Some(&reply), limited - 1)?;
+                    throttled += self.wait_out(Some(&reply), asked, limited - 1)?;
                     continue;
                 }
                 Class::Ambiguous(why) | Class::Broken(why) => {
