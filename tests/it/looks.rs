@@ -272,3 +272,82 @@ fn an_agent_is_never_shown_silent_during_a_long_look() {
         spent.as_secs()
     );
 }
+
+/// Three creates on Data Center, each issue's marker as Jira kept it, and the property calls the
+/// agent made: (reads, writes).
+fn three_creates(keeps_create_properties: bool) -> (FakeJira, Vec<String>, usize, usize) {
+    let fake = FakeJira::start(Mode::DataCenter);
+    fake.set_create_properties(keeps_create_properties);
+    let hub = Hub::start(
+        settings(),
+        json!([
+            {"type": "ensure_issue", "params": {"issue_type": "task", "summary": "Первая"}},
+            {"type": "ensure_issue", "params": {"issue_type": "task", "summary": "Вторая"}},
+            {"type": "ensure_issue", "params": {"issue_type": "task", "summary": "Третья"}}
+        ]),
+    );
+    let config = hub.agent_config(&fake.url(), json!({}));
+    assert!(run_until(&hub, &config, || all_ended(&hub)));
+    let commands = hub.commands();
+    assert!(
+        commands
+            .iter()
+            .all(|c| c.status == CommandStatus::Done && c.deliveries == 1),
+        "{commands:?}"
+    );
+    let keys: Vec<String> = commands
+        .iter()
+        .map(|c| {
+            c.result.as_ref().unwrap()["key"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    for (command, key) in commands.iter().zip(&keys) {
+        assert_eq!(
+            fake.issue_properties(key)["jira-hub"]["command"],
+            json!(command.id),
+            "{key} carries its command's marker"
+        );
+    }
+    let (reads, writes) = (
+        fake.calls(Endpoint::GetIssueProperty),
+        fake.calls(Endpoint::SetIssueProperty),
+    );
+    (fake, keys, reads, writes)
+}
+
+/// Issue 31, item 6 (the DC create marker): a Data Center that says 9.12 documents create-time
+/// `properties`, but the version does not prove them kept. The agent reads the first create's
+/// marker back, once in the run: kept, it trusts the creates after it (one read, no write for
+/// three creates); dropped (the simulated Jira ignores them while still naming 9.12), it is
+/// detected and the marker is PUT after that create and every create after it, with no second
+/// read (ARCHITECTURE, "Budgets for every repetition": "a server seen to drop it gets the marker
+/// PUT after every create"). Every issue carries its command's marker either way.
+#[test]
+fn a_data_center_create_marker_is_read_back_once_and_a_dropped_one_is_set() {
+    let (_fake, _, reads, writes) = three_creates(true);
+    assert_eq!((reads, writes), (1, 0), "kept: one read in the run");
+    let (fake, keys, reads, writes) = three_creates(false);
+    assert_eq!(
+        (reads, writes),
+        (1, 3),
+        "dropped: one read, a PUT per create"
+    );
+    let first_put = fake
+        .requests()
+        .iter()
+        .position(|s| s.endpoint == Endpoint::SetIssueProperty)
+        .unwrap();
+    let read = fake
+        .requests()
+        .iter()
+        .position(|s| s.endpoint == Endpoint::GetIssueProperty)
+        .unwrap();
+    assert!(read < first_put, "read back before the first PUT");
+    assert!(
+        fake.requests()[read].path.contains(&keys[0]),
+        "the first create's marker is the one read"
+    );
+}

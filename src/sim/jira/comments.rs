@@ -380,7 +380,10 @@ impl StateInner {
 }
 
 impl FakeJira {
-    /// Whether a create's `properties` are applied (default yes; no imitates Jira before 7.2).
+    /// Whether a create's `properties` are applied (default yes). No imitates Jira before 7.2
+    /// (`IssueUpdateBean` ignores the member silently), and, with `serverInfo` still naming 9.12,
+    /// a newer server that drops them all the same (docs/jira-field-notes.md, "Properties in the
+    /// create body": check that the marker landed rather than trust a version).
     pub fn set_create_properties(&self, applied: bool) {
         lock(&self.state).create_properties = applied;
     }
