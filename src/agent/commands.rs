@@ -1044,8 +1044,12 @@ impl Executor<'_> {
             .ok_or_else(|| fail("body: обязательное поле отсутствует"))?
             .to_string();
         let path = format!("/rest/api/2/issue/{}/comment", jql::encode(&key));
+        // An earlier delivery's comment is looked for from the batch's start, as a create's.
         if command.delivery > 1
-            && let Some(id) = self.find_comment(&path, &body, command)?
+            && let Some(id) = {
+                let since_ms = self.window_start_ms(command)?;
+                self.find_comment(&path, &body, command, since_ms)?
+            }
         {
             tracing::info!(
                 command = command.id,
@@ -1055,6 +1059,9 @@ impl Executor<'_> {
         }
         let marker = marker(command, self.agent);
         let request = json!({"body": body, "properties": [{"key": MARKER_KEY, "value": marker}]});
+        // The POST's time on Jira's clock: a look after its answer is lost reads only the
+        // comments created since (issue 31, item 3).
+        let since_ms = self.jira.jira_now_ms()? - POSTED_MARGIN_MS;
         let mut answer = self
             .jira
             .write_expecting("POST", &path, &request, Need::Member("id"));
@@ -1062,7 +1069,7 @@ impl Executor<'_> {
             // The comment list reads what is stored: what it does not show was not applied.
             match self.look_then_resend(
                 true,
-                |executor| executor.find_comment(&path, &body, command),
+                |executor| executor.find_comment(&path, &body, command, since_ms),
                 |executor| {
                     executor
                         .jira
@@ -1088,7 +1095,7 @@ impl Executor<'_> {
             }
             Err(JiraError::Ambiguous(error)) => {
                 let id = self.look_after_lost_answer(command, &error, |executor| {
-                    executor.find_comment(&path, &body, command)
+                    executor.find_comment(&path, &body, command, since_ms)
                 })?;
                 tracing::info!(
                     command = command.id,
@@ -1100,67 +1107,82 @@ impl Executor<'_> {
         }
     }
 
-    /// The id of the comment an earlier delivery of this command posted: a comment of this
-    /// account whose marker (its comment property) names this command, whatever its body now is
-    /// (Cloud gives back wiki markup converted from ADF, which changes more than whitespace). A
-    /// comment marked for another command, or unmarked, is never taken (a recurring text is not
-    /// proof, issue 24, §4). Only on a server without comment properties (before 7.2) is a comment
-    /// of this account with the same body in [`normalized_body`] form taken instead.
+    /// The id of the comment this command posted (an earlier delivery's, or this one's whose
+    /// answer was lost): a comment created at or after `since_ms` on Jira's clock whose marker
+    /// (its comment property) names this command, whatever its body now is (Cloud gives back
+    /// wiki markup converted from ADF, which changes more than whitespace). A comment marked for
+    /// another command, or unmarked, is never taken (a recurring text is not proof, issue 24,
+    /// §4). Only on a server without comment properties (before 7.2) is a comment of this account
+    /// with the same body in [`normalized_body`] form taken instead.
+    ///
+    /// The comments are read newest first and the look ends at the first one older than the
+    /// window (issue 31, item 3): the write looked for is the newest, so it costs one page. On
+    /// Cloud the markers of a page's candidates come in one `POST /comment/list?expand=properties`
+    /// (up to 1,000 ids a call); on Data Center, which has no such operation, each candidate's
+    /// marker is read, newest first, once per delivery (kept, as the create look's).
     fn find_comment(
         &mut self,
         path: &str,
         body: &str,
         command: &ClaimedCommand,
+        since_ms: i64,
     ) -> Result<Option<Value>, Fail> {
-        let me = self.jira.me()?;
         let cloud = self.jira.deployment()? == Deployment::Cloud;
         let by_marker = self.jira.has_comment_properties()?;
         let wanted = normalized_body(body);
-        let mut start_at = 0u64;
-        loop {
-            let page: Value = self
-                .jira
-                .read_json(&format!("{path}?startAt={start_at}&maxResults=100"))?;
-            let comments = page["comments"].as_array().cloned().unwrap_or_default();
-            for comment in &comments {
-                let author = &comment["author"];
-                let mine = if cloud {
-                    me.account_id.is_some()
-                        && author["accountId"].as_str() == me.account_id.as_deref()
-                } else {
-                    me.name.is_some() && author["name"].as_str() == me.name.as_deref()
-                };
-                if !mine {
-                    continue;
-                }
-                let id = comment["id"].clone();
+        // On Cloud the markers of a whole page come in one call: every comment of the window is
+        // a candidate, and the marker alone decides. On Data Center each marker is a call of
+        // its own: only this account's comments are read (its name as Jira's answers give it).
+        let me = if cloud {
+            None
+        } else {
+            Some(self.jira.user_name()?)
+        };
+        let mine = |comment: &Value| match &me {
+            None => true,
+            Some(name) => name.is_some() && comment["author"]["name"].as_str() == name.as_deref(),
+        };
+        let mut found = None;
+        self.jira
+            .comments_newest(path, since_ms, &mut |jira, comments| {
+                let candidates: Vec<&Value> = comments.iter().filter(|c| mine(c)).collect();
                 if !by_marker {
-                    if comment["body"].as_str().map(normalized_body).as_deref() == Some(&wanted) {
-                        return Ok(Some(id));
-                    }
-                    continue;
+                    found = candidates
+                        .iter()
+                        .find(|c| {
+                            c["body"].as_str().map(normalized_body).as_deref() == Some(&wanted)
+                        })
+                        .map(|c| c["id"].clone());
+                    return Ok(found.is_some());
                 }
-                let id_text = match &id {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
+                let ids: Vec<String> = candidates
+                    .iter()
+                    .filter_map(|c| id_text(&c["id"]))
+                    .collect();
+                let markers = if cloud {
+                    jira.comment_markers(&ids, MARKER_KEY)?
+                } else {
+                    std::collections::HashMap::new()
                 };
-                let property = format!(
-                    "/rest/api/2/comment/{}/properties/{MARKER_KEY}",
-                    jql::encode(&id_text)
-                );
-                if let Some(Some(true)) =
-                    self.property(&property)?.map(|v| marker_is_of(&v, command))
-                {
-                    return Ok(Some(id));
+                for id in ids {
+                    let marker = match markers.get(&id) {
+                        Some(known) => known.clone(),
+                        None => {
+                            let property = format!(
+                                "/rest/api/2/comment/{}/properties/{MARKER_KEY}",
+                                jql::encode(&id)
+                            );
+                            (PropertyReader { jira: &mut *jira }).read(&property)?
+                        }
+                    };
+                    if marker.as_ref().and_then(|v| marker_is_of(v, command)) == Some(true) {
+                        found = Some(Value::String(id));
+                        return Ok(true);
+                    }
                 }
-            }
-            start_at += comments.len() as u64;
-            let total = page["total"].as_u64().unwrap_or(start_at);
-            if comments.is_empty() || start_at >= total {
-                break;
-            }
-        }
-        Ok(None)
+                Ok(false)
+            })?;
+        Ok(found)
     }
 
     // ---- refresh ----
@@ -1499,6 +1521,16 @@ mod tests {
     }
 
     fn canned(answer: fn(&str, &str, usize) -> (u16, Value)) -> Canned {
+        serve(move |method, path, nth| {
+            let (status, value) = answer(method, path, nth);
+            (status, Vec::new(), value)
+        })
+    }
+
+    /// [`canned`] with the answer's extra headers (`name: value` lines).
+    fn serve(
+        answer: impl Fn(&str, &str, usize) -> (u16, Vec<String>, Value) + Send + 'static,
+    ) -> Canned {
         use std::io::{BufRead, BufReader, Read, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -1544,11 +1576,12 @@ mod tests {
                         .filter(|l| **l == format!("{method} {path}"))
                         .count()
                 };
-                let (status, value) = answer(&method, &path, nth);
+                let (status, headers, value) = answer(&method, &path, nth);
                 let text = value.to_string();
+                let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
                 let _ = write!(
                     stream,
-                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{text}",
                     text.len()
                 );
             }
@@ -1557,6 +1590,16 @@ mod tests {
     }
 
     fn jira_at(url: &str) -> Jira {
+        jira_on(
+            url,
+            std::sync::Arc::new(crate::clock::ManualClock::new(
+                time::OffsetDateTime::now_utc(),
+            )),
+        )
+    }
+
+    /// A Jira client at `url` whose waits run on `clock` (a test's own: they take no wall time).
+    fn jira_on(url: &str, clock: std::sync::Arc<crate::clock::ManualClock>) -> Jira {
         let text = json!({"jira_url": url, "jira_user": "agent", "jira_password": "secret",
             "agent_token": "t", "hub_url": "http://127.0.0.1:1", "name": "agent-1",
             "search_lag_seconds": 60})
@@ -1574,18 +1617,144 @@ mod tests {
             crate::agent::config::Secret::new(crate::agent::net::basic_auth("agent", "secret")),
             config.deployment,
             0,
-            // A clock of the test's own: the client's waits (a backoff after a 5xx) take no
-            // wall time.
             std::sync::Arc::new(crate::agent::wait::Waits::new(
-                std::sync::Arc::new(crate::clock::ManualClock::new(
-                    time::OffsetDateTime::now_utc(),
-                )),
+                clock,
                 std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
                 crate::agent::wait::Notifier::Systemd,
             )),
         );
         jira.set_min_interval(Duration::ZERO);
         jira
+    }
+
+    /// Each request (method and path) with the time of the agent's clock it came at.
+    type Timed = std::sync::Arc<std::sync::Mutex<Vec<(String, Duration)>>>;
+    /// Status, extra headers and body for the nth request of a method and path.
+    type HeadedAnswer = fn(&str, &str, usize) -> (u16, Vec<String>, Value);
+
+    /// A Jira whose answers `answer` gives, noting each request with the time of the agent's
+    /// clock it came at; the client on that clock.
+    fn timed(
+        answer: HeadedAnswer,
+    ) -> (
+        Canned,
+        Jira,
+        std::sync::Arc<crate::clock::ManualClock>,
+        Timed,
+    ) {
+        use crate::clock::Clock;
+        let clock = std::sync::Arc::new(crate::clock::ManualClock::new(
+            time::OffsetDateTime::now_utc(),
+        ));
+        let times = Timed::default();
+        let (at, noted) = (clock.clone(), times.clone());
+        let server = serve(move |method, path, nth| {
+            noted
+                .lock()
+                .unwrap()
+                .push((format!("{method} {path}"), at.monotonic()));
+            answer(method, path, nth)
+        });
+        let jira = jira_on(&server.url, clock.clone());
+        (server, jira, clock, times)
+    }
+
+    fn post_comment(jira: &mut Jira) -> Result<Reply, JiraError> {
+        jira.write_expecting(
+            "POST",
+            "/rest/api/2/issue/AURORA-1/comment",
+            &json!({"body": "x"}),
+            Need::Member("id"),
+        )
+    }
+
+    /// Issue 31, item 1: a 429 or a 503 with `Retry-After: 0` (Data Center stamps it on every
+    /// answer while its tokens last) asks for no wait; the agent waits a backoff all the same,
+    /// never nothing: on the agent's clock each try of a read or a write comes at least half a
+    /// second (the first backoff's floor: 1 s times a jitter of 0.5–1) after the one before. A
+    /// 503 on a write is a lost answer, not resent: the look it leads to waits a backoff too.
+    #[test]
+    fn a_retry_after_of_zero_waits_a_backoff_never_zero() {
+        fn answer(method: &str, path: &str, nth: usize) -> (u16, Vec<String>, Value) {
+            let zero = vec!["Retry-After: 0".to_string()];
+            let busy = json!({"errorMessages": ["Rate limit exceeded."]});
+            match (method, path) {
+                ("GET", "/rest/api/2/issue/AURORA-1") if nth <= 2 => (429, zero, busy),
+                ("GET", "/rest/api/2/issue/AURORA-1") if nth == 3 => (503, zero, busy),
+                ("GET", "/rest/api/2/issue/AURORA-1") => (
+                    200,
+                    Vec::new(),
+                    json!({"id": "10001", "key": "AURORA-1", "fields": {}}),
+                ),
+                ("POST", "/rest/api/2/issue/AURORA-1/comment") if nth == 1 => (429, zero, busy),
+                ("POST", "/rest/api/2/issue/AURORA-1/comment") => (503, zero, busy),
+                _ => (404, Vec::new(), json!({"errorMessages": ["нет"]})),
+            }
+        }
+        let (_server, mut jira, _clock, times) = timed(answer);
+        jira.read("/rest/api/2/issue/AURORA-1").unwrap();
+        let write = post_comment(&mut jira);
+        assert!(
+            matches!(write, Err(JiraError::Ambiguous(_))),
+            "{:?}",
+            write.err()
+        );
+        let look_after = jira.take_busy().expect("a 503 with Retry-After");
+        assert!(look_after >= Duration::from_millis(500), "{look_after:?}");
+        let times = times.lock().unwrap().clone();
+        assert_eq!(times.len(), 6, "{times:?}");
+        for pair in times.windows(2).filter(|p| p[0].0 == p[1].0) {
+            let gap = pair[1].1 - pair[0].1;
+            assert!(
+                gap >= Duration::from_millis(500),
+                "{}: the next try {gap:?} after a Retry-After: 0",
+                pair[0].0
+            );
+        }
+    }
+
+    /// Issue 31, item 1: a call throttled for longer than its time budget (600 s) gives up within
+    /// it although its count budget (20 answers) is far from reached. Each answer asks for
+    /// 250 s: a read waits 250 + 250 s and gives up at the third answer instead of waiting past
+    /// 600 s (before: 750 s); a write the same. The pause Jira asked for stays for the next call.
+    #[test]
+    fn a_throttled_call_gives_up_within_its_time_budget() {
+        fn answer(_: &str, _: &str, _: usize) -> (u16, Vec<String>, Value) {
+            (
+                429,
+                vec!["Retry-After: 250".to_string()],
+                json!({"errorMessages": ["Rate limit exceeded."]}),
+            )
+        }
+        let (_server, mut jira, clock, times) = timed(answer);
+        use crate::clock::Clock;
+        let read = jira.read("/rest/api/2/issue/AURORA-1");
+        assert!(
+            matches!(read, Err(JiraError::GiveBack(_))),
+            "{:?}",
+            read.err()
+        );
+        let spent = clock.monotonic();
+        assert_eq!(spent, Duration::from_secs(500), "within 600 s");
+        assert_eq!(times.lock().unwrap().len(), 3, "far from 20 answers");
+        assert!(
+            jira.ready_in() >= Duration::from_secs(249),
+            "the pause stays"
+        );
+
+        let (_server, mut jira, clock, times) = timed(answer);
+        let write = post_comment(&mut jira);
+        assert!(
+            matches!(write, Err(JiraError::GiveBack(_))),
+            "{:?}",
+            write.err()
+        );
+        assert_eq!(clock.monotonic(), Duration::from_secs(500), "within 600 s");
+        assert_eq!(times.lock().unwrap().len(), 3);
+        assert!(
+            jira.ready_in() >= Duration::from_secs(249),
+            "the pause stays"
+        );
     }
 
     fn redelivered_create(released_seconds_ago: Option<u64>) -> ClaimedCommand {
@@ -1933,6 +2102,77 @@ mod tests {
         command.delivery = 2;
         let (outcome, _) = run_recorded(&mut jira, &command);
         assert_eq!(outcome, Outcome::Done(json!({"comment_id": "102"})));
+    }
+
+    /// A server that gives the comments oldest first whatever `orderBy` says is never taken for
+    /// newest first: every page is read, then the list is looked at from its end, and only the
+    /// comments of the window (created since the POST on Jira's clock, less a minute) have their
+    /// marker read, the newest first: one property read among 150 of the account's comments.
+    #[test]
+    fn comments_given_oldest_first_are_looked_at_from_the_end_within_the_window() {
+        fn comments(from: u64, to: u64) -> Vec<Value> {
+            (from..=to)
+                .map(|id| {
+                    let created = if id >= 149 {
+                        "2026-11-29T13:05:00.000+0300"
+                    } else {
+                        "2026-11-29T10:00:00.000+0300"
+                    };
+                    json!({"id": id.to_string(), "body": format!("№{id}"),
+                           "author": {"name": "agent"}, "created": created})
+                })
+                .collect()
+        }
+        fn answer(method: &str, path: &str, nth: usize) -> (u16, Value) {
+            match (method, path) {
+                ("GET", "/rest/api/2/serverInfo") => (
+                    200,
+                    json!({"deploymentType": "Server",
+                    "serverTime": "2026-11-29T13:05:30.000+0300", "versionNumbers": [9, 12, 0]}),
+                ),
+                ("GET", "/rest/api/2/myself") => (200, json!({"name": "agent"})),
+                ("POST", "/rest/api/2/issue/AURORA-1/comment") => {
+                    (504, json!({"errorMessages": ["Gateway Time-out"]}))
+                }
+                ("GET", "/rest/api/2/issue/AURORA-1/comment") if nth % 2 == 1 => (
+                    200,
+                    json!({"startAt": 0, "maxResults": 100, "total": 150,
+                           "comments": comments(1, 100)}),
+                ),
+                ("GET", "/rest/api/2/issue/AURORA-1/comment") => (
+                    200,
+                    json!({"startAt": 100, "maxResults": 100, "total": 150,
+                           "comments": comments(101, 150)}),
+                ),
+                ("GET", "/rest/api/2/comment/150/properties/jira-hub") => (200, mine()),
+                ("GET", "/rest/api/2/comment/149/properties/jira-hub") => (
+                    200,
+                    json!({"key": "jira-hub", "value": {"command": 6, "batch": 2}}),
+                ),
+                _ => (404, json!({"errorMessages": ["нет"]})),
+            }
+        }
+        let jira_server = canned(answer);
+        let mut jira = jira_at(&jira_server.url);
+        let command = first_delivery("comment", json!({"key": "AURORA-1", "body": "№150"}));
+        let (outcome, _) = run_recorded(&mut jira, &command);
+        assert_eq!(outcome, Outcome::Done(json!({"comment_id": "150"})));
+        let seen = jira_server.seen.lock().unwrap().clone();
+        let properties: Vec<&String> = seen.iter().filter(|l| l.contains("/properties/")).collect();
+        assert_eq!(
+            properties,
+            ["GET /rest/api/2/comment/150/properties/jira-hub"],
+            "{seen:?}"
+        );
+        assert!(
+            jira_server
+                .queries
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|q| q.contains("orderBy=-created")),
+            "newest first is asked for"
+        );
     }
 
     /// Only where the server has no comment properties (it names a version before 7.2) is a

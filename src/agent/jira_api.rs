@@ -52,6 +52,17 @@ const MAX_RATE_LIMITED: u32 = 20;
 /// the hub (a time budget beside [`MAX_RATE_LIMITED`]'s count, issue 31 item 1).
 const MAX_THROTTLED: Duration = Duration::from_secs(600);
 
+/// A page of an issue's comments in a look (`maxResults`: Cloud's documented default; Data
+/// Center's is 50, and it may answer fewer: the paging follows what comes).
+const COMMENT_PAGE: u64 = 100;
+/// The most comment ids one `POST /comment/list` takes ("A maximum of 1000 IDs can be
+/// specified").
+const MAX_COMMENT_IDS: usize = 1000;
+
+/// What a look does with a page of comments, newest first (see [`Jira::comments_newest`]):
+/// `true` when it found what it looks for.
+pub(crate) type CommentVisit<'a> = dyn FnMut(&mut Jira, Vec<Value>) -> Result<bool, JiraError> + 'a;
+
 /// Which kind of Jira answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Deployment {
@@ -158,6 +169,8 @@ pub(crate) struct Jira {
     /// [`MAX_RECONCILED`]: Cloud's search may not show them yet, so a refresh names them in
     /// `reconcileIssues`.
     written: Vec<(u64, Duration)>,
+    /// The user name Data Center named on its last authenticated answer (`X-AUSERNAME`).
+    user_name: Option<String>,
 }
 
 /// A call refused for credentials (see [`Jira::take_refusal`]).
@@ -210,6 +223,7 @@ impl Jira {
             busy: None,
             board_types: std::collections::BTreeMap::new(),
             written: Vec::new(),
+            user_name: None,
         }
     }
 
@@ -426,6 +440,16 @@ impl Jira {
         Ok(me)
     }
 
+    /// The agent's user name on Data Center: as its answers name it (`X-AUSERNAME`, stamped on
+    /// every answer to an authenticated request, see `answer::classify`), else from `GET myself`
+    /// (asked once). Cloud users have none.
+    pub(crate) fn user_name(&mut self) -> Result<Option<String>, JiraError> {
+        if let Some(name) = &self.user_name {
+            return Ok(Some(name.clone()));
+        }
+        Ok(self.me()?.name)
+    }
+
     /// The probe of a held agent: `GET myself`, which needs the agent's login (`serverInfo`
     /// answers anonymously, so a revoked Cloud token passes it: ServiceNow KB2942093). One try;
     /// a rate limit is noted, not waited out.
@@ -446,16 +470,16 @@ impl Jira {
     /// heartbeat's `serverInfo` included, goes through here.
     fn once(&mut self, method: &str, path: &str, body: Option<&[u8]>) -> Result<Reply, CallError> {
         let wait = self.ready_in();
-        if !wait.is_zero() {
-            if !self.waits.may_wait(wait) {
-                return Err(CallError::GiveBack(format!(
-                    "Jira можно спрашивать только через {} с, а аренда команд кончится раньше",
-                    wait.as_secs()
-                )));
-            }
-            if !self.waits.sleep(wait) {
-                return Err(self.interrupted());
-            }
+        if !wait.is_zero() && !self.waits.may_wait(wait) {
+            return Err(CallError::GiveBack(format!(
+                "Jira можно спрашивать только через {} с, а аренда команд кончится раньше",
+                wait.as_secs()
+            )));
+        }
+        // Even with nothing to wait for: the watchdog is fed and the running command's lease
+        // and keep-alive kept between two calls of a long look (issue 31, item 3).
+        if !self.waits.sleep(wait) {
+            return Err(self.interrupted());
         }
         if self.stopping() {
             return Err(CallError::Stopped);
@@ -470,6 +494,12 @@ impl Jira {
         tracing::debug!(method, path = %path_only(path), status = result.as_ref().map(|r| r.status).ok(), "jira call");
         if let Ok(reply) = &result {
             self.note_limits(reply);
+            if let Some(name) = reply.header("x-ausername")
+                && !name.is_empty()
+                && name != "anonymous"
+            {
+                self.user_name = Some(name.to_string());
+            }
         }
         result.map_err(CallError::Net)
     }
@@ -541,7 +571,18 @@ impl Jira {
     /// the lease of the commands held (they go back to the hub; the pause stays for the next
     /// call).
     fn wait_after(&mut self, reply: Option<&Reply>, attempt: u32) -> Result<Duration, JiraError> {
-        let (wait, why) = self.limit_wait(reply, attempt);
+        let asked = self.limit_wait(reply, attempt);
+        self.wait_out(reply, asked, attempt)
+    }
+
+    /// [`Jira::wait_after`] with the wait already decided (`limit_wait`'s), so that a call can
+    /// check it against its time budget first.
+    fn wait_out(
+        &mut self,
+        reply: Option<&Reply>,
+        (wait, why): (Duration, String),
+        attempt: u32,
+    ) -> Result<Duration, JiraError> {
         if let Some(reply) = reply.filter(|r| r.status == 429 || r.status == 503) {
             let note = format!("HTTP {}: {why}", reply.status);
             tracing::info!(
@@ -589,12 +630,24 @@ impl Jira {
         max_retries: u32,
         wait_limits: bool,
     ) -> Result<Reply, JiraError> {
-        let method = "GET";
+        self.read_by("GET", path, None, max_retries, wait_limits)
+    }
+
+    /// A read sent as `method` with `body` (Cloud's `POST /comment/list` reads by a list of
+    /// ids): retried and classified as a read, never taken for a write.
+    fn read_by(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        max_retries: u32,
+        wait_limits: bool,
+    ) -> Result<Reply, JiraError> {
         let mut attempt = 0;
         let mut limited = 0;
         let mut throttled = Duration::ZERO;
         loop {
-            let answer = self.answer_of(method, path, None)?;
+            let answer = self.answer_of(method, path, body)?;
             let error = match answer::classify("GET", Need::Json, answer.as_ref()) {
                 Class::Done => {
                     return answer.map_err(|e| JiraError::Ambiguous(e.to_string()));
@@ -604,10 +657,15 @@ impl Jira {
                     self.count(0, 1);
                     self.last_read_failure = Some(ReadFailure::Other);
                     limited += 1;
-                    if !wait_limits || limited > MAX_RATE_LIMITED || throttled >= MAX_THROTTLED {
+                    let asked = self.limit_wait(Some(&reply), limited - 1);
+                    // The time budget is never overrun: a wait that would pass it is not begun.
+                    if !wait_limits
+                        || limited > MAX_RATE_LIMITED
+                        || throttled + asked.0 > MAX_THROTTLED
+                    {
                         // Not a failure of Jira or of the command: the pause stays for the next
                         // call, whoever makes it.
-                        let (wait, why) = self.limit_wait(Some(&reply), attempt);
+                        let (wait, why) = asked;
                         tracing::info!(
                             wait_ms = wait.as_millis() as u64,
                             reason = %why,
@@ -620,7 +678,7 @@ impl Jira {
                             reply.status
                         )));
                     }
-                    throttled += self.wait_after(Some(&reply), limited - 1)?;
+                    throttled += self.wait_out(Some(&reply), asked, limited - 1)?;
                     continue;
                 }
                 Class::Refused { status, message } => {
@@ -768,14 +826,17 @@ impl Jira {
                     let Ok(reply) = answer else { continue };
                     self.count(0, 1);
                     limited += 1;
-                    if limited > MAX_RATE_LIMITED || throttled >= MAX_THROTTLED {
+                    let asked = self.limit_wait(Some(&reply), limited - 1);
+                    if limited > MAX_RATE_LIMITED || throttled + asked.0 > MAX_THROTTLED {
+                        // The pause stays for the next call, whoever makes it.
+                        self.hold_until(self.waits.now() + asked.0);
                         return Err(JiraError::GiveBack(format!(
                             "Jira ограничивает частоту запросов (HTTP {}): {limited} ответов за {} с",
                             reply.status,
                             throttled.as_secs()
                         )));
                     }
-                    throttled += self.wait_after(Some(&reply), limited - 1)?;
+                    throttled += self.wait_out(Some(&reply), asked, limited - 1)?;
                     continue;
                 }
                 Class::Ambiguous(why) | Class::Broken(why) => {
@@ -1227,6 +1288,170 @@ impl Jira {
         self.properties.insert(path.to_string(), value);
     }
 
+    /// A read whose question is a JSON body (`POST`), parsed.
+    pub(crate) fn read_posted<T: serde::de::DeserializeOwned>(
+        &mut self,
+        path: &str,
+        body: &Value,
+    ) -> Result<T, JiraError> {
+        let bytes = serde_json::to_vec(body).map_err(|e| JiraError::Unavailable(e.to_string()))?;
+        let reply = self.read_by("POST", path, Some(&bytes), self.max_retries, true)?;
+        parse(&reply)
+    }
+
+    /// The comments of an issue (`path`: `/rest/api/2/issue/{key}/comment`) created at or after
+    /// `since_ms` on Jira's clock, newest first, a page at a time (at most
+    /// [`COMMENT_PAGE`]) handed to `visit` until it says it found what it looks for (`true`) or
+    /// the window is passed: the first comment older than `since_ms` ends the look (issue 31,
+    /// item 3). Newest first is `orderBy=-created`, documented on both deployments (Cloud: "Accepts
+    /// *created* to sort comments by their created date", `-created` in its enum; Data Center's
+    /// `getComments`: "Results can be ordered by the "created" field", `orderBy` "ordering of the
+    /// results", REST reference 8.x and 9.x). A first page that comes oldest first (a server that
+    /// ignored the parameter) is never taken for newest first: then every page is read, and the
+    /// list is looked at from its end. A comment whose `created` cannot be read is in the window.
+    pub(crate) fn comments_newest(
+        &mut self,
+        path: &str,
+        since_ms: i64,
+        visit: &mut CommentVisit<'_>,
+    ) -> Result<bool, JiraError> {
+        let created_ms = |comment: &Value| {
+            comment["created"]
+                .as_str()
+                .and_then(jira_time)
+                .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64)
+        };
+        // The comments of a page within the window, and whether the window ends on it.
+        let window = |comments: Vec<Value>| -> (Vec<Value>, bool) {
+            let mut inside = Vec::new();
+            for comment in comments {
+                if created_ms(&comment).is_some_and(|at| at < since_ms) {
+                    return (inside, true);
+                }
+                inside.push(comment);
+            }
+            (inside, false)
+        };
+        let mut start_at = 0u64;
+        // `Some`: the server gave the oldest first; every comment, in its order.
+        let mut oldest_first: Option<Vec<Value>> = None;
+        loop {
+            let page: Value = self.read_json(&format!(
+                "{path}?startAt={start_at}&maxResults={COMMENT_PAGE}&orderBy=-created"
+            ))?;
+            let comments = page["comments"].as_array().cloned().unwrap_or_default();
+            let count = comments.len() as u64;
+            if start_at == 0 && oldest_first.is_none() && ascending(&comments, &created_ms) {
+                tracing::info!(%path, "Jira gave the comments oldest first (orderBy not applied): all are read, then looked at from the last");
+                oldest_first = Some(Vec::new());
+            }
+            match &mut oldest_first {
+                Some(all) => all.extend(comments),
+                None => {
+                    let (inside, passed) = window(comments);
+                    if !inside.is_empty() && visit(self, inside)? {
+                        return Ok(true);
+                    }
+                    if passed {
+                        return Ok(false);
+                    }
+                }
+            }
+            start_at += count;
+            let last = match page["total"].as_u64() {
+                Some(total) => start_at >= total,
+                None => count < COMMENT_PAGE,
+            };
+            if count == 0 || last {
+                break;
+            }
+        }
+        let Some(mut all) = oldest_first else {
+            return Ok(false);
+        };
+        all.reverse();
+        let (inside, _) = window(all);
+        let mut rest = inside.into_iter().peekable();
+        while rest.peek().is_some() {
+            let chunk: Vec<Value> = rest.by_ref().take(COMMENT_PAGE as usize).collect();
+            if visit(self, chunk)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The entity property `key` of each comment of `ids`, as Cloud's `POST
+    /// /rest/api/2/comment/list?expand=properties` gives them ("Get comments by IDs": "A maximum of
+    /// 1000 IDs can be specified"; `expand=properties` "Returns the comment's properties"): one
+    /// call per [`MAX_COMMENT_IDS`] ids not read yet in this delivery (the values found are kept,
+    /// as [`Jira::cache_property`] keeps them). A comment the answer leaves out (deleted, or not
+    /// visible to the agent) has none. The operation takes no `startAt`: an answer that says it is
+    /// not the last page is asked again for the ids it left out, while it gives some.
+    pub(crate) fn comment_markers(
+        &mut self,
+        ids: &[String],
+        key: &str,
+    ) -> Result<std::collections::HashMap<String, Option<Value>>, JiraError> {
+        let path_of =
+            |id: &str| format!("/rest/api/2/comment/{}/properties/{key}", jql::encode(id));
+        let mut markers = std::collections::HashMap::new();
+        let mut ask = Vec::new();
+        for id in ids {
+            match self.cached_property(&path_of(id)) {
+                Some(known) => {
+                    markers.insert(id.clone(), known);
+                }
+                None => match id.parse::<u64>() {
+                    Ok(number) => ask.push(number),
+                    Err(_) => {
+                        markers.insert(id.clone(), None);
+                    }
+                },
+            }
+        }
+        for chunk in ask.chunks(MAX_COMMENT_IDS) {
+            let mut left: Vec<u64> = chunk.to_vec();
+            while !left.is_empty() {
+                let page: Value = self.read_posted(
+                    "/rest/api/2/comment/list?expand=properties",
+                    &serde_json::json!({ "ids": left }),
+                )?;
+                let mut came = 0;
+                for comment in page["values"].as_array().into_iter().flatten() {
+                    let id = match &comment["id"] {
+                        Value::String(id) => id.clone(),
+                        Value::Number(id) => id.to_string(),
+                        _ => continue,
+                    };
+                    let value = comment["properties"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .find(|p| p["key"].as_str() == Some(key))
+                        .map(|p| p.get("value").cloned().unwrap_or(Value::Null));
+                    if value.is_some() {
+                        self.cache_property(&path_of(&id), value.clone());
+                    }
+                    if let Ok(number) = id.parse::<u64>()
+                        && left.contains(&number)
+                    {
+                        left.retain(|known| *known != number);
+                        came += 1;
+                    }
+                    markers.insert(id, value);
+                }
+                if came == 0 || page["isLast"].as_bool() != Some(false) {
+                    break;
+                }
+            }
+        }
+        for id in ids {
+            markers.entry(id.clone()).or_insert(None);
+        }
+        Ok(markers)
+    }
+
     /// A whole small search as parsed values (duplicate checks: a handful of issues). On Cloud
     /// the entity property `property` comes with each issue (`properties`, up to 5 keys, in
     /// `search/jql`); Data Center's search never returns properties (JRASERVER-62898), so there
@@ -1290,6 +1515,22 @@ pub(crate) fn jira_time(text: &str) -> Option<time::OffsetDateTime> {
         .iter()
         .find_map(|format| time::OffsetDateTime::parse(text, format).ok())
         .or_else(|| crate::domain::time::parse_utc(text))
+}
+
+/// Whether a page of comments came oldest first: its first comment is older than its last (by
+/// `created`, else by id, which Jira hands out in order).
+fn ascending(comments: &[Value], created_ms: &dyn Fn(&Value) -> Option<i64>) -> bool {
+    let (Some(first), Some(last)) = (comments.first(), comments.last()) else {
+        return false;
+    };
+    let id = |c: &Value| match &c["id"] {
+        Value::String(id) => id.parse::<u64>().ok(),
+        other => other.as_u64(),
+    };
+    match (created_ms(first), created_ms(last)) {
+        (Some(a), Some(b)) if a != b => a < b,
+        _ => matches!((id(first), id(last)), (Some(a), Some(b)) if a < b),
+    }
 }
 
 enum CallError {

@@ -573,6 +573,8 @@ impl Agent {
                     ),
                     lease,
                     deadline: Mutex::new(deadline),
+                    every: self.heartbeat_every,
+                    sent: Mutex::new(self.waits.now()),
                 })
             });
             self.waits
@@ -962,6 +964,13 @@ struct LeaseKeeper {
     lease: Duration,
     /// When the lease ends (monotonic).
     deadline: Mutex<Duration>,
+    /// The agent's heartbeat period: while the command runs, the keep-alive goes at least this
+    /// often, so that the hub, which calls an agent silent after two periods without a request
+    /// of its own, never shows it «Молчит» during a long wait or look (issue 31, item 3).
+    every: Duration,
+    /// When the agent last told the hub it is alive (the command's start, then each keep-alive;
+    /// monotonic).
+    sent: Mutex<Duration>,
 }
 
 impl LeaseKeeper {
@@ -990,6 +999,9 @@ impl LeaseKeeper {
         reports.extend(rest.iter().map(|(id, delivery)| keep_alive(*id, *delivery)));
         match self.hub.report(reports) {
             Ok(answer) if answer.accepted.contains(&self.command_id) => {
+                if let Ok(mut sent) = self.sent.lock() {
+                    *sent = now;
+                }
                 if let Ok(mut rest) = self.rest.lock() {
                     rest.retain(|(id, _)| answer.accepted.contains(id));
                 }
@@ -1029,7 +1041,8 @@ impl wait::Lease for LeaseKeeper {
 
     fn keep(&self, now: Duration) -> bool {
         let deadline = self.deadline();
-        if now + self.lease / 2 < deadline {
+        let sent = self.sent.lock().map(|s| *s).unwrap_or_default();
+        if now + self.lease / 2 < deadline && now.saturating_sub(sent) < self.every {
             return true;
         }
         self.renew(now)

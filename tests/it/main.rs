@@ -23,6 +23,7 @@ mod hostile;
 mod http;
 mod incremental;
 mod install;
+mod looks;
 mod migrations;
 mod mirror;
 mod openapi;

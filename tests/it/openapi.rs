@@ -13,7 +13,7 @@
 //! software document.
 
 use crate::agent_e2e::{Stack, Transport};
-use jira_hub::sim::jira::{Mode, PROJECT, Seen};
+use jira_hub::sim::jira::{Endpoint, Fault, Mode, PROJECT, Seen};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
@@ -316,6 +316,11 @@ fn every_cloud_request_of_the_agent_is_in_atlassians_description() {
     let mut stack = Stack::start(Mode::Cloud, Transport::Http);
     stack.fake.seed_issues(PROJECT, "SPR", 3);
     let batch = every_command(&stack);
+    // The comment's answer is lost after Jira applied it: the look reads the comments newest
+    // first and their markers through `POST /comment/list` (issue 31, item 3).
+    stack
+        .fake
+        .fault(Endpoint::AddComment, Fault::DropAfterApply, 1);
     run_check(&stack);
     stack.spawn_agent();
     crate::calls::run_batch(&stack, batch);
@@ -358,6 +363,8 @@ fn every_cloud_request_of_the_agent_is_in_atlassians_description() {
         "POST /rest/api/3/issue/{issueIdOrKey}/transitions",
         "POST /rest/api/3/issueLink",
         "POST /rest/api/3/issue/{issueIdOrKey}/comment",
+        "GET /rest/api/3/issue/{issueIdOrKey}/comment",
+        "POST /rest/api/3/comment/list",
         "GET /rest/api/3/search/jql",
         "POST /rest/agile/1.0/sprint/{sprintId}/issue",
         "GET /rest/api/3/issue/createmeta/{projectIdOrKey}/issuetypes/{issueTypeId}",

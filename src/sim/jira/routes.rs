@@ -21,6 +21,8 @@ pub enum Endpoint {
     LinkTypes,
     GetComments,
     AddComment,
+    /// `POST /rest/api/2/comment/list` (Cloud: "Get comments by IDs").
+    CommentsByIds,
     Board,
     Boards,
     Sprints,
@@ -97,6 +99,7 @@ pub(super) fn classify(method: &Method, segments: &[&str]) -> Endpoint {
             ["issueLink"] if post => Endpoint::CreateLink,
             ["issue", _, "properties", _] if get => Endpoint::GetIssueProperty,
             ["issue", _, "properties", _] if method == Method::PUT => Endpoint::SetIssueProperty,
+            ["comment", "list"] if post => Endpoint::CommentsByIds,
             ["comment", _, "properties", _] if get => Endpoint::GetCommentProperty,
             ["comment", _, "properties", _] if method == Method::PUT => {
                 Endpoint::SetCommentProperty
@@ -134,6 +137,7 @@ impl StateInner {
             Endpoint::LinkTypes => Ok(self.link_types()),
             Endpoint::GetComments => self.get_comments(request),
             Endpoint::AddComment => self.add_comment(request),
+            Endpoint::CommentsByIds => self.comments_by_ids(request),
             Endpoint::Board => self.board(request),
             Endpoint::Boards => Ok(self.boards(request)),
             Endpoint::Sprints => self.sprints(request),

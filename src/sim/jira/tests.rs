@@ -814,6 +814,65 @@ fn entity_properties_on_create_put_and_comments() {
     );
 }
 
+/// `orderBy` on a comment list (both deployments), and Cloud's `POST /comment/list` with its
+/// 1,000-id limit, its page shape and `expand=properties`; Data Center has no such path.
+#[test]
+fn comments_newest_first_and_by_ids() {
+    for mode in [Mode::Cloud, Mode::DataCenter] {
+        let fake = FakeJira::start(mode);
+        let key = create(&fake, "С комментариями", &[]);
+        let path = format!("/rest/api/2/issue/{key}/comment");
+        let ids: Vec<u64> = (0..3)
+            .map(|n| {
+                let answer = post(
+                    &fake,
+                    &path,
+                    json!({"body": format!("№{n}"),
+                           "properties": [{"key": "jira-hub", "value": {"command": n}}]}),
+                );
+                answer.json()["id"].as_str().unwrap().parse().unwrap()
+            })
+            .collect();
+        let bodies = |query: &str| -> Vec<String> {
+            get(&fake, &format!("{path}?{query}")).json()["comments"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["body"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(bodies("orderBy=created"), ["№0", "№1", "№2"], "{mode:?}");
+        assert_eq!(
+            bodies("orderBy=-created&startAt=1&maxResults=1"),
+            ["№1"],
+            "{mode:?}"
+        );
+        assert_eq!(bodies("orderBy=-created")[0], "№2", "{mode:?}");
+        assert_eq!(get(&fake, &format!("{path}?orderBy=id")).status, 400);
+        let listed = post(
+            &fake,
+            "/rest/api/2/comment/list?expand=properties",
+            json!({"ids": [ids[2], ids[0], 999_999]}),
+        );
+        if mode == Mode::DataCenter {
+            assert_eq!(listed.status, 404, "no such operation on Data Center");
+            continue;
+        }
+        assert_eq!(listed.status, 200);
+        let page = listed.json();
+        assert_eq!(page["isLast"], true);
+        assert_eq!(page["total"], 2, "an unknown id is left out");
+        assert_eq!(page["values"][1]["properties"][0]["key"], "jira-hub");
+        assert_eq!(page["values"][1]["properties"][0]["value"]["command"], 2);
+        let plain = post(&fake, "/rest/api/2/comment/list", json!({"ids": [ids[0]]}));
+        assert!(plain.json()["values"][0].get("properties").is_none());
+        let too_many: Vec<u64> = (1..=1001).collect();
+        for body in [json!({"ids": too_many}), json!({"ids": []})] {
+            assert_eq!(post(&fake, "/rest/api/2/comment/list", body).status, 400);
+        }
+    }
+}
+
 #[test]
 fn creator_and_jiras_own_clock() {
     let fake = FakeJira::start(Mode::Cloud);
