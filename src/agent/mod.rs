@@ -26,7 +26,7 @@ pub(crate) mod wait;
 pub(crate) use config::AgentConfig;
 
 use crate::clock::{Clock, SystemClock};
-use crate::protocol::{ClaimedCommand, CommandResult, Page, ResultStatus};
+use crate::protocol::{ClaimedCommand, CommandResult, Page, RawIssue, ResultStatus};
 use commands::{AgentSettings, Executor, Outcome};
 use config::JiraAuth;
 use jira_api::{Jira, JiraError};
@@ -754,7 +754,7 @@ impl Agent {
                     page: Some(Page {
                         start_at,
                         total: page.total,
-                        issues: page.issues,
+                        issues: page.issues.into_iter().map(RawIssue::from).collect(),
                     }),
                     not_before_seconds: None,
                     sent: None,
@@ -1023,7 +1023,7 @@ fn report_page(
                     let key = page
                         .issues
                         .first()
-                        .and_then(|raw| jira_api::issue_head(raw).ok())
+                        .and_then(|raw| jira_api::issue_head(raw.get()).ok())
                         .map(|head| head.key)
                         .unwrap_or_default();
                     return Err(LinkError::Other(format!(

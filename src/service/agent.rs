@@ -1087,7 +1087,7 @@ fn ingest_page(
         Ok(())
     };
     let (ids, epic_names) = (&ids, &epic_names);
-    let map = |raw: &serde_json::value::RawValue| map_issue_text(raw.get(), ids, epic_names);
+    let map = |raw: &crate::protocol::RawIssue| map_issue_text(raw.get(), ids, epic_names);
     if let Some(premapped) = premapped.filter(|issues| issues.len() == page.issues.len()) {
         for issue in premapped {
             store(issue)?;
@@ -1105,10 +1105,7 @@ fn ingest_page(
                 .spawn_scoped(scope, move || {
                     for chunk in page.issues.chunks(MAP_CHUNK) {
                         // The receiver is gone when storing failed: nothing more is wanted.
-                        if sender
-                            .send(chunk.iter().map(|raw| map(raw)).collect())
-                            .is_err()
-                        {
+                        if sender.send(chunk.iter().map(&map).collect()).is_err() {
                             break;
                         }
                     }

@@ -488,7 +488,16 @@ fn concurrent_large_reports_share_one_memory_budget() {
     drop(hub);
     let daemon = Daemon::start(
         &dir.db(),
-        &["--report-budget-mb", "128", "--http-timeout-seconds", "120"],
+        // Bodies of 60 MB waiting for their share on a loaded machine: the 30 s body deadline
+        // would answer some 408 before their turn.
+        &[
+            "--report-budget-mb",
+            "128",
+            "--http-timeout-seconds",
+            "120",
+            "--http-body-timeout-seconds",
+            "120",
+        ],
     );
     let pid = daemon.child_id();
     heartbeat_http(&daemon.address, &token);

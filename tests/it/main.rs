@@ -23,6 +23,7 @@ mod hostile;
 mod http;
 mod incremental;
 mod install;
+mod memory;
 mod migrations;
 mod mirror;
 mod openapi;
