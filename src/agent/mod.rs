@@ -26,7 +26,7 @@ pub(crate) mod wait;
 pub(crate) use config::AgentConfig;
 
 use crate::clock::{Clock, SystemClock};
-use crate::protocol::{ClaimedCommand, CommandResult, Page, RawIssue, ResultStatus};
+use crate::protocol::{ClaimedCommand, CommandResult, Page, RawJson, ResultStatus};
 use commands::{AgentSettings, Executor, Outcome};
 use config::JiraAuth;
 use jira_api::{Jira, JiraError};
@@ -754,7 +754,7 @@ impl Agent {
                     page: Some(Page {
                         start_at,
                         total: page.total,
-                        issues: page.issues.into_iter().map(RawIssue::from).collect(),
+                        issues: page.issues.into_iter().map(RawJson::from).collect(),
                     }),
                     not_before_seconds: None,
                     sent: None,
@@ -843,7 +843,7 @@ impl Agent {
             command_id: command.id,
             delivery: command.delivery,
             status,
-            result,
+            result: result.map(RawJson::from),
             error,
             jira_calls: spent.calls,
             rate_limited: spent.rate_limited,

@@ -132,7 +132,7 @@ pub struct Page {
     pub total: Option<u64>,
     /// Raw Jira issues as the search API returned them.
     #[schema(value_type = Vec<Object>)]
-    pub issues: Vec<RawIssue>,
+    pub issues: Vec<RawJson>,
 }
 
 /// A page as a report carries it, its issues borrowed from the report's text ([`Page`]'s
@@ -147,13 +147,14 @@ struct PageText<'a> {
     issues: Vec<&'a RawValue>,
 }
 
-/// One raw Jira issue of a [`Page`]: its JSON text exactly as the search API returned it.
+/// A JSON value as text, exactly as it came: a raw Jira issue of a [`Page`] as the search API
+/// returned it, a command's `result`.
 ///
-/// The agent owns each issue it read from Jira; the hub keeps the issues of a report it decoded
-/// from a [`Received`] text as ranges of that one text, so that a report of 100 MiB is held once,
-/// not once as the report and again as its issues (issue 30, item 5).
+/// The agent owns each one it made; the hub keeps those of a report it decoded from a
+/// [`Received`] text as ranges of that one text, so that a report of 100 MiB is held once, not
+/// once as the report and again as its issues (issue 30, item 5).
 #[derive(Clone)]
-pub struct RawIssue(RawText);
+pub struct RawJson(RawText);
 
 #[derive(Clone)]
 enum RawText {
@@ -165,8 +166,8 @@ enum RawText {
     },
 }
 
-impl RawIssue {
-    /// The issue's JSON text.
+impl RawJson {
+    /// The value's JSON text.
     pub fn get(&self) -> &str {
         match &self.0 {
             RawText::Owned(raw) => raw.get(),
@@ -177,7 +178,7 @@ impl RawIssue {
 
     /// The issue `raw`, borrowed from `text`: a range of it when `raw` lies in it (no copy),
     /// else a copy.
-    fn within(text: Option<&Arc<String>>, raw: &RawValue) -> RawIssue {
+    fn within(text: Option<&Arc<String>>, raw: &RawValue) -> RawJson {
         let slice = raw.get();
         let shared = text.and_then(|text| {
             let start = (slice.as_ptr() as usize).checked_sub(text.as_ptr() as usize)?;
@@ -190,23 +191,46 @@ impl RawIssue {
                     range,
                 })
         });
-        RawIssue(shared.unwrap_or_else(|| RawText::Owned(raw.to_owned())))
+        RawJson(shared.unwrap_or_else(|| RawText::Owned(raw.to_owned())))
     }
 }
 
-impl From<Box<RawValue>> for RawIssue {
-    fn from(raw: Box<RawValue>) -> RawIssue {
-        RawIssue(RawText::Owned(raw))
+impl RawJson {
+    /// The value, parsed (`null` if it could not be, which a decoded value always can).
+    pub fn value(&self) -> Value {
+        serde_json::from_str(self.get()).unwrap_or(Value::Null)
     }
 }
 
-impl std::fmt::Debug for RawIssue {
+impl From<Value> for RawJson {
+    fn from(value: Value) -> RawJson {
+        // A value always has a text (its map keys are strings, its numbers finite).
+        RawJson::from(
+            serde_json::value::to_raw_value(&value).unwrap_or_else(|_| RawValue::NULL.to_owned()),
+        )
+    }
+}
+
+/// Two texts of one value are equal, however they are spaced.
+impl PartialEq for RawJson {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get() || self.value() == other.value()
+    }
+}
+
+impl From<Box<RawValue>> for RawJson {
+    fn from(raw: Box<RawValue>) -> RawJson {
+        RawJson(RawText::Owned(raw))
+    }
+}
+
+impl std::fmt::Debug for RawJson {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("RawIssue").field(&self.get()).finish()
+        f.debug_tuple("RawJson").field(&self.get()).finish()
     }
 }
 
-impl Serialize for RawIssue {
+impl Serialize for RawJson {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match &self.0 {
             RawText::Owned(raw) => raw.serialize(serializer),
@@ -218,9 +242,9 @@ impl Serialize for RawIssue {
     }
 }
 
-impl<'de> Deserialize<'de> for RawIssue {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<RawIssue, D::Error> {
-        Box::<RawValue>::deserialize(deserializer).map(RawIssue::from)
+impl<'de> Deserialize<'de> for RawJson {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<RawJson, D::Error> {
+        Box::<RawValue>::deserialize(deserializer).map(RawJson::from)
     }
 }
 
@@ -243,9 +267,12 @@ pub struct CommandResult {
     /// Which delivery of the command this reports (the `delivery` of the claim answer).
     pub delivery: u32,
     pub status: ResultStatus,
+    /// What the command found (`{key, created}`, `{total, boards}`), as JSON text: the hub keeps
+    /// it as the report's text until the one result is applied, so that a report of many results
+    /// never becomes one tree of values (issue 30, item 5).
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
-    pub result: Option<Value>,
+    pub result: Option<RawJson>,
     #[serde(default)]
     pub error: Option<String>,
     #[serde(default)]
@@ -757,31 +784,33 @@ fn decode_results(
                 message: e.message,
             }
         };
-        // The page is read on its own, its issues borrowed; the rest of the result is read
-        // with `null` in the page's place, so that no issue is copied on the way.
-        let page = members
-            .as_ref()
-            .and_then(|members| members.get("page"))
-            .filter(|page| page.get() != "null");
-        let (mut result, page): (CommandResult, _) = match page {
-            Some(page) => {
-                let start = page.get().as_ptr() as usize - item.get().as_ptr() as usize;
-                let end = start + page.get().len();
-                let rest = format!(
-                    "{}null{}",
-                    item.get().get(..start).unwrap_or_default(),
-                    item.get().get(end..).unwrap_or_default()
-                );
-                let result = crate::domain::json::from_str(&rest).map_err(|e| invalid(e, ""))?;
-                let page: PageText<'_> =
-                    crate::domain::json::from_str(page.get()).map_err(|e| invalid(e, "page"))?;
-                (result, Some(page))
-            }
-            None => (
-                crate::domain::json::from_str(item.get()).map_err(|e| invalid(e, ""))?,
-                None,
-            ),
+        // The page and the result are kept as text (borrowed), the rest of the result read with
+        // `null` in their places, so that nothing of them is copied or becomes a tree of values.
+        let taken = |name: &str| {
+            members
+                .as_ref()
+                .and_then(|members| members.get(name).copied())
+                .filter(|raw| raw.get() != "null")
         };
+        let (page, found) = (taken("page"), taken("result"));
+        let mut rest = String::new();
+        let mut from = 0;
+        let mut cuts: Vec<&RawValue> = page.into_iter().chain(found).collect();
+        cuts.sort_by_key(|raw| raw.get().as_ptr() as usize);
+        for cut in &cuts {
+            let start = cut.get().as_ptr() as usize - item.get().as_ptr() as usize;
+            rest.push_str(item.get().get(from..start).unwrap_or_default());
+            rest.push_str("null");
+            from = start + cut.get().len();
+        }
+        rest.push_str(item.get().get(from..).unwrap_or_default());
+        let mut result: CommandResult =
+            crate::domain::json::from_str(&rest).map_err(|e| invalid(e, ""))?;
+        result.result = found.map(|raw| RawJson::within(shared, raw));
+        let page = page
+            .map(|page| crate::domain::json::from_str::<PageText<'_>>(page.get()))
+            .transpose()
+            .map_err(|e| invalid(e, "page"))?;
         if let Some(page) = page {
             result.page = Some(Page {
                 start_at: page.start_at,
@@ -789,7 +818,7 @@ fn decode_results(
                 issues: page
                     .issues
                     .into_iter()
-                    .map(|raw| RawIssue::within(shared, raw))
+                    .map(|raw| RawJson::within(shared, raw))
                     .collect(),
             });
         }
@@ -1189,7 +1218,12 @@ mod tests {
                 "{issue:?} was copied"
             );
         }
-        assert_eq!(r.results[0].result, Some(json!({"key": "A-1"})));
+        let found = r.results[0].result.as_ref().unwrap();
+        assert_eq!(found.value(), json!({"key": "A-1"}));
+        assert!(
+            buffer.contains(&found.get().as_ptr()),
+            "{found:?} was copied"
+        );
         assert_eq!(r.results[2].page, None);
         // The issues outlive the buffer's other owner, and serialize as they came.
         drop(received);
