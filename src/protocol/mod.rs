@@ -150,8 +150,8 @@ struct PageText<'a> {
 /// A JSON value as text, exactly as it came: a raw Jira issue of a [`Page`] as the search API
 /// returned it, a command's `result`.
 ///
-/// The agent owns each one it made; the hub keeps those of a report it decoded from a
-/// [`Received`] text as ranges of that one text, so that a report of 100 MiB is held once, not
+/// The agent owns each one it made; the hub keeps those of a report it decoded from a received
+/// text (`Received`) as ranges of that one text, so that a report of 100 MiB is held once, not
 /// once as the report and again as its issues (issue 30, item 5).
 #[derive(Clone)]
 pub struct RawJson(RawText);
