@@ -246,3 +246,50 @@ fn a_report_of_many_small_values_is_never_a_tree_of_them() {
     );
     check_peak("results", pid, before, body.len());
 }
+
+/// A report sent in chunks (no `Content-Length`) is read into the one buffer as it comes: taken
+/// whole within the body limit, refused 413 past it, as one whose length says so.
+#[test]
+fn a_chunked_report_is_read_whole_or_refused_past_the_limit() {
+    let dir = TestDir::new();
+    let hub = ready_hub(&dir, &clock());
+    let token = hub.tokens().unwrap().unwrap().agent;
+    drop(hub);
+    let daemon = Daemon::start(&dir.db(), &["--http-max-body-mb", "1"]);
+    let chunked = |pad: usize| -> String {
+        let body = format!(
+            r#"{{"kind": "report", "id": "c{pad}", "agent": "agent-1", "sent_at": "2026-11-29T10:00:00Z", "results": [], "pad": "{}"}}"#,
+            "x".repeat(pad)
+        );
+        let mut stream = std::net::TcpStream::connect(&daemon.address).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        write!(
+            stream,
+            "POST /agent/report HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+            daemon.address
+        )
+        .unwrap();
+        // Pieces of 64 KiB; a refused body may be cut off, its answer is read all the same.
+        let _ = body.as_bytes().chunks(64 * 1024).try_for_each(|piece| {
+            write!(stream, "{:x}\r\n", piece.len())?;
+            stream.write_all(piece)?;
+            stream.write_all(b"\r\n")
+        });
+        let _ = stream.write_all(b"0\r\n\r\n");
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        answer
+    };
+    let taken = chunked(900 * 1024);
+    assert!(
+        taken.starts_with("HTTP/1.1 200") && taken.contains(r#""accepted":[]"#),
+        "{taken}"
+    );
+    let refused = chunked(1100 * 1024);
+    assert!(
+        refused.starts_with("HTTP/1.1 413") && refused.contains("тело запроса больше предела"),
+        "{refused}"
+    );
+}
