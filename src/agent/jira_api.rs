@@ -1680,7 +1680,7 @@ pub(crate) struct IssueHead {
 
 /// Checks one raw issue of a search page: an object with a numeric `id` (a string of digits or
 /// a number), a non-empty `key` and a `fields` object.
-pub(crate) fn issue_head(raw: &RawValue) -> Result<IssueHead, String> {
+pub(crate) fn issue_head(raw: &str) -> Result<IssueHead, String> {
     #[derive(Deserialize)]
     struct Head<'a> {
         id: Option<Value>,
@@ -1690,7 +1690,7 @@ pub(crate) fn issue_head(raw: &RawValue) -> Result<IssueHead, String> {
         fields: Option<&'a RawValue>,
     }
     let head: Head<'_> =
-        serde_json::from_str(raw.get()).map_err(|e| format!("задача — не объект JSON ({e})"))?;
+        serde_json::from_str(raw).map_err(|e| format!("задача — не объект JSON ({e})"))?;
     let id = match &head.id {
         Some(Value::String(s)) => s.parse().ok(),
         Some(Value::Number(n)) => n.as_u64(),
@@ -1752,7 +1752,7 @@ fn issue_heads(issues: &[Box<RawValue>]) -> Result<Vec<IssueHead>, JiraError> {
         .iter()
         .enumerate()
         .map(|(i, raw)| {
-            issue_head(raw).map_err(|e| {
+            issue_head(raw.get()).map_err(|e| {
                 JiraError::Unavailable(format!("ответ поиска Jira, задача {}: {e}", i + 1))
             })
         })
@@ -1962,7 +1962,7 @@ mod tests {
 
     #[test]
     fn issues_of_a_page_are_checked() {
-        let head = |text: &str| issue_head(&RawValue::from_string(text.into()).unwrap());
+        let head = |text: &str| issue_head(text);
         let ok = head(r#"{"id": "10014", "key": "A-1", "fields": {}}"#).unwrap();
         assert_eq!((ok.id, ok.key.as_str()), (10014, "A-1"));
         assert_eq!(

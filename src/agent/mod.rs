@@ -26,7 +26,7 @@ pub(crate) mod wait;
 pub(crate) use config::AgentConfig;
 
 use crate::clock::{Clock, SystemClock};
-use crate::protocol::{ClaimedCommand, CommandResult, Page, RefusedPath, ResultStatus};
+use crate::protocol::{ClaimedCommand, CommandResult, Page, RawJson, RefusedPath, ResultStatus};
 use commands::{AgentSettings, Executor, Outcome};
 use config::JiraAuth;
 use jira_api::{Jira, JiraError};
@@ -793,7 +793,7 @@ impl Agent {
                     page: Some(Page {
                         start_at,
                         total: page.total,
-                        issues: page.issues,
+                        issues: page.issues.into_iter().map(RawJson::from).collect(),
                     }),
                     not_before_seconds: None,
                     sent: None,
@@ -884,7 +884,7 @@ impl Agent {
             command_id: command.id,
             delivery: command.delivery,
             status,
-            result,
+            result: result.map(RawJson::from),
             error,
             jira_calls: spent.calls,
             rate_limited: spent.rate_limited,
@@ -1078,7 +1078,7 @@ fn report_page(
                     let key = page
                         .issues
                         .first()
-                        .and_then(|raw| jira_api::issue_head(raw).ok())
+                        .and_then(|raw| jira_api::issue_head(raw.get()).ok())
                         .map(|head| head.key)
                         .unwrap_or_default();
                     return Err(LinkError::Other(format!(

@@ -758,8 +758,11 @@ mod tests {
 
     #[test]
     fn a_report_is_written_as_the_hub_reads_it() {
-        let issues =
-            vec![RawValue::from_string(r#"{"id":"1","key":"A-1","fields":{}}"#.into()).unwrap()];
+        let issues = vec![
+            RawValue::from_string(r#"{"id":"1","key":"A-1","fields":{}}"#.into())
+                .unwrap()
+                .into(),
+        ];
         let request = ReportRequest {
             envelope: Envelope {
                 id: "r1".into(),

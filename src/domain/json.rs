@@ -5,6 +5,7 @@
 //! them into the hub's words, for the relay's refusals, the agent's HTTP endpoints and the client
 //! API alike. It does no I/O.
 
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 /// A JSON text that could not become the expected value.
@@ -31,8 +32,19 @@ impl std::fmt::Display for JsonError {
 impl std::error::Error for JsonError {}
 
 /// Parses `bytes` as `T`, naming the path of the first member that does not fit.
-pub(crate) fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, JsonError> {
-    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+pub(crate) fn from_slice<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, JsonError> {
+    read(serde_json::Deserializer::from_slice(bytes))
+}
+
+/// [`from_slice`] of a text already known to be UTF-8 (not checked again); `T` may borrow from
+/// it.
+pub(crate) fn from_str<'a, T: Deserialize<'a>>(text: &'a str) -> Result<T, JsonError> {
+    read(serde_json::Deserializer::from_str(text))
+}
+
+fn read<'a, R: serde_json::de::Read<'a>, T: Deserialize<'a>>(
+    mut deserializer: serde_json::Deserializer<R>,
+) -> Result<T, JsonError> {
     let value = serde_path_to_error::deserialize(&mut deserializer).map_err(path_error)?;
     deserializer.end().map_err(|e| plain_error(&e))?;
     Ok(value)

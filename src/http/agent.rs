@@ -4,7 +4,7 @@
 use super::{AgentAuth, ApiBytes, ApiError, AppState, ErrorCode};
 use crate::protocol::{
     AgentAnswer, AgentRequest, ClaimAnswer, ClaimRequest, HeartbeatAnswer, HeartbeatRequest, Kind,
-    ReportAnswer, ReportRequest, decode_request,
+    Received, ReportAnswer, ReportRequest, TokenCheck, decode_request,
 };
 use crate::service::{Arrival, Handled, WAIT_RECHECK, WorkSignal};
 use axum::Json;
@@ -23,6 +23,15 @@ async fn handle(
     // The body shares hyper's read buffer: let it go now, so that a claim that waits keeps no
     // buffer of its request (and hyper reuses its own rather than take another, issue 23 §2).
     drop(body);
+    answer(state, decoded, expected).await
+}
+
+/// Checks a decoded request's kind, applies it.
+async fn answer(
+    state: AppState,
+    decoded: Result<AgentRequest, crate::protocol::DecodeError>,
+    expected: Kind,
+) -> Result<Json<AgentAnswer>, ApiError> {
     let request = decoded.map_err(|error| match error {
         crate::protocol::DecodeError::NotJson(message)
         | crate::protocol::DecodeError::Incomplete(message) => {
@@ -222,7 +231,6 @@ pub(crate) async fn report(
     State(state): State<AppState>,
     request: axum::extract::Request,
 ) -> Result<Json<AgentAnswer>, axum::response::Response> {
-    use axum::extract::FromRequest;
     use axum::response::IntoResponse;
     // The body's share of the reports' memory budget before a byte of it is read: its
     // announced length, or the body limit when it does not say (chunked).
@@ -256,10 +264,15 @@ pub(crate) async fn report(
         );
         return Err(response);
     };
-    let ApiBytes(body) = ApiBytes::from_request(request, &state)
-        .await
-        .map_err(IntoResponse::into_response)?;
-    handle(state, body, Kind::Report)
+    // One buffer of the announced size, which the decoded report's issues are ranges of.
+    let body = Received::from(
+        super::read_body(request, state.options.max_body_bytes)
+            .await
+            .map_err(IntoResponse::into_response)?,
+    );
+    let decoded = body.decode(TokenCheck::Skip);
+    drop(body);
+    answer(state, decoded, Kind::Report)
         .await
         .map_err(IntoResponse::into_response)
 }

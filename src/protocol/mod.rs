@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
+use std::sync::Arc;
 
 /// The kinds of request an agent sends.
 #[derive(
@@ -131,7 +132,120 @@ pub struct Page {
     pub total: Option<u64>,
     /// Raw Jira issues as the search API returned them.
     #[schema(value_type = Vec<Object>)]
-    pub issues: Vec<Box<RawValue>>,
+    pub issues: Vec<RawJson>,
+}
+
+/// A page as a report carries it, its issues borrowed from the report's text ([`Page`]'s
+/// members; named `Page` in messages).
+#[derive(Deserialize)]
+#[serde(rename = "Page")]
+struct PageText<'a> {
+    start_at: u64,
+    #[serde(default)]
+    total: Option<u64>,
+    #[serde(borrow)]
+    issues: Vec<&'a RawValue>,
+}
+
+/// A JSON value as text, exactly as it came: a raw Jira issue of a [`Page`] as the search API
+/// returned it, a command's `result`.
+///
+/// The agent owns each one it made; the hub keeps those of a report it decoded from a received
+/// text (`Received`) as ranges of that one text, so that a report of 100 MiB is held once, not
+/// once as the report and again as its issues (issue 30, item 5).
+#[derive(Clone)]
+pub struct RawJson(RawText);
+
+#[derive(Clone)]
+enum RawText {
+    Owned(Box<RawValue>),
+    /// `range` of `text` is the issue's JSON (checked when it was made).
+    Shared {
+        text: Arc<String>,
+        range: std::ops::Range<usize>,
+    },
+}
+
+impl RawJson {
+    /// The value's JSON text.
+    pub fn get(&self) -> &str {
+        match &self.0 {
+            RawText::Owned(raw) => raw.get(),
+            // Never empty: the range was checked against the text when the issue was made.
+            RawText::Shared { text, range } => text.get(range.clone()).unwrap_or_default(),
+        }
+    }
+
+    /// The issue `raw`, borrowed from `text`: a range of it when `raw` lies in it (no copy),
+    /// else a copy.
+    fn within(text: Option<&Arc<String>>, raw: &RawValue) -> RawJson {
+        let slice = raw.get();
+        let shared = text.and_then(|text| {
+            let start = (slice.as_ptr() as usize).checked_sub(text.as_ptr() as usize)?;
+            let range = start..start.checked_add(slice.len())?;
+            // The same bytes, not merely equal ones: `raw` was borrowed from `text`.
+            text.get(range.clone())
+                .is_some_and(|found| std::ptr::eq(found.as_ptr(), slice.as_ptr()))
+                .then(|| RawText::Shared {
+                    text: text.clone(),
+                    range,
+                })
+        });
+        RawJson(shared.unwrap_or_else(|| RawText::Owned(raw.to_owned())))
+    }
+}
+
+impl RawJson {
+    /// The value, parsed (`null` if it could not be, which a decoded value always can).
+    pub fn value(&self) -> Value {
+        serde_json::from_str(self.get()).unwrap_or(Value::Null)
+    }
+}
+
+impl From<Value> for RawJson {
+    fn from(value: Value) -> RawJson {
+        // A value always has a text (its map keys are strings, its numbers finite).
+        RawJson::from(
+            serde_json::value::to_raw_value(&value).unwrap_or_else(|_| RawValue::NULL.to_owned()),
+        )
+    }
+}
+
+/// Two texts of one value are equal, however they are spaced.
+impl PartialEq for RawJson {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get() || self.value() == other.value()
+    }
+}
+
+impl From<Box<RawValue>> for RawJson {
+    fn from(raw: Box<RawValue>) -> RawJson {
+        RawJson(RawText::Owned(raw))
+    }
+}
+
+impl std::fmt::Debug for RawJson {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("RawJson").field(&self.get()).finish()
+    }
+}
+
+impl Serialize for RawJson {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match &self.0 {
+            RawText::Owned(raw) => raw.serialize(serializer),
+            // Written as is: its text was JSON when it was decoded.
+            RawText::Shared { .. } => serde_json::from_str::<&RawValue>(self.get())
+                .map_err(serde::ser::Error::custom)?
+                .serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RawJson {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<RawJson, D::Error> {
+        Box::<RawValue>::deserialize(deserializer).map(RawJson::from)
+    }
 }
 
 impl PartialEq for Page {
@@ -153,9 +267,12 @@ pub struct CommandResult {
     /// Which delivery of the command this reports (the `delivery` of the claim answer).
     pub delivery: u32,
     pub status: ResultStatus,
+    /// What the command found (`{key, created}`, `{total, boards}`), as JSON text: the hub keeps
+    /// it as the report's text until the one result is applied, so that a report of many results
+    /// never becomes one tree of values (issue 30, item 5).
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
-    pub result: Option<Value>,
+    pub result: Option<RawJson>,
     #[serde(default)]
     pub error: Option<String>,
     #[serde(default)]
@@ -549,6 +666,39 @@ fn known_members(kind: Kind) -> &'static [&'static str] {
 /// `{total, boards}`); issue pages travel as raw text in `page`.
 const MAX_RESULT_BYTES: usize = 1024 * 1024;
 
+/// A request's bytes as received (an HTTP body, a relay file), read once into one buffer. When
+/// they are UTF-8, as JSON must be, the raw issues decoded from them are ranges of that buffer
+/// (no issue is copied), and the buffer lives as long as they do.
+pub(crate) struct Received(std::result::Result<Arc<String>, Vec<u8>>);
+
+impl From<Vec<u8>> for Received {
+    fn from(bytes: Vec<u8>) -> Received {
+        // No copy either way: the vector becomes the string, or stays as it is.
+        Received(
+            String::from_utf8(bytes)
+                .map(Arc::new)
+                .map_err(std::string::FromUtf8Error::into_bytes),
+        )
+    }
+}
+
+impl Received {
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match &self.0 {
+            Ok(text) => text.as_bytes(),
+            Err(bytes) => bytes,
+        }
+    }
+
+    /// [`decode_bytes`] of these bytes, the issues of its pages ranges of them.
+    pub(crate) fn decode(&self, token: TokenCheck<'_>) -> Result<AgentRequest, DecodeError> {
+        match &self.0 {
+            Ok(text) => decode_text(text, Some(text), token),
+            Err(bytes) => decode_bytes(bytes, token),
+        }
+    }
+}
+
 /// Decodes a request from the bytes of a relay file or an HTTP body.
 ///
 /// Memory stays a small multiple of the input: the top level is read as borrowed raw members,
@@ -560,18 +710,42 @@ pub(crate) fn decode_bytes(
     bytes: &[u8],
     token: TokenCheck<'_>,
 ) -> Result<AgentRequest, DecodeError> {
-    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    let top: std::collections::BTreeMap<String, &RawValue> = serde_json::from_slice(bytes)
-        .map_err(|e| {
-            let error = crate::domain::json::plain_error(&e);
-            match e.classify() {
-                serde_json::error::Category::Eof => DecodeError::Incomplete(error.message),
-                serde_json::error::Category::Data => {
-                    DecodeError::NotJson("запрос — не JSON-объект".to_string())
-                }
-                _ => DecodeError::NotJson(error.message),
-            }
-        })?;
+    match std::str::from_utf8(bytes) {
+        Ok(text) => decode_text(text, None, token),
+        // JSON is UTF-8: reading it as bytes says where and why it is not (or that it ends
+        // early, cut inside a character).
+        Err(_) => Err(
+            match serde_json::from_slice::<std::collections::BTreeMap<String, &RawValue>>(
+                bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes),
+            ) {
+                Err(error) => top_level_error(&error),
+                Ok(_) => DecodeError::NotJson("не UTF-8".to_string()),
+            },
+        ),
+    }
+}
+
+/// Why the text is not a JSON object.
+fn top_level_error(e: &serde_json::Error) -> DecodeError {
+    let error = crate::domain::json::plain_error(e);
+    match e.classify() {
+        serde_json::error::Category::Eof => DecodeError::Incomplete(error.message),
+        serde_json::error::Category::Data => {
+            DecodeError::NotJson("запрос — не JSON-объект".to_string())
+        }
+        _ => DecodeError::NotJson(error.message),
+    }
+}
+
+/// [`decode_bytes`] of a text; its pages' issues are ranges of `shared` when `text` is it.
+fn decode_text(
+    text: &str,
+    shared: Option<&Arc<String>>,
+    token: TokenCheck<'_>,
+) -> Result<AgentRequest, DecodeError> {
+    let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
+    let top: std::collections::BTreeMap<String, &RawValue> =
+        serde_json::from_str(text).map_err(|e| top_level_error(&e))?;
     if let TokenCheck::Expect(expected) = token {
         let given = match top.get("token") {
             Some(raw) => serde_json::from_str::<String>(raw.get()).ok(),
@@ -632,7 +806,7 @@ pub(crate) fn decode_bytes(
                 .ok_or_else(|| DecodeError::invalid("results", MISSING))?;
             AgentRequest::Report(ReportRequest {
                 envelope: typed(Value::Object(light))?,
-                results: decode_results(results)?,
+                results: decode_results(results, shared)?,
             })
         }
         _ => build(kind, Value::Object(light))?,
@@ -640,8 +814,12 @@ pub(crate) fn decode_bytes(
     check_request(request)
 }
 
-/// A report's results, each checked for the size of its `result` before it is parsed.
-fn decode_results(results: &RawValue) -> Result<Vec<CommandResult>, DecodeError> {
+/// A report's results, each checked for the size of its `result` before it is parsed; the issues
+/// of their pages are ranges of `shared` when the results are a part of it.
+fn decode_results(
+    results: &RawValue,
+    shared: Option<&Arc<String>>,
+) -> Result<Vec<CommandResult>, DecodeError> {
     let at = |i: usize, field: &str| format!("results[{i}]{field}");
     let items: Vec<&RawValue> =
         serde_json::from_str(results.get()).map_err(|e| DecodeError::Invalid {
@@ -650,26 +828,67 @@ fn decode_results(results: &RawValue) -> Result<Vec<CommandResult>, DecodeError>
         })?;
     let mut decoded = Vec::with_capacity(items.len());
     for (i, item) in items.into_iter().enumerate() {
-        if let Ok(members) =
-            serde_json::from_str::<std::collections::BTreeMap<String, &RawValue>>(item.get())
-            && members
-                .get("result")
-                .is_some_and(|r| r.get().len() > MAX_RESULT_BYTES)
+        let members =
+            serde_json::from_str::<std::collections::BTreeMap<String, &RawValue>>(item.get()).ok();
+        if members
+            .as_ref()
+            .and_then(|members| members.get("result"))
+            .is_some_and(|r| r.get().len() > MAX_RESULT_BYTES)
         {
             return Err(DecodeError::invalid(
                 &at(i, ".result"),
                 format!("больше {MAX_RESULT_BYTES} байт"),
             ));
         }
-        let result: CommandResult = crate::domain::json::from_slice(item.get().as_bytes())
-            .map_err(|e| DecodeError::Invalid {
-                field: if e.field.is_empty() {
-                    at(i, "")
-                } else {
-                    at(i, &format!(".{}", e.field))
-                },
+        let invalid = |e: crate::domain::json::JsonError, under: &str| {
+            let field = match (under, e.field.as_str()) {
+                ("", "") => String::new(),
+                ("", field) | (field, "") => format!(".{field}"),
+                (under, field) => format!(".{under}.{field}"),
+            };
+            DecodeError::Invalid {
+                field: at(i, &field),
                 message: e.message,
-            })?;
+            }
+        };
+        // The page and the result are kept as text (borrowed), the rest of the result read with
+        // `null` in their places, so that nothing of them is copied or becomes a tree of values.
+        let taken = |name: &str| {
+            members
+                .as_ref()
+                .and_then(|members| members.get(name).copied())
+                .filter(|raw| raw.get() != "null")
+        };
+        let (page, found) = (taken("page"), taken("result"));
+        let mut rest = String::new();
+        let mut from = 0;
+        let mut cuts: Vec<&RawValue> = page.into_iter().chain(found).collect();
+        cuts.sort_by_key(|raw| raw.get().as_ptr() as usize);
+        for cut in &cuts {
+            let start = cut.get().as_ptr() as usize - item.get().as_ptr() as usize;
+            rest.push_str(item.get().get(from..start).unwrap_or_default());
+            rest.push_str("null");
+            from = start + cut.get().len();
+        }
+        rest.push_str(item.get().get(from..).unwrap_or_default());
+        let mut result: CommandResult =
+            crate::domain::json::from_str(&rest).map_err(|e| invalid(e, ""))?;
+        result.result = found.map(|raw| RawJson::within(shared, raw));
+        let page = page
+            .map(|page| crate::domain::json::from_str::<PageText<'_>>(page.get()))
+            .transpose()
+            .map_err(|e| invalid(e, "page"))?;
+        if let Some(page) = page {
+            result.page = Some(Page {
+                start_at: page.start_at,
+                total: page.total,
+                issues: page
+                    .issues
+                    .into_iter()
+                    .map(|raw| RawJson::within(shared, raw))
+                    .collect(),
+            });
+        }
         check_release(&result).map_err(|(field, message)| {
             DecodeError::invalid(&at(i, &format!(".{field}")), message)
         })?;
@@ -1036,6 +1255,124 @@ mod tests {
         ));
         assert!(matches!(
             decode_request(b"{\"kind\": \"claim\""),
+            Err(DecodeError::Incomplete(_))
+        ));
+    }
+
+    /// A report decoded from the one buffer it was received in keeps each issue of its pages as
+    /// a range of that buffer (issue 30, item 5), and decodes to what the bytes decode to.
+    #[test]
+    fn a_received_reports_issues_are_ranges_of_its_buffer() {
+        let report = json!({"kind": "report", "id": "r1", "agent": "a", "sent_at": "2026-11-29T10:00:00Z", "token": "t",
+            "results": [
+                {"command_id": 42, "delivery": 1, "status": "done", "result": {"key": "A-1"}},
+                {"command_id": 43, "delivery": 1, "status": "progress",
+                 "page": {"start_at": 0, "total": 2, "issues": [{"key": "A-1", "fields": {"summary": "Задача"}}, {"key": "A-2", "fields": {"x": [1]}}]}},
+                {"command_id": 44, "delivery": 1, "status": "progress", "page": null}]});
+        let mut text = b"\xEF\xBB\xBF".to_vec();
+        text.extend(serde_json::to_vec(&report).unwrap());
+        let received = Received::from(text.clone());
+        let decoded = received.decode(TokenCheck::Expect(Some("t"))).unwrap();
+        assert_eq!(
+            decoded,
+            decode_bytes(&text, TokenCheck::Expect(Some("t"))).unwrap()
+        );
+        let AgentRequest::Report(r) = decoded else {
+            panic!("a report")
+        };
+        let buffer = received.bytes().as_ptr_range();
+        let issues = &r.results[1].page.as_ref().unwrap().issues;
+        assert_eq!(
+            issues[0].get(),
+            serde_json::to_string(&report["results"][1]["page"]["issues"][0]).unwrap()
+        );
+        for issue in issues {
+            assert!(
+                buffer.contains(&issue.get().as_ptr()),
+                "{issue:?} was copied"
+            );
+        }
+        let found = r.results[0].result.as_ref().unwrap();
+        assert_eq!(found.value(), json!({"key": "A-1"}));
+        assert!(
+            buffer.contains(&found.get().as_ptr()),
+            "{found:?} was copied"
+        );
+        assert_eq!(r.results[2].page, None);
+        // The issues outlive the buffer's other owner, and serialize as they came.
+        drop(received);
+        assert_eq!(
+            serde_json::to_value(&r.results[1]).unwrap()["page"],
+            report["results"][1]["page"]
+        );
+    }
+
+    /// A page read on its own is refused as it was when the whole result was read at once: the
+    /// field by its path, the words the same, from a buffer or from bytes.
+    #[test]
+    fn a_bad_page_is_named_as_before() {
+        let with = |result: &str| {
+            format!(
+                r#"{{"kind": "report", "id": "r1", "agent": "a", "sent_at": "2026-11-29T10:00:00Z", "results": [{result}]}}"#
+            )
+        };
+        for (result, field, message) in [
+            (
+                r#"{"command_id": 1, "delivery": 1, "status": "progress", "page": 5}"#,
+                "results[0].page",
+                "неверный тип",
+            ),
+            (
+                r#"{"command_id": 1, "delivery": 1, "status": "progress", "page": {"issues": []}}"#,
+                "results[0].page.start_at",
+                "обязательное поле отсутствует",
+            ),
+            (
+                r#"{"command_id": 1, "delivery": 1, "status": "progress", "page": {"start_at": 0, "issues": {}}}"#,
+                "results[0].page.issues",
+                "неверный тип",
+            ),
+            (
+                r#"{"command_id": 1, "delivery": 1, "status": "progress", "page": {"start_at": 0, "issues": []}, "page": {"start_at": 0, "issues": []}}"#,
+                "results[0].page",
+                "поле повторяется",
+            ),
+            (
+                r#"{"command_id": "x", "delivery": 1, "status": "progress", "page": {"start_at": 0, "issues": []}}"#,
+                "results[0].command_id",
+                "неверный тип",
+            ),
+            (
+                r#"{"delivery": 1, "status": "progress", "page": {"start_at": 0, "issues": []}}"#,
+                "results[0].command_id",
+                "обязательное поле отсутствует",
+            ),
+        ] {
+            let text = with(result);
+            let from_bytes = decode_bytes(text.as_bytes(), TokenCheck::Skip).unwrap_err();
+            let from_buffer = Received::from(text.into_bytes())
+                .decode(TokenCheck::Skip)
+                .unwrap_err();
+            assert_eq!(from_bytes, from_buffer, "{result}");
+            assert_eq!(from_bytes.field(), field, "{result}: {from_bytes:?}");
+            assert!(
+                from_bytes.message().contains(message),
+                "{result}: {from_bytes:?}"
+            );
+        }
+        // Not UTF-8: refused as not JSON, or as cut short when cut inside a character.
+        let mut broken =
+            with(r#"{"command_id": 1, "delivery": 1, "status": "done", "error": "я"}"#)
+                .into_bytes();
+        let at = broken.len() - 10;
+        broken[at] = 0xFF;
+        assert!(matches!(
+            Received::from(broken).decode(TokenCheck::Skip),
+            Err(DecodeError::NotJson(_))
+        ));
+        let cut = r#"{"kind": "report", "id": "r1", "error": "я"#.as_bytes();
+        assert!(matches!(
+            Received::from(cut[..cut.len() - 1].to_vec()).decode(TokenCheck::Skip),
             Err(DecodeError::Incomplete(_))
         ));
     }

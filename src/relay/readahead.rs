@@ -13,7 +13,7 @@
 use super::decide::{FileFacts, NameVerdict, classify_name};
 use super::fsio::{open_request, read_limited};
 use crate::domain::settings::Settings;
-use crate::protocol::{AgentRequest, DecodeError, TokenCheck, decode_bytes};
+use crate::protocol::{AgentRequest, DecodeError, Received, TokenCheck};
 use crate::service::{Premapped, premap};
 use crate::shutdown::Shutdown;
 use std::path::Path;
@@ -28,8 +28,8 @@ pub(super) const READ_AHEAD_UP_TO: u64 = 16 * 1024 * 1024;
 pub(super) struct ReadAhead {
     /// What `fstat` of the opened file said.
     pub facts: FileFacts,
-    pub bytes: Vec<u8>,
-    /// `decode_bytes` of `bytes`, with the pass's token check.
+    pub bytes: Received,
+    /// `bytes` decoded, with the pass's token check.
     pub decoded: Result<AgentRequest, DecodeError>,
     /// The request's refresh pages, mapped under the pass's settings.
     pub premapped: Option<Premapped>,
@@ -75,7 +75,7 @@ pub(super) fn run(plan: Plan<'_>, out: SyncSender<Option<ReadAhead>>) {
                 .flatten()
         };
         if let Some(ahead) = &read {
-            budget = budget.saturating_sub(ahead.bytes.len() as u64);
+            budget = budget.saturating_sub(ahead.bytes.bytes().len() as u64);
         }
         if out.send(read).is_err() {
             return;
@@ -88,9 +88,10 @@ fn read_one(plan: &Plan<'_>, name: &str) -> Option<ReadAhead> {
     if !facts.regular || facts.len > plan.max_file_bytes {
         return None;
     }
-    let bytes = read_limited(&mut file, plan.max_file_bytes + 1, facts.len, &|| {}).ok()?;
+    let bytes =
+        Received::from(read_limited(&mut file, plan.max_file_bytes + 1, facts.len, &|| {}).ok()?);
     drop(file);
-    let decoded = decode_bytes(&bytes, plan.token);
+    let decoded = bytes.decode(plan.token);
     let premapped = decoded
         .as_ref()
         .ok()

@@ -23,7 +23,7 @@ use super::fsio::{
 };
 use super::readahead::{self, ReadAhead};
 use super::{FOLDERS, RelayOptions};
-use crate::protocol::{AgentAnswer, AgentRequest, TokenCheck};
+use crate::protocol::{AgentAnswer, AgentRequest, Received, TokenCheck};
 use crate::service::{Arrival, Handled, HubConnection, Premapped, ServiceError, WAIT_RECHECK};
 use crate::shutdown::Shutdown;
 use serde_json::json;
@@ -614,7 +614,7 @@ impl Relay {
                                 facts.len,
                                 &|| metrics.relay_beat(),
                             ) {
-                                Ok(bytes) => (facts, Some((bytes, None, None))),
+                                Ok(bytes) => (facts, Some((Received::from(bytes), None, None))),
                                 Err(_) => return Outcome::Later,
                             }
                         }
@@ -627,9 +627,11 @@ impl Relay {
                 let Some((bytes, decoded, premapped)) = read else {
                     return self.outcome(decide(&observation, &limits), name, None, None, now);
                 };
-                pass.budget = pass.budget.saturating_sub(bytes.len() as u64);
-                observation.bytes = Some(&bytes);
-                let decision = decide_decoded(&observation, &limits, decoded);
+                pass.budget = pass.budget.saturating_sub(bytes.bytes().len() as u64);
+                observation.bytes = Some(bytes.bytes());
+                // Decoded from the one buffer read: the issues of its pages are ranges of it.
+                let decoded = decoded.unwrap_or_else(|| bytes.decode(observation.token));
+                let decision = decide_decoded(&observation, &limits, Some(decoded));
                 if decision == Decision::Wait
                     && let Some(seen) = self.sightings.get_mut(name)
                 {

@@ -851,6 +851,9 @@ fn apply_result(
         )));
     }
     tx.add_jira_counts(command.id, result.jira_calls, result.rate_limited)?;
+    // Stored as the report's text: a result never becomes a tree of values but a refresh's
+    // (`{total, boards}`), read for its boards.
+    let found = result.result.as_ref().map(crate::protocol::RawJson::get);
     // The agent's clock is only shown; the hub's own time is what `finished_at` records.
     let agent_finished_at = result
         .finished_at
@@ -870,12 +873,13 @@ fn apply_result(
                 if let Some(page) = &result.page {
                     ingest_page(tx, settings, &command, page, mapped, now, ingested)?;
                 }
-                complete_refresh(tx, settings, &command, result.result.as_ref(), now)?;
+                let found = result.result.as_ref().map(crate::protocol::RawJson::value);
+                complete_refresh(tx, settings, &command, found.as_ref(), now)?;
             }
             let finish = Finish {
                 status: CommandStatus::Done,
                 finished_at: &now.utc,
-                result: Some(result.result.as_ref().unwrap_or(&Value::Null)),
+                result: Some(found.unwrap_or("null")),
                 error: None,
                 agent_finished_at: agent_finished_at.as_ref(),
             };
@@ -902,7 +906,7 @@ fn apply_result(
             let finish = Finish {
                 status,
                 finished_at: &now.utc,
-                result: result.result.as_ref(),
+                result: found,
                 error: Some(&error),
                 agent_finished_at: agent_finished_at.as_ref(),
             };
@@ -1115,7 +1119,7 @@ fn ingest_page(
         Ok(())
     };
     let (ids, epic_names) = (&ids, &epic_names);
-    let map = |raw: &serde_json::value::RawValue| map_issue_text(raw.get(), ids, epic_names);
+    let map = |raw: &crate::protocol::RawJson| map_issue_text(raw.get(), ids, epic_names);
     if let Some(premapped) = premapped.filter(|issues| issues.len() == page.issues.len()) {
         for issue in premapped {
             store(issue)?;
@@ -1133,10 +1137,7 @@ fn ingest_page(
                 .spawn_scoped(scope, move || {
                     for chunk in page.issues.chunks(MAP_CHUNK) {
                         // The receiver is gone when storing failed: nothing more is wanted.
-                        if sender
-                            .send(chunk.iter().map(|raw| map(raw)).collect())
-                            .is_err()
-                        {
+                        if sender.send(chunk.iter().map(&map).collect()).is_err() {
                             break;
                         }
                     }
@@ -1322,6 +1323,7 @@ fn expire_in(tx: &Tx<'_>, settings: &Settings, now: &Now) -> Result<ExpiredClaim
             .batch(command.batch_id)?
             .is_some_and(|batch| batch.cancelled_at.is_some());
         if let Some(result) = confirm_by_state(tx, settings, &command)? {
+            let result = result.to_string();
             let finish = Finish {
                 status: CommandStatus::ConfirmedByState,
                 finished_at: &now.utc,

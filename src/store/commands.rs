@@ -149,7 +149,8 @@ const BATCH_COLUMNS: &str =
 pub(crate) struct Finish<'a> {
     pub status: CommandStatus,
     pub finished_at: &'a Utc,
-    pub result: Option<&'a Value>,
+    /// The command's result as JSON text.
+    pub result: Option<&'a str>,
     pub error: Option<&'a str>,
     /// The agent's own finishing time (UTC), when an agent's result ended it.
     pub agent_finished_at: Option<&'a Utc>,
@@ -343,7 +344,7 @@ impl Tx<'_> {
                 id,
                 finish.status.as_str(),
                 finish.finished_at,
-                finish.result.map(Value::to_string),
+                finish.result,
                 finish.error,
                 finish.agent_finished_at
             ])?;

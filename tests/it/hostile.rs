@@ -488,7 +488,16 @@ fn concurrent_large_reports_share_one_memory_budget() {
     drop(hub);
     let daemon = Daemon::start(
         &dir.db(),
-        &["--report-budget-mb", "128", "--http-timeout-seconds", "120"],
+        // Bodies of 60 MB waiting for their share on a loaded machine: the 30 s body deadline
+        // would answer some 408 before their turn.
+        &[
+            "--report-budget-mb",
+            "128",
+            "--http-timeout-seconds",
+            "120",
+            "--http-body-timeout-seconds",
+            "120",
+        ],
     );
     let pid = daemon.child_id();
     heartbeat_http(&daemon.address, &token);
@@ -555,7 +564,8 @@ fn concurrent_large_reports_share_one_memory_budget() {
         answers.iter().any(|a| a.starts_with("HTTP/1.1 200")),
         "some reports were handled"
     );
-    // The budget, times what handling a report copies (the body, then the decoded request):
+    // The budget and at most half of it again (a report is held once, its results kept as its
+    // text; issue 30 item 5: 251 MiB before, when each body was copied and its results parsed):
     // far under the 16 × 60 MB sent.
     println!(
         "16 reports of 60 MB: the daemon's peak grew by {grew_mib} MiB ({} answered 200)",
@@ -565,7 +575,7 @@ fn concurrent_large_reports_share_one_memory_budget() {
             .count()
     );
     assert!(
-        grew_mib < 3 * 128 + 64,
+        grew_mib <= 128 + 64,
         "peak memory grew by {grew_mib} MiB for 16 reports of 60 MB under a 128 MiB budget"
     );
     heartbeat_http(&daemon.address, &token);

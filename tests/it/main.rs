@@ -24,6 +24,7 @@ mod http;
 mod incremental;
 mod install;
 mod looks;
+mod memory;
 mod migrations;
 mod mirror;
 mod openapi;
