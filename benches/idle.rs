@@ -23,7 +23,7 @@
 mod common;
 use jira_hub::sim::jira as fake_jira;
 
-use common::{clock_ticks, cpu_ticks, size, wal_bytes};
+use common::{cli, clock_ticks, cpu_ticks, size, wal_bytes};
 use fake_jira::{FakeJira, Mode};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -335,25 +335,6 @@ fn child_running(parent: u32, word: &str) -> Option<u32> {
         }
     }
     None
-}
-
-/// Runs a CLI command of `exe` on `db`; its stdout.
-fn cli(exe: &Path, db: &Path, args: &[&str]) -> Result<String, Error> {
-    let out = Command::new(exe)
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .output()?;
-    if !out.status.success() {
-        return Err(format!(
-            "{} {args:?}: {}",
-            exe.display(),
-            String::from_utf8_lossy(&out.stderr)
-        )
-        .into());
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn serve(exe: &Path, db: &Path) -> Result<(Process, String), Error> {

@@ -11,8 +11,13 @@
 //!   hub's (`issue` with its indexes, `issue_link`, `issue_comment`), WAL and
 //!   `synchronous=FULL`, one transaction per page. Skipped, saying so, without `python3`.
 //!
+//! - memory: the daemon's peak resident memory (`VmHWM`) once the last page is answered.
+//!
 //! Five rounds, hub and baseline in turn (the machine is shared); medians are compared.
 //! `BENCH_INGEST_ISSUES`, `BENCH_INGEST_PAGE` and `BENCH_INGEST_ROUNDS` change the sizes.
+//! `BENCH_BASELINE_EXE` (another build of the hub, e.g. the previous main's release binary) runs
+//! in every round too, just before this build, on a database it made itself: its figures and this
+//! build's are printed side by side, each against the same Python runs.
 
 mod common;
 #[path = "support/issues.rs"]
@@ -20,14 +25,21 @@ mod issues;
 #[path = "support/relay.rs"]
 mod support;
 
-use common::size;
-use jira_hub::protocol::{AgentAnswer, decode_value};
+use common::{size, status_kib};
 use serde_json::json;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{Error, claim, setup, start, wait_for};
+use support::{Error, claim, drop_file, setup_by, start_exe, wait_for};
+
+/// A build of the hub that the bench runs: its rates and peaks, round by round.
+struct Side {
+    label: &'static str,
+    exe: PathBuf,
+    rates: Vec<f64>,
+    peaks_kib: Vec<u64>,
+}
 
 fn main() -> Result<(), Error> {
     let issues = size("BENCH_INGEST_ISSUES", 20_000);
@@ -37,39 +49,77 @@ fn main() -> Result<(), Error> {
     println!(
         "refresh ingest of {issues} issues in pages of {page}, through the relay; {rounds} rounds"
     );
-    let mut hub_rates = Vec::new();
+    let mut sides = Vec::new();
+    if let Some(exe) = std::env::var_os("BENCH_BASELINE_EXE") {
+        sides.push(Side::new("baseline build (BENCH_BASELINE_EXE)", exe.into()));
+    }
+    sides.push(Side::new("this build", support::daemon_exe()));
     let mut python_rates = Vec::new();
     for _ in 0..rounds {
-        let round = hub_round(issues, page)?;
-        hub_rates.push(issues as f64 / round.elapsed.as_secs_f64());
-        if let Some(python) = &python {
+        let mut last = None;
+        for side in &mut sides {
+            let round = hub_round(&side.exe, issues, page)?;
+            side.rates.push(issues as f64 / round.elapsed.as_secs_f64());
+            side.peaks_kib.push(round.peak_kib);
+            last = Some(round);
+        }
+        if let (Some(python), Some(round)) = (&python, &last) {
             python_rates.push(python_round(python, &round.pages, issues)?);
         }
     }
-    let hub = median(&mut hub_rates);
-    println!(
-        "hub (jira-hub serve, relay):       {hub:>8.0} issues/s  runs {:?}",
-        rounded(&hub_rates)
-    );
-    if python.is_none() {
-        println!("python baseline: skipped (no python3 on PATH)");
-        return Ok(());
+    let baseline = python.is_some().then(|| median(&mut python_rates));
+    for side in &mut sides {
+        let hub = median(&mut side.rates);
+        let mut peaks = side.peaks_kib.clone();
+        peaks.sort_unstable();
+        println!(
+            "{}: {hub:>8.0} issues/s  runs {:?}; peak RSS median {:.1} MiB, runs {:?} MiB",
+            side.label,
+            rounded(&side.rates),
+            peaks[peaks.len() / 2] as f64 / 1024.0,
+            side.peaks_kib
+                .iter()
+                .map(|kib| (*kib as f64 / 1024.0).round() as u64)
+                .collect::<Vec<_>>()
+        );
+        if let Some(baseline) = baseline {
+            let ratios: Vec<String> = side
+                .rates
+                .iter()
+                .zip(&python_rates)
+                .map(|(hub, python)| format!("{:.2}", hub / python))
+                .collect();
+            println!(
+                "  hub / python = {:.2} (target >= 3 at <= 96 MB peak); per round {ratios:?}",
+                hub / baseline
+            );
+        }
     }
-    let baseline = median(&mut python_rates);
-    println!(
-        "python json + sqlite3 (baseline):  {baseline:>8.0} issues/s  runs {:?}",
-        rounded(&python_rates)
-    );
-    println!(
-        "hub / python = {:.2} (target >= 3, stretch 5)",
-        hub / baseline
-    );
+    match baseline {
+        Some(baseline) => println!(
+            "python json + sqlite3 (baseline):  {baseline:>8.0} issues/s  runs {:?}",
+            rounded(&python_rates)
+        ),
+        None => println!("python baseline: skipped (no python3 on PATH)"),
+    }
     Ok(())
 }
 
+impl Side {
+    fn new(label: &'static str, exe: PathBuf) -> Side {
+        Side {
+            label,
+            exe,
+            rates: Vec::new(),
+            peaks_kib: Vec::new(),
+        }
+    }
+}
+
 fn median(rates: &mut [f64]) -> f64 {
-    rates.sort_by(f64::total_cmp);
-    rates[rates.len() / 2]
+    let mut sorted = rates.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted[sorted.len() / 2]
 }
 
 fn rounded(rates: &[f64]) -> Vec<u64> {
@@ -89,24 +139,29 @@ fn python3() -> Option<PathBuf> {
 /// One hub round: its page files are kept (hard links) for the baseline.
 struct HubRound {
     elapsed: Duration,
+    /// The daemon's peak resident memory, in KiB.
+    peak_kib: u64,
     pages: Vec<PathBuf>,
-    _setup: support::Setup,
+    _setup: support::CliSetup,
 }
 
-fn hub_round(issues: usize, page_size: usize) -> Result<HubRound, Error> {
-    let mut setup = setup()?;
-    setup.hub.enqueue_refresh(None, "bench")?;
-    let AgentAnswer::Claim(answer) =
-        setup
-            .hub
-            .handle_agent_request(&decode_value(claim("c0", &setup.token, 1))?)?
+fn hub_round(exe: &Path, issues: usize, page_size: usize) -> Result<HubRound, Error> {
+    let setup = setup_by(exe, true)?;
+    let daemon = start_exe(exe, &setup.db, &[])?;
+    let inbox = setup.relay.join("inbox");
+    let outbox = setup.relay.join("outbox");
+    wait_until(&inbox, Path::is_dir)?;
+    // The refresh is claimed through the relay, as the agent does; the daemon's first pass is
+    // over once the claim is answered.
+    drop_file(&inbox, "claim-c0.json", &claim("c0", &setup.token, 1))?;
+    let answer = wait_for(&outbox.join("claim-c0.json"))?;
+    let command = &answer["commands"][0];
+    let (Some(command_id), Some(delivery)) = (command["id"].as_i64(), command["delivery"].as_i64())
     else {
-        return Err("not a claim answer".into());
+        return Err(format!("no refresh handed out: {answer}").into());
     };
-    let command = answer.commands.first().ok_or("no refresh handed out")?;
-    let (command_id, delivery) = (command.id, command.delivery);
 
-    // The pages are written before the daemon starts: only the hub's work is timed.
+    // The pages are written before they are handed over: only the hub's work is timed.
     let staged = setup.dir.path().join("pages");
     let kept = setup.dir.path().join("baseline");
     std::fs::create_dir_all(&staged)?;
@@ -129,19 +184,6 @@ fn hub_round(issues: usize, page_size: usize) -> Result<HubRound, Error> {
         names.push(name);
     }
 
-    let _daemon = start(&setup.db, &[])?;
-    let inbox = setup.relay.join("inbox");
-    let outbox = setup.relay.join("outbox");
-    wait_until(&inbox, Path::is_dir)?;
-    // The daemon's first pass is over once a heartbeat is answered.
-    support::drop_file(
-        &inbox,
-        "heartbeat-h0.json",
-        &json!({"kind": "heartbeat", "id": "h0", "agent": "bench", "sent_at": "2026-11-29T10:00:00Z",
-            "token": setup.token, "agent_version": "1", "jira_ok": true}),
-    )?;
-    wait_for(&outbox.join("heartbeat-h0.json"))?;
-
     let started = Instant::now();
     for name in &names {
         std::fs::rename(staged.join(name), inbox.join(name))?;
@@ -150,18 +192,25 @@ fn hub_round(issues: usize, page_size: usize) -> Result<HubRound, Error> {
         wait_until(&outbox.join(name), Path::exists)?;
     }
     let elapsed = started.elapsed();
+    let peak_kib = status_kib(daemon.0.id(), "VmHWM:")?;
     for name in &names {
         let answer = wait_for(&outbox.join(name))?;
         if answer["accepted"] != json!([command_id]) {
             return Err(format!("{name} was not accepted: {answer}").into());
         }
     }
-    let stored = setup.hub.status()?.counts.issues;
+    drop(daemon);
+    let stored: i64 = rusqlite::Connection::open(&setup.db)?.query_row(
+        "SELECT count(*) FROM issue",
+        [],
+        |row| row.get(0),
+    )?;
     if stored != issues as i64 {
         return Err(format!("the mirror holds {stored} issues, not {issues}").into());
     }
     Ok(HubRound {
         elapsed,
+        peak_kib,
         pages,
         _setup: setup,
     })

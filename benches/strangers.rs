@@ -16,7 +16,8 @@
 //!    CPU per scrape, one scraper at a time and then 100 keep-alive scrapers for
 //!    `BENCH_STRANGERS_SCRAPE_SECONDS` (default 10), and the latency of an agent's claim and a
 //!    client's request meanwhile. With `BENCH_BASELINE_EXE` (another build of the hub, e.g.
-//!    main's) the same is measured on it first, in the same run, on a hub seeded alike.
+//!    main's) the same is measured on it first, in the same run, on a hub seeded alike (each
+//!    made by its own build's `init`, its one queued command a refresh).
 //!
 //! Figures are printed, never asserted.
 
@@ -263,6 +264,12 @@ fn main() -> Result<(), Error> {
     Ok(())
 }
 
+/// The two tokens a hub made by another build's `init` printed.
+struct BenchTokens {
+    agent: String,
+    client: String,
+}
+
 /// A hub seeded with `BENCH_STRANGERS_COMMANDS` commands (one queued, the rest done) and
 /// `BENCH_STRANGERS_AGENTS` agent names seen by the running `exe`, scraped: what a scrape costs
 /// it and what agents and clients wait meanwhile.
@@ -270,12 +277,13 @@ fn scrapes(label: &str, exe: &std::path::Path) -> Result<(), Error> {
     let commands = size("BENCH_STRANGERS_COMMANDS", 300_000);
     let names = size("BENCH_STRANGERS_AGENTS", 30_000);
     let seconds = size("BENCH_STRANGERS_SCRAPE_SECONDS", 10) as u64;
-    let mut setup = support::setup()?;
-    let tokens = setup.hub.tokens()?.ok_or("no tokens")?;
-    let request: jira_hub::service::BatchRequest = serde_json::from_value(json!({
-        "title": "t", "author": "a",
-        "commands": [{"type": "comment", "params": {"key": "AURORA-5", "body": "первая"}}]}))?;
-    setup.hub.enqueue_batch(&request)?;
+    // Made by `exe`'s own commands (its schema may be older than this build's); the one queued
+    // command is a refresh.
+    let setup = support::setup_by(exe, true)?;
+    let tokens = BenchTokens {
+        agent: setup.token.clone(),
+        client: setup.client_token.clone(),
+    };
     let started = Instant::now();
     add_done_commands(&setup.db, commands as u32)?;
     let (child, address) = common::spawn_serve(exe, &setup.db, &["--relay-poll-ms", "1000"])

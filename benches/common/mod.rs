@@ -57,6 +57,29 @@ pub fn spawn_serve(
     Ok((child, address))
 }
 
+/// Runs a CLI command of `exe` (this build of the hub or another) on `db`; its stdout.
+pub fn cli(
+    exe: &std::path::Path,
+    db: &std::path::Path,
+    args: &[&str],
+) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+    let out = std::process::Command::new(exe)
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} {args:?}: {}",
+            exe.display(),
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// Clock ticks per second (`getconf CLK_TCK`; Linux's 100 when it cannot be asked).
 pub fn clock_ticks() -> f64 {
     std::process::Command::new("getconf")

@@ -46,13 +46,23 @@ pub(crate) fn watch_inbox(
 /// metadata (an mtime touched), a name given (renamed in), a file closed after writing, an
 /// overflow (events were lost), a watcher error, or a kind this code does not know. Reading,
 /// opening, closing without writing, an access time, a removal and a name taken away (renamed
-/// out, as the relay's own moves to `archive/`) bring nothing to do.
+/// out, as the relay's own moves to `archive/`) bring nothing to do; nor does anything that
+/// happens only to `.`-names, which are never requests: the agent writes each request under one
+/// (created, written, synced, closed: three wake-ups) before renaming it, and each woke a pass
+/// that found nothing and that the rename then waited for.
 pub(crate) fn may_bring_work(event: &notify::Result<notify::Event>) -> bool {
     let Ok(event) = event else {
         return true;
     };
     if event.need_rescan() {
         return true;
+    }
+    let hidden = |path: &std::path::PathBuf| {
+        path.file_name()
+            .is_some_and(|name| name.as_encoded_bytes().starts_with(b"."))
+    };
+    if !event.paths.is_empty() && event.paths.iter().all(hidden) {
+        return false;
     }
     match event.kind {
         EventKind::Access(
@@ -114,6 +124,47 @@ mod tests {
                 "{kind:?} must not wake the loop"
             );
         }
+        let overflow =
+            notify::Event::new(EventKind::Access(AccessKind::Read)).set_flag(Flag::Rescan);
+        assert!(
+            may_bring_work(&Ok(overflow.add_path("/r/inbox/.x.tmp".into()))),
+            "an overflow wakes it, whatever name it carries"
+        );
+    }
+
+    #[test]
+    fn what_happens_only_to_dot_names_wakes_nothing() {
+        let at = |kind: EventKind, paths: &[&str]| {
+            let mut event = notify::Event::new(kind);
+            for path in paths {
+                event = event.add_path(std::path::PathBuf::from(path));
+            }
+            may_bring_work(&Ok(event))
+        };
+        let temp = "/r/inbox/.claim-a.json.4242.tmp";
+        for kind in [
+            EventKind::Create(CreateKind::File),
+            EventKind::Modify(ModifyKind::Data(DataChange::Any)),
+            EventKind::Access(AccessKind::Close(AccessMode::Write)),
+        ] {
+            assert!(!at(kind, &[temp]), "{kind:?} of the agent's temporary file");
+            assert!(
+                at(kind, &["/r/inbox/claim-a.json"]),
+                "{kind:?} of a request"
+            );
+            assert!(at(kind, &[]), "{kind:?} naming no file");
+        }
+        // The rename that gives the request its name wakes the loop, in either form.
+        let to = EventKind::Modify(ModifyKind::Name(RenameMode::To));
+        assert!(at(to, &["/r/inbox/claim-a.json"]));
+        let both = EventKind::Modify(ModifyKind::Name(RenameMode::Both));
+        assert!(at(both, &[temp, "/r/inbox/claim-a.json"]));
+        // The folder itself is not a `.`-name.
+        assert!(at(EventKind::Modify(ModifyKind::Any), &["/r/inbox"]));
+    }
+
+    #[test]
+    fn errors_wake_the_loop() {
         let overflow =
             notify::Event::new(EventKind::Access(AccessKind::Read)).set_flag(Flag::Rescan);
         assert!(may_bring_work(&Ok(overflow)), "an overflow wakes it");
