@@ -13,6 +13,7 @@
 //! created (an unmounted share must not turn into a local folder nobody reads).
 
 mod background;
+mod checkpoint;
 pub(crate) mod decide;
 mod fsio;
 pub(crate) mod inspect;

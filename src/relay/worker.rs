@@ -10,9 +10,11 @@
 //!
 //! Under [`Relay::run`] a request's answer waits for nothing but its own work: the folder syncs of
 //! archive moves run on the relay's background thread, and the WAL's checkpoints run after the
-//! answer is written, never inside a commit.
+//! answer is written, never inside a commit, and after a burst on a thread of their own
+//! ([`checkpoint`](super::checkpoint)).
 
 use super::background::Background;
+use super::checkpoint::{Checkpoints, Thresholds};
 use super::decide::{
     Decision, FileFacts, Limits, NameVerdict, Observation, Refusal, Sighting, classify_name,
     decide, decide_decoded, observe,
@@ -104,8 +106,9 @@ pub struct Relay {
     last_prune: Option<Instant>,
     /// Folder syncs off the requests' path (under [`Relay::run`] only).
     background: Option<Background>,
-    /// About how much the requests applied since the last checkpoint wrote to the WAL.
-    wal_bytes: u64,
+    /// The WAL's checkpoints (under [`Relay::run`] only: elsewhere the commits checkpoint as
+    /// SQLite does by default).
+    checkpoints: Option<Checkpoints>,
     /// The database's page size (4 KiB for a database made by SQLite's default).
     page_size: u64,
     /// Refused files that could not be moved to `rejected/` (a full disk, a name too long for
@@ -130,14 +133,6 @@ struct Parked {
     modified: Option<SystemTime>,
 }
 
-/// About how much the relay's requests may write to the WAL before it checkpoints while requests
-/// keep coming, and once they stop. SQLite's own automatic checkpoint runs every 1,000 pages,
-/// inside the commit that crosses them. Here no commit waits for one: a stream of refresh pages
-/// pays for a checkpoint (and its two fsyncs) every 16 MiB, between two requests, and a relay
-/// that has nothing left to do leaves at most SQLite's usual WAL behind. (A larger interval made
-/// no stream faster: the WAL then grows into new blocks, and every commit pays for them.)
-const CHECKPOINT_STREAM_BYTES: u64 = 16 * 1024 * 1024;
-const CHECKPOINT_IDLE_BYTES: u64 = 4 * 1024 * 1024;
 /// What a request writes to the WAL besides its own size: about this many pages (its command
 /// rows, its record, their indexes).
 const REQUEST_WAL_PAGES: u64 = 4;
@@ -161,7 +156,7 @@ impl Relay {
             last_prune: None,
             owner,
             background: None,
-            wal_bytes: 0,
+            checkpoints: None,
             page_size: 4096,
             refused_unmoved: HashMap::new(),
         }
@@ -199,6 +194,9 @@ impl Relay {
         if let Some(background) = self.background.take() {
             background.finish();
         }
+        if let Some(checkpoints) = self.checkpoints.take() {
+            checkpoints.finish();
+        }
         self.owner.release();
         tracing::info!("relay stopped");
     }
@@ -208,8 +206,11 @@ impl Relay {
     fn start_background(&mut self) -> Option<Background> {
         match Background::start() {
             Ok(background) => {
-                if let Err(error) = self.hub.defer_checkpoints() {
-                    tracing::warn!(%error, "checkpoints stay in the relay's commits");
+                match self.hub.defer_checkpoints() {
+                    Ok(()) => self.checkpoints = Some(self.start_checkpoints()),
+                    Err(error) => {
+                        tracing::warn!(%error, "checkpoints stay in the relay's commits");
+                    }
                 }
                 Some(background)
             }
@@ -220,33 +221,40 @@ impl Relay {
         }
     }
 
-    /// Counts what an applied request wrote to the WAL (about its own size, and a few pages);
-    /// past [`CHECKPOINT_STREAM_BYTES`], checkpoints now, after the request was answered. Done
-    /// here, between requests, rather than on the background thread: a checkpoint that lags
-    /// behind a stream of large reports never lets the WAL start over, and a WAL that only grows
-    /// makes every commit dearer (each frame written to a new block).
+    /// The relay's checkpoints, those after a burst on a thread with a connection of its own (in
+    /// line when either cannot be had).
+    fn start_checkpoints(&self) -> Checkpoints {
+        let thresholds = Thresholds::default();
+        let started = self
+            .hub
+            .connect()
+            .map_err(|error| error.to_string())
+            .and_then(|hub| {
+                Checkpoints::with_thread(thresholds, move || checkpoint(&hub))
+                    .map_err(|error| error.to_string())
+            });
+        started.unwrap_or_else(|error| {
+            tracing::warn!(%error, "no checkpoint thread for the relay: its checkpoints stay in line");
+            Checkpoints::in_line(thresholds)
+        })
+    }
+
+    /// Counts what an applied request wrote to the WAL (about its own size, and a few pages),
+    /// after it was answered: see [`Checkpoints::applied`].
     fn note_applied(&mut self, bytes: u64) {
-        self.wal_bytes += REQUEST_WAL_PAGES * self.page_size + bytes;
-        if self.wal_bytes >= CHECKPOINT_STREAM_BYTES {
-            self.checkpoint();
+        let hub = &self.hub;
+        if let Some(checkpoints) = &mut self.checkpoints {
+            checkpoints.applied(REQUEST_WAL_PAGES * self.page_size + bytes, &mut || {
+                checkpoint(hub)
+            });
         }
     }
 
-    /// A pass left nothing waiting: the WAL is checkpointed past [`CHECKPOINT_IDLE_BYTES`].
+    /// A pass left nothing waiting: see [`Checkpoints::idle`].
     fn note_idle(&mut self) {
-        if self.wal_bytes >= CHECKPOINT_IDLE_BYTES {
-            self.checkpoint();
-        }
-    }
-
-    fn checkpoint(&mut self) {
-        // Without the background thread the commits checkpoint as SQLite does by default.
-        if self.background.is_none() {
-            return;
-        }
-        self.wal_bytes = 0;
-        if let Err(error) = self.hub.checkpoint() {
-            tracing::warn!(%error, "a checkpoint of the database's WAL failed; retried later");
+        let hub = &self.hub;
+        if let Some(checkpoints) = &mut self.checkpoints {
+            checkpoints.idle(&mut || checkpoint(hub));
         }
     }
 
@@ -868,6 +876,14 @@ fn pretty(value: &serde_json::Value) -> String {
 /// A name for the log, with control characters escaped.
 fn escape(name: &str) -> String {
     super::inspect::escape_for_terminal(name)
+}
+
+/// A passive checkpoint on `hub`'s connection; a failure is logged, and the next one copies what
+/// this one did not.
+fn checkpoint(hub: &HubConnection) {
+    if let Err(error) = hub.checkpoint() {
+        tracing::warn!(%error, "a checkpoint of the database's WAL failed; retried later");
+    }
 }
 
 /// Writes the answer (unless an earlier pass did) and archives the request under its day. The

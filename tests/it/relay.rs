@@ -351,7 +351,7 @@ fn large_reports_read_ahead_are_taken_as_if_read_in_turn() {
 
 /// The daemon's relay copies the WAL into the database file once the inbox is drained: refresh
 /// pages that came in a burst are in the database file soon after their answers, not only at the
-/// next 16 MiB of requests (seen by the file's size, which only a checkpoint grows).
+/// next 64 MiB of requests (seen by the file's size, which only a checkpoint grows).
 #[test]
 fn a_drained_inbox_checkpoints_the_wal() {
     let dir = TestDir::new();
