@@ -230,8 +230,15 @@ impl Relay {
             .connect()
             .map_err(|error| error.to_string())
             .and_then(|hub| {
-                Checkpoints::with_thread(thresholds, move || checkpoint(&hub))
-                    .map_err(|error| error.to_string())
+                Checkpoints::with_thread(thresholds, move || {
+                    let started = Instant::now();
+                    checkpoint(&hub);
+                    tracing::debug!(
+                        ms = started.elapsed().as_millis() as u64,
+                        "the WAL was copied into the database file after a burst"
+                    );
+                })
+                .map_err(|error| error.to_string())
             });
         started.unwrap_or_else(|error| {
             tracing::warn!(%error, "no checkpoint thread for the relay: its checkpoints stay in line");
