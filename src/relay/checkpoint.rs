@@ -193,8 +193,6 @@ impl Checkpointer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rusqlite::Connection;
-    use std::path::Path;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::{Duration, Instant};
@@ -203,24 +201,6 @@ mod tests {
         stream: 4 << 20,
         idle: 256 << 10,
     };
-
-    fn open(path: &Path) -> Connection {
-        let conn = Connection::open(path).unwrap();
-        conn.execute_batch(
-            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA wal_autocheckpoint = 0;",
-        )
-        .unwrap();
-        conn
-    }
-
-    fn passive(conn: &Connection) {
-        conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
-            .unwrap();
-    }
-
-    fn len(path: impl AsRef<Path>) -> u64 {
-        std::fs::metadata(path).map_or(0, |m| m.len())
-    }
 
     /// Counts the relay's in-line checkpoints.
     fn counter() -> (Arc<AtomicUsize>, impl FnMut()) {
@@ -247,67 +227,6 @@ mod tests {
             checkpoints.idle(copy);
             std::thread::yield_now();
         }
-    }
-
-    /// With real SQLite: a burst's WAL copied on the thread, then its (empty) rest in line, lets
-    /// the next burst write the WAL from its beginning again: two bursts of 2 MiB leave a WAL of
-    /// 2 MiB, not 4, and the rows are in the database file.
-    #[test]
-    fn a_burst_copied_on_the_thread_lets_the_next_one_start_the_wal_over() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("bursts.sqlite");
-        let writer = open(&db);
-        writer
-            .execute_batch("CREATE TABLE page (body BLOB NOT NULL)")
-            .unwrap();
-        let on_thread = Arc::new(AtomicUsize::new(0));
-        let checkpointer = open(&db);
-        let counted = on_thread.clone();
-        let mut checkpoints = Checkpoints::with_thread(SMALL, move || {
-            passive(&checkpointer);
-            counted.fetch_add(1, Ordering::SeqCst);
-        })
-        .unwrap();
-        let in_line = Arc::new(AtomicUsize::new(0));
-        let page = vec![7u8; 256 << 10];
-        let mut wal_after = Vec::new();
-        for _ in 0..2 {
-            for _ in 0..8 {
-                writer
-                    .execute("INSERT INTO page (body) VALUES (?1)", [&page])
-                    .unwrap();
-                checkpoints.applied(page.len() as u64, &mut || {
-                    in_line.fetch_add(1, Ordering::SeqCst);
-                    passive(&writer)
-                });
-            }
-            wal_after.push(len(format!("{}-wal", db.display())));
-            let before = in_line.load(Ordering::SeqCst);
-            let counted = in_line.clone();
-            idle_until(
-                &mut checkpoints,
-                &|| counted.load(Ordering::SeqCst),
-                before + 1,
-                &mut || {
-                    in_line.fetch_add(1, Ordering::SeqCst);
-                    passive(&writer)
-                },
-            );
-        }
-        checkpoints.finish();
-        assert_eq!(
-            on_thread.load(Ordering::SeqCst),
-            2,
-            "each burst copied on the thread"
-        );
-        assert!(
-            wal_after[1] <= wal_after[0],
-            "the second burst did not start the WAL over: {wal_after:?}"
-        );
-        assert!(
-            len(&db) >= 16 * page.len() as u64,
-            "the rows are not in the file"
-        );
     }
 
     /// Each step of the plan, with a thread whose copy ends when the test says so.
