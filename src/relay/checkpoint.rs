@@ -4,7 +4,7 @@
 //! commit copies the WAL, the relay checkpoints between requests. A checkpoint copies every page
 //! the WAL holds into the database file and syncs that file. Copying in the middle of a burst of
 //! refresh pages made every answer after it wait: a refresh of 20,000 issues (20 pages, about
-//! 130 MB of WAL) paid for three checkpoints on the relay's thread, a tenth of its time, where
+//! 130 MB of WAL) paid for two or three checkpoints on the relay's thread, a tenth of its time, where
 //! copying once after the burst does the same work once the relay has nothing else to do
 //! (ARCHITECTURE.md, "Checkpoints after a burst").
 //! - While requests keep coming, the relay copies in line once they wrote about
