@@ -349,19 +349,27 @@ fn large_reports_read_ahead_are_taken_as_if_read_in_turn() {
     assert_eq!(reason["code"], "not_json", "{reason}");
 }
 
-/// Four refresh pages of 400 issues (about 6 MiB), keys from `first`, dropped at once into the
-/// inbox of the daemon's relay, and answered.
-fn burst(relay: &std::path::Path, token: &str, command: i64, delivery: u32, first: usize) {
+/// A burst of refresh pages: `pages` of `size.0` issues whose descriptions repeat a sentence
+/// `size.1` times, keys from `first`, dropped at once into the inbox of the daemon's relay, and
+/// answered.
+fn burst(
+    relay: &std::path::Path,
+    (token, command, delivery): (&str, i64, u32),
+    first: usize,
+    pages: usize,
+    size: (usize, usize),
+) {
     let inbox = relay.join("inbox");
-    for n in 0..4 {
-        let issues: Vec<_> = (0..400)
+    let (per_page, repeat) = size;
+    for n in 0..pages {
+        let issues: Vec<_> = (0..per_page)
             .map(|i| {
-                let number = first + n * 400 + i;
+                let number = first + n * per_page + i;
                 raw_issue(
                     &format!("AURORA-{}", number + 1),
                     &format!("{}", 70_000 + number),
                     &["AWPCA"],
-                    json!({"description": "Длинное описание задачи. ".repeat(80)}),
+                    json!({"description": "Длинное описание задачи. ".repeat(repeat)}),
                 )
             })
             .collect();
@@ -370,11 +378,12 @@ fn burst(relay: &std::path::Path, token: &str, command: i64, delivery: u32, firs
             token,
             json!([{"command_id": command,
             "delivery": delivery, "status": "progress", "jira_calls": 1,
-            "page": {"start_at": first + n * 400, "total": first + 1600, "issues": issues}}]),
+            "page": {"start_at": first + n * per_page, "total": first + pages * per_page,
+                "issues": issues}}]),
         );
         drop_file(&inbox, &format!("report-p{first}-{n}.json"), &report);
     }
-    for n in 0..4 {
+    for n in 0..pages {
         let answer = wait_for_json(
             &relay.join(format!("outbox/report-p{first}-{n}.json")),
             WAIT,
@@ -411,15 +420,18 @@ fn a_drained_inbox_checkpoints_the_wal() {
     let (command, delivery) = (claimed.commands[0].id, claimed.commands[0].delivery);
     let daemon = Daemon::start(&dir.db(), &[]);
     let before = std::fs::metadata(dir.db()).unwrap().len();
-    // About 6 MiB: past the idle threshold, far from the stream's.
-    burst(&relay, &token, command, delivery, 0);
+    // Four pages of 400 issues, about 6 MiB: past the idle threshold, far from the stream's.
+    burst(&relay, (&token, command, delivery), 0, 4, (400, 80));
     wait_for_file_past(&dir.db(), before + (4 << 20));
     drop(daemon);
 }
 
 /// The copy after a burst runs on the relay's checkpoint thread, and SQLite writes the WAL from
 /// its beginning again only when a transaction begins with all of it copied: a second burst like
-/// the first leaves the WAL file as large as the first left it, not twice as large.
+/// the first leaves the WAL file as large as the first left it, not twice as large. Each page is
+/// past the idle threshold on its own (about 4.5 MiB), so that however the relay's passes split
+/// a burst, a pass's end always has the WAL copied (a pass that ends with less left over leaves it
+/// in the WAL until more comes, and the next burst then goes on after it).
 #[test]
 fn a_second_burst_writes_the_wal_from_its_beginning_again() {
     let dir = TestDir::new();
@@ -430,21 +442,24 @@ fn a_second_burst_writes_the_wal_from_its_beginning_again() {
     let daemon = Daemon::start(&dir.db(), &[]);
     let wal = std::path::PathBuf::from(format!("{}-wal", dir.db().display()));
     let before = std::fs::metadata(dir.db()).unwrap().len();
-    burst(&relay, &token, command, delivery, 0);
+    let size = (500, 200);
+    burst(&relay, (&token, command, delivery), 0, 2, size);
     let first = std::fs::metadata(&wal).unwrap().len();
     wait_for_file_past(&dir.db(), before + (4 << 20));
-    // The copy has ended once the file stops growing.
-    let mut size = 0;
-    while std::fs::metadata(dir.db()).unwrap().len() != size {
-        size = std::fs::metadata(dir.db()).unwrap().len();
+    // The copy has ended once the file stops growing; a pass (one a second at least) then copies
+    // in line whatever the thread's copy left.
+    let mut copied = 0;
+    while std::fs::metadata(dir.db()).unwrap().len() != copied {
+        copied = std::fs::metadata(dir.db()).unwrap().len();
         std::thread::sleep(Duration::from_millis(300));
     }
+    std::thread::sleep(Duration::from_millis(1500));
     if std::fs::metadata(&wal).unwrap().len() < first {
         // The timers truncate a WAL nothing was committed to for two of their sweeps (5 s
         // apart): then the second burst starts from nothing whatever the relay did.
         eprintln!("the WAL was truncated before the second burst: this run shows nothing");
     }
-    burst(&relay, &token, command, delivery, 1600);
+    burst(&relay, (&token, command, delivery), 1000, 2, size);
     let second = std::fs::metadata(&wal).unwrap().len();
     assert!(
         second < first + first / 4,
