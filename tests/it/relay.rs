@@ -408,20 +408,30 @@ fn wait_for_file_past(db: &std::path::Path, size: u64) {
     }
 }
 
+/// A relay hub whose refresh an agent claimed, and its daemon started: the relay folder, the
+/// agent's token and the claimed command's id and delivery.
+fn claimed_refresh_under_daemon(dir: &TestDir) -> (std::path::PathBuf, (String, i64, u32), Daemon) {
+    let (mut hub, relay, token) = relay_hub(dir);
+    hub.enqueue_refresh(None, "ivanov").unwrap();
+    let claimed = Agent::new("agent-1").claim(&mut hub, 1);
+    let (command, delivery) = (claimed.commands[0].id, claimed.commands[0].delivery);
+    (
+        relay,
+        (token, command, delivery),
+        Daemon::start(&dir.db(), &[]),
+    )
+}
+
 /// The daemon's relay copies the WAL into the database file once the inbox is drained: refresh
 /// pages that came in a burst are in the database file soon after their answers, not only at the
 /// next 64 MiB of requests (seen by the file's size, which only a checkpoint grows).
 #[test]
 fn a_drained_inbox_checkpoints_the_wal() {
     let dir = TestDir::new();
-    let (mut hub, relay, token) = relay_hub(&dir);
-    hub.enqueue_refresh(None, "ivanov").unwrap();
-    let claimed = Agent::new("agent-1").claim(&mut hub, 1);
-    let (command, delivery) = (claimed.commands[0].id, claimed.commands[0].delivery);
-    let daemon = Daemon::start(&dir.db(), &[]);
+    let (relay, agent, daemon) = claimed_refresh_under_daemon(&dir);
     let before = std::fs::metadata(dir.db()).unwrap().len();
     // Four pages of 400 issues, about 6 MiB: past the idle threshold, far from the stream's.
-    burst(&relay, (&token, command, delivery), 0, 4, (400, 80));
+    burst(&relay, (&agent.0, agent.1, agent.2), 0, 4, (400, 80));
     wait_for_file_past(&dir.db(), before + (4 << 20));
     drop(daemon);
 }
@@ -435,15 +445,11 @@ fn a_drained_inbox_checkpoints_the_wal() {
 #[test]
 fn a_second_burst_writes_the_wal_from_its_beginning_again() {
     let dir = TestDir::new();
-    let (mut hub, relay, token) = relay_hub(&dir);
-    hub.enqueue_refresh(None, "ivanov").unwrap();
-    let claimed = Agent::new("agent-1").claim(&mut hub, 1);
-    let (command, delivery) = (claimed.commands[0].id, claimed.commands[0].delivery);
-    let daemon = Daemon::start(&dir.db(), &[]);
+    let (relay, agent, daemon) = claimed_refresh_under_daemon(&dir);
     let wal = std::path::PathBuf::from(format!("{}-wal", dir.db().display()));
     let before = std::fs::metadata(dir.db()).unwrap().len();
     let size = (500, 200);
-    burst(&relay, (&token, command, delivery), 0, 2, size);
+    burst(&relay, (&agent.0, agent.1, agent.2), 0, 2, size);
     let first = std::fs::metadata(&wal).unwrap().len();
     wait_for_file_past(&dir.db(), before + (4 << 20));
     // The copy has ended once the file stops growing; a pass (one a second at least) then copies
@@ -459,7 +465,7 @@ fn a_second_burst_writes_the_wal_from_its_beginning_again() {
         // apart): then the second burst starts from nothing whatever the relay did.
         eprintln!("the WAL was truncated before the second burst: this run shows nothing");
     }
-    burst(&relay, (&token, command, delivery), 1000, 2, size);
+    burst(&relay, (&agent.0, agent.1, agent.2), 1000, 2, size);
     let second = std::fs::metadata(&wal).unwrap().len();
     assert!(
         second < first + first / 4,
