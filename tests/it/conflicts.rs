@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 pub(crate) struct Stage {
     pub(crate) fake: FakeJira,
     pub(crate) hub: Hub,
-    config: String,
+    pub(crate) config: String,
 }
 
 fn priority(id: &str, name: &str) -> Value {
@@ -89,7 +89,7 @@ impl Stage {
     }
 }
 
-fn edit(key: &str, fields: Value) -> Value {
+pub(crate) fn edit(key: &str, fields: Value) -> Value {
     let mut params = json!({"issue_type": "task", "key": key});
     for (k, v) in fields.as_object().unwrap() {
         params[k] = v.clone();
@@ -97,7 +97,7 @@ fn edit(key: &str, fields: Value) -> Value {
     json!({"type": "ensure_issue", "params": params})
 }
 
-fn seeded() -> Value {
+pub(crate) fn seeded() -> Value {
     json!({"summary": "Старое", "priority": priority("3", "Средний"), "duedate": "2026-04-01"})
 }
 
