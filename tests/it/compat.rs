@@ -152,24 +152,24 @@ fn an_edit_with_a_base_waits_for_an_agent_that_checks_bases() {
         view["waiting"], "ждёт агента, который проверяет конфликты",
         "{view}"
     );
-    let (_, metrics) = http(
-        &hub.address,
-        "GET",
-        "/metrics",
-        Some(&hub.client_token),
-        None,
-    );
-    let metrics = metrics.as_str().unwrap().to_string();
-    assert!(
-        metrics.contains("jira_hub_commands_withheld 1"),
-        "{metrics}"
-    );
+    let metrics = || {
+        let (_, text) = http(
+            &hub.address,
+            "GET",
+            "/metrics",
+            Some(&hub.client_token),
+            None,
+        );
+        text.as_str().unwrap().to_string()
+    };
+    let before = metrics();
+    assert!(before.contains("jira_hub_commands_withheld 1"), "{before}");
     let old_agent = old["agent"].as_str().unwrap();
     assert!(
-        metrics.contains(&format!(
+        before.contains(&format!(
             "jira_hub_agent_info{{agent=\"{old_agent}\",version=\"0.1.0\",commit=\"?\",protocol=\"1\"}} 1"
         )),
-        "{metrics}"
+        "{before}"
     );
     assert_eq!(stage.calls_on(key), (0, 0), "nothing read or written yet");
 
@@ -184,20 +184,8 @@ fn an_edit_with_a_base_waits_for_an_agent_that_checks_bases() {
         "read before the write: {reads} {writes}"
     );
     assert_eq!(stage.jira(key)["summary"], "Наше");
-    let (_, metrics) = http(
-        &hub.address,
-        "GET",
-        "/metrics",
-        Some(&hub.client_token),
-        None,
-    );
-    assert!(
-        metrics
-            .as_str()
-            .unwrap()
-            .contains("jira_hub_commands_withheld 0"),
-        "{metrics}"
-    );
+    let after = metrics();
+    assert!(after.contains("jira_hub_commands_withheld 0"), "{after}");
 }
 
 /// Members of a claim answer the previous hub sends (2f1650c's `ClaimAnswer` and

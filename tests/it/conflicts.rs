@@ -455,7 +455,8 @@ async fn over_http_a_conflict_is_counted_apart_overwritten_or_left_as_in_jira() 
     };
     let claim = |id: &str| {
         json!({"kind": "claim", "id": id, "agent": "agent-h", "sent_at": "2026-11-29T10:00:00Z",
-               "agent_version": "1.4.0", "settings_version": 0, "max_commands": 10})
+               "agent_version": "1.4.0", "settings_version": 0, "max_commands": 10,
+               "protocol": 2, "capabilities": ["edit_base"]})
     };
     let (_, claimed) = api.agent("/agent/claim", claim("c-1")).await;
     let first = claimed["commands"][0]["id"].clone();
