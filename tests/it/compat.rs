@@ -188,6 +188,29 @@ fn an_edit_with_a_base_waits_for_an_agent_that_checks_bases() {
     assert!(after.contains("jira_hub_commands_withheld 0"), "{after}");
 }
 
+/// A comment on `key` run by this agent under the previous hub's answers (a lease of 10 s) until
+/// it ends; the hub and the command, which must have failed.
+fn failed_under_previous_hub(
+    fake: &FakeJira,
+    key: &str,
+    body: &str,
+) -> (Hub, jira_hub::service::CommandView) {
+    let hub = Hub::start_with(
+        json!({"pacing": {"min_interval_ms": 0, "claim_timeout_seconds": 10, "max_deliveries": 3}}),
+        json!([{"type": "comment", "params": {"key": key, "body": body}}]),
+        as_previous_hub,
+    );
+    let config = hub.agent_config(&fake.url(), json!({}));
+    assert!(
+        run_until(&hub, &config, || all_ended(&hub)),
+        "never ended: {:?}",
+        hub.commands()
+    );
+    let command = hub.commands()[0].clone();
+    assert_eq!(command.status, CommandStatus::Failed, "{command:?}");
+    (hub, command)
+}
+
 /// Members of a claim answer the previous hub sends (2f1650c's `ClaimAnswer` and
 /// `ClaimedCommand`, as its golden answer shows): everything else this hub adds is dropped.
 const PREVIOUS_ANSWER: &[&str] = &[
@@ -259,7 +282,7 @@ fn the_previous_hubs_answer_has_only_the_members_its_stand_in_keeps() {
 /// This agent under a hub that does not bound give-backs (the previous hub's answers: no
 /// `previous_release`): a path refused while the credentials work goes back once, and the same
 /// path refused again fails the command with Jira's words — the agent's own memory stands in for
-/// `previous_release`. The heartbeat says the agent bounds its give-backs itself. Before, it went
+/// `previous_release`. Before, it went
 /// back every 1–2 s for ever.
 #[test]
 fn under_a_hub_that_does_not_bound_give_backs_the_agent_bounds_them() {
@@ -267,19 +290,7 @@ fn under_a_hub_that_does_not_bound_give_backs_the_agent_bounds_them() {
     let scoped = seed(&fake);
     let path = format!("/rest/api/2/issue/{scoped}/comment");
     fake.refuse_scope(&path);
-    let hub = Hub::start_with(
-        json!({"pacing": {"min_interval_ms": 0, "claim_timeout_seconds": 10, "max_deliveries": 3}}),
-        json!([{"type": "comment", "params": {"key": scoped, "body": "вне областей токена"}}]),
-        as_previous_hub,
-    );
-    let config = hub.agent_config(&fake.url(), json!({}));
-    assert!(
-        run_until(&hub, &config, || all_ended(&hub)),
-        "never ended: {:?}",
-        hub.commands()
-    );
-    let command = hub.commands()[0].clone();
-    assert_eq!(command.status, CommandStatus::Failed, "{command:?}");
+    let (hub, command) = failed_under_previous_hub(&fake, &scoped, "вне областей токена");
     assert_eq!(
         command.uncounted_releases, 1,
         "failed by the agent at its second refusal, not by the hub's budget: {command:?}"
@@ -301,4 +312,26 @@ fn under_a_hub_that_does_not_bound_give_backs_the_agent_bounds_them() {
         "SELECT count(*) FROM agent_request WHERE kind = 'heartbeat'",
     );
     assert!(said >= 1, "a heartbeat was sent");
+}
+
+/// The agent's own bound in number: under a hub that does not bound give-backs, a comment whose
+/// every delivery meets a `Retry-After` longer than the lease goes back 5 times and fails at the
+/// 6th with the last reason and the agent's bound named — well before the hub's own budget of
+/// uncounted give-backs, which the previous hub did not have.
+#[test]
+fn under_a_hub_that_does_not_bound_give_backs_a_command_goes_back_at_most_5_times() {
+    let fake = FakeJira::start(Mode::DataCenter);
+    let key = seed(&fake);
+    fake.fault(
+        jira_hub::sim::jira::Endpoint::AddComment,
+        jira_hub::sim::jira::Fault::TooManyRequests {
+            retry_after: Some(240),
+            html: false,
+        },
+        50,
+    );
+    let (_hub, command) = failed_under_previous_hub(&fake, &key, "после паузы");
+    let error = command.error.as_deref().unwrap_or_default();
+    assert!(error.contains("предел агента (5 раз, 3600 с)"), "{error}");
+    assert_eq!(command.uncounted_releases, 5, "{command:?}");
 }
