@@ -206,6 +206,20 @@ struct Agent {
     /// Jira's login refused the credentials in use (issue 31, item 4): they are not sent again
     /// until the source gives other ones, or [`REJECTED_RETRY`] after the last try.
     rejected: Option<Rejected>,
+    /// The give-backs of each command so far, kept only while the hub does not bound them
+    /// (it sends no `previous_release`: the previous release), by command id.
+    given_back: std::collections::HashMap<i64, GivenBack>,
+}
+
+/// What the agent remembers of one command's give-backs under a hub that does not bound them.
+#[derive(Debug, Clone)]
+struct GivenBack {
+    /// How many times it went back.
+    count: u32,
+    /// When it first went back (monotonic, [`Waits::now`]).
+    first: Duration,
+    /// The path refused when the last one was for that ([`RefusedPath`]).
+    refused: Option<RefusedPath>,
 }
 
 /// Credentials Jira's login refused.
@@ -271,6 +285,7 @@ impl Agent {
             refused: None,
             source: None,
             rejected: None,
+            given_back: std::collections::HashMap::new(),
         })
     }
 
@@ -684,10 +699,18 @@ impl Agent {
                 // the delivery after such a give-back fails it (never a silent loop); the hub
                 // says which call the give-back was for, so a restarted agent or another one
                 // decides the same. A give-back for anything else starts afresh.
+                // A hub that does not bound give-backs sends no `previous_release`: the agent's
+                // own memory of the command's last give-back stands in for it.
+                let own = self
+                    .hub
+                    .own_give_back_bound()
+                    .and_then(|_| self.given_back.get(&command.id))
+                    .and_then(|given| given.refused.as_ref());
                 let again = command
                     .previous_release
                     .as_ref()
                     .and_then(|previous| previous.refused.as_ref())
+                    .or(own)
                     .is_some_and(|previous| previous.same_call(&this));
                 if !again {
                     tracing::warn!(method = %refusal.method, %path, status = refusal.status, words = %refusal.words, "one path is refused while the credentials work: the command goes back once, nothing is held");
@@ -709,6 +732,56 @@ impl Agent {
             },
             Err(_) => held(reason),
         }
+    }
+
+    /// Under a hub that does not bound give-backs (no `bounded_give_backs`: the previous
+    /// release, which sends no `previous_release`), the agent bounds them itself: a command given
+    /// back [`transport::OWN_GIVE_BACK_BOUND`]'s count of times, or that long after its first
+    /// give-back, fails with the last reason instead of going back for ever. A give-back while
+    /// Jira is held is not counted: the agent claims nothing then, and shows itself held.
+    fn bound_give_back(&mut self, command: &ClaimedCommand, outcome: Outcome) -> Outcome {
+        let Some(bound) = self.hub.own_give_back_bound() else {
+            self.given_back.clear();
+            return outcome;
+        };
+        let Outcome::GiveBack { reason, held: None } = outcome else {
+            if !matches!(outcome, Outcome::GiveBack { .. }) {
+                self.given_back.remove(&command.id);
+            }
+            return outcome;
+        };
+        let now = self.waits.now();
+        let window = Duration::from_secs(bound.seconds);
+        // Commands given back long ago went to another agent or ended: forgotten.
+        self.given_back
+            .retain(|_, given| now.saturating_sub(given.first) <= window * 2);
+        let given = self.given_back.entry(command.id).or_insert(GivenBack {
+            count: 0,
+            first: now,
+            refused: None,
+        });
+        given.count += 1;
+        given.refused = self.refused.clone();
+        let elapsed = now.saturating_sub(given.first);
+        if given.count <= bound.count && elapsed <= window {
+            tracing::info!(
+                command = command.id,
+                give_backs = given.count,
+                max_give_backs = bound.count,
+                "the hub does not bound give-backs: the agent counts them itself"
+            );
+            return Outcome::GiveBack { reason, held: None };
+        }
+        let count = given.count;
+        self.given_back.remove(&command.id);
+        self.refused = None;
+        tracing::warn!(command = command.id, give_backs = count, elapsed_seconds = elapsed.as_secs(), %reason, "given back past the agent's own bound (the hub sets none): the command fails");
+        Outcome::Failed(format!(
+            "{reason}; команда возвращалась хабу {count} раз за {} с — это предел агента ({} раз, {} с): хаб старой версии возвраты не ограничивает",
+            elapsed.as_secs(),
+            bound.count,
+            bound.seconds
+        ))
     }
 
     /// Runs one command and reports it; `Some((reason, held, not_before))` when it went back to
@@ -825,6 +898,7 @@ impl Agent {
             } => self.credentials_or_path(command, reason),
             other => other,
         };
+        let outcome = self.bound_give_back(command, outcome);
         // Whether a write of this command may have been applied (read before the counters are
         // taken, which resets it).
         let wrote = self.jira.wrote();

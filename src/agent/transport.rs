@@ -12,8 +12,8 @@ use super::config::{AgentConfig, HubTransport, Secret};
 use super::net::Client;
 use super::wait::Waits;
 use crate::protocol::{
-    ClaimAnswer, ClaimRequest, CommandResult, Envelope, HeartbeatAnswer, HeartbeatRequest, Kind,
-    ReportAnswer, ReportRequest,
+    ClaimAnswer, ClaimRequest, CommandResult, Envelope, GiveBackBound, HeartbeatAnswer,
+    HeartbeatRequest, Kind, Peer, ReportAnswer, ReportRequest,
 };
 use serde::Serialize;
 use std::io::Write;
@@ -57,8 +57,20 @@ pub(crate) struct HubLink {
     /// Whether the last claim given up was still in `inbox/` (nobody took it) when it was taken
     /// back: what a `--check` that got no answer names.
     claim_left_unread: std::sync::atomic::AtomicBool,
+    /// Whether the hub's last claim answer said it bounds give-backs (`bounded_give_backs`):
+    /// `None` before the first answer. A hub that does not (the previous release) sends no
+    /// `previous_release`, and the agent bounds its give-backs itself.
+    hub_bounds_give_backs: std::sync::Mutex<Option<bool>>,
     waits: Arc<Waits>,
 }
+
+/// The agent's own bound on the give-backs of one command, under a hub that does not bound them:
+/// at most this many, and none later than this after the first (then the command fails with
+/// the last reason).
+pub(crate) const OWN_GIVE_BACK_BOUND: GiveBackBound = GiveBackBound {
+    count: 5,
+    seconds: 3600,
+};
 
 /// After this long without an answer, a `--check` says on stderr what it waits for.
 const SAY_WAITING_AFTER: Duration = Duration::from_secs(1);
@@ -130,6 +142,7 @@ impl HubLink {
             answer_limit: config.hub_answer_limit,
             last_failure: std::sync::Mutex::new(None),
             claim_left_unread: std::sync::atomic::AtomicBool::new(false),
+            hub_bounds_give_backs: std::sync::Mutex::new(None),
             waits,
         }
     }
@@ -173,6 +186,8 @@ impl HubLink {
                     .unwrap_or(crate::protocol::MAX_HEARTBEAT_SECONDS)
                     .clamp(1, crate::protocol::MAX_HEARTBEAT_SECONDS),
             ),
+            peer: Peer::this_agent(),
+            own_give_back_bound: self.own_give_back_bound(),
         };
         let bytes = self.exchange(Kind::Heartbeat, &id, &request, false)?;
         let _: HeartbeatAnswer = decode(Kind::Heartbeat, &bytes)?;
@@ -191,9 +206,54 @@ impl HubLink {
             settings_version,
             max_commands,
             wait_seconds: u32::try_from(self.claim_wait.as_secs()).unwrap_or(u32::MAX),
+            peer: Peer::this_agent(),
         };
         let bytes = self.exchange(Kind::Claim, &id, &request, false)?;
-        decode(Kind::Claim, &bytes)
+        let answer: ClaimAnswer = decode(Kind::Claim, &bytes)?;
+        self.met_hub(&answer.hub);
+        Ok(answer)
+    }
+
+    /// Notes what the hub said of itself in a claim answer; says in the log when the agent
+    /// starts (or stops) bounding its give-backs itself.
+    fn met_hub(&self, hub: &Peer) {
+        let bounds = hub.can(crate::protocol::HUB_CAP_BOUNDED_GIVE_BACKS);
+        let mut known = self
+            .hub_bounds_give_backs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *known != Some(bounds) {
+            let build = hub.build.as_ref();
+            let version = build.map_or("?", |b| b.version.as_str());
+            let commit = build.map_or("?", |b| b.commit.as_str());
+            if bounds {
+                tracing::info!(
+                    hub_protocol = hub.revision(),
+                    hub_version = version,
+                    hub_commit = commit,
+                    "the hub bounds give-backs and names the previous one (previous_release)"
+                );
+            } else {
+                tracing::warn!(
+                    hub_protocol = hub.revision(),
+                    hub_version = version,
+                    hub_commit = commit,
+                    max_give_backs = OWN_GIVE_BACK_BOUND.count,
+                    within_seconds = OWN_GIVE_BACK_BOUND.seconds,
+                    "the hub does not bound give-backs (an older release): the agent bounds them itself and fails a command given back past that"
+                );
+            }
+            *known = Some(bounds);
+        }
+    }
+
+    /// The agent's own bound on give-backs while the hub it meets has none.
+    pub(crate) fn own_give_back_bound(&self) -> Option<GiveBackBound> {
+        let known = *self
+            .hub_bounds_give_backs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (known == Some(false)).then_some(OWN_GIVE_BACK_BOUND)
     }
 
     /// Sends results. While the agent stops, it still waits (a bounded time) for the answer.

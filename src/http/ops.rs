@@ -480,9 +480,36 @@ impl Collector for HubCollector {
             )?;
             silent.encode(metric)?;
         }
+        encode_gauge(
+            &mut encoder,
+            "jira_hub_commands_withheld",
+            "Queued commands no agent seen so far can honour: an edit with a base waits for an agent that checks conflicts (protocol capability edit_base)",
+            figures.withheld_commands,
+        )?;
+        // Only while some agent is listed: a family without a sample trips OpenMetrics parsers.
+        if !figures.agents.is_empty() {
+            let info = Family::<AgentInfoLabel, Gauge>::default();
+            for agent in &figures.agents {
+                info.get_or_create(&AgentInfoLabel {
+                    agent: LabelText(agent.agent.clone()),
+                    version: LabelText(agent.version.clone()),
+                    commit: LabelText(agent.commit.clone()),
+                    protocol: LabelText(agent.protocol.to_string()),
+                })
+                .set(1);
+            }
+            let metric = encoder.encode_descriptor(
+                "jira_hub_agent_info",
+                "Each agent's release, commit and protocol revision as it last said (1 always; commit \"?\" and protocol 1: the previous release, which says neither)",
+                None,
+                info.metric_type(),
+            )?;
+            info.encode(metric)?;
+        }
         let build = Info::new(BuildLabels {
             version: env!("CARGO_PKG_VERSION"),
             commit: env!("JIRA_HUB_COMMIT"),
+            protocol: crate::protocol::PROTOCOL_REVISION,
             schema: format!(
                 "v{}r{}",
                 crate::service::SCHEMA_VERSION,
@@ -491,7 +518,7 @@ impl Collector for HubCollector {
         });
         let metric = encoder.encode_descriptor(
             "jira_hub_build",
-            "The running build: release, commit, database schema",
+            "The running build: release, commit, agent protocol revision, database schema",
             None,
             build.metric_type(),
         )?;
@@ -565,7 +592,16 @@ impl EncodeLabelValue for LabelText {
 struct BuildLabels {
     version: &'static str,
     commit: &'static str,
+    protocol: u32,
     schema: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AgentInfoLabel {
+    agent: LabelText,
+    version: LabelText,
+    commit: LabelText,
+    protocol: LabelText,
 }
 
 /// The two text formats a scraper may ask for.

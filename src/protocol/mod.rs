@@ -84,6 +84,126 @@ pub struct ClaimRequest {
     /// know it answers at once.
     #[serde(default)]
     pub wait_seconds: u32,
+    /// What the agent is: its protocol revision, what it can honour, its build ([`Peer`]).
+    /// Absent from the previous release's agents (revision 1, no capabilities).
+    #[serde(flatten)]
+    pub peer: Peer,
+}
+
+/// The protocol revision this build speaks. Revision 1 is the previous release's, which sent
+/// no revision at all: a message without `protocol` is of revision 1.
+pub const PROTOCOL_REVISION: u32 = 2;
+
+/// An agent capability: it reads an edit's `params.base` right before writing and writes only
+/// the fields that still hold it (else it reports the conflict). Without it an edit with a base
+/// is never handed to the agent: it would write blindly over a person's change.
+pub const CAP_EDIT_BASE: &str = "edit_base";
+/// An agent capability: it reads `previous_release` and fails a command whose same Jira path is
+/// refused twice in a row (a give-back is never repeated for ever).
+pub const CAP_PREVIOUS_RELEASE: &str = "previous_release";
+/// A hub capability (claim answer): it hands `previous_release` to each delivery after a
+/// give-back and bounds give-backs itself. An agent under a hub without it bounds them itself.
+pub const HUB_CAP_BOUNDED_GIVE_BACKS: &str = "bounded_give_backs";
+
+/// What this agent build can honour, as it says in every claim and heartbeat.
+pub const AGENT_CAPABILITIES: [&str; 2] = [CAP_EDIT_BASE, CAP_PREVIOUS_RELEASE];
+/// What this hub build does, as it says in every claim answer.
+pub const HUB_CAPABILITIES: [&str; 1] = [HUB_CAP_BOUNDED_GIVE_BACKS];
+
+/// The most capabilities a message may list, and the longest one (bytes).
+pub const MAX_CAPABILITIES: usize = 64;
+pub const MAX_CAPABILITY_BYTES: usize = 64;
+
+/// The build of a side: its release (`CARGO_PKG_VERSION`) and the commit it was built from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Build {
+    pub version: String,
+    pub commit: String,
+}
+
+impl Build {
+    /// This binary's build.
+    pub fn this() -> Build {
+        Build {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            commit: env!("JIRA_HUB_COMMIT").to_string(),
+        }
+    }
+}
+
+/// What a side says of itself: its protocol revision, its capabilities and its build. Every
+/// member is optional on the wire: the previous release sends none of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Peer {
+    /// The protocol revision it speaks (absent: 1, the previous release).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<u32>,
+    /// What it can honour; names it does not know are kept and ignored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<String>,
+    /// Boxed: most messages' members are small, and an answer is moved around whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<Box<Build>>,
+}
+
+impl Peer {
+    /// This agent build, as its claims and heartbeats describe it.
+    pub fn this_agent() -> Peer {
+        Peer {
+            protocol: Some(PROTOCOL_REVISION),
+            capabilities: AGENT_CAPABILITIES.iter().map(|c| c.to_string()).collect(),
+            build: Some(Box::new(Build::this())),
+        }
+    }
+
+    /// This hub build, as its claim answers describe it.
+    pub fn this_hub() -> Peer {
+        Peer {
+            protocol: Some(PROTOCOL_REVISION),
+            capabilities: HUB_CAPABILITIES.iter().map(|c| c.to_string()).collect(),
+            build: Some(Box::new(Build::this())),
+        }
+    }
+
+    /// The revision it speaks: 1 when it does not say (the previous release).
+    pub fn revision(&self) -> u32 {
+        self.protocol.unwrap_or(1)
+    }
+
+    /// Whether it says it can do `capability`.
+    pub fn can(&self, capability: &str) -> bool {
+        self.capabilities.iter().any(|c| c == capability)
+    }
+
+    /// Why its members are out of bounds, if they are: (field, message).
+    fn invalid(&self) -> Option<(&'static str, String)> {
+        if self.protocol == Some(0) {
+            return Some(("protocol", "ожидалась ревизия протокола от 1".to_string()));
+        }
+        if self.capabilities.len() > MAX_CAPABILITIES
+            || self.capabilities.iter().any(|c| {
+                c.is_empty() || c.len() > MAX_CAPABILITY_BYTES || c.chars().any(char::is_control)
+            })
+        {
+            return Some((
+                "capabilities",
+                format!(
+                    "ожидалось до {MAX_CAPABILITIES} непустых имён до {MAX_CAPABILITY_BYTES} байт без управляющих символов"
+                ),
+            ));
+        }
+        if let Some(build) = &self.build {
+            for (field, text) in [
+                ("build.version", &build.version),
+                ("build.commit", &build.commit),
+            ] {
+                if text.chars().count() > 100 || text.chars().any(char::is_control) {
+                    return Some((field, "до 100 символов без управляющих".to_string()));
+                }
+            }
+        }
+        None
+    }
 }
 
 /// The longest `wait_seconds` of a claim: 15 minutes.
@@ -309,7 +429,6 @@ pub const MAX_NOT_BEFORE_SECONDS: u32 = 86_400;
 /// A Jira call refused for credentials on its path alone: its method and path (no query), and
 /// Jira's status.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
 pub struct RefusedPath {
     pub method: String,
     pub path: String,
@@ -384,6 +503,21 @@ pub struct HeartbeatRequest {
     /// without a request of its own; without it, after the hub's fixed threshold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_seconds: Option<u32>,
+    /// What the agent is (as in a claim). Absent from the previous release's agents.
+    #[serde(flatten)]
+    pub peer: Peer,
+    /// Set while the agent bounds its give-backs itself, because the hub it meets does not
+    /// (it sends no `previous_release`: the previous release). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_give_back_bound: Option<GiveBackBound>,
+}
+
+/// How an agent bounds the give-backs of one command itself: at most `count` give-backs, and
+/// none once `seconds` have passed since its first one; past either the command fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct GiveBackBound {
+    pub count: u32,
+    pub seconds: u64,
 }
 
 /// The longest heartbeat period an agent may announce: a day (the agent's own bound).
@@ -399,7 +533,6 @@ const MAX_CHECK_BYTES: usize = 320 * 1024;
 
 /// A preflight's outcome (`jira-hub agent --check`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
 pub struct CheckReport {
     /// When it ran (UTC, RFC 3339).
     pub ran_at: String,
@@ -410,7 +543,6 @@ pub struct CheckReport {
 
 /// One check of a preflight: its name, whether it passed, what it found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
 pub struct CheckLine {
     pub name: String,
     pub ok: bool,
@@ -521,6 +653,10 @@ pub struct ClaimAnswer {
     /// `progress` without `page` does nothing else. Absent from older hubs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_seconds: Option<u32>,
+    /// What the hub is: its revision, capabilities (`bounded_give_backs`) and build. Absent
+    /// from the previous release's hub. Boxed: an answer is moved around whole.
+    #[serde(flatten)]
+    pub hub: Box<Peer>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -645,6 +781,9 @@ fn known_members(kind: Kind) -> &'static [&'static str] {
             "settings_version",
             "max_commands",
             "wait_seconds",
+            "protocol",
+            "capabilities",
+            "build",
         ],
         Kind::Report => &["kind", "id", "agent", "sent_at", "token"],
         Kind::Heartbeat => &[
@@ -658,9 +797,17 @@ fn known_members(kind: Kind) -> &'static [&'static str] {
             "last_error",
             "check",
             "heartbeat_seconds",
+            "protocol",
+            "capabilities",
+            "build",
+            "own_give_back_bound",
         ],
     }
 }
+
+/// The largest `capabilities`, `build` or `own_give_back_bound` member, in bytes (its bounds are
+/// far smaller: 64 names of 64 bytes).
+const MAX_PEER_MEMBER_BYTES: usize = 16 * 1024;
 
 /// The largest `result` of one command result: results are small objects (`{key, created}`,
 /// `{total, boards}`); issue pages travel as raw text in `page`.
@@ -769,13 +916,18 @@ fn decode_text(
         let Some(raw) = top.get(member) else {
             continue;
         };
-        // A heartbeat's `check` (issue 20) is an object, refused unread beyond its bound.
-        if member == "check" && raw.get().starts_with('{') {
-            if raw.get().len() > MAX_CHECK_BYTES {
-                return Err(DecodeError::invalid(
-                    member,
-                    format!("больше {MAX_CHECK_BYTES} байт"),
-                ));
+        // A heartbeat's `check` (issue 20) and what a side says of itself (`capabilities`,
+        // `build`, `own_give_back_bound`) are containers, refused unread beyond their bound.
+        let bound = match member {
+            "check" if raw.get().starts_with('{') => Some(MAX_CHECK_BYTES),
+            "capabilities" | "build" | "own_give_back_bound" => Some(MAX_PEER_MEMBER_BYTES),
+            _ => None,
+        };
+        if let Some(bound) = bound
+            && raw.get().starts_with(['{', '['])
+        {
+            if raw.get().len() > bound {
+                return Err(DecodeError::invalid(member, format!("больше {bound} байт")));
             }
             let value = serde_json::from_str(raw.get()).map_err(|e| DecodeError::Invalid {
                 field: member.to_string(),
@@ -950,18 +1102,39 @@ pub fn decode_value(value: Value) -> Result<AgentRequest, DecodeError> {
     decode_bytes(&bytes, TokenCheck::Skip)
 }
 
-fn build(kind: Kind, value: Value) -> Result<AgentRequest, DecodeError> {
+fn build(kind: Kind, mut value: Value) -> Result<AgentRequest, DecodeError> {
+    // What the agent says of itself is read on its own: a flattened member's error would lose
+    // its name.
+    let peer = peer_of(&mut value)?;
     Ok(match kind {
-        Kind::Claim => AgentRequest::Claim(typed(value)?),
+        Kind::Claim => {
+            let mut claim: ClaimRequest = typed(value)?;
+            claim.peer = peer;
+            AgentRequest::Claim(claim)
+        }
         Kind::Report => AgentRequest::Report(typed(value)?),
         Kind::Heartbeat => {
-            let heartbeat: HeartbeatRequest = typed(value)?;
+            let mut heartbeat: HeartbeatRequest = typed(value)?;
+            heartbeat.peer = peer;
             if let Some(why) = heartbeat.check.as_ref().and_then(CheckReport::oversize) {
                 return Err(DecodeError::invalid("check", why));
             }
             AgentRequest::Heartbeat(heartbeat)
         }
     })
+}
+
+/// Takes [`Peer`]'s members out of a request's members and reads them.
+fn peer_of(value: &mut Value) -> Result<Peer, DecodeError> {
+    let mut members = serde_json::Map::new();
+    if let Some(object) = value.as_object_mut() {
+        for name in ["protocol", "capabilities", "build"] {
+            if let Some(member) = object.remove(name) {
+                members.insert(name.to_string(), member);
+            }
+        }
+    }
+    typed(Value::Object(members))
 }
 
 /// The kind, and that `id`, `agent` and `sent_at` are strings.
@@ -1002,6 +1175,14 @@ fn check_request(request: AgentRequest) -> Result<AgentRequest, DecodeError> {
             "agent_version",
             "версия агента — до 100 символов без управляющих",
         ));
+    }
+    let peer = match &request {
+        AgentRequest::Claim(claim) => Some(&claim.peer),
+        AgentRequest::Heartbeat(heartbeat) => Some(&heartbeat.peer),
+        AgentRequest::Report(_) => None,
+    };
+    if let Some((field, message)) = peer.and_then(Peer::invalid) {
+        return Err(DecodeError::invalid(field, message));
     }
     if let AgentRequest::Claim(claim) = &request
         && claim.wait_seconds > MAX_CLAIM_WAIT_SECONDS
@@ -1201,15 +1382,110 @@ mod tests {
             )),
             "check"
         );
-        // Strict: an unknown member of a line, or a check that is not an object, is refused.
-        let odd = json!({"name": "x", "ok": true, "detail": "", "extra": 1});
+        // A newer agent's member of a line is ignored; a wrong type, or a check that is not an
+        // object, is refused naming it.
+        let newer = json!({"name": "x", "ok": true, "detail": "", "extra": {"nested": [1]}});
+        let AgentRequest::Heartbeat(h) = decode_value(heartbeat(
+            json!({"ran_at": "2026-11-30T19:00:00Z", "ok": true, "lines": [newer], "more": 1}),
+        ))
+        .unwrap() else {
+            panic!("a heartbeat")
+        };
+        assert_eq!(h.check.unwrap().lines[0].name, "x");
+        let wrong = json!({"name": "x", "ok": "yes", "detail": ""});
         assert!(
-            decode_value(heartbeat(
-                json!({"ran_at": "2026-11-30T19:00:00Z", "ok": true, "lines": [odd]})
+            error_field(heartbeat(
+                json!({"ran_at": "2026-11-30T19:00:00Z", "ok": true, "lines": [wrong]})
             ))
-            .is_err()
+            .starts_with("check")
         );
         assert_eq!(error_field(heartbeat(json!([1]))), "check");
+    }
+
+    #[test]
+    fn a_claim_says_what_its_agent_is_and_the_previous_release_says_nothing() {
+        // The previous release's claim: revision 1, no capability, no build.
+        let AgentRequest::Claim(old) = decode_value(claim()).unwrap() else {
+            panic!("a claim")
+        };
+        assert_eq!(old.peer, Peer::default());
+        assert_eq!(old.peer.revision(), 1);
+        assert!(!old.peer.can(CAP_EDIT_BASE));
+        // This release's, with a future agent's capability and build member beside.
+        let mut new = claim();
+        new["protocol"] = json!(2);
+        new["capabilities"] = json!(["edit_base", "previous_release", "telepathy"]);
+        new["build"] = json!({"version": "0.2.0", "commit": "abc123", "compiler": "rustc 9"});
+        let AgentRequest::Claim(c) = decode_value(new.clone()).unwrap() else {
+            panic!("a claim")
+        };
+        assert_eq!(c.peer.revision(), 2);
+        assert!(c.peer.can(CAP_EDIT_BASE) && c.peer.can("telepathy"));
+        assert_eq!(c.peer.build.as_ref().unwrap().commit, "abc123");
+        // Written back, the agent's own claim reads the same.
+        let text = serde_json::to_value(&c).unwrap();
+        assert_eq!(text["capabilities"], new["capabilities"]);
+        assert_eq!(text["protocol"], json!(2));
+        // Really wrong: refused naming the member.
+        for (member, value, field) in [
+            ("capabilities", json!("edit_base"), "capabilities"),
+            ("capabilities", json!([1]), "capabilities"),
+            ("capabilities", json!(vec!["x"; 65]), "capabilities"),
+            ("capabilities", json!([""]), "capabilities"),
+            ("protocol", json!("2"), "protocol"),
+            ("protocol", json!(0), "protocol"),
+            ("build", json!({"version": "0.2.0"}), "build"),
+            (
+                "build",
+                json!({"version": "0.2.0", "commit": "a\u{7}"}),
+                "build.commit",
+            ),
+        ] {
+            let mut bad = claim();
+            bad[member] = value.clone();
+            let got = error_field(bad);
+            assert!(
+                got.starts_with(field),
+                "{member} = {value}: refused as {got}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_give_back_with_a_newer_agents_member_in_refused_is_read() {
+        let report = json!({"kind": "report", "id": "r1", "agent": "a", "sent_at": "2026-11-29T10:00:00Z",
+            "future": {"x": 1},
+            "results": [{"command_id": 7, "delivery": 1, "status": "released", "error": "403",
+                "not_before_seconds": 5, "sent": false, "also_future": [1],
+                "refused": {"method": "GET", "path": "/rest/agile/1.0/board/1", "status": 401, "scope": "read:jira-work"}}]});
+        let AgentRequest::Report(r) = decode_value(report).unwrap() else {
+            panic!("a report")
+        };
+        assert_eq!(r.results[0].refused.as_ref().unwrap().status, 401);
+        // A wrong type inside is still refused, naming it.
+        let wrong = json!({"kind": "report", "id": "r1", "agent": "a", "sent_at": "2026-11-29T10:00:00Z",
+            "results": [{"command_id": 7, "delivery": 1, "status": "released", "error": "403",
+                "not_before_seconds": 5, "refused": {"method": "GET", "path": "/x", "status": "401"}}]});
+        assert!(error_field(wrong).starts_with("results[0]"));
+    }
+
+    #[test]
+    fn a_heartbeat_says_when_the_agent_bounds_its_give_backs_itself() {
+        let mut heartbeat = json!({"kind": "heartbeat", "id": "h", "agent": "a", "sent_at": "2026-11-29T10:00:00Z",
+            "agent_version": "0.2.0", "jira_ok": true, "protocol": 2, "capabilities": ["edit_base"],
+            "own_give_back_bound": {"count": 5, "seconds": 3600}});
+        let AgentRequest::Heartbeat(h) = decode_value(heartbeat.clone()).unwrap() else {
+            panic!("a heartbeat")
+        };
+        assert_eq!(
+            h.own_give_back_bound,
+            Some(GiveBackBound {
+                count: 5,
+                seconds: 3600
+            })
+        );
+        heartbeat["own_give_back_bound"] = json!(5);
+        assert_eq!(error_field(heartbeat), "own_give_back_bound");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::domain::time::{Utc, parse_utc};
 use crate::jira::{FieldIds, MirrorIssue, map_issue_text};
 use crate::protocol::{
     AgentAnswer, AgentRequest, ClaimAnswer, ClaimRequest, ClaimedCommand, CommandResult,
-    HeartbeatAnswer, HeartbeatRequest, Ignored, Kind, Page, PreviousRelease, ReportAnswer,
+    HeartbeatAnswer, HeartbeatRequest, Ignored, Kind, Page, Peer, PreviousRelease, ReportAnswer,
     ReportRequest, ResultStatus,
 };
 use crate::store::{AgentSeen, CommandRow, Finish, StoreError, Tx};
@@ -435,6 +435,7 @@ fn act_of(request: &AgentRequest, arrival: Arrival) -> Option<Act<'_>> {
             agent,
             at,
             version: Some(&claim.agent_version),
+            peer: super::views::peer_text(&claim.peer),
             // A claim of no command is the preflight's look at the settings (`agent --check`):
             // an agent that only sent those is shown as a check, not as a silent agent.
             claimed: claim.max_commands > 0,
@@ -450,6 +451,7 @@ fn act_of(request: &AgentRequest, arrival: Arrival) -> Option<Act<'_>> {
             agent,
             at,
             version: Some(&heartbeat.agent_version),
+            peer: super::views::peer_text(&heartbeat.peer),
             jira: Some((heartbeat.jira_ok, heartbeat.last_error.as_deref())),
             check: heartbeat.check.as_ref(),
             heartbeat_seconds: heartbeat.heartbeat_seconds,
@@ -472,6 +474,7 @@ fn touch(tx: &Tx<'_>, act: &Act<'_>, now: &Now) -> Result<()> {
         agent: act.agent,
         at: at.as_str(),
         version: act.version,
+        peer: act.peer.as_deref(),
         claimed: act.claimed,
         reported: act.reported,
         jira: act.jira.map(|(ok, _)| (ok, last_error.as_deref())),
@@ -494,14 +497,55 @@ type Ready = (CommandRow, Value);
 /// A queued command that can never run (its dependency is missing or did not succeed): ended
 /// with this status and reason by the claim that finds it.
 type Blocked = (CommandRow, CommandStatus, String);
+/// A queued command the claiming agent cannot honour, and whether it already says it waits.
+type Withheld = (i64, bool);
+
+/// What the words «ждёт агента, который проверяет конфликты» say: an edit with a base waits for
+/// an agent that checks bases (`edit_base`).
+pub const WAITS_FOR_BASE_CHECK: &str = "ждёт агента, который проверяет конфликты";
+
+/// Why `agent` may not run `command`, when it may not: an edit with a base goes only to an agent
+/// that checks bases, since one that does not (the previous release) writes over whatever a
+/// person changed in Jira. An edit whose every checked field the operator chose to overwrite
+/// («Записать поверх») checks nothing, and goes to any agent. Everything else every release
+/// runs as this one does: refresh, create, transition, link, comment, and edits without a base.
+pub(crate) fn withheld_from(command: &CommandRow, agent: &Peer) -> Option<&'static str> {
+    if command.command_type != CommandType::EnsureIssue
+        || agent.can(crate::protocol::CAP_EDIT_BASE)
+        || !crate::domain::edit::has_base(&command.params)
+    {
+        return None;
+    }
+    let overwritten: Vec<&str> = command.params["overwrite"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let checked = command.params["base"]["fields"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .any(|(field, _)| !overwritten.contains(&field.as_str()));
+    checked.then_some(WAITS_FOR_BASE_CHECK)
+}
 
 /// Walks the queue in order: the commands a claim may hand out now (at most `limit`), and those
 /// it finds blocked on the way. Reads only.
-fn walk_queue(tx: &Tx<'_>, now: &Now, limit: usize) -> Result<(Vec<Ready>, Vec<Blocked>)> {
+///
+/// A command `agent` cannot honour ([`withheld_from`]) is passed over, and the later commands of
+/// its batch wait with it (a batch's commands reach Jira in their order).
+fn walk_queue(
+    tx: &Tx<'_>,
+    now: &Now,
+    limit: usize,
+    agent: &Peer,
+) -> Result<(Vec<Ready>, Vec<Blocked>, Vec<Withheld>)> {
     let mut ready: Vec<Ready> = Vec::new();
     let mut blocked: Vec<Blocked> = Vec::new();
+    let mut withheld: Vec<Withheld> = Vec::new();
     if limit == 0 {
-        return Ok((ready, blocked));
+        return Ok((ready, blocked, withheld));
     }
     // Batches with a command given back and waiting out its grace: their later commands wait
     // too, so that a batch's commands reach Jira in their order (issue 24, §3).
@@ -512,6 +556,11 @@ fn walk_queue(tx: &Tx<'_>, now: &Now, limit: usize) -> Result<(Vec<Ready>, Vec<B
         }
         // Given back by its agent (`released`): not before its grace ends.
         if command.not_before.as_ref().is_some_and(|t| t.at() > now.at) {
+            waiting_batches.push(command.batch_id);
+            return Ok(true);
+        }
+        if let Some(why) = withheld_from(&command, agent) {
+            withheld.push((command.id, command.withheld.as_deref() == Some(why)));
             waiting_batches.push(command.batch_id);
             return Ok(true);
         }
@@ -543,7 +592,7 @@ fn walk_queue(tx: &Tx<'_>, now: &Now, limit: usize) -> Result<(Vec<Ready>, Vec<B
         ready.push((command, params));
         Ok(ready.len() < limit)
     })?;
-    Ok((ready, blocked))
+    Ok((ready, blocked, withheld))
 }
 
 /// `freed`: set when the claim's own sweep returned commands to the queue.
@@ -562,7 +611,11 @@ fn claim_in(
     let pause = backoff_pause(&settings.pacing, streak);
 
     // Read first, write after: the queue is not modified while it is being walked.
-    let (ready, blocked) = walk_queue(tx, now, limit)?;
+    let (ready, blocked, withheld) = walk_queue(tx, now, limit, &claim.peer)?;
+    for (id, _) in withheld.iter().filter(|(_, marked)| !marked) {
+        tx.set_withheld(*id, Some(WAITS_FOR_BASE_CHECK))?;
+        tracing::warn!(agent = %claim.envelope.agent, command = id, protocol = claim.peer.revision(), "an edit with a base is not handed to an agent that does not check bases: it waits for one that does");
+    }
     for (command, status, reason) in blocked {
         let finish = Finish {
             status,
@@ -642,6 +695,7 @@ fn claim_answer(
         // The transport that answers sets its own limit.
         max_report_bytes: None,
         lease_seconds: Some(settings.pacing.claim_timeout_seconds),
+        hub: Box::new(Peer::this_hub()),
     }
 }
 
@@ -680,8 +734,9 @@ fn look_at_claim(tx: &Tx<'_>, claim: &ClaimRequest, now: &Now, streak: u32) -> R
     let limit = claim
         .max_commands
         .min(settings.pacing.max_commands_per_claim) as usize;
-    let (ready, blocked) = walk_queue(tx, now, limit.min(1))?;
-    if !ready.is_empty() || !blocked.is_empty() {
+    let (ready, blocked, withheld) = walk_queue(tx, now, limit.min(1), &claim.peer)?;
+    // A command passed over that does not say so yet: the write transaction marks it.
+    if !ready.is_empty() || !blocked.is_empty() || withheld.iter().any(|(_, marked)| !marked) {
         return Ok(ClaimLook::Work);
     }
     Ok(ClaimLook::Idle(limit > 0))

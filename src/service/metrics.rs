@@ -164,6 +164,9 @@ pub struct MetricsFigures {
     /// Commands `failed` now on a conflict with a change made in Jira (issue 32; the other
     /// failed ones are the rest of `queue`'s `failed`).
     pub failed_conflicts: i64,
+    /// Queued commands no agent seen so far can honour (an edit with a base passed over by
+    /// agents that do not check bases).
+    pub withheld_commands: i64,
     /// The agents listed, most recently seen first.
     pub agents: Vec<AgentFigures>,
     /// What keeps the database from being written now, if anything.
@@ -181,6 +184,10 @@ pub struct AgentFigures {
     pub silent: bool,
     /// While Jira is held for it: the class of its reason ([`error_class`]) and since when.
     pub jira_held: Option<(&'static str, Utc)>,
+    /// Its release, commit and protocol revision, as it last said (`?` for what it did not).
+    pub version: String,
+    pub commit: String,
+    pub protocol: u32,
 }
 
 /// The class of an agent's reason for Jira being held, a bounded word for a label (the reason
@@ -239,6 +246,7 @@ impl super::HubConnection {
                     issues_awaiting_removal: held.iter().map(|h| h.would_remove).sum(),
                     oldest_queued_since: self.store.oldest_queued_since()?,
                     failed_conflicts: self.store.failed_on_conflict()?,
+                    withheld_commands: self.store.withheld_commands()?,
                     uncounted_commands: uncounted.commands,
                     uncounted_releases: uncounted.releases,
                     oldest_uncounted_since: uncounted.oldest_since,
@@ -264,6 +272,9 @@ impl super::HubConnection {
                     )
                 }),
                 silent: agent.silent,
+                version: agent.version.clone().unwrap_or_else(|| "?".into()),
+                commit: agent.peer.commit.clone().unwrap_or_else(|| "?".into()),
+                protocol: agent.peer.protocol,
                 last_seen_at: agent.last_seen_at,
                 agent: agent.agent,
             })

@@ -42,6 +42,8 @@ pub(crate) struct Act<'a> {
     /// When the agent acted (see the module's notes).
     pub at: Option<OffsetDateTime>,
     pub version: Option<&'a str>,
+    /// With `version`: what the agent said of itself, as stored ([`super::views::peer_text`]).
+    pub peer: Option<String>,
     /// A claim for work (a preflight's claim of no command is not one).
     pub claimed: bool,
     pub reported: bool,
@@ -60,6 +62,7 @@ struct Entry {
     claimed: bool,
     reported: bool,
     version: Option<String>,
+    peer: Option<String>,
     jira: Option<(bool, Option<String>)>,
     heartbeat_seconds: Option<u32>,
     /// Claimed work or reported since this process first saw it (a check only never does).
@@ -111,6 +114,7 @@ impl Presence {
                 claimed: false,
                 reported: false,
                 version: None,
+                peer: None,
                 jira: None,
                 heartbeat_seconds: None,
                 worked: false,
@@ -128,6 +132,10 @@ impl Presence {
             && entry.version.as_deref() != Some(version)
         {
             entry.version = Some(version.to_string());
+            changed = true;
+        }
+        if act.version.is_some() && entry.peer != act.peer {
+            entry.peer = act.peer.clone();
             changed = true;
         }
         if let Some((ok, error)) = act.jira {
@@ -290,6 +298,7 @@ impl Presence {
             agents.push(super::AgentView {
                 agent: name.clone(),
                 version: entry.version.clone(),
+                peer: super::views::PeerView::of(entry.peer.as_deref()),
                 last_seen_at: Utc::new(entry.last_seen),
                 jira_ok: entry.jira.as_ref().map(|(ok, _)| *ok),
                 last_error: entry.jira.as_ref().and_then(|(_, e)| e.clone()),

@@ -69,6 +69,11 @@ pub struct CommandView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub may_exist_in_jira: Option<Value>,
+    /// While queued: why no agent seen so far could take it («ждёт агента, который проверяет
+    /// конфликты»: an edit with a base that only agents of an older release claimed). Absent
+    /// otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -165,6 +170,7 @@ impl From<CommandRow> for CommandView {
                 .filter(|_| row.status == CommandStatus::Queued),
             uncounted_releases: row.uncounted_releases,
             uncounted_since: row.uncounted_since,
+            waiting: row.withheld.filter(|_| row.status == CommandStatus::Queued),
         }
     }
 }
@@ -613,6 +619,8 @@ impl From<Project> for ProjectView {
 pub struct AgentView {
     pub agent: String,
     pub version: Option<String>,
+    /// Its protocol revision, capabilities and commit, as its last claim or heartbeat said.
+    pub peer: PeerView,
     #[schema(value_type = String)]
     pub last_seen_at: Utc,
     pub jira_ok: Option<bool>,
@@ -643,6 +651,60 @@ pub struct AgentView {
     pub silent_after_seconds: i64,
 }
 
+/// What an agent said of itself: its protocol revision (1 when it said nothing: the previous
+/// release), what it can honour, and the commit it was built from (when it said).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct PeerView {
+    pub protocol: u32,
+    pub capabilities: Vec<String>,
+    pub commit: Option<String>,
+}
+
+impl PeerView {
+    /// From the stored text ([`peer_text`]); `None` (the previous release) is revision 1.
+    pub(crate) fn of(text: Option<&str>) -> PeerView {
+        let value: Value = text
+            .and_then(|text| serde_json::from_str(text).ok())
+            .unwrap_or(Value::Null);
+        PeerView {
+            protocol: value["protocol"]
+                .as_u64()
+                .and_then(|p| u32::try_from(p).ok())
+                .unwrap_or(1),
+            capabilities: value["capabilities"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c.as_str().map(str::to_string))
+                .collect(),
+            commit: value["commit"].as_str().map(str::to_string),
+        }
+    }
+
+    /// Whether it checks an edit's base before writing.
+    pub fn checks_bases(&self) -> bool {
+        self.capabilities
+            .iter()
+            .any(|c| c == crate::protocol::CAP_EDIT_BASE)
+    }
+}
+
+/// What a claim or heartbeat said of its agent, as `agent_status.peer` keeps it (`None`: it said
+/// nothing, the previous release).
+pub(crate) fn peer_text(peer: &crate::protocol::Peer) -> Option<String> {
+    if *peer == crate::protocol::Peer::default() {
+        return None;
+    }
+    Some(
+        serde_json::json!({
+            "protocol": peer.revision(),
+            "capabilities": peer.capabilities,
+            "commit": peer.build.as_ref().map(|b| b.commit.as_str()),
+        })
+        .to_string(),
+    )
+}
+
 /// «<reason> с 13:05 UTC» (the day too, `с 2026-11-30 13:05 UTC`, when it is not `today`).
 pub(crate) fn held_words(reason: &str, since: &Utc, today: time::Date) -> String {
     let at = since.at().to_offset(time::UtcOffset::UTC);
@@ -669,6 +731,7 @@ impl From<AgentRow> for AgentView {
         AgentView {
             agent: row.agent,
             version: row.version,
+            peer: PeerView::of(row.peer.as_deref()),
             last_seen_at: row.last_seen_at,
             jira_ok: row.jira_ok,
             last_error: row.last_error,

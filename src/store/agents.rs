@@ -20,6 +20,9 @@ pub(crate) struct AgentSeen<'a> {
     pub check: Option<&'a str>,
     /// From a heartbeat that announces how often the agent sends one, in seconds.
     pub heartbeat_seconds: Option<u32>,
+    /// With `version` (a claim or a heartbeat): what the agent said of itself, as JSON text
+    /// (`None`: nothing, the previous release). Written whenever `version` is.
+    pub peer: Option<&'a str>,
 }
 
 impl Tx<'_> {
@@ -30,10 +33,11 @@ impl Tx<'_> {
         };
         self.0
             .prepare_cached(
-                "INSERT INTO agent_status (agent, version, last_seen_at, last_claim_at, last_report_at, jira_ok, last_error, last_check, jira_down_since, heartbeat_seconds)
-                 VALUES (?1, ?2, ?3, CASE WHEN ?4 THEN ?3 END, CASE WHEN ?5 THEN ?3 END, ?6, ?7, ?9, CASE WHEN ?8 AND NOT ?6 THEN ?3 END, ?10)
+                "INSERT INTO agent_status (agent, version, last_seen_at, last_claim_at, last_report_at, jira_ok, last_error, last_check, jira_down_since, heartbeat_seconds, peer)
+                 VALUES (?1, ?2, ?3, CASE WHEN ?4 THEN ?3 END, CASE WHEN ?5 THEN ?3 END, ?6, ?7, ?9, CASE WHEN ?8 AND NOT ?6 THEN ?3 END, ?10, ?11)
                  ON CONFLICT (agent) DO UPDATE SET
                     version = coalesce(excluded.version, version),
+                    peer = CASE WHEN ?2 IS NOT NULL THEN excluded.peer ELSE peer END,
                     last_seen_at = max(last_seen_at, excluded.last_seen_at),
                     last_claim_at = CASE WHEN ?4 THEN excluded.last_seen_at ELSE last_claim_at END,
                     last_report_at = CASE WHEN ?5 THEN excluded.last_seen_at ELSE last_report_at END,
@@ -57,7 +61,8 @@ impl Tx<'_> {
                 last_error,
                 has_jira,
                 seen.check,
-                seen.heartbeat_seconds
+                seen.heartbeat_seconds,
+                seen.peer
             ])?;
         Ok(())
     }

@@ -56,15 +56,18 @@ pub(crate) struct CommandRow {
     /// The call the last give-back was refused on (`released` with `refused`, revision 14), as
     /// JSON text; rewritten by every give-back.
     pub released_refusal: Option<String>,
+    /// Why the queued command waits for another agent (revision 15): a claim passed it over
+    /// because its agent cannot honour it. Cleared when it is claimed.
+    pub withheld: Option<String>,
 }
 
 /// How many columns [`COMMAND_COLUMNS`] names: a query's own columns come after them.
-pub(super) const COMMAND_COLUMN_COUNT: usize = 22;
+pub(super) const COMMAND_COLUMN_COUNT: usize = 23;
 
 pub(super) const COMMAND_COLUMNS: &str = "c.id, c.batch_id, c.seq, c.type, c.params, c.status, c.claimed_at, c.deliveries, \
      c.finished_at, c.result, c.error, c.jira_calls, c.rate_limited, c.pause_seconds, c.depends_on, \
      c.lease_at, c.claimed_by, c.agent_finished_at, c.not_before, c.uncounted_releases, c.uncounted_since, \
-     c.released_refusal";
+     c.released_refusal, c.withheld";
 
 pub(super) fn command_from_row(row: &Row<'_>) -> rusqlite::Result<CommandRow> {
     let status: String = row.get(5)?;
@@ -92,6 +95,7 @@ pub(super) fn command_from_row(row: &Row<'_>) -> rusqlite::Result<CommandRow> {
         uncounted_releases: row.get(19)?,
         uncounted_since: row.get(20)?,
         released_refusal: row.get(21)?,
+        withheld: row.get(22)?,
     })
 }
 
@@ -301,9 +305,18 @@ impl Tx<'_> {
         self.0
             .prepare_cached(
                 "UPDATE command SET status = 'claimed', claimed_at = ?2, lease_at = ?2, claimed_by = ?3,
-                 deliveries = deliveries + 1, pause_seconds = ?4, not_before = NULL WHERE id = ?1",
+                 deliveries = deliveries + 1, pause_seconds = ?4, not_before = NULL, withheld = NULL
+                 WHERE id = ?1",
             )?
             .execute(params![id, claimed_at, agent, pause_seconds])?;
+        Ok(())
+    }
+
+    /// Says why a queued command waits for another agent (`None`: it no longer does).
+    pub(crate) fn set_withheld(&self, id: i64, why: Option<&str>) -> Result<()> {
+        self.0
+            .prepare_cached("UPDATE command SET withheld = ?2 WHERE id = ?1")?
+            .execute(params![id, why])?;
         Ok(())
     }
 

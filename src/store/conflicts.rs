@@ -57,6 +57,16 @@ impl Tx<'_> {
 }
 
 impl super::Store {
+    /// How many queued commands wait for an agent that can honour them (`command.withheld`).
+    pub(crate) fn withheld_commands(&self) -> Result<i64> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT count(*) FROM command WHERE status = 'queued' AND withheld IS NOT NULL",
+            )?
+            .query_row([], |row| row.get(0))?)
+    }
+
     /// Commands `failed` now on a conflict (`/metrics`' snapshot: walks the failed commands
     /// through the `command_status` index, only when the database changed).
     pub(crate) fn failed_on_conflict(&self) -> Result<i64> {

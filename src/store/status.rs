@@ -56,11 +56,14 @@ pub(crate) struct AgentRow {
     /// Only ever sent a preflight (`agent --check`): a check, never a claim for work nor a
     /// report.
     pub check_only: bool,
+    /// What it said of itself with its last claim or heartbeat (JSON text, revision 15);
+    /// `None` for the previous release's agents.
+    pub peer: Option<String>,
 }
 
 /// The columns of an [`AgentRow`], in [`agent_row`]'s order.
 pub(crate) const AGENT_COLUMNS: &str = "agent, version, last_seen_at, jira_ok, last_error, last_check, jira_down_since, heartbeat_seconds, \
-     (last_check IS NOT NULL AND last_claim_at IS NULL AND last_report_at IS NULL)";
+     (last_check IS NOT NULL AND last_claim_at IS NULL AND last_report_at IS NULL), peer";
 
 /// An [`AgentRow`] from the [`AGENT_COLUMNS`].
 pub(crate) fn agent_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<AgentRow> {
@@ -77,6 +80,7 @@ pub(crate) fn agent_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<AgentRow> {
             .and_then(|s| u32::try_from(s).ok())
             .filter(|s| *s > 0),
         check_only: row.get::<_, i64>(8)? != 0,
+        peer: row.get(9)?,
     })
 }
 

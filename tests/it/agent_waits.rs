@@ -18,20 +18,31 @@ use std::time::Duration;
 pub(crate) struct Hub {
     pub(crate) dir: TestDir,
     pub(crate) clock: Arc<ManualClock>,
-    address: String,
-    agent_token: String,
+    pub(crate) address: String,
+    pub(crate) agent_token: String,
+    pub(crate) client_token: String,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl Hub {
     pub(crate) fn start(settings: Value, batch_commands: Value) -> Hub {
+        Hub::start_with(settings, batch_commands, |router| router)
+    }
+
+    /// [`Hub::start`], its router wrapped by `wrap` (a layer that stands for another hub).
+    pub(crate) fn start_with(
+        settings: Value,
+        batch_commands: Value,
+        wrap: fn(axum::Router) -> axum::Router,
+    ) -> Hub {
         let dir = TestDir::new();
         // The clock starts at the wall time: Jira's own reset times (`X-RateLimit-Reset`) are
         // wall times.
         let clock = Arc::new(ManualClock::new(time::OffsetDateTime::now_utc()));
         let mut hub = ready_hub(&dir, &clock);
         set_settings(&mut hub, settings);
-        let agent_token = hub.tokens().unwrap().unwrap().agent;
+        let tokens = hub.tokens().unwrap().unwrap();
+        let (agent_token, client_token) = (tokens.agent, tokens.client);
         if batch_commands.as_array().is_some_and(|c| !c.is_empty()) {
             hub.enqueue_batch(&batch(
                 json!({"title": "t", "author": "a", "commands": batch_commands}),
@@ -54,7 +65,7 @@ impl Hub {
                 .unwrap();
             runtime.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                let serve = axum::serve(listener, jira_hub::http::router(state));
+                let serve = axum::serve(listener, wrap(jira_hub::http::router(state)));
                 tokio::select! {
                     _ = serve.into_future() => {}
                     _ = stopped => {}
@@ -67,6 +78,7 @@ impl Hub {
             clock,
             address,
             agent_token,
+            client_token,
             stop: Some(stop),
         }
     }

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 pub(crate) struct Stage {
     pub(crate) fake: FakeJira,
     pub(crate) hub: Hub,
-    config: String,
+    pub(crate) config: String,
 }
 
 fn priority(id: &str, name: &str) -> Value {
@@ -89,7 +89,7 @@ impl Stage {
     }
 }
 
-fn edit(key: &str, fields: Value) -> Value {
+pub(crate) fn edit(key: &str, fields: Value) -> Value {
     let mut params = json!({"issue_type": "task", "key": key});
     for (k, v) in fields.as_object().unwrap() {
         params[k] = v.clone();
@@ -97,7 +97,7 @@ fn edit(key: &str, fields: Value) -> Value {
     json!({"type": "ensure_issue", "params": params})
 }
 
-fn seeded() -> Value {
+pub(crate) fn seeded() -> Value {
     json!({"summary": "Старое", "priority": priority("3", "Средний"), "duedate": "2026-04-01"})
 }
 
@@ -455,7 +455,8 @@ async fn over_http_a_conflict_is_counted_apart_overwritten_or_left_as_in_jira() 
     };
     let claim = |id: &str| {
         json!({"kind": "claim", "id": id, "agent": "agent-h", "sent_at": "2026-11-29T10:00:00Z",
-               "agent_version": "1.4.0", "settings_version": 0, "max_commands": 10})
+               "agent_version": "1.4.0", "settings_version": 0, "max_commands": 10,
+               "protocol": 2, "capabilities": ["edit_base"]})
     };
     let (_, claimed) = api.agent("/agent/claim", claim("c-1")).await;
     let first = claimed["commands"][0]["id"].clone();

@@ -1942,3 +1942,53 @@ async fn issue_links_say_their_direction_in_russian() {
         second.body
     );
 }
+
+/// The previous release's agent (its claim says no protocol, no capability) is never handed an
+/// edit with a base: the batch's page says the command waits for an agent that checks conflicts,
+/// and the agents card shows each agent's version, commit and protocol, and the hub's.
+#[tokio::test]
+async fn an_edit_withheld_from_an_older_agent_says_so_and_the_agents_show_their_protocol() {
+    let console = console();
+    let created = console
+        .api(
+            Method::POST,
+            "/batches",
+            Some(json!({"title": "правка", "author": "ivanov", "commands": [
+                {"type": "ensure_issue", "params": {"issue_type": "task", "key": "AURORA-2",
+                 "summary": "Наше", "base": {"summary": "Видел"}}}]})),
+        )
+        .await;
+    let (batch, command) = (
+        created["id"].as_i64().unwrap(),
+        created["commands"][0]["id"].as_i64().unwrap(),
+    );
+    let answer = console.claim("old-agent", "old-1").await;
+    assert_eq!(answer["commands"], json!([]), "{answer}");
+    let cookie = console.sign_in().await;
+    let page = console
+        .get(&format!("/ui/batches/{batch}"), Some(&cookie))
+        .await;
+    assert!(
+        page.body
+            .contains("ждёт агента, который проверяет конфликты"),
+        "{}",
+        page.body
+    );
+    let view = console
+        .api(Method::GET, &format!("/commands/{command}"), None)
+        .await;
+    assert_eq!(view["waiting"], "ждёт агента, который проверяет конфликты");
+    let page = console.get("/", Some(&cookie)).await;
+    assert!(
+        page.body.contains("Версия: 1.4.0, коммит —, протокол 1"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("Агент прежней версии"), "{}", page.body);
+    assert!(
+        page.body
+            .contains(&format!("Хаб: {}, коммит", env!("CARGO_PKG_VERSION"))),
+        "{}",
+        page.body
+    );
+}

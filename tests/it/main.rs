@@ -13,6 +13,7 @@ mod calls;
 mod chains;
 mod classify;
 mod cli;
+mod compat;
 mod conflicts;
 mod connections;
 mod console;

@@ -248,6 +248,9 @@ impl Agent {
         value["agent_version"] = "1.4.0".into();
         value["settings_version"] = settings_version.into();
         value["max_commands"] = max_commands.into();
+        // This release's agent: it checks an edit's base before writing.
+        value["protocol"] = jira_hub::protocol::PROTOCOL_REVISION.into();
+        value["capabilities"] = serde_json::json!(jira_hub::protocol::AGENT_CAPABILITIES);
         jira_hub::protocol::decode_value(value).expect("claim")
     }
 

@@ -162,11 +162,7 @@ fn agent_card_head(out: &mut String, agent: &AgentView, csrf: &str, now: OffsetD
                 ),
             }
         );
-        let _ = write!(
-            out,
-            "<p>Версия: {} · {state}</p>",
-            or_dash(agent.version.as_deref())
-        );
+        let _ = write!(out, "<p>Версия: {} · {state}</p>", build_words(agent));
     } else {
         let _ = write!(
             out,
@@ -177,7 +173,12 @@ fn agent_card_head(out: &mut String, agent: &AgentView, csrf: &str, now: OffsetD
                 "Был на связи"
             },
             time_of(&agent.last_seen_at, now),
-            or_dash(agent.version.as_deref())
+            build_words(agent)
+        );
+    }
+    if !agent.check_only && !agent.peer.checks_bases() {
+        out.push_str(
+            "<p class=\"bad\">Агент прежней версии: конфликты правок не проверяет, правки с базой ему не выдаются (ждут агента, который проверяет конфликты). Обновите агента.</p>",
         );
     }
     if agent.silent || agent.check_only {
@@ -189,6 +190,16 @@ fn agent_card_head(out: &mut String, agent: &AgentView, csrf: &str, now: OffsetD
             "danger",
         ));
     }
+}
+
+/// An agent's release, commit and protocol revision: «0.2.0, коммит 1a2b3c, протокол 2».
+fn build_words(agent: &AgentView) -> String {
+    format!(
+        "{}, коммит {}, протокол {}",
+        or_dash(agent.version.as_deref()),
+        or_dash(agent.peer.commit.as_deref()),
+        agent.peer.protocol
+    )
 }
 
 pub(super) fn overview(view: &Overview, csrf: &str) -> String {
@@ -241,6 +252,13 @@ pub(super) fn overview(view: &Overview, csrf: &str) -> String {
 
     // The agents.
     out.push_str("<article class=\"card\"><h2>Агенты</h2>");
+    let _ = write!(
+        out,
+        "<p class=\"hint\">Хаб: {}, коммит {}, протокол {}</p>",
+        env!("CARGO_PKG_VERSION"),
+        env!("JIRA_HUB_COMMIT"),
+        crate::protocol::PROTOCOL_REVISION
+    );
     if view.agents.is_empty() {
         out.push_str("<p>Агент ещё не обращался к хабу.</p>");
     }
@@ -819,6 +837,10 @@ fn attempts_words(command: &CommandView) -> String {
             words::count(command.attempts.len() as u64, &TIMES),
             esc(last.status.label())
         );
+    }
+    if let Some(waiting) = &command.waiting {
+        // Passed over by agents that cannot honour it (an edit with a base, older agents).
+        let _ = write!(out, "<br><span class=\"hint bad\">{}</span>", esc(waiting));
     }
     if let Some(not_before) = &command.not_before {
         // Given back by its agent after a lost answer (issue 19): waits before the next delivery.
