@@ -17,7 +17,6 @@ use crate::protocol::{
 };
 use serde::Serialize;
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -644,7 +643,8 @@ fn forget_stale_claims(inbox: &Path, name: &str) {
 /// Reads and deletes `dir/name` when it is there and complete JSON.
 fn take_answer(dir: &Path, name: &str) -> Result<Option<Vec<u8>>, LinkError> {
     let path = dir.join(name);
-    let bytes = match std::fs::read(&path) {
+    // Never through a link, never blocking on a FIFO, never more than an HTTP answer may be.
+    let bytes = match crate::sharefs::read(&path, super::net::MAX_BODY_BYTES) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => {
@@ -669,10 +669,10 @@ pub(crate) fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Resul
     if target.exists() {
         return Ok(());
     }
-    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    // A new file under a name nobody can plant a link at first: the share is writable by others.
+    let temp = crate::sharefs::temp_name(dir, name);
     let result = (|| {
-        let mut file = std::fs::File::create(&temp)?;
-        file.set_permissions(std::fs::Permissions::from_mode(RELAY_FILE_MODE))?;
+        let mut file = crate::sharefs::create_new(&temp, RELAY_FILE_MODE)?;
         file.write_all(bytes)?;
         file.sync_all()?;
         drop(file);
@@ -802,6 +802,40 @@ mod tests {
         );
         let decoded = decode_request(&bytes).unwrap();
         assert_eq!(decoded, crate::protocol::AgentRequest::Report(request));
+    }
+
+    #[test]
+    fn the_share_is_hostile_ground_for_the_agent_too() {
+        let home = tempfile::tempdir().unwrap();
+        let secret = home.path().join("agent_token");
+        std::fs::write(&secret, b"precious").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        // A link at the temporary name the agent used to write through (its process id).
+        std::os::unix::fs::symlink(
+            &secret,
+            dir.path()
+                .join(format!(".claim-x.json.{}.tmp", std::process::id())),
+        )
+        .unwrap();
+        write_file(dir.path(), "claim-x.json", b"{}").unwrap();
+        assert_eq!(std::fs::read(&secret).unwrap(), b"precious");
+        assert_eq!(
+            std::fs::read(dir.path().join("claim-x.json")).unwrap(),
+            b"{}"
+        );
+        // Answers that are a link, a FIFO or a link to an endless device are not read.
+        std::os::unix::fs::symlink(&secret, dir.path().join("link.json")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.json")).unwrap();
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            dir.path().join("fifo.json"),
+            rustix::fs::Mode::from_raw_mode(0o666),
+        )
+        .unwrap();
+        for name in ["link.json", "zero.json", "fifo.json"] {
+            assert_eq!(take_answer(dir.path(), name).unwrap(), None, "{name}");
+        }
+        assert_eq!(std::fs::read(&secret).unwrap(), b"precious");
     }
 
     #[test]

@@ -853,9 +853,14 @@ const NAME_MAX: usize = 255;
 
 /// What a name in `rejected/` must leave room for: a duplicate's `.N`, the reason's
 /// `.error.json`, and the temporary name the reason is written under first
-/// (`.<name>.<pid>-<n>.tmp`, see `fsio::write_new`).
+/// (`.<name>.<16 random hex digits>.tmp`, see `sharefs::temp_name`; the room kept is that of the
+/// longer name it had before, so that no name already in `rejected/` changes).
 const REJECTED_SUFFIXES: usize =
     ".99999".len() + ".error.json".len() + ".".len() + ".4194304-18446744073709551615.tmp".len();
+
+/// The most of a reason in `rejected/` read when aging it: a reason is a few hundred bytes of
+/// JSON, and a name planted there (a link to `/dev/zero`, a huge file) is not read whole.
+const REASON_MAX_BYTES: u64 = 64 * 1024;
 
 /// The name a refused file gets in `rejected/`: its own when it fits there with its reason's
 /// `.error.json` beside it; else its first bytes, `~`, a hash of the whole name and `.json`
@@ -1018,7 +1023,8 @@ fn prune(dir: &Path, retention: std::time::Duration, now: time::OffsetDateTime, 
         let Some(refused) = name.strip_suffix(".error.json") else {
             continue;
         };
-        let refused_at = std::fs::read(&entry)
+        // A reason is a small JSON file; the name may have been planted (a link, a FIFO).
+        let refused_at = crate::sharefs::read(&entry, REASON_MAX_BYTES)
             .ok()
             .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
             .and_then(|reason| {

@@ -1,0 +1,202 @@
+//! Files in a folder that others write too: the relay's shared folder, where the hub's and the
+//! agent's service users, and whoever else the file server lets in, make and replace names. Every
+//! name there may have been planted, so:
+//!
+//! - a file is written only as a new one (`O_CREAT|O_EXCL|O_NOFOLLOW`) under a name nobody can
+//!   guess in advance ([`temp_name`]), then renamed: a link planted at a predictable temporary
+//!   name would otherwise have the write truncate whatever it points to;
+//! - a file is read without following a link and without blocking (`O_NOFOLLOW|O_NONBLOCK`: a
+//!   FIFO put in its place must not hang the reader), only when `fstat` of what was opened says
+//!   it is a regular file, and only up to a size given by the caller (a sparse file of many
+//!   gigabytes, or a link to `/dev/zero`, must not be read into memory).
+//!
+//! Used by the relay (hub side) and by the agent's relay transport; it depends on nothing else
+//! of the crate.
+
+use std::fs::File;
+use std::io::{Error, ErrorKind, Read};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// A temporary name in `dir` for a file about to become `stem`: `.{stem}.{16 random hex}.tmp`.
+/// Random, not the process id or a counter: a name another user of the share can predict is a
+/// name they can plant a link at first.
+pub(crate) fn temp_name(dir: &Path, stem: &str) -> PathBuf {
+    let mut bytes = [0u8; 8];
+    if getrandom::fill(&mut bytes).is_err() {
+        // No kernel randomness (never seen on Linux): the clock's nanoseconds are still not a
+        // name anyone can write in advance, and `O_EXCL` refuses a name that is taken anyway.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or_default();
+        bytes = (nanos ^ u64::from(std::process::id()).rotate_left(32)).to_le_bytes();
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    dir.join(format!(".{stem}.{hex}.tmp"))
+}
+
+/// Creates `path` as a new file for writing, with `mode`: fails when anything (a file, a link, a
+/// FIFO) already has that name, and never follows a link.
+pub(crate) fn create_new(path: &Path, mode: u32) -> std::io::Result<File> {
+    use std::os::unix::fs::PermissionsExt;
+    let file = File::options()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY)
+        .mode(mode)
+        .open(path)?;
+    // The daemon's umask (0077 under systemd) must not take the share's group's access away.
+    file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    Ok(file)
+}
+
+/// Opens `path` without following a link and without blocking, for reading (and writing when
+/// `write`), and returns it with what `fstat` of the opened file says: the type checked is the
+/// type of what was opened, not of what a name pointed to a moment before.
+pub(crate) fn open(path: &Path, write: bool) -> std::io::Result<(File, std::fs::Metadata)> {
+    let file = File::options()
+        .read(true)
+        .write(write)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|error| {
+            if error.raw_os_error() == Some(libc::ELOOP) {
+                Error::new(
+                    ErrorKind::InvalidData,
+                    "это ссылка, а по ссылкам в папке обмена не ходим",
+                )
+            } else {
+                error
+            }
+        })?;
+    let meta = file.metadata()?;
+    Ok((file, meta))
+}
+
+/// Opens `path` as [`open`] does and checks that it is a regular file of at most `limit` bytes.
+pub(crate) fn open_regular(
+    path: &Path,
+    write: bool,
+    limit: u64,
+) -> std::io::Result<(File, std::fs::Metadata)> {
+    let (file, meta) = open(path, write)?;
+    if !meta.is_file() {
+        return Err(Error::new(
+            ErrorKind::InvalidData,
+            "не обычный файл (FIFO, устройство или папка)",
+        ));
+    }
+    if meta.len() > limit {
+        return Err(Error::new(
+            ErrorKind::InvalidData,
+            format!("{} байт, больше предела в {limit}", meta.len()),
+        ));
+    }
+    Ok((file, meta))
+}
+
+/// Reads `path` whole when it is a regular file of at most `limit` bytes (and never more than
+/// `limit` bytes, should it grow while read). `NotFound` when it is not there.
+pub(crate) fn read(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    let (mut file, meta) = open_regular(path, false, limit)?;
+    read_limited(&mut file, limit, meta.len(), &|| {})
+}
+
+/// Reads at most `limit` bytes of `file`, calling `beat` between chunks (a slow share must not
+/// look like a stuck reader). `expected`, the size `fstat` gave, is room made at once: a buffer
+/// grown by doubling would, at its last doubling, hold a large file's bytes twice.
+pub(crate) fn read_limited(
+    file: &mut File,
+    limit: u64,
+    expected: u64,
+    beat: &dyn Fn(),
+) -> std::io::Result<Vec<u8>> {
+    // One byte more, to see the end without growing.
+    let mut bytes = Vec::with_capacity(expected.min(limit).saturating_add(1) as usize);
+    let mut chunk = vec![0u8; (1 << 20).min(limit.saturating_add(1)) as usize];
+    loop {
+        let room = limit
+            .saturating_sub(bytes.len() as u64)
+            .min(chunk.len() as u64) as usize;
+        if room == 0 {
+            break;
+        }
+        let n = match file.read(&mut chunk[..room]) {
+            Ok(n) => n,
+            Err(error) if error.kind() == ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        };
+        if n == 0 {
+            break;
+        }
+        bytes.extend_from_slice(&chunk[..n]);
+        beat();
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    #[test]
+    fn temporary_names_cannot_be_guessed() {
+        let dir = Path::new("/share");
+        let a = temp_name(dir, "x.json");
+        let b = temp_name(dir, "x.json");
+        assert_ne!(a, b);
+        let name = a.file_name().unwrap().to_str().unwrap();
+        assert!(
+            name.starts_with(".x.json.") && name.ends_with(".tmp"),
+            "{name}"
+        );
+        assert_eq!(name.len(), ".x.json.".len() + 16 + ".tmp".len());
+    }
+
+    #[test]
+    fn a_new_file_is_never_made_through_a_planted_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let planted = dir.path().join("planted");
+        symlink(&victim, &planted).unwrap();
+        let error = create_new(&planted, 0o660).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::AlreadyExists);
+        symlink(dir.path().join("nothing-yet"), dir.path().join("dangling")).unwrap();
+        assert!(create_new(&dir.path().join("dangling"), 0o660).is_err());
+        assert!(!dir.path().join("nothing-yet").exists());
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    }
+
+    #[test]
+    fn reads_refuse_links_fifos_devices_and_huge_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, b"hello").unwrap();
+        assert_eq!(read(&plain, 5).unwrap(), b"hello");
+        assert!(read(&plain, 4).is_err(), "over the limit");
+        symlink(&plain, dir.path().join("link")).unwrap();
+        assert!(read(&dir.path().join("link"), 100).is_err());
+        symlink("/dev/zero", dir.path().join("zero")).unwrap();
+        assert!(read(&dir.path().join("zero"), 100).is_err());
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .unwrap();
+        let error = read(&fifo, 100).unwrap_err();
+        assert!(error.to_string().contains("FIFO"), "{error}");
+        let sparse = dir.path().join("sparse");
+        File::create(&sparse).unwrap().set_len(20 << 30).unwrap();
+        let error = read(&sparse, 4096).unwrap_err();
+        assert!(error.to_string().contains("21474836480"), "{error}");
+        assert_eq!(
+            read(&dir.path().join("absent"), 100).unwrap_err().kind(),
+            ErrorKind::NotFound
+        );
+    }
+}
