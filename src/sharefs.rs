@@ -136,6 +136,78 @@ pub(crate) fn read_limited(
     Ok(bytes)
 }
 
+/// The file system `dir` is on, as `/proc/self/mountinfo` names it (`fuse.sshfs`, `cifs`, `nfs4`,
+/// `fuse.rclone`, `ext4`…): the mount whose point is the longest prefix of `dir`.
+pub(crate) fn fs_type(dir: &Path) -> Option<String> {
+    let dir = std::fs::canonicalize(dir).ok()?;
+    let table = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    table
+        .lines()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let point = unescape_mount(left.split(' ').nth(4)?);
+            let fstype = right.split(' ').next()?.to_string();
+            dir.starts_with(&point).then_some((point.len(), fstype))
+        })
+        .max_by_key(|(len, _)| *len)
+        .map(|(_, fstype)| fstype)
+}
+
+/// A mount point as mountinfo writes it: space, tab, newline and backslash as `\ooo`.
+fn unescape_mount(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes.get(i + 1..i + 4).and_then(|digits| {
+            std::str::from_utf8(digits)
+                .ok()
+                .and_then(|d| u8::from_str_radix(d, 8).ok())
+        });
+        match (bytes[i], octal) {
+            (b'\\', Some(byte)) => {
+                out.push(byte);
+                i += 4;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The mount option that makes a share's client show another machine's new files at once, for
+/// the file system `dir` is on, in one line. The caches and their defaults: sshfs(1) (`dir_cache`,
+/// `cache_timeout`, 20 s), mount.cifs(8) (`actimeo`, 1 s; `cache=`), nfs(5) (`lookupcache`,
+/// `actimeo`; `acdirmin` 30 s, `acdirmax` 60 s), rclone mount (`--dir-cache-time`, 5 min).
+pub(crate) fn cache_advice(dir: &Path) -> String {
+    advice_for(fs_type(dir).as_deref())
+}
+
+fn advice_for(fstype: Option<&str>) -> String {
+    match fstype {
+        Some("fuse.sshfs") => {
+            "это sshfs: смонтируйте с -o dir_cache=no (или -o cache_timeout=1)".to_string()
+        }
+        Some("cifs" | "smb3") => {
+            "это CIFS/SMB: смонтируйте с actimeo=1 (или cache=none)".to_string()
+        }
+        Some(nfs) if nfs.starts_with("nfs") => {
+            "это NFS: смонтируйте с lookupcache=positive,actimeo=1 (или noac)".to_string()
+        }
+        Some("fuse.rclone") => {
+            "это rclone mount: запускайте с --dir-cache-time 1s --vfs-cache-mode off".to_string()
+        }
+        Some(other) => format!(
+            "файловая система {other}: уменьшите кеш каталогов и атрибутов её клиента до 1 с (параметры монтирования)"
+        ),
+        None => "уменьшите кеш каталогов и атрибутов клиента общей папки до 1 с (параметры монтирования)"
+            .to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,5 +270,16 @@ mod tests {
             read(&dir.path().join("absent"), 100).unwrap_err().kind(),
             ErrorKind::NotFound
         );
+    }
+
+    #[test]
+    fn each_share_gets_the_option_that_removes_its_cache() {
+        assert!(advice_for(Some("fuse.sshfs")).contains("dir_cache=no"));
+        assert!(advice_for(Some("cifs")).contains("actimeo"));
+        assert!(advice_for(Some("nfs4")).contains("lookupcache"));
+        assert!(advice_for(Some("fuse.rclone")).contains("--dir-cache-time"));
+        assert!(advice_for(Some("ext4")).contains("ext4"));
+        assert_eq!(unescape_mount("/mnt/my\\040share"), "/mnt/my share");
+        assert!(fs_type(Path::new("/proc/self")).as_deref() == Some("proc"));
     }
 }

@@ -33,6 +33,11 @@ pub(crate) struct Owner {
     database: String,
     /// The folder this hub holds, and when (on this hub's clock) it last touched the lock.
     held: Option<(PathBuf, SystemTime)>,
+    /// A line published after the three (the delay this hub measured: see [`published_delay`]).
+    extra: String,
+    /// The last file this hub wrote in the share: its clock then, and the file server's (the
+    /// file's modification time).
+    clock: Option<(SystemTime, SystemTime)>,
     /// The folder another hub holds, when this hub last looked (on its own clock), and who: a
     /// hub standing by looks again after a heartbeat, not on every pass.
     refused: Option<(PathBuf, SystemTime, String)>,
@@ -62,6 +67,8 @@ impl Owner {
             database,
             held: None,
             refused: None,
+            extra: String::new(),
+            clock: None,
         }
     }
 
@@ -90,7 +97,9 @@ impl Owner {
         // its modification time (its clock, whoever wrote) with no new inode and no folder
         // change (issue 23's budget at rest: a rewrite every 10 s was 47 KB a minute of data
         // and metadata).
-        if heartbeat(&lock, &self.me).unwrap_or(false) {
+        let text = format!("{}{}", self.me, self.extra);
+        if let Ok(Some(server)) = heartbeat(&lock, &self.me, &text) {
+            self.clock = Some((SystemTime::now(), server));
             self.held = Some((dir.to_path_buf(), now));
             return Ok(());
         }
@@ -99,10 +108,12 @@ impl Owner {
         // under a name nobody can guess, whose modification time is the file server's "now";
         // the lock seen is judged against it, and replaced by a rename when it is not fresh.
         let temp = sharefs::temp_name(dir, LOCK_NAME);
-        let server_now = write_probe(&temp, &self.me).map_err(|error| {
+        let written_at = SystemTime::now();
+        let server_now = write_probe(&temp, &text).map_err(|error| {
             let _ = std::fs::remove_file(&temp);
             format!("не удалось записать {}: «{error}»", lock.display())
         })?;
+        self.clock = Some((written_at, server_now));
         match &seen {
             Seen::Lock { text, modified }
                 if fresh(server_now, *modified) && self.other_alive(text.trim()) =>
@@ -151,16 +162,49 @@ impl Owner {
             .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
     }
 
+    /// The hub's clock and the file server's at this hub's last write in the share.
+    pub(crate) fn clock(&self) -> Option<(SystemTime, SystemTime)> {
+        self.clock
+    }
+
+    /// What the lock carries after the hub's name from the next heartbeat on: the delay this hub
+    /// measured (`None`: not measured), for `status` and the agent to read in the share.
+    pub(crate) fn publish(&mut self, delay: Option<Duration>) {
+        self.extra = delay
+            .map(|delay| format!("{DELAY_KEY}{}\n", delay.as_millis()))
+            .unwrap_or_default();
+    }
+
     /// The folder is left (another one set, or the hub stops): its lock goes, if it is ours.
     pub(crate) fn release(&mut self) {
         self.refused = None;
         if let Some((dir, _)) = self.held.take() {
             let lock = dir.join(LOCK_NAME);
-            if matches!(look(&lock), Seen::Lock { text, .. } if text.trim() == self.me.trim()) {
+            if matches!(look(&lock), Seen::Lock { text, .. } if same_hub(&text, &self.me)) {
                 let _ = std::fs::remove_file(lock);
             }
         }
     }
+}
+
+/// The line of the lock that carries the delay the hub measured, in milliseconds.
+const DELAY_KEY: &str = "visibility_ms=";
+
+/// Whether a lock's text names the hub `me` names (its first three lines).
+fn same_hub(text: &str, me: &str) -> bool {
+    text.lines().take(3).eq(me.lines().take(3))
+}
+
+/// The delay at which the hub serving `dir` sees the agent's files, as it published it in its
+/// lock (read as every lock is: no link, no FIFO, a few lines at most).
+pub(crate) fn published_delay(dir: &Path) -> Option<Duration> {
+    let Seen::Lock { text, .. } = look(&dir.join(LOCK_NAME)) else {
+        return None;
+    };
+    text.lines()
+        .find_map(|line| line.trim().strip_prefix(DELAY_KEY))
+        .and_then(|ms| ms.parse().ok())
+        .map(Duration::from_millis)
 }
 
 /// Reads the lock without following a link, without blocking, regular files of a few lines only.
@@ -179,25 +223,28 @@ fn look(lock: &Path) -> Seen {
     }
 }
 
-/// The owner's heartbeat: when the lock is a regular file holding `me`, the same bytes are
-/// written again at its start (the file server sets its modification time). `Ok(false)` when it
-/// is not ours.
-fn heartbeat(lock: &Path, me: &str) -> std::io::Result<bool> {
+/// The owner's heartbeat: when the lock is a regular file naming this hub (`me`), `text` is
+/// written at its start (the same bytes as a rule; the file server sets its modification time).
+/// Returns that time, or `None` when the lock is not ours.
+fn heartbeat(lock: &Path, me: &str, text: &str) -> std::io::Result<Option<SystemTime>> {
     let (mut file, meta) = sharefs::open_regular(lock, true, LOCK_MAX_BYTES)?;
     let bytes = sharefs::read_limited(&mut file, LOCK_MAX_BYTES, meta.len(), &|| {})?;
-    if String::from_utf8_lossy(&bytes).trim() != me.trim() {
-        return Ok(false);
+    if !same_hub(&String::from_utf8_lossy(&bytes), me) {
+        return Ok(None);
     }
-    file.write_all_at(&bytes, 0)?;
-    Ok(true)
+    file.write_all_at(text.as_bytes(), 0)?;
+    if bytes.len() != text.len() {
+        file.set_len(text.len() as u64)?;
+    }
+    Ok(Some(file.metadata()?.modified()?))
 }
 
-/// Writes `me` as the new file `temp` and returns its modification time: the file server's clock
+/// Writes `text` as the new file `temp` and returns its modification time: the file server's clock
 /// at that write.
-fn write_probe(temp: &Path, me: &str) -> std::io::Result<SystemTime> {
+fn write_probe(temp: &Path, text: &str) -> std::io::Result<SystemTime> {
     use std::io::Write;
     let mut file = sharefs::create_new(temp, super::fsio::RELAY_FILE_MODE)?;
-    file.write_all(me.as_bytes())?;
+    file.write_all(text.as_bytes())?;
     file.metadata()?.modified()
 }
 
@@ -258,6 +305,17 @@ mod tests {
             std::fs::read_to_string(&lock).unwrap().trim(),
             owner.me.trim()
         );
+        // The delay the hub measured rides on the heartbeat, for `status` and the agent.
+        owner.publish(Some(Duration::from_millis(20_100)));
+        owner.claim(dir.path(), start + 3 * HEARTBEAT).unwrap();
+        assert_eq!(
+            published_delay(dir.path()),
+            Some(Duration::from_millis(20_100))
+        );
+        owner.publish(None);
+        owner.claim(dir.path(), start + 4 * HEARTBEAT).unwrap();
+        assert_eq!(published_delay(dir.path()), None);
+        assert!(owner.clock().is_some());
         owner.release();
         assert!(!lock.exists());
     }
