@@ -208,6 +208,73 @@ fn advice_for(fstype: Option<&str>) -> String {
     }
 }
 
+/// What this process can actually do in `dir`, a folder of the share, whatever its modes say
+/// (SMB without POSIX extensions has none, or maps them; an ACL may allow what a mode denies):
+/// create a file, rename one over another of its own, read it back, delete both. Each step's
+/// name and its failure, in order; the steps after a failure are not tried. Nothing is left
+/// behind: the files are `.`-names (which the relay never takes) with random parts.
+pub(crate) fn probe(dir: &Path) -> Vec<(&'static str, std::io::Result<()>)> {
+    use std::io::Write;
+    let first = temp_name(dir, "jira-hub-probe");
+    let second = temp_name(dir, "jira-hub-probe");
+    let mut steps: Vec<(&'static str, std::io::Result<()>)> = Vec::new();
+    let mut step = |name: &'static str, result: std::io::Result<()>| {
+        let ok = result.is_ok();
+        steps.push((name, result));
+        ok
+    };
+    let body = b"jira-hub probe\n";
+    let written = |path: &Path| -> std::io::Result<()> {
+        let mut file = create_new(path, 0o660)?;
+        file.write_all(body)?;
+        file.sync_all()
+    };
+    let _ = step("создать файл", written(&first))
+        && step("создать второй", written(&second))
+        && step(
+            "переименовать поверх существующего",
+            std::fs::rename(&first, &second),
+        )
+        && step(
+            "прочитать",
+            read(&second, 4096).and_then(|read| {
+                if read == body {
+                    Ok(())
+                } else {
+                    Err(Error::new(
+                        ErrorKind::InvalidData,
+                        "прочитано не то, что записано",
+                    ))
+                }
+            }),
+        )
+        && step("удалить", std::fs::remove_file(&second));
+    let _ = std::fs::remove_file(&first);
+    let _ = std::fs::remove_file(&second);
+    steps
+}
+
+/// The steps of [`probe`] in one line: `None` when all passed, else the first that failed, its
+/// error, and the steps that passed before it.
+pub(crate) fn probe_failure(steps: &[(&'static str, std::io::Result<()>)]) -> Option<String> {
+    let failed = steps.iter().position(|(_, result)| result.is_err())?;
+    let (name, result) = &steps[failed];
+    let error = result
+        .as_ref()
+        .err()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    let before: Vec<&str> = steps[..failed].iter().map(|(name, _)| *name).collect();
+    Some(if before.is_empty() {
+        format!("не удаётся {name}: «{error}»")
+    } else {
+        format!(
+            "не удаётся {name}: «{error}» (удалось: {})",
+            before.join(", ")
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,5 +348,21 @@ mod tests {
         assert!(advice_for(Some("ext4")).contains("ext4"));
         assert_eq!(unescape_mount("/mnt/my\\040share"), "/mnt/my share");
         assert!(fs_type(Path::new("/proc/self")).as_deref() == Some("proc"));
+    }
+
+    #[test]
+    fn a_probe_says_which_step_the_share_refuses() {
+        let dir = tempfile::tempdir().unwrap();
+        let steps = probe(dir.path());
+        assert_eq!(steps.len(), 5);
+        assert_eq!(probe_failure(&steps), None);
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "nothing left"
+        );
+        let gone = dir.path().join("not-there");
+        let failure = probe_failure(&probe(&gone)).unwrap();
+        assert!(failure.starts_with("не удаётся создать файл"), "{failure}");
     }
 }

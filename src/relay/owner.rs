@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime};
 use crate::sharefs;
 
 /// The lock file's name in the relay folder.
-pub(crate) const LOCK_NAME: &str = ".jira-hub-relay.lock";
+pub(crate) const LOCK_NAME: &str = crate::protocol::RELAY_LOCK_NAME;
 /// How often the owner touches it.
 const HEARTBEAT: Duration = Duration::from_secs(10);
 /// A lock not touched for this long belongs to a hub that is gone (six heartbeats: a share's
@@ -188,7 +188,7 @@ impl Owner {
 }
 
 /// The line of the lock that carries the delay the hub measured, in milliseconds.
-const DELAY_KEY: &str = "visibility_ms=";
+const DELAY_KEY: &str = crate::protocol::RELAY_VISIBILITY_KEY;
 
 /// Whether a lock's text names the hub `me` names (its first three lines).
 fn same_hub(text: &str, me: &str) -> bool {
@@ -201,10 +201,7 @@ pub(crate) fn published_delay(dir: &Path) -> Option<Duration> {
     let Seen::Lock { text, .. } = look(&dir.join(LOCK_NAME)) else {
         return None;
     };
-    text.lines()
-        .find_map(|line| line.trim().strip_prefix(DELAY_KEY))
-        .and_then(|ms| ms.parse().ok())
-        .map(Duration::from_millis)
+    crate::protocol::relay_lock_visibility(&text)
 }
 
 /// Reads the lock without following a link, without blocking, regular files of a few lines only.
