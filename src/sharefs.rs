@@ -254,6 +254,24 @@ pub(crate) fn probe(dir: &Path) -> Vec<(&'static str, std::io::Result<()>)> {
     steps
 }
 
+/// This machine's clock and the file server's: a new file written in `dir` (then removed) and its
+/// modification time, which the file server sets.
+pub(crate) fn server_clock(
+    dir: &Path,
+) -> std::io::Result<(std::time::SystemTime, std::time::SystemTime)> {
+    use std::io::Write;
+    let path = temp_name(dir, "jira-hub-clock");
+    let result = (|| {
+        let mut file = create_new(&path, 0o660)?;
+        let local = std::time::SystemTime::now();
+        file.write_all(b"clock\n")?;
+        file.sync_all()?;
+        Ok((local, file.metadata()?.modified()?))
+    })();
+    let _ = std::fs::remove_file(&path);
+    result
+}
+
 /// The steps of [`probe`] in one line: `None` when all passed, else the first that failed, its
 /// error, and the steps that passed before it.
 pub(crate) fn probe_failure(steps: &[(&'static str, std::io::Result<()>)]) -> Option<String> {

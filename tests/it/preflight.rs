@@ -546,19 +546,8 @@ fn the_check_measures_the_share_both_ways_and_names_the_option() {
     );
     for n in 0..3 {
         let name = format!("claim-late-{n}.json");
-        let temp = inbox.join(format!(".{name}.tmp"));
-        std::fs::write(
-            &temp,
-            serde_json::to_vec(&claim_file(&format!("late-{n}"), &token, 1)).unwrap(),
-        )
-        .unwrap();
-        std::fs::File::options()
-            .write(true)
-            .open(&temp)
-            .unwrap()
-            .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(20))
-            .unwrap();
-        std::fs::rename(&temp, inbox.join(&name)).unwrap();
+        let claim = claim_file(&format!("late-{n}"), &token, 1);
+        drop_file_late(&inbox, &name, &claim, std::time::Duration::from_secs(20));
         wait_for_json(
             &relay.join("outbox").join(&name),
             std::time::Duration::from_secs(20),

@@ -786,17 +786,8 @@ fn a_share_that_shows_the_agents_files_late_is_told_with_its_delay_and_the_optio
     );
     for n in 0..3 {
         let name = format!("claim-late-{n}.json");
-        let temp = inbox.join(format!(".{name}.tmp"));
-        std::fs::write(
-            &temp,
-            serde_json::to_vec(&claim_file(&format!("late-{n}"), &token, 1)).unwrap(),
-        )
-        .unwrap();
-        set_mtime(
-            &temp,
-            std::time::SystemTime::now() - Duration::from_secs(20),
-        );
-        std::fs::rename(&temp, inbox.join(&name)).unwrap();
+        let claim = claim_file(&format!("late-{n}"), &token, 1);
+        drop_file_late(&inbox, &name, &claim, Duration::from_secs(20));
         wait_for_json(&relay.join("outbox").join(&name), WAIT);
     }
     let (status, ready) = http(&daemon.address, "GET", "/ready", None, None);
@@ -1257,17 +1248,12 @@ fn the_relay_tells_the_console_what_waits_and_what_it_refused_today() {
     );
     // A request the share showed 20 s after it was written: the console says how late, and what
     // to change.
-    let temp = relay.join("inbox/.claim-late.json.tmp");
-    std::fs::write(
-        &temp,
-        serde_json::to_vec(&claim_file("late", &token, 1)).unwrap(),
-    )
-    .unwrap();
-    set_mtime(
-        &temp,
-        std::time::SystemTime::now() - Duration::from_secs(20),
+    drop_file_late(
+        &relay.join("inbox"),
+        "claim-late.json",
+        &claim_file("late", &token, 1),
+        Duration::from_secs(20),
     );
-    std::fs::rename(&temp, relay.join("inbox/claim-late.json")).unwrap();
     worker.pass().unwrap();
     let jira_hub::service::RelayState::Present { visibility, .. } = hub.overview().unwrap().relay
     else {
