@@ -186,7 +186,8 @@ pub(crate) fn cache_advice(dir: &Path) -> String {
     advice_for(fs_type(dir).as_deref())
 }
 
-fn advice_for(fstype: Option<&str>) -> String {
+/// [`cache_advice`] for a file system named by its type (as another machine's mountinfo says).
+pub(crate) fn advice_for(fstype: Option<&str>) -> String {
     match fstype {
         Some("fuse.sshfs") => {
             "это sshfs: смонтируйте с -o dir_cache=no (или -o cache_timeout=1)".to_string()

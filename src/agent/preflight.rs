@@ -100,10 +100,16 @@ fn share_lines(checks: &mut Checks<'_>, share: &super::transport::ShareReport) {
         words(share.answers_late),
         words(share.requests_late)
     );
-    if !ok {
+    if late(share.answers_late) {
         detail.push_str(&format!(
-            "; опоздание убирает параметр монтирования: {}",
+            "; опоздание ответов убирает параметр монтирования у агента: {}",
             share.advice
+        ));
+    }
+    if late(share.requests_late) {
+        detail.push_str(&format!(
+            "; опоздание запросов убирает параметр монтирования у хаба: {}",
+            share.hub_advice
         ));
     }
     checks.push(NAME, ok, detail);

@@ -107,8 +107,10 @@ pub(crate) struct ShareReport {
     pub lock_read: Result<(), String>,
     /// What the agent could not do in `inbox/` (create, rename over, read, delete), if anything.
     pub inbox_failure: Option<String>,
-    /// The mount option that removes a client's cache for this share's file system.
+    /// The mount option that removes the agent's client cache for the share.
     pub advice: String,
+    /// The same for the hub's mount (the file system its lock names).
+    pub hub_advice: String,
 }
 
 /// After this long without an answer, a `--check` says on stderr what it waits for.
@@ -467,9 +469,12 @@ impl HubLink {
             return None;
         };
         let lock = crate::sharefs::read(&dir.join(crate::protocol::RELAY_LOCK_NAME), 4096);
-        let requests_late = lock.as_ref().ok().and_then(|text| {
-            crate::protocol::relay_lock_visibility(&String::from_utf8_lossy(text))
-        });
+        let lock_text = lock
+            .as_ref()
+            .map(|text| String::from_utf8_lossy(text).into_owned())
+            .unwrap_or_default();
+        let requests_late = crate::protocol::relay_lock_visibility(&lock_text);
+        let hub_mount = crate::protocol::relay_lock_mount(&lock_text);
         Some(ShareReport {
             dir: dir.clone(),
             answers_late: self.share.lock().ok().and_then(|share| share.delay()),
@@ -479,6 +484,7 @@ impl HubLink {
                 &dir.join("inbox"),
             )),
             advice: crate::sharefs::cache_advice(dir),
+            hub_advice: crate::sharefs::advice_for(hub_mount.as_deref()),
         })
     }
 

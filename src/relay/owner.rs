@@ -169,10 +169,14 @@ impl Owner {
 
     /// What the lock carries after the hub's name from the next heartbeat on: the delay this hub
     /// measured (`None`: not measured), for `status` and the agent to read in the share.
-    pub(crate) fn publish(&mut self, delay: Option<Duration>) {
+    pub(crate) fn publish(&mut self, delay: Option<Duration>, fstype: Option<&str>) {
         self.extra = delay
             .map(|delay| format!("{DELAY_KEY}{}\n", delay.as_millis()))
             .unwrap_or_default();
+        if let Some(fstype) = fstype.filter(|t| !t.is_empty() && !t.contains(char::is_whitespace)) {
+            self.extra
+                .push_str(&format!("{}{fstype}\n", crate::protocol::RELAY_MOUNT_KEY));
+        }
     }
 
     /// The folder is left (another one set, or the hub stops): its lock goes, if it is ours.
@@ -303,13 +307,13 @@ mod tests {
             owner.me.trim()
         );
         // The delay the hub measured rides on the heartbeat, for `status` and the agent.
-        owner.publish(Some(Duration::from_millis(20_100)));
+        owner.publish(Some(Duration::from_millis(20_100)), Some("fuse.sshfs"));
         owner.claim(dir.path(), start + 3 * HEARTBEAT).unwrap();
         assert_eq!(
             published_delay(dir.path()),
             Some(Duration::from_millis(20_100))
         );
-        owner.publish(None);
+        owner.publish(None, None);
         owner.claim(dir.path(), start + 4 * HEARTBEAT).unwrap();
         assert_eq!(published_delay(dir.path()), None);
         assert!(owner.clock().is_some());

@@ -559,7 +559,7 @@ impl Relay {
             self.refused_unmoved.clear();
             self.visibility.forget();
             self.listed_once = false;
-            self.owner.publish(None);
+            self.owner.publish(None, None);
             self.hub.metrics().set_relay_visibility(None);
             let today = self.hub.now_utc().date();
             self.hub
@@ -588,7 +588,8 @@ impl Relay {
         {
             tracing::warn!(relay_dir = %dir.display(), "{told}");
         }
-        self.owner.publish(delay);
+        let fstype = crate::sharefs::fs_type(dir);
+        self.owner.publish(delay, fstype.as_deref());
         self.hub.metrics().set_relay_visibility(shown);
     }
 

@@ -582,7 +582,7 @@ fn the_check_measures_the_share_both_ways_and_names_the_option() {
     assert!(both.contains("хабу — через 2"), "{both}");
     assert!(both.contains("ответы хаба видны агенту через 0."), "{both}");
     assert!(
-        both.contains("параметр монтирования") && both.contains("до 1 с"),
+        both.contains("параметр монтирования у хаба") && both.contains("до 1 с"),
         "{both}"
     );
     assert!(line("inbox/").starts_with("ok"), "{stdout}");
