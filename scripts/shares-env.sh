@@ -127,7 +127,15 @@ fi
 [ -e /dev/fuse ] || { echo "shares-env: no /dev/fuse on this machine" >&2; exit 1; }
 install_tools
 ip netns list | grep -qw "$NS" || ip netns add "$NS"
+# Whatever an earlier, interrupted run left in the namespace (its servers, its FUSE clients) goes
+# first, and whatever this run leaves goes after it: only processes of this namespace.
+stop_namespace() {
+  local pid
+  for pid in $(ip netns pids "$NS" 2>/dev/null); do kill "$pid" 2>/dev/null || true; done
+}
+stop_namespace
 rc=0
 ip netns exec "$NS" "$0" --inside "$@" || rc=$?
+stop_namespace
 ip netns delete "$NS" 2>/dev/null || true
 exit "$rc"
