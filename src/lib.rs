@@ -12,6 +12,7 @@
 //! - [`daemon`]: `serve`, which runs the relay, the timers and the HTTP listener.
 //! - [`cli`]: the command line.
 //! - `agent`: `jira-hub agent`, the program inside Jira's network (protocol and domain only).
+//! - `sharefs`: reading and writing files in a folder others write too (the relay's share).
 //! - [`clock`]: injected time. [`logging`]: the log's writer, which never fails.
 //! - [`sim`]: the simulated Jira (tests, benchmarks, `jira-hub demo`).
 
@@ -67,6 +68,7 @@ pub mod logging;
 pub mod protocol;
 pub mod relay;
 pub mod service;
+pub(crate) mod sharefs;
 pub mod shutdown;
 pub mod sim;
 pub mod store;

@@ -6,7 +6,7 @@
 use super::config::AgentConfig;
 
 /// The largest answer body read (a search page of 1,000 issues with every field fits).
-const MAX_BODY_BYTES: u64 = 1024 * 1024 * 1024;
+pub(crate) const MAX_BODY_BYTES: u64 = 1024 * 1024 * 1024;
 
 /// An HTTP answer, whatever its status.
 pub(crate) struct Reply {

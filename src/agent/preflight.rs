@@ -83,6 +83,61 @@ struct Checks<'a> {
     create_screens: BTreeMap<String, Option<Vec<Value>>>,
 }
 
+/// The relay's share, both ways: how late the agent saw the hub's answer and how late the hub
+/// sees the agent's files (from its lock), each with the mount option that removes a late one;
+/// what the agent can do in `inbox/`; whether it can read the hub's file.
+fn share_lines(checks: &mut Checks<'_>, share: &super::transport::ShareReport) {
+    const NAME: &str = "папка обмена";
+    let late = |delay: Option<std::time::Duration>| delay.is_some_and(|d| d > SHARE_LATE);
+    let words = |delay: Option<std::time::Duration>| match delay {
+        Some(delay) => format!("{:.1} с", delay.as_secs_f64()),
+        None => "не измерено".to_string(),
+    };
+    let ok = !late(share.answers_late) && !late(share.requests_late);
+    let mut detail = format!(
+        "{}: ответы хаба видны агенту через {}, файлы агента хабу — через {}",
+        share.dir.display(),
+        words(share.answers_late),
+        words(share.requests_late)
+    );
+    if late(share.answers_late) {
+        detail.push_str(&format!(
+            "; опоздание ответов убирает параметр монтирования у агента: {}",
+            share.advice
+        ));
+    }
+    if late(share.requests_late) {
+        detail.push_str(&format!(
+            "; опоздание запросов убирает параметр монтирования у хаба: {}",
+            share.hub_advice
+        ));
+    }
+    checks.push(NAME, ok, detail);
+    match &share.inbox_failure {
+        None => checks.push(
+            NAME,
+            true,
+            "в inbox/ агент создаёт, переименовывает поверх, читает и удаляет файлы",
+        ),
+        Some(failure) => checks.push(NAME, false, format!("inbox/: {failure}")),
+    }
+    match &share.lock_read {
+        Ok(()) => checks.push(NAME, true, "файл хаба (его метка в папке) читается"),
+        Err(error) => checks.push(
+            NAME,
+            false,
+            format!(
+                "файл хаба {} не читается: «{error}» (хаб и агент должны быть в общей группе папки)",
+                crate::protocol::RELAY_LOCK_NAME
+            ),
+        ),
+    }
+}
+
+/// A delay above this is named late: the hub's listing interval and SFTP's whole-second mtimes
+/// stay below it.
+const SHARE_LATE: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Checks<'_> {
     fn push(&mut self, name: impl Into<String>, ok: bool, detail: impl Into<String>) {
         let line = Line {
@@ -155,6 +210,9 @@ pub(crate) fn run(jira: &mut Jira, hub: &HubLink) -> Vec<Line> {
             checks.push(HUB_CHECK, false, detail);
             return checks.lines;
         }
+    }
+    if let Some(share) = hub.share_report() {
+        share_lines(&mut checks, &share);
     }
     if let Err(error) = checks.jira.server_info(true) {
         checks.push("jira", false, format!("serverInfo: {error}"));

@@ -17,7 +17,6 @@ use crate::protocol::{
 };
 use serde::Serialize;
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -61,6 +60,9 @@ pub(crate) struct HubLink {
     /// `None` before the first answer. A hub that does not (the previous release) sends no
     /// `previous_release`, and the agent bounds its give-backs itself.
     hub_bounds_give_backs: std::sync::Mutex<Option<bool>>,
+    /// Over the relay: the agent's clock and the file server's at its last request written (the
+    /// file's mtime), and how late it saw the hub's last answers on the file server's clock.
+    share: std::sync::Mutex<ShareTiming>,
     waits: Arc<Waits>,
 }
 
@@ -71,6 +73,57 @@ pub(crate) const OWN_GIVE_BACK_BOUND: GiveBackBound = GiveBackBound {
     count: 5,
     seconds: 3600,
 };
+
+/// How late the agent sees the hub's answers in the share: each answer's mtime (the file
+/// server's clock when the hub wrote it) against the moment the agent found it, put on the file
+/// server's clock by the mtime of the agent's own last request there.
+#[derive(Debug, Default)]
+struct ShareTiming {
+    clock: Option<(std::time::SystemTime, std::time::SystemTime)>,
+    delays: std::collections::VecDeque<Duration>,
+}
+
+impl ShareTiming {
+    fn seen(&mut self, found: std::time::SystemTime, written: std::time::SystemTime) {
+        let Some((local, server)) = self.clock else {
+            return;
+        };
+        // found + (server - local) - written, without going below the epoch.
+        let late = (found + server.duration_since(local).unwrap_or_default())
+            .duration_since(written + local.duration_since(server).unwrap_or_default())
+            .unwrap_or_default();
+        if late > Duration::from_secs(600) {
+            return;
+        }
+        if self.delays.len() == 9 {
+            self.delays.pop_front();
+        }
+        self.delays.push_back(late);
+    }
+
+    fn delay(&self) -> Option<Duration> {
+        let mut sorted: Vec<Duration> = self.delays.iter().copied().collect();
+        sorted.sort();
+        sorted.get(sorted.len() / 2).copied()
+    }
+}
+
+/// What `agent --check` tells of the relay's share.
+pub(crate) struct ShareReport {
+    pub dir: PathBuf,
+    /// How late this agent saw the hub's answers.
+    pub answers_late: Option<Duration>,
+    /// How late the hub sees this agent's files, as the hub's lock says.
+    pub requests_late: Option<Duration>,
+    /// Whether the hub's lock could be read (the other side's file), and why not.
+    pub lock_read: Result<(), String>,
+    /// What the agent could not do in `inbox/` (create, rename over, read, delete), if anything.
+    pub inbox_failure: Option<String>,
+    /// The mount option that removes the agent's client cache for the share.
+    pub advice: String,
+    /// The same for the hub's mount (the file system its lock names).
+    pub hub_advice: String,
+}
 
 /// After this long without an answer, a `--check` says on stderr what it waits for.
 const SAY_WAITING_AFTER: Duration = Duration::from_secs(1);
@@ -143,6 +196,7 @@ impl HubLink {
             last_failure: std::sync::Mutex::new(None),
             claim_left_unread: std::sync::atomic::AtomicBool::new(false),
             hub_bounds_give_backs: std::sync::Mutex::new(None),
+            share: std::sync::Mutex::new(ShareTiming::default()),
             waits,
         }
     }
@@ -395,8 +449,11 @@ impl HubLink {
             self.waits.alive();
             if written_at.is_none() {
                 match write_file(&inbox, &name, bytes) {
-                    Ok(()) => {
+                    Ok(server) => {
                         written_at = Some(Instant::now());
+                        if let (Some(server), Ok(mut share)) = (server, self.share.lock()) {
+                            share.clock = Some((std::time::SystemTime::now(), server));
+                        }
                         if let Ok(mut failure) = self.last_failure.lock() {
                             *failure = None;
                         }
@@ -418,11 +475,14 @@ impl HubLink {
                     }
                 }
             }
-            if let Some(answer) = take_answer(&outbox, &name)? {
+            if let Some((answer, written)) = take_answer(&outbox, &name)? {
+                if let Ok(mut share) = self.share.lock() {
+                    share.seen(std::time::SystemTime::now(), written);
+                }
                 return Ok(answer);
             }
             for error_name in &error_names {
-                if let Some(refusal) = take_answer(&outbox, error_name)? {
+                if let Some((refusal, _)) = take_answer(&outbox, error_name)? {
                     let code = serde_json::from_slice::<serde_json::Value>(&refusal)
                         .ok()
                         .and_then(|v| v["error"]["code"].as_str().map(String::from));
@@ -460,6 +520,32 @@ impl HubLink {
             }
             std::thread::sleep(OUTBOX_POLL);
         }
+    }
+
+    /// Over the relay: how late each side sees the other's files, what the agent can do in
+    /// `inbox/`, and whether it can read the hub's file. `None` over HTTP.
+    pub(crate) fn share_report(&self) -> Option<ShareReport> {
+        let Way::Relay(dir) = &self.way else {
+            return None;
+        };
+        let lock = crate::sharefs::read(&dir.join(crate::protocol::RELAY_LOCK_NAME), 4096);
+        let lock_text = lock
+            .as_ref()
+            .map(|text| String::from_utf8_lossy(text).into_owned())
+            .unwrap_or_default();
+        let requests_late = crate::protocol::relay_lock_visibility(&lock_text);
+        let hub_mount = crate::protocol::relay_lock_mount(&lock_text);
+        Some(ShareReport {
+            dir: dir.clone(),
+            answers_late: self.share.lock().ok().and_then(|share| share.delay()),
+            requests_late,
+            lock_read: lock.map(|_| ()).map_err(|error| error.to_string()),
+            inbox_failure: crate::sharefs::probe_failure(&crate::sharefs::probe(
+                &dir.join("inbox"),
+            )),
+            advice: crate::sharefs::cache_advice(dir),
+            hub_advice: crate::sharefs::advice_for(hub_mount.as_deref()),
+        })
     }
 
     fn http_exchange(
@@ -701,11 +787,27 @@ fn forget_stale_claims(inbox: &Path, name: &str) {
     }
 }
 
-/// Reads and deletes `dir/name` when it is there and complete JSON.
-fn take_answer(dir: &Path, name: &str) -> Result<Option<Vec<u8>>, LinkError> {
+/// Reads and deletes `dir/name` when it is there and complete JSON; with its modification time
+/// (the file server's clock when the hub wrote it).
+fn take_answer(
+    dir: &Path,
+    name: &str,
+) -> Result<Option<(Vec<u8>, std::time::SystemTime)>, LinkError> {
     let path = dir.join(name);
-    let bytes = match std::fs::read(&path) {
-        Ok(bytes) => bytes,
+    // Never through a link, never blocking on a FIFO, never more than an HTTP answer may be.
+    let read = crate::sharefs::open_regular(&path, false, super::net::MAX_BODY_BYTES).and_then(
+        |(mut file, meta)| {
+            let bytes = crate::sharefs::read_limited(
+                &mut file,
+                super::net::MAX_BODY_BYTES,
+                meta.len(),
+                &|| {},
+            )?;
+            Ok((bytes, meta.modified()?))
+        },
+    );
+    let (bytes, written) = match read {
+        Ok(read) => read,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => {
             tracing::warn!(file = %path.display(), error = %e, "cannot read an answer yet");
@@ -719,25 +821,33 @@ fn take_answer(dir: &Path, name: &str) -> Result<Option<Vec<u8>>, LinkError> {
     if let Err(e) = std::fs::remove_file(&path) {
         tracing::warn!(file = %path.display(), error = %e, "cannot delete an answer read");
     }
-    Ok(Some(bytes))
+    Ok(Some((bytes, written)))
 }
 
 /// Writes `dir/name` safely: a `.`-name in the same folder, synced, renamed, the folder synced.
-/// An existing file of that name is left as it is (the same request, already there).
-pub(crate) fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+/// An existing file of that name is left as it is (the same request, already there). Returns
+/// the new file's modification time (the file server's clock at the write), `None` when it was
+/// there already.
+pub(crate) fn write_file(
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+) -> std::io::Result<Option<std::time::SystemTime>> {
     let target = dir.join(name);
     if target.exists() {
-        return Ok(());
+        return Ok(None);
     }
-    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    // A new file under a name nobody can plant a link at first: the share is writable by others.
+    let temp = crate::sharefs::temp_name(dir, name);
     let result = (|| {
-        let mut file = std::fs::File::create(&temp)?;
-        file.set_permissions(std::fs::Permissions::from_mode(RELAY_FILE_MODE))?;
+        let mut file = crate::sharefs::create_new(&temp, RELAY_FILE_MODE)?;
         file.write_all(bytes)?;
         file.sync_all()?;
+        let written = file.metadata()?.modified()?;
         drop(file);
         std::fs::rename(&temp, &target)?;
-        std::fs::File::open(dir)?.sync_all()
+        std::fs::File::open(dir)?.sync_all()?;
+        Ok(Some(written))
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&temp);
@@ -865,6 +975,57 @@ mod tests {
     }
 
     #[test]
+    fn the_share_is_hostile_ground_for_the_agent_too() {
+        let home = tempfile::tempdir().unwrap();
+        let secret = home.path().join("agent_token");
+        std::fs::write(&secret, b"precious").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        // A link at the temporary name the agent used to write through (its process id).
+        std::os::unix::fs::symlink(
+            &secret,
+            dir.path()
+                .join(format!(".claim-x.json.{}.tmp", std::process::id())),
+        )
+        .unwrap();
+        write_file(dir.path(), "claim-x.json", b"{}").unwrap();
+        assert_eq!(std::fs::read(&secret).unwrap(), b"precious");
+        assert_eq!(
+            std::fs::read(dir.path().join("claim-x.json")).unwrap(),
+            b"{}"
+        );
+        // Answers that are a link, a FIFO or a link to an endless device are not read.
+        std::os::unix::fs::symlink(&secret, dir.path().join("link.json")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.json")).unwrap();
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            dir.path().join("fifo.json"),
+            rustix::fs::Mode::from_raw_mode(0o666),
+        )
+        .unwrap();
+        for name in ["link.json", "zero.json", "fifo.json"] {
+            assert_eq!(take_answer(dir.path(), name).unwrap(), None, "{name}");
+        }
+        assert_eq!(std::fs::read(&secret).unwrap(), b"precious");
+    }
+
+    #[test]
+    fn answers_seen_late_are_timed_on_the_file_servers_clock() {
+        let server = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let skew = Duration::from_secs(200);
+        // The agent's clock as the file server's, 200 s ahead of it, 200 s behind it.
+        for local in [server, server + skew, server - skew] {
+            let mut share = ShareTiming::default();
+            share.seen(local, server);
+            assert_eq!(share.delay(), None, "no clock learnt yet");
+            share.clock = Some((local, server));
+            // An answer the hub wrote 5 s later, found by the agent 20 s after that.
+            let written = server + Duration::from_secs(5);
+            share.seen(local + Duration::from_secs(25), written);
+            assert_eq!(share.delay(), Some(Duration::from_secs(20)), "{local:?}");
+        }
+    }
+
+    #[test]
     fn files_are_written_whole_and_never_overwritten() {
         let dir = tempfile::tempdir().unwrap();
         write_file(dir.path(), "claim-x.json", b"{}").unwrap();
@@ -879,7 +1040,7 @@ mod tests {
             .collect();
         assert_eq!(names, ["claim-x.json"]);
         assert_eq!(
-            take_answer(dir.path(), "claim-x.json").unwrap().unwrap(),
+            take_answer(dir.path(), "claim-x.json").unwrap().unwrap().0,
             b"{}"
         );
         assert!(

@@ -60,6 +60,36 @@ pub(crate) fn init(path: &Path) -> anyhow::Result<Outcome> {
             }
         );
     }
+    // Modes are what the file system says they are; what counts is what the users can do there
+    // (SMB without POSIX extensions keeps no modes, an ACL may allow what a mode denies).
+    let fstype = crate::sharefs::fs_type(path).unwrap_or_else(|| "?".into());
+    outln!("file system of {}: {fstype}", path.display());
+    for folder in crate::relay::FOLDERS {
+        match crate::sharefs::probe_failure(&crate::sharefs::probe(&path.join(folder))) {
+            None => outln!("in {folder}/ this user creates, renames over, reads and deletes files"),
+            Some(failure) => {
+                wrong += 1;
+                eprintln!("jira-hub: в {}/: {failure}", path.join(folder).display());
+            }
+        }
+    }
+    // The relay's lock is judged on the file server's clock: how far this machine's is from it.
+    match crate::sharefs::server_clock(&path.join("inbox")) {
+        Ok((local, server)) => {
+            let (ahead, by) = match server.duration_since(local) {
+                Ok(by) => ("ahead of", by),
+                Err(behind) => ("behind", behind.duration()),
+            };
+            outln!(
+                "the file server's clock is {:.1} s {ahead} this machine's (the relay's lock is judged on the file server's clock)",
+                by.as_secs_f64()
+            );
+        }
+        Err(error) => {
+            wrong += 1;
+            eprintln!("jira-hub: не удалось узнать часы файлового сервера: «{error}»");
+        }
+    }
     let gid = std::fs::metadata(path)?.gid();
     let group = group_name(gid).unwrap_or_else(|| format!("gid {gid}"));
     outln!(

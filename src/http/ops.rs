@@ -34,7 +34,7 @@ pub(crate) async fn health() -> Json<Value> {
 pub(crate) async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     // On the operations' own connection (issue 30): a flood of `/ready` never takes a turn
     // agents and clients need.
-    let (relay_dir, stalled, problem, missing, initialised, fault) = state
+    let (relay_dir, stalled, problem, missing, initialised, fault, visibility) = state
         .pool
         .run_operation(|hub| {
             // While a fault is recorded, a write that changes nothing shows whether it is over.
@@ -51,6 +51,7 @@ pub(crate) async fn ready(State(state): State<AppState>) -> Result<Json<Value>, 
                     .load(std::sync::atomic::Ordering::Relaxed),
                 settings.tokens.is_some(),
                 fault,
+                metrics.relay_visibility(),
             ))
         })
         .await
@@ -102,6 +103,16 @@ pub(crate) async fn ready(State(state): State<AppState>) -> Result<Json<Value>, 
         (Some(_), None) => "ok",
     };
     let mut body = json!({"status": "ready", "database": "ok", "relay": relay, "relay_dir": relay_dir, "relay_problem": problem});
+    // How late the relay sees the agent's files (null until measured), and the line naming the
+    // mount option that removes a late delay (null when it is not late).
+    if relay_dir.is_some() {
+        let (seconds, told) = match visibility {
+            Some((delay, told)) => (json!((delay.as_millis() as f64) / 1000.0), json!(told)),
+            None => (Value::Null, Value::Null),
+        };
+        body["relay_visibility_seconds"] = seconds;
+        body["relay_visibility"] = told;
+    }
     if let Some(instance) = &state.options.instance {
         body["instance"] = json!(instance);
     }
@@ -416,6 +427,16 @@ impl Collector for HubCollector {
             )
             .unwrap_or(i64::MAX),
         )?;
+        if let Some((delay, _)) = m.relay_visibility() {
+            let gauge = ConstGauge::new(delay.as_secs_f64());
+            let metric = encoder.encode_descriptor(
+                "jira_hub_relay_visibility_seconds",
+                "How late the relay sees the agent's files: the median over its recent requests of first listed minus written, both on the file server's clock (absent until measured)",
+                None,
+                gauge.metric_type(),
+            )?;
+            gauge.encode(metric)?;
+        }
         encode_gauge(
             &mut encoder,
             "jira_hub_relay_files_waiting",

@@ -209,6 +209,32 @@ impl Peer {
 /// The longest `wait_seconds` of a claim: 15 minutes.
 pub const MAX_CLAIM_WAIT_SECONDS: u32 = 900;
 
+/// The lock file the hub serving a relay folder keeps in it (host, process id, database, one
+/// line each), touched every 10 s; after those lines, [`RELAY_VISIBILITY_KEY`] and how late, in
+/// milliseconds, the hub sees the agent's files (absent until measured). The agent reads it to
+/// tell both directions of the share in `agent --check`.
+pub const RELAY_LOCK_NAME: &str = ".jira-hub-relay.lock";
+/// See [`RELAY_LOCK_NAME`].
+pub const RELAY_VISIBILITY_KEY: &str = "visibility_ms=";
+/// The lock's line naming the file system the hub reaches the folder by (`fuse.sshfs`, `cifs`,
+/// `nfs4`, `ext4`…): the mount option that removes the hub's delay is the hub's mount's.
+pub const RELAY_MOUNT_KEY: &str = "mount=";
+
+/// The hub's file system a relay lock's text names (see [`RELAY_MOUNT_KEY`]).
+pub fn relay_lock_mount(text: &str) -> Option<String> {
+    text.lines()
+        .find_map(|line| line.trim().strip_prefix(RELAY_MOUNT_KEY))
+        .map(String::from)
+}
+
+/// The delay a relay lock's text carries (see [`RELAY_LOCK_NAME`]).
+pub fn relay_lock_visibility(text: &str) -> Option<std::time::Duration> {
+    text.lines()
+        .find_map(|line| line.trim().strip_prefix(RELAY_VISIBILITY_KEY))
+        .and_then(|ms| ms.parse().ok())
+        .map(std::time::Duration::from_millis)
+}
+
 /// The outcome an agent reports for one command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]

@@ -6,11 +6,7 @@
 //! "check, then rename" cannot race with another writer there.
 
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// The mode of files the hub writes into the relay folder: read and write for the owner and the
 /// share's group, nothing for others.
@@ -22,13 +18,11 @@ pub(crate) fn write_new(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result
     if target.exists() {
         return Ok(false);
     }
-    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-    let temp = dir.join(format!(".{name}.{}-{n}.tmp", std::process::id()));
+    // A name nobody can plant a link at first, created new: the share is writable by others.
+    let temp = crate::sharefs::temp_name(dir, name);
     let written = (|| {
-        let mut file = std::fs::File::create_new(&temp)?;
-        // The agent reads these across the share, often as another user of a shared group: the
-        // daemon's umask (0077 under systemd) must not make them unreadable.
-        file.set_permissions(std::fs::Permissions::from_mode(RELAY_FILE_MODE))?;
+        // The agent reads these across the share, often as another user of a shared group.
+        let mut file = crate::sharefs::create_new(&temp, RELAY_FILE_MODE)?;
         file.write_all(bytes)?;
         file.sync_all()?;
         drop(file);
@@ -82,12 +76,7 @@ pub(crate) fn move_into_unsynced(from: &Path, dir: &Path, name: &str) -> std::io
 pub(crate) fn open_request(
     path: &Path,
 ) -> std::io::Result<(std::fs::File, super::decide::FileFacts)> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::File::options()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)?;
-    let meta = file.metadata()?;
+    let (file, meta) = crate::sharefs::open(path, false)?;
     Ok((
         file,
         super::decide::FileFacts {
@@ -98,39 +87,7 @@ pub(crate) fn open_request(
     ))
 }
 
-/// Reads at most `limit` bytes of `file`, calling `beat` between chunks (a slow share must not
-/// look like a stuck relay). `expected`, the size `fstat` gave, is room made at once: a buffer
-/// grown by doubling would, at its last doubling, hold a large file's bytes twice.
-pub(crate) fn read_limited(
-    file: &mut std::fs::File,
-    limit: u64,
-    expected: u64,
-    beat: &dyn Fn(),
-) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    // One byte more, to see the end without growing.
-    let mut bytes = Vec::with_capacity(expected.min(limit).saturating_add(1) as usize);
-    let mut chunk = vec![0u8; 1 << 20];
-    loop {
-        let room = limit
-            .saturating_sub(bytes.len() as u64)
-            .min(chunk.len() as u64) as usize;
-        if room == 0 {
-            break;
-        }
-        let n = match file.read(&mut chunk[..room]) {
-            Ok(n) => n,
-            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(error) => return Err(error),
-        };
-        if n == 0 {
-            break;
-        }
-        bytes.extend_from_slice(&chunk[..n]);
-        beat();
-    }
-    Ok(bytes)
-}
+pub(crate) use crate::sharefs::read_limited;
 
 /// What `lstat` says of a name (a link is not regular, whatever it points to).
 pub(crate) fn lstat_facts(path: &Path) -> Option<super::decide::FileFacts> {
@@ -160,6 +117,7 @@ pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn never_overwrites() {

@@ -19,11 +19,13 @@ mod fsio;
 pub(crate) mod inspect;
 mod owner;
 mod readahead;
+mod visibility;
 mod watch;
 mod worker;
 
 pub use worker::{Outcome, PassCounts, Relay, RelayError, error_answer_name};
 
+use crate::sharefs;
 use std::path::Path;
 use std::time::Duration;
 
@@ -136,7 +138,9 @@ pub(crate) fn set_shared_mode(path: &Path) -> std::io::Result<()> {
 /// The relay's timings and limits: options of `serve`, not settings.
 #[derive(Debug, Clone)]
 pub struct RelayOptions {
-    /// How often `inbox/` is listed, notifications or not.
+    /// How often `inbox/` is listed at rest, notifications or not. While requests come (one in
+    /// the last [`BUSY_INTERVALS`] intervals) it is listed ten times as often: on a network share no notification
+    /// ever comes, and an agent's exchange of many requests would wait a whole interval on each.
     pub poll_interval: Duration,
     /// How long a file that is not (yet) JSON may keep arriving before it is refused.
     pub grace: Duration,
@@ -171,6 +175,10 @@ impl Default for RelayOptions {
     }
 }
 
+/// For how many poll intervals after the last new request the relay keeps listing `inbox/` at
+/// its busy pace (ten: 10 s at the default interval).
+pub(crate) const BUSY_INTERVALS: u32 = 10;
+
 /// A one-line, human description of the relay folder for `jira-hub status`.
 pub(crate) fn describe_relay_dir(relay_dir: Option<&str>) -> String {
     let Some(dir) = relay_dir else {
@@ -204,7 +212,20 @@ pub(crate) fn describe_relay_dir(relay_dir: Option<&str>) -> String {
                     },
                 })
                 .collect();
-            format!("{dir}: {}", counts.join(", "))
+            // How late the hub serving the folder sees the agent's files, as its lock says.
+            let delay = match owner::published_delay(path) {
+                Some(delay) if delay > visibility::LATE => format!(
+                    "; the hub sees the agent's files {:.1} s late: {}",
+                    delay.as_secs_f64(),
+                    sharefs::cache_advice(path)
+                ),
+                Some(delay) => format!(
+                    "; the hub sees the agent's files {:.1} s after they are written",
+                    delay.as_secs_f64()
+                ),
+                None => String::new(),
+            };
+            format!("{dir}: {}{delay}", counts.join(", "))
         }
     }
 }

@@ -115,6 +115,13 @@ pub struct Relay {
     /// its reason's file), with the size and time they had when they were counted and logged:
     /// each pass tries the move again, but the same file is counted once.
     refused_unmoved: HashMap<String, (u64, Option<std::time::SystemTime>)>,
+    /// How late this hub sees the agent's files in the folder in use.
+    visibility: super::visibility::Visibility,
+    /// Whether the folder in use has been listed once: what its first listing finds was left
+    /// while the hub was away, and says nothing of how late it sees new files.
+    listed_once: bool,
+    /// When the last new request was seen (the loop lists faster for a while after).
+    last_request: Option<Instant>,
 }
 
 /// A claim left waiting in `inbox/`, and when to look at it again.
@@ -159,6 +166,9 @@ impl Relay {
             checkpoints: None,
             page_size: 4096,
             refused_unmoved: HashMap::new(),
+            visibility: super::visibility::Visibility::default(),
+            listed_once: false,
+            last_request: None,
         }
     }
 
@@ -189,7 +199,9 @@ impl Relay {
                 Err(error) => tracing::error!(%error, "relay pass failed; retrying"),
             }
             self.hub.metrics().relay_beat();
-            let _ = self.wake_rx.recv_timeout(self.options.poll_interval);
+            let _ = self
+                .wake_rx
+                .recv_timeout(self.poll_interval(Instant::now()));
         }
         if let Some(background) = self.background.take() {
             background.finish();
@@ -199,6 +211,19 @@ impl Relay {
         }
         self.owner.release();
         tracing::info!("relay stopped");
+    }
+
+    /// How long the loop waits for a notification before listing `inbox/` again: the poll
+    /// interval at rest, a tenth of it (at least 10 ms) while requests come.
+    fn poll_interval(&self, now: Instant) -> Duration {
+        let busy = self.last_request.is_some_and(|at| {
+            now.saturating_duration_since(at) < super::BUSY_INTERVALS * self.options.poll_interval
+        });
+        if busy {
+            (self.options.poll_interval / 10).max(Duration::from_millis(10))
+        } else {
+            self.options.poll_interval
+        }
     }
 
     /// The background thread; the relay's own commits then leave checkpoints to
@@ -301,6 +326,10 @@ impl Relay {
         })?;
         // Small requests overtake big ones: a heartbeat never waits behind a large report.
         candidates.sort_by(|a, b| a.1.len.cmp(&b.1.len).then_with(|| a.0.cmp(&b.0)));
+        // The file server's clock as the hub's last write there showed it.
+        if let Some((local, server)) = self.owner.clock() {
+            self.visibility.learn_clock(local, server);
+        }
         let mut pass = Pass {
             dir: &dir,
             token: agent_token.as_deref(),
@@ -392,6 +421,8 @@ impl Relay {
         if counts.waiting == 0 && !self.shutdown.is_triggered() {
             self.note_idle();
         }
+        self.listed_once = true;
+        self.show_visibility(&dir);
         // A refused file taken out of inbox/ by hand is forgotten; one put back is new.
         self.refused_unmoved
             .retain(|name, _| candidates.iter().any(|(listed, _)| listed == name));
@@ -526,12 +557,40 @@ impl Relay {
             self.current = Some((dir.clone(), watcher));
             self.sightings.clear();
             self.refused_unmoved.clear();
+            self.visibility.forget();
+            self.listed_once = false;
+            self.owner.publish(None, None);
+            self.hub.metrics().set_relay_visibility(None);
             let today = self.hub.now_utc().date();
             self.hub
                 .metrics()
                 .set_refused_on(today, refused_on(&dir.join("rejected"), today));
         }
         Ok(Some(dir))
+    }
+
+    /// Shows how late this hub sees the agent's files (`/ready`, `/metrics`, the console, and in
+    /// the lock for `status` and the agent), with the mount option that removes a late one.
+    fn show_visibility(&mut self, dir: &Path) {
+        let delay = self.visibility.delay();
+        let shown = delay.map(|delay| {
+            let told =
+                (delay > super::visibility::LATE).then(|| super::visibility::tell(delay, dir));
+            (delay, told)
+        });
+        if let Some((_, Some(told))) = &shown
+            && self
+                .hub
+                .metrics()
+                .relay_visibility()
+                .and_then(|(_, t)| t)
+                .is_none()
+        {
+            tracing::warn!(relay_dir = %dir.display(), "{told}");
+        }
+        let fstype = crate::sharefs::fs_type(dir);
+        self.owner.publish(delay, fstype.as_deref());
+        self.hub.metrics().set_relay_visibility(shown);
     }
 
     /// Logs a change of the folder's state, and shows it to `/ready` and the metrics.
@@ -563,6 +622,16 @@ impl Relay {
         let now = pass.now;
         let path = pass.dir.join("inbox").join(name);
         let limits = self.limits();
+        if !self.sightings.contains_key(name) {
+            self.last_request = Some(now);
+            // A new request: how long after the file server wrote it this hub lists it.
+            if self.listed_once
+                && let Some(modified) = listed.modified
+                && let Some(delay) = self.visibility.seen(SystemTime::now(), modified)
+            {
+                tracing::debug!(file = %escape(name), delay_ms = delay.as_millis() as u64, "a request seen");
+            }
+        }
         let sighting = observe(self.sightings.get(name).copied(), &listed, now);
         self.sightings.insert(name.to_string(), sighting);
         if let Some(parked) = self.parked.get(name)
@@ -853,9 +922,14 @@ const NAME_MAX: usize = 255;
 
 /// What a name in `rejected/` must leave room for: a duplicate's `.N`, the reason's
 /// `.error.json`, and the temporary name the reason is written under first
-/// (`.<name>.<pid>-<n>.tmp`, see `fsio::write_new`).
+/// (`.<name>.<16 random hex digits>.tmp`, see `sharefs::temp_name`; the room kept is that of the
+/// longer name it had before, so that no name already in `rejected/` changes).
 const REJECTED_SUFFIXES: usize =
     ".99999".len() + ".error.json".len() + ".".len() + ".4194304-18446744073709551615.tmp".len();
+
+/// The most of a reason in `rejected/` read when aging it: a reason is a few hundred bytes of
+/// JSON, and a name planted there (a link to `/dev/zero`, a huge file) is not read whole.
+const REASON_MAX_BYTES: u64 = 64 * 1024;
 
 /// The name a refused file gets in `rejected/`: its own when it fits there with its reason's
 /// `.error.json` beside it; else its first bytes, `~`, a hash of the whole name and `.json`
@@ -1018,7 +1092,8 @@ fn prune(dir: &Path, retention: std::time::Duration, now: time::OffsetDateTime, 
         let Some(refused) = name.strip_suffix(".error.json") else {
             continue;
         };
-        let refused_at = std::fs::read(&entry)
+        // A reason is a small JSON file; the name may have been planted (a link, a FIFO).
+        let refused_at = crate::sharefs::read(&entry, REASON_MAX_BYTES)
             .ok()
             .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
             .and_then(|reason| {

@@ -126,6 +126,8 @@ pub enum RelayState {
         claims_waiting: usize,
         /// Files refused into `rejected/` since midnight UTC.
         refused_today: usize,
+        /// How late the relay sees the agent's files, and the line telling it when late.
+        visibility: Option<(std::time::Duration, Option<String>)>,
     },
 }
 
@@ -407,6 +409,7 @@ impl HubConnection {
                 .metrics
                 .refused_on(now.to_offset(time::UtcOffset::UTC).date())
                 as usize,
+            visibility: self.metrics.relay_visibility(),
         }
     }
 

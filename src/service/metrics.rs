@@ -49,6 +49,10 @@ pub struct Metrics {
     pub relay_beat_ms: AtomicU64,
     /// Why the relay cannot use its folder now (a folder of the share that is a link), if so.
     pub relay_problem: std::sync::Mutex<Option<String>>,
+    /// How late the relay sees the agent's files (the median of its recent requests, on the file
+    /// server's clock), and, when that is late, the line that says so and names the mount option
+    /// that removes it. `None` until measured.
+    relay_visibility: std::sync::Mutex<Option<(std::time::Duration, Option<String>)>>,
     /// Finished batches, their commands and attempts pruned past their retention by this
     /// process, and records of handled agent requests forgotten (issue 30, item 3).
     pub pruned_batches: AtomicU64,
@@ -131,6 +135,21 @@ impl Metrics {
 
     pub fn relay_problem(&self) -> Option<String> {
         self.relay_problem.lock().ok().and_then(|p| p.clone())
+    }
+
+    /// Records how late the relay sees the agent's files (see `relay_visibility`).
+    pub(crate) fn set_relay_visibility(
+        &self,
+        measured: Option<(std::time::Duration, Option<String>)>,
+    ) {
+        if let Ok(mut slot) = self.relay_visibility.lock() {
+            *slot = measured;
+        }
+    }
+
+    /// How late the relay sees the agent's files, and the line telling it when that is late.
+    pub fn relay_visibility(&self) -> Option<(std::time::Duration, Option<String>)> {
+        self.relay_visibility.lock().ok().and_then(|v| v.clone())
     }
 }
 

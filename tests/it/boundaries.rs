@@ -140,6 +140,14 @@ const FORBIDDEN: &[(&str, &[&str], &str)] = &[
         "the service is behind every transport, never beside one",
     ),
     (
+        "sharefs",
+        &[
+            "domain", "store", "service", "protocol", "jira", "relay", "http", "daemon", "cli",
+            "agent", "sim",
+        ],
+        "reading and writing a shared folder safely knows neither the hub nor the agent",
+    ),
+    (
         "sim",
         &[
             "domain", "store", "service", "protocol", "jira", "relay", "http", "daemon", "cli",

@@ -48,6 +48,18 @@ fn relay_init_makes_group_folders_whatever_the_umask() {
         stdout.contains(&format!("group of {}: {group};", relay.display())),
         "{stdout}"
     );
+    // The share itself, not only its modes: what this user can do in each folder, and the file
+    // server's clock (on which the relay's lock is judged) against this machine's.
+    for folder in ["inbox", "outbox", "archive", "rejected"] {
+        assert!(
+            stdout.contains(&format!(
+                "in {folder}/ this user creates, renames over, reads and deletes files"
+            )),
+            "{stdout}"
+        );
+    }
+    assert!(stdout.contains("file system of "), "{stdout}");
+    assert!(stdout.contains("the file server's clock is "), "{stdout}");
     // A folder of its own user made earlier with another mode is put right, and said so.
     std::fs::set_permissions(relay.join("outbox"), std::fs::Permissions::from_mode(0o755)).unwrap();
     let out = run_ok(&dir.db(), &["relay", "init", relay.to_str().unwrap()]);

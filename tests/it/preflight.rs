@@ -527,3 +527,65 @@ fn run_check(dir: &TestDir, config: &Value) -> std::process::Output {
         .output()
         .expect("run the agent")
 }
+
+/// `agent --check` over the relay tells the share both ways: how late the agent saw the hub's
+/// answer, and how late the hub sees the agent's files (the hub's figure, from its lock in the
+/// share), each late one with the mount option that removes it; and what the agent can do in
+/// `inbox/` and whether it reads the hub's file. The hub here sees requests 20 s late (each
+/// appears in `inbox/` 20 s after its mtime, as through sshfs's default cache).
+#[test]
+fn the_check_measures_the_share_both_ways_and_names_the_option() {
+    let dir = TestDir::new();
+    let (_hub, relay, token) = relay_hub(&dir);
+    let daemon = Daemon::start(&dir.db(), &["--relay-no-notify"]);
+    let inbox = relay.join("inbox");
+    drop_file(&inbox, "claim-first.json", &claim_file("first", &token, 1));
+    wait_for_json(
+        &relay.join("outbox/claim-first.json"),
+        std::time::Duration::from_secs(20),
+    );
+    for n in 0..3 {
+        let name = format!("claim-late-{n}.json");
+        let claim = claim_file(&format!("late-{n}"), &token, 1);
+        drop_file_late(&inbox, &name, &claim, std::time::Duration::from_secs(20));
+        wait_for_json(
+            &relay.join("outbox").join(&name),
+            std::time::Duration::from_secs(20),
+        );
+    }
+    // The hub's next heartbeat carries its figure into its lock.
+    let started = std::time::Instant::now();
+    while !std::fs::read_to_string(relay.join(".jira-hub-relay.lock"))
+        .unwrap_or_default()
+        .contains("visibility_ms=")
+    {
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let out = run_check(
+        &dir,
+        &json!({
+            "jira_url": "http://127.0.0.1:9", "jira_user": "agent", "jira_password": "secret",
+            "agent_token": token, "name": "agent-1", "relay_dir": relay.display().to_string(),
+        }),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = |needle: &str| {
+        stdout
+            .lines()
+            .find(|line| line.contains("папка обмена") && line.contains(needle))
+            .unwrap_or_else(|| panic!("no share line with {needle}:\n{stdout}"))
+            .to_string()
+    };
+    let both = line("файлы агента хабу");
+    assert!(both.starts_with("ОШИБКА"), "{both}");
+    assert!(both.contains("хабу — через 2"), "{both}");
+    assert!(both.contains("ответы хаба видны агенту через 0."), "{both}");
+    assert!(
+        both.contains("параметр монтирования у хаба") && both.contains("до 1 с"),
+        "{both}"
+    );
+    assert!(line("inbox/").starts_with("ok"), "{stdout}");
+    assert!(line("файл хаба").starts_with("ok"), "{stdout}");
+    drop(daemon);
+}

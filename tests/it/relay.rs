@@ -745,6 +745,8 @@ fn an_idle_relay_passes_no_more_than_its_timer_explains() {
         &claim_file("idle-1", &token, 1),
     );
     wait_for_json(&relay.join("outbox/claim-idle-1.json"), WAIT);
+    // After a request the relay lists ten times as often for ten intervals: at rest after that.
+    std::thread::sleep(Duration::from_millis(10 * 50 + 100));
     let before = relay_passes(&daemon.address);
     let started = std::time::Instant::now();
     std::thread::sleep(Duration::from_secs(2));
@@ -761,6 +763,61 @@ fn an_idle_relay_passes_no_more_than_its_timer_explains() {
         &claim_file("idle-2", &token, 1),
     );
     wait_for_json(&relay.join("outbox/claim-idle-2.json"), WAIT);
+}
+
+/// A share whose client caches its listings shows the hub the agent's files late (sshfs's default
+/// cache: 20 s). Emulated by requests that appear in `inbox/` 20 s after the file server wrote
+/// them (their mtime, the file server's clock). The hub measures the delay on the file server's
+/// clock and says so, with the mount option that removes it, in `/ready`, `/metrics`, the console
+/// and `status`; and while requests come it lists `inbox/` faster than at rest.
+#[test]
+fn a_share_that_shows_the_agents_files_late_is_told_with_its_delay_and_the_option() {
+    let dir = TestDir::new();
+    let (_hub, relay, token) = relay_hub(&dir);
+    let daemon = Daemon::start(&dir.db(), &["--relay-no-notify"]);
+    let inbox = relay.join("inbox");
+    drop_file(&inbox, "claim-first.json", &claim_file("first", &token, 1));
+    wait_for_json(&relay.join("outbox/claim-first.json"), WAIT);
+    let (_, ready) = http(&daemon.address, "GET", "/ready", None, None);
+    assert_eq!(
+        ready["relay_visibility"],
+        serde_json::Value::Null,
+        "{ready}"
+    );
+    for n in 0..3 {
+        let name = format!("claim-late-{n}.json");
+        let claim = claim_file(&format!("late-{n}"), &token, 1);
+        drop_file_late(&inbox, &name, &claim, Duration::from_secs(20));
+        wait_for_json(&relay.join("outbox").join(&name), WAIT);
+    }
+    let (status, ready) = http(&daemon.address, "GET", "/ready", None, None);
+    assert_eq!(status, 200, "{ready}");
+    let seconds = ready["relay_visibility_seconds"].as_f64().unwrap();
+    assert!((19.0..30.0).contains(&seconds), "{ready}");
+    let told = ready["relay_visibility"].as_str().unwrap();
+    assert!(
+        told.contains("опозданием 2") && told.contains("до 1 с"),
+        "{told}"
+    );
+    let (_, metrics) = http(&daemon.address, "GET", "/metrics", None, None);
+    let metrics = metrics.as_str().unwrap_or_default().to_string();
+    let gauge: f64 = metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("jira_hub_relay_visibility_seconds "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no visibility in /metrics: {metrics}"));
+    assert!((19.0..30.0).contains(&gauge), "{gauge}");
+    // `status` reads it in the lock the hub keeps in the share (its next heartbeat carries it).
+    let started = std::time::Instant::now();
+    loop {
+        let out = run_ok(&dir.db(), &["status"]);
+        let text = out.stdout;
+        if text.contains("s late: ") {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{text}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 fn set_mtime(path: &std::path::Path, at: std::time::SystemTime) {
@@ -1175,15 +1232,36 @@ fn the_relay_tells_the_console_what_waits_and_what_it_refused_today() {
     );
     let counts = worker.pass().unwrap();
     assert_eq!((counts.applied, counts.refused, counts.waiting), (1, 1, 1));
+    let jira_hub::service::RelayState::Present {
+        dir: shown,
+        waiting,
+        claims_waiting,
+        refused_today,
+        ..
+    } = hub.overview().unwrap().relay
+    else {
+        panic!("the relay folder is not shown present");
+    };
     assert_eq!(
-        hub.overview().unwrap().relay,
-        jira_hub::service::RelayState::Present {
-            dir: relay.display().to_string(),
-            waiting: 1,
-            claims_waiting: 0,
-            refused_today: 2,
-        }
+        (shown, waiting, claims_waiting, refused_today),
+        (relay.display().to_string(), 1, 0, 2)
     );
+    // A request the share showed 20 s after it was written: the console says how late, and what
+    // to change.
+    drop_file_late(
+        &relay.join("inbox"),
+        "claim-late.json",
+        &claim_file("late", &token, 1),
+        Duration::from_secs(20),
+    );
+    worker.pass().unwrap();
+    let jira_hub::service::RelayState::Present { visibility, .. } = hub.overview().unwrap().relay
+    else {
+        panic!("the relay folder is not shown present");
+    };
+    let (delay, told) = visibility.expect("the delay measured");
+    assert!(delay >= Duration::from_secs(19), "{delay:?}");
+    assert!(told.is_some_and(|told| told.contains("до 1 с")));
     std::fs::rename(&relay, dir.path().join("unmounted")).unwrap();
     worker.pass().unwrap();
     assert_eq!(

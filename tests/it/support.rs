@@ -205,6 +205,24 @@ pub fn set_settings(hub: &mut HubConnection, settings: serde_json::Value) {
         .expect("settings");
 }
 
+/// [`drop_file`] as a share whose client caches its listing shows it: the file appears `late`
+/// after the file server wrote it (its mtime).
+pub fn drop_file_late(
+    dir: &Path,
+    name: &str,
+    value: &serde_json::Value,
+    late: std::time::Duration,
+) {
+    let temp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&temp, serde_json::to_vec(value).expect("json")).expect("write");
+    std::fs::File::options()
+        .write(true)
+        .open(&temp)
+        .and_then(|file| file.set_modified(std::time::SystemTime::now() - late))
+        .expect("mtime");
+    std::fs::rename(&temp, dir.join(name)).expect("rename");
+}
+
 /// A hub initialised from the example config, with a clock the test moves.
 pub fn ready_hub(dir: &TestDir, clock: &Arc<ManualClock>) -> HubConnection {
     let mut hub = open_hub(dir, clock);

@@ -338,6 +338,7 @@ pub(super) fn overview(view: &Overview, csrf: &str) -> String {
             waiting,
             claims_waiting,
             refused_today,
+            visibility,
         } => {
             // As `jira-hub status` counts inbox/: files to handle, and claims waiting for work.
             let _ = write!(
@@ -348,6 +349,25 @@ pub(super) fn overview(view: &Overview, csrf: &str) -> String {
                  Отклонено сегодня: <b>{refused_today}</b></p>",
                 path_html(dir)
             );
+            // How late the hub sees the agent's files, and what to change when that is late.
+            match visibility {
+                Some((delay, Some(told))) => {
+                    let _ = write!(
+                        out,
+                        "<p class=\"bad\">Файлы агента видны с опозданием {:.1} с</p><p>{}</p>",
+                        delay.as_secs_f64(),
+                        esc(told)
+                    );
+                }
+                Some((delay, None)) => {
+                    let _ = write!(
+                        out,
+                        "<p>Файлы агента видны через {:.1} с</p>",
+                        delay.as_secs_f64()
+                    );
+                }
+                None => {}
+            }
         }
     }
     out.push_str("</article>");
