@@ -150,8 +150,9 @@ impl HubLink {
         &self,
         jira_ok: bool,
         last_error: Option<String>,
+        jira_held_class: Option<&'static str>,
     ) -> Result<(), LinkError> {
-        self.heartbeat_with(jira_ok, last_error, None)
+        self.heartbeat_with(jira_ok, last_error, None, jira_held_class)
     }
 
     /// A heartbeat that also carries a preflight's outcome (`--check`).
@@ -160,6 +161,7 @@ impl HubLink {
         jira_ok: bool,
         last_error: Option<String>,
         check: Option<crate::protocol::CheckReport>,
+        jira_held_class: Option<&'static str>,
     ) -> Result<(), LinkError> {
         let id = new_id_with(&self.id_prefix);
         let request = HeartbeatRequest {
@@ -173,6 +175,7 @@ impl HubLink {
                     .unwrap_or(crate::protocol::MAX_HEARTBEAT_SECONDS)
                     .clamp(1, crate::protocol::MAX_HEARTBEAT_SECONDS),
             ),
+            jira_held_class: jira_held_class.map(str::to_string),
         };
         let bytes = self.exchange(Kind::Heartbeat, &id, &request, false)?;
         let _: HeartbeatAnswer = decode(Kind::Heartbeat, &bytes)?;

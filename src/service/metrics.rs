@@ -67,7 +67,23 @@ pub struct Metrics {
     auth_failures: [AtomicU64; Credential::ALL.len()],
     /// Bearer failures not yet in the log, and when the last summary was written.
     auth_summary: std::sync::Mutex<AuthSummary>,
+    /// While Jira is held for an agent, the class of why as the agent itself sorted it (its
+    /// heartbeat's `jira_held_class`), by agent. In memory: after a restart, until the agent's
+    /// next heartbeat, and for an agent that sends none, [`error_class`] sorts its words.
+    held_classes: std::sync::Mutex<std::collections::HashMap<String, &'static str>>,
 }
+
+/// The classes of why Jira is held that the hub knows (the label's bounded values).
+const HELD_CLASSES: [&str; 5] = [
+    "credentials",
+    "unreachable",
+    "rate_limited",
+    "probe",
+    "other",
+];
+
+/// Agents whose held class is kept at most (names come only with the agent token).
+const HELD_CLASSES_KEPT: usize = 1000;
 
 /// The credentials a request can fail to show: the client token (API), the agent token (its
 /// HTTP endpoints), the metrics token (`--metrics-token-file`), the console's sign-in form.
@@ -186,6 +202,36 @@ impl Metrics {
 
     pub fn relay_problem(&self) -> Option<String> {
         self.relay_problem.lock().ok().and_then(|p| p.clone())
+    }
+
+    /// What an agent's heartbeat said of Jira: while it is held, the agent's own class of why
+    /// (one the hub does not know is `other`); Jira answering, or no class, forgets it.
+    pub(crate) fn note_held_class(&self, agent: &str, jira_ok: bool, class: Option<&str>) {
+        let Ok(mut classes) = self.held_classes.lock() else {
+            return;
+        };
+        match class.filter(|_| !jira_ok) {
+            Some(class) => {
+                let known = HELD_CLASSES
+                    .into_iter()
+                    .find(|known| *known == class)
+                    .unwrap_or("other");
+                if classes.len() < HELD_CLASSES_KEPT || classes.contains_key(agent) {
+                    classes.insert(agent.to_string(), known);
+                }
+            }
+            None => {
+                classes.remove(agent);
+            }
+        }
+    }
+
+    /// The class of why Jira is held for `agent`, as the agent said it, if it did.
+    pub fn held_class(&self, agent: &str) -> Option<&'static str> {
+        self.held_classes
+            .lock()
+            .ok()
+            .and_then(|classes| classes.get(agent).copied())
     }
 
     /// Requests refused for want of a valid `credential` since the start.
@@ -309,7 +355,10 @@ pub struct AgentFigures {
 /// redirect the agent does not follow), `rate_limited`, `probe` (the agent's own check of Jira
 /// failed), `other`. The words are the agent's own (`agent/answer.rs`, `agent/mod.rs`).
 pub fn error_class(reason: &str) -> &'static str {
-    if reason.starts_with("Jira не принимает учётные данные") {
+    // A refused login's words (`rejected_words` of the agent) are about credentials too.
+    if reason.starts_with("Jira не принимает учётные данные")
+        || reason.starts_with("Учётные данные отвергнуты")
+    {
         "credentials"
     } else if reason.starts_with("Jira недоступна")
         || reason.starts_with("Jira отвечает перенаправлением")
@@ -379,7 +428,9 @@ impl super::HubConnection {
             .map(|agent| AgentFigures {
                 jira_held: agent.jira_down_since.as_ref().map(|since| {
                     (
-                        error_class(agent.last_error.as_deref().unwrap_or_default()),
+                        self.metrics.held_class(&agent.agent).unwrap_or_else(|| {
+                            error_class(agent.last_error.as_deref().unwrap_or_default())
+                        }),
                         since.clone(),
                     )
                 }),

@@ -452,3 +452,62 @@ fn no_banner_on_a_stdout_that_is_the_journal() {
     assert!(seen.lines().any(|l| l.starts_with("<6>")), "{seen}");
     assert_eq!(std::fs::read_to_string(&stdout_path).unwrap(), "", "{seen}");
 }
+
+/// The `reason` label of a held agent is the agent's own class (its heartbeat's
+/// `jira_held_class`), whatever its words; an older agent's words are sorted, its refused login
+/// («Учётные данные отвергнуты…») included; a class the hub does not know is `other`.
+#[tokio::test]
+async fn the_held_reason_label_is_the_agents_own_class() {
+    let api = api();
+    let heartbeat = |id: &str, ok: bool, error: Option<&str>, class: Option<&str>| {
+        let mut body = json!({"kind": "heartbeat", "id": id, "agent": "agent-h", "sent_at": "2026-11-29T10:00:00Z",
+               "agent_version": "1", "jira_ok": ok, "last_error": error});
+        if let Some(class) = class {
+            body["jira_held_class"] = class.into();
+        }
+        body
+    };
+    let label = |reason: &str| {
+        format!("jira_hub_agent_jira_held_seconds{{agent=\"agent-h\",reason=\"{reason}\"}}")
+    };
+    let refused = "Учётные данные отвергнуты, агент ждёт новых: Jira не принимает учётные данные агента (HTTP 401, X-Seraph-LoginReason: AUTHENTICATED_FAILED)";
+    // An older agent: no class, its words sorted.
+    let (status, _) = api
+        .agent(
+            "/agent/heartbeat",
+            heartbeat("h1", false, Some(refused), None),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let text = metrics_text(&api).await;
+    assert!(text.contains(&label("credentials")), "{text}");
+    // This agent: its class, whatever the words say.
+    api.agent(
+        "/agent/heartbeat",
+        heartbeat("h2", false, Some("Jira: что-то новое"), Some("unreachable")),
+    )
+    .await;
+    let text = metrics_text(&api).await;
+    assert!(text.contains(&label("unreachable")), "{text}");
+    assert!(!text.contains("что-то новое"), "{text}");
+    // A class from a newer agent the hub does not know: a bounded word all the same.
+    api.agent(
+        "/agent/heartbeat",
+        heartbeat("h3", false, Some(refused), Some("quota_exceeded")),
+    )
+    .await;
+    let text = metrics_text(&api).await;
+    assert!(text.contains(&label("other")), "{text}");
+    // Jira answers again: no held series, and the class is forgotten.
+    api.agent("/agent/heartbeat", heartbeat("h4", true, None, None))
+        .await;
+    let text = metrics_text(&api).await;
+    assert!(!text.contains("jira_hub_agent_jira_held_seconds"), "{text}");
+    api.agent(
+        "/agent/heartbeat",
+        heartbeat("h5", false, Some("serverInfo: HTTP 500"), None),
+    )
+    .await;
+    let text = metrics_text(&api).await;
+    assert!(text.contains(&label("probe")), "{text}");
+}
