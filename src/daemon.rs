@@ -278,7 +278,9 @@ async fn run(
             .as_deref()
             .unwrap_or("(not set: the agent can only use HTTP)"),
     );
-    {
+    // Under systemd stdout goes to the journal, where the banner would be four lines without
+    // a priority among the log's; what it says is in the log's `listening` line and `status`.
+    if !stdout_is_journal() {
         use std::io::Write as _;
         let mut stdout = std::io::stdout().lock();
         let _ = stdout
@@ -372,6 +374,26 @@ impl Signals {
 /// The periodic work until `shutdown`: claim timeouts, automatic refresh, the daily backup (and,
 /// on its tick, forgetting agents and agent requests past their retention), the watchdog, each a task on its `tokio::time::interval`, each hub call on the blocking pool (one
 /// at a time: they share `hub`). Time is tokio's, so a test with paused time runs them at once.
+/// Whether stdout is connected to the journal: systemd sets `JOURNAL_STREAM` to the device and
+/// inode (`dev:ino`) of the stream it connects a service's stdout or stderr to, for it to be
+/// compared with `fstat` of the descriptor (systemd.exec(5), "$JOURNAL_STREAM"); a program run
+/// from a shell that inherited the variable, its stdout a terminal, is not.
+fn stdout_is_journal() -> bool {
+    let Some(stream) = std::env::var_os("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Some((device, inode)) = stream.to_str().and_then(|s| s.split_once(':')) else {
+        return false;
+    };
+    let (Ok(device), Ok(inode)) = (device.parse::<u64>(), inode.parse::<u64>()) else {
+        return false;
+    };
+    // `st_dev`'s and `st_ino`'s widths differ between architectures.
+    #[allow(clippy::useless_conversion)]
+    rustix::fs::fstat(std::io::stdout())
+        .is_ok_and(|stat| u64::from(stat.st_dev) == device && u64::from(stat.st_ino) == inode)
+}
+
 pub async fn run_timers(hub: HubConnection, every: TimerPeriods, shutdown: Shutdown) {
     let hub = Arc::new(Mutex::new(hub));
     let sweep = repeat(&hub, every.claim_sweep, &shutdown, |hub| {
@@ -396,6 +418,8 @@ pub async fn run_timers(hub: HubConnection, every: TimerPeriods, shutdown: Shutd
         if let Err(error) = hub.flush_presence() {
             tracing::warn!(%error, "writing the agents' last-seen times failed; tried again");
         }
+        // The end of a burst of wrong tokens is told without waiting for one more.
+        hub.metrics().flush_bearer_failures(hub.now_utc());
     });
     let refresh = repeat(&hub, every.auto_refresh, &shutdown, |hub| {
         if let Err(error) = hub.auto_refresh() {

@@ -61,7 +61,10 @@ fn setup_logging(format: LogFormat, default: &str) {
         .with_writer(jira_hub::logging::Stderr);
     match format {
         LogFormat::Journal => builder.with_ansi(false).event_format(JournalLine).init(),
-        LogFormat::Json => builder.with_ansi(false).json().init(),
+        LogFormat::Json => builder
+            .with_ansi(false)
+            .event_format(jira_hub::logging::JsonLine)
+            .init(),
         _ => builder.with_ansi(std::io::stderr().is_terminal()).init(),
     }
 }

@@ -486,7 +486,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__agents__subcmd__list)
-            opts="-h --db --log-format --help"
+            opts="-h --json --db --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -658,7 +658,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__batches__subcmd__list)
-            opts="-h --project --status --limit --before --db --log-format --help"
+            opts="-h --project --status --limit --before --json --db --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -722,7 +722,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__batches__subcmd__show)
-            opts="-h --db --log-format --help"
+            opts="-h --json --db --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -766,7 +766,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__commands__subcmd__failed)
-            opts="-h --limit --db --log-format --help"
+            opts="-h --limit --json --db --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2100,7 +2100,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__settings__subcmd__get)
-            opts="-h --db --log-format --help"
+            opts="-h --json --db --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2230,7 +2230,7 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__status)
-            opts="-h --db --log-format --help"
+            opts="-h --json --check --db --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

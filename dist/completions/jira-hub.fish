@@ -81,6 +81,7 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_s
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from get" -l json -d 'Print the JSON on one line (for scripts), as `GET /settings` answers'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from get" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from set" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand settings; and __fish_seen_subcommand_from set" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
@@ -129,6 +130,8 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand status" -l log-format 
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand status" -l json -d 'Print one JSON object instead: the service\'s views (projects, runs, agents as `GET /projects`, `GET /sync-runs` and `GET /agents` show them), with `degraded`'
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand status" -l check -d 'Exit 1 when the hub is degraded, saying why on stderr: the database was never initialised; no agent has been seen, or every agent is silent; an agent says Jira is failing for it; a full refresh waits for a confirmation; the newest backup is older than two days, or there is none. Exit 0 otherwise'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand agents; and not __fish_seen_subcommand_from list forget help" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand agents; and not __fish_seen_subcommand_from list forget help" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
@@ -144,6 +147,7 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand agents; and __fish_see
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand agents; and __fish_seen_subcommand_from list" -l json -d 'Print a JSON array of the agents, as `GET /agents` answers'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand agents; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand agents; and __fish_seen_subcommand_from forget" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand agents; and __fish_seen_subcommand_from forget" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
@@ -213,12 +217,14 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_se
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -l json -d 'Print a JSON array of the batches, as `GET /batches` answers'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from show" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from show" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from show" -l json -d 'Print the batch as JSON, as `GET /batches/{id}` answers'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from cancel" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand batches; and __fish_seen_subcommand_from cancel" -l log-format -d 'How log lines are written to stderr: `auto` is `journal` under systemd (when `JOURNAL_STREAM` is set), else `plain`; `json` is one object a line for log shippers' -r -f -a "auto\t'`journal` under systemd (`JOURNAL_STREAM` set), else `plain`'
@@ -255,6 +261,7 @@ complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_s
 plain\t'Text with a timestamp, for a terminal or a file'
 journal\t'Text with the syslog priority as `<N>` first and no timestamp (journald adds its own), so `journalctl -p warning` works'
 json\t'One JSON object a line'"
+complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from failed" -l json -d 'Print a JSON array of the commands, as `GET /commands/failed` answers'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from failed" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from retry" -l batch -d 'Retry every failed and skipped command of this batch' -r
 complete -c jira-hub -n "__fish_jira_hub_using_subcommand commands; and __fish_seen_subcommand_from retry" -l db -d 'The hub\'s database; its folder is the data directory (backups/ goes there too)' -r -F

@@ -35,6 +35,18 @@ pub(crate) enum Cause {
     Unreachable,
 }
 
+impl Cause {
+    /// The class the hub is told while Jira is held for this cause (the heartbeat's
+    /// `jira_held_class`, the label of its metric): a refused login is a matter of credentials
+    /// as a 401 is.
+    pub(crate) fn class(self) -> &'static str {
+        match self {
+            Cause::Credentials | Cause::Rejected => "credentials",
+            Cause::Unreachable => "unreachable",
+        }
+    }
+}
+
 /// What an answer means.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Class {

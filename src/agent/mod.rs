@@ -98,7 +98,13 @@ pub(crate) fn check(mut config: AgentConfig, shutdown: Arc<AtomicBool>) -> anyho
         .filter(|line| !line.ok)
         .map(|line| format!("serverInfo: {}", line.detail));
     let report = preflight::report(&lines, agent.waits.wall());
-    let sent = hub_answered.then(|| agent.hub.heartbeat_with(jira_ok, last_error, Some(report)));
+    // A failed preflight of Jira is the agent's own probe.
+    let class = (!jira_ok).then_some("probe");
+    let sent = hub_answered.then(|| {
+        agent
+            .hub
+            .heartbeat_with(jira_ok, last_error, Some(report), class)
+    });
     drop(agent);
     if let Some(Err(error)) = sent {
         tracing::warn!("Хабу не удалось передать итог проверки: «{error}»");
@@ -191,6 +197,9 @@ struct Agent {
     /// the agent claims nothing meanwhile, and only an authenticated probe (`GET myself`)
     /// ends it.
     jira_down: Option<String>,
+    /// The class of `jira_down`'s cause, told to the hub with each heartbeat while it holds
+    /// (`credentials`, `unreachable`, `probe`: [`answer::Cause::class`]).
+    jira_down_class: &'static str,
     /// Probes of an unreachable Jira so far (for their backoff).
     probes: u32,
     /// When the heartbeat's `serverInfo` last passed (monotonic, [`Waits::now`]). Within
@@ -280,6 +289,7 @@ impl Agent {
             max_report_bytes: None,
             lease: None,
             jira_down: None,
+            jira_down_class: "other",
             probes: 0,
             jira_answered: None,
             refused: None,
@@ -306,6 +316,7 @@ impl Agent {
             tried: self.waits.now(),
         });
         self.jira_down = Some(words.clone());
+        self.jira_down_class = answer::Cause::Rejected.class();
         self.last_error = Some(words.clone());
         words
     }
@@ -452,11 +463,12 @@ impl Agent {
                 }
                 Err(error) => {
                     self.rejected = None;
-                    let reason = match &error {
-                        JiraError::Held { reason, .. } => reason.clone(),
-                        other if self.jira_down.is_some() => format!("myself: {other}"),
-                        other => format!("serverInfo: {other}"),
+                    let (reason, class) = match &error {
+                        JiraError::Held { reason, cause } => (reason.clone(), cause.class()),
+                        other if self.jira_down.is_some() => (format!("myself: {other}"), "probe"),
+                        other => (format!("serverInfo: {other}"), "probe"),
                     };
+                    self.jira_down_class = class;
                     if self.jira_down.as_deref() != Some(reason.as_str()) {
                         tracing::warn!(%reason, "Jira cannot be reached: no commands are claimed until it answers");
                     }
@@ -468,7 +480,8 @@ impl Agent {
         };
         self.jira.take_counters();
         let last_error = note.or_else(|| self.last_error.clone());
-        match self.hub.heartbeat(jira_ok, last_error) {
+        let class = (!jira_ok && self.jira_down.is_some()).then_some(self.jira_down_class);
+        match self.hub.heartbeat(jira_ok, last_error, class) {
             Ok(()) => {
                 if jira_ok {
                     self.last_error = None;
@@ -603,9 +616,10 @@ impl Agent {
             if let Some((mut reason, held, not_before)) = ended {
                 if held == Some(answer::Cause::Rejected) {
                     reason = self.reject(&reason);
-                } else if held.is_some() {
+                } else if let Some(cause) = held {
                     tracing::warn!(%reason, "Jira is held: no commands are claimed until an authenticated probe succeeds");
                     self.jira_down = Some(reason.clone());
+                    self.jira_down_class = cause.class();
                     self.last_error = Some(reason.clone());
                 }
                 // The command itself was reported; the rest of the claim was never started.

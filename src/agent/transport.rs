@@ -217,8 +217,9 @@ impl HubLink {
         &self,
         jira_ok: bool,
         last_error: Option<String>,
+        jira_held_class: Option<&'static str>,
     ) -> Result<(), LinkError> {
-        self.heartbeat_with(jira_ok, last_error, None)
+        self.heartbeat_with(jira_ok, last_error, None, jira_held_class)
     }
 
     /// A heartbeat that also carries a preflight's outcome (`--check`).
@@ -227,6 +228,7 @@ impl HubLink {
         jira_ok: bool,
         last_error: Option<String>,
         check: Option<crate::protocol::CheckReport>,
+        jira_held_class: Option<&'static str>,
     ) -> Result<(), LinkError> {
         let id = new_id_with(&self.id_prefix);
         let request = HeartbeatRequest {
@@ -242,6 +244,7 @@ impl HubLink {
             ),
             peer: Peer::this_agent(),
             own_give_back_bound: self.own_give_back_bound(),
+            jira_held_class: jira_held_class.map(str::to_string),
         };
         let bytes = self.exchange(Kind::Heartbeat, &id, &request, false)?;
         let _: HeartbeatAnswer = decode(Kind::Heartbeat, &bytes)?;

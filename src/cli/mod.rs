@@ -174,7 +174,18 @@ pub enum Command {
         rotate: Option<RotateWhich>,
     },
     /// A summary for people: schema, projects, queue, agents, last full refresh, relay folder.
-    Status,
+    Status {
+        /// Print one JSON object instead: the service's views (projects, runs, agents as
+        /// `GET /projects`, `GET /sync-runs` and `GET /agents` show them), with `degraded`.
+        #[arg(long)]
+        json: bool,
+        /// Exit 1 when the hub is degraded, saying why on stderr: the database was never
+        /// initialised; no agent has been seen, or every agent is silent; an agent says Jira is
+        /// failing for it; a full refresh waits for a confirmation; the newest backup is older
+        /// than two days, or there is none. Exit 0 otherwise.
+        #[arg(long)]
+        check: bool,
+    },
     /// The agents the hub knows (silent ones and one-off checks named as such), or forget one.
     #[command(subcommand)]
     Agents(AgentsCommand),
@@ -370,11 +381,17 @@ pub enum BatchesCommand {
         /// Only batches older than this id: the next page after a list that ended with it.
         #[arg(long)]
         before: Option<i64>,
+        /// Print a JSON array of the batches, as `GET /batches` answers.
+        #[arg(long)]
+        json: bool,
     },
     /// One batch with its commands: status, deliveries, who claimed them, result or error.
     Show {
         /// The batch's id (the first column of `batches list`).
         id: i64,
+        /// Print the batch as JSON, as `GET /batches/{id}` answers.
+        #[arg(long)]
+        json: bool,
     },
     /// Cancel a batch: its queued commands become cancelled; those already at the agent are not
     /// stopped and end as the agent reports.
@@ -400,7 +417,11 @@ pub enum BatchesCommand {
 pub enum AgentsCommand {
     /// Every agent, most recently seen first: live, silent (since when, heartbeats missed), or
     /// a one-off check (`agent --check` under a name that runs nothing).
-    List,
+    List {
+        /// Print a JSON array of the agents, as `GET /agents` answers.
+        #[arg(long)]
+        json: bool,
+    },
     /// Forget an agent that is silent or only ran a check (a renamed or retired agent); a live
     /// agent is refused. It shows again if it contacts the hub.
     Forget {
@@ -425,6 +446,9 @@ pub enum CommandsCommand {
         /// At most this many.
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=100_000))]
         limit: i64,
+        /// Print a JSON array of the commands, as `GET /commands/failed` answers.
+        #[arg(long)]
+        json: bool,
     },
     /// Queue failed or skipped commands again (their earlier outcome is kept), or with --batch
     /// every failed and skipped command of a batch.
@@ -455,6 +479,9 @@ pub enum SettingsCommand {
     Get {
         /// The setting to print (`relay_dir`, `pacing`, …); all of them when absent.
         key: Option<String>,
+        /// Print the JSON on one line (for scripts), as `GET /settings` answers.
+        #[arg(long)]
+        json: bool,
     },
     /// Write one setting: KEY and a JSON value (strings in quotes: '"/srv/relay"').
     Set {
@@ -503,6 +530,12 @@ pub enum RotateWhich {
     Agent,
     /// The token of API clients and the web console.
     Client,
+}
+
+/// Prints `value` as one line of JSON on stdout (`--json`).
+fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    outln!("{}", serde_json::to_string(value)?);
+    Ok(())
 }
 
 /// How a command that ran ended; `main` turns it into the exit code.
@@ -582,7 +615,9 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
             use_empty_file,
         } => admin::init(&cli.db, &config, force, if_new, use_empty_file)?,
         Command::Migrate => admin::migrate(&cli.db)?,
-        Command::Settings(SettingsCommand::Get { key }) => settings::get(&cli.db, key.as_deref())?,
+        Command::Settings(SettingsCommand::Get { key, json }) => {
+            settings::get(&cli.db, key.as_deref(), json)?
+        }
         Command::Settings(SettingsCommand::Set { key, json }) => {
             settings::set(&cli.db, &key, &json)?
         }
@@ -591,8 +626,8 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
             projects::add(&cli.db, &label, &name, board)?
         }
         Command::Tokens { rotate } => admin::tokens(&cli.db, rotate)?,
-        Command::Status => status::status(&cli.db)?,
-        Command::Agents(AgentsCommand::List) => status::list_agents(&cli.db)?,
+        Command::Status { json, check } => status::status(&cli.db, json, check)?,
+        Command::Agents(AgentsCommand::List { json }) => status::list_agents(&cli.db, json)?,
         Command::Agents(AgentsCommand::Forget { name }) => status::forget_agent(&cli.db, &name)?,
         Command::Backup => admin::backup(&cli.db)?,
         Command::Restore { backup } => admin::restore(&cli.db, &backup)?,
@@ -614,20 +649,24 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
             status,
             limit,
             before,
+            json,
         }) => queue::list_batches(
             &cli.db,
             project.as_deref(),
             status.as_deref(),
             before,
             limit,
+            json,
         )?,
-        Command::Batches(BatchesCommand::Show { id }) => queue::show_batch(&cli.db, id)?,
+        Command::Batches(BatchesCommand::Show { id, json }) => {
+            queue::show_batch(&cli.db, id, json)?
+        }
         Command::Batches(BatchesCommand::Cancel { id }) => queue::cancel_batch(&cli.db, id)?,
         Command::Batches(BatchesCommand::Prune { export, dry_run }) => {
             queue::prune_batches(&cli.db, export.as_deref(), dry_run)?
         }
-        Command::Commands(CommandsCommand::Failed { limit }) => {
-            queue::failed_commands(&cli.db, limit)?
+        Command::Commands(CommandsCommand::Failed { limit, json }) => {
+            queue::failed_commands(&cli.db, limit, json)?
         }
         Command::Commands(CommandsCommand::Retry {
             ids,

@@ -20,6 +20,7 @@ pub(crate) fn list_batches(
     status: Option<&str>,
     before: Option<i64>,
     limit: i64,
+    json: bool,
 ) -> anyhow::Result<Outcome> {
     let status = status
         .map(|s| {
@@ -33,6 +34,14 @@ pub(crate) fn list_batches(
         .transpose()?;
     let mut hub = open_read_only_hub(db)?;
     let batches = hub.batch_page(project, before, Some(limit))?;
+    if json {
+        let shown: Vec<_> = batches
+            .iter()
+            .filter(|b| status.is_none_or(|s| b.status == s))
+            .collect();
+        super::print_json(&shown)?;
+        return Ok(Outcome::Success);
+    }
     outln!("id\tstatus\tcreated_at\tproject\tcommands\ttitle");
     for batch in batches
         .iter()
@@ -53,9 +62,14 @@ pub(crate) fn list_batches(
 
 /// `batches show ID`: the batch and every command with its status, deliveries, who claimed it,
 /// its result or error, and its earlier attempts.
-pub(crate) fn show_batch(db: &Path, id: i64) -> anyhow::Result<Outcome> {
+pub(crate) fn show_batch(db: &Path, id: i64, json: bool) -> anyhow::Result<Outcome> {
     let mut hub = open_read_only_hub(db)?;
-    print_batch(&hub.batch(id)?)?;
+    let batch = hub.batch(id)?;
+    if json {
+        super::print_json(&batch)?;
+    } else {
+        print_batch(&batch)?;
+    }
     Ok(Outcome::Success)
 }
 
@@ -126,9 +140,13 @@ pub(crate) fn confirm_refresh(db: &Path, run: i64) -> anyhow::Result<Outcome> {
 }
 
 /// `commands failed`: what ended failed or skipped, newest first.
-pub(crate) fn failed_commands(db: &Path, limit: i64) -> anyhow::Result<Outcome> {
+pub(crate) fn failed_commands(db: &Path, limit: i64, json: bool) -> anyhow::Result<Outcome> {
     let mut hub = open_read_only_hub(db)?;
     let commands = hub.failed_commands(limit)?;
+    if json {
+        super::print_json(&commands)?;
+        return Ok(Outcome::Success);
+    }
     if commands.is_empty() {
         outln!("no failed or skipped commands");
     }

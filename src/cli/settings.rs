@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use serde_json::{Map, Value};
 use std::path::Path;
 
-pub(crate) fn get(db: &Path, key: Option<&str>) -> anyhow::Result<Outcome> {
+pub(crate) fn get(db: &Path, key: Option<&str>, json: bool) -> anyhow::Result<Outcome> {
     let hub = open_read_only_hub(db)?;
     let view = hub.settings_view()?;
     let shown = match key {
@@ -21,7 +21,11 @@ pub(crate) fn get(db: &Path, key: Option<&str>) -> anyhow::Result<Outcome> {
             None => bail!("{key}: неизвестная настройка"),
         },
     };
-    outln!("{}", serde_json::to_string_pretty(&shown)?);
+    if json {
+        super::print_json(&shown)?;
+    } else {
+        outln!("{}", serde_json::to_string_pretty(&shown)?);
+    }
     Ok(Outcome::Success)
 }
 

@@ -6,13 +6,99 @@ use crate::domain::time::shown_utc;
 use crate::domain::words::count_en;
 use crate::relay::describe_relay_dir;
 use crate::relay::inspect::escape_for_terminal;
-use crate::service::AgentView;
+use crate::service::{AgentView, StatusReport};
 use std::path::Path;
 use time::OffsetDateTime;
 
-pub(crate) fn status(db: &Path) -> anyhow::Result<Outcome> {
+/// The newest backup may be this old before the hub counts as degraded: the daemon makes one a
+/// day, so two days is one missed.
+const BACKUP_TOO_OLD: time::Duration = time::Duration::days(2);
+
+/// Why the hub is degraded, as `status --check` judges from its database at `now` (empty: it
+/// is not). What the database cannot tell (whether the daemon runs, answers `/ready`, can write)
+/// is `/ready`'s and `/metrics`' to say.
+pub(crate) fn degraded(status: &StatusReport, now: OffsetDateTime) -> Vec<String> {
+    let mut why = Vec::new();
+    if !status.initialized {
+        why.push("the database was never initialised (no tokens)".to_string());
+    }
+    let agents: Vec<&AgentView> = status
+        .counts
+        .agents
+        .iter()
+        .filter(|agent| !agent.check_only)
+        .collect();
+    if agents.is_empty() {
+        why.push("no agent has been seen".to_string());
+    } else if agents.iter().all(|agent| agent.silent) {
+        why.push(format!(
+            "every agent is silent ({})",
+            agents
+                .iter()
+                .map(|agent| format!(
+                    "{} since {}",
+                    agent.agent,
+                    shown_utc(agent.last_seen_at.at())
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    for agent in agents.iter().filter(|agent| !agent.silent) {
+        if agent.jira_ok == Some(false) {
+            why.push(format!(
+                "agent {} says Jira is failing: {}",
+                agent.agent,
+                agent
+                    .jira_held
+                    .as_deref()
+                    .or(agent.last_error.as_deref())
+                    .unwrap_or("?")
+            ));
+        }
+    }
+    for held in &status.held_runs {
+        why.push(format!(
+            "full refresh run {} waits for a confirmation (it would remove {})",
+            held.run_id,
+            count_en(held.would_remove.max(0) as u64, "issue")
+        ));
+    }
+    match &status.last_backup_at {
+        None => why.push("there is no backup in backups/".to_string()),
+        Some(at) if now - at.at() > BACKUP_TOO_OLD => why.push(format!(
+            "the newest backup is from {}, more than two days ago",
+            shown_utc(at.at())
+        )),
+        Some(_) => {}
+    }
+    why.into_iter()
+        .map(|line| escape_for_terminal(&line))
+        .collect()
+}
+
+pub(crate) fn status(db: &Path, json: bool, check: bool) -> anyhow::Result<Outcome> {
     let hub = open_read_only_hub(db)?;
     let status = hub.status()?;
+    let why = degraded(&status, hub.now_utc());
+    let outcome = if check && !why.is_empty() {
+        Outcome::Negative
+    } else {
+        Outcome::Success
+    };
+    if json {
+        let mut shown = serde_json::to_value(&status)?;
+        shown["degraded"] = serde_json::json!(why);
+        super::print_json(&shown)?;
+        return Ok(outcome);
+    }
+    if check {
+        use std::io::Write as _;
+        let mut stderr = std::io::stderr().lock();
+        for line in &why {
+            let _ = writeln!(stderr, "degraded: {line}");
+        }
+    }
     outln!(
         "database:     {} (schema v{})",
         status.db_path.display(),
@@ -120,7 +206,14 @@ pub(crate) fn status(db: &Path) -> anyhow::Result<Outcome> {
             "              (this is a backup: the relay counts are the live folder's now, not as they were when it was made)"
         );
     }
-    Ok(Outcome::Success)
+    outln!(
+        "backup:       {}",
+        status
+            .last_backup_at
+            .as_ref()
+            .map_or("none".to_string(), |at| shown_utc(at.at()))
+    );
+    Ok(outcome)
 }
 
 /// One agent as `status` and `agents list` show it, judged by the hub's one silence rule at
@@ -194,9 +287,13 @@ pub(crate) fn silence_words(agent: &AgentView, now: OffsetDateTime) -> String {
 }
 
 /// `agents list`: every agent the hub knows, as `status` lists them.
-pub(crate) fn list_agents(db: &Path) -> anyhow::Result<Outcome> {
+pub(crate) fn list_agents(db: &Path, json: bool) -> anyhow::Result<Outcome> {
     let mut hub = open_read_only_hub(db)?;
     let agents = hub.agents()?;
+    if json {
+        super::print_json(&agents)?;
+        return Ok(Outcome::Success);
+    }
     let now = hub.now_utc();
     if agents.is_empty() {
         outln!("Агент ещё не обращался к хабу.");

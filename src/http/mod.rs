@@ -13,6 +13,7 @@ pub(crate) use console::set_served_database;
 mod document;
 mod failed_metric;
 mod ops;
+mod process_metrics;
 mod server;
 
 use crate::service::{Fault, HubConnection, ServiceError, StoreError};
@@ -942,7 +943,25 @@ fn bearer_token(headers: &axum::http::HeaderMap) -> Option<String> {
         .filter(|t| !t.is_empty())
 }
 
+/// [`check_token`], a refusal for want of a valid token counted by credential and summed up
+/// in the log ([`crate::service::Metrics::bearer_failed`]).
 async fn authorize(parts: &Parts, state: &AppState, role: Role) -> Result<(), ApiError> {
+    let checked = check_token(parts, state, role);
+    if let Err(error) = &checked
+        && error.status == StatusCode::UNAUTHORIZED
+    {
+        state.pool.metrics().bearer_failed(
+            match role {
+                Role::Client => crate::service::Credential::Client,
+                Role::Agent => crate::service::Credential::Agent,
+            },
+            state.pool.now_utc(),
+        );
+    }
+    checked
+}
+
+fn check_token(parts: &Parts, state: &AppState, role: Role) -> Result<(), ApiError> {
     let Some(token) = bearer_token(&parts.headers) else {
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,

@@ -1,7 +1,7 @@
 //! Operations: liveness, readiness, metrics. No token: they carry no business data.
 
 use super::{ApiError, AppState, ErrorCode};
-use crate::service::{Fault, Metrics, MetricsFigures};
+use crate::service::{Credential, Fault, Metrics, MetricsFigures};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
@@ -206,6 +206,7 @@ impl Exporter {
             figures.failed_conflicts,
             failed - figures.failed_conflicts,
         ))));
+        registry.register_collector(Box::new(super::process_metrics::ProcessFigures::now()));
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry)?;
         Ok(text)
@@ -296,6 +297,10 @@ fn live_values(m: &Metrics) -> Vec<u64> {
         .chain(retention_counters(m).iter())
         .map(|(_, _, counter)| Metrics::get(counter))
         .collect();
+    let totals = m.tallies.totals();
+    values.extend(totals.finished.values());
+    values.extend([totals.jira_calls, totals.rate_limited]);
+    values.extend(Credential::ALL.map(|credential| m.auth_failures(credential)));
     values.extend([
         crate::logging::lines_dropped(),
         Metrics::get(&m.claims_waiting_http),
@@ -330,8 +335,47 @@ impl Collector for HubCollector {
             let metric = encoder.encode_descriptor(name, help, None, counter.metric_type())?;
             counter.encode(metric)?;
         }
+        encode_outcomes(&mut encoder, m)?;
         let figures = &self.figures;
         let age = |at: &crate::domain::time::Utc| (self.now - at.at()).whole_seconds().max(0);
+        // Timestamps, not ages (Prometheus, "Instrumentation", "Timestamps, not time since"):
+        // `time() - x` is the age whenever the rule is evaluated, however stale the scrape.
+        encode_gauge(
+            &mut encoder,
+            "jira_hub_last_backup_timestamp_seconds",
+            "When the newest copy in backups/ was made, in seconds since the Unix epoch (0: there is none)",
+            figures.last_backup_at.map_or(0, |at| at.unix_timestamp()),
+        )?;
+        encode_gauge(
+            &mut encoder,
+            "jira_hub_database_size_bytes",
+            "Bytes the database file and its WAL take",
+            i64::try_from(figures.database_bytes).unwrap_or(i64::MAX),
+        )?;
+        if let Some(finished) = &figures.last_full_refresh_at {
+            encode_gauge(
+                &mut encoder,
+                "jira_hub_last_full_refresh_timestamp_seconds",
+                "When the last full refresh finished, in seconds since the Unix epoch (no sample: never)",
+                finished.at().unix_timestamp(),
+            )?;
+        }
+        if !figures.agents.is_empty() {
+            let seen = Family::<AgentLabel, Gauge>::default();
+            for agent in &figures.agents {
+                seen.get_or_create(&AgentLabel {
+                    agent: LabelText(agent.agent.clone()),
+                })
+                .set(agent.last_seen_at.at().unix_timestamp());
+            }
+            let metric = encoder.encode_descriptor(
+                "jira_hub_agent_last_seen_timestamp_seconds",
+                "When each agent was last seen, in seconds since the Unix epoch",
+                None,
+                seen.metric_type(),
+            )?;
+            seen.encode(metric)?;
+        }
         let queue = Family::<StatusLabel, Gauge>::default();
         for (status, count) in &figures.queue {
             queue
@@ -548,6 +592,95 @@ impl Collector for HubCollector {
     }
 }
 
+/// The counters of outcomes: commands that reached a final status (every status and type,
+/// zeros included, so that `increase()` has a series from the first scrape), Jira calls and
+/// rate-limited answers the agent reported with its results, requests refused for want of a
+/// valid credential.
+fn encode_outcomes(encoder: &mut DescriptorEncoder, m: &Metrics) -> Result<(), std::fmt::Error> {
+    use crate::domain::command::{CommandStatus, CommandType};
+    let totals = m.tallies.totals();
+    let finished =
+        Family::<FinishedLabels, prometheus_client::metrics::counter::Counter>::default();
+    let final_statuses = CommandStatus::ALL.iter().filter(|s| s.is_terminal());
+    for status in final_statuses {
+        for kind in <CommandType as strum::VariantArray>::VARIANTS {
+            let kind: &'static str = kind.into();
+            let labels = FinishedLabels {
+                status: status.as_str(),
+                r#type: kind,
+            };
+            finished.get_or_create(&labels).inc_by(
+                totals
+                    .finished
+                    .get(&(status.as_str(), kind))
+                    .copied()
+                    .unwrap_or(0),
+            );
+        }
+    }
+    // A stored type the hub does not know, only when there was one.
+    for ((status, kind), count) in &totals.finished {
+        if *kind == "unknown" {
+            finished
+                .get_or_create(&FinishedLabels {
+                    status,
+                    r#type: kind,
+                })
+                .inc_by(*count);
+        }
+    }
+    let metric = encoder.encode_descriptor(
+        "jira_hub_commands_finished",
+        "Commands that reached a final status since the hub started, by status and type (one that fails and is then left as Jira has it counts failed, then cancelled; a retried one counts again when it ends)",
+        None,
+        finished.metric_type(),
+    )?;
+    finished.encode(metric)?;
+    for (name, help, value) in [
+        (
+            "jira_hub_jira_calls",
+            "Jira calls the agent made for commands, as it reported them with their results, since the hub started",
+            totals.jira_calls,
+        ),
+        (
+            "jira_hub_jira_rate_limited",
+            "Answers of Jira that limited the agent's rate (429, 503 with Retry-After), as it reported them with its results, since the hub started",
+            totals.rate_limited,
+        ),
+    ] {
+        let counter = ConstCounter::new(value);
+        let metric = encoder.encode_descriptor(name, help, None, counter.metric_type())?;
+        counter.encode(metric)?;
+    }
+    let failures =
+        Family::<CredentialLabel, prometheus_client::metrics::counter::Counter>::default();
+    for credential in Credential::ALL {
+        failures
+            .get_or_create(&CredentialLabel {
+                credential: credential.name(),
+            })
+            .inc_by(m.auth_failures(credential));
+    }
+    let metric = encoder.encode_descriptor(
+        "jira_hub_auth_failures",
+        "Requests refused for a missing or wrong credential since the hub started: the client or agent token (401), the metrics token, a console sign-in",
+        None,
+        failures.metric_type(),
+    )?;
+    failures.encode(metric)
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FinishedLabels {
+    status: &'static str,
+    r#type: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CredentialLabel {
+    credential: &'static str,
+}
+
 fn encode_gauge(
     encoder: &mut DescriptorEncoder,
     name: &str,
@@ -736,6 +869,10 @@ pub(crate) async fn metrics(
     if let Some(token) = &state.options.metrics_token
         && !super::bearer_token(&headers).is_some_and(|given| token.matches(&given))
     {
+        state
+            .pool
+            .metrics()
+            .bearer_failed(crate::service::Credential::Metrics, state.pool.now_utc());
         let mut response = ApiError::new(
             StatusCode::UNAUTHORIZED,
             ErrorCode::Unauthorized,

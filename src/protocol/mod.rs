@@ -529,6 +529,12 @@ pub struct HeartbeatRequest {
     /// without a request of its own; without it, after the hub's fixed threshold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_seconds: Option<u32>,
+    /// Hub extension: while Jira is held for the agent (`jira_ok` false), the class of why, as
+    /// the agent sorted Jira's answer (`credentials`, `unreachable`, `probe`): the `reason`
+    /// label of the hub's `jira_hub_agent_jira_held_seconds`. A class the hub does not know
+    /// reads as `other`; without it (an older agent) the hub sorts `last_error`'s words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jira_held_class: Option<String>,
     /// What the agent is (as in a claim). Absent from the previous release's agents.
     #[serde(flatten)]
     pub peer: Peer,
@@ -827,6 +833,7 @@ fn known_members(kind: Kind) -> &'static [&'static str] {
             "capabilities",
             "build",
             "own_give_back_bound",
+            "jira_held_class",
         ],
     }
 }

@@ -179,6 +179,13 @@ impl HubConnection {
         let write_seen = act
             .as_ref()
             .is_some_and(|act| self.presence.note(act, now.at));
+        if let AgentRequest::Heartbeat(heartbeat) = request {
+            self.metrics.note_held_class(
+                &envelope.agent,
+                heartbeat.jira_ok,
+                heartbeat.jira_held_class.as_deref(),
+            );
+        }
         match request {
             // A claim that may wait is looked at in a read transaction first: most looks find
             // nothing, and a waiting claim must not take the write lock each time. A claim that

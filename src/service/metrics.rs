@@ -63,9 +63,80 @@ pub struct Metrics {
     pub(crate) retention_cursor: std::sync::atomic::AtomicI64,
     /// Warnings about stored settings already logged by this process (each is told once).
     pub settings_warnings_told: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    /// What the committed transactions of this process did: commands that reached a final
+    /// status, Jira calls and rate-limited answers the agent reported (the store counts them as
+    /// it commits; shared by every connection of the process).
+    pub(crate) tallies: std::sync::Arc<crate::store::Tallies>,
+    /// Requests refused for want of a valid credential, by credential, since the start.
+    auth_failures: [AtomicU64; Credential::ALL.len()],
+    /// Bearer failures not yet in the log, and when the last summary was written.
+    auth_summary: std::sync::Mutex<AuthSummary>,
+    /// While Jira is held for an agent, the class of why as the agent itself sorted it (its
+    /// heartbeat's `jira_held_class`), by agent. In memory: after a restart, until the agent's
+    /// next heartbeat, and for an agent that sends none, [`error_class`] sorts its words.
+    held_classes: std::sync::Mutex<std::collections::HashMap<String, &'static str>>,
 }
 
+/// The classes of why Jira is held that the hub knows (the label's bounded values).
+const HELD_CLASSES: [&str; 5] = [
+    "credentials",
+    "unreachable",
+    "rate_limited",
+    "probe",
+    "other",
+];
+
+/// Agents whose held class is kept at most (names come only with the agent token).
+const HELD_CLASSES_KEPT: usize = 1000;
+
+/// The credentials a request can fail to show: the client token (API), the agent token (its
+/// HTTP endpoints), the metrics token (`--metrics-token-file`), the console's sign-in form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credential {
+    Client,
+    Agent,
+    Metrics,
+    Console,
+}
+
+impl Credential {
+    pub const ALL: [Credential; 4] = [
+        Credential::Client,
+        Credential::Agent,
+        Credential::Metrics,
+        Credential::Console,
+    ];
+
+    /// The word of the `credential` label.
+    pub fn name(self) -> &'static str {
+        match self {
+            Credential::Client => "client",
+            Credential::Agent => "agent",
+            Credential::Metrics => "metrics",
+            Credential::Console => "console",
+        }
+    }
+}
+
+/// Bearer failures since the last summary line, by credential, and when it was written.
+#[derive(Debug, Default)]
+struct AuthSummary {
+    unlogged: [u64; Credential::ALL.len()],
+    logged_at: Option<time::OffsetDateTime>,
+}
+
+/// Bearer failures are summed up in the log at most this often (as the console's sign-ins are).
+const AUTH_SUMMARY_EVERY: time::Duration = time::Duration::MINUTE;
+
 impl Metrics {
+    /// Counters from zero, with the store's `tallies` of what its commits did.
+    pub(crate) fn with_tallies(tallies: std::sync::Arc<crate::store::Tallies>) -> Metrics {
+        Metrics {
+            tallies,
+            ..Metrics::default()
+        }
+    }
+
     pub(crate) fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
     }
@@ -151,6 +222,97 @@ impl Metrics {
     pub fn relay_visibility(&self) -> Option<(std::time::Duration, Option<String>)> {
         self.relay_visibility.lock().ok().and_then(|v| v.clone())
     }
+
+    /// What an agent's heartbeat said of Jira: while it is held, the agent's own class of why
+    /// (one the hub does not know is `other`); Jira answering, or no class, forgets it.
+    pub(crate) fn note_held_class(&self, agent: &str, jira_ok: bool, class: Option<&str>) {
+        let Ok(mut classes) = self.held_classes.lock() else {
+            return;
+        };
+        match class.filter(|_| !jira_ok) {
+            Some(class) => {
+                let known = HELD_CLASSES
+                    .into_iter()
+                    .find(|known| *known == class)
+                    .unwrap_or("other");
+                if classes.len() < HELD_CLASSES_KEPT || classes.contains_key(agent) {
+                    classes.insert(agent.to_string(), known);
+                }
+            }
+            None => {
+                classes.remove(agent);
+            }
+        }
+    }
+
+    /// The class of why Jira is held for `agent`, as the agent said it, if it did.
+    pub fn held_class(&self, agent: &str) -> Option<&'static str> {
+        self.held_classes
+            .lock()
+            .ok()
+            .and_then(|classes| classes.get(agent).copied())
+    }
+
+    /// Requests refused for want of a valid `credential` since the start.
+    pub fn auth_failures(&self, credential: Credential) -> u64 {
+        Self::get(&self.auth_failures[credential as usize])
+    }
+
+    /// A console sign-in with a wrong token: counted (the console writes its own summary, with
+    /// the client that failed most).
+    pub(crate) fn sign_in_failed(&self) {
+        Self::add(&self.auth_failures[Credential::Console as usize], 1);
+    }
+
+    /// A request refused at `now` for want of a valid bearer `credential` (none, or a wrong
+    /// one): counted, and summed up in the log in aggregate, never a line per request (a client
+    /// with a stale token sends thousands): the first failure is told at once, the ones after
+    /// it at most once a minute, with the count of each credential since the last line. Whether
+    /// a line was written.
+    pub(crate) fn bearer_failed(&self, credential: Credential, now: time::OffsetDateTime) -> bool {
+        Self::add(&self.auth_failures[credential as usize], 1);
+        let Ok(mut summary) = self.auth_summary.lock() else {
+            return false;
+        };
+        summary.unlogged[credential as usize] += 1;
+        Self::tell_bearer_failures(&mut summary, now, false)
+    }
+
+    /// Writes the summary of the bearer failures not yet told, when there are some and the
+    /// last line is a minute old (the daemon's timers call it, so that the end of a burst is
+    /// told without waiting for another failure). Whether a line was written.
+    pub(crate) fn flush_bearer_failures(&self, now: time::OffsetDateTime) -> bool {
+        match self.auth_summary.lock() {
+            Ok(mut summary) => Self::tell_bearer_failures(&mut summary, now, true),
+            Err(_) => false,
+        }
+    }
+
+    fn tell_bearer_failures(
+        summary: &mut AuthSummary,
+        now: time::OffsetDateTime,
+        flush: bool,
+    ) -> bool {
+        let unlogged = summary.unlogged;
+        if unlogged.iter().all(|n| *n == 0)
+            || summary
+                .logged_at
+                .is_some_and(|at| at + AUTH_SUMMARY_EVERY > now)
+            || (flush && summary.logged_at.is_none())
+        {
+            return false;
+        }
+        let [client, agent, metrics, _] = unlogged;
+        tracing::warn!(
+            client,
+            agent,
+            metrics,
+            "requests refused for a missing or wrong bearer token since the last summary (jira_hub_auth_failures_total counts them all)"
+        );
+        summary.unlogged = [0; Credential::ALL.len()];
+        summary.logged_at = Some(now);
+        true
+    }
 }
 
 /// What `/metrics` shows of the database (issue 30 item 1): taken by
@@ -190,6 +352,10 @@ pub struct MetricsFigures {
     pub agents: Vec<AgentFigures>,
     /// What keeps the database from being written now, if anything.
     pub database_fault: Option<super::Fault>,
+    /// When the newest backup in `backups/` was made; `None`: there is none.
+    pub last_backup_at: Option<time::OffsetDateTime>,
+    /// The database's file and its WAL, in bytes.
+    pub database_bytes: u64,
     /// The `data_version` at which the walking counts were taken.
     counted_at: Option<i64>,
 }
@@ -215,7 +381,10 @@ pub struct AgentFigures {
 /// redirect the agent does not follow), `rate_limited`, `probe` (the agent's own check of Jira
 /// failed), `other`. The words are the agent's own (`agent/answer.rs`, `agent/mod.rs`).
 pub fn error_class(reason: &str) -> &'static str {
-    if reason.starts_with("Jira не принимает учётные данные") {
+    // A refused login's words (`rejected_words` of the agent) are about credentials too.
+    if reason.starts_with("Jira не принимает учётные данные")
+        || reason.starts_with("Учётные данные отвергнуты")
+    {
         "credentials"
     } else if reason.starts_with("Jira недоступна")
         || reason.starts_with("Jira отвечает перенаправлением")
@@ -286,7 +455,9 @@ impl super::HubConnection {
             .map(|agent| AgentFigures {
                 jira_held: agent.jira_down_since.as_ref().map(|since| {
                     (
-                        error_class(agent.last_error.as_deref().unwrap_or_default()),
+                        self.metrics.held_class(&agent.agent).unwrap_or_else(|| {
+                            error_class(agent.last_error.as_deref().unwrap_or_default())
+                        }),
                         since.clone(),
                     )
                 }),
@@ -299,6 +470,41 @@ impl super::HubConnection {
             })
             .collect();
         figures.database_fault = self.database_fault().map(|seen| seen.fault);
+        // Files, not rows: a backup or a growing WAL moves no `data_version`.
+        figures.last_backup_at = self.store.newest_backup_at();
+        figures.database_bytes = self.store.file_bytes();
         Ok(figures)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 27,380 requests with a wrong token (what one client with a stale token sent in an
+    /// afternoon) leave a count of each and a few summary lines, never a line each.
+    #[test]
+    fn a_burst_of_wrong_tokens_is_counted_and_summed_up_once_a_minute() {
+        let metrics = Metrics::default();
+        let start = time::macros::datetime!(2026-12-05 09:00:00 UTC);
+        let mut lines = 0;
+        for n in 0..27_380_i64 {
+            // A request every 10 ms: 274 seconds of them.
+            let now = start + time::Duration::milliseconds(n * 10);
+            lines += usize::from(metrics.bearer_failed(Credential::Client, now));
+        }
+        assert_eq!(metrics.auth_failures(Credential::Client), 27_380);
+        assert_eq!(metrics.auth_failures(Credential::Agent), 0);
+        // The first at once, then one a minute: at 0, 60, 120, 180 and 240 s.
+        assert_eq!(lines, 5);
+        // The end of the burst is told by the timers once its minute is over, and only once.
+        let end = start + time::Duration::seconds(274);
+        assert!(!metrics.flush_bearer_failures(end));
+        assert!(metrics.flush_bearer_failures(end + time::Duration::MINUTE));
+        assert!(!metrics.flush_bearer_failures(end + time::Duration::HOUR));
+        // Console sign-ins are counted here, summed up by the console's own line.
+        metrics.sign_in_failed();
+        assert_eq!(metrics.auth_failures(Credential::Console), 1);
+        assert!(!metrics.flush_bearer_failures(end + time::Duration::DAY));
     }
 }

@@ -32,6 +32,7 @@ pub use console::{
     AGENT_SILENT_SECONDS, BackupFile, CommandPage, FailedBatch, HourActivity, OVERVIEW_HOURS,
     Overview, ProjectIssues, QueuedRefresh, RelayState,
 };
+pub use metrics::Credential;
 pub use metrics::{AgentFigures, MetricsFigures, error_class};
 pub(crate) use metrics::{Metrics, RELAY_STALL_LIMIT};
 pub use store::{Fault, FaultSeen, StoreError};
@@ -141,8 +142,8 @@ pub struct HubConnection {
     idle_data_version: Option<i64>,
 }
 
-/// What `jira-hub status` shows.
-#[derive(Debug)]
+/// What `jira-hub status` shows (`--json`: this, serialised).
+#[derive(Debug, serde::Serialize)]
 pub struct StatusReport {
     pub db_path: PathBuf,
     pub schema_version: u32,
@@ -158,6 +159,8 @@ pub struct StatusReport {
     pub held_runs: Vec<HeldRunView>,
     pub relay_dir: Option<String>,
     pub initialized: bool,
+    /// When the newest copy in `backups/` was made; `None`: there is none.
+    pub last_backup_at: Option<crate::domain::time::Utc>,
 }
 
 impl HubConnection {
@@ -210,10 +213,10 @@ impl HubConnection {
 
     fn with_store(store: Store, clock: Arc<dyn Clock>) -> HubConnection {
         HubConnection {
+            metrics: Arc::new(Metrics::with_tallies(store.tallies())),
             store,
             clock,
             rate_limit_streak: Arc::new(AtomicU32::new(0)),
-            metrics: Arc::default(),
             work: Arc::default(),
             presence: Arc::default(),
             credentials: Arc::default(),
@@ -461,6 +464,10 @@ impl HubConnection {
             last_refresh,
             held_runs: self.held_runs()?,
             relay_dir: settings.relay_dir,
+            last_backup_at: self
+                .store
+                .newest_backup_at()
+                .map(crate::domain::time::Utc::new),
         })
     }
 }

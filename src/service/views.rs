@@ -750,7 +750,7 @@ impl From<AgentRow> for AgentView {
 }
 
 /// Commands of one status, as `jira-hub status` and the metrics count them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct QueueCount {
     /// The status as stored (one the hub does not know is shown as it is).
     pub status: String,
@@ -784,7 +784,7 @@ impl QueueCount {
 }
 
 /// The counts `jira-hub status` and `GET /metrics` show.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CountsView {
     pub queue: Vec<QueueCount>,
     pub agents: Vec<AgentView>,

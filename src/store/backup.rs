@@ -59,6 +59,34 @@ fn periodic_backups(dir: &Path) -> Vec<PathBuf> {
     found
 }
 
+/// When a backup was made, by the time its name starts with (`20261205-091500-…`).
+fn made_at(path: &Path) -> Option<OffsetDateTime> {
+    let stamp = path.file_name()?.to_str()?.get(..15)?;
+    time::PrimitiveDateTime::parse(
+        stamp,
+        time::macros::format_description!("[year][month][day]-[hour][minute][second]"),
+    )
+    .ok()
+    .map(|t| t.assume_utc())
+}
+
+/// When the newest backup of `backups/` beside `db_path` was made, whatever made it (the daily
+/// timer, `jira-hub backup`, a migration, a restore, a rescue): every one is a whole, checked
+/// copy (partial copies are hidden files until renamed). `None`: there is none.
+pub(crate) fn newest_backup_at(db_path: &Path) -> Option<OffsetDateTime> {
+    std::fs::read_dir(backups_dir(db_path))
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| !n.starts_with('.') && n.ends_with(".sqlite"))
+        })
+        .filter_map(|p| made_at(&p))
+        .max()
+}
+
 pub(crate) fn backups_dir(db_path: &Path) -> PathBuf {
     data_dir_of(db_path).join("backups")
 }
@@ -508,17 +536,7 @@ impl Store {
     ) -> Result<Option<PathBuf>> {
         let dir = self.backups_dir();
         let newest = periodic_backups(&dir).pop();
-        let newest_at = newest
-            .as_ref()
-            .and_then(|p| p.file_name()?.to_str()?.get(..15).map(String::from))
-            .and_then(|stamp| {
-                time::PrimitiveDateTime::parse(
-                    &stamp,
-                    time::macros::format_description!("[year][month][day]-[hour][minute][second]"),
-                )
-                .ok()
-                .map(|t| t.assume_utc())
-            });
+        let newest_at = newest.as_deref().and_then(made_at);
         if newest_at.is_some_and(|at| now - at < every) {
             return Ok(None);
         }

@@ -335,37 +335,46 @@ impl Tx<'_> {
         jira_calls: u32,
         rate_limited: u32,
     ) -> Result<()> {
-        self.0
+        let changed = self
+            .0
             .prepare_cached(
                 "UPDATE command SET jira_calls = jira_calls + ?2, rate_limited = rate_limited + ?3 WHERE id = ?1",
             )?
             .execute(params![id, jira_calls, rate_limited])?;
+        if changed == 1 {
+            self.1.borrow_mut().jira(jira_calls, rate_limited);
+        }
         Ok(())
     }
 
     /// Moves a command to a terminal status. Refuses (an internal error) to touch one that is
     /// terminal already: terminal statuses never change.
     pub(crate) fn finish_command(&self, id: i64, finish: &Finish<'_>) -> Result<()> {
-        let changed = self
+        let kinds = self
             .0
             .prepare_cached(
                 "UPDATE command SET status = ?2, finished_at = ?3, result = coalesce(?4, result), error = ?5,
                  agent_finished_at = ?6
-                 WHERE id = ?1 AND status IN ('queued', 'claimed')",
+                 WHERE id = ?1 AND status IN ('queued', 'claimed') RETURNING type",
             )?
-            .execute(params![
-                id,
-                finish.status.as_str(),
-                finish.finished_at,
-                finish.result,
-                finish.error,
-                finish.agent_finished_at
-            ])?;
-        if changed != 1 {
+            .query_map(
+                params![
+                    id,
+                    finish.status.as_str(),
+                    finish.finished_at,
+                    finish.result,
+                    finish.error,
+                    finish.agent_finished_at
+                ],
+                |row| row.get::<_, String>(0),
+            )?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        let [kind] = kinds.as_slice() else {
             return Err(StoreError::Incompatible(format!(
                 "command {id} is already finished"
             )));
-        }
+        };
+        self.1.borrow_mut().finished(finish.status, kind);
         Ok(())
     }
 
@@ -519,10 +528,19 @@ impl Tx<'_> {
             "UPDATE batch SET cancelled_at = ?2 WHERE id = ?1 AND cancelled_at IS NULL",
             params![id, at],
         )?;
-        Ok(self.0.execute(
-            "UPDATE command SET status = 'cancelled', finished_at = ?2 WHERE batch_id = ?1 AND status = 'queued'",
-            params![id, at],
-        )?)
+        let kinds = self
+            .0
+            .prepare(
+                "UPDATE command SET status = 'cancelled', finished_at = ?2 WHERE batch_id = ?1 AND status = 'queued'
+                 RETURNING type",
+            )?
+            .query_map(params![id, at], |row| row.get::<_, String>(0))?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        let mut tally = self.1.borrow_mut();
+        for kind in &kinds {
+            tally.finished(CommandStatus::Cancelled, kind);
+        }
+        Ok(kinds.len())
     }
 
     /// Whether any refresh is queued or claimed, whatever its query.

@@ -5,7 +5,7 @@
 use super::Result;
 use super::tx::Tx;
 use crate::domain::time::Utc;
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 use serde_json::Value;
 
 /// A command's result holds a conflict (`result.conflict` is an object).
@@ -25,14 +25,21 @@ impl Tx<'_> {
 
     /// A failed command ends `cancelled` with `error` (its result, the conflict, stays).
     pub(crate) fn cancel_failed_command(&self, id: i64, at: &Utc, error: &str) -> Result<bool> {
-        Ok(self
+        let kind = self
             .0
             .prepare_cached(
                 "UPDATE command SET status = 'cancelled', finished_at = ?2, error = ?3
-                 WHERE id = ?1 AND status = 'failed'",
+                 WHERE id = ?1 AND status = 'failed' RETURNING type",
             )?
-            .execute(params![id, at, error])?
-            == 1)
+            .query_row(params![id, at, error], |row| row.get::<_, String>(0))
+            .optional()?;
+        if let Some(kind) = &kind {
+            // Failed, and now cancelled: each final status a command reaches is counted.
+            self.1
+                .borrow_mut()
+                .finished(crate::domain::command::CommandStatus::Cancelled, kind);
+        }
+        Ok(kind.is_some())
     }
 
     /// A skipped command's reason, said again (its dependency ended otherwise).

@@ -35,7 +35,7 @@ pub(crate) use mirror::{CommentRow, IssueRow, IssueText, NoteRow};
 pub(crate) use restore::{lock_data_folder, restore};
 pub(crate) use retention::{BatchAge, Removed};
 pub(crate) use status::{AGENTS_LISTED, AgentRow, RunRow, StatusCounts};
-pub(crate) use tx::Tx;
+pub(crate) use tx::{Tallies, Tx};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
@@ -191,6 +191,8 @@ pub(crate) struct Store {
     health: Arc<health::DbHealth>,
     /// Whether this connection leaves checkpoints to its owner (kept when it is replaced).
     deferred_checkpoints: bool,
+    /// What the committed transactions of the process did, shared like `health`.
+    tallies: Arc<Tallies>,
 }
 
 impl Store {
@@ -303,6 +305,7 @@ impl Store {
             identity,
             health: Arc::default(),
             deferred_checkpoints: false,
+            tallies: Arc::default(),
         };
         let outcome = migrations::migrate(&mut store, now)?;
         warnings.extend(outcome.warnings);
@@ -371,6 +374,7 @@ impl Store {
             identity: health::identity_of(path).unwrap_or_default(),
             health: Arc::default(),
             deferred_checkpoints: false,
+            tallies: Arc::default(),
         })
     }
 
@@ -407,6 +411,26 @@ impl Store {
     /// The database file.
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The bytes the database takes on its disk now: its file and its WAL (what a full disk
+    /// is made of; `stat`s only).
+    pub(crate) fn file_bytes(&self) -> u64 {
+        [self.path.clone(), health::companion(&self.path, "-wal")]
+            .iter()
+            .filter_map(|path| std::fs::metadata(path).ok())
+            .map(|metadata| metadata.len())
+            .sum()
+    }
+
+    /// When the newest copy in `backups/` was made, if there is one.
+    pub(crate) fn newest_backup_at(&self) -> Option<OffsetDateTime> {
+        backup::newest_backup_at(&self.path)
+    }
+
+    /// What the committed transactions of this process did (shared by its connections).
+    pub(crate) fn tallies(&self) -> Arc<Tallies> {
+        self.tallies.clone()
     }
 
     /// The folder of migration and periodic backups.
@@ -563,6 +587,7 @@ impl Store {
         health::check_identity(&self.path, self.identity)?;
         store.identity = self.identity;
         store.health = self.health.clone();
+        store.tallies = self.tallies.clone();
         Ok(store)
     }
 

@@ -3,12 +3,78 @@
 //! queries are methods of [`Tx`], grouped by table in the sibling files.
 
 use super::{AsStoreError, Result, Store, StoreError};
-use crate::domain::command::{CommandType, RunKind, RunStatus};
+use crate::domain::command::{CommandStatus, CommandType, RunKind, RunStatus};
 use crate::domain::time::Utc;
 use rusqlite::{Transaction, TransactionBehavior};
 
-/// An open transaction on the hub's database.
-pub(crate) struct Tx<'c>(pub(super) Transaction<'c>);
+/// An open transaction on the hub's database, with what it did that the process counts once it
+/// is committed ([`Tallies`]).
+pub(crate) struct Tx<'c>(
+    pub(super) Transaction<'c>,
+    pub(super) std::cell::RefCell<Tally>,
+);
+
+/// What one transaction did that `/metrics` counts: commands that reached a final status (by
+/// status and type), and the Jira calls and rate-limited answers the agent reported with them.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    finished: Vec<(&'static str, &'static str)>,
+    jira_calls: u64,
+    rate_limited: u64,
+}
+
+impl Tally {
+    /// A command of the stored type `kind` reached the final status `status`. A type the hub
+    /// does not know (a row edited by hand) is counted as `unknown`: a label per stored text
+    /// would be a series per text.
+    pub(super) fn finished(&mut self, status: CommandStatus, kind: &str) {
+        let kind = kind
+            .parse::<CommandType>()
+            .map_or("unknown", <&'static str>::from);
+        self.finished.push((status.as_str(), kind));
+    }
+
+    pub(super) fn jira(&mut self, calls: u32, rate_limited: u32) {
+        self.jira_calls += u64::from(calls);
+        self.rate_limited += u64::from(rate_limited);
+    }
+}
+
+/// What the committed transactions of this process did (shared by every connection of it, as
+/// [`Store::reconnect`] shares the faults): counters that start at zero with the process, as
+/// Prometheus' counters do (`rate()` and `increase()` take a restart as a reset). A transaction
+/// rolled back counts nothing.
+#[derive(Debug, Default)]
+pub(crate) struct Tallies(std::sync::Mutex<Totals>);
+
+/// The sums of [`Tallies`].
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Totals {
+    /// Commands that reached a final status, by (status, type).
+    pub finished: std::collections::BTreeMap<(&'static str, &'static str), u64>,
+    pub jira_calls: u64,
+    pub rate_limited: u64,
+}
+
+impl Tallies {
+    fn add(&self, tally: Tally) {
+        if tally.finished.is_empty() && tally.jira_calls == 0 && tally.rate_limited == 0 {
+            return;
+        }
+        if let Ok(mut totals) = self.0.lock() {
+            for key in tally.finished {
+                *totals.finished.entry(key).or_default() += 1;
+            }
+            totals.jira_calls += tally.jira_calls;
+            totals.rate_limited += tally.rate_limited;
+        }
+    }
+
+    /// The sums now.
+    pub(crate) fn totals(&self) -> Totals {
+        self.0.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+}
 
 impl Store {
     /// Runs `f` in a write transaction taken at once (`BEGIN IMMEDIATE`); commits when it
@@ -27,12 +93,16 @@ impl Store {
                 .conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(StoreError::from)?;
-            let tx = Tx(tx);
+            let tx = Tx(tx, std::cell::RefCell::default());
             let value = f(&tx)?;
             super::check_file(&path, identity, &health)?;
             tx.0.commit().map_err(StoreError::from)?;
-            Ok(value)
+            Ok((value, tx.1.into_inner()))
         })();
+        let result = result.map(|(value, tally)| {
+            self.tallies.add(tally);
+            value
+        });
         self.after_write(result, changes)
     }
 
@@ -45,7 +115,7 @@ impl Store {
             .conn
             .transaction_with_behavior(TransactionBehavior::Deferred)
             .map_err(StoreError::from)?;
-        let tx = Tx(tx);
+        let tx = Tx(tx, std::cell::RefCell::default());
         let value = f(&tx)?;
         tx.0.commit().map_err(StoreError::from)?;
         Ok(value)

@@ -108,6 +108,13 @@ impl Hub {
         )
     }
 
+    /// The hub's `/metrics`, as a scraper reads it.
+    pub(crate) fn metrics(&self) -> String {
+        let (status, text) = crate::support::http(&self.address, "GET", "/metrics", None, None);
+        assert_eq!(status, 200, "{text}");
+        text.as_str().unwrap_or_default().to_string()
+    }
+
     pub(crate) fn agent_config(&self, jira_url: &str, extra: Value) -> String {
         let mut config = json!({
             "jira_url": jira_url, "jira_user": "agent", "jira_password": "secret",

@@ -233,6 +233,13 @@ fn a_wrong_password_costs_at_most_three_requests_in_an_hour() {
                     && held.contains(" с ")
             })
     }));
+    // The label is the agent's own class of the refusal: a matter of credentials.
+    let metrics = hub.metrics();
+    assert!(
+        metrics
+            .contains("jira_hub_agent_jira_held_seconds{agent=\"agent-1\",reason=\"credentials\"}"),
+        "{metrics}"
+    );
     let sent = fake.requests().len();
     assert!((1..=3).contains(&sent), "{sent} requests in an hour");
     assert!(fake.failed_logins() < 3, "no CAPTCHA");

@@ -709,7 +709,9 @@ fn log_lines_for_journald_and_for_shippers() {
         .unwrap_or_else(|| panic!("{stderr}"));
     let value: serde_json::Value = serde_json::from_str(line).unwrap();
     assert_eq!(value["level"], "INFO", "{line}");
-    assert_eq!(value["fields"]["message"], "settings changed", "{line}");
+    // The message at the top level, as log shippers read it (not under `fields`).
+    assert_eq!(value["message"], "settings changed", "{line}");
+    assert!(value.get("fields").is_none(), "{line}");
 }
 
 /// `dist/` holds the completions and man pages the Debian package installs; they are what the

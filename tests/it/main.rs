@@ -29,6 +29,7 @@ mod memory;
 mod migrations;
 mod mirror;
 mod openapi;
+mod operations;
 mod operator_words;
 mod preflight;
 mod projects;

@@ -852,6 +852,7 @@ async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
     if !client {
         // Counted now that its form is read: a burst of headers first and forms later is
         // counted guess by guess all the same.
+        state.pool.metrics().sign_in_failed();
         if let Some(wait) = console.throttle().wrong_guess(client_address, now) {
             return too_many(wait);
         }
