@@ -80,16 +80,17 @@ pub(crate) fn init(
 
 pub(crate) fn migrate(db: &Path) -> anyhow::Result<Outcome> {
     let (_, report) = super::open_guarded_hub(db)?;
-    if report.old_version == report.new_version {
-        outln!("schema v{}: up to date", report.new_version);
-    } else if report.old_version == 0 {
-        outln!("new database created at schema v{}", report.new_version);
+    let migrated = report.old_schema != report.new_schema;
+    if report.old_version == 0 {
+        outln!("new database created at schema {}", report.new_schema);
+    } else if migrated {
+        outln!("schema {} -> {}", report.old_schema, report.new_schema);
     } else {
-        outln!("schema v{} -> v{}", report.old_version, report.new_version);
+        outln!("schema {}: up to date", report.new_schema);
     }
     match &report.backup {
         Some(backup) => outln!("backup: {}", backup.display()),
-        None if report.old_version != 0 && report.old_version != report.new_version => {
+        None if report.old_version != 0 && migrated => {
             outln!("backup: made by the process that migrated first")
         }
         None => {}

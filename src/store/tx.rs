@@ -29,8 +29,10 @@ impl Store {
                 .map_err(StoreError::from)?;
             let tx = Tx(tx);
             let value = f(&tx)?;
+            super::remark(&tx.0, &health, changes)?;
             super::check_file(&path, identity, &health)?;
             tx.0.commit().map_err(StoreError::from)?;
+            health.observe(&path);
             Ok(value)
         })();
         self.after_write(result, changes)
