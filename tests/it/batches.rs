@@ -694,3 +694,85 @@ fn ids_are_never_reused_across_prune_and_restore() {
     );
     assert!(after_restore.commands[0].id > lost.commands[0].id);
 }
+
+/// An export target that waits: its first write tells the test and waits for the go-ahead.
+struct SlowTarget {
+    writing: std::sync::mpsc::Sender<()>,
+    go: std::sync::mpsc::Receiver<()>,
+    bytes: Vec<u8>,
+}
+
+impl std::io::Write for SlowTarget {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.is_empty() {
+            let _ = self.writing.send(());
+            let _ = self.go.recv_timeout(std::time::Duration::from_secs(60));
+        }
+        self.bytes.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// `batches prune --export` to a slow target holds no writer: while the export waits, another
+/// connection enqueues a batch at once, and the prune then ends as usual. A target that fails
+/// (a full disk) stops the prune with nothing deleted. Before, the export was written inside the
+/// prune's write transaction, and every write waited for it (503 after the 5 s busy timeout).
+#[test]
+fn a_slow_export_target_holds_no_writer() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    let agent = Agent::new("agent-1");
+    let old = hub.enqueue_batch(&batch(comments(1))).unwrap().id;
+    let claim = agent.claim(&mut hub, 1);
+    agent.report(
+        &mut hub,
+        json!([{"command_id": claim.commands[0].id, "delivery": claim.commands[0].delivery, "status": "done"}]),
+    );
+    clock.advance(time::Duration::days(35));
+
+    struct Full;
+    impl std::io::Write for Full {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::from_raw_os_error(28))
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let refused = hub.prune_finished_now(Some(&mut Full), false);
+    assert!(refused.is_err(), "{refused:?}");
+    assert!(hub.batch(old).is_ok(), "deleted although its export failed");
+
+    let mut writer = hub.connect().unwrap();
+    let (writing_tx, writing) = std::sync::mpsc::channel();
+    let (go, go_rx) = std::sync::mpsc::channel();
+    let pruning = std::thread::spawn(move || {
+        let mut target = SlowTarget {
+            writing: writing_tx,
+            go: go_rx,
+            bytes: Vec::new(),
+        };
+        let pruned = hub.prune_finished_now(Some(&mut target), false);
+        (pruned.map(|p| p.batches), target.bytes)
+    });
+    writing
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the export began");
+    let enqueued = writer.enqueue_batch(&batch(comments(1)));
+    go.send(()).unwrap();
+    assert!(
+        enqueued.is_ok(),
+        "a write waited for the export: {enqueued:?}"
+    );
+    let (pruned, exported) = pruning.join().unwrap();
+    assert_eq!(pruned.unwrap(), 1);
+    let line: Value =
+        serde_json::from_slice(exported.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(line["batch"]["id"], json!(old));
+    assert!(writer.batch(old).is_err(), "the old batch is pruned");
+}
