@@ -117,6 +117,27 @@ pub(crate) fn tokens(db: &Path, rotate: Option<RotateWhich>) -> anyhow::Result<O
     };
     outln!("agent:  {}", tokens.agent);
     outln!("client: {}", tokens.client);
+    match rotate {
+        // The agent reads its credentials once, at start (systemd copies them for the unit when
+        // it starts, `LoadCredential=`): the file alone changes nothing until the restart.
+        Some(RotateWhich::Agent) => {
+            outln!(
+                "next:   the old agent token is refused from now on. On the agent's machine, as root:"
+            );
+            outln!(
+                "        (umask 077 && head -n 1 > /etc/credstore/jira-hub-agent.agent_token)   # paste the new agent token, then Enter"
+            );
+            outln!(
+                "        systemctl restart jira-hub-agent   # the unit reads its credentials only when it starts"
+            );
+        }
+        Some(RotateWhich::Client) => {
+            outln!(
+                "next:   the old client token is refused from now on, and the console's sign-ins made with it end: give the new one to the team"
+            );
+        }
+        None => {}
+    }
     Ok(Outcome::Success)
 }
 

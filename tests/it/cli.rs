@@ -1215,3 +1215,40 @@ fn help_lists_db_only_where_it_is_used_and_puts_the_console_at_the_root() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
 }
+
+/// `tokens --rotate agent` says what to do next on the agent's side (the credstore file, and
+/// the restart the unit needs: it reads its credentials only at start), and the README's
+/// chores are typed as the service's user with `runuser`, never `sudo`, with the rotation of
+/// each credential in one place.
+#[test]
+fn a_rotation_says_what_to_do_next_and_the_readme_runs_chores_as_the_service() {
+    let dir = TestDir::new();
+    run_ok(
+        &dir.db(),
+        &["init", "--config", example_config().to_str().unwrap()],
+    );
+    let out = run_ok(&dir.db(), &["tokens", "--rotate", "agent"]);
+    assert!(
+        out.stdout
+            .contains("/etc/credstore/jira-hub-agent.agent_token")
+            && out.stdout.contains("systemctl restart jira-hub-agent"),
+        "{out:?}"
+    );
+    let out = run_ok(&dir.db(), &["tokens", "--rotate", "client"]);
+    assert!(out.stdout.contains("next:"), "{out:?}");
+    let readme =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .unwrap();
+    assert!(
+        !readme
+            .lines()
+            .any(|line| line.trim_start().starts_with("sudo ")),
+        "a README line runs sudo"
+    );
+    assert!(readme.contains(
+        "runuser -u jira-hub -- jira-hub --db /var/lib/jira-hub/hub.sqlite restore \"$B\""
+    ));
+    assert!(
+        readme.contains("tokens --rotate agent") && readme.contains("### Rotating a credential")
+    );
+}
