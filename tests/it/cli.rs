@@ -1252,3 +1252,51 @@ fn a_rotation_says_what_to_do_next_and_the_readme_runs_chores_as_the_service() {
         readme.contains("tokens --rotate agent") && readme.contains("### Rotating a credential")
     );
 }
+
+/// A chore run by root in a data folder the service's user owns is refused, naming the user and
+/// the `runuser` line to type, and makes nothing: before, `backup` as root left a root-owned
+/// 0600 copy the service could not read back, and `restore` a root-owned `hub.sqlite` the
+/// service could not start on. Skipped, saying so, when not run as root.
+#[test]
+fn chores_as_root_in_the_services_folder_are_refused_naming_the_user() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = TestDir::new();
+    run_ok(
+        &dir.db(),
+        &["init", "--config", example_config().to_str().unwrap()],
+    );
+    let data = dir.db().parent().unwrap().to_path_buf();
+    if std::fs::metadata(&data).unwrap().uid() != 0 {
+        eprintln!("SKIPPED: not run as root");
+        return;
+    }
+    let backup = std::path::PathBuf::from(run_ok(&dir.db(), &["backup"]).stdout.trim());
+    let owned = std::process::Command::new("chown")
+        .args(["-R", "65534"])
+        .arg(&data)
+        .status()
+        .unwrap();
+    assert!(owned.success());
+    let before = dir.backups();
+    for args in [
+        &["backup"][..],
+        &["restore", backup.to_str().unwrap()],
+        &["migrate"],
+        &["batches", "prune"],
+        &["tokens", "--rotate", "agent"],
+    ] {
+        let out = run(&dir.db(), args);
+        assert_eq!(out.code, 1, "{args:?}: {out:?}");
+        assert!(
+            out.stderr.contains("runuser -u nobody -- ")
+                && out
+                    .stderr
+                    .contains(&format!("jira-hub --db {} ", dir.db().display()))
+                && out.stderr.contains("ничего не сделано"),
+            "{args:?}: {out:?}"
+        );
+    }
+    assert_eq!(dir.backups(), before, "a refused chore made a file");
+    // Reading is anyone's: the tokens are printed.
+    run_ok(&dir.db(), &["tokens"]);
+}
