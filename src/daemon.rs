@@ -133,7 +133,7 @@ pub(crate) fn serve(db: &Path, options: ServeOptions) -> Result<(), ServeError> 
     hub.claim_database()
         .with_context(|| format!("не удалось пометить базу {}", db.display()))?;
     if let Some(backup) = &report.backup {
-        tracing::info!(from = report.old_version, backup = %backup.display(), "database migrated at start");
+        tracing::info!(from = %report.old_schema, to = %report.new_schema, backup = %backup.display(), "database migrated at start");
     }
     prepare(&mut hub, &options)?;
 

@@ -80,16 +80,17 @@ pub(crate) fn init(
 
 pub(crate) fn migrate(db: &Path) -> anyhow::Result<Outcome> {
     let (_, report) = super::open_guarded_hub(db)?;
-    if report.old_version == report.new_version {
-        outln!("schema v{}: up to date", report.new_version);
-    } else if report.old_version == 0 {
-        outln!("new database created at schema v{}", report.new_version);
+    let migrated = report.old_schema != report.new_schema;
+    if report.old_version == 0 {
+        outln!("new database created at schema {}", report.new_schema);
+    } else if migrated {
+        outln!("schema {} -> {}", report.old_schema, report.new_schema);
     } else {
-        outln!("schema v{} -> v{}", report.old_version, report.new_version);
+        outln!("schema {}: up to date", report.new_schema);
     }
     match &report.backup {
         Some(backup) => outln!("backup: {}", backup.display()),
-        None if report.old_version != 0 && report.old_version != report.new_version => {
+        None if report.old_version != 0 && migrated => {
             outln!("backup: made by the process that migrated first")
         }
         None => {}
@@ -116,6 +117,27 @@ pub(crate) fn tokens(db: &Path, rotate: Option<RotateWhich>) -> anyhow::Result<O
     };
     outln!("agent:  {}", tokens.agent);
     outln!("client: {}", tokens.client);
+    match rotate {
+        // The agent reads its credentials once, at start (systemd copies them for the unit when
+        // it starts, `LoadCredential=`): the file alone changes nothing until the restart.
+        Some(RotateWhich::Agent) => {
+            outln!(
+                "next:   the old agent token is refused from now on. On the agent's machine, as root:"
+            );
+            outln!(
+                "        (umask 077 && head -n 1 > /etc/credstore/jira-hub-agent.agent_token)   # paste the new agent token, then Enter"
+            );
+            outln!(
+                "        systemctl restart jira-hub-agent   # the unit reads its credentials only when it starts"
+            );
+        }
+        Some(RotateWhich::Client) => {
+            outln!(
+                "next:   the old client token is refused from now on, and the console's sign-ins made with it end: give the new one to the team"
+            );
+        }
+        None => {}
+    }
     Ok(Outcome::Success)
 }
 

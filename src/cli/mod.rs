@@ -29,7 +29,7 @@ pub use demo::DemoArgs;
 // The schema in VERSION is written out (concat! takes literals): this fails the build when the
 // schema moves on and VERSION does not.
 const _: () = assert!(
-    crate::store::CURRENT_SCHEMA_VERSION == 4 && crate::store::CURRENT_V4_REVISION == 15,
+    crate::store::CURRENT_SCHEMA_VERSION == 4 && crate::store::CURRENT_V4_REVISION == 16,
     "update VERSION's schema"
 );
 
@@ -38,7 +38,7 @@ const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (commit ",
     env!("JIRA_HUB_COMMIT"),
-    ", database schema v4 revision 15)"
+    ", database schema v4 revision 16)"
 );
 
 #[derive(Debug, Parser)]
@@ -614,7 +614,10 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
             if_new,
             use_empty_file,
         } => admin::init(&cli.db, &config, force, if_new, use_empty_file)?,
-        Command::Migrate => admin::migrate(&cli.db)?,
+        Command::Migrate => {
+            as_the_data_owner(&cli.db)?;
+            admin::migrate(&cli.db)?
+        }
         Command::Settings(SettingsCommand::Get { key, json }) => {
             settings::get(&cli.db, key.as_deref(), json)?
         }
@@ -625,12 +628,23 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Projects(ProjectsCommand::Add { label, name, board }) => {
             projects::add(&cli.db, &label, &name, board)?
         }
-        Command::Tokens { rotate } => admin::tokens(&cli.db, rotate)?,
+        Command::Tokens { rotate } => {
+            if rotate.is_some() {
+                as_the_data_owner(&cli.db)?;
+            }
+            admin::tokens(&cli.db, rotate)?
+        }
         Command::Status { json, check } => status::status(&cli.db, json, check)?,
         Command::Agents(AgentsCommand::List { json }) => status::list_agents(&cli.db, json)?,
         Command::Agents(AgentsCommand::Forget { name }) => status::forget_agent(&cli.db, &name)?,
-        Command::Backup => admin::backup(&cli.db)?,
-        Command::Restore { backup } => admin::restore(&cli.db, &backup)?,
+        Command::Backup => {
+            as_the_data_owner(&cli.db)?;
+            admin::backup(&cli.db)?
+        }
+        Command::Restore { backup } => {
+            as_the_data_owner(&cli.db)?;
+            admin::restore(&cli.db, &backup)?
+        }
         Command::Serve(args) => {
             crate::service::set_report_budget(args.report_budget_mb * 1024 * 1024);
             match crate::daemon::serve(&cli.db, args.into_options()) {
@@ -663,6 +677,7 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
         }
         Command::Batches(BatchesCommand::Cancel { id }) => queue::cancel_batch(&cli.db, id)?,
         Command::Batches(BatchesCommand::Prune { export, dry_run }) => {
+            as_the_data_owner(&cli.db)?;
             queue::prune_batches(&cli.db, export.as_deref(), dry_run)?
         }
         Command::Commands(CommandsCommand::Failed { limit, json }) => {
@@ -846,6 +861,44 @@ fn open_hub_also_in_empty_file(
 fn open_guarded_hub(db: &Path) -> anyhow::Result<(HubConnection, crate::store::OpenReport)> {
     HubConnection::open_guarded(db, Arc::new(SystemClock))
         .with_context(|| format!("не удалось открыть базу {}", db.display()))
+}
+
+/// A chore that makes or replaces files in the data folder (`backup`, `restore`, `migrate`,
+/// `batches prune`, `tokens --rotate`), run by root in a folder another user owns (the
+/// service's): refused, naming the user to run it as. Run as root, it would leave root-owned
+/// files (a 0600 backup, a restored `hub.sqlite`) that the service cannot open, and the hub
+/// would fail to start.
+fn as_the_data_owner(db: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    if !rustix::process::geteuid().is_root() {
+        return Ok(());
+    }
+    let dir = crate::store::data_dir_of(db);
+    let Ok(meta) = std::fs::metadata(&dir) else {
+        return Ok(());
+    };
+    if meta.uid() == 0 {
+        return Ok(());
+    }
+    let user = user_name(meta.uid()).unwrap_or_else(|| meta.uid().to_string());
+    let typed: Vec<String> = std::env::args().skip(1).collect();
+    anyhow::bail!(
+        "команда запущена от root, а папка данных {} принадлежит пользователю {user}: сделанные ею файлы были бы root-овыми, и хаб не смог бы их открыть; ничего не сделано. Запустите её от имени {user}: runuser -u {user} -- {} {}",
+        dir.display(),
+        crate::program(),
+        typed.join(" ")
+    )
+}
+
+/// The name of the user `uid` in `/etc/passwd` (name:password:uid:…), if there is one.
+fn user_name(uid: u32) -> Option<String> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        let _password = fields.next()?;
+        (fields.next()?.parse::<u32>().ok()? == uid).then(|| name.to_string())
+    })
 }
 
 /// Opens an existing database to change it (migrating it if needed); never creates one.

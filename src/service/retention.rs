@@ -139,12 +139,17 @@ impl HubConnection {
         }
     }
 
-    /// One transaction of the walk from the cursor: returns what it pruned (or, dry, would
-    /// prune) and whether the walk came back to the start.
+    /// One step of the walk from the cursor: returns what it pruned (or, dry, would prune) and
+    /// whether the walk came back to the start. The batches to prune are found, and their
+    /// records read, in a read transaction; the export is written and flushed (synced, for the
+    /// CLI's file) with no transaction open, so a slow or full target holds no writer and stops
+    /// only the prune; then one write transaction deletes those of them that are still finished
+    /// and old (a retry meanwhile keeps its batch, which is then in the export without having
+    /// been deleted).
     fn prune_round(
         &mut self,
         retention: Retention,
-        mut export: Option<&mut dyn std::io::Write>,
+        export: Option<&mut dyn std::io::Write>,
         dry_run: bool,
     ) -> Result<(Pruned, bool)> {
         let cutoffs = Cutoffs::of(retention, self.clock.now());
@@ -153,47 +158,43 @@ impl HubConnection {
         };
         let cursor = &self.metrics.retention_cursor;
         let after = cursor.load(Ordering::Relaxed);
-        let (removed, next) = self.store.transact(|tx| -> Result<(Removed, i64)> {
-            let mut removed = Removed::default();
-            let batches = tx.batch_ages(after, SCAN)?;
-            let mut next = after;
-            // The walk is back at the start when it reached batches younger than any cutoff,
-            // or the end of the table.
-            let mut wrapped = batches.len() < SCAN as usize;
-            for batch in &batches {
-                if batch.created_at.as_str() >= latest.as_str() {
-                    wrapped = true;
-                    break;
-                }
-                let commands = u64::try_from(batch.commands).unwrap_or_default();
-                if removed.commands > 0 && removed.commands + commands > ROWS {
-                    // This batch starts the next transaction.
-                    wrapped = false;
-                    break;
-                }
-                next = batch.id;
-                if !cutoffs.prunes(batch) {
-                    continue;
-                }
-                if let Some(out) = export.as_deref_mut() {
-                    let mut line = serde_json::to_vec(&tx.batch_record(batch.id)?)
+        let exporting = export.is_some();
+        let (chosen, next, lines) = self.store.read(|tx| -> Result<(Chosen, i64, Vec<u8>)> {
+            let (chosen, next) = choose(&tx.batch_ages(after, SCAN)?, after, &cutoffs, &latest);
+            let mut lines = Vec::new();
+            if exporting {
+                for (id, _) in &chosen {
+                    serde_json::to_writer(&mut lines, &tx.batch_record(*id)?)
                         .map_err(crate::store::StoreError::from)?;
-                    line.push(b'\n');
-                    out.write_all(&line).map_err(export_failed)?;
-                }
-                if dry_run {
-                    removed.batches += 1;
-                    removed.commands += commands;
-                } else {
-                    removed += tx.delete_batch(batch.id)?;
+                    lines.push(b'\n');
                 }
             }
-            // The export is on disk before the rows are gone.
-            if let Some(out) = export {
-                out.flush().map_err(export_failed)?;
-            }
-            Ok((removed, if wrapped { 0 } else { next }))
+            Ok((chosen, next, lines))
         })?;
+        // On disk before any row goes, and before the write lock is taken.
+        if let Some(out) = export {
+            out.write_all(&lines).map_err(export_failed)?;
+            out.flush().map_err(export_failed)?;
+        }
+        let removed = if dry_run {
+            let mut removed = Removed::default();
+            for (_, commands) in &chosen {
+                removed.batches += 1;
+                removed.commands += commands;
+            }
+            removed
+        } else if chosen.is_empty() {
+            Removed::default()
+        } else {
+            self.store.transact(|tx| -> Result<Removed> {
+                let (still, _) = choose(&tx.batch_ages(after, SCAN)?, after, &cutoffs, &latest);
+                let mut removed = Removed::default();
+                for (id, _) in chosen.iter().filter(|chosen| still.contains(chosen)) {
+                    removed += tx.delete_batch(*id)?;
+                }
+                Ok(removed)
+            })?
+        };
         cursor.store(next, Ordering::Relaxed);
         if !dry_run {
             Metrics::add(&self.metrics.pruned_batches, removed.batches);
@@ -209,6 +210,37 @@ impl HubConnection {
             next == 0,
         ))
     }
+}
+
+/// The batches one step prunes: (id, commands).
+type Chosen = Vec<(i64, u64)>;
+
+/// Of one page of the walk from `after`: the batches to prune (id, commands), at most `ROWS`
+/// commands (a batch is never split: one with more commands goes alone), and where the walk
+/// goes on (0: back at the start, having reached batches younger than any cutoff, or the end).
+fn choose(batches: &[BatchAge], after: i64, cutoffs: &Cutoffs, latest: &str) -> (Chosen, i64) {
+    let mut chosen = Vec::new();
+    let mut commands_taken = 0;
+    let mut next = after;
+    let mut wrapped = batches.len() < SCAN as usize;
+    for batch in batches {
+        if batch.created_at.as_str() >= latest {
+            wrapped = true;
+            break;
+        }
+        let commands = u64::try_from(batch.commands).unwrap_or_default();
+        if commands_taken > 0 && commands_taken + commands > ROWS {
+            // This batch starts the next step.
+            wrapped = false;
+            break;
+        }
+        next = batch.id;
+        if cutoffs.prunes(batch) {
+            commands_taken += commands;
+            chosen.push((batch.id, commands));
+        }
+    }
+    (chosen, if wrapped { 0 } else { next })
 }
 
 fn export_failed(error: std::io::Error) -> super::ServiceError {

@@ -25,8 +25,9 @@ const BACKUP_MMAP_BYTES: i64 = 1 << 40;
 /// Why a backup is made; it shows in the file name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BackupKind {
-    /// Before migrating from schema version `from`: `<stamp>-schema-v<from>.sqlite`, never pruned.
-    Migration { from: u32 },
+    /// Before migrating from schema version `from` (of v4: its revision `revision`):
+    /// `<stamp>-schema-v<from>.sqlite`, `<stamp>-schema-v4r<revision>.sqlite`, never pruned.
+    Migration { from: u32, revision: u32 },
     /// Asked for by an operator (`jira-hub backup`): `<stamp>-manual.sqlite`.
     Manual,
     /// The daemon's daily copy: `<stamp>-periodic.sqlite`, the newest `backup_keep` kept.
@@ -110,7 +111,11 @@ fn backup_names(
 ) -> (PathBuf, PathBuf, PathBuf) {
     let dir = backups_dir(db_path);
     let stem = match kind {
-        BackupKind::Migration { from } => format!("{}-schema-v{from}", backup_stamp(now)),
+        BackupKind::Migration { from, revision } => format!(
+            "{}-schema-{}",
+            backup_stamp(now),
+            super::migrations::schema_label(from, revision)
+        ),
         BackupKind::Manual => format!("{}-manual", backup_stamp(now)),
         BackupKind::Periodic => format!("{}-{PERIODIC_SUFFIX}", backup_stamp(now)),
         BackupKind::Rescued => format!("{}-rescued", backup_stamp(now)),
@@ -155,6 +160,7 @@ pub(super) enum MigrationCopy {
         db_path: PathBuf,
         bytes: u64,
         from: u32,
+        revision: u32,
         now: OffsetDateTime,
     },
     /// Through the backup API, reading with this connection.
@@ -162,6 +168,7 @@ pub(super) enum MigrationCopy {
         reader: Connection,
         db_path: PathBuf,
         from: u32,
+        revision: u32,
         now: OffsetDateTime,
     },
 }
@@ -172,7 +179,7 @@ impl MigrationCopy {
     pub(super) fn plan(
         reader: Connection,
         db_path: &Path,
-        from: u32,
+        (from, revision): (u32, u32),
         now: OffsetDateTime,
     ) -> Result<MigrationCopy> {
         let db_path = db_path.to_path_buf();
@@ -194,6 +201,7 @@ impl MigrationCopy {
                 db_path,
                 bytes,
                 from,
+                revision,
                 now,
             })
         } else {
@@ -201,6 +209,7 @@ impl MigrationCopy {
                 reader,
                 db_path,
                 from,
+                revision,
                 now,
             })
         }
@@ -218,16 +227,23 @@ impl MigrationCopy {
                 reader,
                 db_path,
                 from,
+                revision,
                 now,
-            } => write_backup(&reader, &db_path, BackupKind::Migration { from }, now),
+            } => write_backup(
+                &reader,
+                &db_path,
+                BackupKind::Migration { from, revision },
+                now,
+            ),
             MigrationCopy::File {
                 db_path,
                 bytes,
                 from,
+                revision,
                 now,
             } => {
                 let (dir, partial, target) =
-                    backup_names(&db_path, BackupKind::Migration { from }, now);
+                    backup_names(&db_path, BackupKind::Migration { from, revision }, now);
                 let copied = copy_file(&db_path, bytes, &partial)
                     .and_then(|()| verify_copy(&partial, bytes, from))
                     .and_then(|()| sync_file(&partial));
@@ -430,7 +446,7 @@ fn verify_copy(partial: &Path, bytes: u64, from: u32) -> Result<()> {
     Ok(())
 }
 
-fn sync_file(path: &Path) -> Result<()> {
+pub(super) fn sync_file(path: &Path) -> Result<()> {
     File::open(path)
         .and_then(|f| f.sync_all())
         .map_err(io_error(format!(

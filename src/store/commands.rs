@@ -170,7 +170,11 @@ impl Tx<'_> {
         project: Option<&str>,
     ) -> Result<i64> {
         self.0.execute(
-            "INSERT INTO batch (title, author, created_at, estimate_seconds, project) VALUES (?1, ?2, ?3, ?4, ?5)",
+            concat!(
+                "INSERT INTO batch (id, title, author, created_at, estimate_seconds, project) VALUES (",
+                super::next_id!("batch"),
+                ", ?1, ?2, ?3, ?4, ?5)"
+            ),
             params![title, author, created_at, estimate_seconds, project],
         )?;
         Ok(self.0.last_insert_rowid())
@@ -185,10 +189,11 @@ impl Tx<'_> {
         depends_on: Option<i64>,
     ) -> Result<i64> {
         self.0
-            .prepare_cached(
-                "INSERT INTO command (batch_id, seq, type, params, status, depends_on)
-                 VALUES (?1, ?2, ?3, ?4, 'queued', ?5)",
-            )?
+            .prepare_cached(concat!(
+                "INSERT INTO command (id, batch_id, seq, type, params, status, depends_on) VALUES (",
+                super::next_id!("command"),
+                ", ?1, ?2, ?3, ?4, 'queued', ?5)"
+            ))?
             .execute(params![
                 batch_id,
                 seq,
@@ -435,13 +440,15 @@ impl Tx<'_> {
     pub(crate) fn retry_command(&self, id: i64, at: &Utc) -> Result<bool> {
         let kept = self
             .0
-            .prepare_cached(
-                "INSERT INTO command_attempt (command_id, status, deliveries, claimed_at, claimed_by,
-                   finished_at, agent_finished_at, result, error, retried_at)
-                 SELECT id, status, deliveries, claimed_at, claimed_by, finished_at,
+            .prepare_cached(concat!(
+                "INSERT INTO command_attempt (id, command_id, status, deliveries, claimed_at,
+                   claimed_by, finished_at, agent_finished_at, result, error, retried_at)
+                 SELECT ",
+                super::next_id!("command_attempt"),
+                ", id, status, deliveries, claimed_at, claimed_by, finished_at,
                    agent_finished_at, result, error, ?2
-                 FROM command WHERE id = ?1 AND status IN ('failed', 'skipped')",
-            )?
+                 FROM command WHERE id = ?1 AND status IN ('failed', 'skipped')"
+            ))?
             .execute(params![id, at])?;
         if kept == 0 {
             return Ok(false);

@@ -90,21 +90,55 @@ pub(crate) struct DbHealth {
     overwritten: std::sync::atomic::AtomicBool,
 }
 
-/// What identifies the content of the file the daemon serves: a random number it writes at start
-/// into the header's `application_id` (bytes 68–71 of the file, big-endian). SQLite writes
-/// the database file only when a checkpoint copies the WAL into it, and every version of page 1
-/// written after the mark carries it, so once a checkpoint has put it in the file it stays there
-/// while the hub is the file's only writer. A copy written over the file in place (`cp backup
-/// hub.sqlite` keeps the inode, so the device-and-inode check sees nothing) carries another
-/// number: the hub's own backups are written with 0, and a copy made before this start carries
-/// an older mark.
-#[derive(Debug, Clone, Copy)]
+/// What identifies the content of the file the daemon serves: a random number in the header's
+/// `application_id` (bytes 68–71 of the file, big-endian), written at start and changed again by
+/// every commit of the daemon, so that each checkpoint that reaches the file brings a number no
+/// earlier state of the file carried. SQLite writes the database file only when a checkpoint
+/// copies the WAL into it, so the file can only carry the number it was last seen with or one
+/// committed since; every look at the file (before each commit, after each commit and each
+/// checkpoint of the process, on the timers) forgets those older than what it finds there.
+/// A copy written over the file in place (`cp x hub.sqlite` keeps the inode, so the
+/// device-and-inode check sees nothing) carries the number of the moment it was made: the hub's
+/// own backups carry 0, and a copy made by any tool (`sqlite3 .backup`, `VACUUM INTO`, `cp` of
+/// the running file) before a checkpoint the hub has since seen carries a number it forgot.
+/// A copy made after the last checkpoint is the file as it still is (or its content as the WAL
+/// above it shows it), which the WAL reads on top of as it would on the file itself.
+#[derive(Debug, Clone)]
 pub(super) struct ContentMark {
-    /// This start's mark.
-    pub(super) current: [u8; 4],
-    /// The mark the file had before, still accepted until the file is seen with `current`
-    /// (until the checkpoint after the start has copied the new header into it).
-    pub(super) previous: Option<[u8; 4]>,
+    /// The numbers the file may carry now, oldest first: the one it was last seen with, then
+    /// each one committed (or about to be) since.
+    accepted: std::collections::VecDeque<[u8; 4]>,
+}
+
+impl ContentMark {
+    /// The mark of a file that carried `previous` before this start wrote `current`.
+    pub(super) fn new(previous: Option<[u8; 4]>, current: [u8; 4]) -> ContentMark {
+        ContentMark {
+            accepted: previous.into_iter().chain([current]).collect(),
+        }
+    }
+
+    /// Whether `found` may be in the file; the numbers older than it are forgotten.
+    fn admit(&mut self, found: Option<[u8; 4]>) -> bool {
+        let Some(at) = found.and_then(|found| self.accepted.iter().position(|m| *m == found))
+        else {
+            return false;
+        };
+        self.accepted.drain(..at);
+        true
+    }
+}
+
+/// A random mark, never 0 (the hub's own backups) and never one of `taken`.
+pub(super) fn fresh_mark(taken: &[[u8; 4]]) -> Result<[u8; 4]> {
+    let mut mark = [0u8; 4];
+    while mark == [0; 4] || taken.contains(&mark) {
+        getrandom::fill(&mut mark).map_err(|error| StoreError::Io {
+            context: "нет случайных чисел для метки базы".into(),
+            source: std::io::Error::other(error.to_string()),
+        })?;
+    }
+    Ok(mark)
 }
 
 impl DbHealth {
@@ -248,31 +282,48 @@ impl DbHealth {
         self.overwritten.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// Whether the file at `path` still carries this start's mark in its header (read through
-    /// the descriptor kept for the life of the process: closing another one of the file would
-    /// drop SQLite's locks). An `Overwritten` error otherwise; nothing to check in a process
-    /// that never set a mark.
+    /// A new mark for the commit about to be made (`None` in a process that never claimed the
+    /// file): accepted from now on, before the commit, since the checkpoint SQLite runs inside
+    /// a commit may copy it into the file before the commit returns. A mark whose commit then
+    /// fails is in no copy, and is forgotten with the others.
+    pub(super) fn next_mark(&self) -> Result<Option<[u8; 4]>> {
+        let mut guard = self.mark.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(mark) = guard.as_mut() else {
+            return Ok(None);
+        };
+        let taken: Vec<[u8; 4]> = mark.accepted.iter().copied().collect();
+        let next = fresh_mark(&taken)?;
+        mark.accepted.push_back(next);
+        Ok(Some(next))
+    }
+
+    /// After a commit or a checkpoint: the marks older than the one the file carries now are
+    /// forgotten (a file found with none it may carry is left to the next check to report).
+    pub(super) fn observe(&self, path: &Path) {
+        let mut guard = self.mark.lock().unwrap_or_else(|p| p.into_inner());
+        if let (Some(mark), Ok(found)) = (guard.as_mut(), read_mark(path)) {
+            mark.admit(found);
+        }
+    }
+
+    /// Whether the file at `path` still carries a mark it may carry (read through the
+    /// descriptor kept for the life of the process: closing another one of the file would drop
+    /// SQLite's locks). An `Overwritten` error otherwise; nothing to check in a process that
+    /// never set a mark.
     pub(super) fn check_content(&self, path: &Path) -> Result<()> {
         let mut guard = self.mark.lock().unwrap_or_else(|p| p.into_inner());
         let Some(mark) = guard.as_mut() else {
             return Ok(());
         };
-        if !self.is_overwritten() {
-            let found = read_mark(path)?;
-            if found == Some(mark.current) {
-                mark.previous = None;
-                return Ok(());
-            }
-            if found.is_some() && found == mark.previous {
-                return Ok(());
-            }
+        if !self.is_overwritten() && mark.admit(read_mark(path)?) {
+            return Ok(());
         }
         self.overwritten
             .store(true, std::sync::atomic::Ordering::Release);
         Err(StoreError::Unavailable {
             fault: Fault::Overwritten,
             detail: format!(
-                "{} перезаписан на месте (например, cp копии поверх него): в нём уже не то, что записал хаб",
+                "{} перезаписан на месте (копией, сделанной раньше: cp, sqlite3 .backup, VACUUM INTO или копия хаба): в нём уже не то, что записал хаб",
                 path.display()
             ),
         })

@@ -25,7 +25,7 @@ pub(crate) const CURRENT_SCHEMA_VERSION: u32 = 4;
 /// fixes the schema version at 4, so changes it does not describe (new columns with defaults, an
 /// index) are revisions of v4 rather than a v5: `schema_version` stays what the data model says,
 /// and every other tool that reads a v4 database still finds the tables it knows.
-pub(crate) const CURRENT_V4_REVISION: u32 = 15;
+pub(crate) const CURRENT_V4_REVISION: u32 = 16;
 
 /// What one step needs besides the transaction.
 struct StepContext {
@@ -63,7 +63,7 @@ struct Revision {
     apply: fn(&Transaction<'_>, &StepContext) -> Result<Vec<String>>,
 }
 
-const REVISIONS: [Revision; 15] = [
+const REVISIONS: [Revision; 16] = [
     Revision {
         to: 1,
         apply: v4_revision_1,
@@ -124,10 +124,16 @@ const REVISIONS: [Revision; 15] = [
         to: 15,
         apply: v4_revision_15,
     },
+    Revision {
+        to: 16,
+        apply: v4_revision_16,
+    },
 ];
 
 pub(super) struct MigrationOutcome {
     pub old_version: u32,
+    /// The schema found, as [`schema_label`] names it (`v4r12`).
+    pub old_schema: String,
     pub backup: Option<PathBuf>,
     pub warnings: Vec<String>,
 }
@@ -164,7 +170,8 @@ impl Plan {
             });
         }
         let header = read_revision(conn)?;
-        let missing = missing_objects(conn)?;
+        // What the header's own revision has: an older revision lacks only what came after it.
+        let missing = missing_objects(conn, header.min(CURRENT_V4_REVISION))?;
         if !missing.is_empty() {
             return Ok(Plan::Migrate {
                 version,
@@ -191,6 +198,7 @@ pub(super) fn migrate(store: &mut Store, now: OffsetDateTime) -> Result<Migratio
     if Plan::of(&store.conn)? == Plan::Current {
         return Ok(MigrationOutcome {
             old_version: seen,
+            old_schema: current_schema(),
             backup: None,
             warnings: Vec::new(),
         });
@@ -206,6 +214,7 @@ pub(super) fn migrate(store: &mut Store, now: OffsetDateTime) -> Result<Migratio
             tx.commit()?;
             return Ok(MigrationOutcome {
                 old_version: read_version(&store.conn)?,
+                old_schema: current_schema(),
                 backup: None,
                 warnings: Vec::new(),
             });
@@ -216,9 +225,10 @@ pub(super) fn migrate(store: &mut Store, now: OffsetDateTime) -> Result<Migratio
             missing,
         } => (version, revision, missing),
     };
+    let old_schema = schema_label(version, read_revision(&tx)?);
     let copy = if version > 0 {
         Some(
-            backup::MigrationCopy::plan(reader?, &path, version, now)
+            backup::MigrationCopy::plan(reader?, &path, (version, read_revision(&tx)?), now)
                 .map_err(backup_failed(version))?,
         )
     } else {
@@ -277,14 +287,15 @@ pub(super) fn migrate(store: &mut Store, now: OffsetDateTime) -> Result<Migratio
         Ok(warnings) => {
             if let Some(backup) = &backup {
                 tracing::info!(
-                    from = version,
-                    to = CURRENT_SCHEMA_VERSION,
+                    from = %old_schema,
+                    to = %current_schema(),
                     backup = %backup.display(),
                     "database migrated"
                 );
             }
             Ok(MigrationOutcome {
                 old_version: version,
+                old_schema,
                 backup,
                 warnings,
             })
@@ -335,7 +346,7 @@ fn apply_all(
     }
     warnings.extend(apply_steps(tx, version, now)?);
     warnings.extend(apply_revisions(tx, revision, now)?);
-    let still = missing_objects(tx)?;
+    let still = missing_objects(tx, CURRENT_V4_REVISION)?;
     if !still.is_empty() {
         return Err(StoreError::Incompatible(format!(
             "в базе схемы v4 нет того, что требует модель данных и чего хаб не добавляет сам: {}",
@@ -345,24 +356,45 @@ fn apply_all(
     Ok(warnings)
 }
 
-/// The tables (with their columns) and indexes a new database has: every step and revision run
-/// once on an empty database in memory, once per process.
+/// The tables (with their columns) and indexes a new database has at a revision: every step and
+/// the revisions up to it run on an empty database in memory, once per process and revision.
 struct Shape {
     tables: Vec<(String, Vec<String>)>,
     indexes: Vec<String>,
 }
 
-fn reference_shape() -> Result<&'static Shape> {
-    static SHAPE: std::sync::OnceLock<Shape> = std::sync::OnceLock::new();
-    if let Some(shape) = SHAPE.get() {
+fn reference_shape(revision: u32) -> Result<&'static Shape> {
+    static SHAPES: [std::sync::OnceLock<Shape>; CURRENT_V4_REVISION as usize + 1] =
+        [const { std::sync::OnceLock::new() }; CURRENT_V4_REVISION as usize + 1];
+    let slot = &SHAPES[revision.min(CURRENT_V4_REVISION) as usize];
+    if let Some(shape) = slot.get() {
         return Ok(shape);
     }
     let mut conn = rusqlite::Connection::open_in_memory()?;
     let tx = conn.transaction()?;
     apply_steps(&tx, 0, OffsetDateTime::UNIX_EPOCH)?;
-    apply_revisions(&tx, 0, OffsetDateTime::UNIX_EPOCH)?;
+    let context = StepContext {
+        now: OffsetDateTime::UNIX_EPOCH,
+    };
+    for step in REVISIONS.iter().filter(|r| r.to <= revision) {
+        (step.apply)(&tx, &context)?;
+    }
     let shape = read_shape(&tx)?;
-    Ok(SHAPE.get_or_init(|| shape))
+    Ok(slot.get_or_init(|| shape))
+}
+
+/// How the operator reads a schema: `v3` below v4, `v4r12` for revision 12 of v4.
+pub(crate) fn schema_label(version: u32, revision: u32) -> String {
+    if version < CURRENT_SCHEMA_VERSION {
+        format!("v{version}")
+    } else {
+        format!("v{version}r{revision}")
+    }
+}
+
+/// The schema this binary runs (`v4r16`).
+pub(crate) fn current_schema() -> String {
+    schema_label(CURRENT_SCHEMA_VERSION, CURRENT_V4_REVISION)
 }
 
 fn read_shape(conn: &rusqlite::Connection) -> Result<Shape> {
@@ -399,10 +431,11 @@ fn table_columns(conn: &rusqlite::Connection, table: &str) -> Result<Vec<String>
     Ok(columns)
 }
 
-/// What the database lacks of a new database's tables, columns and indexes (`agent_request`,
-/// `command.lease_at`, `index command_queued`); objects it has besides are its own business.
-fn missing_objects(conn: &rusqlite::Connection) -> Result<Vec<String>> {
-    let expected = reference_shape()?;
+/// What the database lacks of the tables, columns and indexes a new database has at `revision`
+/// (`agent_request`, `command.lease_at`, `index command_queued`); objects it has besides are its
+/// own business.
+fn missing_objects(conn: &rusqlite::Connection, revision: u32) -> Result<Vec<String>> {
+    let expected = reference_shape(revision)?;
     let found = read_shape(conn)?;
     let mut missing = Vec::new();
     for (table, columns) in &expected.tables {
@@ -867,6 +900,15 @@ fn v4_revision_15(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> 
     apply_idempotent(tx, include_str!("sql/v4r15.sql"))?;
     Ok(Vec::new())
 }
+
+/// Revision 16: the highest id issued per table (`id_issued`), so that ids are never reused.
+fn v4_revision_16(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
+    apply_idempotent(tx, ID_ISSUED)?;
+    Ok(Vec::new())
+}
+
+/// Revision 16's SQL; `restore` also runs it on a copy of an older revision, to raise its ids.
+pub(super) const ID_ISSUED: &str = include_str!("sql/v4r16.sql");
 
 fn read_setting(tx: &Transaction<'_>, key: &str) -> Result<Option<Value>> {
     let text: Option<String> = tx

@@ -694,9 +694,12 @@ impl Tx<'_> {
     ) -> Result<RunRow> {
         let full = kind == RunKind::Full;
         self.0.execute(
-            "INSERT INTO sync_run (command_id, query, started_at, status, full, kind, scope, batch_id)
-             VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6,
-                     (SELECT batch_id FROM command WHERE id = ?1))",
+            concat!(
+                "INSERT INTO sync_run (id, command_id, query, started_at, status, full, kind, scope,
+                   batch_id) VALUES (",
+                super::next_id!("sync_run"),
+                ", ?1, ?2, ?3, 'running', ?4, ?5, ?6, (SELECT batch_id FROM command WHERE id = ?1))"
+            ),
             params![command_id, query, started_at, full, kind.as_str(), scope],
         )?;
         let batch_id = self.0.query_row(

@@ -16,6 +16,8 @@ mod console;
 pub(crate) use console::QueueMove;
 mod health;
 mod held;
+mod ids;
+use ids::next_id;
 mod migrations;
 mod mirror;
 mod projects;
@@ -173,6 +175,10 @@ pub struct OpenReport {
     /// The schema version found; 0 for a new, empty database.
     pub old_version: u32,
     pub new_version: u32,
+    /// The schema found and the one now, as the operator reads them (`v4r12`, `v4r16`): equal
+    /// when nothing was migrated.
+    pub old_schema: String,
+    pub new_schema: String,
     /// The copy made before migrating, when this process migrated an existing database.
     pub backup: Option<PathBuf>,
     /// Things the operator should know (legacy settings that did not convert, permissions).
@@ -320,6 +326,8 @@ impl Store {
             OpenReport {
                 old_version: outcome.old_version,
                 new_version: CURRENT_SCHEMA_VERSION,
+                old_schema: outcome.old_schema,
+                new_schema: migrations::current_schema(),
                 backup: outcome.backup,
                 warnings,
             },
@@ -359,8 +367,10 @@ impl Store {
             Err(error) => return Err(error),
             Ok(migrations::Plan::Migrate { .. }) => {
                 return Err(StoreError::Incompatible(format!(
-                    "база {} схемы v{version} (ревизия {revision}) требует миграции до v{CURRENT_SCHEMA_VERSION}: выполните {} --db {} migrate",
+                    "база {} схемы {} требует миграции до {}: выполните {} --db {} migrate",
                     path.display(),
+                    migrations::schema_label(version, revision),
+                    migrations::current_schema(),
                     crate::program(),
                     path.display()
                 )));
@@ -449,8 +459,10 @@ impl Store {
                 .conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)?;
             let value = f(&tx)?;
+            remark(&tx, &health, changes)?;
             check_file(&path, identity, &health)?;
             tx.commit()?;
+            health.observe(&path);
             Ok(value)
         })();
         self.after_write(result, changes)
@@ -674,6 +686,7 @@ impl Store {
         self.conn
             .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
             .optional()?;
+        self.health.observe(&self.path);
         Ok(())
     }
 
@@ -692,6 +705,7 @@ impl Store {
                 row.get::<_, i64>(0)
             });
         self.conn.busy_timeout(BUSY_TIMEOUT)?;
+        self.health.observe(&self.path);
         match outcome {
             Ok(busy) => Ok(busy == 0),
             Err(rusqlite::Error::SqliteFailure(error, _))
@@ -722,13 +736,7 @@ impl Store {
     /// after taking its locks and before opening its other connections.
     pub(crate) fn claim_content(&mut self) -> Result<()> {
         let previous = health::read_mark(&self.path)?;
-        let mut current = [0u8; 4];
-        while current == [0; 4] || Some(current) == previous {
-            getrandom::fill(&mut current).map_err(|error| StoreError::Io {
-                context: "нет случайных чисел для метки базы".into(),
-                source: std::io::Error::other(error.to_string()),
-            })?;
-        }
+        let current = health::fresh_mark(previous.as_slice())?;
         let value = i32::from_be_bytes(current);
         self.write(|tx| {
             tx.pragma_update(None, "application_id", value)?;
@@ -737,7 +745,7 @@ impl Store {
         // Into the file now, when nobody else reads: until then the file's old mark is accepted.
         let _ = self.checkpoint_truncate();
         self.health
-            .set_mark(health::ContentMark { current, previous });
+            .set_mark(health::ContentMark::new(previous, current));
         self.health.check_content(&self.path)
     }
 
@@ -768,6 +776,20 @@ impl Store {
         conn.busy_timeout(BUSY_TIMEOUT)?;
         Ok(conn)
     }
+}
+
+/// Gives the header a new mark inside the transaction about to commit (in the daemon, see
+/// [`health::ContentMark`]): a checkpoint that copies this commit into the file brings a mark
+/// no copy made before it carries. A transaction that changed no row (`changes`, the
+/// connection's count before it, is the same) writes no page and gets none.
+fn remark(conn: &Connection, health: &health::DbHealth, changes: u64) -> Result<()> {
+    if conn.total_changes() == changes {
+        return Ok(());
+    }
+    if let Some(mark) = health.next_mark()? {
+        conn.pragma_update(None, "application_id", i32::from_be_bytes(mark))?;
+    }
+    Ok(())
 }
 
 /// Whether the file at `path` is still the one opened, with its journal beside it: a `Moved`
@@ -829,11 +851,17 @@ const JOURNAL_SIZE_LIMIT: i64 = 4 * 1024 * 1024;
 
 /// Page cache per connection, in KiB (SQLite's default is 2 MiB).
 const CACHE_KIB: i64 = 16 * 1024;
-/// How much of the file a connection maps instead of reading it page by page.
-pub(super) const MMAP_BYTES: i64 = 256 * 1024 * 1024;
+/// How much of the file a connection maps instead of reading it page by page: nothing. A mapped
+/// file cut short under the process (`cp x hub.sqlite` truncates the file before writing it;
+/// a shorter copy leaves it short) kills it with SIGBUS on the next read of a page past the new
+/// end (sqlite.org/mmap.html: "If the database file is truncated by another process while the
+/// memory map is active, a SIGBUS signal might be raised"); the hub then dies with its WAL
+/// beside the copy, and the next start replays that WAL into it. Read through `pread` instead,
+/// the hub finds the copy by its mark and refuses writes (see `health::ContentMark`).
+pub(super) const MMAP_BYTES: i64 = 0;
 
 /// Memory settings of every connection that serves requests: a larger page cache, the file
-/// memory-mapped (a full read of the mirror copies no pages), temporary b-trees in memory.
+/// read without a memory map ([`MMAP_BYTES`]), temporary b-trees in memory.
 fn tune(conn: &Connection) -> Result<()> {
     conn.pragma_update(None, "cache_size", -CACHE_KIB)?;
     conn.pragma_update(None, "temp_store", "MEMORY")?;

@@ -79,7 +79,9 @@ pub(crate) fn restore(db: &Path, backup: &Path, now: OffsetDateTime) -> Result<R
         db.file_name()
             .map_or_else(|| "hub.sqlite".into(), |n| n.to_string_lossy().into_owned())
     ));
-    let copied = read_only(backup).and_then(|reader| copy_into(&reader, &partial));
+    let copied = read_only(backup)
+        .and_then(|reader| copy_into(&reader, &partial))
+        .and_then(|()| carry_issued_ids(db, &partial));
     if let Err(error) = copied {
         let _ = std::fs::remove_file(&partial);
         return Err(error);
@@ -104,6 +106,26 @@ pub(crate) fn restore(db: &Path, backup: &Path, now: OffsetDateTime) -> Result<R
             Err(error)
         }
     }
+}
+
+/// The copy about to replace `db` gets the highest ids `db` issued (see `ids`): restored from
+/// before batches that are gone with the replaced file, it never gives their numbers again.
+/// A file that cannot be read (damaged: the reason for restoring) gives none, said in the log.
+fn carry_issued_ids(db: &Path, partial: &Path) -> Result<()> {
+    if !db.exists() {
+        return Ok(());
+    }
+    let issued = match read_only(db).and_then(|conn| super::ids::issued(&conn)) {
+        Ok(issued) => issued,
+        Err(error) => {
+            tracing::warn!(%error, database = %db.display(), "the ids the replaced database issued cannot be read; the restored copy goes on from its own");
+            return Ok(());
+        }
+    };
+    let conn = Connection::open(partial)?;
+    super::ids::raise(&conn, &issued)?;
+    conn.close().map_err(|(_, error)| error)?;
+    super::backup::sync_file(partial)
 }
 
 /// The data folder's lock, as `serve` takes it: refused while a hub holds it.

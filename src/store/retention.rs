@@ -91,6 +91,8 @@ impl Tx<'_> {
     /// Deletes a batch, its commands and their attempts; the refreshes it ran keep their
     /// history without the link to a command that is gone.
     pub(crate) fn delete_batch(&self, id: i64) -> Result<Removed> {
+        // Its ids (and its commands' and attempts') stay issued: never given to a new row.
+        super::ids::hold(&self.0, &["batch", "command", "command_attempt"])?;
         self.0
             .prepare_cached(
                 "UPDATE sync_run SET command_id = NULL

@@ -95,8 +95,10 @@ impl Store {
                 .map_err(StoreError::from)?;
             let tx = Tx(tx, std::cell::RefCell::default());
             let value = f(&tx)?;
+            super::remark(&tx.0, &health, changes)?;
             super::check_file(&path, identity, &health)?;
             tx.0.commit().map_err(StoreError::from)?;
+            health.observe(&path);
             Ok((value, tx.1.into_inner()))
         })();
         let result = result.map(|(value, tally)| {

@@ -617,3 +617,162 @@ fn retention_prunes_old_finished_batches_and_nothing_else() {
     assert_eq!(hub.prune_finished().unwrap().batches, 0);
     assert!(exists(&mut hub, open));
 }
+
+/// Ids are never given twice: after a prune emptied the batch table the next batch, its
+/// commands and their attempts get numbers past every one issued before; after a restore of a
+/// backup older than the replaced file, past the batches that went with that file. Before, the
+/// next batch after the prune was 1 again, and the one after the restore took the lost batch's
+/// number (so «пакет N, команда M» in a marker in Jira named two pieces of work).
+#[test]
+fn ids_are_never_reused_across_prune_and_restore() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    let agent = Agent::new("agent-1");
+    let mut last = (0, 0, 0);
+    for _ in 0..2 {
+        let made = hub.enqueue_batch(&batch(comments(2))).unwrap();
+        for _ in 0..2 {
+            let claim = agent.claim(&mut hub, 1);
+            let command = &claim.commands[0];
+            agent.report(
+                &mut hub,
+                json!([{"command_id": command.id, "delivery": command.delivery, "status": "failed", "error": "нет прав"}]),
+            );
+            hub.retry_command(command.id).unwrap();
+            let claim = agent.claim(&mut hub, 1);
+            let command = &claim.commands[0];
+            agent.report(
+                &mut hub,
+                json!([{"command_id": command.id, "delivery": command.delivery, "status": "done"}]),
+            );
+            last.1 = command.id;
+        }
+        last.0 = made.id;
+    }
+    let attempts = |db: &std::path::Path| {
+        let conn = rusqlite::Connection::open(db).unwrap();
+        count(&conn, "SELECT coalesce(max(id), 0) FROM command_attempt")
+    };
+    last.2 = attempts(&dir.db());
+    assert_eq!(last.2, 4);
+    clock.advance(time::Duration::days(35));
+    let pruned = hub.prune_finished_now(None, false).unwrap();
+    assert_eq!(pruned.batches, 2);
+    let conn = rusqlite::Connection::open(dir.db()).unwrap();
+    assert_eq!(count(&conn, "SELECT count(*) FROM batch"), 0);
+    drop(conn);
+    let after_prune = hub.enqueue_batch(&batch(comments(1))).unwrap();
+    assert!(
+        after_prune.id > last.0,
+        "batch {} after a prune that removed up to {}",
+        after_prune.id,
+        last.0
+    );
+    let command = after_prune.commands[0].id;
+    assert!(command > last.1, "command {command} after {}", last.1);
+    let claim = agent.claim(&mut hub, 1);
+    agent.report(
+        &mut hub,
+        json!([{"command_id": command, "delivery": claim.commands[0].delivery, "status": "failed", "error": "x"}]),
+    );
+    hub.retry_command(command).unwrap();
+    assert!(attempts(&dir.db()) > last.2, "an attempt's id was reused");
+
+    // A backup, then a batch the backup does not hold; the backup put back in place.
+    let backup = std::path::PathBuf::from(run_ok(&dir.db(), &["backup"]).stdout.trim());
+    let lost = hub.enqueue_batch(&batch(comments(1))).unwrap();
+    drop(hub);
+    run_ok(&dir.db(), &["restore", backup.to_str().unwrap()]);
+    let mut hub = open_hub(&dir, &clock);
+    let after_restore = hub.enqueue_batch(&batch(comments(1))).unwrap();
+    assert!(
+        after_restore.id > lost.id,
+        "batch {} after a restore that lost batch {}",
+        after_restore.id,
+        lost.id
+    );
+    assert!(after_restore.commands[0].id > lost.commands[0].id);
+}
+
+/// An export target that waits: its first write tells the test and waits for the go-ahead.
+struct SlowTarget {
+    writing: std::sync::mpsc::Sender<()>,
+    go: std::sync::mpsc::Receiver<()>,
+    bytes: Vec<u8>,
+}
+
+impl std::io::Write for SlowTarget {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.is_empty() {
+            let _ = self.writing.send(());
+            let _ = self.go.recv_timeout(std::time::Duration::from_secs(60));
+        }
+        self.bytes.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// `batches prune --export` to a slow target holds no writer: while the export waits, another
+/// connection enqueues a batch at once, and the prune then ends as usual. A target that fails
+/// (a full disk) stops the prune with nothing deleted. Before, the export was written inside the
+/// prune's write transaction, and every write waited for it (503 after the 5 s busy timeout).
+#[test]
+fn a_slow_export_target_holds_no_writer() {
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    let agent = Agent::new("agent-1");
+    let old = hub.enqueue_batch(&batch(comments(1))).unwrap().id;
+    let claim = agent.claim(&mut hub, 1);
+    agent.report(
+        &mut hub,
+        json!([{"command_id": claim.commands[0].id, "delivery": claim.commands[0].delivery, "status": "done"}]),
+    );
+    clock.advance(time::Duration::days(35));
+
+    struct Full;
+    impl std::io::Write for Full {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::from_raw_os_error(28))
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let refused = hub.prune_finished_now(Some(&mut Full), false);
+    assert!(refused.is_err(), "{refused:?}");
+    assert!(hub.batch(old).is_ok(), "deleted although its export failed");
+
+    let mut writer = hub.connect().unwrap();
+    let (writing_tx, writing) = std::sync::mpsc::channel();
+    let (go, go_rx) = std::sync::mpsc::channel();
+    let pruning = std::thread::spawn(move || {
+        let mut target = SlowTarget {
+            writing: writing_tx,
+            go: go_rx,
+            bytes: Vec::new(),
+        };
+        let pruned = hub.prune_finished_now(Some(&mut target), false);
+        (pruned.map(|p| p.batches), target.bytes)
+    });
+    writing
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the export began");
+    let enqueued = writer.enqueue_batch(&batch(comments(1)));
+    go.send(()).unwrap();
+    assert!(
+        enqueued.is_ok(),
+        "a write waited for the export: {enqueued:?}"
+    );
+    let (pruned, exported) = pruning.join().unwrap();
+    assert_eq!(pruned.unwrap(), 1);
+    let line: Value =
+        serde_json::from_slice(exported.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(line["batch"]["id"], json!(old));
+    assert!(writer.batch(old).is_err(), "the old batch is pruned");
+}

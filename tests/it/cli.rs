@@ -1217,3 +1217,88 @@ fn help_lists_db_only_where_it_is_used_and_puts_the_console_at_the_root() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
 }
+
+/// `tokens --rotate agent` says what to do next on the agent's side (the credstore file, and
+/// the restart the unit needs: it reads its credentials only at start), and the README's
+/// chores are typed as the service's user with `runuser`, never `sudo`, with the rotation of
+/// each credential in one place.
+#[test]
+fn a_rotation_says_what_to_do_next_and_the_readme_runs_chores_as_the_service() {
+    let dir = TestDir::new();
+    run_ok(
+        &dir.db(),
+        &["init", "--config", example_config().to_str().unwrap()],
+    );
+    let out = run_ok(&dir.db(), &["tokens", "--rotate", "agent"]);
+    assert!(
+        out.stdout
+            .contains("/etc/credstore/jira-hub-agent.agent_token")
+            && out.stdout.contains("systemctl restart jira-hub-agent"),
+        "{out:?}"
+    );
+    let out = run_ok(&dir.db(), &["tokens", "--rotate", "client"]);
+    assert!(out.stdout.contains("next:"), "{out:?}");
+    let readme =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .unwrap();
+    assert!(
+        !readme
+            .lines()
+            .any(|line| line.trim_start().starts_with("sudo ")),
+        "a README line runs sudo"
+    );
+    assert!(readme.contains(
+        "runuser -u jira-hub -- jira-hub --db /var/lib/jira-hub/hub.sqlite restore \"$B\""
+    ));
+    assert!(
+        readme.contains("tokens --rotate agent") && readme.contains("### Rotating a credential")
+    );
+}
+
+/// A chore run by root in a data folder the service's user owns is refused, naming the user and
+/// the `runuser` line to type, and makes nothing: before, `backup` as root left a root-owned
+/// 0600 copy the service could not read back, and `restore` a root-owned `hub.sqlite` the
+/// service could not start on. Skipped, saying so, when not run as root.
+#[test]
+fn chores_as_root_in_the_services_folder_are_refused_naming_the_user() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = TestDir::new();
+    run_ok(
+        &dir.db(),
+        &["init", "--config", example_config().to_str().unwrap()],
+    );
+    let data = dir.db().parent().unwrap().to_path_buf();
+    if std::fs::metadata(&data).unwrap().uid() != 0 {
+        eprintln!("SKIPPED: not run as root");
+        return;
+    }
+    let backup = std::path::PathBuf::from(run_ok(&dir.db(), &["backup"]).stdout.trim());
+    let owned = std::process::Command::new("chown")
+        .args(["-R", "65534"])
+        .arg(&data)
+        .status()
+        .unwrap();
+    assert!(owned.success());
+    let before = dir.backups();
+    for args in [
+        &["backup"][..],
+        &["restore", backup.to_str().unwrap()],
+        &["migrate"],
+        &["batches", "prune"],
+        &["tokens", "--rotate", "agent"],
+    ] {
+        let out = run(&dir.db(), args);
+        assert_eq!(out.code, 1, "{args:?}: {out:?}");
+        assert!(
+            out.stderr.contains("runuser -u nobody -- ")
+                && out
+                    .stderr
+                    .contains(&format!("jira-hub --db {} ", dir.db().display()))
+                && out.stderr.contains("ничего не сделано"),
+            "{args:?}: {out:?}"
+        );
+    }
+    assert_eq!(dir.backups(), before, "a refused chore made a file");
+    // Reading is anyone's: the tokens are printed.
+    run_ok(&dir.db(), &["tokens"]);
+}

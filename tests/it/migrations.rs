@@ -94,7 +94,11 @@ fn first_start_creates_the_database() {
     assert_eq!(count(&conn, "PRAGMA page_size"), 32768);
 
     let again = run_ok(&dir.db(), &["migrate"]);
-    assert!(again.stdout.contains("schema v4: up to date"), "{again:?}");
+    let current = format!(
+        "schema v4r{}: up to date",
+        jira_hub::service::SCHEMA_REVISION
+    );
+    assert!(again.stdout.contains(&current), "{again:?}");
 }
 
 /// «Миграция базы v1».
@@ -1019,4 +1023,54 @@ fn sync_runs_learn_their_batch_from_their_command() {
     let mut hub = open_hub(&dir, &clock);
     let runs = hub.sync_runs().unwrap();
     assert_eq!(runs[0].run.batch_id, Some(batch.id), "backfilled");
+}
+
+/// A routine upgrade from an older revision of v4 (the hub's own database two revisions back)
+/// says what happened: `status` names both revisions, `migrate` prints `v4r12 -> v4r…` with no
+/// "another program" warning, and its backup's name carries the revision it was made of.
+/// Before, the older revision read as a database lacking what its number says (the warning),
+/// and the backup was `…-schema-v4.sqlite` whatever the revision.
+#[test]
+fn an_older_revision_migrates_saying_from_which() {
+    let dir = TestDir::new();
+    run_ok(
+        &dir.db(),
+        &["init", "--config", example_config().to_str().unwrap()],
+    );
+    // Revision 12: without what revisions 13 to 15 added.
+    let conn = Connection::open(dir.db()).unwrap();
+    conn.execute_batch(
+        "DROP TABLE id_issued;
+         ALTER TABLE command DROP COLUMN released_refusal;
+         ALTER TABLE command DROP COLUMN uncounted_releases;
+         ALTER TABLE command DROP COLUMN uncounted_since;
+         PRAGMA user_version = 12;",
+    )
+    .unwrap();
+    drop(conn);
+    let current = format!("v4r{}", jira_hub::service::SCHEMA_REVISION);
+    let status = run(&dir.db(), &["status"]);
+    assert!(
+        status.stderr.contains("v4r12") && status.stderr.contains(&current),
+        "{status:?}"
+    );
+    let out = run_ok(&dir.db(), &["migrate"]);
+    assert!(
+        out.stdout.contains(&format!("schema v4r12 -> {current}")),
+        "{out:?}"
+    );
+    assert!(!out.stdout.contains("warning"), "{out:?}");
+    let backups = dir.backups();
+    assert!(
+        backups.iter().any(|name| name.contains("-schema-v4r12")),
+        "{backups:?}"
+    );
+    let again = run_ok(&dir.db(), &["migrate"]);
+    assert!(
+        again
+            .stdout
+            .contains(&format!("schema {current}: up to date")),
+        "{again:?}"
+    );
+    run_ok(&dir.db(), &["status"]);
 }
