@@ -25,7 +25,7 @@ pub(crate) const CURRENT_SCHEMA_VERSION: u32 = 4;
 /// fixes the schema version at 4, so changes it does not describe (new columns with defaults, an
 /// index) are revisions of v4 rather than a v5: `schema_version` stays what the data model says,
 /// and every other tool that reads a v4 database still finds the tables it knows.
-pub(crate) const CURRENT_V4_REVISION: u32 = 14;
+pub(crate) const CURRENT_V4_REVISION: u32 = 15;
 
 /// What one step needs besides the transaction.
 struct StepContext {
@@ -63,7 +63,7 @@ struct Revision {
     apply: fn(&Transaction<'_>, &StepContext) -> Result<Vec<String>>,
 }
 
-const REVISIONS: [Revision; 14] = [
+const REVISIONS: [Revision; 15] = [
     Revision {
         to: 1,
         apply: v4_revision_1,
@@ -119,6 +119,10 @@ const REVISIONS: [Revision; 14] = [
     Revision {
         to: 14,
         apply: v4_revision_14,
+    },
+    Revision {
+        to: 15,
+        apply: v4_revision_15,
     },
 ];
 
@@ -854,6 +858,12 @@ fn v4_revision_13(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> 
 /// (`command.released_refusal`).
 fn v4_revision_14(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
     apply_idempotent(tx, include_str!("sql/v4r14.sql"))?;
+    Ok(Vec::new())
+}
+
+/// Revision 15: the answers given to requests with an `Idempotency-Key` (`idempotency_key`).
+fn v4_revision_15(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
+    apply_idempotent(tx, include_str!("sql/v4r15.sql"))?;
     Ok(Vec::new())
 }
 

@@ -19,7 +19,7 @@ impl Store {
         &mut self,
         f: impl FnOnce(&Tx<'_>) -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E> {
-        self.writable_connection();
+        let touched = self.writable_connection();
         let (path, identity, health) = (self.path.clone(), self.identity, self.health.clone());
         let changes = self.conn.total_changes();
         let result = (|| {
@@ -33,6 +33,7 @@ impl Store {
             tx.0.commit().map_err(StoreError::from)?;
             Ok(value)
         })();
+        self.tell_batch_change(&result, touched);
         self.after_write(result, changes)
     }
 
