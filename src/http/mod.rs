@@ -764,6 +764,15 @@ fn json_rejection(error: crate::domain::json::JsonError) -> ApiError {
 /// Decodes a JSON body already read; a refusal names the field, in Russian (400 for what is not
 /// JSON, 422 for JSON of the wrong shape).
 pub(crate) fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // Every body is a JSON object: an array would fill a structure's fields by position.
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::Invalid,
+            None,
+            "тело запроса — JSON-массив; ожидается объект",
+        ));
+    }
     crate::domain::json::from_slice(bytes).map_err(json_rejection)
 }
 

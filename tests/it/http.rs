@@ -2123,3 +2123,80 @@ async fn an_unknown_query_parameter_is_422_naming_it() {
     let (status, _) = api.client(Method::GET, "/batches?limit=5", None).await;
     assert_eq!(status, StatusCode::OK);
 }
+
+/// What generated clients need of the document and the server: query parameters `in: query`
+/// (utoipa took the handlers' `ApiQuery` for path parameters), a plain retry sendable with no
+/// body, the `Idempotency-Key` header declared, a `servers` entry; and a body that is a JSON
+/// array refused rather than read into fields by position.
+#[tokio::test]
+async fn generated_clients_get_query_parameters_optional_bodies_and_objects_only() {
+    let api = api();
+    let (_, document) = api.call(Method::GET, "/openapi.json", None, None).await;
+    for (path, names) in [
+        ("/batches", vec!["project", "before", "limit"]),
+        ("/projects/{label}/issues", vec!["updated_since"]),
+        ("/batches/{id}", vec!["wait_seconds"]),
+    ] {
+        let parameters = document["paths"][path]["get"]["parameters"]
+            .as_array()
+            .unwrap();
+        for name in names {
+            let parameter = parameters
+                .iter()
+                .find(|p| p["name"] == json!(name))
+                .unwrap_or_else(|| panic!("{path}: no {name}"));
+            assert_eq!(parameter["in"], json!("query"), "{path} {name}");
+            assert_ne!(parameter["required"], json!(true), "{path} {name}");
+        }
+    }
+    let limit = &document["paths"]["/batches"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == json!("limit"))
+        .unwrap()["schema"];
+    assert_eq!(
+        (&limit["minimum"], &limit["maximum"]),
+        (&json!(1), &json!(500))
+    );
+    let retry = &document["paths"]["/commands/{id}/retry"]["post"]["requestBody"];
+    assert_eq!(retry["required"], json!(false), "{retry}");
+    assert_eq!(
+        retry["content"]["application/json"]["schema"]["$ref"],
+        json!("#/components/schemas/RetryBody")
+    );
+    for path in ["/batches", "/refresh", "/projects", "/batches/{id}/cancel"] {
+        let post = &document["paths"][path]["post"];
+        assert!(
+            post["parameters"].as_array().is_some_and(|p| p
+                .iter()
+                .any(|p| p["name"] == json!("Idempotency-Key") && p["in"] == json!("header"))),
+            "{path}: {post}"
+        );
+    }
+    assert!(
+        document["paths"]["/agent/claim"]["post"]["parameters"]
+            .as_array()
+            .is_none_or(|p| !p.iter().any(|p| p["name"] == json!("Idempotency-Key")))
+    );
+    assert_eq!(document["servers"][0]["url"], json!("/"));
+
+    let (status, body) = api
+        .raw(
+            Method::POST,
+            "/projects",
+            Some(&api.client.clone()),
+            Some("application/json"),
+            br#"["ARRAY", "filled by position"]"#.to_vec(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("ожидается объект")
+    );
+    let (_, projects) = api.client(Method::GET, "/projects", None).await;
+    assert!(!projects.to_string().contains("ARRAY"), "{projects}");
+}
