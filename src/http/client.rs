@@ -76,10 +76,13 @@ pub(crate) async fn create_project(
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct SliceFilter {
     /// Only the rows whose stored content changed in the mirror (`mirror_changed_at`) at or after
     /// this time: ISO-8601 / RFC 3339, e.g. `2026-01-05T10:00:00Z`. Rows that left the slice are
     /// not reported; the whole slice shows them gone.
+    #[param(format = DateTime)]
     pub updated_since: Option<String>,
 }
 
@@ -104,41 +107,13 @@ pub(crate) async fn project_issues(
         .run(move |hub| hub.project_issues_json(&label, filter.updated_since.as_deref()))
         .await?;
     let etag = format!("\"{:032x}\"", xxhash_rust::xxh3::xxh3_128(&body));
-    let etag_value =
-        HeaderValue::from_str(&etag).map_err(|error| ApiError::internal(error.to_string()))?;
-    if headers
-        .get_all(header::IF_NONE_MATCH)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .any(|value| none_match_hits(value, &etag))
-    {
-        return Ok((
-            StatusCode::NOT_MODIFIED,
-            [
-                (header::ETAG, etag_value),
-                (header::CACHE_CONTROL, SLICE_CACHE),
-            ],
-        )
-            .into_response());
-    }
-    Ok((
-        StatusCode::OK,
-        [
-            (
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            ),
-            (header::ETAG, etag_value),
-            (header::CACHE_CONTROL, SLICE_CACHE),
-        ],
-        body,
-    )
-        .into_response())
+    let given = if_none_match(&headers);
+    validated(etag, body.into(), &given)
 }
 
 /// Whether one `If-None-Match` value (`*` or a list of entity tags) names `etag`; the weak
 /// comparison RFC 9110 prescribes for it (`W/"x"` matches `"x"`).
-fn none_match_hits(value: &str, etag: &str) -> bool {
+pub(super) fn none_match_hits(value: &str, etag: &str) -> bool {
     value
         .split(',')
         .map(str::trim)
@@ -180,6 +155,8 @@ pub(crate) async fn add_note(
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct BatchFilter {
     /// Only the batches of this project.
     pub project: Option<String>,
@@ -187,6 +164,7 @@ pub(crate) struct BatchFilter {
     /// id of the page before.
     pub before: Option<i64>,
     /// At most this many, 1 to 500 (default 50).
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
 }
 
@@ -229,15 +207,102 @@ pub(crate) async fn create_batch(
     Ok((StatusCode::CREATED, Json(view)))
 }
 
+/// `GET /batches/{id}`'s query.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BatchWait {
+    /// Hold the answer, 1 to 60 seconds, until the batch differs from the `ETag` given in
+    /// `If-None-Match` (without one: from what it is when the request comes), or the time passes
+    /// (then 304 when it still is the one given). A change reaches a waiting client at once.
+    #[param(minimum = 1, maximum = 60)]
+    pub wait_seconds: Option<u32>,
+}
+
+/// A batch with all its commands. The answer carries a strong `ETag` (a hash of the exact
+/// body): `If-None-Match` with it answers 304 with no body while the batch is unchanged, and
+/// with `wait_seconds` the answer waits for a change instead of being asked for again.
 #[utoipa::path(get, path = "/batches/{id}", tag = "batches", security(("client_token" = [])),
-    params(("id" = i64, Path, description = "the batch id")),
-    responses((status = 200, body = BatchView), (status = 404, body = super::ErrorBody)))]
+    params(("id" = i64, Path, description = "the batch id"), BatchWait,
+           ("If-None-Match" = Option<String>, Header, description = "an `ETag` of an earlier answer: 304 while nothing changed")),
+    responses((status = 200, body = BatchView, headers(("ETag" = String, description = "a strong validator of this answer"))),
+              (status = 304, description = "the batch is the one the `ETag` given in `If-None-Match` names (after `wait_seconds`, when given); no body", headers(("ETag" = String))),
+              (status = 404, body = super::ErrorBody), (status = 422, description = "`wait_seconds` out of range", body = super::ErrorBody)))]
 pub(crate) async fn get_batch(
     _: ClientAuth,
     State(state): State<AppState>,
     ApiPath(id): ApiPath<i64>,
-) -> Result<Json<BatchView>, ApiError> {
-    Ok(Json(state.pool.run(move |hub| hub.batch(id)).await?))
+    ApiQuery(query): ApiQuery<BatchWait>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let given = if_none_match(&headers);
+    let read = match query.wait_seconds {
+        None => super::batch_wait::read_batch(&state.pool, id).await?,
+        Some(seconds @ 1..=super::batch_wait::MAX_BATCH_WAIT_SECONDS) => {
+            let wait = std::time::Duration::from_secs(u64::from(seconds));
+            state
+                .pool
+                .batch_waits
+                .wait(&state.pool, id, &given, wait)
+                .await?
+        }
+        Some(_) => {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                super::ErrorCode::Invalid,
+                Some("wait_seconds"),
+                format!(
+                    "ожидалось число секунд от 1 до {}",
+                    super::batch_wait::MAX_BATCH_WAIT_SECONDS
+                ),
+            ));
+        }
+    };
+    validated(read.etag, read.body, &given)
+}
+
+/// The `If-None-Match` values of a request.
+fn if_none_match(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .map(str::to_string)
+        .collect()
+}
+
+/// A body with its strong `ETag`, or 304 when `If-None-Match` (`given`) names it; revalidated
+/// every time, kept by no shared cache.
+fn validated(
+    etag: String,
+    body: axum::body::Bytes,
+    given: &[String],
+) -> Result<Response, ApiError> {
+    let etag_value =
+        HeaderValue::from_str(&etag).map_err(|error| ApiError::internal(error.to_string()))?;
+    if super::batch_wait::names(given, &etag) {
+        return Ok((
+            StatusCode::NOT_MODIFIED,
+            [
+                (header::ETAG, etag_value),
+                (header::CACHE_CONTROL, SLICE_CACHE),
+            ],
+        )
+            .into_response());
+    }
+    Ok((
+        StatusCode::OK,
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            ),
+            (header::ETAG, etag_value),
+            (header::CACHE_CONTROL, SLICE_CACHE),
+        ],
+        body,
+    )
+        .into_response())
 }
 
 #[utoipa::path(post, path = "/batches/{id}/cancel", tag = "batches", security(("client_token" = [])),

@@ -47,8 +47,21 @@ pub(crate) fn finish(document: utoipa::openapi::OpenApi) -> Value {
         // An empty body refreshes the base JQL.
         body["required"] = json!(false);
     }
+    if let Some(body) = document.pointer_mut("/paths/~1commands~1{id}~1retry/post/requestBody") {
+        // No body is a plain retry: the body is optional, not a `null` (which is refused).
+        *body = json!({"required": false, "description": "optional: no body is a plain retry",
+            "content": {"application/json": {"schema": {"$ref": reference("RetryBody")}}}});
+    }
+    // Relative to where the document was served from: the hub's own address.
+    document["servers"] = json!([{"url": "/", "description": "this hub"}]);
     if let Some(paths) = document.get_mut("paths").and_then(Value::as_object_mut) {
-        for item in paths.values_mut() {
+        for (path, item) in paths.iter_mut() {
+            if let Some(post) = item.get_mut("post")
+                && !path.starts_with("/agent/")
+                && post.get("security").is_some()
+            {
+                declare_idempotency_key(post);
+            }
             for operation in item
                 .as_object_mut()
                 .into_iter()
@@ -59,6 +72,36 @@ pub(crate) fn finish(document: utoipa::openapi::OpenApi) -> Value {
         }
     }
     document
+}
+
+/// The `Idempotency-Key` header every client `POST` takes, and its two refusals.
+fn declare_idempotency_key(operation: &mut Value) {
+    let parameter = json!({
+        "name": "Idempotency-Key",
+        "in": "header",
+        "required": false,
+        "description": "draft-ietf-httpapi-idempotency-key-header: sent again with the same key, path and body, the request does nothing and is answered what the first was answered (kept as long as the batch it names). A Structured Field string (`\"…\"`) or the bare text, 1 to 255 visible ASCII characters; the client token's own.",
+        "schema": {"type": "string", "minLength": 1, "maxLength": 257}
+    });
+    if let Some(parameters) = operation
+        .get_mut("parameters")
+        .and_then(Value::as_array_mut)
+    {
+        parameters.push(parameter);
+    } else {
+        operation["parameters"] = json!([parameter]);
+    }
+    let responses = &mut operation["responses"];
+    if responses.get("409").is_none() {
+        responses["409"] = error_response(
+            "a request under the same `Idempotency-Key` is still running (field `Idempotency-Key`), or the operation's own conflict",
+        );
+    }
+    if responses.get("422").is_none() {
+        responses["422"] = error_response(
+            "the `Idempotency-Key` was given to another request (another path or body)",
+        );
+    }
 }
 
 fn reference(name: &str) -> String {

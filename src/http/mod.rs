@@ -7,11 +7,13 @@
 //! both compared in constant time; the agent endpoints call the very function the relay calls.
 
 mod agent;
+mod batch_wait;
 mod client;
 mod console;
 pub(crate) use console::set_served_database;
 mod document;
 mod failed_metric;
+mod idempotency;
 mod ops;
 mod process_metrics;
 mod server;
@@ -318,6 +320,10 @@ pub struct HubPool {
     _watcher: Option<std::sync::mpsc::Sender<()>>,
     /// The hub's clock.
     clock: Arc<dyn crate::clock::Clock>,
+    /// Clients waiting for a batch to change (`GET /batches/{id}?wait_seconds=N`).
+    pub(crate) batch_waits: batch_wait::BatchWaits,
+    /// The `Idempotency-Key`s whose request runs now.
+    keys_in_flight: idempotency::InFlight,
 }
 
 /// The operations' share: its connection, its turn, and the `/metrics` snapshot.
@@ -354,6 +360,8 @@ impl HubPool {
             },
             _watcher: watcher,
             clock: hub.clock(),
+            batch_waits: batch_wait::BatchWaits::default(),
+            keys_in_flight: idempotency::InFlight::default(),
             base: Mutex::new(hub),
             idle: Mutex::new(Vec::new()),
         }
@@ -757,6 +765,15 @@ fn json_rejection(error: crate::domain::json::JsonError) -> ApiError {
 /// Decodes a JSON body already read; a refusal names the field, in Russian (400 for what is not
 /// JSON, 422 for JSON of the wrong shape).
 pub(crate) fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // Every body is a JSON object: an array would fill a structure's fields by position.
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::Invalid,
+            None,
+            "тело запроса — JSON-массив; ожидается объект",
+        ));
+    }
     crate::domain::json::from_slice(bytes).map_err(json_rejection)
 }
 
@@ -905,7 +922,22 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
         let query = parts.uri.query().unwrap_or_default();
         serde_urlencoded::from_str(query).map(ApiQuery).map_err(
             |error: serde_urlencoded::de::Error| {
-                let (field, message) = crate::domain::json::data_reason(&error.to_string());
+                let text = error.to_string();
+                let (field, message) = crate::domain::json::data_reason(&text);
+                // A parameter the route does not know is refused, not ignored (a filter a client
+                // misspelt would answer everything): 422 naming it and the ones it knows.
+                if text.starts_with("unknown field") {
+                    let known = text
+                        .split_once("expected ")
+                        .map(|(_, known)| known.replace('`', ""))
+                        .unwrap_or_else(|| "никаких".into());
+                    return ApiError::new(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        ErrorCode::Invalid,
+                        Some(field.as_str()),
+                        format!("неизвестный параметр запроса «{field}»; допустимы: {known}"),
+                    );
+                }
                 let message = if message.starts_with("поле повторяется") {
                     "параметр повторяется".to_string()
                 } else {
@@ -1131,6 +1163,11 @@ async fn time_limit(
     let started = tokio::time::Instant::now();
     let limit = if request.uri().path() == "/agent/claim" {
         limits.request + Duration::from_secs(u64::from(crate::protocol::MAX_CLAIM_WAIT_SECONDS))
+    } else if request.method() == axum::http::Method::GET
+        && request.uri().path().starts_with("/batches/")
+    {
+        // A read of a batch may wait for it to change (`wait_seconds`).
+        limits.request + Duration::from_secs(u64::from(batch_wait::MAX_BATCH_WAIT_SECONDS))
     } else {
         limits.request
     };
@@ -1221,6 +1258,10 @@ pub fn router(state: AppState) -> Router {
         })
         .layer(axum::extract::DefaultBodyLimit::max(
             state.options.max_body_bytes,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            idempotency::keep,
         ))
         .layer(Extension(Arc::new(ops::Exporter::new(
             state.pool.metrics(),

@@ -233,6 +233,12 @@ impl HubConnection {
                 tx.prune_requests(requests_before, PRUNE_BATCH)?,
             ))
         })?;
+        // The idempotency keys whose answer names no batch are kept as long as the records of
+        // agent requests (those that name one go with their batch).
+        let keys = self.prune_old_keys(&Utc::new(requests_before), PRUNE_BATCH)?;
+        if keys > 0 {
+            tracing::info!(keys, "forgot old idempotency keys");
+        }
         super::metrics::Metrics::add(&self.metrics.pruned_agent_requests, pruned.1 as u64);
         self.presence
             .forget_older_than(now - super::AGENT_RETENTION);

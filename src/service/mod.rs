@@ -13,6 +13,8 @@ mod console;
 mod edits;
 mod held;
 pub use held::{ConfirmedView, HeldRunView};
+mod idempotency;
+pub use idempotency::KeyState;
 mod init;
 mod metrics;
 mod mirror;
@@ -211,13 +213,22 @@ impl HubConnection {
         ))
     }
 
-    fn with_store(store: Store, clock: Arc<dyn Clock>) -> HubConnection {
+    fn with_store(mut store: Store, clock: Arc<dyn Clock>) -> HubConnection {
+        let work: Arc<WorkSignal> = Arc::default();
+        // Every commit that changes a batch (of this connection or those made from it) wakes
+        // whoever waits for one (`GET /batches/{id}?wait_seconds=N`).
+        let told = Arc::downgrade(&work);
+        store.set_batch_listener(Arc::new(move || {
+            if let Some(work) = told.upgrade() {
+                work.batches_changed();
+            }
+        }));
         HubConnection {
             metrics: Arc::new(Metrics::with_tallies(store.tallies())),
             store,
             clock,
             rate_limit_streak: Arc::new(AtomicU32::new(0)),
-            work: Arc::default(),
+            work,
             presence: Arc::default(),
             credentials: Arc::default(),
             request_retention: REQUEST_RETENTION,

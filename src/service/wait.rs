@@ -32,6 +32,10 @@ pub struct WorkSignal {
     /// The one waiting claim of each agent name, on either transport (issue 23 §2).
     holders: Mutex<HashMap<String, Holder>>,
     next_holder: AtomicU64,
+    /// How many commits changed a batch, a command or an attempt since the process started:
+    /// what a client waiting for a batch (`GET /batches/{id}?wait_seconds=N`) waits on.
+    batch_generation: AtomicU64,
+    batch_notify: tokio::sync::Notify,
 }
 
 /// The waiting claim that holds an agent's name.
@@ -139,10 +143,30 @@ impl WorkSignal {
         self.notify.notified()
     }
 
-    /// The process stops: waiting claims are answered now, and no claim waits any more.
+    /// The process stops: waiting claims and waiting reads of a batch are answered now, and
+    /// nothing waits any more.
     pub fn stop(&self) {
         self.stopping.store(true, Ordering::SeqCst);
         self.bump();
+        self.batches_changed();
+    }
+
+    /// A commit changed a batch (its row, a command or an attempt): every waiting read of a
+    /// batch looks again.
+    pub(crate) fn batches_changed(&self) {
+        self.batch_generation.fetch_add(1, Ordering::SeqCst);
+        self.batch_notify.notify_waiters();
+    }
+
+    /// How many commits of this process changed a batch since it started.
+    pub fn batch_generation(&self) -> u64 {
+        self.batch_generation.load(Ordering::SeqCst)
+    }
+
+    /// Completes at the next commit that changes a batch, or at the stop; create it before
+    /// looking, so that a change between the look and the wait is not missed.
+    pub fn batch_changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.batch_notify.notified()
     }
 
     /// Whether the process is stopping (no claim may wait).

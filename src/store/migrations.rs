@@ -25,7 +25,7 @@ pub(crate) const CURRENT_SCHEMA_VERSION: u32 = 4;
 /// fixes the schema version at 4, so changes it does not describe (new columns with defaults, an
 /// index) are revisions of v4 rather than a v5: `schema_version` stays what the data model says,
 /// and every other tool that reads a v4 database still finds the tables it knows.
-pub(crate) const CURRENT_V4_REVISION: u32 = 16;
+pub(crate) const CURRENT_V4_REVISION: u32 = 17;
 
 /// What one step needs besides the transaction.
 struct StepContext {
@@ -63,7 +63,7 @@ struct Revision {
     apply: fn(&Transaction<'_>, &StepContext) -> Result<Vec<String>>,
 }
 
-const REVISIONS: [Revision; 16] = [
+const REVISIONS: [Revision; 17] = [
     Revision {
         to: 1,
         apply: v4_revision_1,
@@ -127,6 +127,10 @@ const REVISIONS: [Revision; 16] = [
     Revision {
         to: 16,
         apply: v4_revision_16,
+    },
+    Revision {
+        to: 17,
+        apply: v4_revision_17,
     },
 ];
 
@@ -392,7 +396,7 @@ pub(crate) fn schema_label(version: u32, revision: u32) -> String {
     }
 }
 
-/// The schema this binary runs (`v4r16`).
+/// The schema this binary runs (`v4r17`).
 pub(crate) fn current_schema() -> String {
     schema_label(CURRENT_SCHEMA_VERSION, CURRENT_V4_REVISION)
 }
@@ -909,6 +913,12 @@ fn v4_revision_16(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> 
 
 /// Revision 16's SQL; `restore` also runs it on a copy of an older revision, to raise its ids.
 pub(super) const ID_ISSUED: &str = include_str!("sql/v4r16.sql");
+
+/// Revision 17: the answers given to requests with an `Idempotency-Key` (`idempotency_key`).
+fn v4_revision_17(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
+    apply_idempotent(tx, include_str!("sql/v4r17.sql"))?;
+    Ok(Vec::new())
+}
 
 fn read_setting(tx: &Transaction<'_>, key: &str) -> Result<Option<Value>> {
     let text: Option<String> = tx

@@ -18,6 +18,8 @@ mod health;
 mod held;
 mod ids;
 use ids::next_id;
+mod idempotency;
+pub(crate) use idempotency::KeyRow;
 mod migrations;
 mod mirror;
 mod projects;
@@ -42,6 +44,7 @@ pub(crate) use tx::{Tallies, Tx};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use time::OffsetDateTime;
 
@@ -175,7 +178,7 @@ pub struct OpenReport {
     /// The schema version found; 0 for a new, empty database.
     pub old_version: u32,
     pub new_version: u32,
-    /// The schema found and the one now, as the operator reads them (`v4r12`, `v4r16`): equal
+    /// The schema found and the one now, as the operator reads them (`v4r12`, `v4r17`): equal
     /// when nothing was migrated.
     pub old_schema: String,
     pub new_schema: String,
@@ -199,7 +202,16 @@ pub(crate) struct Store {
     deferred_checkpoints: bool,
     /// What the committed transactions of the process did, shared like `health`.
     tallies: Arc<Tallies>,
+    /// Told after each commit of this connection that changed a batch, a command or an attempt
+    /// (kept by [`Store::reconnect`]): what `GET /batches/{id}?wait_seconds=N` waits on.
+    batch_listener: Option<BatchListener>,
 }
+
+/// What is called after a commit that changed a batch or its commands.
+pub(crate) type BatchListener = Arc<dyn Fn() + Send + Sync>;
+
+/// The tables whose rows make a batch's view: a commit changing any of them changes a batch.
+const BATCH_TABLES: [&str; 3] = ["batch", "command", "command_attempt"];
 
 impl Store {
     /// Rows this connection's statements have inserted, updated or deleted since it opened
@@ -312,6 +324,7 @@ impl Store {
             health: Arc::default(),
             deferred_checkpoints: false,
             tallies: Arc::default(),
+            batch_listener: None,
         };
         let outcome = migrations::migrate(&mut store, now)?;
         warnings.extend(outcome.warnings);
@@ -385,6 +398,7 @@ impl Store {
             health: Arc::default(),
             deferred_checkpoints: false,
             tallies: Arc::default(),
+            batch_listener: None,
         })
     }
 
@@ -451,7 +465,7 @@ impl Store {
     /// Runs `f` in a write transaction taken at once (`BEGIN IMMEDIATE`), so that what it reads
     /// cannot change before it writes; commits when `f` succeeds, rolls back otherwise.
     fn write<T>(&mut self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
-        self.writable_connection();
+        let touched = self.writable_connection();
         let (path, identity, health) = (self.path.clone(), self.identity, self.health.clone());
         let changes = self.conn.total_changes();
         let result = (|| {
@@ -465,6 +479,7 @@ impl Store {
             health.observe(&path);
             Ok(value)
         })();
+        self.tell_batch_change(&result, touched);
         self.after_write(result, changes)
     }
 
@@ -546,9 +561,44 @@ impl Store {
 
     /// A connection SQLite opened read-only (the file could not be written then) stays so for
     /// good: before a write it is replaced, so writes work again once the file is writable.
-    pub(super) fn writable_connection(&mut self) {
+    pub(super) fn writable_connection(&mut self) -> Option<Arc<AtomicBool>> {
         if self.conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(false) {
             self.replace_connection();
+        }
+        // SQLite's update hook (sqlite3_update_hook) is called for each row a statement
+        // inserts, updates or deletes in a rowid table, with the table's name: the write says
+        // here whether it touched a batch, whichever query did it. Set on the connection in use
+        // now (a replaced connection has none).
+        self.batch_listener.as_ref()?;
+        let touched = Arc::new(AtomicBool::new(false));
+        let flag = touched.clone();
+        self.conn.update_hook(Some(
+            move |_: rusqlite::hooks::Action, _: &str, table: &str, _: i64| {
+                if BATCH_TABLES.contains(&table) {
+                    flag.store(true, Ordering::Relaxed);
+                }
+            },
+        ));
+        Some(touched)
+    }
+
+    /// `listener` is called after each commit (of this connection and those it makes) that
+    /// changed a batch, a command or an attempt.
+    pub(crate) fn set_batch_listener(&mut self, listener: BatchListener) {
+        self.batch_listener = Some(listener);
+    }
+
+    /// Tells the listener when a write that succeeded touched a batch.
+    fn tell_batch_change<T, E>(
+        &self,
+        result: &std::result::Result<T, E>,
+        touched: Option<Arc<AtomicBool>>,
+    ) {
+        if result.is_ok()
+            && touched.is_some_and(|t| t.load(Ordering::Relaxed))
+            && let Some(listener) = &self.batch_listener
+        {
+            listener();
         }
     }
 
@@ -600,6 +650,7 @@ impl Store {
         store.identity = self.identity;
         store.health = self.health.clone();
         store.tallies = self.tallies.clone();
+        store.batch_listener = self.batch_listener.clone();
         Ok(store)
     }
 

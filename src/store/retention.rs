@@ -110,6 +110,10 @@ impl Tx<'_> {
             .0
             .prepare_cached("DELETE FROM command WHERE batch_id = ?1")?
             .execute([id])?;
+        // The keys of requests whose answer named the batch go with it.
+        self.0
+            .prepare_cached("DELETE FROM idempotency_key WHERE batch_id = ?1")?
+            .execute([id])?;
         let batches = self
             .0
             .prepare_cached("DELETE FROM batch WHERE id = ?1")?

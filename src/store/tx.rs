@@ -85,7 +85,7 @@ impl Store {
         &mut self,
         f: impl FnOnce(&Tx<'_>) -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E> {
-        self.writable_connection();
+        let touched = self.writable_connection();
         let (path, identity, health) = (self.path.clone(), self.identity, self.health.clone());
         let changes = self.conn.total_changes();
         let result = (|| {
@@ -105,6 +105,7 @@ impl Store {
             self.tallies.add(tally);
             value
         });
+        self.tell_batch_change(&result, touched);
         self.after_write(result, changes)
     }
 

@@ -625,6 +625,12 @@ fn retention_prunes_old_finished_batches_and_nothing_else() {
 /// number (so «пакет N, команда M» in a marker in Jira named two pieces of work).
 #[test]
 fn ids_are_never_reused_across_prune_and_restore() {
+/// An `Idempotency-Key`'s answer is kept as long as the batch it names, and goes with it:
+/// the same key after the batch was pruned runs as a new request. Keys are each credential's
+/// own, and 2,000 of them cost one row each.
+#[test]
+fn idempotency_keys_are_each_credentials_own_and_go_with_their_batch() {
+    use jira_hub::service::KeyState;
     let dir = TestDir::new();
     let clock = clock();
     let mut hub = ready_hub(&dir, &clock);
@@ -775,4 +781,59 @@ fn a_slow_export_target_holds_no_writer() {
         serde_json::from_slice(exported.split(|b| *b == b'\n').next().unwrap()).unwrap();
     assert_eq!(line["batch"]["id"], json!(old));
     assert!(writer.batch(old).is_err(), "the old batch is pruned");
+    let id = hub.enqueue_batch(&batch(comments(1))).unwrap().id;
+    assert_eq!(hub.reserve_key("a", "k", "fp").unwrap(), KeyState::Run);
+    // The request runs: the same key again, before its answer, is not run twice.
+    assert_eq!(
+        hub.reserve_key("a", "k", "fp").unwrap(),
+        KeyState::Unanswered
+    );
+    let answer = format!(r#"{{"id": {id}}}"#);
+    hub.answer_key("a", "k", 201, answer.as_bytes(), Some(id))
+        .unwrap();
+    assert_eq!(
+        hub.reserve_key("a", "k", "fp").unwrap(),
+        KeyState::Answered {
+            status: 201,
+            answer: answer.clone().into_bytes()
+        }
+    );
+    assert_eq!(
+        hub.reserve_key("a", "k", "another body").unwrap(),
+        KeyState::OtherRequest
+    );
+    // Another credential's key of the same text is another key.
+    assert_eq!(
+        hub.reserve_key("b", "k", "another body").unwrap(),
+        KeyState::Run
+    );
+    // A key freed (its request did nothing) may be used again, for any request.
+    hub.free_key("b", "k").unwrap();
+    assert_eq!(hub.reserve_key("b", "k", "third").unwrap(), KeyState::Run);
+    for n in 0..2000 {
+        let key = format!("many-{n}");
+        assert_eq!(hub.reserve_key("a", &key, "fp").unwrap(), KeyState::Run);
+        hub.answer_key("a", &key, 201, b"{}", Some(id)).unwrap();
+    }
+    assert_eq!(hub.key_count().unwrap(), 2002);
+
+    let claim = agent.claim(&mut hub, 1);
+    let command = &claim.commands[0];
+    agent.report(
+        &mut hub,
+        json!([{"command_id": command.id, "delivery": command.delivery, "status": "done"}]),
+    );
+    clock.advance(time::Duration::days(35));
+    let pruned = hub.prune_finished().unwrap();
+    assert_eq!(pruned.batches, 1);
+    assert_eq!(
+        hub.key_count().unwrap(),
+        1,
+        "the keys naming the batch went with it; the one naming none stays"
+    );
+    assert_eq!(
+        hub.reserve_key("a", "k", "fp").unwrap(),
+        KeyState::Run,
+        "a key whose batch was pruned is a new request"
+    );
 }

@@ -1785,3 +1785,418 @@ async fn the_document_shows_the_release_of_a_command() {
         schemas["ClaimedCommand"]
     );
 }
+
+impl Api {
+    /// A request with extra headers: the status, the headers and the body.
+    async fn with_headers(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<Value>,
+    ) -> (StatusCode, axum::http::HeaderMap, Value) {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("Authorization", format!("Bearer {}", self.client));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let body = match body {
+            Some(body) => {
+                request = request.header("Content-Type", "application/json");
+                Body::from(serde_json::to_vec(&body).unwrap())
+            }
+            None => Body::empty(),
+        };
+        let response = self
+            .router
+            .clone()
+            .oneshot(request.body(body).unwrap())
+            .await
+            .unwrap();
+        let (parts, body) = response.into_parts();
+        let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+        let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        (parts.status, parts.headers, value)
+    }
+}
+
+fn one_comment(text: &str) -> Value {
+    json!({"title": "план", "author": "ivanov", "commands": [
+        {"type": "comment", "params": {"key": "AURORA-1", "body": text}}]})
+}
+
+/// A client that lost the answer and sends the same request again under its `Idempotency-Key`
+/// gets what the first got (the same status and batch), and nothing is done twice; another
+/// request under that key is 422 naming the header; a request refused before it ran frees its
+/// key.
+#[tokio::test]
+async fn an_idempotency_key_makes_a_resent_request_do_nothing_twice() {
+    let api = api();
+    let key = [("Idempotency-Key", "\"3f1c7a52-batch\"")];
+    let (status, _, first) = api
+        .with_headers(Method::POST, "/batches", &key, Some(one_comment("раз")))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{first}");
+    // The key in its bare form is the same key.
+    for header in ["\"3f1c7a52-batch\"", "3f1c7a52-batch"] {
+        let (status, _, again) = api
+            .with_headers(
+                Method::POST,
+                "/batches",
+                &[("Idempotency-Key", header)],
+                Some(one_comment("раз")),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED);
+        assert_eq!(again, first, "the first answer, as it was");
+    }
+    let (_, listed) = api.client(Method::GET, "/batches", None).await;
+    assert_eq!(listed.as_array().unwrap().len(), 1, "one batch: {listed}");
+
+    let (status, _, other) = api
+        .with_headers(Method::POST, "/batches", &key, Some(one_comment("два")))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(error_code(&other), ("invalid", Some("Idempotency-Key")));
+    let (status, _, other) = api.with_headers(Method::POST, "/refresh", &key, None).await;
+    assert_eq!(
+        (status, error_code(&other)),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ("invalid", Some("Idempotency-Key"))
+        )
+    );
+
+    // A cancel sent again answers what the first did, though the batch has moved on since.
+    let id = first["id"].as_i64().unwrap();
+    let cancel = format!("/batches/{id}/cancel");
+    let cancel_key = [("Idempotency-Key", "cancel-1")];
+    let (status, _, cancelled) = api
+        .with_headers(Method::POST, &cancel, &cancel_key, None)
+        .await;
+    assert_eq!(
+        (status, &cancelled["status"]),
+        (StatusCode::OK, &json!("cancelled"))
+    );
+    let (status, _, again) = api
+        .with_headers(Method::POST, &cancel, &cancel_key, None)
+        .await;
+    assert_eq!((status, again), (StatusCode::OK, cancelled));
+
+    // A project created once; its resend is not «проект с такой меткой уже есть».
+    let project = json!({"label": "IDEM", "name": "Idempotent"});
+    let project_key = [("Idempotency-Key", "project-1")];
+    for _ in 0..2 {
+        let (status, _, body) = api
+            .with_headers(
+                Method::POST,
+                "/projects",
+                &project_key,
+                Some(project.clone()),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+
+    // Refused before it ran (no Content-Type): the key is free for the request as it should be.
+    let (status, _) = {
+        let mut request = Request::builder()
+            .method(Method::POST)
+            .uri("/batches")
+            .header("Authorization", format!("Bearer {}", api.client))
+            .header("Idempotency-Key", "late-type");
+        request = request.header("X-Nothing", "1");
+        send(
+            &api,
+            request
+                .body(Body::from(serde_json::to_vec(&one_comment("три")).unwrap()))
+                .unwrap(),
+        )
+        .await
+    };
+    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let (status, _, body) = api
+        .with_headers(
+            Method::POST,
+            "/batches",
+            &[("Idempotency-Key", "late-type")],
+            Some(one_comment("три")),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+
+    // A key that is no key.
+    for bad in ["\"unterminated", "\"\""] {
+        let (status, _, body) = api
+            .with_headers(
+                Method::POST,
+                "/batches",
+                &[("Idempotency-Key", bad)],
+                Some(one_comment("четыре")),
+            )
+            .await;
+        assert_eq!(
+            (status, error_code(&body)),
+            (
+                StatusCode::BAD_REQUEST,
+                ("malformed", Some("Idempotency-Key"))
+            )
+        );
+    }
+    let (_, listed) = api.client(Method::GET, "/batches", None).await;
+    assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
+}
+
+/// While the first request under a key runs (its body still coming), the same key is 409; the
+/// first then ends as it would have, and its answer is the key's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_still_running_under_its_key_makes_the_second_409() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let api = api();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let router = api.router.clone();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let body = serde_json::to_vec(&one_comment("медленно")).unwrap();
+    // The first request has its key once its headers are read: ask until it shows, with a
+    // request that is refused before it runs (no Content-Type) and so frees the key meanwhile.
+    // Should the first come while such a request holds the key, it is the one refused (409,
+    // answered at once): then again with another key.
+    let mut second = (StatusCode::OK, Value::Null);
+    let mut slow = None;
+    let mut key = String::new();
+    'attempts: for attempt in 0..50 {
+        key = format!("slow-{attempt}");
+        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        let head = format!(
+            "POST /batches HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nIdempotency-Key: {key}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            api.client,
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        stream.write_all(&body[..10]).await.unwrap();
+        stream.flush().await.unwrap();
+        for _ in 0..1000 {
+            let request = Request::builder()
+                .method(Method::POST)
+                .uri("/batches")
+                .header("Authorization", format!("Bearer {}", api.client))
+                .header("Idempotency-Key", &key)
+                .body(Body::from(body.clone()))
+                .unwrap();
+            second = send(&api, request).await;
+            if second.0 != StatusCode::UNSUPPORTED_MEDIA_TYPE {
+                slow = Some(stream);
+                break 'attempts;
+            }
+            let mut peek = [0u8; 1];
+            if stream.try_read(&mut peek).is_ok() {
+                continue 'attempts;
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+    let mut slow = slow.expect("the slow request held its key");
+    assert_eq!(second.0, StatusCode::CONFLICT, "{}", second.1);
+    assert_eq!(error_code(&second.1), ("conflict", Some("Idempotency-Key")));
+    slow.write_all(&body[10..]).await.unwrap();
+    let mut answer = String::new();
+    slow.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    let (status, _, again) = api
+        .with_headers(
+            Method::POST,
+            "/batches",
+            &[("Idempotency-Key", key.as_str())],
+            Some(one_comment("медленно")),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(
+        answer.contains(&format!("\"id\":{}", again["id"])),
+        "{answer}"
+    );
+    let (_, listed) = api.client(Method::GET, "/batches", None).await;
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+}
+
+/// `GET /batches/{id}` carries an `ETag` (304 on `If-None-Match`); with `wait_seconds` it is
+/// held until the batch changes (answered then with the new state) or the time passes (304).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_read_has_an_etag_and_waits_for_a_change() {
+    let api = std::sync::Arc::new(api());
+    let (_, created) = api
+        .client(Method::POST, "/batches", Some(one_comment("ждём")))
+        .await;
+    let id = created["id"].as_i64().unwrap();
+    let path = format!("/batches/{id}");
+    let (status, headers, body) = api.with_headers(Method::GET, &path, &[], None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["id"], json!(id));
+    let etag = headers["etag"].to_str().unwrap().to_string();
+    assert!(etag.starts_with('"') && etag.len() == 34, "{etag}");
+    assert_eq!(headers["cache-control"], "private, no-cache");
+    let (status, headers, _) = api
+        .with_headers(Method::GET, &path, &[("If-None-Match", &etag)], None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_MODIFIED);
+    assert_eq!(headers["etag"].to_str().unwrap(), etag);
+
+    // Nothing changes within a second: 304 after it.
+    let started = std::time::Instant::now();
+    let (status, _, _) = api
+        .with_headers(
+            Method::GET,
+            &format!("{path}?wait_seconds=1"),
+            &[("If-None-Match", &etag)],
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_MODIFIED);
+    assert!(started.elapsed() >= std::time::Duration::from_millis(900));
+
+    // A change answers the waiting read with the batch as it is now.
+    let waiting = {
+        let api = api.clone();
+        let (path, etag) = (path.clone(), etag.clone());
+        tokio::spawn(async move {
+            api.with_headers(
+                Method::GET,
+                &format!("{path}?wait_seconds=60"),
+                &[("If-None-Match", &etag)],
+                None,
+            )
+            .await
+        })
+    };
+    let started = std::time::Instant::now();
+    let (status, cancelled) = api
+        .client(Method::POST, &format!("{path}/cancel"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, headers, body) = waiting.await.unwrap();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "answered by the change, not by the wait's end or a recheck"
+    );
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["status"], json!("cancelled"));
+    assert_eq!(body, cancelled);
+    assert_ne!(headers["etag"].to_str().unwrap(), etag);
+
+    for bad in ["0", "61"] {
+        let (status, _, body) = api
+            .with_headers(
+                Method::GET,
+                &format!("{path}?wait_seconds={bad}"),
+                &[],
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {body}");
+        assert_eq!(error_code(&body).1, Some("wait_seconds"), "{bad}: {body}");
+    }
+}
+
+/// A query parameter the route does not know is refused, naming it (a misspelt filter used to
+/// answer every batch).
+#[tokio::test]
+async fn an_unknown_query_parameter_is_422_naming_it() {
+    let api = api();
+    for (path, name) in [
+        ("/batches?status=cancelled", "status"),
+        ("/batches?limit=5&projct=AWPCA", "projct"),
+        ("/projects/AWPCA/issues?since=2026-01-01T00:00:00Z", "since"),
+        ("/batches/1?wait=5", "wait"),
+    ] {
+        let (status, body) = api.client(Method::GET, path, None).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{path}: {body}");
+        assert_eq!(error_code(&body), ("invalid", Some(name)), "{path}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("неизвестный параметр запроса"),
+            "{message}"
+        );
+    }
+    let (status, _) = api.client(Method::GET, "/batches?limit=5", None).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+/// What generated clients need of the document and the server: query parameters `in: query`
+/// (utoipa took the handlers' `ApiQuery` for path parameters), a plain retry sendable with no
+/// body, the `Idempotency-Key` header declared, a `servers` entry; and a body that is a JSON
+/// array refused rather than read into fields by position.
+#[tokio::test]
+async fn generated_clients_get_query_parameters_optional_bodies_and_objects_only() {
+    let api = api();
+    let (_, document) = api.call(Method::GET, "/openapi.json", None, None).await;
+    for (path, names) in [
+        ("/batches", vec!["project", "before", "limit"]),
+        ("/projects/{label}/issues", vec!["updated_since"]),
+        ("/batches/{id}", vec!["wait_seconds"]),
+    ] {
+        let parameters = document["paths"][path]["get"]["parameters"]
+            .as_array()
+            .unwrap();
+        for name in names {
+            let parameter = parameters
+                .iter()
+                .find(|p| p["name"] == json!(name))
+                .unwrap_or_else(|| panic!("{path}: no {name}"));
+            assert_eq!(parameter["in"], json!("query"), "{path} {name}");
+            assert_ne!(parameter["required"], json!(true), "{path} {name}");
+        }
+    }
+    let limit = &document["paths"]["/batches"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == json!("limit"))
+        .unwrap()["schema"];
+    assert_eq!(
+        (&limit["minimum"], &limit["maximum"]),
+        (&json!(1), &json!(500))
+    );
+    let retry = &document["paths"]["/commands/{id}/retry"]["post"]["requestBody"];
+    assert_eq!(retry["required"], json!(false), "{retry}");
+    assert_eq!(
+        retry["content"]["application/json"]["schema"]["$ref"],
+        json!("#/components/schemas/RetryBody")
+    );
+    for path in ["/batches", "/refresh", "/projects", "/batches/{id}/cancel"] {
+        let post = &document["paths"][path]["post"];
+        assert!(
+            post["parameters"].as_array().is_some_and(|p| p
+                .iter()
+                .any(|p| p["name"] == json!("Idempotency-Key") && p["in"] == json!("header"))),
+            "{path}: {post}"
+        );
+    }
+    assert!(
+        document["paths"]["/agent/claim"]["post"]["parameters"]
+            .as_array()
+            .is_none_or(|p| !p.iter().any(|p| p["name"] == json!("Idempotency-Key")))
+    );
+    assert_eq!(document["servers"][0]["url"], json!("/"));
+
+    let (status, body) = api
+        .raw(
+            Method::POST,
+            "/projects",
+            Some(&api.client.clone()),
+            Some("application/json"),
+            br#"["ARRAY", "filled by position"]"#.to_vec(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("ожидается объект")
+    );
+    let (_, projects) = api.client(Method::GET, "/projects", None).await;
+    assert!(!projects.to_string().contains("ARRAY"), "{projects}");
+}
