@@ -1212,9 +1212,20 @@ impl Executor<'_> {
                     .iter()
                     .filter_map(|c| id_text(&c["id"]))
                     .collect();
+                // Only one whose `created` shows it inside the window (a look-alike of unknown
+                // age is never taken).
                 let unmarked_alike: Vec<String> = candidates
                     .iter()
-                    .filter(|c| dropped && same_body(c))
+                    .filter(|c| {
+                        dropped
+                            && same_body(c)
+                            && c["created"]
+                                .as_str()
+                                .and_then(super::jira_api::jira_time)
+                                .is_some_and(|at| {
+                                    (at.unix_timestamp_nanos() / 1_000_000) as i64 >= since_ms
+                                })
+                    })
                     .filter_map(|c| id_text(&c["id"]))
                     .collect();
                 let markers = if cloud {
