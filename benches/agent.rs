@@ -199,25 +199,7 @@ fn end_to_end(fake: &FakeJira, n: usize) -> Result<(Duration, u64, i64), Error> 
 /// 300 issues made by the agent's account (each marked for another command), then one create
 /// through the agent whose answer is lost: the Jira calls its command cost.
 fn lost_create(fake: &FakeJira, hub: &mut HubConnection) -> Result<i64, Error> {
-    let auth = fake_jira::basic_auth();
-    for n in 0..300 {
-        let body = json!({
-            "fields": {"project": {"key": PROJECT}, "issuetype": {"name": "Задача"},
-                       "summary": format!("Своя {n}")},
-            "properties": [{"key": "jira-hub", "value": {"command": 1_000_000 + n, "batch": 999_999}}]
-        });
-        let created = fake_jira::call(
-            &fake.url(),
-            "POST",
-            "/rest/api/2/issue",
-            Some(&auth),
-            Some(&body),
-            Duration::from_secs(60),
-        )?;
-        if created.status != 201 {
-            return Err(format!("seeding an own issue: HTTP {}", created.status).into());
-        }
-    }
+    own_issues(fake, 300)?;
     fake.fault(
         fake_jira::Endpoint::CreateIssue,
         fake_jira::Fault::DropAfterApply,
@@ -270,6 +252,30 @@ fn peak_rss(pid: u32) -> Result<u64, Error> {
         .ok_or("VmHWM value")?
         .parse()?;
     Ok(kb * 1024)
+}
+
+/// `n` issues made by the agent's account, each marked for another command.
+fn own_issues(fake: &FakeJira, n: usize) -> Result<(), Error> {
+    let auth = fake_jira::basic_auth();
+    for n in 0..n {
+        let body = json!({
+            "fields": {"project": {"key": PROJECT}, "issuetype": {"name": "Задача"},
+                       "summary": format!("Своя {n}")},
+            "properties": [{"key": "jira-hub", "value": {"command": 1_000_000 + n, "batch": 999_999}}]
+        });
+        let created = fake_jira::call(
+            &fake.url(),
+            "POST",
+            "/rest/api/2/issue",
+            Some(&auth),
+            Some(&body),
+            Duration::from_secs(60),
+        )?;
+        if created.status != 201 {
+            return Err(format!("seeding an own issue: HTTP {}", created.status).into());
+        }
+    }
+    Ok(())
 }
 
 /// «повторить» two weeks on: a create applied in Jira whose answer was lost and whose look
@@ -363,25 +369,7 @@ fn retry_two_weeks_on(own: usize) -> Result<(usize, i64), Error> {
     let two_weeks = 14 * 24 * 3600;
     clock.advance(time::Duration::seconds(two_weeks));
     fake.set_clock_skew_ms(two_weeks * 1000);
-    let auth = fake_jira::basic_auth();
-    for n in 0..own {
-        let body = json!({
-            "fields": {"project": {"key": PROJECT}, "issuetype": {"name": "Задача"},
-                       "summary": format!("Своя {n}")},
-            "properties": [{"key": "jira-hub", "value": {"command": 1_000_000 + n, "batch": 999_999}}]
-        });
-        let created = fake_jira::call(
-            &fake.url(),
-            "POST",
-            "/rest/api/2/issue",
-            Some(&auth),
-            Some(&body),
-            Duration::from_secs(60),
-        )?;
-        if created.status != 201 {
-            return Err(format!("seeding an own issue: HTTP {}", created.status).into());
-        }
-    }
+    own_issues(&fake, own)?;
     let seen = fake.requests().len();
     hub.retry_command(failed.id)?;
     let done = run_until_ended(&mut hub)?;
