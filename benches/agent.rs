@@ -11,6 +11,11 @@
 //! drops the connection) in a project where the agent made 300 issues of its own just before;
 //! prints the Jira calls that command cost (issue 31, item 3: target <= 4; 12 before on an
 //! empty project, and a marker read per candidate).
+//!
+//! First, in this process (the hub on a manual clock, the real agent loop): «повторить» on a
+//! create that failed two weeks ago (its issue made, its answer lost), after 5,000 issues of the
+//! agent's own account since; prints what the create check read and the delivery's Jira calls
+//! (`BENCH_AGENT_PART=retry` stops there).
 
 use jira_hub::sim::jira as fake_jira;
 
@@ -40,6 +45,13 @@ impl Drop for Process {
 }
 
 fn main() -> Result<(), Error> {
+    let (reads, calls) = retry_two_weeks_on(5_000)?;
+    println!(
+        "«повторить» two weeks on, 5000 of the agent's own issues since: the create check read {reads} times (search pages and markers), the delivery cost {calls} Jira calls"
+    );
+    if std::env::var("BENCH_AGENT_PART").as_deref() == Ok("retry") {
+        return Ok(());
+    }
     let n: usize = std::env::var("BENCH_AGENT_ISSUES")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -187,25 +199,7 @@ fn end_to_end(fake: &FakeJira, n: usize) -> Result<(Duration, u64, i64), Error> 
 /// 300 issues made by the agent's account (each marked for another command), then one create
 /// through the agent whose answer is lost: the Jira calls its command cost.
 fn lost_create(fake: &FakeJira, hub: &mut HubConnection) -> Result<i64, Error> {
-    let auth = fake_jira::basic_auth();
-    for n in 0..300 {
-        let body = json!({
-            "fields": {"project": {"key": PROJECT}, "issuetype": {"name": "Задача"},
-                       "summary": format!("Своя {n}")},
-            "properties": [{"key": "jira-hub", "value": {"command": 1_000_000 + n, "batch": 999_999}}]
-        });
-        let created = fake_jira::call(
-            &fake.url(),
-            "POST",
-            "/rest/api/2/issue",
-            Some(&auth),
-            Some(&body),
-            Duration::from_secs(60),
-        )?;
-        if created.status != 201 {
-            return Err(format!("seeding an own issue: HTTP {}", created.status).into());
-        }
-    }
+    own_issues(fake, 300)?;
     fake.fault(
         fake_jira::Endpoint::CreateIssue,
         fake_jira::Fault::DropAfterApply,
@@ -258,4 +252,137 @@ fn peak_rss(pid: u32) -> Result<u64, Error> {
         .ok_or("VmHWM value")?
         .parse()?;
     Ok(kb * 1024)
+}
+
+/// `n` issues made by the agent's account, each marked for another command.
+fn own_issues(fake: &FakeJira, n: usize) -> Result<(), Error> {
+    let auth = fake_jira::basic_auth();
+    for n in 0..n {
+        let body = json!({
+            "fields": {"project": {"key": PROJECT}, "issuetype": {"name": "Задача"},
+                       "summary": format!("Своя {n}")},
+            "properties": [{"key": "jira-hub", "value": {"command": 1_000_000 + n, "batch": 999_999}}]
+        });
+        let created = fake_jira::call(
+            &fake.url(),
+            "POST",
+            "/rest/api/2/issue",
+            Some(&auth),
+            Some(&body),
+            Duration::from_secs(60),
+        )?;
+        if created.status != 201 {
+            return Err(format!("seeding an own issue: HTTP {}", created.status).into());
+        }
+    }
+    Ok(())
+}
+
+/// «повторить» two weeks on: a create applied in Jira whose answer was lost and whose look
+/// failed (one delivery allowed: the command fails), then two weeks on both clocks and
+/// `own` issues of the agent's account (each marked for another command), then the retry.
+/// Returns the create check's reads (search pages and marker reads) and the retried
+/// delivery's Jira calls.
+fn retry_two_weeks_on(own: usize) -> Result<(usize, i64), Error> {
+    use jira_hub::clock::{Clock, ManualClock};
+    use jira_hub::domain::command::CommandStatus;
+    use std::sync::atomic::AtomicBool;
+    let fake = FakeJira::start(Mode::DataCenter);
+    let dir = tempfile::tempdir()?;
+    let db = dir.path().join("hub.sqlite");
+    let clock = Arc::new(ManualClock::new(time::OffsetDateTime::now_utc()));
+    let (mut hub, _) = HubConnection::open(&db, clock.clone())?;
+    let config: Value =
+        serde_json::from_str(include_str!("../admin/jira-sync/config.example.json"))?;
+    hub.init_from_config(&config, false)?;
+    let update = json!({"auto_refresh_minutes": 0,
+        "pacing": {"min_interval_ms": 0, "claim_timeout_seconds": 10, "max_deliveries": 1}});
+    hub.update_settings(update.as_object().ok_or("object")?)?;
+    let token = hub.tokens()?.ok_or("no tokens")?.agent;
+    let request: jira_hub::service::BatchRequest = serde_json::from_value(json!({
+        "title": "две недели", "author": "bench", "commands": [
+            {"type": "ensure_issue", "params": {"issue_type": "task", "summary": "Две недели назад"}}]}))?;
+    let batch = hub.enqueue_batch(&request)?;
+    let state = jira_hub::http::AppState {
+        pool: Arc::new(jira_hub::http::HubPool::new(
+            HubConnection::open(&db, clock.clone())?.0,
+        )),
+        options: jira_hub::http::HttpOptions::default(),
+    };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    listener.set_nonblocking(true)?;
+    let address = listener.local_addr()?.to_string();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+            let _ = axum::serve(listener, jira_hub::http::router(state)).await;
+        });
+    });
+    let agent_config = json!({
+        "jira_url": fake.url(), "jira_user": "agent", "jira_password": "secret",
+        "agent_token": token, "name": "bench", "hub_url": format!("http://{address}"),
+        "idle_poll_ms": 100, "request_timeout_seconds": 5, "max_retries": 2,
+        "release_grace_seconds": 5, "claim_wait_seconds": 0})
+    .to_string();
+    let run_until_ended =
+        |hub: &mut HubConnection| -> Result<jira_hub::service::CommandView, Error> {
+            let stop = Arc::new(AtomicBool::new(false));
+            let agent = {
+                let (clock, stop, config) = (clock.clone(), stop.clone(), agent_config.clone());
+                std::thread::spawn(move || {
+                    jira_hub::run_agent_for_test(&config, clock, None, stop, None)
+                        .map_err(|e| e.to_string())
+                })
+            };
+            let started = Instant::now();
+            let command = loop {
+                let command = hub.batch(batch.id)?.commands[0].clone();
+                if command.status.is_terminal() || started.elapsed() > Duration::from_secs(120) {
+                    break command;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            agent.join().map_err(|_| "the agent panicked")??;
+            Ok(command)
+        };
+    fake.fault(
+        fake_jira::Endpoint::CreateIssue,
+        fake_jira::Fault::DropAfterApply,
+        1,
+    );
+    fake.fault(
+        fake_jira::Endpoint::Search,
+        fake_jira::Fault::Unavailable,
+        3,
+    );
+    let failed = run_until_ended(&mut hub)?;
+    if failed.status != CommandStatus::Failed {
+        return Err(format!("the first delivery did not fail: {failed:?}").into());
+    }
+    fake.clear_faults();
+    let two_weeks = 14 * 24 * 3600;
+    clock.advance(time::Duration::seconds(two_weeks));
+    fake.set_clock_skew_ms(two_weeks * 1000);
+    own_issues(&fake, own)?;
+    let seen = fake.requests().len();
+    hub.retry_command(failed.id)?;
+    let done = run_until_ended(&mut hub)?;
+    if done.status != CommandStatus::Done || fake.creates_of("Две недели назад") != 1
+    {
+        return Err(format!("the retry did not find its issue: {done:?}").into());
+    }
+    let reads = fake
+        .requests()
+        .iter()
+        .skip(seen)
+        .filter(|s| s.path.contains("/search") || s.path.contains("/properties/"))
+        .count();
+    let _ = clock.monotonic();
+    Ok((reads, done.jira_calls - failed.jira_calls))
 }

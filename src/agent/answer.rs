@@ -97,10 +97,13 @@ pub(crate) fn classify(method: &str, need: Need, answer: Result<&Reply, &NetErro
     // `anonymous` means the credentials were not taken and the request ran as nobody: an expired
     // or unresolvable token searches anonymously and finds nothing (docs/jira-field-notes.md,
     // "An expired or unresolvable bearer token may search anonymously"). Never a done answer.
-    if reply
-        .header("x-ausername")
-        .is_some_and(|user| user.trim().eq_ignore_ascii_case("anonymous"))
-    {
+    // The header is URL-encoded (`AccessLogFilter`: `JiraUrlCodec.encode(userName, true)`;
+    // Jira's `TestAccessLogFilter` decodes it with `decodeURIComponent`).
+    if reply.header("x-ausername").is_some_and(|user| {
+        super::jira_api::percent_decoded(user)
+            .trim()
+            .eq_ignore_ascii_case("anonymous")
+    }) {
         return Class::Held {
             cause: Cause::Credentials,
             reason: credentials_reason(&format!("HTTP {status}, X-AUSERNAME: anonymous")),

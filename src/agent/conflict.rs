@@ -91,6 +91,15 @@ impl Executor<'_> {
             .get("fields")
             .and_then(Value::as_object)
             .unwrap_or(&empty);
+        // The base's time (the mirror's `updated`): a field changed since only by the agent's own
+        // account (an earlier edit of the hub's that no refresh has read yet) is no conflict.
+        let since = params["base"]["updated"]
+            .as_str()
+            .and_then(crate::jira::jira_time);
+        let me = match since {
+            Some(_) => Some(self.jira.me()?),
+            None => None,
+        };
         let mut conflicts = Vec::new();
         for (logical, id, wanted) in &checked {
             let now = edit::jira_value(logical, now_fields, &settings.field_ids);
@@ -102,7 +111,12 @@ impl Executor<'_> {
                 continue;
             }
             match base.get(*logical) {
-                Some(was) if !edit::same(logical, &now, was) => {
+                Some(was)
+                    if !edit::same(logical, &now, was)
+                        && !me.as_ref().zip(since).is_some_and(|(me, since)| {
+                            changed_only_by(&issue, id, since, me, cloud)
+                        }) =>
+                {
                     let mut entry =
                         json!({"field": logical, "base": was, "jira": now, "wanted": wanted});
                     if let Some((who, when)) = last_change(&issue, id) {
@@ -143,25 +157,70 @@ impl Executor<'_> {
     }
 }
 
-/// The author and time of the newest history of the issue's changelog that changed `field` (a
-/// Jira field id; Cloud names it in `fieldId`, both deployments in `field` for system fields).
+/// Whether a history of the changelog changed `field` (a Jira field id; Cloud names it in
+/// `fieldId`, both deployments in `field` for system fields).
+fn touches(history: &Value, field: &str) -> bool {
+    history
+        .get("items")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|item| {
+            item.get("fieldId").and_then(Value::as_str) == Some(field)
+                || item
+                    .get("field")
+                    .and_then(Value::as_str)
+                    .is_some_and(|f| f.eq_ignore_ascii_case(field))
+        })
+}
+
+/// Whether every change of `field` after `since` was made by the agent's own account (compared
+/// by the field that names a user on the deployment, see `Me::is`), and there was one: the
+/// hub's own earlier write, not somebody's. Only a changelog known to hold every history since
+/// `since` decides (Cloud embeds the newest 100): otherwise, as with no changelog, it is not.
+fn changed_only_by(
+    issue: &Value,
+    field: &str,
+    since: time::OffsetDateTime,
+    me: &super::jira_api::Me,
+    cloud: bool,
+) -> bool {
+    let Some(changelog) = issue.get("changelog") else {
+        return false;
+    };
+    let Some(histories) = changelog.get("histories").and_then(Value::as_array) else {
+        return false;
+    };
+    let at = |h: &Value| {
+        h.get("created")
+            .and_then(Value::as_str)
+            .and_then(crate::jira::jira_time)
+    };
+    let complete = changelog
+        .get("total")
+        .and_then(Value::as_u64)
+        .is_none_or(|total| total as usize <= histories.len())
+        || histories
+            .iter()
+            .filter_map(at)
+            .min()
+            .is_some_and(|oldest| oldest <= since);
+    if !complete {
+        return false;
+    }
+    let mut changes = histories
+        .iter()
+        .filter(|h| touches(h, field) && at(h).is_none_or(|when| when > since))
+        .peekable();
+    changes.peek().is_some() && changes.all(|h| me.is(&h["author"], cloud) == Some(true))
+}
+
+/// The author and time of the newest history of the issue's changelog that changed `field`.
 fn last_change(issue: &Value, field: &str) -> Option<(String, String)> {
     let histories = issue.get("changelog")?.get("histories")?.as_array()?;
     histories
         .iter()
-        .filter(|h| {
-            h.get("items")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .any(|item| {
-                    item.get("fieldId").and_then(Value::as_str) == Some(field)
-                        || item
-                            .get("field")
-                            .and_then(Value::as_str)
-                            .is_some_and(|f| f.eq_ignore_ascii_case(field))
-                })
-        })
+        .filter(|h| touches(h, field))
         .filter_map(|h| {
             let created = h.get("created")?.as_str()?;
             let at = crate::jira::jira_time(created)?;

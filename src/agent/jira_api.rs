@@ -108,7 +108,29 @@ impl std::fmt::Display for JiraError {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Me {
     pub name: Option<String>,
+    /// Data Center's user key (`JIRAUSER10100`, or the first name of a renamed user): it does
+    /// not change when the user is renamed.
+    pub key: Option<String>,
     pub account_id: Option<String>,
+}
+
+impl Me {
+    /// Whether a user object of Jira's (a comment's or a history's `author`) is this user,
+    /// compared by the field that names a user on each deployment: Cloud's `accountId`; Data
+    /// Center's `key`, else its `name` without regard to case (Data Center's user names are
+    /// case-insensitive, and REST gives back the stored form: docs/jira-field-notes.md, "Who we
+    /// are"). `None` when neither side names the user by the same field.
+    pub(crate) fn is(&self, user: &Value, cloud: bool) -> Option<bool> {
+        let field = |name: &str| user.get(name).and_then(Value::as_str);
+        if cloud {
+            return Some(self.account_id.as_deref()? == field("accountId")?);
+        }
+        if let (Some(mine), Some(theirs)) = (self.key.as_deref(), field("key")) {
+            return Some(mine == theirs);
+        }
+        let (mine, theirs) = (self.name.as_deref()?, field("name")?);
+        Some(mine.to_lowercase() == theirs.to_lowercase())
+    }
 }
 
 /// One page of a search.
@@ -169,8 +191,14 @@ pub(crate) struct Jira {
     /// [`MAX_RECONCILED`]: Cloud's search may not show them yet, so a refresh names them in
     /// `reconcileIssues`.
     written: Vec<(u64, Duration)>,
-    /// The user name Data Center named on its last authenticated answer (`X-AUSERNAME`).
-    user_name: Option<String>,
+    /// Whether an answer named its cluster node (`X-ANODEID`): a Data Center cluster, whose
+    /// search lags its writes.
+    clustered: bool,
+    /// Whether this Jira was seen to keep a comment's `properties` (a marker read back once).
+    comment_properties_kept: Option<bool>,
+    /// The least grace the running command asks of the hub if it is given back (`released`):
+    /// the time a lagging search needs to show what it may have written.
+    release_for: Duration,
 }
 
 /// A call refused for credentials (see [`Jira::take_refusal`]).
@@ -223,7 +251,9 @@ impl Jira {
             busy: None,
             board_types: std::collections::BTreeMap::new(),
             written: Vec::new(),
-            user_name: None,
+            clustered: false,
+            comment_properties_kept: None,
+            release_for: Duration::ZERO,
         }
     }
 
@@ -429,6 +459,17 @@ impl Jira {
         &self.limit_headers
     }
 
+    /// Asks who the agent is (`GET myself`) when it is not known yet: once a run, where the
+    /// call costs no command anything (the heartbeat's probe). A failure is left to the command
+    /// that needs the answer.
+    pub(crate) fn learn_me(&mut self) {
+        if self.me.is_none()
+            && let Err(error) = self.me()
+        {
+            tracing::debug!(%error, "who the agent is in Jira is asked again when a command needs it");
+        }
+    }
+
     /// The agent's own user (`GET myself`), asked once.
     pub(crate) fn me(&mut self) -> Result<Me, JiraError> {
         if let Some(me) = &self.me {
@@ -440,14 +481,30 @@ impl Jira {
         Ok(me)
     }
 
-    /// The agent's user name on Data Center: as its answers name it (`X-AUSERNAME`, stamped on
-    /// every answer to an authenticated request, see `answer::classify`), else from `GET myself`
-    /// (asked once). Cloud users have none.
-    pub(crate) fn user_name(&mut self) -> Result<Option<String>, JiraError> {
-        if let Some(name) = &self.user_name {
-            return Ok(Some(name.clone()));
-        }
-        Ok(self.me()?.name)
+    /// Whether an answer came from a node of a Data Center cluster (`X-ANODEID`).
+    pub(crate) fn clustered(&self) -> bool {
+        self.clustered
+    }
+
+    /// If the running command goes back to the hub, it is not handed out again before `least`
+    /// (see [`Jira::take_release_for`]).
+    pub(crate) fn release_for_at_least(&mut self, least: Duration) {
+        self.release_for = self.release_for.max(least);
+    }
+
+    /// The least grace the command that ran asks for when it is given back; cleared.
+    pub(crate) fn take_release_for(&mut self) -> Duration {
+        std::mem::take(&mut self.release_for)
+    }
+
+    /// Whether this Jira was seen to keep a comment's `properties` (`None`: not checked yet in
+    /// this run).
+    pub(crate) fn comment_properties_kept(&self) -> Option<bool> {
+        self.comment_properties_kept
+    }
+
+    pub(crate) fn set_comment_properties_kept(&mut self, kept: bool) {
+        self.comment_properties_kept = Some(kept);
     }
 
     /// The probe of a held agent: `GET myself`, which needs the agent's login (`serverInfo`
@@ -494,11 +551,13 @@ impl Jira {
         tracing::debug!(method, path = %path_only(path), status = result.as_ref().map(|r| r.status).ok(), "jira call");
         if let Ok(reply) = &result {
             self.note_limits(reply);
-            if let Some(name) = reply.header("x-ausername")
-                && !name.is_empty()
-                && name != "anonymous"
+            // Who the agent is comes from `myself` (see [`Me::is`]), never from
+            // `X-AUSERNAME`'s text.
+            if reply
+                .header("x-anodeid")
+                .is_some_and(|node| !node.is_empty())
             {
-                self.user_name = Some(name.to_string());
+                self.clustered = true;
             }
         }
         result.map_err(CallError::Net)
@@ -1490,11 +1549,34 @@ struct CloudAsk<'a> {
 fn me_of(user: &Value) -> Me {
     Me {
         name: user.get("name").and_then(Value::as_str).map(String::from),
+        key: user.get("key").and_then(Value::as_str).map(String::from),
         account_id: user
             .get("accountId")
             .and_then(Value::as_str)
             .map(String::from),
     }
+}
+
+/// A header value as `decodeURIComponent` reads it: each `%XX` a byte, the bytes UTF-8 (a
+/// malformed escape is kept as it is; `+` stays `+`, as Jira encodes a space `%20`).
+pub(crate) fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (bytes[i], bytes.get(i + 1), bytes.get(i + 2)) {
+            (b'%', Some(&high), Some(&low)) if hex(high).is_some() && hex(low).is_some() => {
+                out.push((hex(high).unwrap_or(0) * 16 + hex(low).unwrap_or(0)) as u8);
+                i += 3;
+            }
+            (byte, _, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Jira's time (`2026-03-05T10:15:30.000+0300`, or with a colon in the offset, or RFC 3339).
@@ -1896,6 +1978,52 @@ pub(crate) fn backoff(attempt: u32) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `X-AUSERNAME` as Jira's `AccessLogFilter` writes it (`JiraUrlCodec.encode(name, true)`).
+    #[test]
+    fn user_names_in_headers_are_percent_decoded() {
+        assert_eq!(percent_decoded("svc.jira%40corp.ru"), "svc.jira@corp.ru");
+        assert_eq!(percent_decoded("CORP%5Csvc"), "CORP\\svc");
+        assert_eq!(
+            percent_decoded("%D1%81%D0%B5%D1%80%D0%B2%D0%B8%D1%81%20jira"),
+            "сервис jira"
+        );
+        assert_eq!(percent_decoded("a+b%2"), "a+b%2");
+    }
+
+    #[test]
+    fn the_same_user_by_the_same_field() {
+        use serde_json::json;
+        let dc = Me {
+            name: Some("svc.jira@corp.ru".into()),
+            key: Some("JIRAUSER10100".into()),
+            account_id: None,
+        };
+        let author = json!({"name": "SVC.Jira@corp.ru", "key": "JIRAUSER10100"});
+        assert_eq!(dc.is(&author, false), Some(true));
+        assert_eq!(
+            dc.is(
+                &json!({"name": "svc.jira@corp.ru", "key": "JIRAUSER2"}),
+                false
+            ),
+            Some(false)
+        );
+        let by_name = Me {
+            key: None,
+            ..dc.clone()
+        };
+        assert_eq!(
+            by_name.is(&json!({"name": "SVC.JIRA@CORP.RU"}), false),
+            Some(true)
+        );
+        let cloud = Me {
+            name: None,
+            key: None,
+            account_id: Some("5b10".into()),
+        };
+        assert_eq!(cloud.is(&json!({"accountId": "5b10"}), true), Some(true));
+        assert_eq!(cloud.is(&json!({"name": "agent"}), true), None);
+    }
 
     #[test]
     fn retry_after_in_seconds_or_a_date() {

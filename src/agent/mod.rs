@@ -442,6 +442,7 @@ impl Agent {
                     } else {
                         // `serverInfo` answered (and gave Jira's clock): it stands a while.
                         self.jira_answered = Some(self.waits.now());
+                        self.jira.learn_me();
                     }
                     self.rejected = None;
                     self.probes = 0;
@@ -806,6 +807,7 @@ impl Agent {
     ) -> Option<(String, Option<answer::Cause>, Duration)> {
         tracing::info!(command = command.id, r#type = %command.command_type, delivery = command.delivery, "executing");
         self.jira.take_counters();
+        self.jira.take_release_for();
         self.refused = None;
         let hub = &*self.hub;
         let max_report_bytes = self.max_report_bytes;
@@ -924,6 +926,7 @@ impl Agent {
                 tracing::warn!(command = command.id, reason = %message, grace_seconds = self.release_grace.as_secs(), "a write's answer was lost: the command goes back to the hub, not written again now");
                 not_before_seconds = Some(
                     self.release_grace
+                        .max(self.jira.take_release_for())
                         .as_secs()
                         .clamp(1, u64::from(crate::protocol::MAX_NOT_BEFORE_SECONDS))
                         as u32,

@@ -661,6 +661,13 @@ pub struct ClaimedCommand {
     /// from older hubs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_release: Option<PreviousRelease>,
+    /// When the command's earlier deliveries ended at the latest: how many seconds ago, on the
+    /// hub's clock (the previous delivery's last sign of life, or the end of the attempt before
+    /// a retry). With `enqueued_at` it bounds the agent's look for what they may have made: a
+    /// «повторить» two weeks later reads the issues of those days, not everything since.
+    /// Absent on a first delivery, and from older hubs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earlier_ended_seconds_ago: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]

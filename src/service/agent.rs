@@ -643,6 +643,8 @@ fn claim_in(
             .and(command.lease_at.as_ref())
             .map(|at| (now.at - at.at()).whole_seconds().max(0) as u64);
         let previous_release = previous_release(&command);
+        let earlier_ended_seconds_ago =
+            earlier_ended(tx, &command)?.map(|at| (now.at - at.at()).whole_seconds().max(0) as u64);
         tx.mark_claimed(command.id, &now.utc, &claim.envelope.agent, pause)?;
         // The agent looks for an issue a lost create may have made no earlier than this.
         let enqueued_at = tx
@@ -661,6 +663,7 @@ fn claim_in(
             enqueued_at,
             released_seconds_ago,
             previous_release,
+            earlier_ended_seconds_ago,
         });
     }
     if !commands.is_empty() {
@@ -977,6 +980,24 @@ fn apply_result(
         }
     }
     Ok(Ok(()))
+}
+
+/// When the earlier deliveries of a command about to be handed out ended at the latest: the
+/// previous delivery's last sign of life (`lease_at`: its claim, keep-alive or give-back), or,
+/// after a retry (which clears it), when the attempt before ended. `None` on a first delivery.
+fn earlier_ended(tx: &Tx<'_>, command: &CommandRow) -> Result<Option<Utc>> {
+    if command.deliveries == 0 {
+        return Ok(None);
+    }
+    if let Some(at) = &command.lease_at {
+        return Ok(Some(at.clone()));
+    }
+    Ok(tx.attempts_of(command.id)?.pop().and_then(|attempt| {
+        attempt
+            .finished_at
+            .or(attempt.agent_finished_at)
+            .or(attempt.claimed_at)
+    }))
 }
 
 /// A command its agent gave back (`released`, issue 19): queued again with its delivery count,

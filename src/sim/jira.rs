@@ -35,10 +35,12 @@
 //!
 //! The knobs a test turns on [`FakeJira`] (each documented where it is defined):
 //! - search: `set_max_results`, `set_search_lag` (Cloud; `reconcileIssues` lifts it for the ids
-//!   named), `set_search_byte_limit` (a proxy's
+//!   named), `set_cluster` (a Data Center cluster whose nodes' search lags another node's
+//!   creates, `X-ANODEID` on answers), `set_search_byte_limit` (a proxy's
 //!   504), `after_search` (a delete or move between pages); two projects: `add_project`,
 //!   `seed_issues(project, label, n)` (JQL `project in (A, B)`);
 //! - issues: `seed_issue`, `move_issue`, `delete_issue`, `set_create_properties`,
+//!   `drop_create_properties` (a proxy that strips `properties` from create bodies),
 //!   `rewrite_summaries_on_create(Some(SummaryRewrite::Prefix(..)))`, `redirect_transition`,
 //!   `collide_transition` (Cloud's 409 on colliding transitions);
 //! - comments: `set_markup_round_trip(true)` (Cloud's wiki → ADF → wiki beyond whitespace; a
@@ -47,7 +49,8 @@
 //!   n-th request from now), `change_issue_at(instant, …)`; every edit keeps a changelog,
 //!   answered to `GET /issue/{key}?expand=changelog` as each deployment does; `histories`;
 //! - agile: `add_board`, `add_sprint`, `set_agile_licensed(false)`;
-//! - who and what: `revoke_credentials(true)`, `captcha_lockout(true)`,
+//! - who and what: `set_account_name` (`X-AUSERNAME` URL-encoded as Jira does),
+//!   `revoke_credentials(true)`, `captcha_lockout(true)`,
 //!   `disable_basic_auth(Some(BasicAuthOff::..))`, `refuse_path(prefix)`,
 //!   `refuse_issue(key, endpoint, status)`, `clear_refusals`, `withhold_permission`,
 //!   `set_language(Language::Russian)`;
@@ -88,6 +91,7 @@ use self::{
 
 pub use self::auth::{
     ACCOUNT_ID, BasicAuthOff, DISPLAY_NAME, PASSWORD, TOKEN, USER, base64, basic_auth, bearer_auth,
+    jira_url_encode,
 };
 pub use self::client::{Answer, call, encode};
 pub use self::clock::{agile_time, jira_time};

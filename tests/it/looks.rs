@@ -101,15 +101,17 @@ fn a_lost_comment_among_250_own_costs_at_most_three_calls() {
     }
 }
 
-/// A 503 with `Retry-After` on a comment that Jira did not apply: the one look before the resend
-/// proves the absence from the first page (the account's 250 earlier comments are older than the
-/// POST: no marker is read at all), and the comment is sent again, once. 3 calls.
+/// A 503 with `Retry-After` on a comment that Jira did not apply: never sent again in its
+/// delivery (a write answered 503 is given back, docs/design/agent-exactly-once.md); each look
+/// reads one page (the account's 250 earlier comments are older than the POST: no marker is
+/// read at all), and the next delivery, finding none, posts it: one comment.
 #[test]
-fn a_comment_refused_with_503_is_proven_absent_from_one_page_and_sent_again() {
+fn a_comment_refused_with_503_is_given_back_and_posted_once_by_the_next_delivery() {
     for mode in [Mode::Cloud, Mode::DataCenter] {
         let fake = FakeJira::start(mode);
         let key = seed(&fake);
-        own_comments(&fake, &key, 250, 10);
+        // Older than the later delivery's window too (the batch's start less 15 minutes).
+        own_comments(&fake, &key, 250, 30);
         let seeded = fake.requests().len();
         fake.fault(Endpoint::AddComment, Fault::UnavailableFor(2), 1);
         let hub = Hub::start(settings(), json!([comment(&key, "после 503")]));
@@ -118,17 +120,25 @@ fn a_comment_refused_with_503_is_proven_absent_from_one_page_and_sent_again() {
         let command = &hub.commands()[0];
         assert_eq!(
             (command.status, command.deliveries),
-            (CommandStatus::Done, 1),
+            (CommandStatus::Done, 2),
             "{mode:?}: {command:?}"
         );
         assert_eq!(fake.comments(&key).len(), 251, "{mode:?}: one comment");
-        assert!(
-            command.jira_calls <= 3,
-            "{mode:?}: {} calls: {:?}",
-            command.jira_calls,
-            asked_since(&fake, seeded)
+        let posts = fake
+            .requests()
+            .iter()
+            .skip(seeded)
+            .filter(|s| s.method == "POST" && s.path.ends_with("/comment"))
+            .count();
+        assert_eq!(posts, 2, "{mode:?}: {:?}", asked_since(&fake, seeded));
+        // No marker of the 250 is read; on Data Center the posted comment's own is read back,
+        // once a run (a proxy may drop it).
+        let read_back = usize::from(mode == Mode::DataCenter);
+        assert_eq!(
+            fake.calls(Endpoint::GetCommentProperty),
+            read_back,
+            "{mode:?}"
         );
-        assert_eq!(fake.calls(Endpoint::GetCommentProperty), 0, "{mode:?}");
         assert_eq!(fake.calls(Endpoint::CommentsByIds), 0, "{mode:?}");
     }
 }

@@ -20,6 +20,7 @@ mod console;
 mod crash;
 mod db_faults;
 mod demo;
+mod exactly_once;
 mod hostile;
 mod http;
 mod incremental;

@@ -199,7 +199,9 @@ impl StateInner {
         match self.mode {
             Mode::DataCenter => {
                 reply.headers.push(("x-seraph-loginreason", "OK".into()));
-                reply.headers.push(("x-ausername", USER.into()));
+                reply
+                    .headers
+                    .push(("x-ausername", jira_url_encode(&self.account_name)));
             }
             Mode::Cloud => reply
                 .headers
@@ -263,8 +265,9 @@ impl StateInner {
                    "accountId": ACCOUNT_ID, "accountType": "atlassian", "displayName": DISPLAY_NAME,
                    "active": true, "timeZone": "Europe/Moscow"});
         }
-        json!({"self": format!("{}/rest/api/2/user?username={USER}", self.base), "name": USER,
-               "key": "JIRAUSER10100", "accountId": ACCOUNT_ID, "displayName": DISPLAY_NAME,
+        let name = &self.account_name;
+        json!({"self": format!("{}/rest/api/2/user?username={}", self.base, jira_url_encode(name)),
+               "name": name, "key": "JIRAUSER10100", "accountId": ACCOUNT_ID, "displayName": DISPLAY_NAME,
                "active": true, "timeZone": "Europe/Moscow"})
     }
 
@@ -283,7 +286,36 @@ impl StateInner {
     }
 }
 
+/// `JiraUrlCodec.encode(value, true)`, as Jira's `AccessLogFilter` writes `X-AUSERNAME`
+/// ("response header doesn't support not US-ASCII chars", GHS-10385): `java.net.URLEncoder`'s
+/// form encoding of the UTF-8 bytes (letters, digits and `. - * _` kept, every other byte
+/// `%XX` in upper case) with a space as `%20` rather than `+` (Jira's `TestJiraUrlCodec`:
+/// `"i+am a&nasty-string"` → `"i%2Bam%20a%26nasty-string"`). `svc.jira@corp.ru` arrives as
+/// `svc.jira%40corp.ru`, `CORP\svc` as `CORP%5Csvc`, a Cyrillic name as its bytes.
+pub fn jira_url_encode(value: &str) -> String {
+    let mut out = String::new();
+    for byte in value.bytes() {
+        match byte {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'.' | b'-' | b'*' | b'_' => {
+                out.push(byte as char)
+            }
+            _ => out.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    out
+}
+
 impl FakeJira {
+    /// The agent's account is named `name` (default [`USER`]): a directory-backed Data Center
+    /// account is often named by its UPN or `DOMAIN\user` (docs/jira-field-notes.md, "Who we
+    /// are"). JSON bodies (`/myself`, authors, creators) carry it as it is, `X-AUSERNAME`
+    /// URL-encoded (see [`jira_url_encode`]); Basic auth takes `name:`[`PASSWORD`].
+    pub fn set_account_name(&self, name: &str) {
+        let mut state = lock(&self.state);
+        state.account_name = name.to_string();
+        state.basic = format!("Basic {}", base64(&format!("{name}:{PASSWORD}")));
+    }
+
     /// The agent's credentials stop working (a revoked or expired API token, a changed
     /// password): each deployment answers as Jira does (Cloud: `serverInfo` 200
     /// anonymously with `X-Seraph-LoginReason: AUTHENTICATED_FAILED`, every other call 401).

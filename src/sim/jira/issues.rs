@@ -364,6 +364,11 @@ impl StateInner {
         *self.creates.entry(summary).or_insert(0) += 1;
         let id = self.by_key[&key];
         self.issues.get_mut(&id).expect("made").properties = properties;
+        let node = self.node;
+        if let Some(cluster) = &mut self.cluster {
+            let at = (cluster.now)();
+            cluster.created.insert(id, (node, at));
+        }
         Ok(Reply::json(
             201,
             json!({"id": id.to_string(), "key": key,

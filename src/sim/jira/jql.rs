@@ -22,6 +22,8 @@ pub(super) enum Clause {
         numeric: bool,
     },
     CreatedSince(i64),
+    /// `created <= ms`.
+    CreatedUntil(i64),
     UpdatedSince(i64),
     ReporterIsMe,
     /// `creator = currentUser()`: who created the issue, which no edit changes.
@@ -39,6 +41,7 @@ impl Clause {
             // Resolved by `StateInner::matching`, which knows the referenced issue.
             Clause::KeyCompare { .. } => true,
             Clause::CreatedSince(ms) => issue.created_ms >= *ms,
+            Clause::CreatedUntil(ms) => issue.created_ms <= *ms,
             Clause::UpdatedSince(ms) => issue.updated_ms >= *ms,
             Clause::ReporterIsMe => {
                 issue.fields["reporter"]["name"] == USER
@@ -265,7 +268,7 @@ impl Parser {
                 self.at += 1;
                 Clause::ProjectNotIn(self.list()?)
             }
-            ("created" | "updated", ">=") => {
+            ("created" | "updated", ">=") | ("created", "<=") => {
                 let value = match self.next() {
                     Some(Token::Word(w)) => w,
                     other => {
@@ -280,7 +283,9 @@ impl Parser {
                         "Date value '{value}' for field '{field}' is invalid."
                     ))
                 })?;
-                if lower == "created" {
+                if lower == "created" && operator == "<=" {
+                    Clause::CreatedUntil(ms)
+                } else if lower == "created" {
                     Clause::CreatedSince(ms)
                 } else {
                     Clause::UpdatedSince(ms)

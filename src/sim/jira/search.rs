@@ -5,7 +5,8 @@
 use super::*;
 use axum::http::Method;
 use serde_json::{Value, json};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub(super) const WINDOW: usize = 10_000;
@@ -65,6 +66,21 @@ impl StateInner {
         Ok(params)
     }
 
+    /// Whether the node serving this request shows issue `id` in its search (see `Cluster`):
+    /// always outside a cluster, on the node that created it, and on the others once the
+    /// cluster's lag has passed.
+    fn indexed_here(&self, id: u64) -> bool {
+        let Some(cluster) = &self.cluster else {
+            return true;
+        };
+        match cluster.created.get(&id) {
+            None => true,
+            Some((node, at)) => {
+                *node == self.node || (cluster.now)().saturating_sub(*at) >= cluster.lag
+            }
+        }
+    }
+
     /// The ids of the issues `query` finds. `lag`: Cloud's search, which does not show an issue
     /// created less than `search_lag` ago unless its id is among `reconcileIssues` (the ids
     /// given, read with strong consistency).
@@ -104,6 +120,7 @@ impl StateInner {
                         }
                 })
             })
+            .filter(|issue| self.indexed_here(issue.id))
             .filter(|issue| {
                 lag.is_none_or(|reconciled| {
                     reconciled.contains(&issue.id)
@@ -395,6 +412,24 @@ impl FakeJira {
     /// Cloud: an issue created less than `lag` ago does not show in search.
     pub fn set_search_lag(&self, lag: Duration) {
         lock(&self.state).search_lag = lag;
+    }
+
+    /// Data Center: the fake is a cluster of `nodes` nodes whose search shows another node's new
+    /// issue `lag` after its creation, measured on `now` (see `Cluster`); successive requests
+    /// reach successive nodes, and every answer carries `X-ANODEID`.
+    pub fn set_cluster(
+        &self,
+        nodes: usize,
+        lag: Duration,
+        now: Arc<dyn Fn() -> Duration + Send + Sync>,
+    ) {
+        lock(&self.state).cluster = Some(Cluster {
+            nodes: nodes.max(1),
+            lag,
+            now,
+            next: 0,
+            created: HashMap::new(),
+        });
     }
 
     /// A search answer larger than `bytes` takes longer than the proxy in front of Jira waits:

@@ -124,6 +124,7 @@ pub(super) async fn handle(
     let raw_query = uri.query().unwrap_or("").to_string();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let endpoint = classify(&method, &segments);
+    let body = strip_properties(&state, endpoint, body);
     let request = Request {
         method: method.clone(),
         segments: segments.iter().map(|s| decode_segment(s)).collect(),
@@ -143,6 +144,7 @@ pub(super) async fn handle(
         let so_far: usize = s.calls.values().sum();
         s.apply_due_changes(so_far);
         *s.calls.entry(endpoint).or_insert(0) += 1;
+        s.next_node();
         let early = s.gate(&auth, endpoint);
         let fault = if early.is_none() {
             s.take_fault(endpoint)
@@ -163,7 +165,8 @@ pub(super) async fn handle(
             body: sent.clone(),
         });
     };
-    if let Some(reply) = early {
+    if let Some(mut reply) = early {
+        lock(&state).stamp_node(&mut reply);
         record(reply.status);
         return reply.into_response();
     }
@@ -179,6 +182,7 @@ pub(super) async fn handle(
                 // An answer of Jira's own to an authenticated request, whatever its status.
                 state.stamp(&mut reply);
                 state.stamp_rate_limit(&mut reply);
+                state.stamp_node(&mut reply);
                 if endpoint.is_write() && (200..300).contains(&reply.status) {
                     state.changes += 1;
                 }
@@ -356,7 +360,53 @@ pub(super) async fn handle(
     reply.into_response()
 }
 
+/// A proxy in front of Jira that rewrites request bodies and drops `properties` from creates
+/// and comments (`FakeJira::drop_create_properties`; docs/jira-field-notes.md, "Properties in
+/// the create body": check that the marker landed rather than trust a version). Jira answers
+/// such a create as any other: 201, nothing says the member was lost.
+fn strip_properties(state: &Shared, endpoint: Endpoint, body: Bytes) -> Bytes {
+    if !matches!(endpoint, Endpoint::CreateIssue | Endpoint::AddComment)
+        || !lock(state).proxy_drops_properties
+    {
+        return body;
+    }
+    match serde_json::from_slice::<serde_json::Value>(&body) {
+        Ok(serde_json::Value::Object(mut object)) => {
+            object.remove("properties");
+            Bytes::from(serde_json::to_vec(&object).unwrap_or_default())
+        }
+        _ => body,
+    }
+}
+
+impl StateInner {
+    /// The node this request reaches: the next one of a cluster (no sticky session).
+    fn next_node(&mut self) {
+        if let Some(cluster) = &mut self.cluster {
+            self.node = cluster.next % cluster.nodes;
+            cluster.next += 1;
+        }
+    }
+
+    /// A cluster node names itself on every answer it makes (`X-ANODEID`: Atlassian KB
+    /// "Lucene Index Synchronization in Jira Data Center" and the clustering docs; the
+    /// header identifies the node that served the request).
+    fn stamp_node(&self, reply: &mut Reply) {
+        if self.cluster.is_some() {
+            reply
+                .headers
+                .push(("x-anodeid", format!("node{}", self.node + 1)));
+        }
+    }
+}
+
 impl FakeJira {
+    /// A proxy between the agent and Jira strips `properties` from the bodies of creates and
+    /// comments (`true`) or passes them (`false`, the default).
+    pub fn drop_create_properties(&self, dropped: bool) {
+        lock(&self.state).proxy_drops_properties = dropped;
+    }
+
     pub fn start(mode: Mode) -> FakeJira {
         let state = Arc::new(Mutex::new(StateInner {
             mode,
@@ -365,6 +415,10 @@ impl FakeJira {
             bearer: format!("Bearer {TOKEN}"),
             max_results: 1000,
             search_lag: Duration::ZERO,
+            account_name: USER.to_string(),
+            cluster: None,
+            node: 0,
+            proxy_drops_properties: false,
             latency: Duration::ZERO,
             issues: BTreeMap::new(),
             by_key: HashMap::new(),

@@ -108,6 +108,34 @@ pub(super) struct StateInner {
     pub(super) timed_changes: Vec<Scheduled>,
     /// The last changelog history id given.
     pub(super) next_history: u64,
+    /// The agent's account name (`FakeJira::set_account_name`).
+    pub(super) account_name: String,
+    /// A Data Center cluster (`FakeJira::set_cluster`), when the fake is one.
+    pub(super) cluster: Option<Cluster>,
+    /// The node the request being served reached (0 outside a cluster).
+    pub(super) node: usize,
+    /// A proxy in front of Jira drops `properties` from create bodies
+    /// (`FakeJira::drop_create_properties`).
+    pub(super) proxy_drops_properties: bool,
+}
+
+/// A Data Center cluster of `nodes` nodes behind a load balancer without sticky sessions: each
+/// request reaches the next node, every answer names it (`X-ANODEID`), and a node's search shows
+/// an issue created on another node only `lag` after its creation (index replication: Atlassian
+/// KB "Lucene Index Synchronization in Jira Data Center": "not fully synchronous, but aims for
+/// eventual consistency … each node polls for changes once per second … could start to fall
+/// behind"; the health check's "Index replication … is behind by 763 seconds"; KB "Indexes
+/// falling out of sync between nodes in JIRA Data Center": "An issue is created on one node and
+/// doesn't appear when running a search in the others, even after waiting several minutes").
+/// The database is shared: reads of an issue, its comments and properties see every write at
+/// once. `now` is the clock the lag is measured on (a test's injected clock).
+pub(super) struct Cluster {
+    pub(super) nodes: usize,
+    pub(super) lag: Duration,
+    pub(super) now: Arc<dyn Fn() -> Duration + Send + Sync>,
+    pub(super) next: usize,
+    /// Issue id → (the node that created it, when on `now`).
+    pub(super) created: HashMap<u64, (usize, Duration)>,
 }
 
 pub(super) type Shared = Arc<Mutex<StateInner>>;
