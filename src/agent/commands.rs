@@ -2433,4 +2433,56 @@ mod tests {
             "{seen:?}"
         );
     }
+
+    /// A `Retry-After` pauses the client, not the request: a write answered 503 with
+    /// `Retry-After: 3` (released, a 503 is no proof) holds every next call, a read of another
+    /// issue and another command's write alike, until the 3 s have passed; the heartbeat's note
+    /// names the wait.
+    #[test]
+    fn a_retry_after_on_a_write_pauses_every_next_call() {
+        fn answer(method: &str, path: &str, _nth: usize) -> (u16, Vec<String>, Value) {
+            match (method, path) {
+                ("POST", "/rest/api/2/issue/AURORA-1/comment") => (
+                    503,
+                    vec!["Retry-After: 3".to_string()],
+                    json!({"errorMessages": ["Service Unavailable"]}),
+                ),
+                ("GET", "/rest/api/2/issue/AURORA-2") => (
+                    200,
+                    Vec::new(),
+                    json!({"id": "10002", "key": "AURORA-2", "fields": {}}),
+                ),
+                _ => (201, Vec::new(), json!({"id": "1"})),
+            }
+        }
+        let (_server, mut jira, _clock, times) = timed(answer);
+        jira.set_min_interval(Duration::ZERO);
+        assert!(matches!(
+            post_comment(&mut jira),
+            Err(JiraError::Ambiguous(_))
+        ));
+        assert!(jira.rate_limited().is_some_and(|note| note.contains("3 с")));
+        assert!(
+            jira.ready_in() >= Duration::from_secs(2),
+            "{:?}",
+            jira.ready_in()
+        );
+        jira.read("/rest/api/2/issue/AURORA-2").unwrap();
+        jira.write_expecting(
+            "POST",
+            "/rest/api/2/issue/AURORA-3/comment",
+            &json!({"body": "y"}),
+            Need::Member("id"),
+        )
+        .unwrap();
+        let times = times.lock().unwrap().clone();
+        assert_eq!(times.len(), 3, "{times:?}");
+        for (call, at) in &times[1..] {
+            let gap = *at - times[0].1;
+            assert!(
+                gap >= Duration::from_secs(3),
+                "{call} went {gap:?} after the 503 that asked for 3 s"
+            );
+        }
+    }
 }

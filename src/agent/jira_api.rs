@@ -171,6 +171,11 @@ pub(crate) struct Jira {
     written: Vec<(u64, Duration)>,
     /// The user name Data Center named on its last authenticated answer (`X-AUSERNAME`).
     user_name: Option<String>,
+    /// Whether the last answer said `X-Seraph-LoginReason: OK` (Jira's login took the
+    /// credentials).
+    seraph_ok: bool,
+    /// Why Jira's login last refused the credentials, until taken (`--check` keeps it).
+    login_refused: Option<String>,
 }
 
 /// A call refused for credentials (see [`Jira::take_refusal`]).
@@ -224,7 +229,14 @@ impl Jira {
             board_types: std::collections::BTreeMap::new(),
             written: Vec::new(),
             user_name: None,
+            seraph_ok: false,
+            login_refused: None,
         }
+    }
+
+    /// Why Jira's login refused the credentials since the last call of this, taken.
+    pub(crate) fn take_login_refused(&mut self) -> Option<String> {
+        self.login_refused.take()
     }
 
     /// The credentials sent from now on (`Authorization`'s value), when the agent's source
@@ -454,7 +466,24 @@ impl Jira {
     /// answers anonymously, so a revoked Cloud token passes it: ServiceNow KB2942093). One try;
     /// a rate limit is noted, not waited out.
     pub(crate) fn probe_myself(&mut self) -> Result<(), JiraError> {
-        let reply = self.read_with("/rest/api/2/myself", 0, false)?;
+        let reply = match self.read_with("/rest/api/2/myself", 0, false) {
+            // `myself` needs nothing but a login: its 401 that Jira's login did not stamp
+            // `X-Seraph-LoginReason: OK` refuses the credentials themselves, whoever answered it
+            // (Jira, or a front proxy that authenticates by itself and sends no Seraph header):
+            // sent again it only counts another failed login (docs/jira-field-notes.md, "Failed
+            // logins count").
+            Err(JiraError::Held {
+                cause: Cause::Credentials,
+                reason,
+            }) if self.refusal.as_ref().is_some_and(|r| r.status == 401) && !self.seraph_ok => {
+                self.login_refused = Some(reason.clone());
+                return Err(JiraError::Held {
+                    cause: Cause::Rejected,
+                    reason,
+                });
+            }
+            other => other?,
+        };
         let user: Value = parse(&reply)?;
         if user.get("name").is_none() && user.get("accountId").is_none() {
             return Err(JiraError::Unavailable(format!(
@@ -492,6 +521,17 @@ impl Jira {
             .send(method, &url, self.authorization.expose(), body);
         self.last_call = Some(self.waits.now());
         tracing::debug!(method, path = %path_only(path), status = result.as_ref().map(|r| r.status).ok(), "jira call");
+        self.seraph_ok = result.as_ref().is_ok_and(|reply| {
+            reply
+                .headers
+                .iter()
+                .filter(|(name, _)| name == "x-seraph-loginreason")
+                .any(|(_, value)| {
+                    value
+                        .split(',')
+                        .any(|r| r.trim().eq_ignore_ascii_case("OK"))
+                })
+        });
         if let Ok(reply) = &result {
             self.note_limits(reply);
             if let Some(name) = reply.header("x-ausername")
@@ -690,6 +730,9 @@ impl Jira {
                     reason,
                 } => {
                     self.note_refusal(method, path, answer.as_ref().ok());
+                    if cause == Cause::Rejected {
+                        self.login_refused = Some(reason.clone());
+                    }
                     return Err(JiraError::Held { cause, reason });
                 }
                 // A connection not made is certainly not sent: tried again, then the queue holds.
@@ -857,6 +900,21 @@ impl Jira {
                                 }
                             })
                         });
+                    if let Some(wait) = self.busy {
+                        // The `Retry-After` pauses the client, not this request: every next
+                        // call, whichever command or look it serves, waits it out (Atlassian's
+                        // rate-limiting guidance; jira-python's `ResilientSession` sleeps the
+                        // session). The heartbeat says so while it lasts.
+                        tracing::info!(
+                            wait_ms = wait.as_millis() as u64,
+                            "Jira answered a write 503 with Retry-After: no call before it passes"
+                        );
+                        self.hold_until(self.waits.now() + wait);
+                        self.rate_limited = Some(format!(
+                            "HTTP 503 на запись: Retry-After {} с",
+                            wait.as_secs()
+                        ));
+                    }
                     return Err(JiraError::Ambiguous(why));
                 }
                 Class::Refused { status, message } => {
@@ -867,6 +925,9 @@ impl Jira {
                     reason,
                 } => {
                     self.note_refusal(method, path, answer.as_ref().ok());
+                    if cause == Cause::Rejected {
+                        self.login_refused = Some(reason.clone());
+                    }
                     return Err(JiraError::Held { cause, reason });
                 }
                 Class::Held {

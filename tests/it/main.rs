@@ -17,6 +17,7 @@ mod conflicts;
 mod connections;
 mod console;
 mod crash;
+mod credentials;
 mod db_faults;
 mod demo;
 mod hostile;
