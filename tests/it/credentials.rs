@@ -133,3 +133,35 @@ fn a_rotated_agent_token_over_an_hour_costs_bounded_calls_and_files() {
         "every request answered"
     );
 }
+
+/// Root's `agent --check` of the service runs under the service's name: its heartbeat carries the
+/// check's outcome, kept as the last check, and leaves the service's own state of Jira as the
+/// service reported it (refused), not painted green.
+#[test]
+fn a_check_beside_the_service_does_not_paint_it_green() {
+    use jira_hub::protocol::decode_value;
+    let dir = TestDir::new();
+    let clock = crate::support::clock();
+    let mut hub = ready_hub(&dir, &clock);
+    let refused = "Учётные данные отвергнуты и не отправляются, пока их не заменят";
+    for request in [
+        json!({"kind": "claim", "id": "svc-c", "agent": "svc", "sent_at": "2026-11-29T10:00:00Z",
+               "agent_version": "1.4.0", "settings_version": 0, "max_commands": 5}),
+        json!({"kind": "heartbeat", "id": "svc-h", "agent": "svc",
+               "sent_at": "2026-11-29T10:00:00Z", "agent_version": "1.4.0", "jira_ok": false,
+               "last_error": refused, "heartbeat_seconds": 60}),
+        json!({"kind": "heartbeat", "id": "check-h", "agent": "svc",
+               "sent_at": "2026-11-29T10:00:01Z", "agent_version": "1.4.0", "jira_ok": true,
+               "check": {"ran_at": "2026-11-29T10:00:01.000000Z", "ok": true, "lines": []}}),
+    ] {
+        hub.handle_agent_request(&decode_value(request).unwrap())
+            .unwrap();
+    }
+    let agent = hub.agents().unwrap().remove(0);
+    assert_eq!(agent.jira_ok, Some(false), "{agent:?}");
+    assert_eq!(agent.last_error.as_deref(), Some(refused));
+    assert!(
+        agent.last_check.is_some(),
+        "the check is kept as the last check"
+    );
+}
