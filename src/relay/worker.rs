@@ -651,6 +651,12 @@ impl Relay {
                 // Decoded from the one buffer read: the issues of its pages are ranges of it.
                 let decoded = decoded.unwrap_or_else(|| bytes.decode(observation.token));
                 let decision = decide_decoded(&observation, &limits, Some(decoded));
+                if let Decision::Refuse(refusal) = &decision
+                    && refusal.code == "bad_token"
+                    && let Some(agent) = crate::protocol::claimed_agent(bytes.bytes())
+                {
+                    self.hub.note_token_refused(&agent);
+                }
                 if decision == Decision::Wait
                     && let Some(seen) = self.sightings.get_mut(name)
                 {
@@ -867,12 +873,12 @@ impl Relay {
 const BAD_TOKEN_KEPT_EVERY: time::Duration = time::Duration::minutes(1);
 
 /// The agent a request's file name carries: `<kind>-<agent>-<random>.json` as the agent names
-/// its files (the part between the kind and the last `-`); empty for any other name.
+/// its files (the part between the kind and the last `-`); any other name stands for itself.
 fn agent_of_name(name: &str) -> &str {
     name.strip_suffix(".json")
         .and_then(|stem| stem.split_once('-'))
         .and_then(|(_, id)| id.rsplit_once('-'))
-        .map_or("", |(agent, _)| agent)
+        .map_or(name, |(agent, _)| agent)
 }
 
 /// The name of the refusal answer to `inbox/<kind>-<id>.json`: `error-<kind>-<id>.json`, so two

@@ -89,8 +89,17 @@ fn a_rotated_agent_token_over_an_hour_costs_bounded_calls_and_files() {
     let fake = FakeJira::start(Mode::DataCenter);
     let dir = TestDir::new();
     let clock = crate::support::clock();
-    let (hub, relay, _token) = crate::quiet::relay_hub_on(&dir, &clock);
+    let (mut hub, relay, token) = crate::quiet::relay_hub_on(&dir, &clock);
     let mut worker = crate::quiet::worker(&hub);
+    // Before the rotation the agent was heard with its good token, Jira up.
+    drop_file(
+        &relay.join("inbox"),
+        "heartbeat-agent-1-before.json",
+        &json!({"kind": "heartbeat", "id": "agent-1-before", "agent": "agent-1",
+                "sent_at": crate::quiet::at(&clock), "token": token, "agent_version": "1.4.0",
+                "jira_ok": true, "heartbeat_seconds": 60}),
+    );
+    assert_eq!(worker.pass().unwrap().applied, 1);
     let config = json!({
         "jira_url": fake.url(), "jira_user": "agent", "jira_password": "secret",
         "agent_token": "the-token-before-rotation", "name": "agent-1",
@@ -131,6 +140,13 @@ fn a_rotated_agent_token_over_an_hour_costs_bounded_calls_and_files() {
     assert!(
         std::fs::read_dir(relay.join("inbox")).unwrap().count() == 0,
         "every request answered"
+    );
+    // The console shows the agent refused by the hub, with since when, not «Jira доступна».
+    let agent = hub.agents().unwrap().remove(0);
+    let refused = agent.hub_refused.clone().unwrap_or_default();
+    assert!(
+        refused.starts_with("Хаб отвергает токен агента с "),
+        "{agent:?}"
     );
 }
 
