@@ -2485,4 +2485,37 @@ mod tests {
             );
         }
     }
+
+    /// `myself` needs nothing but a login: its 401 without `X-Seraph-LoginReason: OK` (a front
+    /// proxy that authenticates by itself, nginx `auth_basic`) refuses the credentials
+    /// themselves, held as refused (never probed again with the same secret); the same 401
+    /// stamped OK by Jira's login stays a question about the path.
+    #[test]
+    fn a_401_on_myself_without_seraphs_ok_refuses_the_credentials() {
+        fn front_proxy(_: &str, _: &str, _: usize) -> (u16, Vec<String>, Value) {
+            let realm = vec!["WWW-Authenticate: Basic realm=\"jira\"".to_string()];
+            (401, realm, json!({"message": "401 Authorization Required"}))
+        }
+        fn stamped(_: &str, _: &str, _: usize) -> (u16, Vec<String>, Value) {
+            let ok = vec!["X-Seraph-LoginReason: OK".to_string()];
+            (401, ok, json!({"errorMessages": ["scope does not match"]}))
+        }
+        let (_server, mut jira, _clock, _times) = timed(front_proxy);
+        assert!(matches!(
+            jira.probe_myself(),
+            Err(JiraError::Held {
+                cause: crate::agent::answer::Cause::Rejected,
+                ..
+            })
+        ));
+        assert!(jira.take_login_refused().is_some());
+        let (_server, mut jira, _clock, _times) = timed(stamped);
+        assert!(matches!(
+            jira.probe_myself(),
+            Err(JiraError::Held {
+                cause: crate::agent::answer::Cause::Credentials,
+                ..
+            })
+        ));
+    }
 }

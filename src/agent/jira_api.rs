@@ -1224,9 +1224,11 @@ impl Jira {
             if let Some(properties) = ask.properties {
                 path.push_str(&format!("&properties={}", jql::encode(properties)));
             }
-            if !ask.reconcile.is_empty() {
-                let ids: Vec<String> = ask.reconcile.iter().map(u64::to_string).collect();
-                path.push_str(&format!("&reconcileIssues={}", jql::encode(&ids.join(","))));
+            // An `int64` array in the query without a `style`: OpenAPI's default, form with
+            // `explode`, one `reconcileIssues=<id>` per id (Atlassian's description of
+            // `search/jql`; GitLab's Jira client appends one per id).
+            for id in ask.reconcile {
+                path.push_str(&format!("&reconcileIssues={id}"));
             }
             if let Some(token) = &token {
                 path.push_str(&format!("&nextPageToken={}", jql::encode(token)));
