@@ -1611,21 +1611,18 @@ fn a_rotated_password_and_a_front_proxys_401() {
     let old = call_as(&fake, "GET", "/rest/api/2/myself", Some(&basic_auth()));
     assert_eq!(old.status, 401);
     assert_eq!(fake.refused_logins(&basic_auth()), 1);
-    let new = call_as(
-        &fake,
-        "GET",
-        "/rest/api/2/myself",
-        Some(&basic_auth_with("rotated")),
-    );
-    assert_eq!(new.status, 200);
+    let myself = || {
+        call_as(
+            &fake,
+            "GET",
+            "/rest/api/2/myself",
+            Some(&basic_auth_with("rotated")),
+        )
+    };
+    assert_eq!(myself().status, 200);
     assert_eq!(fake.refused_logins(&basic_auth_with("rotated")), 0);
     fake.fault(Endpoint::Myself, Fault::FrontProxyUnauthorized, 1);
-    let proxy = call_as(
-        &fake,
-        "GET",
-        "/rest/api/2/myself",
-        Some(&basic_auth_with("rotated")),
-    );
+    let proxy = myself();
     assert_eq!(proxy.status, 401);
     assert_eq!(proxy.header("X-Seraph-LoginReason"), None);
     assert_eq!(proxy.header("X-AUSERNAME"), None);
