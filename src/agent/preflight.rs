@@ -154,7 +154,8 @@ pub(crate) fn run(jira: &mut Jira, hub: &HubLink, refused: Option<String>) -> Ve
                 }
                 LinkError::Other(why) => format!("хаб не ответил: «{why}»"),
                 LinkError::BadToken(why) => {
-                    format!("хаб не принимает токен агента (agent_token): «{why}»")
+                    // The preflight's one request to the hub is its claim.
+                    format!("хаб отказал в запросе claim: «{why}» (токен агента, agent_token)")
                 }
             };
             checks.push(HUB_CHECK, false, detail);
