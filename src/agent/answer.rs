@@ -262,12 +262,23 @@ fn seraph_failed(reply: &Reply) -> Option<String> {
 }
 
 /// A `Location` that is a login page: Jira's `login.jsp`, Cloud's or an SSO's login and SAML
-/// endpoints.
+/// endpoints. Keycloak's sign-in is `<base>/realms/<realm>/protocol/openid-connect/auth` (before
+/// Keycloak 17 under `/auth/realms/…`; Keycloak's "Server administration guide", OIDC endpoints),
+/// with none of the other words in it.
 fn is_login_location(location: &str) -> bool {
     let lower = location.to_ascii_lowercase();
-    ["login", "saml", "/sso", "oauth", "signin", "authenticate"]
-        .iter()
-        .any(|word| lower.contains(word))
+    [
+        "login",
+        "saml",
+        "/sso",
+        "oauth",
+        "signin",
+        "authenticate",
+        "openid-connect",
+        "/realms/",
+    ]
+    .iter()
+    .any(|word| lower.contains(word))
 }
 
 #[cfg(test)]
@@ -574,5 +585,27 @@ mod tests {
                 }
             );
         }
+    }
+
+    /// A sign-in redirect of an SSO in front of Jira reads as credentials, not as «check
+    /// jira_url»: Keycloak's OpenID Connect endpoint (old and new paths) and a SAML IdP's.
+    #[test]
+    fn sso_sign_in_redirects_are_credentials() {
+        for location in [
+            "https://kc.corp.ru/realms/corp/protocol/openid-connect/auth?client_id=jira&response_type=code",
+            "https://kc.corp.ru/auth/realms/corp/protocol/openid-connect/auth?client_id=jira",
+            "https://adfs.corp.ru/adfs/ls/?SAMLRequest=fZJBT8Mw",
+        ] {
+            let redirect = reply(302, &[("Location", location)], "");
+            assert!(
+                is_held(&class("GET", Need::Json, &redirect), Cause::Credentials),
+                "{location}"
+            );
+        }
+        let elsewhere = reply(301, &[("Location", "https://jira.corp.ru/")], "");
+        assert!(is_held(
+            &class("GET", Need::Json, &elsewhere),
+            Cause::Unreachable
+        ));
     }
 }

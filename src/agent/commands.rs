@@ -2507,4 +2507,89 @@ mod tests {
             "{seen:?}"
         );
     }
+
+    /// A `Retry-After` pauses the client, not the request: a write answered 503 with
+    /// `Retry-After: 3` (released, a 503 is no proof) holds every next call, a read of another
+    /// issue and another command's write alike, until the 3 s have passed; the heartbeat's note
+    /// names the wait.
+    #[test]
+    fn a_retry_after_on_a_write_pauses_every_next_call() {
+        fn answer(method: &str, path: &str, _nth: usize) -> (u16, Vec<String>, Value) {
+            match (method, path) {
+                ("POST", "/rest/api/2/issue/AURORA-1/comment") => (
+                    503,
+                    vec!["Retry-After: 3".to_string()],
+                    json!({"errorMessages": ["Service Unavailable"]}),
+                ),
+                ("GET", "/rest/api/2/issue/AURORA-2") => (
+                    200,
+                    Vec::new(),
+                    json!({"id": "10002", "key": "AURORA-2", "fields": {}}),
+                ),
+                _ => (201, Vec::new(), json!({"id": "1"})),
+            }
+        }
+        let (_server, mut jira, _clock, times) = timed(answer);
+        jira.set_min_interval(Duration::ZERO);
+        assert!(matches!(
+            post_comment(&mut jira),
+            Err(JiraError::Ambiguous(_))
+        ));
+        assert!(jira.rate_limited().is_some_and(|note| note.contains("3 с")));
+        assert!(
+            jira.ready_in() >= Duration::from_secs(2),
+            "{:?}",
+            jira.ready_in()
+        );
+        jira.read("/rest/api/2/issue/AURORA-2").unwrap();
+        jira.write_expecting(
+            "POST",
+            "/rest/api/2/issue/AURORA-3/comment",
+            &json!({"body": "y"}),
+            Need::Member("id"),
+        )
+        .unwrap();
+        let times = times.lock().unwrap().clone();
+        assert_eq!(times.len(), 3, "{times:?}");
+        for (call, at) in &times[1..] {
+            let gap = *at - times[0].1;
+            assert!(
+                gap >= Duration::from_secs(3),
+                "{call} went {gap:?} after the 503 that asked for 3 s"
+            );
+        }
+    }
+
+    /// `myself` needs nothing but a login: its 401 without `X-Seraph-LoginReason: OK` (a front
+    /// proxy that authenticates by itself, nginx `auth_basic`) refuses the credentials
+    /// themselves, held as refused (never probed again with the same secret); the same 401
+    /// stamped OK by Jira's login stays a question about the path.
+    #[test]
+    fn a_401_on_myself_without_seraphs_ok_refuses_the_credentials() {
+        fn front_proxy(_: &str, _: &str, _: usize) -> (u16, Vec<String>, Value) {
+            let realm = vec!["WWW-Authenticate: Basic realm=\"jira\"".to_string()];
+            (401, realm, json!({"message": "401 Authorization Required"}))
+        }
+        fn stamped(_: &str, _: &str, _: usize) -> (u16, Vec<String>, Value) {
+            let ok = vec!["X-Seraph-LoginReason: OK".to_string()];
+            (401, ok, json!({"errorMessages": ["scope does not match"]}))
+        }
+        let (_server, mut jira, _clock, _times) = timed(front_proxy);
+        assert!(matches!(
+            jira.probe_myself(),
+            Err(JiraError::Held {
+                cause: crate::agent::answer::Cause::Rejected,
+                ..
+            })
+        ));
+        assert!(jira.take_login_refused().is_some());
+        let (_server, mut jira, _clock, _times) = timed(stamped);
+        assert!(matches!(
+            jira.probe_myself(),
+            Err(JiraError::Held {
+                cause: crate::agent::answer::Cause::Credentials,
+                ..
+            })
+        ));
+    }
 }

@@ -103,6 +103,16 @@ pub(crate) struct AgentConfig {
     /// ([`super::transport::LinkError::NoAnswer`]); `None`: as long as it takes. Never read
     /// from the file.
     pub hub_answer_limit: Option<Duration>,
+    /// The agent's state folder (`state_dir`, else systemd's `$STATE_DIRECTORY`, else
+    /// [`SERVICE_STATE_DIR`] when it exists): where a refused secret's fingerprint is kept.
+    pub state_dir: Option<PathBuf>,
+    /// Whether a secret came from systemd's `$CREDENTIALS_DIRECTORY`: copied at the service's
+    /// start (`LoadCredential=`), a changed file in `/etc/credstore` reaches it only after a
+    /// restart.
+    pub systemd_credentials: bool,
+    /// Where each secret came from (its key → the source in words, never the value), for the
+    /// start-up log.
+    pub secret_sources: Vec<(&'static str, String)>,
 }
 
 /// The environment the loader reads: variables and the systemd credentials folder. Tests pass
@@ -141,7 +151,7 @@ const LEGACY_KEYS: [&str; 20] = [
     "jira_login",
 ];
 
-const KNOWN_KEYS: [&str; 27] = [
+const KNOWN_KEYS: [&str; 28] = [
     "jira_url",
     "jira_user",
     "jira_password",
@@ -166,6 +176,7 @@ const KNOWN_KEYS: [&str; 27] = [
     "search_lag_seconds",
     "deployment",
     "release_grace_seconds",
+    "state_dir",
     "$comment",
     "_comment",
     "comment",
@@ -200,14 +211,25 @@ impl AgentConfig {
     pub(crate) fn load(path: &Path) -> anyhow::Result<AgentConfig> {
         let text = std::fs::read_to_string(path).map_err(|e| unreadable(path, &e))?;
         let var = |name: &str| std::env::var(name).ok();
-        let config = Self::from_text(&text, &Environment { var: &var })
+        let config = Self::from_text_at(&text, &Environment { var: &var }, Some(path))
             .map_err(|e| anyhow::anyhow!("config {}: {e}", path.display()))?;
         warn_if_secret_is_readable(path, &text);
         Ok(config)
     }
 
-    /// Parses and validates a config's text.
+    /// Parses and validates a config's text (not the service's config: the machine's credential
+    /// store is never read).
     pub(crate) fn from_text(text: &str, env: &Environment<'_>) -> Result<AgentConfig, ConfigError> {
+        Self::from_text_at(text, env, None)
+    }
+
+    /// Parses and validates the text of the config file at `path`: the service's own config
+    /// ([`SERVICE_CONFIG`]) may fall back on the machine's credential store.
+    pub(crate) fn from_text_at(
+        text: &str,
+        env: &Environment<'_>,
+        path: Option<&Path>,
+    ) -> Result<AgentConfig, ConfigError> {
         let value: Value = serde_json::from_str(text)
             .map_err(|e| refuse("(file)", format!("not valid JSON: {e}")))?;
         let Value::Object(map) = value else {
@@ -221,12 +243,14 @@ impl AgentConfig {
         if !unknown.is_empty() {
             tracing::warn!(keys = %unknown.join(", "), "unknown config keys are ignored");
         }
-        Self::from_map(&map, env)
+        let service = path.is_some_and(is_service_config);
+        Self::from_map(&map, env, service)
     }
 
     fn from_map(
         map: &Map<String, Value>,
         env: &Environment<'_>,
+        service: bool,
     ) -> Result<AgentConfig, ConfigError> {
         let jira_url = url(map, "jira_url")?.ok_or_else(|| {
             refuse(
@@ -235,15 +259,27 @@ impl AgentConfig {
             )
         })?;
         let credentials = env.get("CREDENTIALS_DIRECTORY").map(PathBuf::from);
-        let secret = |key: &str, env_var: &str, file_key: &str, credential: &str| {
-            find_secret(
+        let sources = std::cell::RefCell::new(Vec::new());
+        let secret = |key: &'static str, env_var: &str, file_key: &str, credential: &str| {
+            let found = find_secret(
                 map,
                 env,
-                &credential_files(credentials.as_deref(), credential),
+                (
+                    &credential_files(credentials.as_deref(), credential, service),
+                    if credentials.is_some() {
+                        SYSTEMD_CREDENTIAL
+                    } else {
+                        "хранилище учётных данных"
+                    },
+                ),
                 key,
                 env_var,
                 file_key,
-            )
+            )?;
+            Ok::<_, ConfigError>(found.map(|(secret, source)| {
+                sources.borrow_mut().push((key, source));
+                secret
+            }))
         };
         let jira_token = secret(
             "jira_token",
@@ -326,6 +362,17 @@ impl AgentConfig {
                 ));
             }
         };
+        let state_dir = string(map, "state_dir")?
+            .or_else(|| env.get("STATE_DIRECTORY"))
+            .map(PathBuf::from)
+            .or_else(|| {
+                let service = Path::new(SERVICE_STATE_DIR);
+                service.is_dir().then(|| service.to_path_buf())
+            });
+        let secret_sources = sources.into_inner();
+        let systemd_credentials = secret_sources
+            .iter()
+            .any(|(_, source)| source.starts_with(SYSTEMD_CREDENTIAL));
         let secs = |key: &str, default: u64, min: u64, max: u64| -> Result<Duration, ConfigError> {
             Ok(Duration::from_secs(
                 integer(map, key, min, max)?.unwrap_or(default),
@@ -364,6 +411,9 @@ impl AgentConfig {
             )?,
             one_shot: false,
             hub_answer_limit: None,
+            state_dir,
+            systemd_credentials,
+            secret_sources,
         })
     }
 
@@ -469,32 +519,55 @@ fn integer(
 /// its order: the shipped unit loads `jira_password` from `jira-hub-agent.jira_password` there.
 const CREDENTIAL_STORES: [&str; 3] = ["/etc/credstore", "/run/credstore", "/usr/lib/credstore"];
 
-/// The files a credential is read from: `$CREDENTIALS_DIRECTORY/<id>` under systemd (the unit
-/// loaded it), else the credential store's `jira-hub-agent.<id>`, the file the unit loads it
-/// from, so that `agent --check` run by root reads the secrets the service gets.
-fn credential_files(credentials: Option<&Path>, credential: &str) -> Vec<PathBuf> {
+/// The config the shipped unit runs (`systemd/jira-hub-agent.service`, `ExecStart=`): the only
+/// one whose secrets may come from the machine's credential store without systemd.
+pub(crate) const SERVICE_CONFIG: &str = "/etc/jira-hub-agent/agent.json";
+
+/// The state folder the shipped unit gives the agent (`StateDirectory=jira-hub-agent`), taken by
+/// a run without `$STATE_DIRECTORY` (root's `--check`) when it exists.
+pub(crate) const SERVICE_STATE_DIR: &str = "/var/lib/jira-hub-agent";
+
+/// How a secret from `$CREDENTIALS_DIRECTORY` is named in the start-up log.
+const SYSTEMD_CREDENTIAL: &str = "учётные данные systemd";
+
+/// Whether `path` is the service's own config (the same file, however it is named).
+fn is_service_config(path: &Path) -> bool {
+    let canonical = |p: &Path| std::fs::canonicalize(p).ok();
+    path == Path::new(SERVICE_CONFIG)
+        || canonical(path).is_some_and(|p| Some(p) == canonical(Path::new(SERVICE_CONFIG)))
+}
+
+/// The files a credential may be read from, after the environment, the `*_file` key and the
+/// config's own value: `$CREDENTIALS_DIRECTORY/<id>` under systemd (the unit loaded it); without
+/// it, the machine's credential store (`jira-hub-agent.<id>`, the file the unit loads it from)
+/// only for the service's own config (`service`), so that root's `agent --check` of the service
+/// reads the secrets the service gets, and no other agent (a second one, the demo, a test) ever
+/// takes the service's secrets.
+fn credential_files(credentials: Option<&Path>, credential: &str, service: bool) -> Vec<PathBuf> {
     match credentials {
         Some(dir) => vec![dir.join(credential)],
-        None => CREDENTIAL_STORES
+        None if service => CREDENTIAL_STORES
             .iter()
             .map(|store| Path::new(store).join(format!("jira-hub-agent.{credential}")))
             .collect(),
+        None => Vec::new(),
     }
 }
 
-/// A secret, looked up in order: the environment variable, the `*_file` key, the systemd
-/// credential (the first of `credential_files` that can be read and is not empty), the value in
-/// the config itself. A file's content is trimmed of its final newline.
+/// A secret and where it came from, looked up in order: the environment variable, the `*_file`
+/// key, the value in the config itself, then the credential store (the first of
+/// `credential_files` that can be read and is not empty): what the agent was given always wins
+/// over what the machine holds. A file's content is trimmed of its final newline.
 fn find_secret(
     map: &Map<String, Value>,
     env: &Environment<'_>,
-    credential_files: &[PathBuf],
+    (credential_files, store): (&[PathBuf], &str),
     key: &str,
     env_var: &str,
     file_key: &str,
-) -> Result<Option<Secret>, ConfigError> {
+) -> Result<Option<(Secret, String)>, ConfigError> {
     if let Some(value) = env.get(env_var) {
-        return Ok(Some(Secret::new(value)));
+        return Ok(Some((Secret::new(value), format!("переменная {env_var}"))));
     }
     if let Some(file) = string(map, file_key)? {
         let text = std::fs::read_to_string(&file)
@@ -503,17 +576,23 @@ fn find_secret(
         if text.is_empty() {
             return Err(refuse(file_key, format!("{file} is empty")));
         }
-        return Ok(Some(Secret::new(text)));
+        return Ok(Some((Secret::new(text), format!("{file_key} {file}"))));
+    }
+    if let Some(value) = string(map, key)? {
+        return Ok(Some((Secret::new(value), "конфигурация".to_string())));
     }
     for path in credential_files {
         if let Ok(text) = std::fs::read_to_string(path) {
             let text = text.trim_end_matches(['\n', '\r']).to_string();
             if !text.is_empty() {
-                return Ok(Some(Secret::new(text)));
+                return Ok(Some((
+                    Secret::new(text),
+                    format!("{store} {}", path.display()),
+                )));
             }
         }
     }
-    Ok(string(map, key)?.map(Secret::new))
+    Ok(None)
 }
 
 /// The layout the shipped unit expects (README, "The agent → As a Debian service"), which the
@@ -727,8 +806,35 @@ mod tests {
         };
         assert_eq!(
             password.expose(),
+            "secret",
+            "the value the config was given beats systemd's credential"
+        );
+        assert_eq!(
+            config.secret_sources,
+            vec![
+                ("jira_password", "конфигурация".to_string()),
+                ("agent_token", "переменная JIRA_HUB_AGENT_TOKEN".to_string())
+            ]
+        );
+        assert!(!config.systemd_credentials);
+        let mut bare = value.clone();
+        bare.as_object_mut().unwrap().remove("jira_password");
+        let config = AgentConfig::from_text(&bare.to_string(), &Environment { var: &env }).unwrap();
+        let JiraAuth::Basic { password, .. } = &config.jira_auth else {
+            panic!()
+        };
+        assert_eq!(
+            password.expose(),
             "from-credential",
-            "the credential beats the inline value"
+            "the service's fallback"
+        );
+        assert!(config.systemd_credentials);
+        assert!(
+            config.secret_sources[0]
+                .1
+                .starts_with("учётные данные systemd"),
+            "{:?}",
+            config.secret_sources
         );
         let shown = format!("{config:?}");
         for secret in ["from-env", "from-credential", "secret", "tok"] {
@@ -753,6 +859,24 @@ mod tests {
                 .key,
             "agent_token_file"
         );
+    }
+
+    /// Without `$CREDENTIALS_DIRECTORY`, only the service's own config falls back on the
+    /// machine's credential store: another config (a second agent, the demo, a test run as root)
+    /// never takes the service's secrets, and its missing secret is named as missing.
+    #[test]
+    fn the_machine_store_is_the_services_fallback_only() {
+        assert!(credential_files(None, "jira_password", false).is_empty());
+        assert_eq!(
+            credential_files(None, "jira_password", true)[0],
+            Path::new("/etc/credstore/jira-hub-agent.jira_password")
+        );
+        assert_eq!(
+            credential_files(Some(Path::new("/run/credentials/x")), "agent_token", false),
+            vec![PathBuf::from("/run/credentials/x/agent_token")]
+        );
+        assert!(is_service_config(Path::new(SERVICE_CONFIG)));
+        assert!(!is_service_config(Path::new("/tmp/agent.json")));
     }
 
     /// Issue 24, §4: a request timeout the watchdog would not survive is refused with a clear

@@ -199,6 +199,11 @@ pub(crate) struct Jira {
     /// The least grace the running command asks of the hub if it is given back (`released`):
     /// the time a lagging search needs to show what it may have written.
     release_for: Duration,
+    /// Whether the last answer said `X-Seraph-LoginReason: OK` (Jira's login took the
+    /// credentials).
+    seraph_ok: bool,
+    /// Why Jira's login last refused the credentials, until taken (`--check` keeps it).
+    login_refused: Option<String>,
 }
 
 /// A call refused for credentials (see [`Jira::take_refusal`]).
@@ -254,7 +259,14 @@ impl Jira {
             clustered: false,
             comment_properties_kept: None,
             release_for: Duration::ZERO,
+            seraph_ok: false,
+            login_refused: None,
         }
+    }
+
+    /// Why Jira's login refused the credentials since the last call of this, taken.
+    pub(crate) fn take_login_refused(&mut self) -> Option<String> {
+        self.login_refused.take()
     }
 
     /// The credentials sent from now on (`Authorization`'s value), when the agent's source
@@ -511,7 +523,24 @@ impl Jira {
     /// answers anonymously, so a revoked Cloud token passes it: ServiceNow KB2942093). One try;
     /// a rate limit is noted, not waited out.
     pub(crate) fn probe_myself(&mut self) -> Result<(), JiraError> {
-        let reply = self.read_with("/rest/api/2/myself", 0, false)?;
+        let reply = match self.read_with("/rest/api/2/myself", 0, false) {
+            // `myself` needs nothing but a login: its 401 that Jira's login did not stamp
+            // `X-Seraph-LoginReason: OK` refuses the credentials themselves, whoever answered it
+            // (Jira, or a front proxy that authenticates by itself and sends no Seraph header):
+            // sent again it only counts another failed login (docs/jira-field-notes.md, "Failed
+            // logins count").
+            Err(JiraError::Held {
+                cause: Cause::Credentials,
+                reason,
+            }) if self.refusal.as_ref().is_some_and(|r| r.status == 401) && !self.seraph_ok => {
+                self.login_refused = Some(reason.clone());
+                return Err(JiraError::Held {
+                    cause: Cause::Rejected,
+                    reason,
+                });
+            }
+            other => other?,
+        };
         let user: Value = parse(&reply)?;
         if user.get("name").is_none() && user.get("accountId").is_none() {
             return Err(JiraError::Unavailable(format!(
@@ -549,6 +578,17 @@ impl Jira {
             .send(method, &url, self.authorization.expose(), body);
         self.last_call = Some(self.waits.now());
         tracing::debug!(method, path = %path_only(path), status = result.as_ref().map(|r| r.status).ok(), "jira call");
+        self.seraph_ok = result.as_ref().is_ok_and(|reply| {
+            reply
+                .headers
+                .iter()
+                .filter(|(name, _)| name == "x-seraph-loginreason")
+                .any(|(_, value)| {
+                    value
+                        .split(',')
+                        .any(|r| r.trim().eq_ignore_ascii_case("OK"))
+                })
+        });
         if let Ok(reply) = &result {
             self.note_limits(reply);
             // Who the agent is comes from `myself` (see [`Me::is`]), never from
@@ -749,6 +789,9 @@ impl Jira {
                     reason,
                 } => {
                     self.note_refusal(method, path, answer.as_ref().ok());
+                    if cause == Cause::Rejected {
+                        self.login_refused = Some(reason.clone());
+                    }
                     return Err(JiraError::Held { cause, reason });
                 }
                 // A connection not made is certainly not sent: tried again, then the queue holds.
@@ -916,6 +959,21 @@ impl Jira {
                                 }
                             })
                         });
+                    if let Some(wait) = self.busy {
+                        // The `Retry-After` pauses the client, not this request: every next
+                        // call, whichever command or look it serves, waits it out (Atlassian's
+                        // rate-limiting guidance; jira-python's `ResilientSession` sleeps the
+                        // session). The heartbeat says so while it lasts.
+                        tracing::info!(
+                            wait_ms = wait.as_millis() as u64,
+                            "Jira answered a write 503 with Retry-After: no call before it passes"
+                        );
+                        self.hold_until(self.waits.now() + wait);
+                        self.rate_limited = Some(format!(
+                            "HTTP 503 на запись: Retry-After {} с",
+                            wait.as_secs()
+                        ));
+                    }
                     return Err(JiraError::Ambiguous(why));
                 }
                 Class::Refused { status, message } => {
@@ -926,6 +984,9 @@ impl Jira {
                     reason,
                 } => {
                     self.note_refusal(method, path, answer.as_ref().ok());
+                    if cause == Cause::Rejected {
+                        self.login_refused = Some(reason.clone());
+                    }
                     return Err(JiraError::Held { cause, reason });
                 }
                 Class::Held {
@@ -1222,9 +1283,11 @@ impl Jira {
             if let Some(properties) = ask.properties {
                 path.push_str(&format!("&properties={}", jql::encode(properties)));
             }
-            if !ask.reconcile.is_empty() {
-                let ids: Vec<String> = ask.reconcile.iter().map(u64::to_string).collect();
-                path.push_str(&format!("&reconcileIssues={}", jql::encode(&ids.join(","))));
+            // An `int64` array in the query without a `style`: OpenAPI's default, form with
+            // `explode`, one `reconcileIssues=<id>` per id (Atlassian's description of
+            // `search/jql`; GitLab's Jira client appends one per id).
+            for id in ask.reconcile {
+                path.push_str(&format!("&reconcileIssues={id}"));
             }
             if let Some(token) = &token {
                 path.push_str(&format!("&nextPageToken={}", jql::encode(token)));

@@ -20,6 +20,7 @@ pub(crate) mod jira_api;
 pub(crate) mod jql;
 pub(crate) mod net;
 pub(crate) mod preflight;
+pub(crate) mod refused;
 pub(crate) mod transport;
 pub(crate) mod wait;
 
@@ -85,7 +86,12 @@ pub(crate) fn check(mut config: AgentConfig, shutdown: Arc<AtomicBool>) -> anyho
     config.one_shot = true;
     config.hub_answer_limit = Some(preflight::HUB_ANSWER_LIMIT);
     let mut agent = Agent::new(&config, shutdown, Arc::new(SystemClock), Notifier::Systemd)?;
-    let lines = preflight::run(&mut agent.jira, &agent.hub);
+    // Credentials Jira refused (here, or in the service's run) are not sent by the check either.
+    let refused = agent.rejected.as_ref().and(agent.jira_down.clone());
+    let lines = preflight::run(&mut agent.jira, &agent.hub, refused);
+    if let Some(reason) = agent.jira.take_login_refused() {
+        agent.reject(&reason);
+    }
     // A hub that did not answer the claim is not asked again to take the outcome.
     let hub_answered = lines
         .iter()
@@ -212,12 +218,21 @@ struct Agent {
     refused: Option<RefusedPath>,
     /// Where new credentials come from (`None`: `--once` and `--check`, which do not wait).
     source: Option<CredentialSource>,
-    /// Jira's login refused the credentials in use (issue 31, item 4): they are not sent again
-    /// until the source gives other ones, or [`REJECTED_RETRY`] after the last try.
+    /// Jira's login refused the credentials in use: they are not sent again until the source
+    /// gives other ones, whatever the time, the restarts or the `--check`s between (each failed
+    /// login counts toward Data Center's CAPTCHA and the directory's lockout:
+    /// docs/jira-field-notes.md, "Failed logins count").
     rejected: Option<Rejected>,
     /// The give-backs of each command so far, kept only while the hub does not bound them
     /// (it sends no `previous_release`: the previous release), by command id.
     given_back: std::collections::HashMap<i64, GivenBack>,
+    /// Where the refused secret's fingerprint is kept across restarts and `--check`.
+    refused_store: refused::RefusedStore,
+    /// The secrets came from systemd's `$CREDENTIALS_DIRECTORY` (copied at the service's start).
+    systemd_credentials: bool,
+    /// The hub refuses the agent token: nothing is claimed, and the hub is asked again (one
+    /// heartbeat) after a pause that doubles up to [`HUB_REFUSED_MAX`].
+    hub_refused: Option<HubRefused>,
 }
 
 /// What the agent remembers of one command's give-backs under a hub that does not bound them.
@@ -231,22 +246,43 @@ struct GivenBack {
     refused: Option<RefusedPath>,
 }
 
+/// The hub's refusal of the agent token, while it lasts.
+struct HubRefused {
+    reason: String,
+    /// Requests refused in a row.
+    tries: u32,
+    /// When the hub may be asked again (monotonic, [`Waits::now`]).
+    next: Duration,
+}
+
+/// The longest pause between two requests to a hub that refuses the agent token: a rotated token
+/// costs the hub about 20 refused requests an hour (a `rejected/` file each, at most one a
+/// minute kept), not one every `idle_poll`.
+const HUB_REFUSED_MAX: Duration = Duration::from_secs(300);
+
+/// The pause after the `tries`-th refusal in a row: 2 s, 4 s, 8 s … at most [`HUB_REFUSED_MAX`].
+fn hub_refused_wait(tries: u32) -> Duration {
+    Duration::from_secs(1u64 << tries.clamp(1, 9)).min(HUB_REFUSED_MAX)
+}
+
 /// Credentials Jira's login refused.
 struct Rejected {
     /// The `Authorization` value refused.
     authorization: String,
-    /// When it was last sent (monotonic, [`Waits::now`]).
-    tried: Duration,
 }
 
-/// How often credentials Jira refused are tried again when their source gives no new ones:
-/// each failed login counts toward Data Center's CAPTCHA (after 3) and the directory's lockout
-/// (docs/jira-field-notes.md, "Failed logins count").
-const REJECTED_RETRY: Duration = Duration::from_secs(3600);
-
-/// The words the hub shows for refused credentials (it adds «с <time>»).
-fn rejected_words(reason: &str) -> String {
-    format!("Учётные данные отвергнуты, агент ждёт новых: {reason}")
+/// The words the hub shows for refused credentials (it adds «с <time>»). Under systemd the
+/// secrets were copied at the service's start (`LoadCredential=`, systemd.exec(5)): a file
+/// changed in `/etc/credstore` reaches the agent only after a restart, and the words say so.
+fn rejected_words(reason: &str, systemd: bool) -> String {
+    let restart = if systemd {
+        "; секреты службы копируются при её запуске: после замены файла в /etc/credstore перезапустите её (systemctl restart jira-hub-agent)"
+    } else {
+        ""
+    };
+    format!(
+        "Учётные данные отвергнуты, агент ждёт новых и не отправляет эти снова, пока их не заменят{restart}: {reason}"
+    )
 }
 
 impl Agent {
@@ -269,7 +305,12 @@ impl Agent {
         );
         let hub = Arc::new(HubLink::new(config, client, waits.clone()));
         tracing::info!(version = transport::AGENT_VERSION, "{}", config.describe());
-        Ok(Agent {
+        for (key, source) in &config.secret_sources {
+            tracing::info!(secret = key, from = %source, "where the secret comes from");
+        }
+        let refused_store = refused::RefusedStore::new(config.state_dir.clone());
+        let remembered = refused_store.refused(jira.authorization());
+        let mut agent = Agent {
             jira,
             hub,
             waits,
@@ -296,7 +337,28 @@ impl Agent {
             source: None,
             rejected: None,
             given_back: std::collections::HashMap::new(),
-        })
+            refused_store,
+            systemd_credentials: config.systemd_credentials,
+            hub_refused: None,
+        };
+        if let Some(remembered) = remembered {
+            // Refused before this run (the service, or a `--check`): held from the start, the
+            // same secret never sent.
+            let words = rejected_words(
+                &format!(
+                    "{} (отвергнуты {})",
+                    remembered.reason, remembered.refused_at
+                ),
+                agent.systemd_credentials,
+            );
+            tracing::warn!(refused_at = %remembered.refused_at, reason = %remembered.reason, "Jira refused these credentials before: they are not sent until they change");
+            agent.rejected = Some(Rejected {
+                authorization: agent.jira.authorization().to_string(),
+            });
+            agent.jira_down = Some(words.clone());
+            agent.last_error = Some(words);
+        }
+        Ok(agent)
     }
 
     fn with_source(mut self, source: CredentialSource) -> Agent {
@@ -305,15 +367,19 @@ impl Agent {
     }
 
     /// Jira's login refused the credentials in use: held, and they are not sent again until
-    /// they change (or an hour passes).
+    /// they change; their fingerprint is kept in the state folder for the next runs.
     fn reject(&mut self, reason: &str) -> String {
-        let words = rejected_words(reason);
+        let words = rejected_words(reason, self.systemd_credentials);
         if self.rejected.is_none() {
-            tracing::warn!(%reason, "Jira refused the agent's credentials: they are not sent again until they change (the config and secret files are read again), at most once an hour otherwise");
+            tracing::warn!(%reason, "Jira refused the agent's credentials: they are not sent again until they change (the config and secret files are read again)");
         }
+        self.refused_store.remember(
+            self.jira.authorization(),
+            &crate::domain::time::format_utc(self.waits.wall()),
+            reason,
+        );
         self.rejected = Some(Rejected {
             authorization: self.jira.authorization().to_string(),
-            tried: self.waits.now(),
         });
         self.jira_down = Some(words.clone());
         self.jira_down_class = answer::Cause::Rejected.class();
@@ -322,7 +388,7 @@ impl Agent {
     }
 
     /// While refused credentials are held back: whether a probe may go now. New credentials from
-    /// the source are taken (and probed at once); the same ones only an hour after their last try.
+    /// the source are taken (and probed at once); the same ones never.
     fn may_probe_credentials(&mut self) -> bool {
         let Some(rejected) = &self.rejected else {
             return true;
@@ -334,11 +400,36 @@ impl Agent {
             self.rejected = None;
             return true;
         }
-        self.waits.now().saturating_sub(rejected.tried) >= REJECTED_RETRY
+        false
     }
 
     fn stopping(&self) -> bool {
         self.waits.stopping()
+    }
+
+    /// The hub refused the agent token: the next request goes after a growing pause; one log
+    /// line when the refusal begins or its words change, none for each repeat.
+    fn hub_refuses(&mut self, reason: String) {
+        let tries = self.hub_refused.as_ref().map_or(0, |r| r.tries) + 1;
+        let wait = hub_refused_wait(tries);
+        if self.hub_refused.as_ref().is_none_or(|r| r.reason != reason) {
+            tracing::warn!(%reason, "the hub refuses the agent token (agent_token): nothing is claimed; the hub is asked again after a pause that doubles up to 5 min");
+        }
+        self.hub_refused = Some(HubRefused {
+            reason,
+            tries,
+            next: self.waits.now() + wait,
+        });
+    }
+
+    /// The hub took a request: a refusal of the token is over.
+    fn hub_accepts(&mut self) {
+        if let Some(refused) = self.hub_refused.take() {
+            tracing::info!(
+                refused = refused.tries,
+                "the hub takes the agent token again: claiming commands again"
+            );
+        }
     }
 
     fn heartbeat_due(&self) -> bool {
@@ -356,11 +447,36 @@ impl Agent {
         let mut claimed = 0u32;
         while !self.stopping() && claims.is_none_or(|n| claimed < n) {
             self.waits.alive();
-            if self.heartbeat_due() || self.jira_down.is_some() {
+            if let Some(refused) = &self.hub_refused {
+                if self.source.is_none() {
+                    // `--once`: one cycle, and the hub refused it.
+                    anyhow::bail!("хаб не принимает токен агента: {}", refused.reason);
+                }
+                // Only a heartbeat goes, once the pause is over: it tells whether the hub takes
+                // the token again.
+                let wait = refused.next.saturating_sub(self.waits.now());
+                self.waits.sleep(wait);
+                if self.stopping() {
+                    break;
+                }
+                self.heartbeat();
+                continue;
+            }
+            // Refused credentials that did not change are not probed: the hub hears of them at
+            // the heartbeat's period, not at every look at their source.
+            let renewed = self.rejected.is_some() && self.may_probe_credentials();
+            if self.heartbeat_due()
+                || (self.jira_down.is_some() && self.rejected.is_none())
+                || renewed
+            {
                 self.heartbeat();
             }
             if self.stopping() {
                 break;
+            }
+            if self.rejected.is_some() && self.source.is_none() {
+                // `--once`: nothing will give other credentials to this run.
+                anyhow::bail!("{}", self.jira_down.clone().unwrap_or_default());
             }
             if self.jira_down.is_some() {
                 // Jira cannot be reached: commands stay queued at the hub (another agent, or
@@ -437,6 +553,10 @@ impl Agent {
             };
             match probe {
                 Ok(()) => {
+                    if self.jira_down.is_some() || self.jira_answered.is_none() {
+                        // The credentials in use work: a refusal kept is history.
+                        self.refused_store.forget();
+                    }
                     if self.jira_down.take().is_some() {
                         tracing::info!("Jira answers again: claiming commands again");
                     } else {
@@ -484,11 +604,13 @@ impl Agent {
         let class = (!jira_ok && self.jira_down.is_some()).then_some(self.jira_down_class);
         match self.hub.heartbeat(jira_ok, last_error, class) {
             Ok(()) => {
+                self.hub_accepts();
                 if jira_ok {
                     self.last_error = None;
                 }
             }
             Err(LinkError::Stopped) => {}
+            Err(LinkError::BadToken(reason)) => self.hub_refuses(reason),
             Err(error) => tracing::warn!(%error, "heartbeat"),
         }
     }
@@ -517,8 +639,15 @@ impl Agent {
     /// One claim and its commands. Returns whether there was work.
     fn cycle(&mut self) -> bool {
         let answer = match self.hub.claim(self.settings_version, self.claim_size()) {
-            Ok(answer) => answer,
+            Ok(answer) => {
+                self.hub_accepts();
+                answer
+            }
             Err(LinkError::Stopped) => return false,
+            Err(LinkError::BadToken(reason)) => {
+                self.hub_refuses(reason);
+                return false;
+            }
             Err(error) => {
                 tracing::warn!(%error, "claim");
                 self.last_error = Some(error.to_string());

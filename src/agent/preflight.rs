@@ -151,7 +151,9 @@ impl Checks<'_> {
 
 /// The settings through a claim that takes nothing, then every check: their lines, which the
 /// caller prints as a table once the run is over (so that no log line of the run follows it).
-pub(crate) fn run(jira: &mut Jira, hub: &HubLink) -> Vec<Line> {
+/// `refused`: Jira's login refused these credentials before (the agent's state folder says so):
+/// they are not sent, and the Jira check says why.
+pub(crate) fn run(jira: &mut Jira, hub: &HubLink, refused: Option<String>) -> Vec<Line> {
     let mut checks = Checks {
         jira,
         settings: AgentSettings::default(),
@@ -206,6 +208,10 @@ pub(crate) fn run(jira: &mut Jira, hub: &HubLink) -> Vec<Line> {
                     format!("запрос в {bytes} байт больше, чем хаб принимает ({limit})")
                 }
                 LinkError::Other(why) => format!("хаб не ответил: «{why}»"),
+                LinkError::BadToken(why) => {
+                    // The preflight's one request to the hub is its claim.
+                    format!("хаб отказал в запросе claim: «{why}» (токен агента, agent_token)")
+                }
             };
             checks.push(HUB_CHECK, false, detail);
             return checks.lines;
@@ -213,6 +219,10 @@ pub(crate) fn run(jira: &mut Jira, hub: &HubLink) -> Vec<Line> {
     }
     if let Some(share) = hub.share_report() {
         share_lines(&mut checks, &share);
+    }
+    if let Some(refused) = refused {
+        checks.push("jira", false, refused);
+        return checks.lines;
     }
     if let Err(error) = checks.jira.server_info(true) {
         checks.push("jira", false, format!("serverInfo: {error}"));

@@ -138,6 +138,10 @@ enum Way {
 pub(crate) enum LinkError {
     #[error("the hub refused the {kind} request: {message}")]
     Refused { kind: Kind, message: String },
+    /// The hub refused the agent token (`bad_token` in the relay, HTTP 401): nothing the agent
+    /// sends is taken until its token is the hub's again.
+    #[error("the hub refused the agent token: {0}")]
+    BadToken(String),
     #[error("the agent is stopping")]
     Stopped,
     /// No answer within the hub answer limit (`--check`): what was waited for, in the
@@ -489,6 +493,9 @@ impl HubLink {
                     let code = serde_json::from_slice::<serde_json::Value>(&refusal)
                         .ok()
                         .and_then(|v| v["error"]["code"].as_str().map(String::from));
+                    if code.as_deref() == Some("bad_token") {
+                        return Err(LinkError::BadToken(refusal_message(&refusal)));
+                    }
                     if code.as_deref() == Some("too_large") {
                         return Err(LinkError::TooLarge {
                             bytes: bytes.len() as u64,
@@ -606,6 +613,12 @@ impl HubLink {
                 }
                 Ok(reply) if reply.status >= 500 || reply.status == 408 || reply.status == 429 => {
                     format!("HTTP {}", reply.status)
+                }
+                Ok(reply) if reply.status == 401 => {
+                    return Err(LinkError::BadToken(format!(
+                        "HTTP 401: {}",
+                        refusal_message(&reply.body)
+                    )));
                 }
                 Ok(reply) => {
                     return Err(LinkError::Refused {

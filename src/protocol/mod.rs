@@ -924,6 +924,19 @@ fn top_level_error(e: &serde_json::Error) -> DecodeError {
     }
 }
 
+/// The agent a request names (its `agent` member, 1 to 100 characters), read without trusting
+/// the request: for showing whose requests were refused.
+pub fn claimed_agent(bytes: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Named {
+        agent: String,
+    }
+    serde_json::from_slice::<Named>(bytes)
+        .ok()
+        .map(|named| named.agent)
+        .filter(|agent| !agent.trim().is_empty() && agent.chars().count() <= 100)
+}
+
 /// [`decode_bytes`] of a text; its pages' issues are ranges of `shared` when `text` is it.
 fn decode_text(
     text: &str,

@@ -122,6 +122,9 @@ pub struct Relay {
     listed_once: bool,
     /// When the last new request was seen (the loop lists faster for a while after).
     last_request: Option<Instant>,
+    /// When a file refused for its agent token was last kept in `rejected/`, by the agent its
+    /// name carries ([`agent_of_name`]; the hub's clock).
+    bad_token_kept: HashMap<String, time::OffsetDateTime>,
 }
 
 /// A claim left waiting in `inbox/`, and when to look at it again.
@@ -169,6 +172,7 @@ impl Relay {
             visibility: super::visibility::Visibility::default(),
             listed_once: false,
             last_request: None,
+            bad_token_kept: HashMap::new(),
         }
     }
 
@@ -716,6 +720,12 @@ impl Relay {
                 // Decoded from the one buffer read: the issues of its pages are ranges of it.
                 let decoded = decoded.unwrap_or_else(|| bytes.decode(observation.token));
                 let decision = decide_decoded(&observation, &limits, Some(decoded));
+                if let Decision::Refuse(refusal) = &decision
+                    && refusal.code == "bad_token"
+                    && let Some(agent) = crate::protocol::claimed_agent(bytes.bytes())
+                {
+                    self.hub.note_token_refused(&agent);
+                }
                 if decision == Decision::Wait
                     && let Some(seen) = self.sightings.get_mut(name)
                 {
@@ -863,7 +873,10 @@ impl Relay {
         first: bool,
     ) -> std::io::Result<()> {
         let now = crate::domain::time::format_utc(self.hub.now_utc());
-        if first {
+        let quiet = refusal.code == "bad_token" && self.bad_token_repeated(name);
+        if first && quiet {
+            tracing::debug!(file = %escape(name), "relay file refused for its agent token again: answered, not kept");
+        } else if first {
             tracing::warn!(file = %escape(name), code = refusal.code, reason = %refusal.message, "relay file refused");
             crate::service::Metrics::add(&self.hub.metrics().relay_refused, 1);
             self.hub
@@ -876,12 +889,14 @@ impl Relay {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| name.to_string());
-        let reason = json!({"file": name, "refused_at": now, "code": refusal.code, "field": refusal.field, "message": refusal.message});
-        write_new(
-            &rejected,
-            &format!("{target_name}.error.json"),
-            pretty(&reason).as_bytes(),
-        )?;
+        if !quiet {
+            let reason = json!({"file": name, "refused_at": now, "code": refusal.code, "field": refusal.field, "message": refusal.message});
+            write_new(
+                &rejected,
+                &format!("{target_name}.error.json"),
+                pretty(&reason).as_bytes(),
+            )?;
+        }
         // An answer whose name the file system cannot hold is one nobody can be waiting for.
         if let Some(answer_name) = error_answer_name(name).filter(|n| n.len() <= NAME_MAX) {
             let id = answer_name
@@ -897,10 +912,42 @@ impl Relay {
                 pretty(&answer).as_bytes(),
             )?;
         }
-        move_into(&dir.join("inbox").join(name), &rejected, &target_name)?;
+        if quiet {
+            std::fs::remove_file(dir.join("inbox").join(name))?;
+        } else {
+            move_into(&dir.join("inbox").join(name), &rejected, &target_name)?;
+        }
         self.sightings.remove(name);
         Ok(())
     }
+
+    /// Whether a file refused for its agent token comes within [`BAD_TOKEN_KEPT_EVERY`] of one
+    /// of the same agent kept in `rejected/`: such a file is answered and deleted, not kept, so
+    /// that an agent whose token was rotated fills `rejected/` with at most one file a minute
+    /// (one example of the refusal is all an operator needs; the agent backs off on its side).
+    fn bad_token_repeated(&mut self, name: &str) -> bool {
+        let now = self.hub.now_utc();
+        let recent = |at: &time::OffsetDateTime| now - *at < BAD_TOKEN_KEPT_EVERY;
+        self.bad_token_kept.retain(|_, at| recent(at));
+        let agent = agent_of_name(name);
+        if self.bad_token_kept.get(agent).is_some_and(recent) {
+            return true;
+        }
+        self.bad_token_kept.insert(agent.to_string(), now);
+        false
+    }
+}
+
+/// How often a file refused for its agent token is kept in `rejected/`, per agent.
+const BAD_TOKEN_KEPT_EVERY: time::Duration = time::Duration::minutes(1);
+
+/// The agent a request's file name carries: `<kind>-<agent>-<random>.json` as the agent names
+/// its files (the part between the kind and the last `-`); any other name stands for itself.
+fn agent_of_name(name: &str) -> &str {
+    name.strip_suffix(".json")
+        .and_then(|stem| stem.split_once('-'))
+        .and_then(|(_, id)| id.rsplit_once('-'))
+        .map_or(name, |(agent, _)| agent)
 }
 
 /// The name of the refusal answer to `inbox/<kind>-<id>.json`: `error-<kind>-<id>.json`, so two

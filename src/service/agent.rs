@@ -459,7 +459,14 @@ fn act_of(request: &AgentRequest, arrival: Arrival) -> Option<Act<'_>> {
             at,
             version: Some(&heartbeat.agent_version),
             peer: super::views::peer_text(&heartbeat.peer),
-            jira: Some((heartbeat.jira_ok, heartbeat.last_error.as_deref())),
+            // A heartbeat that carries a preflight is `agent --check`'s, run beside the agent of
+            // that name (root's check of the service): its outcome is kept as the last check,
+            // never as the running agent's state of Jira, which it would paint green while the
+            // service itself is refused.
+            jira: heartbeat
+                .check
+                .is_none()
+                .then_some((heartbeat.jira_ok, heartbeat.last_error.as_deref())),
             check: heartbeat.check.as_ref(),
             heartbeat_seconds: heartbeat.heartbeat_seconds,
             ..Act::default()

@@ -304,6 +304,12 @@ impl HubConnection {
         Ok(self.store.probe_write()?)
     }
 
+    /// The hub refused a request in `agent`'s name for its agent token: the views show the agent
+    /// as refused by the hub until a request of it is taken.
+    pub fn note_token_refused(&self, agent: &str) {
+        self.presence.token_refused(agent, self.clock.now());
+    }
+
     /// The process's counters.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics

@@ -90,6 +90,9 @@ pub(crate) struct Due {
 #[derive(Debug, Default)]
 pub struct Presence {
     agents: Mutex<HashMap<String, Entry>>,
+    /// Agents whose requests the hub refused for their token: since when, and the last one
+    /// (bounded like the agents: at most [`REMEMBERED`] names, the oldest forgotten first).
+    token_refused: Mutex<HashMap<String, (OffsetDateTime, OffsetDateTime)>>,
 }
 
 impl Presence {
@@ -103,6 +106,10 @@ impl Presence {
     /// last write is [`PERSIST_EVERY`] old). Nothing is marked written: see [`Presence::written`].
     pub(crate) fn note(&self, act: &Act<'_>, now: OffsetDateTime) -> bool {
         let at = act.at.unwrap_or(now).min(now);
+        if let Ok(mut refused) = self.token_refused.lock() {
+            // A request the hub took: its token is good again.
+            refused.remove(act.agent);
+        }
         let mut agents = self.lock();
         if !agents.contains_key(act.agent) && agents.len() >= REMEMBERED {
             forget_oldest(&mut agents);
@@ -152,6 +159,25 @@ impl Presence {
         changed |= act.check.is_some();
         entry.urgent |= changed;
         entry.urgent || entry.due(now)
+    }
+
+    /// The hub refused a request in `agent`'s name for its token (the name is the request's own
+    /// word: such a request is not trusted, and is only shown).
+    pub(crate) fn token_refused(&self, agent: &str, now: OffsetDateTime) {
+        let Ok(mut refused) = self.token_refused.lock() else {
+            return;
+        };
+        if !refused.contains_key(agent) && refused.len() >= REMEMBERED {
+            let oldest = refused
+                .iter()
+                .min_by_key(|(_, (_, last))| *last)
+                .map(|(name, _)| name.clone());
+            if let Some(oldest) = oldest {
+                refused.remove(&oldest);
+            }
+        }
+        let entry = refused.entry(agent.to_string()).or_insert((now, now));
+        entry.1 = now;
     }
 
     /// What a request that wrote nothing leaves to write: a change of status stays urgent (the
@@ -275,6 +301,11 @@ impl Presence {
         now: OffsetDateTime,
         limit: usize,
     ) -> Vec<super::AgentView> {
+        let refused = self
+            .token_refused
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default();
         let known = self.lock();
         let listed: std::collections::HashSet<String> =
             agents.iter().map(|a| a.agent.clone()).collect();
@@ -309,6 +340,7 @@ impl Presence {
                 jira_held: None,
                 heartbeat_seconds: entry.heartbeat_seconds,
                 check_only: entry.checked && !entry.worked,
+                hub_refused: None,
                 silent: false,
                 silent_after_seconds: 0,
             });
@@ -320,6 +352,15 @@ impl Presence {
                 }
                 agent.heartbeat_seconds = entry.heartbeat_seconds.or(agent.heartbeat_seconds);
                 agent.check_only &= !entry.worked;
+            }
+            if let Some((since, last)) = refused.get(&agent.agent)
+                && *last >= agent.last_seen_at.at()
+            {
+                agent.hub_refused = Some(super::views::held_words(
+                    "Хаб отвергает токен агента",
+                    &Utc::new(*since),
+                    now.date(),
+                ));
             }
             agent.silent_after_seconds = silent_after(agent.heartbeat_seconds);
             agent.silent = agent_is_silent(

@@ -643,6 +643,10 @@ pub struct AgentView {
     /// Only ever ran a preflight (`jira-hub agent --check`: no claim for work, no report): a
     /// check, never flagged silent.
     pub check_only: bool,
+    /// While the hub refuses the agent's token (requests in its name refused since its last
+    /// accepted one), in words with since when: «Хаб отвергает токен агента с 10:05 UTC».
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hub_refused: Option<String>,
     /// Silent: no request of its own for `silent_after_seconds` (two heartbeat periods, or a
     /// fixed 20 minutes for an agent that never told its period), silent since `last_seen_at`
     /// ([`agent_is_silent`](super::agent_is_silent), the one rule of every view).
@@ -743,6 +747,7 @@ impl From<AgentRow> for AgentView {
             jira_down_since: row.jira_down_since.filter(|_| row.jira_ok == Some(false)),
             heartbeat_seconds: row.heartbeat_seconds,
             check_only: row.check_only,
+            hub_refused: None,
             silent: false,
             silent_after_seconds: super::presence::silent_after(row.heartbeat_seconds),
         }

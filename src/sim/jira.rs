@@ -90,8 +90,8 @@ use self::{
 };
 
 pub use self::auth::{
-    ACCOUNT_ID, BasicAuthOff, DISPLAY_NAME, PASSWORD, TOKEN, USER, base64, basic_auth, bearer_auth,
-    jira_url_encode,
+    ACCOUNT_ID, BasicAuthOff, DISPLAY_NAME, PASSWORD, TOKEN, USER, base64, basic_auth,
+    basic_auth_with, bearer_auth, jira_url_encode,
 };
 pub use self::client::{Answer, call, encode};
 pub use self::clock::{agile_time, jira_time};

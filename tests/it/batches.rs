@@ -625,12 +625,6 @@ fn retention_prunes_old_finished_batches_and_nothing_else() {
 /// number (so «пакет N, команда M» in a marker in Jira named two pieces of work).
 #[test]
 fn ids_are_never_reused_across_prune_and_restore() {
-/// An `Idempotency-Key`'s answer is kept as long as the batch it names, and goes with it:
-/// the same key after the batch was pruned runs as a new request. Keys are each credential's
-/// own, and 2,000 of them cost one row each.
-#[test]
-fn idempotency_keys_are_each_credentials_own_and_go_with_their_batch() {
-    use jira_hub::service::KeyState;
     let dir = TestDir::new();
     let clock = clock();
     let mut hub = ready_hub(&dir, &clock);
@@ -781,6 +775,18 @@ fn a_slow_export_target_holds_no_writer() {
         serde_json::from_slice(exported.split(|b| *b == b'\n').next().unwrap()).unwrap();
     assert_eq!(line["batch"]["id"], json!(old));
     assert!(writer.batch(old).is_err(), "the old batch is pruned");
+}
+
+/// An `Idempotency-Key`'s answer is kept as long as the batch it names, and goes with it:
+/// the same key after the batch was pruned runs as a new request. Keys are each credential's
+/// own, and 2,000 of them cost one row each.
+#[test]
+fn idempotency_keys_are_each_credentials_own_and_go_with_their_batch() {
+    use jira_hub::service::KeyState;
+    let dir = TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    let agent = Agent::new("agent-1");
     let id = hub.enqueue_batch(&batch(comments(1))).unwrap().id;
     assert_eq!(hub.reserve_key("a", "k", "fp").unwrap(), KeyState::Run);
     // The request runs: the same key again, before its answer, is not run twice.

@@ -179,27 +179,35 @@ fn a_full_refresh_on_cloud_reconciles_what_the_search_lag_hides() {
         .fake
         .set_search_lag(std::time::Duration::from_secs(600));
     stack.spawn_agent();
+    // Two issues: `reconcileIssues` names both, one parameter each (an exploded array).
     let view = batch_of(
         &stack,
-        json!([{"type": "ensure_issue", "params": {"issue_type": "task", "summary": "Свежая"}}]),
+        json!([{"type": "ensure_issue", "params": {"issue_type": "task", "summary": "Свежая"}},
+               {"type": "ensure_issue", "params": {"issue_type": "task", "summary": "Вторая"}}]),
     );
-    let key = view["commands"][0]["result"]["key"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let created: Vec<String> = (0..2)
+        .map(|i| {
+            view["commands"][i]["result"]["key"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
     refresh_of(&stack, json!({}));
     stack.kill_agent();
     let mirror = stack.mirror("AWPCA");
     let keys: Vec<&str> = mirror.iter().filter_map(|i| i["key"].as_str()).collect();
-    assert!(keys.contains(&key.as_str()), "{key} not in {keys:?}");
+    for key in &created {
+        assert!(keys.contains(&key.as_str()), "{key} not in {keys:?}");
+    }
     assert!(
         stack
             .fake
             .requests()
             .iter()
             .any(|seen| seen.endpoint == Endpoint::SearchJql
-                && seen.query.contains("reconcileIssues=")),
-        "no search named the issue to reconcile"
+                && seen.query.matches("reconcileIssues=").count() == 2),
+        "no search named both issues to reconcile"
     );
 }
 

@@ -18,6 +18,7 @@ mod conflicts;
 mod connections;
 mod console;
 mod crash;
+mod credentials;
 mod db_faults;
 mod demo;
 mod exactly_once;

@@ -144,6 +144,16 @@ fn check_query(operation: &Operation<'_>, query: &str) -> Result<(), String> {
         let parameter =
             declared(&name).ok_or_else(|| format!("query parameter {name:?} is not declared"))?;
         let schema = resolve(operation.document, &parameter["schema"]);
+        // An array is comma-separated where its description says so (Jira's `fields`,
+        // `properties`: «a comma-separated list»); otherwise OpenAPI's default for the query
+        // (`style: form`, `explode: true`): one item per `name=value`, e.g. `reconcileIssues`.
+        let comma_separated = parameter["description"]
+            .as_str()
+            .is_some_and(|d| d.to_ascii_lowercase().contains("comma"));
+        let schema = match schema["type"].as_str() {
+            Some("array") if !comma_separated => resolve(operation.document, &schema["items"]),
+            _ => schema,
+        };
         check_value(operation.document, schema, &value)
             .map_err(|e| format!("query parameter {name}={value:?}: {e}"))?;
         given.insert(name);
@@ -161,7 +171,8 @@ fn check_query(operation: &Operation<'_>, query: &str) -> Result<(), String> {
 }
 
 /// A query value against its parameter's schema: integers within `minimum`/`maximum`, booleans,
-/// `enum`; an array as Jira takes it, comma-separated, each item against `items`. A schema of
+/// `enum`; a comma-separated array, each item against `items` (an exploded one is checked item by
+/// item by the caller). A schema of
 /// `type: object` is taken as is (the agile document declares `state` of `getAllSprints` so:
 /// its description lists the values, see the folder's README).
 fn check_value(document: &Value, schema: &Value, value: &str) -> Result<(), String> {
@@ -408,7 +419,7 @@ fn the_description_refuses_what_it_does_not_allow() {
     ok(seen(
         "GET",
         "/rest/api/2/search/jql",
-        "jql=project%20%3D%20A&maxResults=100&fields=%2Aall&reconcileIssues=10001%2C10002",
+        "jql=project%20%3D%20A&maxResults=100&fields=%2Aall&reconcileIssues=10001&reconcileIssues=10002",
         "",
     ));
     ok(seen(
@@ -440,6 +451,16 @@ fn the_description_refuses_what_it_does_not_allow() {
     );
     refused(
         seen("GET", "/rest/api/2/search/jql", "reconcileIssues=x", ""),
+        "not an integer",
+    );
+    // Declared an `int64` array without a style: exploded, never comma-joined.
+    refused(
+        seen(
+            "GET",
+            "/rest/api/2/search/jql",
+            "reconcileIssues=10001%2C10002",
+            "",
+        ),
         "not an integer",
     );
     refused(seen("GET", "/rest/api/2/priority", "", ""), "deprecated");

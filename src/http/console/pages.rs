@@ -118,7 +118,13 @@ fn run_progress(run: &SyncRunView, now: OffsetDateTime) -> String {
 /// said last is no longer news), or a one-off check (`agent --check` under a name that runs
 /// nothing). A silent agent and a check can be forgotten (a form with the anti-forgery token).
 fn agent_card_head(out: &mut String, agent: &AgentView, csrf: &str, now: OffsetDateTime) {
-    let (class, state) = if agent.check_only {
+    let (class, state) = if let Some(refused) = &agent.hub_refused {
+        // The hub refuses its token: what it said of Jira before is no news.
+        (
+            " refused",
+            format!("<span class=\"bad\">{}</span>", esc(refused)),
+        )
+    } else if agent.check_only {
         (
             " check-only",
             "Разовая проверка (agent --check), не работающий агент".to_string(),

@@ -55,7 +55,12 @@ pub fn base64(text: &str) -> String {
 
 /// `Authorization` header values the fake accepts.
 pub fn basic_auth() -> String {
-    format!("Basic {}", base64(&format!("{USER}:{PASSWORD}")))
+    basic_auth_with(PASSWORD)
+}
+
+/// The `Authorization` value of the agent's user with `password`.
+pub fn basic_auth_with(password: &str) -> String {
+    format!("Basic {}", base64(&format!("{USER}:{password}")))
 }
 
 pub fn bearer_auth() -> String {
@@ -117,6 +122,7 @@ impl StateInner {
             }
         }
         let supplied = !auth.is_empty();
+        self.note_refused_login(auth);
         Some(match self.mode {
             // Cloud with credentials it does not accept (a wrong, expired or revoked API token)
             // treats the caller as anonymous: an anonymous-readable resource (`serverInfo`)
@@ -159,6 +165,13 @@ impl StateInner {
                 reply
             }
         })
+    }
+
+    /// Counts a request refused for the credentials it carried (none: not counted).
+    pub(super) fn note_refused_login(&mut self, auth: &str) {
+        if !auth.is_empty() {
+            *self.refused_logins.entry(auth.to_string()).or_insert(0) += 1;
+        }
     }
 
     /// A Data Center request whose bearer token expired runs as nobody: a search answers 200
@@ -338,6 +351,23 @@ impl FakeJira {
     /// run anonymously (see `StateInner::as_anonymous`).
     pub fn expire_token(&self, expired: bool) {
         lock(&self.state).token_expired = expired;
+    }
+
+    /// An administrator changes the agent's password (a rotation): from now on only
+    /// `password` logs in, and the old one is a failed login like any wrong password (each
+    /// counts toward Data Center's CAPTCHA: see `StateInner::gate`).
+    pub fn set_password(&self, password: &str) {
+        lock(&self.state).basic = basic_auth_with(password);
+    }
+
+    /// Requests refused for the credentials they carried, with `authorization` (an
+    /// `Authorization` value, e.g. [`basic_auth_with`]).
+    pub fn refused_logins(&self, authorization: &str) -> u32 {
+        lock(&self.state)
+            .refused_logins
+            .get(authorization)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Failed Basic logins counted so far (Data Center demands a CAPTCHA at 3).

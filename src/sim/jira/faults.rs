@@ -61,6 +61,9 @@ pub enum Fault {
     /// `X-Authentication-Denied-Reason: CAPTCHA_CHALLENGE; login-url=<base>/login.jsp` (see
     /// `StateInner::captcha_reply`).
     CaptchaRequired,
+    /// A front proxy that authenticates by itself (nginx `auth_basic`, an SSO gateway) refuses
+    /// the caller's credentials: 401 without any Seraph header (see `server.rs`).
+    FrontProxyUnauthorized,
 }
 
 /// 200 answers a client must not take for a good page. Each is seen in the field: an SSO or proxy
@@ -89,6 +92,9 @@ pub(super) struct Rule {
 }
 
 /// Envoy's body for a 503 after an upstream reset (its `UC` response flag).
+/// nginx's page for a 401 of `auth_basic` (its built-in `ngx_http_error_401_page`).
+pub(super) const NGINX_401: &str = "<html>\r\n<head><title>401 Authorization Required</title></head>\r\n<body>\r\n<center><h1>401 Authorization Required</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n";
+
 pub(super) const ENVOY_UPSTREAM_RESET: &str = "upstream connect error or disconnect/reset before headers. reset reason: connection termination";
 
 /// nginx's own page for a 504 (its `ngx_http_error_504_page`).

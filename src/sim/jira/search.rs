@@ -354,14 +354,16 @@ impl StateInner {
         // `reconcileIssues`: "Strong consistency issue ids to be reconciled with search results.
         // Accepts max 50 ids" (Atlassian's description of `GET /rest/api/3/search/jql`;
         // developer.atlassian.com/cloud/jira/platform/search-and-reconcile/). The answer to more
-        // than 50 is not documented; this 400 is ours.
-        let reconciled: Vec<u64> = get("reconcileIssues")
-            .unwrap_or("")
-            .split(',')
-            .map(str::trim)
-            .filter(|id| !id.is_empty())
-            .map(|id| {
-                id.parse()
+        // than 50 is not documented; this 400 is ours. The description declares an `int64` array
+        // in the query without a `style`, so OpenAPI's default: form, exploded, one
+        // `reconcileIssues=<id>` per id (platform.v3.json, `GET /rest/api/3/search/jql`); a value
+        // that is not one integer ("1,2") is not an `int64` and is refused (the text is ours).
+        let reconciled: Vec<u64> = params
+            .iter()
+            .filter(|(k, _)| k == "reconcileIssues")
+            .map(|(_, id)| {
+                id.trim()
+                    .parse()
                     .map_err(|_| Reply::error(400, &format!("'{id}' is not a valid issue id.")))
             })
             .collect::<Result<_, _>>()?;

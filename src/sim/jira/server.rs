@@ -287,6 +287,23 @@ pub(super) async fn handle(
             reply
         }
         Some(Fault::CaptchaRequired) => lock(&state).captcha_reply(),
+        Some(Fault::FrontProxyUnauthorized) => {
+            // The proxy's own login, in front of Jira: nginx's `auth_basic` answers 401 with
+            // `WWW-Authenticate: Basic realm="…"` and its HTML page «401 Authorization
+            // Required» (nginx.org/en/docs/http/ngx_http_auth_basic_module.html; RFC 9110
+            // §15.5.2). Nothing reached Jira, so no Seraph header (`X-Seraph-LoginReason`,
+            // `X-AUSERNAME`) is on it, and a wrong secret stays wrong however often it is sent.
+            let mut reply = Reply {
+                status: 401,
+                headers: Vec::new(),
+                body: Body::Html(NGINX_401.to_string()),
+            };
+            reply
+                .headers
+                .push(("www-authenticate", "Basic realm=\"jira\"".into()));
+            lock(&state).note_refused_login(&auth);
+            reply
+        }
         Some(Fault::DropBeforeApply) => {
             conn.0.store(true, Ordering::SeqCst);
             record(0);
@@ -477,6 +494,7 @@ impl FakeJira {
             agile_licensed: true,
             captcha: false,
             failed_logins: 0,
+            refused_logins: HashMap::new(),
             token_expired: false,
             agile_absent: false,
             basic_auth_off: None,

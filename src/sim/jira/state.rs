@@ -82,6 +82,9 @@ pub(super) struct StateInner {
     pub(super) captcha: bool,
     /// Failed Basic logins in a row (Data Center: the third demands a CAPTCHA).
     pub(super) failed_logins: u32,
+    /// Requests refused for their credentials, by the `Authorization` they carried
+    /// (`FakeJira::refused_logins`).
+    pub(super) refused_logins: HashMap<String, u32>,
     /// Data Center: the bearer token has expired (`FakeJira::expire_token`).
     pub(super) token_expired: bool,
     /// Jira Software is not installed (`FakeJira::without_jira_software`).

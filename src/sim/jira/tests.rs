@@ -1558,3 +1558,73 @@ fn created_desc_orders_newest_first() {
         400
     );
 }
+
+/// `reconcileIssues` is an exploded `int64` array (Atlassian's description declares it without a
+/// `style`): two ids as two parameters reconcile both issues the lagging search hides; the two
+/// joined by a comma are not an `int64` and are refused.
+#[test]
+fn reconcile_issues_is_an_exploded_array() {
+    let fake = FakeJira::start(Mode::Cloud);
+    fake.set_search_lag(Duration::from_secs(600));
+    let keys = [
+        create(&fake, "первая", &["FRESH"]),
+        create(&fake, "вторая", &["FRESH"]),
+    ];
+    let ids: Vec<String> = keys
+        .iter()
+        .map(|key| {
+            get(&fake, &format!("/rest/api/2/issue/{key}")).json()["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let path = format!(
+        "/rest/api/2/search/jql?jql={}&fields=summary",
+        encode("labels = FRESH")
+    );
+    let exploded = get(
+        &fake,
+        &format!(
+            "{path}&reconcileIssues={}&reconcileIssues={}",
+            ids[0], ids[1]
+        ),
+    );
+    assert_eq!(
+        exploded.json()["issues"].as_array().unwrap().len(),
+        2,
+        "{exploded:?}"
+    );
+    let joined = get(
+        &fake,
+        &format!("{path}&reconcileIssues={}", encode(&ids.join(","))),
+    );
+    assert_eq!(joined.status, 400, "{joined:?}");
+}
+
+/// A rotated password: the old one is refused (and counted, by the secret it carried), the new
+/// one logs in. A front proxy's own login refuses with a 401 that carries no Seraph header.
+#[test]
+fn a_rotated_password_and_a_front_proxys_401() {
+    let fake = FakeJira::start(Mode::DataCenter);
+    fake.set_password("rotated");
+    let old = call_as(&fake, "GET", "/rest/api/2/myself", Some(&basic_auth()));
+    assert_eq!(old.status, 401);
+    assert_eq!(fake.refused_logins(&basic_auth()), 1);
+    let myself = || {
+        call_as(
+            &fake,
+            "GET",
+            "/rest/api/2/myself",
+            Some(&basic_auth_with("rotated")),
+        )
+    };
+    assert_eq!(myself().status, 200);
+    assert_eq!(fake.refused_logins(&basic_auth_with("rotated")), 0);
+    fake.fault(Endpoint::Myself, Fault::FrontProxyUnauthorized, 1);
+    let proxy = myself();
+    assert_eq!(proxy.status, 401);
+    assert_eq!(proxy.header("X-Seraph-LoginReason"), None);
+    assert_eq!(proxy.header("X-AUSERNAME"), None);
+    assert!(proxy.header("WWW-Authenticate").is_some());
+}
