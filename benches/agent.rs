@@ -9,7 +9,7 @@
 //!
 //! Then, the same agent still running: a create whose answer is lost (the fake applies it and
 //! drops the connection) in a project where the agent made 300 issues of its own just before;
-//! prints the Jira calls that command cost (issue 31, item 3: target <= 4; 12 before on an
+//! prints the Jira calls that command cost (target <= 4; 12 before on an
 //! empty project, and a marker read per candidate).
 //!
 //! First, in this process (the hub on a manual clock, the real agent loop): «повторить» on a

@@ -1,4 +1,4 @@
-//! A hub at rest (`cargo bench --bench idle`, issue 23 §1), release builds, four scenarios run
+//! A hub at rest (`cargo bench --bench idle`), release builds, four scenarios run
 //! side by side, each its own processes and temporary folder:
 //!
 //! - `serve` alone (relay folder watched, HTTP listening, timers on);

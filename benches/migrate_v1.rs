@@ -4,8 +4,8 @@
 //! `tests/fixtures/history/schema-v1.sql` (issues with realistic `fields` JSON, links, notes,
 //! batches and commands), then times, alternately and three times each, `cp` of the file, `cp`
 //! followed by an fsync of the copy (the migration's backup is durable), and `jira-hub migrate` on a fresh copy of it (the real binary: the durable backup, v1→v4 steps,
-//! commit with `synchronous=FULL`). It prints the medians, the ratios and the target (issue 12:
-//! migrate ≤ 1.3 × (cp + fsync)).
+//! commit with `synchronous=FULL`). It prints the medians, the ratios and the target
+//! (migrate ≤ 1.3 × (cp + fsync)).
 //!
 //! `MIGRATE_BENCH_MB` sets the size (default 1024); `MIGRATE_BENCH_DIR` keeps the files in that
 //! folder instead of a temp dir.

@@ -1,4 +1,4 @@
-//! A report's memory (issue 30, item 5), `cargo bench --bench report`: one refresh report of
+//! A report's memory, `cargo bench --bench report`: one refresh report of
 //! `BENCH_REPORT_MB` MiB (100) of raw Jira issues, sent to the real daemon over HTTP and as a
 //! relay file. For each, what it raised the daemon's peak resident memory by (VmHWM, reset to
 //! VmRSS with `clear_refs` just before the report), as a multiple of the report's size (target

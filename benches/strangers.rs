@@ -1,4 +1,4 @@
-//! Strangers on the HTTP port (`cargo bench --bench strangers`, release builds; issue 23 §3):
+//! Strangers on the HTTP port (`cargo bench --bench strangers`, release builds):
 //! what slow anonymous sign-ins cost the real `serve`, and whether `/health`, an agent's claim
 //! and a client's request are still answered.
 //!

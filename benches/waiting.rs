@@ -1,4 +1,4 @@
-//! Thousands of waiting agents (`cargo bench --bench waiting`, issue 23 §2), against the release
+//! Thousands of waiting agents (`cargo bench --bench waiting`), against the release
 //! binary serving a relay folder and HTTP:
 //!
 //! 1. 2,000 claims over HTTP (`wait_seconds` 900, one connection each) and 2,000 claim files in

@@ -79,7 +79,7 @@ pub(crate) struct ServeOptions {
 
 pub(crate) fn serve(db: &Path, options: ServeOptions) -> Result<(), ServeError> {
     // The port first: a busy one makes nothing (no database, no data folder) and says which
-    // free `--listen` would do (issue 29), as the demo does.
+    // free `--listen` would do, as the demo does.
     let listener = std::net::TcpListener::bind(&options.listen).map_err(|error| {
         anyhow!(
             "{}: «{error}»",
@@ -403,7 +403,7 @@ pub async fn run_timers(hub: HubConnection, every: TimerPeriods, shutdown: Shutd
         if let Err(error) = hub.expire_claims() {
             tracing::error!(%error, "claim timeout sweep failed");
         }
-        // At rest the WAL is emptied: the file beside the database stays small (issue 23 §1).
+        // At rest the WAL is emptied: the file beside the database stays small.
         if let Err(error) = hub.checkpoint_when_idle() {
             tracing::debug!(%error, "the idle checkpoint failed; tried again on the next sweep");
         }

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 ///   transparent huge pages: the same burst peaked at 230 MB and stayed at 150–190 MB;
 /// - jemalloc's background thread purges what stays free for its decay time (10 s) whether or not
 ///   the hub does anything: the same burst peaks at ~80 MB and falls back under 40 MB
-///   (`cargo bench --bench waiting`, ARCHITECTURE.md).
+///   (`cargo bench --bench waiting`, docs/design/performance.md).
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

@@ -1,4 +1,4 @@
-//! What the strangers bench and the tests of issue 30 share (the tests include this file): an
+//! What the strangers bench and the strangers' tests share (the tests include this file): an
 //! old hub's commands written in one statement, and one answer read from a keep-alive HTTP/1.1
 //! connection.
 

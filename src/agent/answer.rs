@@ -1,9 +1,9 @@
-//! One meaning for every answer Jira gives (issue 24 §1). Every Jira call of the agent — reads,
+//! One meaning for every answer Jira gives. Every Jira call of the agent — reads,
 //! writes, the heartbeat's probe — sorts what came back (its method, what the call needs, the
 //! status, the headers, the body, or the transport's failure) through [`classify`] into exactly
 //! one [`Class`]; the callers only decide what each class means for them (a read repeats an
 //! ambiguous answer, a write never does). The table with each row's source is in
-//! ARCHITECTURE.md, "How the agent reads Jira's answers".
+//! docs/design/agent-and-jira.md, "How the agent reads Jira's answers".
 
 use super::net::{NetError, Reply};
 
@@ -28,7 +28,7 @@ pub(crate) enum Cause {
     Credentials,
     /// Jira's login refused the credentials themselves (`X-Seraph-LoginReason:
     /// AUTHENTICATED_FAILED` or `AUTHENTICATION_DENIED`, a CAPTCHA): each further try with the
-    /// same ones counts toward the CAPTCHA and the directory's lockout (issue 31, item 4), so
+    /// same ones counts toward the CAPTCHA and the directory's lockout, so
     /// they are not sent again until they change (or an hour has passed).
     Rejected,
     /// No connection could be made.
@@ -169,8 +169,8 @@ pub(crate) fn classify(method: &str, need: Need, answer: Result<&Reply, &NetErro
         429 => Class::Throttled,
         // A 503 with `Retry-After` says to wait, not that nothing was applied: a proxy (Envoy's
         // `UC`) answers it after forwarding, a maintenance page adds its own header, and Data
-        // Center under rate limiting stamps `retry-after: 0` on every answer (issue 31, item 2;
-        // docs/jira-field-notes.md, "A 503 is not proof that a write was not applied"). Waited
+        // Center under rate limiting stamps `retry-after: 0` on every answer
+        // (docs/jira-field-notes.md, "A 503 is not proof that a write was not applied"). Waited
         // out for a read; for a write it is a lost answer, looked at before anything is resent.
         503 if reply.retry_after.is_some() && method == "GET" => Class::Throttled,
         500..=599 => Class::Ambiguous(super::jira_api::error_text(reply)),
@@ -455,7 +455,7 @@ mod tests {
         assert_eq!(class("GET", Need::Json, &busy), Class::Throttled);
     }
 
-    /// Issue 31, item 2: a 503 with `Retry-After` on a write may follow an applied write (a
+    /// A 503 with `Retry-After` on a write may follow an applied write (a
     /// proxy that forwarded it, Data Center's `retry-after: 0` stamp on every answer).
     #[test]
     fn a_503_on_a_write_is_a_lost_answer_whatever_its_retry_after() {
@@ -474,7 +474,7 @@ mod tests {
         }
     }
 
-    /// Issue 31, item 6: answers about the way in, not about the command.
+    /// Answers about the way in, not about the command.
     #[test]
     fn proxy_logins_timeouts_disabled_basic_auth_and_anonymous_answers_hold() {
         let proxy = reply(407, &[("Proxy-Authenticate", "Basic realm=\"corp\"")], "");

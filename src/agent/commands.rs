@@ -1,7 +1,7 @@
 //! What each command does in Jira (system.md §5): `ensure_issue`, `transition`, `link`,
 //! `comment`, `refresh`.
 //!
-//! Writes that must not happen twice (issue 19): a create and a comment carry a marker (the
+//! Writes that must not happen twice: a create and a comment carry a marker (the
 //! entity property [`MARKER_KEY`] naming the hub's command), so a later delivery recognises what
 //! an earlier one made; a write whose answer was lost (timeout, dropped connection, 5xx, a
 //! proxy's 502/504) is never repeated in the same delivery: the command is given back to the hub
@@ -77,7 +77,7 @@ impl AgentSettings {
 pub enum Outcome {
     Done(Value),
     Failed(String),
-    /// An edit stopped by a change made in Jira (issue 32): reported `failed` with the conflict
+    /// An edit stopped by a change made in Jira: reported `failed` with the conflict
     /// as its result.
     Conflict {
         error: String,
@@ -132,7 +132,7 @@ pub(crate) fn marker_is_of(value: &Value, command: &ClaimedCommand) -> Option<bo
 }
 
 /// A comment body in the form that survives Jira Cloud's storage (one rule with the edits'
-/// descriptions, issue 32).
+/// descriptions).
 pub(crate) use crate::domain::edit::normalized_body;
 
 impl From<JiraError> for Fail {
@@ -145,7 +145,7 @@ impl From<JiraError> for Fail {
             },
             JiraError::GiveBack(reason) => Fail::GiveBack { reason, held: None },
             // Jira's own words, quoted as such (they come in the account's language, often
-            // English), after ours: one language per sentence (issue 25, item 8).
+            // English), after ours: one language per sentence.
             JiraError::Refused { status, message } => {
                 Fail::Reason(format!("Jira отказала (HTTP {status}): «{message}»"))
             }
@@ -171,7 +171,7 @@ fn fail(message: impl Into<String>) -> Fail {
 
 /// Jira's refusal of a link, naming both keys and, when Jira's words name one of them (the key
 /// in its message, or the request's field `inwardIssue`/`outwardIssue` an error is keyed by),
-/// which one it is about (issue 29 item 5): «Jira отказала связать AURORA-1 с AURORA-9 (HTTP
+/// which one it is about: «Jira отказала связать AURORA-1 с AURORA-9 (HTTP
 /// 404), о задаче AURORA-9: «Issue Does Not Exist: AURORA-9»».
 fn link_refusal(from: &str, to: &str, status: u16, message: &str) -> String {
     let names = |key: &str, field: &str| names_key(message, key) || message.contains(field);
@@ -270,7 +270,7 @@ impl Executor<'_> {
         if let Some(key) = text(params, "key") {
             let mut fields = self.issue_fields(params, false)?;
             // An edit adds labels (`update.labels[{add}]`): `fields.labels` would replace the
-            // set and drop the labels of other projects and teams (issue 19, item 1).
+            // set and drop the labels of other projects and teams.
             let labels = fields.remove("labels");
             if let Some(conflict) = self.checked_edit(&key, params, &mut fields)? {
                 return Ok(conflict);
@@ -317,7 +317,7 @@ impl Executor<'_> {
         let marker = marker(command, self.agent);
         let body = json!({"fields": fields, "properties": [{"key": MARKER_KEY, "value": marker}]});
         // The POST's time on Jira's clock (the skew is known from `serverInfo`): a look after a
-        // lost answer reads only what was created since (issue 31, item 3).
+        // lost answer reads only what was created since.
         let posted_ms = self.jira.jira_now_ms()?;
         let key = match self.jira.write_expecting(
             "POST",
@@ -378,7 +378,7 @@ impl Executor<'_> {
         // A server's version does not prove that its create keeps `properties` (a plugin, a
         // proxy that rewrites bodies, an old `IssueUpdateBean`: docs/jira-field-notes.md,
         // "Properties in the create body"), so the first create of a run reads its marker back
-        // once (issue 31, item 6); a server seen to keep it is not asked again, one seen to drop
+        // once; a server seen to keep it is not asked again, one seen to drop
         // it gets the marker PUT after every create.
         if self.jira.create_properties_kept().is_none()
             && !self.jira.may_ignore_create_properties().unwrap_or(true)
@@ -439,7 +439,7 @@ impl Executor<'_> {
         Ok(found)
     }
 
-    /// A write answered 503 with `Retry-After` (issue 31, item 2): a 503 is not proof that
+    /// A write answered 503 with `Retry-After`: a 503 is not proof that
     /// nothing was applied (a proxy answers it after forwarding), so the agent waits as asked and
     /// looks once: found, it is done. Not found, the write is never sent again in this delivery
     /// (`None`: the caller looks until its grace ends, then gives the command back): a search
@@ -459,7 +459,7 @@ impl Executor<'_> {
         look(self)
     }
 
-    /// After a write's answer was lost (issue 24, §4): looking for the command's marker is a
+    /// After a write's answer was lost: looking for the command's marker is a
     /// read, not a repeat. The agent looks a few times within `grace`, each wait twice the one
     /// before (1 s, 2 s, 4 s … on the injected clock, at most [`LOOK_MAX_STEP`]), and takes the
     /// write as done as soon as `look` finds it; a write still unseen at the end of the grace
@@ -609,7 +609,7 @@ impl Executor<'_> {
     /// Candidates of an earlier create: marked for this command, unmarked, or nothing. Every
     /// issue this account created in the project within the window (`since_ms` to `until_ms`)
     /// is a candidate, whatever its summary now is (an Automation rule or a post-function may
-    /// rewrite it on create, issue 24, §4), and its marker is read: from Cloud's search answer
+    /// rewrite it on create), and its marker is read: from Cloud's search answer
     /// (`properties=jira-hub`), one GET each on Data Center, whose search never returns
     /// properties (JRASERVER-62898). The issues are read newest first and the look ends at this
     /// command's marker. An issue marked for another command is never taken. An unmarked one
@@ -662,7 +662,7 @@ impl Executor<'_> {
                 .search_newest(&query, "summary", Some(MARKER_KEY), &mut visit)?;
         } else {
             // No end from the hub (an older hub): the window may be large, so it is read paged
-            // by key, past any result window (issue 31, item 6).
+            // by key, past any result window.
             for issue in self
                 .jira
                 .search_values(&query, "summary", Some(MARKER_KEY))?
@@ -685,7 +685,7 @@ impl Executor<'_> {
     /// The issue this delivery's create made, looked for after its answer was lost: this
     /// account's issues of the project created since `since_ms` (the POST's time on Jira's
     /// clock, less [`POSTED_MARGIN_MS`]), newest first, until one's marker names this command
-    /// (issue 31, item 3). Markers come with Cloud's search; on Data Center each is read once
+    ///. Markers come with Cloud's search; on Data Center each is read once
     /// per delivery (cached), the newest first, so the write looked for costs one read.
     fn find_newest_marked(
         &mut self,
@@ -791,7 +791,7 @@ impl Executor<'_> {
     }
 
     /// A write that could be repeated as it is (PUT of fields, adding to a sprint). An ambiguous
-    /// answer is still not repeated in this delivery (issue 24 §1): the command goes back to
+    /// answer is still not repeated in this delivery: the command goes back to
     /// the hub, and the next delivery writes it again.
     fn idempotent_write(&mut self, method: &str, path: &str, body: &Value) -> Result<(), Fail> {
         self.jira.write(method, path, body)?;
@@ -843,7 +843,7 @@ impl Executor<'_> {
 
     // ---- transition ----
 
-    /// Moves an issue to the status `status` names in `transitions_map` (issue 19): the
+    /// Moves an issue to the status `status` names in `transitions_map`: the
     /// transition is chosen among those Jira offers for this issue (`GET …/transitions`, whose
     /// ids differ between workflows) by its target status id; "already there" compares the
     /// issue's `status.id`; after the call the status is read back, and a transition that ended
@@ -943,7 +943,7 @@ impl Executor<'_> {
                         return Err(Fail::Stopped);
                     }
                 }
-                // Ambiguous too (issue 24 §1): never repeated in this delivery; the next one
+                // Ambiguous too: never repeated in this delivery; the next one
                 // reads the status before it transitions.
                 Err(error) => return Err(error.into()),
             }
@@ -1079,7 +1079,7 @@ impl Executor<'_> {
         let marker = marker(command, self.agent);
         let request = json!({"body": body, "properties": [{"key": MARKER_KEY, "value": marker}]});
         // The POST's time on Jira's clock: a look after its answer is lost reads only the
-        // comments created since (issue 31, item 3).
+        // comments created since.
         let since_ms = self.jira.jira_now_ms()? - POSTED_MARGIN_MS;
         let answer = self
             .jira
@@ -1161,12 +1161,12 @@ impl Executor<'_> {
     /// answer was lost): a comment created at or after `since_ms` on Jira's clock whose marker
     /// (its comment property) names this command, whatever its body now is (Cloud gives back
     /// wiki markup converted from ADF, which changes more than whitespace). A comment marked for
-    /// another command, or unmarked, is never taken (a recurring text is not proof, issue 24,
-    /// §4). Only on a server without comment properties (before 7.2) is a comment of this account
+    /// another command, or unmarked, is never taken (a recurring text is not
+    /// proof). Only on a server without comment properties (before 7.2) is a comment of this account
     /// with the same body in [`normalized_body`] form taken instead.
     ///
     /// The comments are read newest first and the look ends at the first one older than the
-    /// window (issue 31, item 3): the write looked for is the newest, so it costs one page. On
+    /// window: the write looked for is the newest, so it costs one page. On
     /// Cloud the markers of a page's candidates come in one `POST /comment/list?expand=properties`
     /// (up to 1,000 ids a call); on Data Center, which has no such operation, each candidate's
     /// marker is read, newest first, once per delivery (kept, as the create look's).
@@ -1271,7 +1271,7 @@ impl Executor<'_> {
         let query =
             text(params, "jql").ok_or_else(|| fail("jql: обязательное поле отсутствует"))?;
         // Cloud's search lags behind writes ("seconds to minutes"): the issues this agent wrote
-        // since its last full refresh are named for reconciling (issue 31, item 6), and are
+        // since its last full refresh are named for reconciling, and are
         // forgotten once a full refresh (no `updated >=` bound) has read them after the lag.
         let full = crate::domain::jql::split_incremental(&query).is_none();
         let reconcile = match self.jira.deployment()? {
@@ -1742,7 +1742,7 @@ mod tests {
         )
     }
 
-    /// Issue 31, item 1: a 429 or a 503 with `Retry-After: 0` (Data Center stamps it on every
+    /// A 429 or a 503 with `Retry-After: 0` (Data Center stamps it on every
     /// answer while its tokens last) asks for no wait; the agent waits a backoff all the same,
     /// never nothing: on the agent's clock each try of a read or a write comes at least half a
     /// second (the first backoff's floor: 1 s times a jitter of 0.5–1) after the one before. A
@@ -1787,7 +1787,7 @@ mod tests {
         }
     }
 
-    /// Issue 31, item 1: a call throttled for longer than its time budget (600 s) gives up within
+    /// A call throttled for longer than its time budget (600 s) gives up within
     /// it although its count budget (20 answers) is far from reached. Each answer asks for
     /// 250 s: a read waits 250 + 250 s and gives up at the third answer instead of waiting past
     /// 600 s (before: 750 s); a write the same. The pause Jira asked for stays for the next call.
@@ -1986,7 +1986,7 @@ mod tests {
         (outcome, slept.into_inner())
     }
 
-    /// Issue 24, §4: a create whose answer was lost (a 502 after Jira made it) is found by its
+    /// A create whose answer was lost (a 502 after Jira made it) is found by its
     /// marker within seconds, not after the whole grace: Cloud's search shows it, with its
     /// property, at the third look (1 + 2 + 4 s on the injected sleep). No second create. The
     /// summary went out trimmed, and an Automation rule rewrote it: the marker decides.
@@ -2092,7 +2092,7 @@ mod tests {
             "never repeated: {seen:?}"
         );
         // Each look read the unset marker of the rewritten summary's candidate (it may be set
-        // yet); another command's marker, once read, is kept for the delivery (issue 31, item 3).
+        // yet); another command's marker, once read, is kept for the delivery.
         assert_eq!(
             count("GET /rest/api/2/issue/AURORA-9/properties/jira-hub"),
             slept.len()
@@ -2103,7 +2103,7 @@ mod tests {
         );
     }
 
-    /// Issue 24, §4: a comment is recognised by its marker. A lost comment's marker found at the
+    /// A comment is recognised by its marker. A lost comment's marker found at the
     /// second look: done. An unmarked comment of this account with the same text (last week's
     /// «Перенесено в следующий спринт») is never adopted.
     #[test]
@@ -2277,7 +2277,7 @@ mod tests {
         assert_eq!(outcome, Outcome::Done(json!({"comment_id": "100"})));
     }
 
-    /// Issue 24, §4: a key refused in `key > "<key>"` is judged gone by reading it, not by the
+    /// A key refused in `key > "<key>"` is judged gone by reading it, not by the
     /// refusal's words: a Russian-speaking account's 400 for a deleted key is recovered from
     /// (the page is asked again after the key before), and a 400 for a key that is still there
     /// fails the refresh with Jira's words.
@@ -2373,7 +2373,7 @@ mod tests {
         }
     }
 
-    /// Issue 31, item 6: a duplicate check's search has no 10,000 cap: 10,100 issues of the
+    /// A duplicate check's search has no 10,000 cap: 10,100 issues of the
     /// account in the window come back whole.
     #[test]
     fn search_values_has_no_ten_thousand_cap() {
@@ -2405,7 +2405,7 @@ mod tests {
         assert_eq!(found.len(), 10_100);
     }
 
-    /// Issue 31, item 6: a page size halved after a page that did not come grows back once
+    /// A page size halved after a page that did not come grows back once
     /// pages come again (two in a row), up to the size asked.
     #[test]
     fn a_halved_page_size_grows_back() {
@@ -2471,7 +2471,7 @@ mod tests {
         )
     }
 
-    /// Issue 31, item 7: a Data Center page that brings the whole `total` of the first page ends
+    /// A Data Center page that brings the whole `total` of the first page ends
     /// the search; no empty page is asked to learn it (before: two more, `key > "P-n"` and
     /// `project not in (P)`).
     #[test]

@@ -454,7 +454,7 @@ fn url(map: &Map<String, Value>, key: &str) -> Result<Option<String>, ConfigErro
 /// call to Jira or the hub blocks the agent's one thread (ureq), and no watchdog ping goes out
 /// meanwhile; systemd kills a service whose pings stop for `WatchdogSec` (systemd.service(5):
 /// "the service … must call sd_notify(3) regularly with WATCHDOG=1"), so a longer timeout could
-/// get a healthy agent killed in the middle of a write (issue 24, §4).
+/// get a healthy agent killed in the middle of a write.
 pub(crate) const MAX_REQUEST_TIMEOUT_SECONDS: u64 = 90;
 
 /// `request_timeout_seconds`, checked against the watchdog: at most
@@ -879,7 +879,7 @@ mod tests {
         assert!(!is_service_config(Path::new("/tmp/agent.json")));
     }
 
-    /// Issue 24, §4: a request timeout the watchdog would not survive is refused with a clear
+    /// A request timeout the watchdog would not survive is refused with a clear
     /// error, against the shipped unit's watchdog and against the one systemd runs it under.
     #[test]
     fn the_request_timeout_cannot_outlast_the_watchdog() {

@@ -1,4 +1,4 @@
-//! An edit checked against Jira before it is written (issue 32): one read of just the fields the
+//! An edit checked against Jira before it is written: one read of just the fields the
 //! edit sets, right before the write, and a three-way decision per field (the base the hub
 //! recorded at enqueue, Jira's value now, the wanted value):
 //!

@@ -49,7 +49,7 @@ const GROW_AFTER: u32 = 2;
 const MAX_RATE_LIMITED: u32 = 20;
 
 /// How long one call may spend waiting out rate-limited answers before the command goes back to
-/// the hub (a time budget beside [`MAX_RATE_LIMITED`]'s count, issue 31 item 1).
+/// the hub (a time budget beside [`MAX_RATE_LIMITED`]'s count).
 const MAX_THROTTLED: Duration = Duration::from_secs(600);
 
 /// A page of an issue's comments in a look (`maxResults`: Cloud's documented default; Data
@@ -162,7 +162,7 @@ pub(crate) struct Jira {
     max_retries: u32,
     counters: Rc<Cell<Counters>>,
     /// Jira's clock minus the agent's, in milliseconds, from the last `serverInfo.serverTime`
-    /// (issue 19: the windows of the checks before a repeated write are Jira's times).
+    /// (the windows of the checks before a repeated write are Jira's times).
     skew_ms: Option<i64>,
     /// `serverInfo.versionNumbers`' first two, when Jira said.
     version: Option<(u64, u64)>,
@@ -307,7 +307,7 @@ impl Jira {
     }
 
     /// One read of `path` with no retry and no rate-limit wait: the probe of a read refused for
-    /// credentials (issue 31, item 1).
+    /// credentials.
     pub(crate) fn probe_read(&mut self, path: &str) -> Result<(), JiraError> {
         self.read_with(path, 0, false).map(|_| ())
     }
@@ -453,7 +453,7 @@ impl Jira {
     /// comments are recognised by their marker: Cloud, and a server that says it is 7.2 or later
     /// (`CommentJsonBean.properties`); a server that names an older version has none, and only
     /// there is a comment recognised by its body. A server that does not say is taken to have
-    /// them: an unmarked comment is then never adopted (issue 24, §4).
+    /// them: an unmarked comment is then never adopted.
     pub(crate) fn has_comment_properties(&mut self) -> Result<bool, JiraError> {
         if self.deployment()? == Deployment::Cloud {
             return Ok(true);
@@ -563,7 +563,7 @@ impl Jira {
             )));
         }
         // Even with nothing to wait for: the watchdog is fed and the running command's lease
-        // and keep-alive kept between two calls of a long look (issue 31, item 3).
+        // and keep-alive kept between two calls of a long look.
         if !self.waits.sleep(wait) {
             return Err(self.interrupted());
         }
@@ -653,7 +653,7 @@ impl Jira {
         match reply.and_then(|r| rate_limit_wait(r, wall)) {
             // `Retry-After: 0` on a 429 or 503 (Data Center stamps it on every answer while
             // tokens remain, docs/jira-field-notes.md "Rate limits") asks for no wait at all:
-            // a backoff instead, never a tight loop (issue 31, item 1).
+            // a backoff instead, never a tight loop.
             Some(limit) if limit.wait.is_zero() => (
                 backoff(attempt),
                 format!("{}: экспоненциальная пауза", limit.describe()),
@@ -924,7 +924,7 @@ impl Jira {
                 Class::Throttled => {
                     // Nothing was applied: waited out and sent again. A 503 with `Retry-After` is
                     // a resource limit reached, "handled with similar logic" to a 429: never a
-                    // lost answer, never the release grace, never a delivery (issue 24, §4).
+                    // lost answer, never the release grace, never a delivery.
                     let Ok(reply) = answer else { continue };
                     self.count(0, 1);
                     limited += 1;
@@ -944,7 +944,7 @@ impl Jira {
                 Class::Ambiguous(why) | Class::Broken(why) => {
                     self.wrote = true;
                     // A 503 that asks to come back: Jira (or its front) was busy, and said when
-                    // to look (issue 31, item 2).
+                    // to look.
                     self.busy = answer
                         .as_ref()
                         .ok()
@@ -1044,7 +1044,7 @@ impl Jira {
         }
     }
 
-    /// Server/DC: paged by issue key, project by project (issue 19). In Jira's JQL `id`, `key`,
+    /// Server/DC: paged by issue key, project by project. In Jira's JQL `id`, `key`,
     /// `issue` and `issuekey` are one clause, and `key > "P-7"` means "project P, key number above
     /// 7", so a numeric `id > N` was "the project of issue N", not "a larger id": a page that ended
     /// on an issue moved into the project stopped the search, and one whose last issue moved away
@@ -1219,7 +1219,7 @@ impl Jira {
             if count == 0 && !first_of_project {
                 // `key > "P-n"` names project P alone (Jira's `IssueIdClauseQueryFactory`): an
                 // empty page after it ends P, not the search. The other projects of the query
-                // come next (issue 24, §4).
+                // come next.
                 if let Some(finished) = project.take() {
                     done.push(finished);
                 }
@@ -1245,7 +1245,7 @@ impl Jira {
     /// Whether `key` (the last key of a page, refused in `key > "<key>"` with a 400) no longer
     /// names an issue under that key: deleted (404) or moved (Jira finds the issue by its old
     /// key and answers with its new one). Read, not guessed from the refusal's words: Jira words
-    /// JQL errors in the searching account's language (issue 24, §4).
+    /// JQL errors in the searching account's language.
     fn key_is_gone(&mut self, key: &str) -> Result<bool, JiraError> {
         let path = format!("/rest/api/2/issue/{}?fields=project", jql::encode(key));
         match self.read_json::<Value>(&path) {
@@ -1321,7 +1321,7 @@ impl Jira {
 
     /// The issues of `query` newest first (`ORDER BY created DESC`), each handed to `visit` as a
     /// parsed value until it says it has what it needs (`true`). A look after a lost answer
-    /// (issue 31, item 3): its window starts at the write's time, so the issue looked for is on
+    ///: its window starts at the write's time, so the issue looked for is on
     /// the first page, and a project's older issues are never read. Pages grow from a small
     /// first one. Server/DC pages by `startAt` (the window is small); Cloud by its page token,
     /// with `property` in each issue's `properties`. Returns whether `visit` stopped it.
@@ -1399,8 +1399,8 @@ impl Jira {
         }
     }
 
-    /// An entity property's value as read before in this command's delivery (issue 31, item 3:
-    /// a look that runs again reads no marker twice); `None` when not read yet.
+    /// An entity property's value as read before in this command's delivery
+    /// (a look that runs again reads no marker twice); `None` when not read yet.
     pub(crate) fn cached_property(&self, path: &str) -> Option<Option<Value>> {
         self.properties.get(path).cloned()
     }
@@ -1424,8 +1424,7 @@ impl Jira {
     /// The comments of an issue (`path`: `/rest/api/2/issue/{key}/comment`) created at or after
     /// `since_ms` on Jira's clock, newest first, a page at a time (at most
     /// [`COMMENT_PAGE`]) handed to `visit` until it says it found what it looks for (`true`) or
-    /// the window is passed: the first comment older than `since_ms` ends the look (issue 31,
-    /// item 3). Newest first is `orderBy=-created`, documented on both deployments (Cloud: "Accepts
+    /// the window is passed: the first comment older than `since_ms` ends the look. Newest first is `orderBy=-created`, documented on both deployments (Cloud: "Accepts
     /// *created* to sort comments by their created date", `-created` in its enum; Data Center's
     /// `getComments`: "Results can be ordered by the "created" field", `orderBy` "ordering of the
     /// results", REST reference 8.x and 9.x). A first page that comes oldest first (a server that
@@ -1590,7 +1589,7 @@ impl Jira {
             Deployment::Server => None,
         };
         // No cap on the count: a check that stopped at 10,000 would fail the command on a
-        // project with that many of the account's issues in the window (issue 31, item 6); the
+        // project with that many of the account's issues in the window; the
         // pages are paged by key (Data Center) or token (Cloud), never past a result window.
         self.search_with(query, fields, properties, &[], 100, &mut |page| {
             for raw in page.issues {
@@ -1786,7 +1785,7 @@ pub(crate) fn path_only(path: &str) -> &str {
 
 /// Parses a 2xx answer's JSON body. An answer that says it is not JSON (an HTML login or error
 /// page a proxy serves with 200) or that is not the JSON expected (cut short, another shape) is
-/// an error naming what was wrong, never an empty result (issue 19).
+/// an error naming what was wrong, never an empty result.
 pub(crate) fn parse<T: serde::de::DeserializeOwned>(reply: &Reply) -> Result<T, JiraError> {
     check_json(reply)?;
     serde_json::from_slice(&reply.body).map_err(|e| {

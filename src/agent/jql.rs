@@ -44,7 +44,7 @@ fn is_order_by(rest: &str) -> bool {
     )
 }
 
-/// One page's query of a Server/DC search, paged by issue key (issue 19). In Jira's JQL `id`,
+/// One page's query of a Server/DC search, paged by issue key. In Jira's JQL `id`,
 /// `key`, `issue` and `issuekey` are one clause: `key > "P-7"` means "project P, key number above
 /// 7" (and `ORDER BY key` sorts by project, then key number), so a page continues after the last
 /// key of the previous one *within its project*: `(<jql>) AND key > "P-7" ORDER BY key ASC`.
@@ -71,7 +71,7 @@ pub(crate) fn key_page(jql: &str, done_projects: &[String], after_key: Option<&s
     }
 }
 
-/// The check before a create is repeated (issue 19): the issues this account created in the
+/// The check before a create is repeated: the issues this account created in the
 /// project since `since_ms` (epoch milliseconds on Jira's clock). `creator`, not `reporter`: the
 /// reporter can be set to anyone at create time and changed later; the creator cannot.
 pub(crate) fn created_by_me(project_key: &str, since_ms: i64) -> String {
@@ -151,7 +151,7 @@ mod tests {
             created_by_me("A B", 5),
             r#"project = "A B" AND creator = currentUser() AND created >= 5"#
         );
-        // A reserved word as a key (issue 31, item 6): quoted, as Jira demands.
+        // A reserved word as a key: quoted, as Jira demands.
         assert_eq!(
             created_by_me("AND", 5),
             r#"project = "AND" AND creator = currentUser() AND created >= 5"#

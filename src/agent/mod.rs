@@ -167,8 +167,8 @@ pub(crate) fn alive() {
 /// The longest pause between two probes of a Jira that cannot be reached.
 const MAX_PROBE_BACKOFF: Duration = Duration::from_secs(60);
 /// How long a probe that passed stands for the heartbeat's `jira_ok` while nothing fails: the
-/// agent probes `serverInfo` once in this time rather than at every heartbeat (issue 31, item 7:
-/// 12 calls an idle hour instead of 60), which also keeps Jira's clock offset this fresh. A call
+/// agent probes `serverInfo` once in this time rather than at every heartbeat
+/// (12 calls an idle hour instead of 60), which also keeps Jira's clock offset this fresh. A call
 /// that fails holds the agent and is reported at once, so only a Jira that fails while nothing
 /// asks it shows late, by this much and a heartbeat at most.
 const JIRA_ANSWER_STANDS: Duration = Duration::from_secs(300);
@@ -195,7 +195,7 @@ struct Agent {
     request_timeout: Duration,
     /// The last claim answer's `created_at` (the hub's clock) and when it arrived.
     claimed: Option<(String, Instant)>,
-    /// The hub's `max_report_bytes` from the last claim answer (issue 19).
+    /// The hub's `max_report_bytes` from the last claim answer.
     max_report_bytes: Option<u64>,
     /// The lease the hub gave with the last claim (`None`: an older hub that does not say).
     lease: Option<Duration>,
@@ -214,7 +214,7 @@ struct Agent {
     jira_answered: Option<Duration>,
     /// The path refused in the command being executed while `GET myself` passed, for its
     /// give-back report (`refused`): the hub hands it to the next delivery, and the agent keeps
-    /// no count of its own across deliveries (issue 31, item 1).
+    /// no count of its own across deliveries.
     refused: Option<RefusedPath>,
     /// Where new credentials come from (`None`: `--once` and `--check`, which do not wait).
     source: Option<CredentialSource>,
@@ -717,7 +717,7 @@ impl Agent {
                 }
             }
             // The rest of the claim is kept leased with the command: a long wait or look inside
-            // it (a lost answer's grace) must not let them lapse (issue 31, item 3).
+            // it (a lost answer's grace) must not let them lapse.
             let keeper = self.lease.zip(deadline).map(|(lease, deadline)| {
                 Arc::new(LeaseKeeper {
                     hub: self.hub.clone(),
@@ -760,7 +760,7 @@ impl Agent {
         true
     }
 
-    /// Gives commands that were never started back to the hub at once (issue 24 §2): Jira is
+    /// Gives commands that were never started back to the hub at once: Jira is
     /// held, or their lease would lapse before they could finish. Each is reported `released`
     /// with the reason, a short `not_before` and `sent: false`, so the hub queues it again
     /// without counting the delivery. A report that does not reach the hub leaves the leases to
@@ -788,7 +788,7 @@ impl Agent {
     }
 
     /// A command met a credentials answer (a 401, a login redirect, an anonymous answer): one path's
-    /// refusal or the credentials' (issue 31, item 1)? The failing read is probed again when it was
+    /// refusal or the credentials'? The failing read is probed again when it was
     /// a read (a passing probe: the command goes back, nothing held); then `GET myself`: when it
     /// passes, the credentials work and this path alone is refused (Cloud's scoped token
     /// «Unauthorized; scope does not match», DC 9.x's redirect of an unknown REST path). The
@@ -1186,7 +1186,7 @@ struct LeaseKeeper {
     deadline: Mutex<Duration>,
     /// The agent's heartbeat period: while the command runs, the keep-alive goes at least this
     /// often, so that the hub, which calls an agent silent after two periods without a request
-    /// of its own, never shows it «Молчит» during a long wait or look (issue 31, item 3).
+    /// of its own, never shows it «Молчит» during a long wait or look.
     every: Duration,
     /// When the agent last told the hub it is alive (the command's start, then each keep-alive;
     /// monotonic).

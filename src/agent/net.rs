@@ -13,7 +13,7 @@ pub(crate) struct Reply {
     pub status: u16,
     /// `Retry-After`, as sent.
     pub retry_after: Option<String>,
-    /// `Content-Type`, as sent: an HTML page from a proxy is not Jira's JSON (issue 19).
+    /// `Content-Type`, as sent: an HTML page from a proxy is not Jira's JSON.
     pub content_type: Option<String>,
     /// The headers the agent reads besides: rate limits (`X-RateLimit-*`, `RateLimit-Reason`,
     /// Cloud's beta `*RateLimit*`), `Location`, `X-Seraph-LoginReason`; names in lower case.
@@ -253,8 +253,8 @@ mod tls {
     /// WebPKI's verdict, except that a server presenting exactly one of the pinned certificates
     /// may lack a chain to a root: a self-signed certificate is its own issuer, and WebPKI
     /// refuses a CA certificate presented as the server's own (`CaUsedAsEndEntity`) or one it
-    /// cannot chain (`UnknownIssuer`). Everything else is checked as for any certificate (issue
-    /// 24, §4): its validity period (WebPKI checks it before the issuer, so an expired or not yet
+    /// cannot chain (`UnknownIssuer`). Everything else is checked as for any certificate:
+    /// its validity period (WebPKI checks it before the issuer, so an expired or not yet
     /// valid pinned certificate is refused with that reason), the host name it is for (checked
     /// here, as WebPKI checks it only after a chain), and the handshake signature against its
     /// key.
@@ -369,7 +369,7 @@ mod tls {
         Ok(PinnedVerifier { webpki, pinned })
     }
 
-    /// Issue 24, §4: the pinned certificate is checked for host name and validity like any
+    /// The pinned certificate is checked for host name and validity like any
     /// other; only its missing chain is forgiven.
     #[cfg(test)]
     mod tests {

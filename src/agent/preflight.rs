@@ -200,7 +200,7 @@ pub(crate) fn run(jira: &mut Jira, hub: &HubLink, refused: Option<String>) -> Ve
             let detail = match error {
                 LinkError::NoAnswer(why) => why,
                 LinkError::Stopped => "проверка остановлена сигналом до ответа хаба".to_string(),
-                // Ours in Russian, the hub's or the OS's words quoted after (issue 29).
+                // Ours in Russian, the hub's or the OS's words quoted after.
                 LinkError::Refused { kind, message } => {
                     format!("хаб отказал в запросе {}: «{message}»", kind.as_str())
                 }

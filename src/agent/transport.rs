@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 /// The agent's version, sent in claims and heartbeats.
 pub(crate) const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// A request body this large that loses its connection twice is taken as too large (issue 19).
+/// A request body this large that loses its connection twice is taken as too large.
 const LARGE_BODY: usize = 1024 * 1024;
 
 /// How often the relay's outbox is looked at while an answer is awaited.
@@ -192,7 +192,7 @@ impl HubLink {
             answer_timeout: config.answer_timeout,
             // A claim waits no longer than a heartbeat period: the agent's own requests then
             // come at least that often, and the hub can tell a frozen agent from a waiting one
-            // (issue 25: silent after two missed periods).
+            // (silent after two missed periods).
             claim_wait: config.claim_wait.min(config.heartbeat),
             request_timeout: config.request_timeout,
             heartbeat: config.heartbeat,
@@ -1095,7 +1095,7 @@ mod tests {
         assert_eq!(new_id("agent-1").len(), "agent-1-".len() + 32);
     }
 
-    /// Issue 29: a share the agent may not write to is named a permission problem (the OS's
+    /// A share the agent may not write to is named a permission problem (the OS's
     /// words quoted, the mode and group it needs), never «is the share mounted?», which is
     /// said for a folder that is not there.
     #[test]

@@ -382,7 +382,7 @@ impl Progress {
             if let Some(run) = run {
                 let seen = run["issues_seen"].as_u64().unwrap_or(0);
                 let status = run["status"].as_str().unwrap_or("?");
-                // A refresh is named by its batch, as everywhere (issue 25, item 5).
+                // A refresh is named by its batch, as everywhere.
                 let line = format!(
                     "demo: full refresh (batch {}, run {}): {status}, {} seen",
                     run["batch_id"],
@@ -514,7 +514,7 @@ pub(crate) fn demo(mut args: DemoArgs) -> anyhow::Result<Outcome> {
     // of one 32 KiB page: the database's view of a live agent must not look silent to another
     // process, see `service::presence`). At 10 s the demo left running wrote 150–230 KB a
     // minute, at 30 s 158 KB (measured with `strace` and `/proc/PID/io`: two last-seen commits
-    // a minute, each a WAL frame and its share of the wal-index), over issue 23's 128. Work still
+    // a minute, each a WAL frame and its share of the wal-index), over the earlier budget of 128. Work still
     // reaches the agent at once (the hub answers its waiting claim); it is flagged silent after
     // two periods, 2 minutes.
     let agent_config = dir.join("agent.json");

@@ -127,7 +127,7 @@ impl std::io::Write for Synced {
     }
 }
 
-/// `refresh confirm RUN`: a held full refresh's removals are applied (issue 19).
+/// `refresh confirm RUN`: a held full refresh's removals are applied.
 pub(crate) fn confirm_refresh(db: &Path, run: i64) -> anyhow::Result<Outcome> {
     let mut hub = open_existing_hub(db)?;
     let confirmed = hub.confirm_run(run, "CLI")?;
@@ -190,7 +190,7 @@ pub(crate) fn retry(
     })
 }
 
-/// `commands keep-jira ID…`: each edit stopped by a conflict ends cancelled (issue 32).
+/// `commands keep-jira ID…`: each edit stopped by a conflict ends cancelled.
 pub(crate) fn keep_jira(db: &Path, ids: &[i64]) -> anyhow::Result<Outcome> {
     let mut hub = open_existing_hub(db)?;
     each_command(ids, "не оставлено как в Jira", |id| {
@@ -295,7 +295,7 @@ fn no_agent_warning(agents: &[AgentView], now: OffsetDateTime) -> Option<String>
             silent.join("; ")
         ));
     }
-    // Agents about, but Jira held for every one of them (issue 24 §2): say why.
+    // Agents about, but Jira held for every one of them: say why.
     if about.iter().all(|a| a.jira_held.is_some()) {
         let words: Vec<String> = about
             .iter()

@@ -195,7 +195,7 @@ pub(crate) fn status(db: &Path, json: bool, check: bool) -> anyhow::Result<Outco
         describe_relay_dir(status.relay_dir.as_deref())
     );
     // A backup keeps the relay folder's name, not its files: the counts above are the live
-    // folder's now (issue 29).
+    // folder's now.
     if status.relay_dir.is_some()
         && db
             .parent()

@@ -1,4 +1,4 @@
-//! An edit's base and the three-way decision per field (issue 32): what the hub records when an
+//! An edit's base and the three-way decision per field: what the hub records when an
 //! edit (`ensure_issue` with a `key`) is enqueued, and the forms in which the agent compares the
 //! base, Jira's value now and the wanted value right before it writes.
 //!
@@ -26,7 +26,7 @@ pub const CHECKED_FIELDS: [&str; 8] = [
 /// Where an edit's base came from (`params.base.from`).
 pub const FROM_MIRROR: &str = "mirror";
 pub const FROM_CLIENT: &str = "client";
-/// The issue was not in the mirror: the edit is written as before issue 32, unchecked.
+/// The issue was not in the mirror: the edit is written unchecked, as before the conflict check existed.
 pub const FROM_NONE: &str = "none";
 
 /// A body in the form that survives Jira Cloud's storage: REST v2 takes wiki markup, Cloud

@@ -42,7 +42,7 @@ pub(crate) const DEFAULT_BACKUP_KEEP: u32 = 10;
 /// Hours between two full automatic refreshes (the ones in between are incremental).
 pub(crate) const DEFAULT_FULL_REFRESH_HOURS: u32 = 24;
 
-/// When a full refresh may remove issues from the mirror by itself (issue 19): a run that would
+/// When a full refresh may remove issues from the mirror by itself: a run that would
 /// remove, in some project, at least `min_issues` issues *and* more than `max_percent` percent
 /// of that project's mirrored issues is held until an operator confirms it (or the next full run
 /// finds the same issues missing). The hub's alone: the agent never sees it.
@@ -68,7 +68,7 @@ impl PruneGuard {
     }
 }
 
-/// How long finished batches are kept, with their commands and attempts (issue 30, item 3), in
+/// How long finished batches are kept, with their commands and attempts, in
 /// days since the batch finished (its last command's `finished_at`, or its cancellation); 0
 /// keeps them for ever. A batch with a command still queued or claimed is never pruned. The
 /// defaults follow River's job cleaner in spirit (completed jobs go first, discarded and
@@ -167,7 +167,7 @@ impl std::fmt::Debug for Tokens {
     }
 }
 
-/// Where a `transitions_map` entry sends an issue (issue 19). Either the target status by its
+/// Where a `transitions_map` entry sends an issue. Either the target status by its
 /// id (translated names are never compared), with an optional transition id preferred when
 /// several transitions lead there; or, as before, a bare transition id: then the agent takes
 /// that transition only when Jira offers it for the issue *and* it leads to a status of the
@@ -650,7 +650,7 @@ fn validate_pacing(value: &Value) -> Result<Value, ValidationError> {
             format!("не может быть меньше backoff_initial_seconds ({initial})"),
         ));
     }
-    // One command must fit in a lease at this pacing (issue 31, item 1): an agent that cannot
+    // One command must fit in a lease at this pacing: an agent that cannot
     // start one gives every claim back unstarted, and nothing ever runs.
     let interval = normalized.get("min_interval_ms").and_then(Value::as_u64);
     let timeout = normalized
@@ -871,7 +871,7 @@ mod tests {
         );
         check("pacing", json!({}), None);
         check("pacing", json!({"min_interval_ms": 0}), None);
-        // Issue 31, item 1: a pacing that cannot fit one command in a lease is refused, naming
+        // A pacing that cannot fit one command in a lease is refused, naming
         // both settings.
         let refused = validate_setting(
             "pacing",

@@ -21,7 +21,7 @@ async fn handle(
 ) -> Result<Json<AgentAnswer>, ApiError> {
     let decoded = decode_request(&body);
     // The body shares hyper's read buffer: let it go now, so that a claim that waits keeps no
-    // buffer of its request (and hyper reuses its own rather than take another, issue 23 §2).
+    // buffer of its request (and hyper reuses its own rather than take another).
     drop(body);
     answer(state, decoded, expected).await
 }
@@ -83,7 +83,7 @@ async fn answer(
     wait_for_work(&state, Arc::new(request), wait).await
 }
 
-/// A claim's answer says the largest report this transport takes: the body limit (issue 19).
+/// A claim's answer says the largest report this transport takes: the body limit.
 fn with_report_limit(state: &AppState, mut answer: AgentAnswer) -> AgentAnswer {
     if let AgentAnswer::Claim(claim) = &mut answer {
         claim.max_report_bytes = Some(state.options.max_body_bytes as u64);

@@ -421,7 +421,7 @@ pub(crate) struct RetryBody {
 
 /// Queues a `failed` or `skipped` command again, with the commands skipped because of it. Its
 /// earlier outcome (status, deliveries, error) is kept in `attempts`. With `{"overwrite": true}`
-/// an edit stopped by a conflict writes the fields in conflict over Jira's values (issue 32).
+/// an edit stopped by a conflict writes the fields in conflict over Jira's values.
 #[utoipa::path(post, path = "/commands/{id}/retry", tag = "batches", security(("client_token" = [])),
     params(("id" = i64, Path, description = "the command id")), request_body(content = Option<RetryBody>, description = "optional"),
     responses((status = 200, body = CommandView), (status = 404, body = super::ErrorBody), (status = 409, description = "not failed or skipped, its dependency failed too, its batch is cancelled, or `overwrite` without a conflict", body = super::ErrorBody),
@@ -449,7 +449,7 @@ pub(crate) async fn retry_command(
 
 /// «Оставить как в Jira»: an edit stopped by a conflict with a change made in Jira ends
 /// `cancelled` (nothing is written); the commands skipped because of it stay skipped with that
-/// reason (issue 32).
+/// reason.
 #[utoipa::path(post, path = "/commands/{id}/keep-jira", tag = "batches", security(("client_token" = [])),
     params(("id" = i64, Path, description = "the command id")),
     responses((status = 200, body = CommandView), (status = 404, body = super::ErrorBody), (status = 409, description = "the command is not failed on a conflict", body = super::ErrorBody)))]
@@ -511,7 +511,7 @@ pub(crate) async fn agents(
     Ok(Json(state.pool.run(|hub| hub.agents()).await?))
 }
 
-/// Applies the removals of a full refresh held by `prune_guard` (issue 19).
+/// Applies the removals of a full refresh held by `prune_guard`.
 #[utoipa::path(post, path = "/sync-runs/{id}/confirm", tag = "mirror", security(("client_token" = [])),
     params(("id" = i64, Path, description = "the held sync run's id")),
     responses((status = 200, body = crate::service::ConfirmedView), (status = 404, body = super::ErrorBody), (status = 409, description = "the run is not held (confirmed, superseded or never held)", body = super::ErrorBody)))]

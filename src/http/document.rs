@@ -279,7 +279,7 @@ const COMMAND_TYPES: [(&str, &str, &str); 5] = [
     ("comment", "CommentCommand", "CommentParams"),
 ];
 
-/// An edit's own base (issue 32): the values the client saw, checked against Jira before the write.
+/// An edit's own base: the values the client saw, checked against Jira before the write.
 fn edit_base() -> Value {
     let value = json!({"type": ["string", "null"]});
     json!({"type": ["object", "null"], "additionalProperties": false,
@@ -342,10 +342,10 @@ fn schemas_written_here() -> Vec<(&'static str, Value)> {
                     "jira_ok": {"type": "boolean", "example": true},
                     "last_error": {"type": ["string", "null"]},
                     "heartbeat_seconds": {
-                        "description": "Hub extension (issue 25): how often this agent sends a heartbeat, in seconds. The hub flags the agent silent once two such periods pass without a request of its own (`GET /agents` `silent`); without it, after a fixed 20 minutes.",
+                        "description": "Hub extension: how often this agent sends a heartbeat, in seconds. The hub flags the agent silent once two such periods pass without a request of its own (`GET /agents` `silent`); without it, after a fixed 20 minutes.",
                         "type": "integer", "format": "int32", "minimum": 1, "maximum": crate::protocol::MAX_HEARTBEAT_SECONDS, "example": 60},
                     "check": {
-                        "description": "Hub extension (issue 20): the preflight `jira-hub agent --check` ran, sent once with a heartbeat; the hub keeps the last one per agent (`GET /agents`, the console's overview).",
+                        "description": "Hub extension: the preflight `jira-hub agent --check` ran, sent once with a heartbeat; the hub keeps the last one per agent (`GET /agents`, the console's overview).",
                         "type": "object", "additionalProperties": false,
                         "required": ["ran_at", "ok", "lines"],
                         "properties": {

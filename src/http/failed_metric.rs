@@ -1,4 +1,4 @@
-//! `/metrics`' failed commands by cause (issue 32): an edit stopped by a conflict with a change
+//! `/metrics`' failed commands by cause: an edit stopped by a conflict with a change
 //! made in Jira waits for an operator's decision, unlike Jira's refusals and faults, so it is
 //! counted apart: `jira_hub_commands_failed{cause="conflict"}` and `{cause="other"}` (together
 //! `jira_hub_commands{status="failed"}`).

@@ -64,7 +64,7 @@ pub struct HttpOptions {
     /// its hub one per run, so that it knows its own hub from another one on the same port.
     pub instance: Option<String>,
     /// A request body must be read whole within this time from its headers (408 after), the
-    /// token's limits notwithstanding (issue 30 item 2).
+    /// token's limits notwithstanding.
     pub body_timeout: Duration,
     /// When set, `/metrics` needs `Authorization: Bearer` with it (`--metrics-token-file`).
     pub metrics_token: Option<MetricsToken>,
@@ -218,7 +218,7 @@ async fn host_guard(
             .as_deref()
             .is_some_and(|host| host_allowed(host, &state.options))
         {
-            // The token is checked in memory (issue 30): no turn at the database.
+            // The token is checked in memory: no turn at the database.
             let holder =
                 bearer_token(request.headers()).map(|token| state.pool.credentials.holder(&token));
             // The metrics token is as good for `/metrics`: a page of another site cannot know it.
@@ -284,7 +284,7 @@ async fn no_store(request: axum::extract::Request, next: axum::middleware::Next)
 
 /// How many requests use the database at once (each on a blocking thread, with a connection and
 /// its page cache): the others wait for a turn without a thread, so a burst of 2,000 claims
-/// costs 2,000 small futures, not 2,000 threads and connections (issue 23 §2).
+/// costs 2,000 small futures, not 2,000 threads and connections.
 const POOL_CONNECTIONS: usize = 16;
 
 /// How often the pool's watcher looks whether another connection committed (and then reads the
@@ -293,7 +293,7 @@ const CREDENTIALS_EVERY: Duration = Duration::from_millis(250);
 
 /// The `/metrics` snapshot is taken again at most once per this many times what taking it last
 /// cost: whatever scrapes it, and however often, the snapshot costs at most about 1/21 of a
-/// core (issue 30 item 1).
+/// core.
 const SNAPSHOT_COST_SHARE: u32 = 20;
 
 /// A scrape waits this long at most for a snapshot due soon; past it the last one is served.
@@ -311,7 +311,7 @@ pub struct HubPool {
     metrics: Arc<crate::service::Metrics>,
     /// What waiting claims wait on (shared by every connection of the process).
     work: Arc<crate::service::WorkSignal>,
-    /// The tokens in force, in memory: checked without a turn (issue 30 item 1).
+    /// The tokens in force, in memory: checked without a turn.
     pub(crate) credentials: Arc<crate::service::Credentials>,
     /// The operations' own share of the database (`/metrics`, `/ready`): one connection, one
     /// at a time, never one of the [`POOL_CONNECTIONS`] turns agents and clients need.
@@ -794,8 +794,8 @@ impl<S: Send + Sync> FromRequest<S> for ApiBytes {
 
 /// A body read into one buffer made at once for the length its request announces (at most
 /// `limit`, `--http-max-body-mb`), each frame hyper hands over copied into it as it comes: never
-/// collected in pieces and copied again whole, so that a report of 100 MiB costs 100 MiB (issue
-/// 30, item 5). Refused as [`ApiBytes`] refuses: 413 past `limit` (announced or sent), 408 past
+/// collected in pieces and copied again whole, so that a report of 100 MiB costs 100 MiB.
+/// Refused as [`ApiBytes`] refuses: 413 past `limit` (announced or sent), 408 past
 /// the body's deadline, 400 otherwise.
 pub(crate) async fn read_body(request: Request, limit: usize) -> Result<Vec<u8>, ApiError> {
     use hyper::body::Body as _;
@@ -1002,7 +1002,7 @@ fn check_token(parts: &Parts, state: &AppState, role: Role) -> Result<(), ApiErr
             "нужен заголовок Authorization: Bearer <токен>",
         ));
     };
-    // In memory, without a turn at the database (issue 30 item 1).
+    // In memory, without a turn at the database.
     let holder = state.pool.credentials.holder(&token);
     let crate::service::Holder {
         client,
@@ -1216,7 +1216,7 @@ async fn time_limit(
 /// The router, separate from the listener so that tests drive it without a socket.
 pub fn router(state: AppState) -> Router {
     let (routes, document) = api();
-    // Written once: a request for it costs a copy of a reference, whoever asks (issue 30).
+    // Written once: a request for it costs a copy of a reference, whoever asks.
     let document = Bytes::from(serde_json::to_vec(&document::finish(document)).unwrap_or_default());
     routes
         .merge(console::routes())

@@ -32,7 +32,7 @@ pub(crate) async fn health() -> Json<Value> {
 #[utoipa::path(get, path = "/ready", tag = "operations",
     responses((status = 200, description = "ready", body = Object), (status = 503, description = "the database does not answer, was never initialised (no tokens), or the relay loop is stuck", body = super::ErrorBody)))]
 pub(crate) async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    // On the operations' own connection (issue 30): a flood of `/ready` never takes a turn
+    // On the operations' own connection: a flood of `/ready` never takes a turn
     // agents and clients need.
     let (relay_dir, stalled, problem, missing, initialised, fault, visibility) = state
         .pool
@@ -262,7 +262,7 @@ fn counters(m: &Metrics) -> [(&'static str, &'static str, &std::sync::atomic::At
     ]
 }
 
-/// What retention removed since the start (issue 30, item 3): finished batches, their
+/// What retention removed since the start: finished batches, their
 /// commands and attempts, and records of handled agent requests.
 fn retention_counters(m: &Metrics) -> [(&'static str, &'static str, &AtomicU64); 4] {
     [
@@ -708,7 +708,7 @@ struct AgentLabel {
 }
 
 /// An agent held, with the class of its reason: a bounded word, never the agent's free text
-/// (issue 30 item 6).
+///.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct HeldLabel {
     agent: LabelText,
@@ -853,7 +853,7 @@ fn prometheus_text(openmetrics: &str) -> String {
 
 /// Counters since start, and the snapshot of what the database holds (the queue, its oldest
 /// command's age, the agents' last-seen ages, the last full refresh), taken on the operations'
-/// own connection at most once per twenty times its cost (issue 30: a scrape costs about the
+/// own connection at most once per twenty times its cost (a scrape costs about the
 /// same on a hub of 300,000 commands as on a new one, and never takes a turn agents and clients
 /// need). Prometheus text (0.0.4) unless `Accept` prefers OpenMetrics 1.0.0. With
 /// `--metrics-token-file`, only a request with that bearer token is answered.

@@ -20,7 +20,7 @@
 //! the new one is refused at once. On shutdown the listener stops, idle connections close, and
 //! requests in hand finish (bounded by the request and header time limits).
 //!
-//! Issue 30: a request is *served* once its body is read whole (its handler is working on the
+//! A request is *served* once its body is read whole (its handler is working on the
 //! answer), and a connection whose request is served is never the one closed at a cap: only
 //! idle connections and those still sending a request are. Each request is sorted by its
 //! bearer token as soon as its headers are read ([`Kind`], checked in memory): the agent
@@ -281,7 +281,7 @@ fn anonymous_cap(options: &HttpOptions, max: usize) -> usize {
         .max(1)
 }
 
-/// The requests in hand each credential may have at once (issue 30 item 2): the agent token's
+/// The requests in hand each credential may have at once: the agent token's
 /// (which is in every relay request file on the share) at most half the connections, the client
 /// token's all but an eighth, so that `/health` and the client always find room.
 #[derive(Clone)]
@@ -655,7 +655,7 @@ fn over_cap(kind: Kind, cap: usize) -> hyper::Response<axum::body::Body> {
 mod tests {
     use super::*;
 
-    /// Issue 30: at a cap, the connection told to close is the oldest one still sending its
+    /// At a cap, the connection told to close is the oldest one still sending its
     /// request (or idle), never one whose request is read whole and being answered.
     #[test]
     fn a_connection_being_served_is_never_the_one_closed() {

@@ -245,7 +245,7 @@ pub enum ResultStatus {
     /// A page of a refresh; the command stays claimed. Without `page`, for any command of the
     /// current delivery: "still working", which renews its lease and changes nothing else.
     Progress,
-    /// The agent gives the command back without an outcome (hub extension, issue 19): a write's
+    /// The agent gives the command back without an outcome (hub extension): a write's
     /// answer was lost and the write may still be running in Jira, so this delivery must not
     /// repeat it. The hub queues the command again, not before `not_before_seconds` from now,
     /// and the next delivery checks Jira before writing.
@@ -253,7 +253,7 @@ pub enum ResultStatus {
 }
 
 impl ResultStatus {
-    /// The status's wire word (`done`, `failed`, …), as logs print it (issue 29: not Rust's
+    /// The status's wire word (`done`, `failed`, …), as logs print it (not Rust's
     /// `Done`).
     pub(crate) fn as_str(self) -> &'static str {
         match self {
@@ -298,7 +298,7 @@ struct PageText<'a> {
 ///
 /// The agent owns each one it made; the hub keeps those of a report it decoded from a received
 /// text (`Received`) as ranges of that one text, so that a report of 100 MiB is held once, not
-/// once as the report and again as its issues (issue 30, item 5).
+/// once as the report and again as its issues.
 #[derive(Clone)]
 pub struct RawJson(RawText);
 
@@ -415,7 +415,7 @@ pub struct CommandResult {
     pub status: ResultStatus,
     /// What the command found (`{key, created}`, `{total, boards}`), as JSON text: the hub keeps
     /// it as the report's text until the one result is applied, so that a report of many results
-    /// never becomes one tree of values (issue 30, item 5).
+    /// never becomes one tree of values.
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub result: Option<RawJson>,
@@ -434,13 +434,13 @@ pub struct CommandResult {
     /// the command out again (1 to 86400).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_before_seconds: Option<u32>,
-    /// With `released` only (issue 24 §2): whether anything of this delivery reached Jira that
+    /// With `released` only: whether anything of this delivery reached Jira that
     /// may have been applied. `false`: nothing did (Jira was held — credentials refused, not
     /// reachable, rate limited past the lease — or the command was never started), so the hub
     /// does not count the delivery against `max_deliveries`. Absent: as `true` (older agents).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sent: Option<bool>,
-    /// With `released` only (issue 31, item 1): the one Jira path that refused the delivery's
+    /// With `released` only: the one Jira path that refused the delivery's
     /// credentials while `GET /rest/api/2/myself` accepted them. The hub keeps it with the
     /// give-back and hands it to the next delivery (`previous_release.refused`), so that the
     /// same refusal again fails the command whichever agent (or agent run) meets it. Absent
@@ -496,7 +496,7 @@ impl RefusedPath {
 }
 
 /// The delivery before this one ended in a give-back (`released`): its reason and, when it was
-/// one path's refusal, that path (issue 31, item 1).
+/// one path's refusal, that path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PreviousRelease {
     /// The agent's reason, as the hub keeps it.
@@ -520,11 +520,11 @@ pub struct HeartbeatRequest {
     pub jira_ok: bool,
     #[serde(default)]
     pub last_error: Option<String>,
-    /// Hub extension (issue 20 §6): the preflight `jira-hub agent --check` ran, sent with one
+    /// Hub extension: the preflight `jira-hub agent --check` ran, sent with one
     /// heartbeat. Absent otherwise; the hub keeps the last one per agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<CheckReport>,
-    /// Hub extension (issue 25): how often the agent sends a heartbeat, in seconds (1 to
+    /// Hub extension: how often the agent sends a heartbeat, in seconds (1 to
     /// [`MAX_HEARTBEAT_SECONDS`]). The hub flags the agent silent once two such periods pass
     /// without a request of its own; without it, after the hub's fixed threshold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -657,7 +657,7 @@ pub struct ClaimedCommand {
     pub released_seconds_ago: Option<u64>,
     /// When the previous delivery was given back (`released`): why, and the path that was
     /// refused when that was the reason. The agent keeps no count of its own: an agent
-    /// restarted, or another one, decides from this (issue 31, item 1). Absent otherwise, and
+    /// restarted, or another one, decides from this. Absent otherwise, and
     /// from older hubs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_release: Option<PreviousRelease>,
@@ -969,7 +969,7 @@ fn decode_text(
         let Some(raw) = top.get(member) else {
             continue;
         };
-        // A heartbeat's `check` (issue 20) and what a side says of itself (`capabilities`,
+        // A heartbeat's `check` and what a side says of itself (`capabilities`,
         // `build`, `own_give_back_bound`) are containers, refused unread beyond their bound.
         let bound = match member {
             "check" if raw.get().starts_with('{') => Some(MAX_CHECK_BYTES),
@@ -1589,7 +1589,7 @@ mod tests {
     }
 
     /// A report decoded from the one buffer it was received in keeps each issue of its pages as
-    /// a range of that buffer (issue 30, item 5), and decodes to what the bytes decode to.
+    /// a range of that buffer, and decodes to what the bytes decode to.
     #[test]
     fn a_received_reports_issues_are_ranges_of_its_buffer() {
         let report = json!({"kind": "report", "id": "r1", "agent": "a", "sent_at": "2026-11-29T10:00:00Z", "token": "t",

@@ -6,7 +6,7 @@
 //! refresh pages made every answer after it wait: a refresh of 20,000 issues (20 pages, about
 //! 130 MB of WAL) paid for two or three checkpoints on the relay's thread, a tenth of its time, where
 //! copying once after the burst does the same work once the relay has nothing else to do
-//! (ARCHITECTURE.md, "Checkpoints after a burst").
+//! (docs/design/relay-folder.md, "Checkpoints").
 //! - While requests keep coming, the relay copies in line once they wrote about
 //!   [`STREAM_BYTES`]: a stream that does not stop still starts the WAL over, and the WAL never
 //!   holds much more than that.

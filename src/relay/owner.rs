@@ -1,4 +1,4 @@
-//! Which hub serves a relay folder (issue 30, item 6): a lock file `.jira-hub-relay.lock` in the
+//! Which hub serves a relay folder: a lock file `.jira-hub-relay.lock` in the
 //! folder names the hub (host, process id, database) and is touched every
 //! [`HEARTBEAT`]; another hub that finds it fresh (touched within [`STALE_AFTER`]) leaves the
 //! folder alone and says who has it. A file with a heartbeat, not `flock`: the relay folder is
@@ -95,7 +95,7 @@ impl Owner {
         self.refused = None;
         // Ours already: its own bytes are written again in place, so that the file server sets
         // its modification time (its clock, whoever wrote) with no new inode and no folder
-        // change (issue 23's budget at rest: a rewrite every 10 s was 47 KB a minute of data
+        // change (the budget at rest: a rewrite every 10 s was 47 KB a minute of data
         // and metadata).
         let text = format!("{}{}", self.me, self.extra);
         if let Ok(Some(server)) = heartbeat(&lock, &self.me, &text) {

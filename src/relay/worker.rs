@@ -804,7 +804,7 @@ impl Relay {
                         if let Some((agent, id)) = &holder {
                             signal.release(agent, *id);
                         }
-                        // The largest report this transport takes: the file limit (issue 19).
+                        // The largest report this transport takes: the file limit.
                         if let crate::protocol::AgentAnswer::Claim(claim) = &mut answer {
                             claim.max_report_bytes = Some(self.options.max_file_bytes);
                         }

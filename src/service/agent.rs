@@ -156,7 +156,7 @@ impl HubConnection {
     /// hand out nothing, holds it ([`Handled::Waiting`]): the caller asks again later. A request
     /// whose id was handled gets its recorded answer either way.
     ///
-    /// At rest nothing is written (issue 23 §1): a claim that would hand out nothing is looked
+    /// At rest nothing is written: a claim that would hand out nothing is looked
     /// at in a read transaction and answered (or held) without a record, a heartbeat that
     /// changes nothing is answered without one, and the agent's last-seen time goes to the
     /// [`Presence`](super::Presence) kept in memory, written with the request's own
@@ -385,7 +385,7 @@ impl HubConnection {
 
     /// When nothing was committed since the last call (by any connection, this one's own
     /// writes aside) and the WAL holds at least [`IDLE_CHECKPOINT_BYTES`], checkpoints it and
-    /// truncates it to nothing without waiting for anyone (issue 23 §1: the WAL stays small
+    /// truncates it to nothing without waiting for anyone (the WAL stays small
     /// whatever the uptime). A smaller WAL is left: at rest it grows by the minute's last-seen
     /// write, the same few pages again and again, which one checkpoint copies once; a
     /// checkpoint after each of them doubled what an idle hub writes. The sweep calls it every
@@ -416,7 +416,7 @@ impl HubConnection {
     }
 }
 
-/// How a request reached the hub, for its agent's liveness (issue 25 item 4): a request counts
+/// How a request reached the hub, for its agent's liveness: a request counts
 /// when the agent sent it, and never again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Arrival {
@@ -562,7 +562,7 @@ fn walk_queue(
         return Ok((ready, blocked, withheld));
     }
     // Batches with a command given back and waiting out its grace: their later commands wait
-    // too, so that a batch's commands reach Jira in their order (issue 24, §3).
+    // too, so that a batch's commands reach Jira in their order.
     let mut waiting_batches: Vec<i64> = Vec::new();
     tx.visit_queued(|command| {
         if waiting_batches.contains(&command.batch_id) {
@@ -1007,7 +1007,7 @@ fn earlier_ended(tx: &Tx<'_>, command: &CommandRow) -> Result<Option<Utc>> {
     }))
 }
 
-/// A command its agent gave back (`released`, issue 19): queued again with its delivery count,
+/// A command its agent gave back (`released`): queued again with its delivery count,
 /// not handed out before the grace the agent asked for; `failed` instead once it has had
 /// `max_deliveries` deliveries. A refresh's open run fails (the next delivery starts another).
 fn release(
@@ -1026,7 +1026,7 @@ fn release(
     if let Some(run) = tx.open_run(command.id)? {
         tx.finish_run(run.id, RunStatus::Failed, &now.utc, Some(&reason))?;
     }
-    // The user cancelled its batch meanwhile: not sent to Jira again (issue 24, §3). A create or
+    // The user cancelled its batch meanwhile: not sent to Jira again. A create or
     // comment it may have made shows in the command's view with its marker.
     if tx
         .batch(command.batch_id)?
@@ -1035,7 +1035,7 @@ fn release(
         let error = format!("{reason}; пакет отменён, команда больше не выдаётся");
         return end_unreported(tx, command, CommandStatus::Cancelled, &error, now);
     }
-    // `sent: false` (issue 24 §2): nothing of this delivery reached Jira (the agent found it
+    // `sent: false`: nothing of this delivery reached Jira (the agent found it
     // held, or never started the command), so it is not counted and cannot use up the
     // command's deliveries.
     let counted = result.sent != Some(false);
@@ -1056,7 +1056,7 @@ fn release(
         .unwrap_or(1)
         .min(max_grace(settings, command.command_type));
     let not_before = Utc::new(now.at + time::Duration::seconds(i64::from(grace)));
-    // The one path refused (issue 31, item 1), handed to the next delivery; any other reason
+    // The one path refused, handed to the next delivery; any other reason
     // clears it, so only the same refusal twice in a row fails the command.
     let refusal = result
         .refused
@@ -1081,7 +1081,7 @@ fn release(
 }
 
 /// How many times in a row a command may be given back with nothing sent to Jira (`released`,
-/// `sent: false`) before the hub fails it with the last reason (issue 31, item 1).
+/// `sent: false`) before the hub fails it with the last reason.
 pub const MAX_UNCOUNTED_RELEASES: u32 = 20;
 /// How long a command may go on being given back uncounted, from the first of them, before the
 /// hub fails it the same way.
@@ -1109,7 +1109,7 @@ fn uncounted_budget_spent(command: &CommandRow, now: &Now) -> Option<String> {
     ))
 }
 
-/// The longest grace an agent may ask for a command it gives back, per type (issue 24, §4): a
+/// The longest grace an agent may ask for a command it gives back, per type: a
 /// write's answer lost may keep it back up to [`crate::protocol::MAX_NOT_BEFORE_SECONDS`] (the
 /// write may still run in Jira); a refresh writes nothing, so it never waits longer than a
 /// lapsed lease would (`claim_timeout_seconds`).
@@ -1285,10 +1285,10 @@ fn complete_refresh(
     Ok(())
 }
 
-/// The end of a full run (issue 19): the issues it missed leave the mirror, unless in some
+/// The end of a full run: the issues it missed leave the mirror, unless in some
 /// project they are more than `prune_guard` allows, or all of its issues. Then the run ends
 /// `held` with what it would remove, and nothing is removed until an operator confirms it. A
-/// later full run that misses the same issues does not confirm it (issue 24, §4: the same wrong
+/// later full run that misses the same issues does not confirm it (the same wrong
 /// answer twice, a permission lost or a filter changed, is no proof): it is held in its turn
 /// and supersedes the older one.
 fn prune_or_hold(
@@ -1448,7 +1448,7 @@ fn expire_in(tx: &Tx<'_>, settings: &Settings, now: &Now) -> Result<ExpiredClaim
 }
 
 /// Whether the mirror proves that the command's effect is in Jira; the result to record if so.
-/// Proof, never likeness (issue 24, §3):
+/// Proof, never likeness:
 ///
 /// - a create or a comment is never confirmed here: the mirror does not hold the marker that
 ///   names the command's issue or comment (search answers carry no entity properties on Data
@@ -1463,7 +1463,7 @@ fn expire_in(tx: &Tx<'_>, settings: &Settings, now: &Now) -> Result<ExpiredClaim
 /// - a link is confirmed when the mirror holds it (Jira makes one link per (type, inward,
 ///   outward), whoever asked for it) and an edit (`ensure_issue` with a key) when the issue shows
 ///   every requested field (setting a field twice is harmless), each only from a row a refresh
-///   read after the command's delivery, like a transition (issue 31, item 6: a mirror read
+///   read after the command's delivery, like a transition (a mirror read
 ///   before proves nothing about this delivery).
 fn confirm_by_state(
     tx: &Tx<'_>,

@@ -331,7 +331,7 @@ impl HubConnection {
     }
 
     /// [`HubConnection::retry_command`]; `overwrite`: an edit stopped by a conflict writes the
-    /// fields in conflict over Jira's values (issue 32, see `edits`).
+    /// fields in conflict over Jira's values (see `edits`).
     pub(super) fn retry_command_as(&mut self, id: i64, overwrite: bool) -> Result<CommandView> {
         let now = self.now();
         self.store.transact(|tx| {
@@ -416,7 +416,7 @@ impl HubConnection {
             let mut commands =
                 tx.commands_with_status(&[CommandStatus::Failed, CommandStatus::Skipped], limit)?;
             // The newest failures pick the batches (newest first); a batch's commands are read
-            // in its own order, oldest first (issue 29: «Ошибки» and `commands failed`).
+            // in its own order, oldest first («Ошибки» and `commands failed`).
             let mut batches: Vec<i64> = Vec::new();
             for command in &commands {
                 if !batches.contains(&command.batch_id) {

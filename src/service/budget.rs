@@ -1,4 +1,4 @@
-//! One budget of memory for the agent's reports in flight (issue 30, item 5): the bodies of
+//! One budget of memory for the agent's reports in flight: the bodies of
 //! HTTP `/agent/report` requests and the relay's report files take their size out of it before
 //! they are read, and give it back once handled, so that 16 or 256 large reports at once cost
 //! at most the budget, not their sum. A report larger than the whole budget takes all of it

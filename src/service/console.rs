@@ -41,7 +41,7 @@ pub struct Overview {
     /// For each run of `running`, when the agent last sent something for it (a page, or the
     /// claim itself): its refresh command's lease, which every result renews.
     pub running_moved_at: Vec<Option<Utc>>,
-    /// Full runs whose removals wait for a confirmation (issue 19).
+    /// Full runs whose removals wait for a confirmation.
     pub held_runs: Vec<super::HeldRunView>,
     /// The newest runs (finished or not), newest first, for the chart of durations.
     pub recent_runs: Vec<SyncRunView>,
@@ -53,7 +53,7 @@ pub struct Overview {
     pub last_backup: Option<BackupFile>,
     /// The last [`OVERVIEW_HOURS`] hours, oldest first, the current hour last.
     pub hours: Vec<HourActivity>,
-    /// Refreshes waiting in the queue, oldest first (issue 25 item 7).
+    /// Refreshes waiting in the queue, oldest first.
     pub queued_refreshes: Vec<QueuedRefresh>,
 }
 
@@ -73,7 +73,7 @@ pub struct QueuedRefresh {
     pub no_agent: bool,
 }
 
-/// A command with everything its page shows (issue 25 item 9).
+/// A command with everything its page shows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CommandPage {
     /// With its earlier attempts.

@@ -1,4 +1,4 @@
-//! Issue 32 on the hub's side: the base an edit is enqueued with (the mirror's values of the
+//! The conflict check on the hub's side: the base an edit is enqueued with (the mirror's values of the
 //! fields it sets, or the client's own), and the operator's two answers to a conflict: a retry
 //! that overwrites the fields in conflict, and «Оставить как в Jira» (the command ends
 //! `cancelled`, its dependents stay skipped with that reason).

@@ -1,4 +1,4 @@
-//! Full refreshes whose removals wait for an operator (issue 19): what they would remove, and
+//! Full refreshes whose removals wait for an operator: what they would remove, and
 //! their confirmation (`POST /sync-runs/{id}/confirm`, `jira-hub refresh confirm RUN`, the
 //! console).
 
@@ -12,7 +12,7 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct HeldRunView {
     pub run_id: i64,
-    /// The refresh's batch: people name a refresh by its batch (issue 25, item 5).
+    /// The refresh's batch: people name a refresh by its batch.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub batch_id: Option<i64>,
     #[schema(value_type = String)]

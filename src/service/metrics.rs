@@ -54,7 +54,7 @@ pub struct Metrics {
     /// that removes it. `None` until measured.
     relay_visibility: std::sync::Mutex<Option<(std::time::Duration, Option<String>)>>,
     /// Finished batches, their commands and attempts pruned past their retention by this
-    /// process, and records of handled agent requests forgotten (issue 30, item 3).
+    /// process, and records of handled agent requests forgotten.
     pub pruned_batches: AtomicU64,
     pub pruned_commands: AtomicU64,
     pub pruned_attempts: AtomicU64,
@@ -315,7 +315,7 @@ impl Metrics {
     }
 }
 
-/// What `/metrics` shows of the database (issue 30 item 1): taken by
+/// What `/metrics` shows of the database: taken by
 /// `HubConnection::metrics_figures` on a connection of its own, never on a request's turn, and
 /// kept by the HTTP side as its snapshot. The counts that walk a table (commands by status,
 /// mirror issues, held runs) are taken again only when the database changed since; the rest
@@ -331,18 +331,18 @@ pub struct MetricsFigures {
     pub mirror_issues: i64,
     /// When the last full refresh finished; `None`: never.
     pub last_full_refresh_at: Option<Utc>,
-    /// Full refreshes held by `prune_guard`, and the issues they would remove (issue 19).
+    /// Full refreshes held by `prune_guard`, and the issues they would remove.
     pub held_runs: i64,
     pub issues_awaiting_removal: i64,
     /// Since when the oldest queued command has waited; `None`: nothing queued.
     pub oldest_queued_since: Option<Utc>,
     /// Commands not ended that their agent gave back with nothing sent to Jira, those give-backs
-    /// in a row summed over them, and since when the oldest such run has lasted (issue 31: their
+    /// in a row summed over them, and since when the oldest such run has lasted (their
     /// budget).
     pub uncounted_commands: i64,
     pub uncounted_releases: i64,
     pub oldest_uncounted_since: Option<Utc>,
-    /// Commands `failed` now on a conflict with a change made in Jira (issue 32; the other
+    /// Commands `failed` now on a conflict with a change made in Jira (the other
     /// failed ones are the rest of `queue`'s `failed`).
     pub failed_conflicts: i64,
     /// Queued commands no agent seen so far can honour (an edit with a base passed over by

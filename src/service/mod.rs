@@ -157,7 +157,7 @@ pub struct StatusReport {
     pub last_full_refresh: Option<RunView>,
     /// The newest successful run of any kind, with its kind.
     pub last_refresh: Option<SyncRunView>,
-    /// Full runs whose removals wait for a confirmation (issue 19).
+    /// Full runs whose removals wait for a confirmation.
     pub held_runs: Vec<HeldRunView>,
     pub relay_dir: Option<String>,
     pub initialized: bool,

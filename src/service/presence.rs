@@ -1,4 +1,4 @@
-//! Where each agent was last seen, kept in memory (issue 23 §1, issue 25 item 4).
+//! Where each agent was last seen, kept in memory.
 //!
 //! Every request of an agent tells the hub it is alive, but writing that down on every request
 //! (and on every look at a waiting claim) was a synced commit four times a second for one idle
@@ -13,7 +13,7 @@
 //!   while it is not ([`SILENCE_MARGIN`] ahead of it): so the database never calls an agent
 //!   silent that the hub's memory does not, and another process (the CLI's `status`,
 //!   `refresh --wait`) judges it from the database by the same rule, [`agent_is_silent`], with
-//!   no slack (issue 29 item 4).
+//!   no slack.
 //!
 //! The liveness it keeps is the agent's own: a request counts when the agent sent it (a relay
 //! file at its `sent_at`, never later than the hub's now; an HTTP request when it arrives), and
@@ -260,7 +260,7 @@ pub(crate) fn silent_after(heartbeat_seconds: Option<u32>) -> i64 {
     }
 }
 
-/// THE rule of an agent's silence (issue 29 item 4), the one every view applies — `GET /agents`,
+/// THE rule of an agent's silence, the one every view applies — `GET /agents`,
 /// `/metrics`, the console, `jira-hub status`, `refresh --wait` — at the moment it is asked:
 /// silent when more than `silent_after` seconds (two heartbeat periods, or 20 minutes for an
 /// agent that never told its period) passed since `last_seen` at `now`. An agent that only ever
@@ -310,7 +310,7 @@ impl Presence {
         let listed: std::collections::HashSet<String> =
             agents.iter().map(|a| a.agent.clone()).collect();
         // Of the agents known only here, those that may rank among the `limit` most recently
-        // seen: at most `limit`, picked in one pass over references (issue 30: 30,000 names
+        // seen: at most `limit`, picked in one pass over references (30,000 names
         // were a quadratic walk and a whole copy of the map on every look).
         let mut extra: Vec<(&String, &Entry)> = known
             .iter()
@@ -458,7 +458,7 @@ mod cost_tests {
         );
     }
 
-    /// Issue 30 item 6: a stream of new names (each written to the database when first seen)
+    /// A stream of new names (each written to the database when first seen)
     /// never grows the memory past [`REMEMBERED`]. What the names cost in time is measured by
     /// `cargo bench --bench strangers` (30,000 names), not here.
     #[test]

@@ -1,4 +1,4 @@
-//! Retention of finished batches (issue 30, item 3): the daemon's timer, and `jira-hub batches
+//! Retention of finished batches: the daemon's timer, and `jira-hub batches
 //! prune`, delete batches finished longer ago than the `retention` setting, with their commands
 //! and attempts, in small transactions; an export (JSON lines) when the operator wants a trail.
 //!

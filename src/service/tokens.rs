@@ -81,7 +81,7 @@ mod compare_tests {
     }
 }
 
-/// The tokens in force, kept in memory for the HTTP side (issue 30 item 1): a token is checked
+/// The tokens in force, kept in memory for the HTTP side: a token is checked
 /// against them without a turn at the database. Shared by every connection of the process;
 /// loaded when the HTTP pool starts and again whenever the database changed since the last look
 /// (the pool's watcher, [`HubConnection::reload_credentials`]), so a rotation or an `init` by

@@ -57,7 +57,7 @@ pub struct CommandView {
     pub not_before: Option<Utc>,
     /// How many times in a row its agent gave it back with nothing sent to Jira (uncounted
     /// deliveries), and since when (UTC); the hub fails it after
-    /// `MAX_UNCOUNTED_RELEASES` of them or an hour (issue 31, item 1). Absent when none.
+    /// `MAX_UNCOUNTED_RELEASES` of them or an hour. Absent when none.
     #[serde(skip_serializing_if = "is_zero")]
     pub uncounted_releases: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -80,7 +80,7 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
-/// A cancelled command whose write may have reached Jira (issue 24, §3): a create (an
+/// A cancelled command whose write may have reached Jira: a create (an
 /// `ensure_issue` without a key) or a comment delivered at least once with no result.
 fn may_exist_in_jira(row: &CommandRow) -> Option<Value> {
     let writes_new = match row.command_type {
@@ -194,7 +194,7 @@ pub struct BatchView {
     #[schema(value_type = std::collections::HashMap<String, usize>)]
     pub counters: BTreeMap<&'static str, usize>,
     /// Of the `failed` commands shown, those stopped by a conflict with a change made in Jira
-    /// (issue 32): the operator decides each; the other failures are Jira's refusals and faults.
+    ///: the operator decides each; the other failures are Jira's refusals and faults.
     pub conflicts: usize,
     pub commands: Vec<CommandView>,
 }
@@ -218,7 +218,7 @@ pub struct BatchSummary {
     /// Commands per status, every status present.
     #[schema(value_type = std::collections::HashMap<String, usize>)]
     pub counters: BTreeMap<&'static str, usize>,
-    /// Of the `failed` commands, those stopped by a conflict with Jira (issue 32).
+    /// Of the `failed` commands, those stopped by a conflict with Jira.
     pub conflicts: usize,
     /// How many commands the batch has (the counters' sum).
     pub commands_total: usize,
@@ -628,7 +628,7 @@ pub struct AgentView {
     /// The last preflight (`jira-hub agent --check`) it sent; absent when none came.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_check: Option<crate::protocol::CheckReport>,
-    /// While the agent says Jira is held for it (issue 24 §2: its credentials refused, Jira not
+    /// While the agent says Jira is held for it (its credentials refused, Jira not
     /// reachable): since when (UTC).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
@@ -799,7 +799,7 @@ pub struct CountsView {
     /// Since when the oldest queued command has waited (its batch's creation, or its retry).
     pub oldest_queued_since: Option<Utc>,
     /// Commands given back with nothing sent to Jira, those give-backs summed, and since when
-    /// the oldest such run has lasted (issue 31, item 1).
+    /// the oldest such run has lasted.
     pub uncounted_commands: i64,
     pub uncounted_releases: i64,
     pub oldest_uncounted_since: Option<Utc>,

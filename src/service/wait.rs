@@ -1,4 +1,4 @@
-//! Claims that wait for work (issue 18): a claim with `wait_seconds` that would hand out
+//! Claims that wait for work: a claim with `wait_seconds` that would hand out
 //! nothing is held by its transport until a command may have become claimable or the wait ends.
 //!
 //! [`WorkSignal`] is the in-process signal they wait on: every committing write that can make
@@ -29,7 +29,7 @@ pub struct WorkSignal {
     notify: tokio::sync::Notify,
     /// Threads that wait on a channel of their own (the relay): each gets a wake-up.
     wakers: Mutex<Vec<SyncSender<()>>>,
-    /// The one waiting claim of each agent name, on either transport (issue 23 §2).
+    /// The one waiting claim of each agent name, on either transport.
     holders: Mutex<HashMap<String, Holder>>,
     next_holder: AtomicU64,
     /// How many commits changed a batch, a command or an attempt since the process started:

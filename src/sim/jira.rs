@@ -6,8 +6,8 @@
 //! the accessors read.
 //!
 //! What it imitates: Jira's documented and observed behaviour (error bodies, paging, the
-//! 10,000-row window, Cloud's `search/jql` and its lag, as ARCHITECTURE.md's agent decisions
-//! recall), and the shapes of the real answers in `tests/fixtures/jira/` (issue, board and sprint;
+//! 10,000-row window, Cloud's `search/jql` and its lag, as docs/design/agent-and-jira.md
+//! recalls), and the shapes of the real answers in `tests/fixtures/jira/` (issue, board and sprint;
 //! the link types of `links` are those of `go-jira-all_issuelinktypes.json`, from andygrunwald/go-jira,
 //! MIT).
 //!

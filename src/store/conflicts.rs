@@ -1,4 +1,4 @@
-//! What issue 32 adds to the `command` table's rows: an edit's params changed for an overwrite,
+//! What the conflict check adds to the `command` table's rows: an edit's params changed for an overwrite,
 //! a conflict left as it is in Jira (`cancelled` by the operator), and the count of conflicts.
 //! Conflicts live in the rows the hub already has: a failed edit's `result.conflict`.
 

@@ -1,4 +1,4 @@
-//! The database file under a running hub (issue 18, item 5): a full disk, a file or folder made
+//! The database file under a running hub: a full disk, a file or folder made
 //! read-only, an I/O error, the file deleted or replaced. Each is a [`Fault`], kept in the
 //! [`DbHealth`] every connection of the process shares, so `/ready`, `/metrics` and the log say
 //! what is wrong until a write succeeds again.

@@ -1,4 +1,4 @@
-//! The removals a full refresh did not apply by itself (issue 19): `held_prune` (revision 8 of
+//! The removals a full refresh did not apply by itself: `held_prune` (revision 8 of
 //! v4) and the issues a full run missed.
 
 use super::mirror::has_label;

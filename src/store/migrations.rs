@@ -851,7 +851,7 @@ fn v4_revision_7(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
     Ok(Vec::new())
 }
 
-/// Revision 8 of v4 (issue 19): `held_prune`, the removals of full runs held for a
+/// Revision 8 of v4: `held_prune`, the removals of full runs held for a
 /// confirmation.
 fn v4_revision_8(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
     apply_idempotent(tx, include_str!("sql/v4r8.sql"))?;
@@ -878,20 +878,20 @@ fn v4_revision_11(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> 
     Ok(Vec::new())
 }
 
-/// Revision 12 (issue 25): each agent's heartbeat period (`agent_status.heartbeat_seconds`).
+/// Revision 12: each agent's heartbeat period (`agent_status.heartbeat_seconds`).
 fn v4_revision_12(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
     apply_idempotent(tx, include_str!("sql/v4r12.sql"))?;
     Ok(Vec::new())
 }
 
-/// Revision 13 (issue 31): a command's uncounted give-backs (`command.uncounted_releases`,
+/// Revision 13: a command's uncounted give-backs (`command.uncounted_releases`,
 /// `command.uncounted_since`).
 fn v4_revision_13(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
     apply_idempotent(tx, include_str!("sql/v4r13.sql"))?;
     Ok(Vec::new())
 }
 
-/// Revision 14 (issue 31): the call a command's last give-back was refused on
+/// Revision 14: the call a command's last give-back was refused on
 /// (`command.released_refusal`).
 fn v4_revision_14(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
     apply_idempotent(tx, include_str!("sql/v4r14.sql"))?;

@@ -471,7 +471,7 @@ impl Tx<'_> {
     }
 
     /// Whether the mirror's row of `key` was written by a refresh that started after `since` and
-    /// ended `done`: the row is what Jira showed after that moment (issue 24: a lapsed transition
+    /// ended `done`: the row is what Jira showed after that moment (a lapsed transition
     /// is confirmed only from such a row). A refresh started earlier may have read Jira before
     /// `since` however late its pages came.
     pub(crate) fn issue_read_after(&self, key: &str, since: &Utc) -> Result<bool> {

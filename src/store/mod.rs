@@ -488,7 +488,7 @@ impl Store {
     /// A transaction that changed nothing (`changes`, SQLite's count of rows changed by the
     /// connection before it, is the same after it) wrote no page, so it says nothing of the
     /// file: a full disk or a read-only file commits it (a timer's sweep that found nothing
-    /// made `/ready` say ready seconds into a full disk, issue 23).
+    /// made `/ready` say ready seconds into a full disk).
     pub(super) fn after_write<T, E: AsStoreError>(
         &mut self,
         result: std::result::Result<T, E>,
@@ -917,7 +917,7 @@ fn tune(conn: &Connection) -> Result<()> {
     conn.pragma_update(None, "cache_size", -CACHE_KIB)?;
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     // A WAL that a checkpoint lets start over is cut back to this size: without a limit it
-    // keeps the largest size it ever reached (issue 23 §1: 222 MB beside a 32 KB database).
+    // keeps the largest size it ever reached (222 MB beside a 32 KB database).
     conn.query_row(
         &format!("PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}"),
         [],

@@ -1,4 +1,4 @@
-//! Finished batches past their retention (issue 30, item 3): found in pages of the batch table
+//! Finished batches past their retention: found in pages of the batch table
 //! walked by id, exported as JSON, deleted with their commands and attempts. The rules (which
 //! batch is finished, how old is old) are the service's; the store only reads and deletes rows.
 

@@ -121,7 +121,7 @@ pub(crate) struct StatusCounts {
     /// retry when an operator queued it again.
     pub oldest_queued_since: Option<Utc>,
     /// Commands not ended whose agent gave them back with nothing sent to Jira, the give-backs
-    /// in a row summed over them, and since when the oldest such run has lasted (issue 31).
+    /// in a row summed over them, and since when the oldest such run has lasted.
     pub uncounted: Uncounted,
 }
 
@@ -148,7 +148,7 @@ impl Store {
 
     /// Commands not ended whose agent gave them back with nothing sent to Jira: how many, the
     /// give-backs in a row summed over them, and since when the oldest such run has lasted
-    /// (issue 31). Walks the queued and claimed commands only (the `command_status` index).
+    ///. Walks the queued and claimed commands only (the `command_status` index).
     pub(crate) fn uncounted_give_backs(&self) -> Result<Uncounted> {
         Ok(self.conn.query_row(
             "SELECT count(*), coalesce(sum(uncounted_releases), 0), min(uncounted_since)

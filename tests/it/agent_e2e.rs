@@ -73,7 +73,7 @@ impl Stack {
             "jira_url": fake.url(), "jira_user": "agent", "jira_password": "secret",
             "agent_token": agent_token, "name": "agent-1", "idle_poll_ms": 100,
             "answer_timeout_seconds": 5, "request_timeout_seconds": 2, "search_lag_seconds": 3,
-            // A write whose answer was lost goes back to the hub for this long (issue 19): longer
+            // A write whose answer was lost goes back to the hub for this long: longer
             // than the fake's slowest write below (1.5 s), short enough for a test.
             "release_grace_seconds": 3,
         });
@@ -562,7 +562,7 @@ fn sigterm_finishes_the_call_in_hand_reports_and_exits_0() {
     assert_eq!((bodies.len(), unique.len()), (8, 8), "{bodies:?}");
 }
 
-// ---- Issue 19: the agent is safe to point at a production Jira -------------------------------
+// ---- The agent is safe to point at a production Jira -------------------------------
 
 fn one_command(title: &str, command: Value) -> Value {
     json!({"title": title, "author": "ivanov", "project": "AWPCA", "commands": [command]})
@@ -647,13 +647,13 @@ fn a_lost_create_is_found_though_jiras_clock_is_far_behind() {
     let keys = stack.fake.keys_with_summary("Отстающие часы");
     assert_eq!(keys.len(), 1, "one issue: {keys:?}");
     assert_eq!(result_key(&view, 0), keys[0]);
-    // Found by its marker in the same delivery (issue 24, §4: a look, not a repeat).
+    // Found by its marker in the same delivery (a look, not a repeat).
     assert_eq!(view["commands"][0]["result"]["created"], true);
     assert_eq!(view["commands"][0]["deliveries"], 1, "{view:#}");
 }
 
 /// Item 3: a proxy answers 504 while Jira is still creating; the agent does not create again but
-/// looks for its marker until Jira has made the issue (issue 19: a search a second later found
+/// looks for its marker until Jira has made the issue (a search a second later found
 /// nothing and a second POST made a duplicate).
 #[test]
 fn a_create_cut_by_a_proxy_is_not_repeated_while_jira_still_works() {
@@ -687,7 +687,7 @@ fn a_create_cut_by_a_proxy_is_not_repeated_while_jira_still_works() {
     );
     assert_eq!(result_key(&view, 0), keys[0]);
     // Not written again: the agent looked for its marker within the grace (3 s here) and found
-    // the issue once Jira had made it (issue 24, §4), in the same delivery.
+    // the issue once Jira had made it, in the same delivery.
     assert_eq!(view["commands"][0]["deliveries"], 1, "{view:#}");
     assert_eq!(stack.fake.comments(&keys[0]).len(), 1);
     let log = std::fs::read_to_string(&stack.log).unwrap_or_default();
@@ -731,7 +731,7 @@ fn cloud_is_cloud_parent_for_epics_and_comments_recognised_after_adf() {
     );
 }
 
-/// The kill -9 test of issue 19: two agents on one relay folder, killed at random while the
+/// The kill -9 test: two agents on one relay folder, killed at random while the
 /// fake answers slowly, drops answers after applying writes and cuts creates with a proxy 504;
 /// two identical creates in one batch. Every issue, comment and link exists exactly once, and
 /// every create's result names the issue marked for that very command. Bounded rounds; the seed
@@ -743,7 +743,7 @@ fn two_agents_killed_at_random_amid_lost_answers_leave_every_effect_once() {
     };
     let stack = Stack::start(Mode::DataCenter, Transport::Relay);
     let refused = stack.fake.seed_issues(PROJECT, "AWPCA", 1).remove(0);
-    // Issue 24: Jira answers as Data Center does (`X-Seraph-LoginReason: OK` on every answer);
+    // Jira answers as Data Center does (`X-Seraph-LoginReason: OK` on every answer);
     // the agent's credentials are refused in the middle of the batches (a create and a link
     // answered 401, and the probes after them, twice); 403s on some paths (a board read without
     // a Jira Software licence, comments on one issue).
@@ -888,7 +888,7 @@ fn two_agents_killed_at_random_amid_lost_answers_leave_every_effect_once() {
     assert_eq!(stack.fake.faults_pending(), 0, "every fault was served");
 }
 
-// ---- issue 19: the agent is safe to point at a production Jira (items 7–10, 13) ----
+// ---- The agent is safe to point at a production Jira (continued) ----
 
 fn mirror_keys(stack: &Stack) -> Vec<String> {
     let mut keys: Vec<String> = stack
@@ -1129,7 +1129,7 @@ fn one_shot_runs_leave_the_waiting_claim_of_the_running_agent_of_their_name() {
     stack.wait_completed(id);
 }
 
-/// Issue 29 item 5: Jira's refusal of a link to an issue that does not exist names both keys.
+/// Jira's refusal of a link to an issue that does not exist names both keys.
 #[test]
 fn a_link_refusal_names_both_keys() {
     let mut stack = Stack::start(Mode::DataCenter, Transport::Http);
@@ -1148,7 +1148,7 @@ fn a_link_refusal_names_both_keys() {
         )),
         "{error}"
     );
-    // The log says the status in its wire word, not Rust's `Failed` (issue 29).
+    // The log says the status in its wire word, not Rust's `Failed`.
     let started = Instant::now();
     let log = loop {
         let log = std::fs::read_to_string(&stack.log).unwrap_or_default();

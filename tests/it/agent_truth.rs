@@ -1,4 +1,4 @@
-//! Issue 29 item 4: one truth about an agent everywhere. The hub (its memory), another process
+//! One truth about an agent everywhere. The hub (its memory), another process
 //! reading the database (`jira-hub status`, `refresh --wait`), `GET /agents`, `/metrics` and the
 //! console judge silence by one rule at the same moment; an agent that only ran `agent --check`
 //! is a check, never a silent agent; an operator forgets an agent from the console or the CLI.

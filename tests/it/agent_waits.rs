@@ -1,4 +1,4 @@
-//! The agent's waits on the injected clock (issue 19, items 4, 5, 6, 12): the real agent loop
+//! The agent's waits on the injected clock: the real agent loop
 //! (`jira_hub::run_agent_for_test`) against the simulated Jira and the real hub served over
 //! HTTP in this process, both on one `ManualClock`. A `Retry-After: 240` or a lease of a minute
 //! takes no wall time: the agent's sleeps move the clock forward, and the hub sees the same time.
@@ -267,7 +267,7 @@ fn leases_are_respected_during_long_waits() {
     run_agent(&hub, &config, None, 1);
     assert!(fake.comments(&key).is_empty());
     let commands = hub.commands();
-    // Given back at once (issue 24 §2): queued again, no delivery spent, not before the wait
+    // Given back at once: queued again, no delivery spent, not before the wait
     // Jira asked for.
     assert!(
         commands.iter().all(|c| c.status == CommandStatus::Queued

@@ -1,4 +1,4 @@
-//! Issue 23 §3–§4 against the real daemon over real sockets: nothing anonymous holds a
+//! Strangers on the HTTP port against the real daemon over real sockets: nothing anonymous holds a
 //! connection (a deadline per request, a cap of its own, the newest winning), whoever shows a
 //! valid token is served, the right client token always signs in while wrong ones are delayed
 //! per address, each wrong guess is counted when its form is read, and the DNS-rebinding check
@@ -115,7 +115,7 @@ fn hub_with(dir: &TestDir, extra: &[&str]) -> (Daemon, String, String) {
     (Daemon::start(&dir.db(), extra), client, agent)
 }
 
-/// Issue 23 must-show: 300 slow anonymous sign-ins (headers sent, the form never or a byte of
+/// 300 slow anonymous sign-ins (headers sent, the form never or a byte of
 /// it) against the default caps: at most the anonymous cap of them is held, and `/health`, an
 /// agent's claim and a client's request are answered while they are.
 #[test]
@@ -301,7 +301,7 @@ fn an_anonymous_request_waiting_for_its_body_is_answered_408() {
     assert!(text.contains("без действительного токена"), "{text}");
 }
 
-/// Issue 23 must-show: the right token signs in while 60 wrong ones a minute arrive from 12
+/// The right token signs in while 60 wrong ones a minute arrive from 12
 /// addresses, and from an address whose wrong guesses are being delayed.
 #[test]
 fn the_right_token_signs_in_while_wrong_ones_arrive_from_many_addresses() {

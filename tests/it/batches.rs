@@ -505,7 +505,7 @@ fn concurrent_claims_never_share_a_command() {
     assert_eq!(total, 200);
 }
 
-/// Retention (issue 30, item 3): a finished batch goes once it is older than its kind's days
+/// Retention: a finished batch goes once it is older than its kind's days
 /// (completed 30, failed or cancelled 90 by default), with its commands and their attempts; a
 /// batch with a command not final stays however old; the export is one JSON line per batch,
 /// written before the rows go, and a dry run deletes nothing.

@@ -1,4 +1,4 @@
-//! Issue 31, items 1–4 and 6: every repetition has a budget, every doubt about a write costs one
+//! Items 1–4 and 6: every repetition has a budget, every doubt about a write costs one
 //! look, and credentials Jira refused are not sent again. The real agent loop and the real hub
 //! over HTTP share one `ManualClock` ([`crate::agent_waits::Hub`]): the tests never sleep, the
 //! simulated time is asserted.
@@ -20,7 +20,7 @@ fn comment(key: &str, body: &str) -> Value {
     json!({"type": "comment", "params": {"key": key, "body": body}})
 }
 
-/// The must-show scenario of item 1: a Cloud token whose scopes leave out one issue's comments
+/// A Cloud token whose scopes leave out one issue's comments
 /// (401 «Unauthorized; scope does not match» there, `myself` 200). The command that meets it
 /// fails with Jira's words within 3 leases and at most 6 POSTs to that path, after one
 /// give-back; the rest of the batch completes, and Jira is shown usable.
@@ -167,7 +167,7 @@ fn a_command_given_back_for_another_path_is_not_failed_early() {
     assert_eq!(agent_view(&hub).jira_ok, Some(true));
 }
 
-/// The must-show scenario of item 2: a proxy forwards the create and the comment, Jira applies
+/// A proxy forwards the create and the comment, Jira applies
 /// them, and the proxy answers 503 with `Retry-After` (Envoy's `UC`). Each is looked for before
 /// anything is sent again: one issue, one comment, each found in its first delivery.
 #[test]
@@ -208,7 +208,7 @@ fn a_create_and_a_comment_whose_503_followed_an_applied_write_exist_once() {
     }
 }
 
-/// The must-show scenario of item 4: a wrong password on Data Center. The agent sends it at most
+/// A wrong password on Data Center. The agent sends it at most
 /// 3 times in an hour of simulated time (never reaching DC's CAPTCHA after 3 failed logins), the
 /// hub shows «Учётные данные отвергнуты, агент ждёт новых» since when, and the right password
 /// written to the agent's password file is taken without a restart.
@@ -444,7 +444,7 @@ fn the_rest_of_a_claim_stays_leased_through_a_long_look() {
     assert_eq!(fake.comments(&key).len(), 2);
 }
 
-/// Item 3 of the leftovers (issue 31, items 1 and 6): a board read that Jira refuses for
+/// Item 3 of the leftovers: a board read that Jira refuses for
 /// credentials on that path alone — Data Center 9.x without Jira Software answers `/rest/agile/…`
 /// with a 302 to `login.jsp` although the credentials work; a Cloud token without Jira
 /// Software's scopes gets 401 «Unauthorized; scope does not match» there (docs/jira-field-notes.md,

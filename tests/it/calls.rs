@@ -1,5 +1,5 @@
-//! Calls to Jira's minimum where safety allows (issue 31, item 7), measured through the simulated
-//! Jira's request log, and a transition that collides with another one (item 5).
+//! Calls to Jira's minimum where safety allows, measured through the simulated
+//! Jira's request log, and a transition that collides with another one.
 //!
 //! Counted: every request the agent sends to Jira during the work item, except the heartbeat's
 //! probe (`serverInfo`, `myself`), which runs on its own clock whatever the work.
@@ -57,7 +57,7 @@ fn refresh_of(stack: &Stack, body: Value) -> Value {
     stack.wait_completed(view["id"].as_i64().unwrap())
 }
 
-/// The call table of ARCHITECTURE.md: the demo's sample batch (an epic, a task and a bug in it,
+/// The call table of docs/design/agent-and-jira.md: the demo's sample batch (an epic, a task and a bug in it,
 /// both started, the task linked and commented), a link, a transition, a full refresh and an
 /// incremental one with nothing changed, on the Data Center the demo runs. Board types are read
 /// once per run: the second full refresh reads none.

@@ -1,4 +1,4 @@
-//! Long chains of dependent commands (issue 18, item 2): a batch of 10,000 commands (the
+//! Long chains of dependent commands: a batch of 10,000 commands (the
 //! batch's limit), each depending on the one before, whose head fails over HTTP, in a relay
 //! file or by a claim timeout. Every dependent is skipped in the same transaction, the hub
 //! keeps serving, and retrying the head queues the whole chain again.

@@ -1,4 +1,4 @@
-//! Issue 24 §1–§2: every row of the agent's classification of Jira's answers (ARCHITECTURE.md,
+//! Every row of the agent's classification of Jira's answers (docs/design/agent-and-jira.md,
 //! "How the agent reads Jira's answers"), sent as recorded, with what follows from it: the
 //! command's status and deliveries, the hub's view of the agent, and what Jira received.
 //!
@@ -415,7 +415,7 @@ fn credentials_refused_in_every_recorded_form_hold_the_queue_and_spend_no_delive
         );
         if ["CAPTCHA_CHALLENGE", "AUTHENTICATED_FAILED"].contains(&words) {
             // Jira's login refused the credentials themselves: not sent again within the hour
-            // unless they change (issue 31, item 4); the hub says so.
+            // unless they change; the hub says so.
             assert_eq!(
                 front.count("GET", "/rest/api/2/myself"),
                 0,
@@ -780,7 +780,7 @@ fn the_other_rows_end_as_the_table_says() {
                     1,
                 )
             },
-            // Released never: the agent looks for its marker within the grace (issue 24 §4),
+            // Released never: the agent looks for its marker within the grace,
             // finds the comment Jira wrote behind the 504, and reports it in this delivery.
             status: CommandStatus::Done,
             deliveries: 1,

@@ -244,7 +244,7 @@ fn status_and_backup() {
         "{}",
         out.stdout
     );
-    // The archive counts its files, not its day folders (issue 25 item 6).
+    // The archive counts its files, not its day folders.
     for day in ["2026-11-29", "2026-11-30"] {
         std::fs::create_dir_all(relay.join("archive").join(day)).unwrap();
         for n in 0..3 {
@@ -821,7 +821,7 @@ fn folder_state(dir: &std::path::Path) -> Vec<String> {
     state
 }
 
-/// «A wrong `--db` changes a folder that is not the hub's» (issue 18): every command that takes
+/// «A wrong `--db` changes a folder that is not the hub's»: every command that takes
 /// `--db`, given a file that is not a hub's database (a text file, an SQLite file of another
 /// program, a folder), refuses it and leaves its folder's mode, mtime and entries as they were:
 /// no chmod 0700, no `backups/`, no lock file, no `-wal`.
@@ -1031,7 +1031,7 @@ fn relay_inspect_names_a_missing_path_and_judges_tokens_as_the_hub_does() {
     assert!(line("claim-wrong").contains("INVALID"), "{}", out.stdout);
     assert!(line("claim-wrong").contains("токен"), "{}", out.stdout);
     assert!(!line("claim-right").contains("INVALID"), "{}", out.stdout);
-    // English nouns agree with their numbers (issue 25 item 8): not "1 commands".
+    // English nouns agree with their numbers: not "1 commands".
     assert!(
         line("claim-right").contains("up to 1 command,"),
         "{}",
@@ -1170,7 +1170,7 @@ fn commands_answer_on_stdout_log_only_warnings_and_hint_the_program_as_started()
     );
 }
 
-/// Issue 25 item 11: `demo --help` puts the console at `/`; the commands that open no database
+/// `demo --help` puts the console at `/`; the commands that open no database
 /// do not list `--db` (still accepted before them, and ignored), the others do.
 #[test]
 fn help_lists_db_only_where_it_is_used_and_puts_the_console_at_the_root() {

@@ -1,4 +1,4 @@
-//! Issue 32: a change made in Jira after an edit was enqueued is never silently overwritten. The
+//! A change made in Jira after an edit was enqueued is never silently overwritten. The
 //! real agent loop against the simulated Jira (both deployments) and the real hub served over
 //! HTTP in this process (the harness of `agent_waits`): a base recorded at enqueue from the
 //! mirror, one read right before the write, the three-way decision per field, and the operator's

@@ -968,7 +968,7 @@ async fn retry_is_offered_only_where_the_service_takes_it() {
         !alert.contains("failed") && !alert.contains("command"),
         "{alert}"
     );
-    // Params readable (issue 29): «name: value» a line each, the key a link to its issue.
+    // Params readable: «name: value» a line each, the key a link to its issue.
     assert!(
         page.body.contains(
             "<td class=\"params\"><span class=\"member\"><span class=\"hint\">задача:</span> \
@@ -1091,7 +1091,7 @@ async fn an_unknown_console_page_is_a_page() {
             "{path}"
         );
         assert!(page.body.contains("Такой страницы в консоли нет"), "{path}");
-        // The menu stays, and «Выйти» for the signed-in (issue 25 item 9).
+        // The menu stays, and «Выйти» for the signed-in.
         assert!(
             page.body.contains("<nav>")
                 && page.body.contains("href=\"/ui/batches\">Пакеты</a>")
@@ -1191,7 +1191,7 @@ async fn the_overview_flags_a_silent_agent_and_a_stalled_refresh() {
     );
 }
 
-/// Issue 19: a command its agent gave back after a lost answer shows why and until when it
+/// A command its agent gave back after a lost answer shows why and until when it
 /// waits, escaped like every text from outside.
 #[tokio::test]
 async fn a_command_given_back_shows_its_wait_and_reason() {
@@ -1260,7 +1260,7 @@ async fn refresh_now_reuses_a_pending_refresh() {
     );
 }
 
-/// Issue 20 §6: the last preflight an agent sent with a heartbeat shows on the overview's agent
+/// The last preflight an agent sent with a heartbeat shows on the overview's agent
 /// panel, when it ran and its failing lines.
 #[tokio::test]
 async fn the_overview_shows_an_agents_last_check() {
@@ -1279,7 +1279,7 @@ async fn the_overview_shows_an_agents_last_check() {
         .await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     let page = console.get("/", Some(&cookie)).await;
-    // The check's time in the console's one form (issue 29), the stored text in the tooltip.
+    // The check's time in the console's one form, the stored text in the tooltip.
     assert!(
         page.body.contains(
             "Проверка настроек (agent --check) <time datetime=\"2026-11-28T09:00:00.123456Z\" \
@@ -1304,7 +1304,7 @@ async fn the_overview_shows_an_agents_last_check() {
     assert!(!page.body.contains("<li>проект"), "{}", page.body);
 }
 
-/// Issue 24 §2: an agent that says Jira refuses its credentials is shown with that reason and
+/// An agent that says Jira refuses its credentials is shown with that reason and
 /// since when on the overview's agent panel, never as an agent that did not report.
 #[tokio::test]
 async fn the_overview_says_why_jira_is_held_for_an_agent() {
@@ -1351,7 +1351,7 @@ fn part<'a>(body: &'a str, id: &str, tag: &str) -> &'a str {
     &rest[..rest.find(&format!("</{tag}>")).unwrap_or(rest.len())]
 }
 
-/// Issue 25 items 5 and 6: «Выполнено команд в час» counts done commands only (a failed one is
+/// «Выполнено команд в час» counts done commands only (a failed one is
 /// not «выполнено»); a refresh is named by its batch on the runs page and on the overview, its
 /// run knows it; a refresh of 0.4 s lasted «0,4 с», not «0 с».
 #[tokio::test]
@@ -1430,7 +1430,7 @@ async fn numbers_are_what_their_labels_say_and_a_refresh_is_its_batch() {
     );
 }
 
-/// Issue 25 item 7: a refresh behind other work is shown as queued, where it stands and «ждёт
+/// A refresh behind other work is shown as queued, where it stands and «ждёт
 /// агента» while no agent is about, on «Синхронизация» and the overview's mirror card; pressing
 /// «Обновить сейчас» again adds none and says so.
 #[tokio::test]
@@ -1492,7 +1492,7 @@ async fn a_queued_refresh_is_shown_as_queued() {
     );
 }
 
-/// Issue 25 item 9: a page per command: its params whole, every attempt with its agent and
+/// A page per command: its params whole, every attempt with its agent and
 /// times, its Jira calls and 429s, the keys it names linked to the mirror's page; the batch page
 /// has a dependency column and links each command to its page.
 #[tokio::test]
@@ -1615,7 +1615,7 @@ async fn a_command_has_its_own_page() {
     assert_eq!(missing.status, StatusCode::NOT_FOUND);
 }
 
-/// Issue 25 item 9: a project's slice is sorted by key number (AURORA-9 before AURORA-10), has a
+/// A project's slice is sorted by key number (AURORA-9 before AURORA-10), has a
 /// search box, is paged, and every column has a heading.
 #[tokio::test]
 async fn the_mirror_is_sorted_by_number_searched_and_paged() {
@@ -1678,7 +1678,7 @@ async fn the_mirror_is_sorted_by_number_searched_and_paged() {
     );
 }
 
-/// A command in an agent's hands is never summarised as nothing waiting (issue 25 item 4).
+/// A command in an agent's hands is never summarised as nothing waiting.
 #[tokio::test]
 async fn a_command_with_an_agent_is_not_nothing_waiting() {
     let console = console();
@@ -1701,7 +1701,7 @@ async fn a_command_with_an_agent_is_not_nothing_waiting() {
     );
 }
 
-/// Issue 29 item 4: a silent agent's card says once how long it has been silent and counts the
+/// A silent agent's card says once how long it has been silent and counts the
 /// heartbeats it missed (4 at 2 min with a 30 s period), and never «Jira доступна» beside it;
 /// «Забыть агента» (a form with the anti-forgery token) forgets it, a live agent is refused.
 #[tokio::test]
@@ -1793,7 +1793,7 @@ async fn a_silent_agent_is_said_once_counted_right_and_can_be_forgotten() {
     assert!(page.body.contains("Агент забыт"), "{}", page.body);
 }
 
-/// Issue 29 item 5: Russian sentences start with a capital letter («Пакета 999 нет»), a batch's
+/// Russian sentences start with a capital letter («Пакета 999 нет»), a batch's
 /// counters read «выполнена: 1 (всего 1)», not «выполнена 1 из 1», the deliveries column is
 /// «Выдачи», the retry button says whose failed commands it retries.
 #[tokio::test]
@@ -1831,7 +1831,7 @@ async fn the_console_writes_russian_as_russian_is_written() {
     );
 }
 
-/// Issue 29 §5: a link command's params say the link's direction in Russian between its keys,
+/// A link command's params say the link's direction in Russian between its keys,
 /// on the batch page and the command page; a type of Jira's own is named in Jira's words.
 #[tokio::test]
 async fn link_params_say_the_direction_in_russian() {
@@ -1880,7 +1880,7 @@ async fn link_params_say_the_direction_in_russian() {
     );
 }
 
-/// Issue 29 §5: an issue's links say their direction in Russian from that issue's side, Jira's
+/// An issue's links say their direction in Russian from that issue's side, Jira's
 /// name beside; a type of Jira's own is shown in Jira's words, quoted.
 #[tokio::test]
 async fn issue_links_say_their_direction_in_russian() {

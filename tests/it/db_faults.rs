@@ -1,5 +1,4 @@
-//! The database changing under a running hub, and a database gone between two starts (issue 18,
-//! item 5): the hub keeps running, says what is wrong, loses nothing it acknowledged, and
+//! The database changing under a running hub, and a database gone between two starts: the hub keeps running, says what is wrong, loses nothing it acknowledged, and
 //! recovers by itself when the cause goes away.
 
 use crate::support::*;
@@ -397,7 +396,7 @@ fn a_full_disk_under_the_daemon() {
     };
     let ready = http(&address, "GET", "/ready", None, None);
     // Not ready while the disk stays full, past the timers' claim sweep (every 5 s), whose
-    // transaction that changed nothing made it say ready (issue 23 §6).
+    // transaction that changed nothing made it say ready.
     let while_full: Vec<u16> = (0..14)
         .map(|_| {
             std::thread::sleep(std::time::Duration::from_millis(500));
@@ -639,8 +638,8 @@ fn a_write_that_changed_nothing_does_not_end_a_fault() {
 
 /// `cp backup hub.sqlite` while the hub serves it: the same file (device and inode), its
 /// content written over in place, the hub's WAL still beside it. Before, the hub went on
-/// acknowledging writes into that WAL, above pages of another database, and lost them (issue 30:
-/// 50 batches answered 201 after the copy, gone). Now the hub finds the copy by the mark it wrote
+/// acknowledging writes into that WAL, above pages of another database, and lost them
+/// (50 batches answered 201 after the copy, gone). Now the hub finds the copy by the mark it wrote
 /// into the header at start: at rest (`/ready`, the timers) or at the next write, whichever comes
 /// first; every write after the copy is refused, `/ready` says why, and the restart serves the
 /// copy exactly as it was put (the old WAL moved aside, never checkpointed into it).

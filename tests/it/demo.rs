@@ -202,7 +202,7 @@ impl Drop for Demo {
     }
 }
 
-/// The must-show test of issue 20: the sample batch completes in the simulated Jira, the full
+/// The demo's own acceptance: the sample batch completes in the simulated Jira, the full
 /// refresh fills the mirror, Ctrl-C stops all three with 0; a second run on the same folder
 /// continues (the first run's issues are in Jira, no second sample batch).
 #[test]
@@ -320,7 +320,7 @@ fn demo_names_the_child_that_died_and_exits_1() {
     let text = demo.output();
     assert_eq!(exit.code(), Some(1), "{text}");
     assert!(text.contains("agent killed by signal 9"), "{text}");
-    // One language a line (issue 25 item 8).
+    // One language a line.
     assert!(
         text.contains("агент остановился раньше времени (убит сигналом 9)"),
         "{text}"

@@ -1,4 +1,4 @@
-//! The share as an attacker with write access to it would use it (issue 9): FIFOs swapped in for
+//! The share as an attacker with write access to it would use it: FIFOs swapped in for
 //! files, files far larger than they claim to be, files that never complete, links where folders
 //! should be, names that almost match, two requests with one id, control characters for the
 //! operator's terminal. The daemon stays responsive, bounded in memory, and loses nothing.
@@ -477,7 +477,7 @@ fn a_corpus_of_hostile_files_is_decided_with_bounded_memory() {
 
 /// 16 agent reports of 60 MB each sent over HTTP at once: their bodies share one memory budget
 /// (`--report-budget-mb`, 128 here), so the daemon's peak memory grows by a small multiple of the
-/// budget, not of the 960 MB sent (issue 30: 796 MB before). Every report is answered (waiting
+/// budget, not of the 960 MB sent (796 MB before). Every report is answered (waiting
 /// for its share, or 503 with Retry-After), and the daemon still serves.
 #[test]
 fn concurrent_large_reports_share_one_memory_budget() {
@@ -565,7 +565,7 @@ fn concurrent_large_reports_share_one_memory_budget() {
         "some reports were handled"
     );
     // The budget and at most half of it again (a report is held once, its results kept as its
-    // text; issue 30 item 5: 251 MiB before, when each body was copied and its results parsed):
+    // text; 251 MiB before, when each body was copied and its results parsed):
     // far under the 16 × 60 MB sent.
     println!(
         "16 reports of 60 MB: the daemon's peak grew by {grew_mib} MiB ({} answered 200)",

@@ -601,7 +601,7 @@ async fn batches_refreshes_and_the_mirror() {
         (runs[0]["full"].as_bool(), runs[0]["status"].as_str()),
         (Some(true), Some("done"))
     );
-    // A refresh is a batch with a run: the run names its batch (issue 25 item 5).
+    // A refresh is a batch with a run: the run names its batch.
     assert_eq!(runs[0]["batch_id"], refresh["id"], "{runs}");
     let (_, agents) = api.client(Method::GET, "/agents", None).await;
     assert_eq!(agents[0]["agent"], "agent-h");
@@ -1294,7 +1294,7 @@ fn busy_is_decided_by_the_error_code_not_its_text() {
     );
 }
 
-/// Faults of the database file are told by SQLite's code too (issue 18): a full disk is 507
+/// Faults of the database file are told by SQLite's code too: a full disk is 507
 /// `disk_full`, a read-only file or an I/O error 503 `database_unavailable`, each with a Russian
 /// message saying nothing was written; never 500 `internal`.
 #[test]
@@ -1630,7 +1630,7 @@ async fn a_claim_waits_for_work_over_http() {
     assert!(!held.is_finished(), "still within its wait");
     let (status, answer) = held.await.unwrap();
     assert_eq!((status, &answer["commands"]), (StatusCode::OK, &json!([])));
-    // The same id again: an empty answer is not recorded (issue 23: an idle agent writes
+    // The same id again: an empty answer is not recorded (an idle agent writes
     // nothing), so it is looked at again and answered the same at the end of its wait.
     let (_, again) = api.agent("/agent/claim", waiting("w2")).await;
     assert_eq!(again, answer);
@@ -1764,7 +1764,7 @@ async fn agent_names_are_bounded_and_listed_a_bounded_number() {
     );
 }
 
-/// Issue 19: the document carries the hub's extension of the report (`released` with
+/// The document carries the hub's extension of the report (`released` with
 /// `not_before_seconds`) and of the claim (`released_seconds_ago`).
 #[tokio::test]
 async fn the_document_shows_the_release_of_a_command() {

@@ -1,4 +1,4 @@
-//! Incremental refresh (issue 12): the automatic refresh asks Jira only for what changed
+//! Incremental refresh: the automatic refresh asks Jira only for what changed
 //! (`AND updated >= <epoch ms>`) between full ones every `full_refresh_hours`; only a full run
 //! prunes; runs say their kind; a slice answers only the rows changed since a time.
 
@@ -155,7 +155,7 @@ fn the_automatic_refresh_is_incremental_between_full_ones() {
     assert_eq!(clock.now() - first_start, Duration::hours(2));
     assert!(hub.auto_refresh().unwrap().is_some());
     // (The issue is still in Jira: a full run that found none of a project's issues would be
-    // held for an operator, issue 24.)
+    // held for an operator.)
     assert_eq!(
         run_queued(&mut hub, &agent, &[issue("AURORA-1", "1", "a")]),
         BASE

@@ -1,4 +1,4 @@
-//! Issue 29 §1 and §4, the install's layout as the binary sees it: `relay init` makes the share's
+//! The install's layout as the binary sees it: `relay init` makes the share's
 //! folders 2770 with setgid whatever the umask and names their group; the agent says in Russian
 //! why it cannot read its config, with the path, the system's words and the layout; `jira-hub
 //! man` opens man on a terminal and is roff when piped. The whole install, as the README says

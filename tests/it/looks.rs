@@ -1,4 +1,4 @@
-//! Issue 31, item 3 (the looks' leftovers): comments are looked for newest first, only among
+//! Item 3 (the looks' leftovers): comments are looked for newest first, only among
 //! those created since the POST on Jira's clock, their markers read in one `POST /comment/list`
 //! on Cloud; a look never makes the agent look silent, nor lets the rest of its claim lapse. The
 //! real agent loop and the real hub share one `ManualClock` ([`crate::agent_waits::Hub`]): the
@@ -324,12 +324,12 @@ fn three_creates(keeps_create_properties: bool) -> (FakeJira, Vec<String>, usize
     (fake, keys, reads, writes)
 }
 
-/// Issue 31, item 6 (the DC create marker): a Data Center that says 9.12 documents create-time
+/// Item 6 (the DC create marker): a Data Center that says 9.12 documents create-time
 /// `properties`, but the version does not prove them kept. The agent reads the first create's
 /// marker back, once in the run: kept, it trusts the creates after it (one read, no write for
 /// three creates); dropped (the simulated Jira ignores them while still naming 9.12), it is
 /// detected and the marker is PUT after that create and every create after it, with no second
-/// read (ARCHITECTURE, "Budgets for every repetition": "a server seen to drop it gets the marker
+/// read (docs/design/agent-and-jira.md, "Markers and looks": "a server seen to drop it gets the marker
 /// PUT after every create"). Every issue carries its command's marker either way.
 #[test]
 fn a_data_center_create_marker_is_read_back_once_and_a_dropped_one_is_set() {

@@ -1,4 +1,4 @@
-//! A report's memory (issue 30, item 5): one large refresh report, over HTTP and as a relay
+//! A report's memory: one large refresh report, over HTTP and as a relay
 //! file, raises the real daemon's peak resident memory (VmHWM) by at most 1.5 times its size
 //! over what the daemon held just before it.
 

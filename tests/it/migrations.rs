@@ -990,7 +990,7 @@ fn revisions_run_again_on_a_header_reset_change_no_row() {
 }
 
 /// Revision 10: a sync run knows its batch; a database of the revision before gets its runs'
-/// batches filled in from their commands (issue 25 item 5).
+/// batches filled in from their commands.
 #[test]
 fn sync_runs_learn_their_batch_from_their_command() {
     let dir = TestDir::new();

@@ -300,7 +300,7 @@ fn a_migrated_queued_refresh_is_full() {
     );
 }
 
-/// Issue 24, §3: a timed-out command is confirmed from the mirror only by proof. A transition by
+/// A timed-out command is confirmed from the mirror only by proof. A transition by
 /// its target status id in a row a refresh read after the delivery; a link because Jira keeps one
 /// per (type, inward, outward). A create or a comment that merely looks done, or an edit whose
 /// fields differ, goes back to the queue: its next delivery decides by the marker.

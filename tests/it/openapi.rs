@@ -1,4 +1,4 @@
-//! Requests Atlassian's description allows (issue 31, item 8): every request the agent makes in
+//! Requests Atlassian's description allows: every request the agent makes in
 //! Cloud mode against the simulated Jira — a batch with every command type, a full and an
 //! incremental refresh, `agent --check` — is checked against Atlassian's published OpenAPI
 //! documents of Jira Cloud (`tests/fixtures/jira-cloud-openapi/`, trimmed from the originals by
@@ -319,7 +319,7 @@ pub(crate) fn every_command(stack: &Stack) -> Value {
     ]})
 }
 
-/// The must-show test of item 8: the requests of `--check`, a batch of every command type, a full
+/// The requests of `--check`, a batch of every command type, a full
 /// and an incremental refresh, each in Atlassian's description of Jira Cloud.
 #[test]
 fn every_cloud_request_of_the_agent_is_in_atlassians_description() {
@@ -328,7 +328,7 @@ fn every_cloud_request_of_the_agent_is_in_atlassians_description() {
     stack.fake.seed_issues(PROJECT, "SPR", 3);
     let batch = every_command(&stack);
     // The comment's answer is lost after Jira applied it: the look reads the comments newest
-    // first and their markers through `POST /comment/list` (issue 31, item 3).
+    // first and their markers through `POST /comment/list`.
     stack
         .fake
         .fault(Endpoint::AddComment, Fault::DropAfterApply, 1);

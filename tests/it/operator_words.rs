@@ -1,4 +1,4 @@
-//! Issue 29 item 5: what the operator reads in the console and the CLI is true and in one
+//! What the operator reads in the console and the CLI is true and in one
 //! language (charts keep an hour's peak, times in one form, keys as links, Jira's refusals name
 //! their key, link names with their direction, Russian sentences as Russian is written).
 

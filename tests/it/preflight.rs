@@ -1,4 +1,4 @@
-//! `jira-hub agent --check` (issue 20 §6): the real hub daemon, the real agent binary, the
+//! `jira-hub agent --check`: the real hub daemon, the real agent binary, the
 //! simulated Jira (`src/sim/jira.rs`). A matching config passes every check; one wrong value of
 //! each kind fails the run (exit 1) and is named; Jira is only read.
 
@@ -179,7 +179,7 @@ fn on_cloud_the_epic_goes_through_parent() {
     );
 }
 
-/// Issue 31, item 8: on Cloud the priorities are those the project's create screens offer
+/// On Cloud the priorities are those the project's create screens offer
 /// (`GET /priority` and `GET /priority/search` are both deprecated in Atlassian's description of
 /// December 2025), and the create screens are read 200 fields a page at most.
 #[test]
@@ -319,7 +319,7 @@ fn a_clock_far_from_jiras_fails_the_check() {
     assert!(clock.contains("впереди часов агента на 6"), "{clock}");
 }
 
-/// Issue 25 item 10: each field is checked for what the agent does with it. A Data Center whose
+/// Each field is checked for what the agent does with it. A Data Center whose
 /// screens lack Sprint passes (the agent adds issues to sprints through the agile API and only
 /// reads the field); a field it writes (the plan start) off the screens still fails, named.
 #[test]
@@ -349,7 +349,7 @@ fn a_field_the_agent_only_reads_needs_no_screen() {
     );
 }
 
-/// Issue 29 §3: the preflight calls Jira at the hub's pacing (`pacing.min_interval_ms`), which
+/// The preflight calls Jira at the hub's pacing (`pacing.min_interval_ms`), which
 /// comes with the settings, not at the client's cautious 300 ms before it has any: 15 to 30
 /// reads took 5 s on the demo (50 ms pacing), now about one.
 #[test]
@@ -390,7 +390,7 @@ fn the_check_calls_jira_at_the_hubs_pacing() {
     );
 }
 
-/// Issue 29 §3: with no hub answering, `--check` says within a second or two what it waits
+/// With no hub answering, `--check` says within a second or two what it waits
 /// for (stderr), then ends after a bounded wait with «ОШИБКА … хаб не ответил за 15 с через
 /// папку обмена …», naming the request nobody took, and exit 1; its claim is taken back. Before,
 /// it printed nothing and never ended.
@@ -486,7 +486,7 @@ fn with_no_hub_the_check_says_what_it_waits_for_and_ends() {
     );
 }
 
-/// Issue 29 item 5: a hub that refuses the agent's token is said in Russian, the hub's words
+/// A hub that refuses the agent's token is said in Russian, the hub's words
 /// quoted after ours: one language per line.
 #[test]
 fn a_refusing_hub_is_said_in_one_language() {

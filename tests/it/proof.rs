@@ -1,4 +1,4 @@
-//! Issue 24, §3, the hub's side: a lapsed command is confirmed by proof, never by likeness. A
+//! A lapsed command is confirmed by proof, never by likeness. A
 //! create or a comment goes back to the queue (its next delivery reads its marker in Jira); a
 //! transition is confirmed only by status id from a refresh that read Jira after the delivery; a
 //! command given back in a cancelled batch is not handed out again and shows the marker to look
@@ -281,7 +281,7 @@ fn a_released_command_is_not_overtaken_by_the_rest_of_its_batch() {
     assert_eq!(seqs, [(work.id, 1), (work.id, 2)]);
 }
 
-/// Issue 24, §4: an agent's `not_before` is capped per type at the hub: a refresh never waits
+/// An agent's `not_before` is capped per type at the hub: a refresh never waits
 /// longer than the claim timeout (it writes nothing); a write may wait up to the protocol's
 /// maximum.
 #[test]
@@ -323,7 +323,7 @@ fn not_before_is_capped_per_type() {
     );
 }
 
-/// The lost-answer and 503 scenarios of issue 24 (must show), on both deployments: the real
+/// The lost-answer and 503 scenarios, on both deployments: the real
 /// agent loop against the simulated Jira and the hub, on one `ManualClock` (the elapsed time
 /// asserted is the clock's: the agent's waits move it, no wall time passes).
 mod scenarios {
@@ -390,7 +390,7 @@ mod scenarios {
     }
 
     /// A create, a transition and a comment, each answered 503 with `Retry-After: 3` once,
-    /// nothing applied: a 503 is not proof of that (issue 31, item 2), and what a look does not
+    /// nothing applied: a 503 is not proof of that, and what a look does not
     /// find is no proof of the opposite (a search may lag): none is sent again in its delivery.
     /// Each goes back to the hub, and its next delivery looks (the create's check, the comment
     /// list, the status) before it writes. Each lands once, within a minute.
@@ -454,7 +454,7 @@ mod scenarios {
         writes_answered_503_once(Mode::Cloud);
     }
 
-    /// Issue 24, §4: Data Center's paging by key, a query spanning projects (a label on issues of
+    /// Data Center's paging by key, a query spanning projects (a label on issues of
     /// three projects). A project whose last page is full is followed by an empty page after
     /// `key > "P-n"`: that ends the project, not the search, and every project is read.
     #[test]
@@ -539,7 +539,7 @@ mod scenarios {
         assert_eq!(made, keys, "each effect once");
     }
 
-    /// Issue 24, §4: Data Center paging by key when Jira speaks Russian: the page's last issue
+    /// Data Center paging by key when Jira speaks Russian: the page's last issue
     /// deleted and the last issue moved away mid-run are recovered from by reading the key (the
     /// refusals' words are Russian), and every issue is read once.
     #[test]
@@ -562,7 +562,7 @@ mod scenarios {
         let commands = hub.commands();
         assert_eq!(commands[0].status, CommandStatus::Done, "{commands:?}");
         // The deleted key is read; the moved one no longer needs to be: once the page with it
-        // brought the first page's `total`, the search ends (issue 31, item 7).
+        // brought the first page's `total`, the search ends.
         assert!(fake.calls(Endpoint::GetIssue) >= 1, "the gone key was read");
         let mut mirrored: Vec<String> = hub
             .read()
@@ -576,7 +576,7 @@ mod scenarios {
         assert_eq!(mirrored, expected, "every issue the pages returned, once");
     }
 
-    /// Issue 24, §4: an Automation rule rewrites summaries on create; a create whose answer is
+    /// An Automation rule rewrites summaries on create; a create whose answer is
     /// lost is found by its marker all the same (Cloud: from the search answer's `properties`,
     /// no property read), and a twin's issue marked for the other command is never taken.
     fn lost_creates_under_a_rewriting_rule(mode: Mode) {
@@ -629,7 +629,7 @@ mod scenarios {
     }
 }
 
-/// Issue 31, item 6: an edit and a link are confirmed from the mirror only by a refresh that read
+/// An edit and a link are confirmed from the mirror only by a refresh that read
 /// Jira after the command was handed out, like a transition: a mirror read before shows what may
 /// be someone else's doing (or this command's earlier, unconfirmed delivery), and proves nothing.
 #[test]

@@ -1,7 +1,7 @@
-//! The mirror is never emptied by one wrong full refresh (issue 19, item 10): a full run that
+//! The mirror is never emptied by one wrong full refresh: a full run that
 //! would remove more of a project's mirror than `prune_guard` allows (default: more than 20%
 //! and at least 50 issues) ends `held`; `status`, `/metrics` and the console show it; an operator
-//! confirms it (CLI, API, console); another run never does (issue 24, §4), and a run that would
+//! confirms it (CLI, API, console); another run never does, and a run that would
 //! remove all of a project's issues is held whatever the guard's numbers.
 
 use crate::support::*;
@@ -82,7 +82,7 @@ fn a_full_run_that_would_empty_the_mirror_waits_for_a_confirmation() {
         "{error}"
     );
 
-    // The next full run misses the same 60: the same answer twice proves nothing (issue 24, §4).
+    // The next full run misses the same 60: the same answer twice proves nothing.
     // It is held in its turn, supersedes the first, and nothing is removed.
     let (again, status) = full_run(&mut hub, &agent, &clock, &issues(1..=40));
     assert_eq!(status, RunStatus::Held);
@@ -227,7 +227,7 @@ fn small_removals_and_the_guard_setting() {
     }
 }
 
-/// Issue 24, §4: a full run that would remove every issue of a project is held even when the
+/// A full run that would remove every issue of a project is held even when the
 /// numbers are under the guard (a lost permission answers an empty search), and the same empty
 /// answer again does not confirm it: only an operator does.
 #[test]

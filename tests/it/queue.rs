@@ -1,4 +1,4 @@
-//! Queue and mirror rules an audit found broken (issue 10): a cancelled batch never goes back to
+//! Queue and mirror rules an audit found broken: a cancelled batch never goes back to
 //! Jira, ignored results change nothing, times are the hub's UTC, the lease is not the delivery
 //! time, one automatic refresh at a time, `bug` by id alone, and a run's fullness fixed at start.
 
@@ -57,7 +57,7 @@ fn a_cancelled_batch_never_sends_its_timed_out_command_again() {
 }
 
 /// 2. An ignored result (a page for a command that is not a refresh) adds nothing to the
-///    command's counts; nor does a progress without a page (a lease kept alive, issue 19).
+///    command's counts; nor does a progress without a page (a lease kept alive).
 #[test]
 fn an_ignored_result_changes_nothing() {
     let dir = TestDir::new();
@@ -85,7 +85,7 @@ fn an_ignored_result_changes_nothing() {
     assert_eq!(command.status, CommandStatus::Claimed);
 }
 
-/// 2b. A progress without a page keeps any command's lease (issue 19, item 4): the claim says
+/// 2b. A progress without a page keeps any command's lease: the claim says
 ///     how long a lease lasts, a keep-alive renews it and changes nothing else, and only the
 ///     current delivery keeps one: an agent whose delivery was superseded is told it lost it.
 #[test]
@@ -281,7 +281,7 @@ fn a_runs_fullness_is_fixed_when_it_starts() {
 
 /// Claim order is the oldest batch by `created_at`, then by id, then `seq`, whatever the ids say:
 /// a batch enqueued after the clock stepped back goes first, and a command put back in the queue
-/// of an old batch comes before newer batches (the claim walk reads a partial index, issue 12).
+/// of an old batch comes before newer batches (the claim walk reads a partial index).
 #[test]
 fn claims_follow_batch_time_then_id_then_seq() {
     let dir = TestDir::new();

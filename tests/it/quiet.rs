@@ -1,5 +1,5 @@
 //! A hub at rest writes nothing, waiting agents are one claim per name, and an agent's liveness
-//! is its own acts (issue 23 §1–2, issue 25 item 4). Commits are counted with SQLite's
+//! is its own acts. Commits are counted with SQLite's
 //! `PRAGMA data_version` on a connection of the test's own: it moves whenever another
 //! connection commits, and never otherwise. Time is the hub's `ManualClock` and the relay's
 //! instants; nothing sleeps.
@@ -111,7 +111,7 @@ fn last_seen_in_database(db: &Path, agent: &str) -> String {
 /// An idle agent over the relay (a heartbeat every 10 s, a claim waiting for work) and the
 /// timers' ticks commit nothing; its last-seen time is written once a minute, and a real change
 /// of its status (Jira down) at once. Its heartbeats announce a period of a minute: an agent
-/// that announces a shorter one is written once a period (issue 29: before the written time
+/// that announces a shorter one is written once a period (before the written time
 /// would make it look silent, see `agent_truth`).
 #[test]
 fn an_idle_relay_agent_makes_no_commit_but_one_a_minute() {

@@ -731,7 +731,7 @@ fn relay_passes(address: &str) -> u64 {
 }
 
 /// Listing `inbox/` raises open and close events on the watched folder itself: they must not
-/// wake the loop (issue 18: each woke it, its listing raised the next, and an idle hub spun a
+/// wake the loop (each woke it, its listing raised the next, and an idle hub spun a
 /// core). At rest the relay passes about once a poll interval (50 ms here), with notifications
 /// on, and a file still wakes it.
 #[test]
@@ -1079,7 +1079,7 @@ fn the_relay_and_http_answer_alike() {
         Some(&claim),
     );
     assert_eq!(status, 200);
-    // Each transport says the largest report it takes (issue 19): the relay's file limit,
+    // Each transport says the largest report it takes: the relay's file limit,
     // HTTP's body limit; the rest is the same decision.
     assert_eq!(by_file["max_report_bytes"], json!(256 * 1024 * 1024));
     assert_eq!(by_http["max_report_bytes"], json!(64 * 1024 * 1024));
@@ -1332,7 +1332,7 @@ fn a_refused_file_that_cannot_be_moved_is_counted_once() {
     let _ = token;
 }
 
-/// «The share not mounted» (issue 18): a `relay_dir` that is an empty folder and not a mount
+/// «The share not mounted»: a `relay_dir` that is an empty folder and not a mount
 /// point gets no `inbox/`, `outbox/`, … on the local disk, pass after pass, and the hub says so;
 /// once the share is mounted there (its folders appear) the relay uses it by itself. A marked
 /// folder (`jira-hub relay init`) gets its missing folders made again.

@@ -1,4 +1,4 @@
-//! Issue 19, item 3, the hub's side: a command the agent gives back (`released`: a write's answer
+//! A command the agent gives back (`released`: a write's answer
 //! was lost and the write may still be running in Jira) is queued again with its delivery count,
 //! not handed out before its grace, and told how long ago it was given back; it fails once it
 //! used its deliveries. The report is decoded strictly. Time moves on a `ManualClock`.
@@ -180,7 +180,7 @@ fn a_release_is_decoded_strictly() {
         stray.to_string(),
         "results[0].not_before_seconds: бывает только при статусе released"
     );
-    // Issue 31, item 1: the refused call goes with `released` only, as a method and a path.
+    // The refused call goes with `released` only, as a method and a path.
     let with_refused = |refused: serde_json::Value| {
         let mut results = released(1, 1, 5);
         results[0]["sent"] = json!(false);
@@ -216,7 +216,7 @@ fn a_release_is_decoded_strictly() {
     );
 }
 
-/// Issue 31, item 1, the hub's side: a give-back for one refused path (`released` with
+/// A give-back for one refused path (`released` with
 /// `refused`) is handed to the next delivery as `previous_release`, with its reason and path, so
 /// that whichever agent takes it decides without a memory of its own; a give-back for another
 /// reason replaces it. Over the relay (the HTTP path carries the same claim answer: see

@@ -1,4 +1,4 @@
-//! Issue 11's queue actions outside the web page: a failed or skipped command queued again with
+//! The queue actions outside the web page: a failed or skipped command queued again with
 //! its history kept (service, HTTP, CLI), who claimed a command, the progress of an open refresh
 //! run, `refresh --wait`, and `/metrics` in both text formats.
 
@@ -634,7 +634,7 @@ async fn the_readmes_batch_example_is_accepted() {
     );
 }
 
-/// Issue 25 item 8: log lines carry plain values, not Rust's `Debug` (`project=Some("AWPCA")`).
+/// Log lines carry plain values, not Rust's `Debug` (`project=Some("AWPCA")`).
 #[test]
 fn log_lines_carry_plain_values() {
     let dir = TestDir::new();

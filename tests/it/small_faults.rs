@@ -1,4 +1,4 @@
-//! The smaller faults of issue 23 (§6): a failing log sink, an empty `--db` file, a relay
+//! The smaller faults of the process: a failing log sink, an empty `--db` file, a relay
 //! marker that is a link, `agent --check`/`--once` beside a running agent of the same name.
 
 use crate::support::*;

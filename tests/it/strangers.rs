@@ -1,4 +1,4 @@
-//! Issue 30 items 1, 2 and 6 against the real daemon over real sockets: nothing anonymous costs
+//! 2 and 6 against the real daemon over real sockets: nothing anonymous costs
 //! more than a constant (`/metrics` from a snapshot on a hub of 300,000 commands, its own share
 //! of the database, tokens checked in memory and a rotation by the CLI picked up), no
 //! credential takes every connection (the agent token's slow bodies and waiting claims leave
@@ -77,7 +77,7 @@ fn hub_of(dir: &TestDir, commands: u32) -> (String, String) {
     (client, agent)
 }
 
-/// Issue 30 must-show: 100 anonymous keep-alive `/metrics` clients (and 150 idle connections)
+/// 100 anonymous keep-alive `/metrics` clients (and 150 idle connections)
 /// on a hub of 300,000 commands leave every agent and client request answered in under a
 /// second, and the scrapers are answered too.
 #[test]
@@ -149,7 +149,7 @@ fn anonymous_metrics_clients_leave_agents_and_clients_answered() {
     );
 }
 
-/// Issue 30 must-show: the agent token (in every relay file on the share) sends 150 slow bodies
+/// The agent token (in every relay file on the share) sends 150 slow bodies
 /// and 150 claims that wait, under distinct names: it gets at most half the connections, the
 /// rest are answered 503 at once, and `/health` and the client are answered meanwhile.
 #[test]
@@ -328,7 +328,7 @@ fn a_metrics_token_guards_metrics() {
     );
 }
 
-/// Issue 30 item 6: an agent's free-text reason is never a label of `/metrics`, only its class.
+/// An agent's free-text reason is never a label of `/metrics`, only its class.
 #[test]
 fn metrics_labels_are_bounded_words() {
     let dir = TestDir::new();
@@ -370,7 +370,7 @@ fn metrics_labels_are_bounded_words() {
     assert!(!text.contains("7f3a9c"), "{text}");
 }
 
-/// Issue 30 item 6: wrong sign-ins from 120 rotating addresses are logged as a summary (at most
+/// Wrong sign-ins from 120 rotating addresses are logged as a summary (at most
 /// one line a minute), not a line per guess.
 #[test]
 fn wrong_sign_ins_from_rotating_addresses_are_logged_as_a_summary() {

@@ -71,7 +71,7 @@ async fn timers_sweep_claims_and_enqueue_refreshes_without_waiting() {
 
 /// What the hub remembers of agents is bounded: the timer forgets the records of handled agent
 /// requests once they are older than the relay's retention (14 days by default), and the agents
-/// not seen for 30 days, by the hub's clock (issue 18: both grew forever).
+/// not seen for 30 days, by the hub's clock (both grew forever).
 #[tokio::test(start_paused = true)]
 async fn timers_forget_old_agents_and_old_agent_requests() {
     let dir = TestDir::new();

@@ -1,4 +1,4 @@
-//! The conflict of an edit on its command's page (issue 32): a table of the fields changed in
+//! The conflict of an edit on its command's page: a table of the fields changed in
 //! Jira since the edit was enqueued (Поле · Было · В Jira сейчас · Хотели записать, with who
 //! changed it and when, as Jira's changelog said), and the operator's two answers: «Записать
 //! поверх» (a retry that writes those fields over Jira's values) and «Оставить как в Jira» (the

@@ -1,4 +1,4 @@
-//! The operator's web console (issue 11): server-rendered HTML in Russian at `/` and under
+//! The operator's web console: server-rendered HTML in Russian at `/` and under
 //! `/ui/`, over the same service calls as the API.
 //!
 //! Signing in takes the client token once and opens a session: a random id in an `HttpOnly`,
@@ -131,7 +131,7 @@ impl Throttle {
                 .retain(|_, failures| failures.last + FAILURE_MEMORY > now);
             if self.clients.len() >= MAX_TRACKED_CLIENTS {
                 // The tenth seen longest ago goes at once: guesses from ever new addresses cost
-                // one pass per thousand addresses, not one per guess (issue 30).
+                // one pass per thousand addresses, not one per guess.
                 let mut by_age: Vec<(time::OffsetDateTime, std::net::IpAddr)> = self
                     .clients
                     .iter()
@@ -165,7 +165,7 @@ impl Throttle {
         });
         let count = entry.count;
         let until = entry.wait_until;
-        // In aggregate only (issue 30: guesses from rotating addresses were a line each): a
+        // In aggregate only (guesses from rotating addresses were a line each): a
         // summary at most once a minute, with the client that failed most since the last one.
         self.unlogged += 1;
         if self.loudest.is_none_or(|(_, most)| count > most) {
@@ -539,7 +539,7 @@ async fn session(
     let Some(id) = cookie_session(headers) else {
         return Ok(None);
     };
-    // The client token in force, from memory (issue 30): a session is checked without a turn
+    // The client token in force, from memory: a session is checked without a turn
     // at the database.
     let token_hash = state
         .pool
@@ -842,7 +842,7 @@ async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
     if token.is_empty() {
         return sign_in_form(StatusCode::UNAUTHORIZED, Some("Введите токен клиента"));
     }
-    // Checked in memory (issue 30): a guess takes no turn at the database.
+    // Checked in memory: a guess takes no turn at the database.
     let crate::service::Holder {
         client,
         agent,
@@ -1150,7 +1150,7 @@ async fn retry_command(Path(id): Path<String>, posted: Posted) -> Response {
     .await
 }
 
-/// «Записать поверх» and «Оставить как в Jira» (issue 32): back to the command's page.
+/// «Записать поверх» and «Оставить как в Jira»: back to the command's page.
 async fn overwrite_command(Path(id): Path<String>, posted: Posted) -> Response {
     on_command_page(&id, posted, "overwrite", |hub, id| {
         hub.retry_overwriting(id)

@@ -236,7 +236,7 @@ pub(super) fn overview(view: &Overview, csrf: &str) -> String {
             );
         }
         None => {
-            // A command in an agent's hands is not "nothing waiting" (issue 25 item 4).
+            // A command in an agent's hands is not "nothing waiting".
             let claimed = view
                 .queue
                 .iter()
@@ -271,7 +271,7 @@ pub(super) fn overview(view: &Overview, csrf: &str) -> String {
     for agent in &view.agents {
         agent_card_head(&mut out, agent, csrf, now);
         if let Some(held) = &agent.jira_held {
-            // Jira is held for this agent (issue 24 §2): why, and since when.
+            // Jira is held for this agent: why, and since when.
             let _ = write!(
                 out,
                 "<p class=\"bad held\" role=\"status\">{}</p>",
@@ -542,7 +542,7 @@ pub(super) fn overview(view: &Overview, csrf: &str) -> String {
 }
 
 /// The refreshes waiting in the queue: each by its batch, where it stands, and «ждёт агента»
-/// when no agent is about to take it (issue 25 item 7).
+/// when no agent is about to take it.
 fn queued_refresh_lines(out: &mut String, queued: &[QueuedRefresh], now: OffsetDateTime) {
     if queued.is_empty() {
         return;
@@ -691,7 +691,7 @@ fn member_html(name: &str, member: &serde_json::Value) -> String {
 }
 
 /// A link command's params as what the link will say, its direction in Russian between its keys
-/// (issue 29): «AURORA-1 блокирует AURORA-2»; `None` for params that are not a link's.
+///: «AURORA-1 блокирует AURORA-2»; `None` for params that are not a link's.
 fn link_html(params: &serde_json::Value) -> Option<String> {
     let link_type = params.get("type")?.as_str()?;
     let (from, to) = (params.get("from")?, params.get("to")?);
@@ -705,7 +705,7 @@ fn link_html(params: &serde_json::Value) -> Option<String> {
 
 /// A command's params or result for people: each member as «name: value» («задача: AURORA-7»,
 /// the key a link to its page), in Russian where the name is the hub's own; other JSON as it is,
-/// compact (issue 29: no raw JSON, keys as links).
+/// compact (no raw JSON, keys as links).
 fn members_html(value: &serde_json::Value) -> String {
     let Some(members) = value.as_object() else {
         return format!("<code class=\"json\">{}</code>", esc(&json_text(value)));
@@ -733,7 +733,7 @@ fn members_html(value: &serde_json::Value) -> String {
             };
             let shown = match (name.as_str(), member) {
                 // A link's type with its direction in Russian, between the two keys
-                // (issue 29): «blocks: AURORA-1 блокирует AURORA-2».
+                //: «blocks: AURORA-1 блокирует AURORA-2».
                 ("type", serde_json::Value::String(link_type)) => match link_html(value) {
                     Some(link) => format!(
                         "<span class=\"value\">{}</span>: {link}",
@@ -869,7 +869,7 @@ fn attempts_words(command: &CommandView) -> String {
         let _ = write!(out, "<br><span class=\"hint bad\">{}</span>", esc(waiting));
     }
     if let Some(not_before) = &command.not_before {
-        // Given back by its agent after a lost answer (issue 19): waits before the next delivery.
+        // Given back by its agent after a lost answer: waits before the next delivery.
         let _ = write!(
             out,
             "<br><span class=\"hint\">возвращена агентом, выдача не раньше {}</span>",
@@ -881,7 +881,7 @@ fn attempts_words(command: &CommandView) -> String {
         .as_ref()
         .filter(|_| command.uncounted_releases > 0)
     {
-        // Given back with nothing sent to Jira (issue 31): its budget, for all to see.
+        // Given back with nothing sent to Jira: its budget, for all to see.
         let _ = write!(
             out,
             "<br><span class=\"hint\">возвращена агентом без отправки в Jira {} подряд, с {}; после {} раз или часа хаб её завершит с ошибкой</span>",
@@ -891,7 +891,7 @@ fn attempts_words(command: &CommandView) -> String {
         );
     }
     if let Some(marker) = &command.may_exist_in_jira {
-        // Cancelled after it was handed out (issue 24): what it made may be in Jira, marked.
+        // Cancelled after it was handed out: what it made may be in Jira, marked.
         let _ = write!(
             out,
             "<br><span class=\"hint\">могла успеть попасть в Jira: ищите свойство jira-hub {}</span>",
@@ -1425,7 +1425,7 @@ pub(super) fn issue(view: &IssueView, csrf: &str, now: OffsetDateTime) -> String
     } else {
         out.push_str("<ul>");
         for link in &view.links {
-            // The direction in Russian from this issue's side (issue 29): «Блокирует
+            // The direction in Russian from this issue's side: «Блокирует
             // AURORA-2», «Заблокирована задачей AURORA-1»; Jira's name quoted otherwise.
             let outward = link.direction == "outward";
             let known = crate::domain::words::link_directions(&link.link_type).is_some();
@@ -1516,7 +1516,7 @@ fn held_name(run: &crate::service::HeldRunView) -> String {
     }
 }
 
-/// The full refreshes whose removals wait for an operator (issue 19), on the overview.
+/// The full refreshes whose removals wait for an operator, on the overview.
 fn held_card(out: &mut String, held: &[crate::service::HeldRunView]) {
     if held.is_empty() {
         return;

@@ -1,4 +1,4 @@
-//! Changes people and Automation rules make in Jira while the agent works (issue 32), and the
+//! Changes people and Automation rules make in Jira while the agent works, and the
 //! changelog Jira keeps of every edit: each edit (the agent's `PUT /issue`, a person's, a rule's)
 //! records a history of the fields it changed, and `GET /issue/{key}?expand=changelog` answers
 //! with it as each deployment does.

@@ -22,7 +22,7 @@ pub enum Fault {
     DropAfterApply,
     /// A reverse proxy in front of Jira gives up on the request and answers `504 Gateway
     /// Time-out` (nginx's page) while Jira goes on: the request is applied after `apply_after`
-    /// (at once when zero). Issue 19: "A 504 from a proxy at 30–60 s usually means Jira is still
+    /// (at once when zero). "A 504 from a proxy at 30–60 s usually means Jira is still
     /// working (listeners, post-functions, indexing)"; nginx answers 504 when
     /// `proxy_read_timeout` (60 s by default) passes without Jira's answer
     /// (nginx.org/en/docs/http/ngx_http_proxy_module.html#proxy_read_timeout). Tests get the

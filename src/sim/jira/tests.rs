@@ -1449,7 +1449,7 @@ fn error_texts_come_in_the_accounts_language() {
     );
 }
 
-/// Issue 31, item 9: the answers that hid the unbounded repetitions, each as Jira gives it.
+/// The answers that hid the unbounded repetitions, each as Jira gives it.
 #[test]
 fn what_hid_the_unbounded_repetitions() {
     // A proxy that forwards a write, then answers 503 with `Retry-After`: the write is in Jira.
@@ -1545,7 +1545,7 @@ fn what_hid_the_unbounded_repetitions() {
     assert!(cloud.comments(&key).is_empty());
 }
 
-/// A look after a lost create reads the newest first (issue 31, item 3).
+/// A look after a lost create reads the newest first.
 #[test]
 fn created_desc_orders_newest_first() {
     let fake = FakeJira::start(Mode::DataCenter);

@@ -1,4 +1,4 @@
--- Revision 10 of v4 (issue 25 item 5): a sync run knows its batch (a refresh is a batch with a
+-- Revision 10 of v4: a sync run knows its batch (a refresh is a batch with a
 -- run, linked both ways), so `GET /sync-runs` and the console name the refresh by its batch even
 -- when the command row is gone. Earlier runs are filled in from their command. Written so that
 -- running it twice changes nothing.

@@ -1,4 +1,4 @@
--- Revision 8 of v4 (issue 19): the removals a full refresh did not apply by itself. A full run
+-- Revision 8 of v4: the removals a full refresh did not apply by itself. A full run
 -- that would remove more of a project's mirror than `prune_guard` allows ends `held`; its row
 -- here lists the keys it would remove, until an operator confirms it (or a later full run that
 -- misses the same keys does). Written so that running it twice changes nothing.

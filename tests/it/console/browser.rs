@@ -1,11 +1,11 @@
 //! The console in a real headless Chromium (Debian's `chromium` and `chromium-driver`, which
 //! `.ci/run` installs), against a real `jira-hub serve` and a test agent that answers claims over
 //! the HTTP agent API: sign in, watch a batch go from queued to completed without reloading,
-//! retry a failed command, add a note; then what issue 20 asked of the console: retry offered
+//! retry a failed command, add a note; then what the console owes an operator: retry offered
 //! only where the service takes it (a skipped command points at its dependency), a batch that
 //! completed with a failure not shown as «завершён», cancel saying what it did with its button
 //! gone, an unknown page answered as a page, Jira's times in the hub's form, long params wrapped
-//! without a word cut; then the operator's path of issue 25: a failed command's own page (params
+//! without a word cut; then the operator's path: a failed command's own page (params
 //! whole, its key linked to the mirror) and its retry from there (the first attempt stays, with
 //! its agent), cancel asking first on a page of its own, a refresh queued behind other work seen
 //! as queued (and a second press adding none), the menu on an unknown page, and a real agent
@@ -508,7 +508,7 @@ fn the_console_in_a_headless_browser() {
         json!({"command_id": first, "delivery": delivery, "status": "failed",
                         "error": "Jira ответила 400: поле body слишком длинное"}),
     );
-    // A link Jira refused, its key named (issue 29): shown as the agent reported it.
+    // A link Jira refused, its key named: shown as the agent reported it.
     agent.report(
         json!({"command_id": link, "delivery": 1, "status": "failed",
         "error": "AURORA-404: Jira отказала (HTTP 404): «Issue Does Not Exist»"}),
@@ -712,7 +712,7 @@ fn the_console_in_a_headless_browser() {
 }
 
 /// A real `jira-hub agent` with a heartbeat every 2 s, frozen with SIGSTOP: the overview flags
-/// it silent once two heartbeat periods pass without a word from it (issue 25 item 4): the hub
+/// it silent once two heartbeat periods pass without a word from it: the hub
 /// knows the agent's period from its heartbeats (`/agents` carries `heartbeat_seconds`).
 fn frozen_agent_is_flagged(
     browser: &Browser,
@@ -793,7 +793,7 @@ impl Drop for Stopped {
     }
 }
 
-/// Issue 32 in the browser: an edit stopped by a change made in Jira shows its conflict as a
+/// The conflict check in the browser: an edit stopped by a change made in Jira shows its conflict as a
 /// table on its command's page (and apart from other failures on its batch's page); «Записать
 /// поверх» queues it again to overwrite, «Оставить как в Jira» ends it cancelled with its
 /// dependent skipped and saying why. Screenshots: the batch, the conflict, after each action.
