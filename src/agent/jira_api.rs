@@ -474,11 +474,23 @@ impl Jira {
     /// Asks who the agent is (`GET myself`) when it is not known yet: once a run, where the
     /// call costs no command anything (the heartbeat's probe). A failure is left to the command
     /// that needs the answer.
-    pub(crate) fn learn_me(&mut self) {
-        if self.me.is_none()
-            && let Err(error) = self.me()
-        {
-            tracing::debug!(%error, "who the agent is in Jira is asked again when a command needs it");
+    /// Jira's login refusing the credentials on that call is not passed over: its reason is
+    /// returned, so that the refused secret is held like any other refusal and not sent again by
+    /// the next call (each failed login counts toward Data Center's CAPTCHA).
+    pub(crate) fn learn_me(&mut self) -> Option<String> {
+        if self.me.is_some() {
+            return None;
+        }
+        match self.me() {
+            Ok(_) => None,
+            Err(JiraError::Held {
+                cause: super::answer::Cause::Rejected,
+                reason,
+            }) => Some(reason),
+            Err(error) => {
+                tracing::debug!(%error, "who the agent is in Jira is asked again when a command needs it");
+                None
+            }
         }
     }
 

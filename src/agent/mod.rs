@@ -553,20 +553,31 @@ impl Agent {
             };
             match probe {
                 Ok(()) => {
-                    if self.jira_down.is_some() || self.jira_answered.is_none() {
-                        // The credentials in use work: a refusal kept is history.
-                        self.refused_store.forget();
-                    }
-                    if self.jira_down.take().is_some() {
-                        tracing::info!("Jira answers again: claiming commands again");
+                    // Who the agent is, asked once a run after the first probe that passed: a
+                    // login refused there is a refusal like any other.
+                    let refused = if self.jira_down.is_none() {
+                        self.jira.learn_me()
                     } else {
-                        // `serverInfo` answered (and gave Jira's clock): it stands a while.
-                        self.jira_answered = Some(self.waits.now());
-                        self.jira.learn_me();
+                        None
+                    };
+                    if let Some(reason) = refused {
+                        self.reject(&reason);
+                        false
+                    } else {
+                        if self.jira_down.is_some() || self.jira_answered.is_none() {
+                            // The credentials in use work: a refusal kept is history.
+                            self.refused_store.forget();
+                        }
+                        if self.jira_down.take().is_some() {
+                            tracing::info!("Jira answers again: claiming commands again");
+                        } else {
+                            // `serverInfo` answered (and gave Jira's clock): it stands a while.
+                            self.jira_answered = Some(self.waits.now());
+                        }
+                        self.rejected = None;
+                        self.probes = 0;
+                        true
                     }
-                    self.rejected = None;
-                    self.probes = 0;
-                    true
                 }
                 Err(JiraError::Stopped) => return,
                 Err(JiraError::GiveBack(_)) => {
