@@ -1,5 +1,5 @@
 //! `Idempotency-Key` on the client's POSTs (IETF draft-ietf-httpapi-idempotency-key-header-07,
-//! https://datatracker.ietf.org/doc/draft-ietf-httpapi-idempotency-key-header/): a request sent
+//! <https://datatracker.ietf.org/doc/draft-ietf-httpapi-idempotency-key-header/>): a request sent
 //! again with the key of an answered one, with the same method, path and body, is answered what
 //! the first was answered (its status and body: the same batch id) and does nothing; with another
 //! request under that key it is 422, and while the first still runs, 409 (the draft's §2.7 asks

@@ -139,8 +139,9 @@ pub(crate) fn set_shared_mode(path: &Path) -> std::io::Result<()> {
 #[derive(Debug, Clone)]
 pub struct RelayOptions {
     /// How often `inbox/` is listed at rest, notifications or not. While requests come (one in
-    /// the last [`BUSY_INTERVALS`] intervals) it is listed ten times as often: on a network share no notification
-    /// ever comes, and an agent's exchange of many requests would wait a whole interval on each.
+    /// the last ten intervals) it is listed ten times as often: on a network share no
+    /// notification ever comes, and an agent's exchange of many requests would wait a whole
+    /// interval on each.
     pub poll_interval: Duration,
     /// How long a file that is not (yet) JSON may keep arriving before it is refused.
     pub grace: Duration,
