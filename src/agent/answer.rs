@@ -100,7 +100,7 @@ pub(crate) fn classify(method: &str, need: Need, answer: Result<&Reply, &NetErro
     // The header is URL-encoded (`AccessLogFilter`: `JiraUrlCodec.encode(userName, true)`;
     // Jira's `TestAccessLogFilter` decodes it with `decodeURIComponent`).
     if reply.header("x-ausername").is_some_and(|user| {
-        super::jira_api::percent_decoded(user)
+        super::text::percent_decoded(user)
             .trim()
             .eq_ignore_ascii_case("anonymous")
     }) {
@@ -118,7 +118,7 @@ pub(crate) fn classify(method: &str, need: Need, answer: Result<&Reply, &NetErro
         // 403 «Basic Authentication has been disabled on this instance.» (codeclou.io,
         // "Disabling Basic Auth in Jira Data Center", 2021): about the agent's way of logging
         // in, not about the command.
-        403 if super::jira_api::error_text(reply)
+        403 if super::text::error_text(reply)
             .to_ascii_lowercase()
             .contains("basic authentication has been disabled") =>
         {
@@ -126,7 +126,7 @@ pub(crate) fn classify(method: &str, need: Need, answer: Result<&Reply, &NetErro
                 cause: Cause::Credentials,
                 reason: credentials_reason(&format!(
                     "HTTP 403: «{}»",
-                    super::jira_api::error_text(reply)
+                    super::text::error_text(reply)
                 )),
             }
         }
@@ -136,7 +136,7 @@ pub(crate) fn classify(method: &str, need: Need, answer: Result<&Reply, &NetErro
             cause: Cause::Unreachable,
             reason: format!(
                 "прокси между агентом и Jira требует входа (HTTP 407 Proxy Authentication Required): {}",
-                super::jira_api::error_text(reply)
+                super::text::error_text(reply)
             ),
         },
         // The server gave up waiting for the request itself (RFC 9110 §15.5.9: "did not
@@ -145,7 +145,7 @@ pub(crate) fn classify(method: &str, need: Need, answer: Result<&Reply, &NetErro
             cause: Cause::Unreachable,
             reason: format!(
                 "Jira или прокси не дождались запроса агента (HTTP 408 Request Timeout): {}",
-                super::jira_api::error_text(reply)
+                super::text::error_text(reply)
             ),
         },
         300..=399 => {
@@ -173,11 +173,11 @@ pub(crate) fn classify(method: &str, need: Need, answer: Result<&Reply, &NetErro
         // (docs/jira-field-notes.md, "A 503 is not proof that a write was not applied"). Waited
         // out for a read; for a write it is a lost answer, looked at before anything is resent.
         503 if reply.retry_after.is_some() && method == "GET" => Class::Throttled,
-        500..=599 => Class::Ambiguous(super::jira_api::error_text(reply)),
+        500..=599 => Class::Ambiguous(super::text::error_text(reply)),
         200..=299 => done_or_not(method, need, reply),
         400..=499 => Class::Refused {
             status,
-            message: super::jira_api::error_text(reply),
+            message: super::text::error_text(reply),
         },
         _ => Class::Broken(format!("HTTP {status}: такого ответа Jira не бывает")),
     }
@@ -208,7 +208,7 @@ fn done_or_not(method: &str, need: Need, reply: &Reply) -> Class {
         _ if !json_type => not_done(format!(
             "ответ Jira — не JSON (Content-Type: {}): {}",
             reply.content_type.as_deref().unwrap_or(""),
-            super::jira_api::body_excerpt(&reply.body)
+            super::text::body_excerpt(&reply.body)
         )),
         Need::Json | Need::Nothing => Class::Done,
         Need::Member(member) => {
@@ -222,7 +222,7 @@ fn done_or_not(method: &str, need: Need, reply: &Reply) -> Class {
             } else {
                 not_done(format!(
                     "в ответе Jira нет {member}: {}",
-                    super::jira_api::body_excerpt(&reply.body)
+                    super::text::body_excerpt(&reply.body)
                 ))
             }
         }

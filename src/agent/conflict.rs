@@ -14,28 +14,11 @@
 //! Jira has no conditional update (no ETag or If-Match on `PUT /issue`), so a change made between
 //! this read and the write is not seen: that window (one paced call) remains.
 
-use super::commands::{Executor, Fail, Outcome};
+use super::commands::{Executor, Fail};
 use super::jira_api::Deployment;
 use super::jql;
 use crate::domain::edit;
 use serde_json::{Map, Value, json};
-
-/// How a command's value ends: an edit's conflict (`{"key", "conflict": {…}}`, see
-/// [`Executor::checked_edit`]) is reported `failed` with the conflict as its result and its
-/// words as the error; any other value is done.
-pub(super) fn outcome(value: Value) -> Outcome {
-    match value
-        .get("conflict")
-        .and_then(|c| c.get("words"))
-        .and_then(Value::as_str)
-    {
-        Some(words) => Outcome::Conflict {
-            error: words.to_string(),
-            result: value,
-        },
-        None => Outcome::Done(value),
-    }
-}
 
 impl Executor<'_> {
     /// Takes out of `fields` (an edit's `fields`, by Jira field id) what Jira already holds, after

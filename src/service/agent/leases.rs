@@ -1,0 +1,253 @@
+//! Give-backs and leases: a command released with its grace and budget, the heartbeat that
+//! keeps a claim alive, and claims whose lease ran out.
+
+use super::claims::{skip_dependents, start_run};
+use super::reports::confirm_by_state;
+use super::{ExpiredClaims, Now};
+use crate::domain::command::{CommandStatus, CommandType, RunStatus, truncate_error};
+use crate::domain::settings::Settings;
+use crate::domain::time::Utc;
+use crate::protocol::{CommandResult, HeartbeatAnswer, HeartbeatRequest, Kind};
+use crate::service::Result;
+use crate::service::batches::settings_in;
+use crate::store::{CommandRow, Finish, Tx};
+
+/// A command its agent gave back (`released`): queued again with its delivery count,
+/// not handed out before the grace the agent asked for; `failed` instead once it has had
+/// `max_deliveries` deliveries. A refresh's open run fails (the next delivery starts another).
+pub(super) fn release(
+    tx: &Tx<'_>,
+    settings: &Settings,
+    command: &CommandRow,
+    result: &CommandResult,
+    now: &Now,
+) -> Result<()> {
+    let reason = truncate_error(
+        result
+            .error
+            .as_deref()
+            .unwrap_or("агент вернул команду без причины"),
+    );
+    if let Some(run) = tx.open_run(command.id)? {
+        tx.finish_run(run.id, RunStatus::Failed, &now.utc, Some(&reason))?;
+    }
+    // The user cancelled its batch meanwhile: not sent to Jira again. A create or
+    // comment it may have made shows in the command's view with its marker.
+    if tx
+        .batch(command.batch_id)?
+        .is_some_and(|batch| batch.cancelled_at.is_some())
+    {
+        let error = format!("{reason}; пакет отменён, команда больше не выдаётся");
+        return end_unreported(tx, command, CommandStatus::Cancelled, &error, now);
+    }
+    // `sent: false`: nothing of this delivery reached Jira (the agent found it
+    // held, or never started the command), so it is not counted and cannot use up the
+    // command's deliveries.
+    let counted = result.sent != Some(false);
+    if !counted && let Some(spent) = uncounted_budget_spent(command, now) {
+        let error = format!("{reason}; {spent}");
+        tracing::warn!(command = command.id, %error, "uncounted give-backs over budget: the command fails");
+        return end_unreported(tx, command, CommandStatus::Failed, &error, now);
+    }
+    if counted && command.deliveries >= settings.pacing.max_deliveries {
+        let error = format!(
+            "{reason}; агент вернул команду после {} выдач из {}",
+            command.deliveries, settings.pacing.max_deliveries
+        );
+        return end_unreported(tx, command, CommandStatus::Failed, &error, now);
+    }
+    let grace = result
+        .not_before_seconds
+        .unwrap_or(1)
+        .min(max_grace(settings, command.command_type));
+    let not_before = Utc::new(now.at + time::Duration::seconds(i64::from(grace)));
+    // The one path refused, handed to the next delivery; any other reason
+    // clears it, so only the same refusal twice in a row fails the command.
+    let refusal = result
+        .refused
+        .as_ref()
+        .and_then(|refused| serde_json::to_string(refused).ok());
+    tx.release_command(
+        command.id,
+        &now.utc,
+        &not_before,
+        &reason,
+        counted,
+        refusal.as_deref(),
+    )?;
+    tracing::info!(
+        command = command.id,
+        grace,
+        counted,
+        reason = %reason,
+        "the agent gave a command back: queued again after its grace"
+    );
+    Ok(())
+}
+
+/// How many times in a row a command may be given back with nothing sent to Jira (`released`,
+/// `sent: false`) before the hub fails it with the last reason.
+pub const MAX_UNCOUNTED_RELEASES: u32 = 20;
+/// How long a command may go on being given back uncounted, from the first of them, before the
+/// hub fails it the same way.
+pub(crate) const MAX_UNCOUNTED_AGE: time::Duration = time::Duration::hours(1);
+
+/// Whether one more uncounted give-back of `command` passes its budget: the words of why, then.
+/// A give-back with nothing sent spends no delivery, so without this an agent that cannot run a
+/// command (one path refused, a pacing that does not fit the lease, a wrong `sent: false`)
+/// would hand it back forever, its batch never moving.
+fn uncounted_budget_spent(command: &CommandRow, now: &Now) -> Option<String> {
+    let count = command.uncounted_releases + 1;
+    let age = command
+        .uncounted_since
+        .as_ref()
+        .map_or(time::Duration::ZERO, |since| now.at - since.at());
+    if count < MAX_UNCOUNTED_RELEASES && age < MAX_UNCOUNTED_AGE {
+        return None;
+    }
+    Some(format!(
+        "агент возвращал команду, ничего не отправив в Jira, {} подряд за {} мин (предел: {} раз или {} мин), хаб больше её не выдаёт",
+        crate::domain::words::count(u64::from(count), &crate::domain::words::TIMES),
+        age.whole_minutes(),
+        MAX_UNCOUNTED_RELEASES,
+        MAX_UNCOUNTED_AGE.whole_minutes()
+    ))
+}
+
+/// The longest grace an agent may ask for a command it gives back, per type: a
+/// write's answer lost may keep it back up to [`crate::protocol::MAX_NOT_BEFORE_SECONDS`] (the
+/// write may still run in Jira); a refresh writes nothing, so it never waits longer than a
+/// lapsed lease would (`claim_timeout_seconds`).
+fn max_grace(settings: &Settings, command_type: CommandType) -> u32 {
+    match command_type {
+        CommandType::Refresh => settings
+            .pacing
+            .claim_timeout_seconds
+            .min(crate::protocol::MAX_NOT_BEFORE_SECONDS),
+        _ => crate::protocol::MAX_NOT_BEFORE_SECONDS,
+    }
+}
+
+/// A `progress` without `page`: the agent still works on the command (a long wait for Jira), so
+/// its lease is renewed, and nothing else changes (counts included; a refresh's run too). Only
+/// the current delivery keeps a lease: an older one's agent has lost it, and the answer tells it
+/// so (it stops working on the command).
+pub(super) fn keep_alive(
+    tx: &Tx<'_>,
+    command: &CommandRow,
+    result: &CommandResult,
+    now: &Now,
+) -> Result<std::result::Result<(), String>> {
+    if result.delivery != command.deliveries {
+        return Ok(Err(format!(
+            "аренда выдачи {} потеряна: команда выдана снова (выдача {})",
+            result.delivery, command.deliveries
+        )));
+    }
+    if command.status != CommandStatus::Claimed {
+        return Ok(Err(format!(
+            "аренда потеряна: команда в статусе {}",
+            command.status.as_str()
+        )));
+    }
+    tx.renew_lease(command.id, &now.utc)?;
+    Ok(Ok(()))
+}
+
+/// The open run of a refresh command, started now if its first sign of life is a page or its
+/// result (a claim normally starts it).
+pub(super) fn run_of(tx: &Tx<'_>, command: &CommandRow, now: &Now) -> Result<crate::store::RunRow> {
+    if let Some(run) = tx.open_run(command.id)? {
+        return Ok(run);
+    }
+    start_run(tx, &settings_in(tx)?, command, now)
+}
+
+pub(super) fn heartbeat_answer(heartbeat: &HeartbeatRequest) -> HeartbeatAnswer {
+    HeartbeatAnswer {
+        kind: Kind::Heartbeat,
+        request_id: heartbeat.envelope.id.clone(),
+    }
+}
+
+/// Ends a claimed command whose report never came: its open run fails, the command takes
+/// `status` with `error`, its dependents are skipped.
+fn end_unreported(
+    tx: &Tx<'_>,
+    command: &CommandRow,
+    status: CommandStatus,
+    error: &str,
+    now: &Now,
+) -> Result<()> {
+    if let Some(run) = tx.open_run(command.id)? {
+        tx.finish_run(run.id, RunStatus::Failed, &now.utc, Some(error))?;
+    }
+    let finish = Finish {
+        status,
+        finished_at: &now.utc,
+        result: None,
+        error: Some(error),
+        agent_finished_at: None,
+    };
+    tx.finish_command(command.id, &finish)?;
+    skip_dependents(tx, command, status, now)
+}
+
+pub(super) fn lease_timeout(settings: &Settings) -> time::Duration {
+    time::Duration::seconds(i64::from(settings.pacing.claim_timeout_seconds))
+}
+
+/// Whether a claimed command's lease (from its last sign of life, or its claim) is over.
+pub(super) fn lease_over(command: &CommandRow, timeout: time::Duration, now: &Now) -> bool {
+    let lease = command
+        .lease_at
+        .as_ref()
+        .or(command.claimed_at.as_ref())
+        .map(Utc::at);
+    lease.is_none_or(|at| at + timeout <= now.at)
+}
+
+pub(super) fn expire_in(tx: &Tx<'_>, settings: &Settings, now: &Now) -> Result<ExpiredClaims> {
+    let timeout = lease_timeout(settings);
+    let mut expired = ExpiredClaims::default();
+    for command in tx.claimed_commands()? {
+        if !lease_over(&command, timeout, now) {
+            continue;
+        }
+        let cancelled = tx
+            .batch(command.batch_id)?
+            .is_some_and(|batch| batch.cancelled_at.is_some());
+        if let Some(result) = confirm_by_state(tx, settings, &command)? {
+            let result = result.to_string();
+            let finish = Finish {
+                status: CommandStatus::ConfirmedByState,
+                finished_at: &now.utc,
+                result: Some(&result),
+                error: None,
+                agent_finished_at: None,
+            };
+            tx.finish_command(command.id, &finish)?;
+            expired.confirmed_by_state += 1;
+        } else if cancelled {
+            // The user cancelled the batch: a delivery that never reported is not sent to Jira
+            // again. Its dependents were cancelled with the batch.
+            let error = format!(
+                "пакет отменён; агент не отчитался за {} с о выдаче {}",
+                settings.pacing.claim_timeout_seconds, command.deliveries
+            );
+            end_unreported(tx, &command, CommandStatus::Cancelled, &error, now)?;
+            expired.cancelled += 1;
+        } else if command.deliveries >= settings.pacing.max_deliveries {
+            let error = format!(
+                "агент не отчитался за {} с после {} выдач",
+                settings.pacing.claim_timeout_seconds, command.deliveries
+            );
+            end_unreported(tx, &command, CommandStatus::Failed, &error, now)?;
+            expired.failed += 1;
+        } else {
+            tx.requeue(command.id)?;
+            expired.requeued += 1;
+        }
+    }
+    Ok(expired)
+}
