@@ -6,7 +6,9 @@
 //! declared once, here, by rule: the time limit (408) applies to every route, a token to the
 //! routes that name one (401, 403, 503 when the database stays busy), a body or a parameter can
 //! be malformed (400), a body too large (413) or of the wrong shape (422). Every `*_at` member is
-//! a time the hub wrote in RFC 3339, so it gets `format: date-time`.
+//! a time the hub wrote in RFC 3339, so it gets `format: date-time`. The command views are
+//! discriminated by `type` as the requests are, each with its type's params as stored and its
+//! type's result; the tags are described, `/metrics` declares its optional bearer.
 
 use serde_json::{Map, Value, json};
 
