@@ -28,11 +28,21 @@ cleanup() {
 }
 trap cleanup EXIT
 
-python3 -m venv "$work/venv"
-"$work/venv/bin/pip" install -q "openapi-spec-validator==$SPEC_VALIDATOR" "openapi-python-client==$PYTHON_CLIENT"
+# The pinned tools, installed once into a cache of their versions (a run after the first installs
+# nothing); a half-made cache (no `ready` mark) is made again.
+tools="${JIRA_HUB_CI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/jira-hub-ci-api}/$SPEC_VALIDATOR-$PYTHON_CLIENT-$OPENAPI_TYPESCRIPT-$TYPESCRIPT"
+if [ ! -f "$tools/ready" ]; then
+  rm -rf "$tools"
+  mkdir -p "$tools/npm"
+  python3 -m venv "$tools/venv"
+  "$tools/venv/bin/pip" install -q "openapi-spec-validator==$SPEC_VALIDATOR" "openapi-python-client==$PYTHON_CLIENT"
+  (cd "$tools/npm" && npm init -y >/dev/null && npm install --silent --no-audit --no-fund \
+    "openapi-typescript@$OPENAPI_TYPESCRIPT" "typescript@$TYPESCRIPT")
+  touch "$tools/ready"
+fi
 mkdir -p "$work/npm"
-(cd "$work/npm" && npm init -y >/dev/null && npm install --silent --no-audit --no-fund \
-  "openapi-typescript@$OPENAPI_TYPESCRIPT" "typescript@$TYPESCRIPT")
+ln -s "$tools/venv" "$work/venv"
+ln -s "$tools/npm/node_modules" "$work/npm/node_modules"
 
 # The hub as a user runs it: the demo, on free ports, its own folder.
 cargo build --locked --quiet

@@ -6,7 +6,9 @@
 //! declared once, here, by rule: the time limit (408) applies to every route, a token to the
 //! routes that name one (401, 403, 503 when the database stays busy), a body or a parameter can
 //! be malformed (400), a body too large (413) or of the wrong shape (422). Every `*_at` member is
-//! a time the hub wrote in RFC 3339, so it gets `format: date-time`.
+//! a time the hub wrote in RFC 3339, so it gets `format: date-time`. The command views are
+//! discriminated by `type` as the requests are, each with its type's params as stored and its
+//! type's result; the tags are described, `/metrics` declares its optional bearer.
 
 use serde_json::{Map, Value, json};
 
@@ -24,16 +26,15 @@ pub(crate) fn finish(document: utoipa::openapi::OpenApi) -> Value {
         for (name, schema) in schemas_written_here() {
             schemas.insert(name.to_string(), schema);
         }
-        for name in ["CommandView", "ClaimedCommand"] {
-            if let Some(properties) = schemas
-                .get_mut(name)
-                .and_then(|s| s.get_mut("properties"))
-                .and_then(Value::as_object_mut)
-            {
-                properties.insert("type".into(), json!({"$ref": reference("CommandType")}));
-                properties.insert("params".into(), params_of_any_type());
-            }
+        if let Some(properties) = schemas
+            .get_mut("ClaimedCommand")
+            .and_then(|s| s.get_mut("properties"))
+            .and_then(Value::as_object_mut)
+        {
+            properties.insert("type".into(), json!({"$ref": reference("CommandType")}));
+            properties.insert("params".into(), params_of_any_type());
         }
+        discriminate_command_views(schemas);
         for schema in schemas.values_mut() {
             mark_times(schema);
         }
@@ -71,7 +72,56 @@ pub(crate) fn finish(document: utoipa::openapi::OpenApi) -> Value {
             }
         }
     }
+    document["tags"] = json!(
+        TAGS.iter()
+            .map(|(name, description)| json!({"name": name, "description": description}))
+            .collect::<Vec<_>>()
+    );
+    declare_metrics_bearer(&mut document);
     document
+}
+
+/// The tags of the operations (each operation has one), with what they hold.
+const TAGS: [(&str, &str); 6] = [
+    (
+        "batches",
+        "Batches of commands for Jira: submit, wait for, cancel and retry them; resolve an edit's conflict with Jira; refresh the mirror.",
+    ),
+    (
+        "mirror",
+        "The hub's copy of Jira: a project's issues (with `ETag`), one issue with its links, comments and notes, the refreshes that brought them.",
+    ),
+    (
+        "projects",
+        "The projects of the bridge: Jira labels inside the hub's Jira project.",
+    ),
+    ("settings", "The hub's settings, all or nothing, versioned."),
+    (
+        "agent",
+        "The agent's side of the protocol (the agent token), and the agents as the hub last saw them.",
+    ),
+    (
+        "operations",
+        "For operators and their tools: liveness, readiness, Prometheus metrics.",
+    ),
+];
+
+/// `/metrics` answers anyone unless the hub was started with `--metrics-token-file`: then only
+/// a request with that bearer token. A scheme of its own, and the operation lists it or none.
+fn declare_metrics_bearer(document: &mut Value) {
+    if let Some(schemes) = document
+        .pointer_mut("/components/securitySchemes")
+        .and_then(Value::as_object_mut)
+    {
+        schemes.insert(
+            "metrics_token".into(),
+            json!({"type": "http", "scheme": "bearer",
+                "description": "The token of `--metrics-token-file`, when the hub was started with one; otherwise `/metrics` takes no token."}),
+        );
+    }
+    if let Some(metrics) = document.pointer_mut("/paths/~1metrics/get") {
+        metrics["security"] = json!([{"metrics_token": []}, {}]);
+    }
 }
 
 /// The `Idempotency-Key` header every client `POST` takes, and its two refusals.
@@ -287,22 +337,212 @@ fn edit_base() -> Value {
         "properties": crate::domain::edit::CHECKED_FIELDS.into_iter().map(|f| (f.to_string(), value.clone())).collect::<serde_json::Map<_, _>>()})
 }
 
+/// The params of a command as the hub stores and hands them out (an edit's base in its stored
+/// form), by its `type`.
 fn params_of_any_type() -> Value {
     json!({
         "description": "The command's params, by its `type`.",
-        "oneOf": COMMAND_TYPES.iter().map(|(_, _, params)| json!({"$ref": reference(params)})).collect::<Vec<_>>()
+        "oneOf": COMMAND_TYPES.iter().map(|(_, _, params)| json!({"$ref": reference(&stored(params))})).collect::<Vec<_>>()
     })
+}
+
+/// The name of a type's params as stored: an edit's differ from the request's (its base in the
+/// stored form, `overwrite`); the other types' are the request's.
+fn stored(params: &str) -> String {
+    if params == "EnsureIssueParams" {
+        format!("Stored{params}")
+    } else {
+        params.to_string()
+    }
+}
+
+/// The name of a type's result schema (`EnsureIssueParams` → `EnsureIssueResult`).
+fn result_of(params: &str) -> String {
+    params.replace("Params", "Result")
+}
+
+/// `CommandView` discriminated by `type`, as the request side is: one view per command type
+/// (`EnsureIssueCommandView`…) whose `type` is a constant, `params` its type's as stored, and
+/// `result` (its own and its attempts') its type's; `CommandView` is the `oneOf` of them with a
+/// `discriminator` mapping, so a generated client narrows `params` and `result` by `type`.
+fn discriminate_command_views(schemas: &mut Map<String, Value>) {
+    let (Some(view), Some(attempt)) = (
+        schemas.get("CommandView").cloned(),
+        schemas.get("AttemptView").cloned(),
+    ) else {
+        return;
+    };
+    let mut mapping = Map::new();
+    for (command_type, command, params) in COMMAND_TYPES {
+        let (name, attempt_name) = (format!("{command}View"), format!("{command}Attempt"));
+        let result = json!({"oneOf": [{"$ref": reference(&result_of(params))}, {"type": "null"}],
+            "description": "What the command found (null until it is done; for an edit stopped by a conflict, the conflict)."});
+        let mut typed_attempt = attempt.clone();
+        typed_attempt["properties"]["result"] = result.clone();
+        typed_attempt["description"] = json!(format!(
+            "How an earlier attempt of a retried `{command_type}` command ended."
+        ));
+        let mut typed = view.clone();
+        typed["description"] = json!(format!(
+            "A `{command_type}` command as clients see it: params as stored, `$result` references kept."
+        ));
+        typed["properties"]["type"] =
+            json!({"type": "string", "const": command_type, "enum": [command_type]});
+        typed["properties"]["params"] = json!({"$ref": reference(&stored(params))});
+        typed["properties"]["result"] = result;
+        typed["properties"]["attempts"]["items"] = json!({"$ref": reference(&attempt_name)});
+        schemas.insert(attempt_name, typed_attempt);
+        schemas.insert(name.clone(), typed);
+        mapping.insert(command_type.to_string(), json!(reference(&name)));
+    }
+    schemas.remove("AttemptView");
+    schemas.insert(
+        "CommandView".into(),
+        json!({
+            "description": "A command as clients see it, by its `type`: `params` as stored (`$result` references kept), `result` what the command found.",
+            "oneOf": mapping.values().map(|r| json!({"$ref": r})).collect::<Vec<_>>(),
+            "discriminator": {"propertyName": "type", "mapping": mapping}
+        }),
+    );
+}
+
+/// A field's value as the conflict check compares it: a text (a date `YYYY-MM-DD`, an account
+/// id or user name), none, or a priority as Jira names it.
+fn compared_value() -> Value {
+    json!({"oneOf": [{"type": "string"}, {"type": "null"},
+        {"type": "object", "additionalProperties": false, "description": "A priority: Jira's id and name (the base from the mirror), or the name alone (the wanted one).",
+         "properties": {"id": {"type": "string"}, "name": {"type": "string"}}}]})
+}
+
+/// The checked fields, each a [`compared_value`].
+fn checked_fields(description: &str) -> Value {
+    json!({"type": "object", "additionalProperties": false, "description": description,
+        "properties": crate::domain::edit::CHECKED_FIELDS.into_iter()
+            .map(|f| (f.to_string(), json!({"$ref": reference("ComparedValue")})))
+            .collect::<Map<_, _>>()})
+}
+
+/// What each command type's result holds, and an edit's conflict.
+fn result_schemas() -> Vec<(&'static str, Value)> {
+    let checked = json!({"type": "string", "enum": crate::domain::edit::CHECKED_FIELDS});
+    vec![
+        ("ComparedValue", compared_value()),
+        (
+            "RefreshResult",
+            json!({"type": "object", "required": ["total", "boards"],
+            "properties": {
+                "total": {"type": "integer", "minimum": 0, "description": "How many issues the search read."},
+                "boards": {"type": "array", "description": "The type of each board of the refresh that Jira let the agent read.",
+                    "items": {"type": "object", "required": ["id", "type"], "additionalProperties": false,
+                              "properties": {"id": {"type": "integer", "minimum": 1}, "type": {"type": "string", "example": "scrum"}}}},
+                "warnings": {"type": "array", "items": {"type": "string"}, "description": "Boards Jira refused to describe, in words; absent when none."}
+            }}),
+        ),
+        (
+            "EnsureIssueResult",
+            json!({"type": "object", "required": ["key"],
+            "description": "Done: the issue's key and whether this command created it. Failed on a conflict: the key and the conflict (nothing written).",
+            "properties": {
+                "key": {"type": "string", "example": "AURORA-1"},
+                "created": {"type": "boolean", "description": "Present when done."},
+                "conflict": {"$ref": reference("EditConflict")}
+            }}),
+        ),
+        (
+            "EditConflict",
+            json!({"type": "object", "required": ["updated", "fields", "words"], "additionalProperties": false,
+            "description": "An edit stopped because Jira changed a field it sets after its base was taken.",
+            "properties": {
+                "updated": {"type": ["string", "null"], "format": "date-time", "description": "The issue's `updated` in Jira when the agent read it, in UTC."},
+                "fields": {"type": "array", "items": {"$ref": reference("ConflictField")}},
+                "words": {"type": "string", "description": "The conflict in words (the command's `error`)."}
+            }}),
+        ),
+        (
+            "ConflictField",
+            json!({"type": "object", "required": ["field", "base", "jira", "wanted"], "additionalProperties": false,
+            "properties": {
+                "field": checked,
+                "base": {"$ref": reference("ComparedValue")},
+                "jira": {"$ref": reference("ComparedValue")},
+                "wanted": {"$ref": reference("ComparedValue")},
+                "changed_by": {"type": "string", "description": "Who changed it in Jira, when its changelog says."},
+                "changed_at": {"type": "string", "format": "date-time", "description": "When, in UTC, when its changelog says."}
+            }}),
+        ),
+        (
+            "TransitionResult",
+            json!({"type": "object", "required": ["status"],
+                   "properties": {"status": {"type": "string", "description": "The status the issue is in (the name the batch used)."}}}),
+        ),
+        (
+            "LinkResult",
+            json!({"type": "object", "required": ["link_id"],
+                   "properties": {"link_id": {"type": "string", "description": "Jira's id of the link."}}}),
+        ),
+        (
+            "CommentResult",
+            json!({"type": "object", "required": ["comment_id"],
+                   "properties": {"comment_id": {"type": "string", "description": "Jira's id of the comment."}}}),
+        ),
+    ]
+}
+
+/// An edit's or a create's params: as a client sends them, or as the hub stores them
+/// (`stored`: the base in its stored form and the fields an overwrite names).
+fn ensure_issue_params(stored: bool) -> Value {
+    let text = |example: &str| json!({"type": "string", "minLength": 1, "example": example});
+    let date = json!({"type": "string", "format": "date", "example": "2026-04-01"});
+    let base = if stored { stored_base() } else { edit_base() };
+    let mut params = json!({"type": "object", "required": ["issue_type", "summary"], "additionalProperties": false,
+    "description": "Creates an issue, or updates the one named by `key`.",
+    "properties": {
+        "issue_type": {"type": "string", "enum": ["task", "epic", "bug"], "description": "A type configured in `issue_types`."},
+        "key": key_or_result(),
+        "summary": text("Новая задача"),
+        "description": {"type": ["string", "null"]},
+        "labels": {"type": "array", "items": {"type": "string"}},
+        "epic_key": key_or_result(),
+        "priority": {"type": ["string", "null"], "description": "A key of `priority_map`."},
+        "assignee": {"type": ["string", "null"]},
+        "duedate": date.clone(),
+        "plan_start": date.clone(),
+        "plan_end": date,
+        "sprint": {"type": ["string", "null"]},
+        "board_id": {"type": ["integer", "null"], "minimum": 1},
+        "base": base
+    }});
+    if stored {
+        params["description"] = json!(
+            "Creates an issue, or updates the one named by `key`; as stored: `base` in its stored form, `overwrite` after «Записать поверх»."
+        );
+        params["properties"]["overwrite"] = json!({"type": "array", "items": {"type": "string", "enum": crate::domain::edit::CHECKED_FIELDS},
+            "description": "The fields in conflict an operator chose to write over what Jira holds (a retry with `overwrite`); absent otherwise."});
+    }
+    params
+}
+
+/// An edit's base as the hub stores it (and hands it to the agent).
+fn stored_base() -> Value {
+    json!({"type": "object", "required": ["from", "fields"], "additionalProperties": false,
+    "description": "The base recorded at enqueue: the client's own (`from`: `client`), the mirror's values then (`mirror`), or none (`none`: the mirror did not hold the issue; the edit is written unchecked).",
+    "properties": {
+        "from": {"type": "string", "enum": [crate::domain::edit::FROM_CLIENT, crate::domain::edit::FROM_MIRROR, crate::domain::edit::FROM_NONE]},
+        "fields": checked_fields("The values the edit's checked fields had, in the compared forms."),
+        "updated": {"type": "string", "format": "date-time", "description": "The mirror's `updated_at` of the issue when the base was taken (UTC)."},
+        "note": {"type": "string", "description": "With `none`: why the edit is written unchecked."}
+    }})
 }
 
 fn schemas_written_here() -> Vec<(&'static str, Value)> {
     let text = |example: &str| json!({"type": "string", "minLength": 1, "example": example});
-    let date = json!({"type": "string", "format": "date", "example": "2026-04-01"});
     let string_map = |description: &str| json!({"type": "object", "additionalProperties": {"type": "string"}, "description": description});
     let issue_type = json!({
         "type": "object", "required": ["name"],
         "properties": {"name": {"type": "string"}, "id": {"type": ["string", "null"], "description": "Jira's id of the type, when known."}}
     });
-    let mut schemas = vec![
+    let mut schemas = result_schemas();
+    schemas.extend([
         (
             "ClaimRequest",
             agent_request(
@@ -380,27 +620,8 @@ fn schemas_written_here() -> Vec<(&'static str, Value)> {
                    "properties": {"jql": text("project = AURORA"),
                                   "boards": {"type": "array", "items": {"type": "integer", "minimum": 1}}}}),
         ),
-        (
-            "EnsureIssueParams",
-            json!({"type": "object", "required": ["issue_type", "summary"], "additionalProperties": false,
-            "description": "Creates an issue, or updates the one named by `key`.",
-            "properties": {
-                "issue_type": {"type": "string", "enum": ["task", "epic", "bug"], "description": "A type configured in `issue_types`."},
-                "key": key_or_result(),
-                "summary": text("Новая задача"),
-                "description": {"type": ["string", "null"]},
-                "labels": {"type": "array", "items": {"type": "string"}},
-                "epic_key": key_or_result(),
-                "priority": {"type": ["string", "null"], "description": "A key of `priority_map`."},
-                "assignee": {"type": ["string", "null"]},
-                "duedate": date.clone(),
-                "plan_start": date.clone(),
-                "plan_end": date,
-                "sprint": {"type": ["string", "null"]},
-                "board_id": {"type": ["integer", "null"], "minimum": 1},
-                "base": edit_base()
-            }}),
-        ),
+        ("EnsureIssueParams", ensure_issue_params(false)),
+        ("StoredEnsureIssueParams", ensure_issue_params(true)),
         (
             "TransitionParams",
             json!({"type": "object", "required": ["key", "status"], "additionalProperties": false,
@@ -447,7 +668,7 @@ fn schemas_written_here() -> Vec<(&'static str, Value)> {
                 "backoff_max_seconds": {"type": "integer", "minimum": 0}
             }}),
         ),
-    ];
+    ]);
     let writable = json!({
         "project_key": {"type": ["string", "null"], "example": "AURORA"},
         "field_ids": string_map("Where custom fields live: `epic_link`, `sprint`, `plan_start`, `plan_end`."),

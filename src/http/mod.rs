@@ -17,6 +17,7 @@ mod idempotency;
 mod ops;
 mod process_metrics;
 mod server;
+mod unknown_query;
 
 use crate::service::{Fault, HubConnection, ServiceError, StoreError};
 use axum::body::Bytes;
@@ -990,7 +991,12 @@ async fn authorize(parts: &Parts, state: &AppState, role: Role) -> Result<(), Ap
             state.pool.now_utc(),
         );
     }
-    checked
+    checked?;
+    // A query where the operation takes none, refused once the token passed.
+    match parts.extensions.get::<unknown_query::UnknownQuery>() {
+        Some(refused) => Err(refused.refusal()),
+        None => Ok(()),
+    }
 }
 
 fn check_token(parts: &Parts, state: &AppState, role: Role) -> Result<(), ApiError> {
@@ -1216,9 +1222,15 @@ async fn time_limit(
 /// The router, separate from the listener so that tests drive it without a socket.
 pub fn router(state: AppState) -> Router {
     let (routes, document) = api();
+    let document = document::finish(document);
+    let without_query = Arc::new(unknown_query::WithoutQuery::of(&document));
     // Written once: a request for it costs a copy of a reference, whoever asks.
-    let document = Bytes::from(serde_json::to_vec(&document::finish(document)).unwrap_or_default());
+    let document = Bytes::from(serde_json::to_vec(&document).unwrap_or_default());
     routes
+        .route_layer(axum::middleware::from_fn_with_state(
+            without_query,
+            unknown_query::refuse,
+        ))
         .merge(console::routes())
         .route(
             "/openapi.json",

@@ -39,6 +39,8 @@ pub struct CommandView {
     /// The finishing time the agent reported, in UTC: the agent's clock, shown only.
     #[schema(value_type = Option<String>)]
     pub agent_finished_at: Option<Utc>,
+    /// Its conflict's times in UTC (see [`answered_result`]).
+    #[serde(serialize_with = "answered_result")]
     #[schema(value_type = Option<Object>)]
     pub result: Option<Value>,
     pub error: Option<String>,
@@ -95,6 +97,54 @@ fn may_exist_in_jira(row: &CommandRow) -> Option<Value> {
     .then(|| serde_json::json!({"property": "jira-hub", "command": row.id, "batch": row.batch_id}))
 }
 
+/// A result as the API answers it (`serialize_with`): the times of an edit's conflict
+/// (`conflict.updated`, each field's `changed_at`), kept as Jira wrote them
+/// (`2026-03-05T10:15:30.000+0300`), in the hub's UTC form like every other time it answers. The
+/// view itself keeps Jira's text (the console shows it as Jira wrote it).
+fn answered_result<S: serde::Serializer>(
+    result: &Option<Value>,
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    let Some(conflict) = result.as_ref().and_then(|r| r.get("conflict")) else {
+        return result.serialize(serializer);
+    };
+    let mut conflict = conflict.clone();
+    in_utc(conflict.get_mut("updated"));
+    for field in conflict
+        .get_mut("fields")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        in_utc(field.get_mut("changed_at"));
+    }
+    let mut result = result.clone().unwrap_or_default();
+    result["conflict"] = conflict;
+    result.serialize(serializer)
+}
+
+/// A Jira time (text) in the hub's UTC form; anything else (null, a text that is no time) as
+/// it is.
+fn in_utc(value: Option<&mut Value>) {
+    if let Some(value) = value
+        && let Some(at) = value.as_str().and_then(crate::jira::jira_time)
+    {
+        *value = Value::String(crate::domain::time::format_utc(at));
+    }
+}
+
+/// A Jira time of a comment as the API answers it (`serialize_with`): in the hub's UTC form; a
+/// text that is no time as it is.
+fn answered_time<S: serde::Serializer>(
+    text: &Option<String>,
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    match text.as_deref().and_then(crate::jira::jira_time) {
+        Some(at) => serializer.serialize_some(&crate::domain::time::format_utc(at)),
+        None => text.serialize(serializer),
+    }
+}
+
 /// How an earlier attempt of a retried command ended.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct AttemptView {
@@ -109,6 +159,7 @@ pub struct AttemptView {
     pub finished_at: Option<Utc>,
     #[schema(value_type = Option<String>)]
     pub agent_finished_at: Option<Utc>,
+    #[serde(serialize_with = "answered_result")]
     #[schema(value_type = Option<Object>)]
     pub result: Option<Value>,
     pub error: Option<String>,
@@ -460,13 +511,20 @@ pub struct IssueLinkView {
     pub other_in_mirror: bool,
 }
 
-/// A Jira comment of an issue, its times as Jira wrote them.
+/// A Jira comment of an issue: the view keeps its times as Jira wrote them (the console shows
+/// them so), the API answers them in UTC.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct CommentView {
     pub id: String,
     pub author: Option<String>,
     pub body: String,
+    /// When Jira says it was written, answered in UTC.
+    #[serde(serialize_with = "answered_time")]
+    #[schema(format = DateTime)]
     pub created: Option<String>,
+    /// When Jira says it was last changed, answered in UTC.
+    #[serde(serialize_with = "answered_time")]
+    #[schema(format = DateTime)]
     pub updated: Option<String>,
 }
 
@@ -516,7 +574,9 @@ pub struct IssueView {
     #[schema(value_type = String)]
     pub synced_at: Utc,
     pub closed: bool,
-    /// The issue's Jira `fields` as last received.
+    /// The issue's Jira `fields` as last received, unchanged: this mirrors Jira's raw issue, so
+    /// its times are Jira's text with Jira's offset (`2026-03-05T10:15:30.000+0300`), unlike
+    /// every other time the API answers (UTC, `Z`).
     #[schema(value_type = Object)]
     pub fields: Value,
     pub links: Vec<IssueLinkView>,

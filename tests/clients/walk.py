@@ -22,7 +22,13 @@ from jira_hub_client.api.batches import (  # noqa: E402
     retry_command,
 )
 from jira_hub_client.api.mirror import get_issue, project_issues  # noqa: E402
-from jira_hub_client.models import BatchRequest, RetryBody  # noqa: E402
+from jira_hub_client.models import (  # noqa: E402
+    BatchRequest,
+    CommentCommandView,
+    EditConflict,
+    EnsureIssueCommandView,
+    RetryBody,
+)
 
 BASE, TOKEN = sys.argv[2], sys.argv[3]
 client = AuthenticatedClient(base_url=BASE, token=TOKEN, raise_on_unexpected_status=True, timeout=90.0)
@@ -61,8 +67,9 @@ def wait(batch_id, statuses=FINAL):
 batch = submit([{"type": "comment", "params": {"key": "AURORA-1", "body": "from the generated Python client"}}], "walk: comment")
 step(f"batch {batch.id} submitted twice under one key: one batch")
 batch = wait(batch.id)
-assert batch.commands[0].status.value == "done", batch.commands[0].status
-step(f"batch {batch.id} completed (waited with wait_seconds and If-None-Match)")
+posted = batch.commands[0]
+assert isinstance(posted, CommentCommandView) and posted.status.value == "done", posted
+step(f"batch {batch.id} completed (waited with wait_seconds and If-None-Match): comment {posted.result.comment_id}")
 
 first = project_issues.sync_detailed("AWPCA", client=client)
 assert first.status_code == 200 and len(first.parsed) > 0
@@ -91,8 +98,13 @@ edit = submit([{"type": "ensure_issue", "params": {"issue_type": "task", "key": 
 edit = wait(edit.id)
 assert edit.conflicts == 1 and edit.commands[0].status.value == "failed", (edit.status, edit.conflicts)
 command = edit.commands[0]
-conflict = command.result.to_dict()["conflict"]
-step(f"edit {command.id} stopped by a conflict: {json.dumps(conflict, ensure_ascii=False)[:160]}")
+# The command is parsed as an edit's view by its `type`: its result and conflict are typed.
+assert isinstance(command, EnsureIssueCommandView), type(command)
+conflict = command.result.conflict
+assert isinstance(conflict, EditConflict), type(conflict)
+assert [f.field.value for f in conflict.fields] == ["summary"], conflict.to_dict()
+assert command.params.base.from_.value == "client", command.params.base.to_dict()
+step(f"edit {command.id} stopped by a conflict: {json.dumps(conflict.to_dict(), ensure_ascii=False)[:160]}")
 overwritten = retry_command.sync_detailed(command.id, client=client, body=RetryBody(overwrite=True))
 assert overwritten.status_code == 200, overwritten.content
 edit = wait(edit.id)

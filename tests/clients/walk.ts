@@ -18,6 +18,22 @@ type CommandView = paths["/commands/{id}/retry"]["post"]["responses"][200]["cont
 type RetryBody = components["schemas"]["RetryBody"];
 type BatchQuery = NonNullable<paths["/batches/{id}"]["get"]["parameters"]["query"]>;
 type CommandRequest = BatchRequest["commands"][number];
+type AnyCommand = components["schemas"]["CommandView"];
+type EditConflict = components["schemas"]["EditConflict"];
+
+// `type` narrows a command's `params` and `result`: an edit's stored `base` and its conflict
+// exist on `ensure_issue` alone, so these lines compile only because the document discriminates
+// the command views by `type` (a view with untyped `params` and `result` fails `tsc --strict`).
+function conflictOf(command: AnyCommand): EditConflict | undefined {
+  if (command.type !== "ensure_issue") return undefined;
+  const from: "client" | "mirror" | "none" | undefined = command.params.base?.from;
+  check(from === "client", `the edit's base is the client's: ${String(from)}`);
+  return command.result?.conflict;
+}
+
+function commentId(command: AnyCommand): string | undefined {
+  return command.type === "comment" ? command.result?.comment_id : undefined;
+}
 
 const [base, token] = process.argv.slice(2);
 const FINAL = ["completed", "failed", "cancelled"];
@@ -74,7 +90,9 @@ async function main(): Promise<void> {
   step(`batch ${batch.id} submitted twice under one key: one batch`);
   batch = await wait(batch.id);
   check(batch.commands[0].status === "done", `status ${batch.commands[0].status}`);
-  step(`batch ${batch.id} completed (waited with wait_seconds and If-None-Match)`);
+  const posted = commentId(batch.commands[0]);
+  check(posted !== undefined && posted.length > 0, "a done comment's result names the comment");
+  step(`batch ${batch.id} completed (waited with wait_seconds and If-None-Match): comment ${posted}`);
 
   const first = await call("GET", "/projects/AWPCA/issues");
   const rows = (await first.json()) as SliceRows;
@@ -104,7 +122,9 @@ async function main(): Promise<void> {
   edit = await wait(edit.id);
   check(edit.conflicts === 1 && edit.commands[0].status === "failed", `conflict: ${edit.conflicts}`);
   const command = edit.commands[0];
-  step(`edit ${command.id} stopped by a conflict: ${JSON.stringify(command.result).slice(0, 160)}`);
+  const conflict = conflictOf(command);
+  check(conflict !== undefined && conflict.fields[0].field === "summary", `no conflict on the summary: ${JSON.stringify(command.result)}`);
+  step(`edit ${command.id} stopped by a conflict on ${conflict.fields.map((f) => f.field).join(", ")}: ${JSON.stringify(conflict).slice(0, 160)}`);
   const overwrite: RetryBody = { overwrite: true };
   const overwritten = await call("POST", `/commands/${command.id}/retry`, {}, overwrite);
   check(overwritten.status === 200, `overwrite: ${overwritten.status}`);

@@ -6,6 +6,7 @@ mod agent_e2e;
 mod agent_truth;
 mod agent_waits;
 mod anonymous;
+mod answers;
 mod batches;
 mod boundaries;
 mod budgets;
