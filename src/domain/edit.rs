@@ -28,6 +28,9 @@ pub const FROM_MIRROR: &str = "mirror";
 pub const FROM_CLIENT: &str = "client";
 /// The issue was not in the mirror: the edit is written unchecked, as before the conflict check existed.
 pub const FROM_NONE: &str = "none";
+/// The issue was not in the mirror, but earlier edits of the hub's, not yet read by a refresh,
+/// set the fields: those are checked against their wanted values (`params.base.after_edits`).
+pub const FROM_EDITS: &str = "edits";
 
 /// A body in the form that survives Jira Cloud's storage: REST v2 takes wiki markup, Cloud
 /// stores it as ADF and gives back wiki markup converted again. What changes on the way and is

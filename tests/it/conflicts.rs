@@ -25,6 +25,11 @@ fn priority(id: &str, name: &str) -> Value {
 impl Stage {
     /// `issues`: the `fields` of each issue seeded in Jira before the mirror's refresh.
     pub(crate) fn start(mode: Mode, issues: &[Value]) -> (Stage, Vec<String>) {
+        Stage::start_with(mode, issues, json!({}))
+    }
+
+    /// As [`Stage::start`], with these settings besides the stage's own (`field_ids`).
+    pub(crate) fn start_with(mode: Mode, issues: &[Value], more: Value) -> (Stage, Vec<String>) {
         let fake = FakeJira::start(mode);
         let keys = issues
             .iter()
@@ -35,11 +40,12 @@ impl Stage {
                 fake.seed_issue(PROJECT, fields)
             })
             .collect();
-        let hub = Hub::start(
-            json!({"pacing": {"min_interval_ms": 0, "max_commands_per_claim": 50},
-                   "priority_map": {"high": "Высокий", "medium": "Средний", "low": "Низкий"}}),
-            json!([]),
-        );
+        let mut settings = json!({"pacing": {"min_interval_ms": 0, "max_commands_per_claim": 50},
+                   "priority_map": {"high": "Высокий", "medium": "Средний", "low": "Низкий"}});
+        for (name, value) in more.as_object().into_iter().flatten() {
+            settings[name] = value.clone();
+        }
+        let hub = Hub::start(settings, json!([]));
         let config = hub.agent_config(&fake.url(), json!({}));
         let stage = Stage { fake, hub, config };
         stage.enqueue(
