@@ -168,7 +168,7 @@ pub fn fields_set(params: &Value) -> Vec<&'static str> {
 
 /// Whether two values of `logical` are the same in the compared forms: priorities by id when
 /// both have one, else by name (case and spaces around aside); descriptions as Cloud gives them
-/// back (`normalized_body`); an empty text is no text.
+/// back (`normalized_body`); users whatever the case; an empty text is no text.
 pub fn same(logical: &str, a: &Value, b: &Value) -> bool {
     let text = |v: &Value| -> Option<String> {
         match v {
@@ -192,6 +192,12 @@ pub fn same(logical: &str, a: &Value, b: &Value) -> bool {
             text(a).map(|t| normalized_body(&t)) == text(b).map(|t| normalized_body(&t))
         }
         "summary" => text(a).map(|t| t.trim().to_string()) == text(b).map(|t| t.trim().to_string()),
+        // Data Center user names are case-insensitive and Jira gives back the name as stored
+        // (guide/jira-field-notes.md, "Who we are"): `IVANOV` written reads back `ivanov`. Cloud's
+        // account ids are lower-case hex or `712020:` and a UUID: no two differ only by case.
+        "assignee" => {
+            text(a).map(|t| t.trim().to_lowercase()) == text(b).map(|t| t.trim().to_lowercase())
+        }
         _ => text(a) == text(b),
     }
 }
@@ -382,6 +388,8 @@ mod tests {
         assert!(same("description", &json!(""), &Value::Null));
         assert!(same("summary", &json!(" a "), &json!("a")));
         assert!(!same("assignee", &json!("a"), &Value::Null));
+        assert!(same("assignee", &json!("IVANOV"), &json!("ivanov")));
+        assert!(!same("assignee", &json!("ivanov"), &json!("petrov")));
     }
 
     #[test]

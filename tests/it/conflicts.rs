@@ -220,6 +220,44 @@ fn a_field_jira_already_holds_at_the_wanted_value_is_no_conflict() {
     assert_eq!(changed, ["priority"], "the summary was not sent again");
 }
 
+/// Data Center user names are case-insensitive and Jira gives back the name as stored: an
+/// assignee written `PETROV` reads back `petrov` (the simulated Jira does so), and an edit that
+/// wants `PETROV` where a person already set `Petrov` finds its value there: done, nothing
+/// written. Before, the names were compared by their text and the edit stopped on a conflict
+/// with its own value.
+#[test]
+fn a_data_center_user_named_in_another_case_is_the_same_user() {
+    let (stage, keys) = Stage::start(
+        Mode::DataCenter,
+        &[json!({"summary": "Кому", "assignee": {"name": "ivanov", "key": "ivanov"}})],
+    );
+    let key = &keys[0];
+    stage.fake.add_user("petrov");
+    stage.fake.add_user("ivanov");
+    let batch = stage.enqueue(json!([edit(
+        key,
+        json!({"summary": "Кому", "assignee": "PETROV"})
+    )]));
+    let id = stage.hub.read().batch(batch).unwrap().commands[0].id;
+    stage
+        .fake
+        .change_issue(key, json!({"assignee": {"name": "Petrov"}}), "Мария");
+    assert_eq!(stage.jira(key)["assignee"]["name"], "petrov", "as stored");
+    stage.run();
+    let command = stage.command(id);
+    assert_eq!(command.status, CommandStatus::Done, "{:?}", command.error);
+    assert_eq!(stage.calls_on(key), (1, 0), "one read, nothing to write");
+    // The agent's own write in another case reads back as stored, and is no conflict after.
+    let batch = stage.enqueue(json!([edit(
+        key,
+        json!({"summary": "Кому", "assignee": "IVANOV"})
+    )]));
+    let id = stage.hub.read().batch(batch).unwrap().commands[0].id;
+    stage.run();
+    assert_eq!(stage.command(id).status, CommandStatus::Done);
+    assert_eq!(stage.jira(key)["assignee"]["name"], "ivanov");
+}
+
 /// Cloud gives a description back re-rendered (wiki → ADF → wiki): a base and a value that differ
 /// only so are the same, on both sides of the decision.
 #[test]

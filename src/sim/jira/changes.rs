@@ -78,8 +78,21 @@ fn change_parts(value: Option<&Value>) -> (Value, Value) {
 }
 
 impl StateInner {
+    /// The name as stored of the Data Center user `name` names in any case, if the directory
+    /// holds one (the agent's account or one added by `FakeJira::add_user`). Data Center user
+    /// names are case-insensitive and REST returns the stored form (guide/jira-field-notes.md,
+    /// "Who we are"; Jira's `IdentifierUtils.toLowerCase` keys users by the lower-cased name, and
+    /// `UserManager.getUserByName` finds "Ivanov" for "IVANOV"): an assignee set as
+    /// `{"name": "IVANOV"}` reads back as the user's own `{"name": "Ivanov", "key", …}`.
+    pub(super) fn stored_user(&self, name: &str) -> Option<String> {
+        std::iter::once(&self.account_name)
+            .chain(&self.users)
+            .find(|stored| stored.to_lowercase() == name.to_lowercase())
+            .cloned()
+    }
+
     /// A user object of this deployment for somebody named `name`.
-    fn person(&self, name: &str) -> Value {
+    pub(super) fn person(&self, name: &str) -> Value {
         match self.mode {
             Mode::Cloud => json!({"accountId": format!("5b10ac8d82e05b22cc7d{:04x}", name.len()),
                                   "accountType": "atlassian", "displayName": name, "active": true}),
@@ -204,6 +217,12 @@ impl FakeJira {
             fields: fields.as_object().cloned().unwrap_or_default(),
             by: by.to_string(),
         });
+    }
+
+    /// A user of the directory named `name` as stored (Data Center): an assignee set by any
+    /// case of it reads back in this form (see `StateInner::stored_user`).
+    pub fn add_user(&self, name: &str) {
+        lock(&self.state).users.push(name.to_string());
     }
 
     /// The histories of an issue's changelog, oldest first.
