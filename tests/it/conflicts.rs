@@ -440,7 +440,10 @@ fn twenty_edits_while_a_rule_changes_five_priorities_on_both_deployments() {
                     "{mode:?}: the rule's priority"
                 );
                 assert_eq!(jira["summary"], "Старое", "{mode:?}");
-                assert_eq!(stage.calls_on(key), (1, 0), "{mode:?}");
+                // The fields' read, then (a field differs) Data Center's changelog on the same
+                // path; Cloud's paged changelog has a path of its own.
+                let reads = if mode == Mode::DataCenter { 2 } else { 1 };
+                assert_eq!(stage.calls_on(key), (reads, 0), "{mode:?}");
             } else {
                 assert_eq!(
                     command.status,

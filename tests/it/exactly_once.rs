@@ -277,6 +277,60 @@ fn two_edits_of_a_custom_field_enqueued_back_to_back_are_both_done_on_data_cente
     assert_eq!(command.status, CommandStatus::Failed, "{command:?}");
 }
 
+/// The conflict read brings the changelog only when a field differs. On Data Center an edit whose
+/// fields Jira holds at their base reads just those fields, never `expand=changelog` (the whole
+/// history of the issue, JRASERVER-60107); on Cloud a field the agent's own account changed 120
+/// times since the base is found ours through the paged `GET …/changelog` (read back from the
+/// newest), where the embedded changelog stops at 100 histories. Before, every read expanded the
+/// changelog, and the Cloud edit stopped on a conflict with the hub's own writes.
+#[test]
+fn the_changelog_is_read_only_when_a_field_differs_and_paged_on_cloud() {
+    use crate::conflicts::{Stage, edit};
+    let (stage, keys) = Stage::start(Mode::DataCenter, &[json!({"summary": "Исходная"})]);
+    let key = &keys[0];
+    let seen = stage.fake.requests().len();
+    stage.enqueue(json!([edit(key, json!({"summary": "Новая"}))]));
+    stage.run();
+    let reads: Vec<String> = stage
+        .fake
+        .requests()
+        .iter()
+        .skip(seen)
+        .filter(|s| s.method == "GET" && s.path == format!("/rest/api/2/issue/{key}"))
+        .map(|s| s.query.clone())
+        .collect();
+    assert_eq!(reads.len(), 1, "{reads:?}");
+    assert!(!reads[0].contains("changelog"), "{reads:?}");
+    assert_eq!(stage.jira(key)["summary"], "Новая");
+
+    let (stage, keys) = Stage::start(Mode::Cloud, &[json!({"summary": "Исходная"})]);
+    let key = &keys[0];
+    for i in 0..120 {
+        let put = jira_hub::sim::jira::call(
+            &stage.fake.url(),
+            "PUT",
+            &format!("/rest/api/2/issue/{key}"),
+            Some(&jira_hub::sim::jira::basic_auth()),
+            Some(&json!({"fields": {"summary": format!("Своя {i}")}})),
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        assert_eq!(put.status, 204, "{}", put.body);
+    }
+    let batch = stage.enqueue(json!([edit(key, json!({"summary": "Новая"}))]));
+    stage.run();
+    let command = stage.hub.read().batch(batch).unwrap().commands[0].clone();
+    assert_eq!(command.status, CommandStatus::Done, "{:?}", command.error);
+    assert_eq!(stage.jira(key)["summary"], "Новая");
+    let pages = stage
+        .fake
+        .requests()
+        .iter()
+        .filter(|s| s.path == format!("/rest/api/2/issue/{key}/changelog"))
+        .count();
+    assert!((1..=3).contains(&pages), "{pages} pages of the changelog");
+}
+
 /// Item 7's bound: «повторить» two weeks on, after 500 issues of the account's own made since,
 /// reads only the days of the earlier delivery: its check finds the issue the first delivery made
 /// in one search page and one marker read. Before, it read every issue the account had made since
