@@ -20,6 +20,12 @@ use super::jql;
 use crate::domain::edit;
 use serde_json::{Map, Value, json};
 
+/// The histories a page of Cloud's paged changelog holds at most (its default and its limit).
+const CHANGELOG_PAGE: u64 = 100;
+/// The pages of Cloud's changelog read back from the newest before the changes since a base are
+/// taken as unknown (a conflict the operator decides): 500 histories since the base.
+const CHANGELOG_PAGES: usize = 5;
+
 impl Executor<'_> {
     /// Takes out of `fields` (an edit's `fields`, by Jira field id) what Jira already holds, after
     /// one read of those fields; answers the conflict (the command's result, nothing written) when
@@ -58,13 +64,11 @@ impl Executor<'_> {
         }
         let mut asked: Vec<&str> = checked.iter().map(|(_, id, _)| id.as_str()).collect();
         asked.push("updated");
-        // `expand=changelog` in the same call: who changed the field and when, when Jira says.
-        // Cloud: "Returns a list of recent updates to an issue, sorted by date, starting from the
-        // most recent" (REST v2/v3 "Get issue", `expand`), limited to the latest histories
-        // (JRACLOUD-67458: 100); Data Center: the whole changelog, oldest first. The newest
-        // history that touched the field is taken, whatever the order.
+        // Just the fields: the changelog comes only when a field differs (below). Data Center's
+        // `expand=changelog` brings the whole history of the issue (JRASERVER-60107), a price
+        // paid for every edit when it came with this read.
         let path = format!(
-            "/rest/api/2/issue/{}?fields={}&expand=changelog",
+            "/rest/api/2/issue/{}?fields={}",
             jql::encode(key),
             asked.join(",")
         );
@@ -74,16 +78,9 @@ impl Executor<'_> {
             .get("fields")
             .and_then(Value::as_object)
             .unwrap_or(&empty);
-        // The base's time (the mirror's `updated`): a field changed since only by the agent's own
-        // account (an earlier edit of the hub's that no refresh has read yet) is no conflict.
-        let since = params["base"]["updated"]
-            .as_str()
-            .and_then(crate::jira::jira_time);
-        let me = match since {
-            Some(_) => Some(self.jira.me()?),
-            None => None,
-        };
-        let mut conflicts = Vec::new();
+        // The fields Jira holds at neither the wanted value nor the base: somebody changed them
+        // since the base, or the agent's own account did (an earlier write of the hub's).
+        let mut differ = Vec::new();
         for (logical, id, wanted) in &checked {
             let now = edit::jira_value(logical, now_fields, &settings.field_ids);
             if edit::same(logical, &now, wanted) {
@@ -93,23 +90,40 @@ impl Executor<'_> {
             if overwrite.contains(logical) {
                 continue;
             }
-            match base.get(*logical) {
-                Some(was)
-                    if !edit::same(logical, &now, was)
-                        && !me.as_ref().zip(since).is_some_and(|(me, since)| {
-                            changed_only_by(&issue, id, since, me, cloud)
-                        }) =>
-                {
-                    let mut entry =
-                        json!({"field": logical, "base": was, "jira": now, "wanted": wanted});
-                    if let Some((who, when)) = last_change(&issue, id) {
-                        entry["changed_by"] = who.into();
-                        entry["changed_at"] = when.into();
-                    }
-                    conflicts.push(entry);
-                }
-                _ => {}
+            if let Some(was) = base.get(*logical)
+                && !edit::same(logical, &now, was)
+            {
+                differ.push((*logical, id.as_str(), wanted, was, now));
             }
+        }
+        if differ.is_empty() {
+            return Ok(None);
+        }
+        // The base's time (the mirror's `updated`): a field changed since only by the agent's own
+        // account (an earlier edit of the hub's that no refresh has read yet) is no conflict.
+        let since = params["base"]["updated"]
+            .as_str()
+            .and_then(crate::jira::jira_time);
+        let history = self.changelog(key, since, cloud)?;
+        let me = match since {
+            Some(_) => Some(self.jira.me()?),
+            None => None,
+        };
+        let mut conflicts = Vec::new();
+        for (logical, id, wanted, was, now) in differ {
+            if me
+                .as_ref()
+                .zip(since)
+                .is_some_and(|(me, since)| changed_only_by(&history, id, since, me, cloud))
+            {
+                continue;
+            }
+            let mut entry = json!({"field": logical, "base": was, "jira": now, "wanted": wanted});
+            if let Some((who, when)) = last_change(&history, id) {
+                entry["changed_by"] = who.into();
+                entry["changed_at"] = when.into();
+            }
+            conflicts.push(entry);
         }
         if conflicts.is_empty() {
             return Ok(None);
@@ -137,6 +151,60 @@ impl Executor<'_> {
         let updated = now_fields.get("updated").cloned().unwrap_or(Value::Null);
         Ok(Some(json!({"key": key, "conflict": {
             "updated": updated, "fields": conflicts, "words": error}})))
+    }
+
+    /// Who changed the issue's fields and when, read only once a field differs, as
+    /// `{"changelog": {"histories", "total"}}`. Data Center: `expand=changelog` on a read of
+    /// `updated` alone (the whole changelog, oldest first; no paged resource there). Cloud: the
+    /// paged `GET …/issue/KEY/changelog` ("sorted by date, starting from the oldest", pages of at
+    /// most 100, `isLast`, `total`: platform OpenAPI, "Get changelogs"): the first page when it
+    /// is the last, else the pages from the end back to one that reaches `since`, at most
+    /// [`CHANGELOG_PAGES`]; a changelog read short of `since` does not prove the changes ours.
+    fn changelog(
+        &mut self,
+        key: &str,
+        since: Option<time::OffsetDateTime>,
+        cloud: bool,
+    ) -> Result<Value, Fail> {
+        let key = jql::encode(key);
+        if !cloud {
+            return Ok(self.jira.read_json(&format!(
+                "/rest/api/2/issue/{key}?fields=updated&expand=changelog"
+            ))?);
+        }
+        let page_at = |this: &mut Self, start: u64| -> Result<Value, Fail> {
+            Ok(this.jira.read_json(&format!(
+                "/rest/api/2/issue/{key}/changelog?startAt={start}&maxResults={CHANGELOG_PAGE}"
+            ))?)
+        };
+        let values = |page: &Value| page["values"].as_array().cloned().unwrap_or_default();
+        let first = page_at(self, 0)?;
+        let total = first["total"].as_u64().unwrap_or(0);
+        if first["isLast"].as_bool().unwrap_or(true) {
+            let histories = values(&first);
+            return Ok(json!({"changelog": {"total": histories.len(), "histories": histories}}));
+        }
+        let mut histories: Vec<Value> = Vec::new();
+        let mut start = total;
+        for _ in 0..CHANGELOG_PAGES {
+            if start == 0 {
+                break;
+            }
+            start = start.saturating_sub(CHANGELOG_PAGE);
+            let mut page = values(&page_at(self, start)?);
+            let reached = page
+                .iter()
+                .filter_map(|h| h["created"].as_str().and_then(crate::jira::jira_time))
+                .min()
+                .zip(since)
+                .is_some_and(|(oldest, since)| oldest <= since);
+            page.append(&mut histories);
+            histories = page;
+            if reached {
+                break;
+            }
+        }
+        Ok(json!({"changelog": {"total": total, "histories": histories}}))
     }
 }
 

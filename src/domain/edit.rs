@@ -28,6 +28,9 @@ pub const FROM_MIRROR: &str = "mirror";
 pub const FROM_CLIENT: &str = "client";
 /// The issue was not in the mirror: the edit is written unchecked, as before the conflict check existed.
 pub const FROM_NONE: &str = "none";
+/// The issue was not in the mirror, but earlier edits of the hub's, not yet read by a refresh,
+/// set the fields: those are checked against their wanted values (`params.base.after_edits`).
+pub const FROM_EDITS: &str = "edits";
 
 /// A body in the form that survives Jira Cloud's storage: REST v2 takes wiki markup, Cloud
 /// stores it as ADF and gives back wiki markup converted again. What changes on the way and is
@@ -165,7 +168,7 @@ pub fn fields_set(params: &Value) -> Vec<&'static str> {
 
 /// Whether two values of `logical` are the same in the compared forms: priorities by id when
 /// both have one, else by name (case and spaces around aside); descriptions as Cloud gives them
-/// back (`normalized_body`); an empty text is no text.
+/// back (`normalized_body`); users whatever the case; an empty text is no text.
 pub fn same(logical: &str, a: &Value, b: &Value) -> bool {
     let text = |v: &Value| -> Option<String> {
         match v {
@@ -189,6 +192,12 @@ pub fn same(logical: &str, a: &Value, b: &Value) -> bool {
             text(a).map(|t| normalized_body(&t)) == text(b).map(|t| normalized_body(&t))
         }
         "summary" => text(a).map(|t| t.trim().to_string()) == text(b).map(|t| t.trim().to_string()),
+        // Data Center user names are case-insensitive and Jira gives back the name as stored
+        // (guide/jira-field-notes.md, "Who we are"): `IVANOV` written reads back `ivanov`. Cloud's
+        // account ids are lower-case hex or `712020:` and a UUID: no two differ only by case.
+        "assignee" => {
+            text(a).map(|t| t.trim().to_lowercase()) == text(b).map(|t| t.trim().to_lowercase())
+        }
         _ => text(a) == text(b),
     }
 }
@@ -379,6 +388,8 @@ mod tests {
         assert!(same("description", &json!(""), &Value::Null));
         assert!(same("summary", &json!(" a "), &json!("a")));
         assert!(!same("assignee", &json!("a"), &Value::Null));
+        assert!(same("assignee", &json!("IVANOV"), &json!("ivanov")));
+        assert!(!same("assignee", &json!("ivanov"), &json!("petrov")));
     }
 
     #[test]

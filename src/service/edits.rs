@@ -8,17 +8,24 @@ use super::{HubConnection, Result, ServiceError};
 use crate::domain::command::{CommandStatus, CommandType, NewCommand};
 use crate::domain::edit;
 use crate::domain::settings::Settings;
+use crate::domain::time::Utc;
 use crate::store::Tx;
-use serde_json::Value;
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
 
 /// Puts a base into every edit of a batch being enqueued (`params.base`): an edit of an issue
 /// created in the same batch (`{"$result": "key"}`) needs none; one that sets no checked field
-/// (only labels, a sprint) neither.
+/// (only labels, a sprint) neither. A field an earlier edit of the same issue sets, which no
+/// refresh has read since (still to be written, or written after the mirror last read the
+/// issue), is based on that edit's wanted value: the hub's own write is what Jira will hold, not
+/// a change to stop on (see [`earlier_wanted`]).
 pub(super) fn record_bases(
     tx: &Tx<'_>,
     commands: &mut [NewCommand],
     settings: &Settings,
 ) -> Result<()> {
+    // The wanted values of the edits earlier in this batch, by issue and field, with their seq.
+    let mut in_batch: BTreeMap<(String, &'static str), (i64, Value)> = BTreeMap::new();
     for command in commands
         .iter_mut()
         .filter(|c| c.command_type == CommandType::EnsureIssue)
@@ -26,7 +33,8 @@ pub(super) fn record_bases(
         let Some(key) = command.params.get("key").and_then(Value::as_str) else {
             continue;
         };
-        if edit::fields_set(&command.params).is_empty() {
+        let set = edit::fields_set(&command.params);
+        if set.is_empty() {
             continue;
         }
         let key = key.to_string();
@@ -44,15 +52,87 @@ pub(super) fn record_bases(
             .and_then(Value::as_object)
             .map(|fields| (fields, updated.as_deref()));
         let client = command.params.get("base").cloned();
-        let base = edit::base_of(
+        let mut base = edit::base_of(
             &command.params,
             client.as_ref(),
             mirror,
             &settings.field_ids,
         );
+        let given: Vec<String> = client
+            .as_ref()
+            .and_then(|c| c.get("fields"))
+            .and_then(Value::as_object)
+            .map(|f| f.keys().cloned().collect())
+            .unwrap_or_default();
+        let stored = earlier_wanted(tx, &key, row.as_ref().map(|r| &r.synced_at), settings)?;
+        let mut after = Map::new();
+        for logical in set.iter().filter(|f| !given.iter().any(|g| g == *f)) {
+            let earlier = match in_batch.get(&(key.clone(), *logical)) {
+                Some((seq, wanted)) => Some((json!({"seq": seq}), wanted.clone())),
+                None => stored
+                    .get(*logical)
+                    .map(|(id, wanted)| (json!({"command": id}), wanted.clone())),
+            };
+            if let Some((which, wanted)) = earlier {
+                base["fields"][*logical] = wanted;
+                after.insert((*logical).into(), which);
+            }
+        }
+        if !after.is_empty() {
+            // A base made of earlier edits' values is checked like the mirror's: no longer «none».
+            if base["from"] == edit::FROM_NONE {
+                base["from"] = edit::FROM_EDITS.into();
+                if let Some(map) = base.as_object_mut() {
+                    map.remove("note");
+                }
+            }
+            base["after_edits"] = Value::Object(after);
+        }
+        for logical in set {
+            if let Some(wanted) =
+                edit::wanted_value(logical, &command.params, &settings.priority_map)
+            {
+                in_batch.insert((key.clone(), logical), (command.seq, wanted));
+            }
+        }
         command.params["base"] = base;
     }
     Ok(())
+}
+
+/// The wanted value, by checked field, of the newest earlier edit of `key` that sets it and that
+/// no refresh has read: one still queued, claimed or given back, or done after the mirror last
+/// read the issue (`synced_at`; `None`: the mirror does not hold it). An edit that failed,
+/// was cancelled or skipped wrote nothing and is passed over; one done before the mirror's read
+/// is in the mirror, and so are the older ones beneath it. With its command id.
+fn earlier_wanted(
+    tx: &Tx<'_>,
+    key: &str,
+    synced_at: Option<&Utc>,
+    settings: &Settings,
+) -> Result<BTreeMap<&'static str, (i64, Value)>> {
+    let mut found = BTreeMap::new();
+    let mut read_by_mirror: Vec<&'static str> = Vec::new();
+    for earlier in tx.live_edits_of(key)? {
+        let read = earlier.status == CommandStatus::Done
+            && match (&earlier.finished_at, synced_at) {
+                (Some(finished), Some(synced)) => finished <= synced,
+                _ => false,
+            };
+        for logical in edit::fields_set(&earlier.params) {
+            if found.contains_key(logical) || read_by_mirror.contains(&logical) {
+                continue;
+            }
+            if read {
+                read_by_mirror.push(logical);
+            } else if let Some(wanted) =
+                edit::wanted_value(logical, &earlier.params, &settings.priority_map)
+            {
+                found.insert(logical, (earlier.id, wanted));
+            }
+        }
+    }
+    Ok(found)
 }
 
 /// What a retry does to an edit's params: an overwrite names the fields in conflict

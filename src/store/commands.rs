@@ -520,6 +520,20 @@ impl Tx<'_> {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
+    /// The edits (`ensure_issue` with this `key`) that may still be written or were written
+    /// last, newest first: queued (given back too), claimed or done, in batches not cancelled.
+    /// The hub bases a new edit of the issue on the newest of them that no refresh has read.
+    pub(crate) fn live_edits_of(&self, key: &str) -> Result<Vec<CommandRow>> {
+        let mut statement = self.0.prepare_cached(&format!(
+            "SELECT {COMMAND_COLUMNS} FROM command c JOIN batch b ON b.id = c.batch_id
+             WHERE c.type = 'ensure_issue' AND json_extract(c.params, '$.key') = ?1
+               AND c.status IN ('queued', 'claimed', 'done') AND b.cancelled_at IS NULL
+             ORDER BY c.id DESC"
+        ))?;
+        let rows = statement.query_map([key], command_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
     /// The commands that use this one's result.
     pub(crate) fn dependents(&self, id: i64) -> Result<Vec<CommandRow>> {
         let mut statement = self.0.prepare_cached(&format!(

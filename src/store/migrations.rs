@@ -25,7 +25,7 @@ pub(crate) const CURRENT_SCHEMA_VERSION: u32 = 4;
 /// fixes the schema version at 4, so changes it does not describe (new columns with defaults, an
 /// index) are revisions of v4 rather than a v5: `schema_version` stays what the data model says,
 /// and every other tool that reads a v4 database still finds the tables it knows.
-pub(crate) const CURRENT_V4_REVISION: u32 = 17;
+pub(crate) const CURRENT_V4_REVISION: u32 = 18;
 
 /// What one step needs besides the transaction.
 struct StepContext {
@@ -63,7 +63,7 @@ struct Revision {
     apply: fn(&Transaction<'_>, &StepContext) -> Result<Vec<String>>,
 }
 
-const REVISIONS: [Revision; 17] = [
+const REVISIONS: [Revision; 18] = [
     Revision {
         to: 1,
         apply: v4_revision_1,
@@ -131,6 +131,10 @@ const REVISIONS: [Revision; 17] = [
     Revision {
         to: 17,
         apply: v4_revision_17,
+    },
+    Revision {
+        to: 18,
+        apply: v4_revision_18,
     },
 ];
 
@@ -396,7 +400,7 @@ pub(crate) fn schema_label(version: u32, revision: u32) -> String {
     }
 }
 
-/// The schema this binary runs (`v4r17`).
+/// The schema this binary runs (`v4r18`).
 pub(crate) fn current_schema() -> String {
     schema_label(CURRENT_SCHEMA_VERSION, CURRENT_V4_REVISION)
 }
@@ -917,6 +921,12 @@ pub(super) const ID_ISSUED: &str = include_str!("sql/v4r16.sql");
 /// Revision 17: the answers given to requests with an `Idempotency-Key` (`idempotency_key`).
 fn v4_revision_17(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
     apply_idempotent(tx, include_str!("sql/v4r17.sql"))?;
+    Ok(Vec::new())
+}
+
+/// Revision 18: the edits of an issue by its key (`command_edit_key`), for the base of a new edit.
+fn v4_revision_18(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
+    apply_idempotent(tx, include_str!("sql/v4r18.sql"))?;
     Ok(Vec::new())
 }
 

@@ -178,6 +178,159 @@ fn two_consecutive_edits_of_a_field_with_no_refresh_between_are_both_done() {
     }
 }
 
+/// Edits of one issue enqueued back to back, none read by a refresh: each is based on the
+/// wanted value of the one before it (`params.base.after_edits`), in the same batch or an
+/// earlier one; an earlier edit that failed wrote nothing and is passed over; once a refresh has
+/// read the issue after the write, the mirror is the base again.
+#[test]
+fn an_edit_is_based_on_the_earlier_edit_of_its_field_that_no_refresh_has_read() {
+    use crate::conflicts::{Stage, edit};
+    let (stage, keys) = Stage::start(Mode::DataCenter, &[json!({"summary": "Исходная"})]);
+    let key = &keys[0];
+    let base_of = |batch: i64, seq: usize| {
+        stage.hub.read().batch(batch).unwrap().commands[seq].params["base"].clone()
+    };
+    let first = stage.enqueue(json!([
+        edit(key, json!({"summary": "Первая"})),
+        edit(key, json!({"summary": "Вторая", "duedate": "2026-05-01"}))
+    ]));
+    assert_eq!(base_of(first, 0)["fields"], json!({"summary": "Исходная"}));
+    let second = base_of(first, 1);
+    assert_eq!(
+        second["fields"],
+        json!({"summary": "Первая", "duedate": null}),
+        "{second}"
+    );
+    assert_eq!(second["after_edits"], json!({"summary": {"seq": 1}}));
+    let later = stage.enqueue(json!([edit(key, json!({"summary": "Третья"}))]));
+    let third = base_of(later, 0);
+    let second_id = stage.hub.read().batch(first).unwrap().commands[1].id;
+    assert_eq!(third["fields"], json!({"summary": "Вторая"}), "{third}");
+    assert_eq!(
+        third["after_edits"],
+        json!({"summary": {"command": second_id}})
+    );
+    // All three are written, none stopped by the hub's own values.
+    stage.run();
+    let commands = stage.hub.commands();
+    assert!(
+        commands
+            .iter()
+            .filter(|c| c.command_type == jira_hub::domain::command::CommandType::EnsureIssue)
+            .all(|c| c.status == CommandStatus::Done),
+        "{commands:#?}"
+    );
+    assert_eq!(stage.jira(key)["summary"], "Третья");
+    // A refresh reads the issue after those writes: the mirror is the base again.
+    stage.enqueue(
+        json!([{"type": "refresh", "params": {"jql": format!("project = {}", jira_hub::sim::jira::PROJECT)}}]),
+    );
+    stage.run();
+    let fourth = stage.enqueue(json!([edit(key, json!({"summary": "Четвёртая"}))]));
+    let base = base_of(fourth, 0);
+    assert_eq!(base["fields"], json!({"summary": "Третья"}));
+    assert!(base.get("after_edits").is_none(), "{base}");
+}
+
+/// The must-show scenario where the changelog cannot tell: on Data Center the changelog names a
+/// custom field by its display name («Plan start»), so the agent's own earlier write of a plan
+/// date is not recognised as its own. Two edits of the date enqueued back to back are both done
+/// all the same: the second is based on the first's wanted value. Before, the second failed on a
+/// conflict with the hub's own write.
+#[test]
+fn two_edits_of_a_custom_field_enqueued_back_to_back_are_both_done_on_data_center() {
+    use crate::conflicts::{Stage, edit};
+    use jira_hub::sim::jira::PLAN_START_FIELD;
+    let (stage, keys) = Stage::start_with(
+        Mode::DataCenter,
+        &[json!({"summary": "С планом", PLAN_START_FIELD: "2026-03-01"})],
+        json!({"field_ids": {"plan_start": PLAN_START_FIELD}}),
+    );
+    let key = &keys[0];
+    let first = stage.enqueue(json!([edit(
+        key,
+        json!({"summary": "С планом", "plan_start": "2026-03-10"})
+    )]));
+    let second = stage.enqueue(json!([edit(
+        key,
+        json!({"summary": "С планом", "plan_start": "2026-03-20"})
+    )]));
+    stage.run();
+    for batch in [first, second] {
+        let command = stage.hub.read().batch(batch).unwrap().commands[0].clone();
+        assert_eq!(command.status, CommandStatus::Done, "{command:?}");
+    }
+    assert_eq!(
+        stage.jira(key)[PLAN_START_FIELD].as_str().map(|d| &d[..10]),
+        Some("2026-03-20")
+    );
+    // A person's change of the date still stops the next edit.
+    stage
+        .fake
+        .change_issue(key, json!({PLAN_START_FIELD: "2026-04-01"}), "ivanov");
+    let third = stage.enqueue(json!([edit(
+        key,
+        json!({"summary": "С планом", "plan_start": "2026-04-15"})
+    )]));
+    stage.run();
+    let command = stage.hub.read().batch(third).unwrap().commands[0].clone();
+    assert_eq!(command.status, CommandStatus::Failed, "{command:?}");
+}
+
+/// The conflict read brings the changelog only when a field differs. On Data Center an edit whose
+/// fields Jira holds at their base reads just those fields, never `expand=changelog` (the whole
+/// history of the issue, JRASERVER-60107); on Cloud a field the agent's own account changed 120
+/// times since the base is found ours through the paged `GET …/changelog` (read back from the
+/// newest), where the embedded changelog stops at 100 histories. Before, every read expanded the
+/// changelog, and the Cloud edit stopped on a conflict with the hub's own writes.
+#[test]
+fn the_changelog_is_read_only_when_a_field_differs_and_paged_on_cloud() {
+    use crate::conflicts::{Stage, edit};
+    let (stage, keys) = Stage::start(Mode::DataCenter, &[json!({"summary": "Исходная"})]);
+    let key = &keys[0];
+    let seen = stage.fake.requests().len();
+    stage.enqueue(json!([edit(key, json!({"summary": "Новая"}))]));
+    stage.run();
+    let reads: Vec<String> = stage
+        .fake
+        .requests()
+        .iter()
+        .skip(seen)
+        .filter(|s| s.method == "GET" && s.path == format!("/rest/api/2/issue/{key}"))
+        .map(|s| s.query.clone())
+        .collect();
+    assert_eq!(reads.len(), 1, "{reads:?}");
+    assert!(!reads[0].contains("changelog"), "{reads:?}");
+    assert_eq!(stage.jira(key)["summary"], "Новая");
+
+    let (stage, keys) = Stage::start(Mode::Cloud, &[json!({"summary": "Исходная"})]);
+    let key = &keys[0];
+    for i in 0..120 {
+        let put = jira_hub::sim::jira::call(
+            &stage.fake.url(),
+            "PUT",
+            &format!("/rest/api/2/issue/{key}"),
+            Some(&jira_hub::sim::jira::basic_auth()),
+            Some(&json!({"fields": {"summary": format!("Своя {i}")}})),
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        assert_eq!(put.status, 204, "{}", put.body);
+    }
+    let batch = stage.enqueue(json!([edit(key, json!({"summary": "Новая"}))]));
+    stage.run();
+    let command = stage.hub.read().batch(batch).unwrap().commands[0].clone();
+    assert_eq!(command.status, CommandStatus::Done, "{:?}", command.error);
+    assert_eq!(stage.jira(key)["summary"], "Новая");
+    let pages = stage
+        .fake
+        .requests()
+        .iter()
+        .filter(|s| s.path == format!("/rest/api/2/issue/{key}/changelog"))
+        .count();
+    assert!((1..=3).contains(&pages), "{pages} pages of the changelog");
+}
+
 /// Item 7's bound: «повторить» two weeks on, after 500 issues of the account's own made since,
 /// reads only the days of the earlier delivery: its check finds the issue the first delivery made
 /// in one search page and one marker read. Before, it read every issue the account had made since

@@ -78,8 +78,21 @@ fn change_parts(value: Option<&Value>) -> (Value, Value) {
 }
 
 impl StateInner {
+    /// The name as stored of the Data Center user `name` names in any case, if the directory
+    /// holds one (the agent's account or one added by `FakeJira::add_user`). Data Center user
+    /// names are case-insensitive and REST returns the stored form (guide/jira-field-notes.md,
+    /// "Who we are"; Jira's `IdentifierUtils.toLowerCase` keys users by the lower-cased name, and
+    /// `UserManager.getUserByName` finds "Ivanov" for "IVANOV"): an assignee set as
+    /// `{"name": "IVANOV"}` reads back as the user's own `{"name": "Ivanov", "key", …}`.
+    pub(super) fn stored_user(&self, name: &str) -> Option<String> {
+        std::iter::once(&self.account_name)
+            .chain(&self.users)
+            .find(|stored| stored.to_lowercase() == name.to_lowercase())
+            .cloned()
+    }
+
     /// A user object of this deployment for somebody named `name`.
-    fn person(&self, name: &str) -> Value {
+    pub(super) fn person(&self, name: &str) -> Value {
         match self.mode {
             Mode::Cloud => json!({"accountId": format!("5b10ac8d82e05b22cc7d{:04x}", name.len()),
                                   "accountType": "atlassian", "displayName": name, "active": true}),
@@ -155,6 +168,47 @@ impl StateInner {
         json!({"startAt": 0, "maxResults": histories.len(), "total": total, "histories": histories})
     }
 
+    /// `GET /rest/api/2/issue/{key}/changelog`, Cloud only: "Returns a paginated list of all
+    /// changelogs for an issue sorted by date, starting from the oldest" (platform OpenAPI,
+    /// December 2025, "Get changelogs"; `startAt` default 0, `maxResults` default 100), a
+    /// `PageBeanChangelog` (`self`, `nextPage`, `maxResults`, `startAt`, `total`, `isLast`,
+    /// `values`). Data Center 9.x has no such resource: its REST answers an unknown path 404
+    /// ("null for uri", as any other path the fake does not serve).
+    pub(super) fn paged_changelog(&self, request: &Request) -> Result<Reply, Reply> {
+        if self.mode == Mode::DataCenter {
+            return Err(Reply::error(
+                404,
+                &format!("null for uri: {}/{}", self.base, request.segments.join("/")),
+            ));
+        }
+        let id = self.find(&request.segments[4])?;
+        let histories = &self.issues[&id].histories;
+        let number = |name: &str, default: usize| {
+            request
+                .param(name)
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or(default)
+        };
+        let start = number("startAt", 0);
+        // The most a page gives whatever is asked (Atlassian: "set maxResults to a large number …
+        // if the returned value of maxResults is less than the requested value, the returned
+        // value is the maximum"): 100, as the default.
+        let max = number("maxResults", CLOUD_EMBEDDED_HISTORIES).clamp(1, CLOUD_EMBEDDED_HISTORIES);
+        let values: Vec<Value> = histories.iter().skip(start).take(max).cloned().collect();
+        let last = start + values.len() >= histories.len();
+        let path = format!(
+            "{}/rest/api/2/issue/{}/changelog",
+            self.base, request.segments[4]
+        );
+        let mut page = json!({"self": format!("{path}?startAt={start}&maxResults={max}"),
+            "maxResults": max, "startAt": start, "total": histories.len(), "isLast": last,
+            "values": values});
+        if !last {
+            page["nextPage"] = format!("{path}?startAt={}&maxResults={max}", start + max).into();
+        }
+        Ok(Reply::json(200, page))
+    }
+
     /// Applies the scheduled changes that are due once `requests` requests have arrived.
     pub(super) fn apply_due_changes(&mut self, requests: usize) {
         let now = Instant::now();
@@ -204,6 +258,12 @@ impl FakeJira {
             fields: fields.as_object().cloned().unwrap_or_default(),
             by: by.to_string(),
         });
+    }
+
+    /// A user of the directory named `name` as stored (Data Center): an assignee set by any
+    /// case of it reads back in this form (see `StateInner::stored_user`).
+    pub fn add_user(&self, name: &str) {
+        lock(&self.state).users.push(name.to_string());
     }
 
     /// The histories of an issue's changelog, oldest first.

@@ -278,6 +278,18 @@ impl StateInner {
                                "id": id, "name": name});
             fields.insert("priority".into(), value);
         }
+        // A Data Center assignee named in any case reads back as the user as stored
+        // (`changes::stored_user`).
+        if self.mode == Mode::DataCenter
+            && let Some(Value::Object(given)) = fields.get("assignee")
+            && let Some(stored) = given
+                .get("name")
+                .and_then(Value::as_str)
+                .and_then(|name| self.stored_user(name))
+        {
+            let user = self.person(&stored);
+            fields.insert("assignee".into(), user);
+        }
         // Cloud keeps a REST v2 description as ADF and gives back wiki markup, as a comment body
         // (`comments::through_adf`).
         if self.mode == Mode::Cloud

@@ -51,6 +51,8 @@ pub enum Endpoint {
     Priorities,
     /// `GET /rest/api/2/issue/{key}/editmeta`.
     EditMeta,
+    /// `GET /rest/api/2/issue/{key}/changelog` (Cloud: the paged changelog).
+    Changelog,
     Other,
     /// In [`FakeJira::fault`]: any endpoint.
     Any,
@@ -85,6 +87,7 @@ pub(super) fn classify(method: &Method, segments: &[&str]) -> Endpoint {
             ["field"] if get => Endpoint::Fields,
             ["priority"] if get => Endpoint::Priorities,
             ["issue", _, "editmeta"] if get => Endpoint::EditMeta,
+            ["issue", _, "changelog"] if get => Endpoint::Changelog,
             ["serverInfo"] if get => Endpoint::ServerInfo,
             ["myself"] if get => Endpoint::Myself,
             ["search"] if get || post => Endpoint::Search,
@@ -154,6 +157,7 @@ impl StateInner {
             Endpoint::Fields => Ok(self.fields()),
             Endpoint::Priorities => Ok(self.priorities()),
             Endpoint::EditMeta => self.edit_meta(request),
+            Endpoint::Changelog => self.paged_changelog(request),
             Endpoint::Other | Endpoint::Any => Err(Reply::error(
                 404,
                 &format!("null for uri: {}/{}", self.base, request.segments.join("/")),

@@ -433,6 +433,7 @@ impl FakeJira {
             max_results: 1000,
             search_lag: Duration::ZERO,
             account_name: USER.to_string(),
+            users: Vec::new(),
             cluster: None,
             node: 0,
             proxy_drops_properties: false,

@@ -113,6 +113,8 @@ pub(super) struct StateInner {
     pub(super) next_history: u64,
     /// The agent's account name (`FakeJira::set_account_name`).
     pub(super) account_name: String,
+    /// Other users of the directory, by the name as stored (`FakeJira::add_user`).
+    pub(super) users: Vec<String>,
     /// A Data Center cluster (`FakeJira::set_cluster`), when the fake is one.
     pub(super) cluster: Option<Cluster>,
     /// The node the request being served reached (0 outside a cluster).
