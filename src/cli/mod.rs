@@ -880,7 +880,7 @@ fn as_the_data_owner(db: &Path) -> anyhow::Result<()> {
     if meta.uid() == 0 {
         return Ok(());
     }
-    let user = user_name(meta.uid()).unwrap_or_else(|| meta.uid().to_string());
+    let user = crate::store::user_name(meta.uid()).unwrap_or_else(|| meta.uid().to_string());
     let typed: Vec<String> = std::env::args().skip(1).collect();
     anyhow::bail!(
         "команда запущена от root, а папка данных {} принадлежит пользователю {user}: сделанные ею файлы были бы root-овыми, и хаб не смог бы их открыть; ничего не сделано. Запустите её от имени {user}: runuser -u {user} -- {} {}",
@@ -888,17 +888,6 @@ fn as_the_data_owner(db: &Path) -> anyhow::Result<()> {
         crate::program(),
         typed.join(" ")
     )
-}
-
-/// The name of the user `uid` in `/etc/passwd` (name:password:uid:…), if there is one.
-fn user_name(uid: u32) -> Option<String> {
-    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
-    passwd.lines().find_map(|line| {
-        let mut fields = line.split(':');
-        let name = fields.next()?;
-        let _password = fields.next()?;
-        (fields.next()?.parse::<u32>().ok()? == uid).then(|| name.to_string())
-    })
 }
 
 /// Opens an existing database to change it (migrating it if needed); never creates one.

@@ -354,9 +354,22 @@ impl HubConnection {
             })?;
             refuse_retry_in_cancelled_batch(&batch)?;
             if let Some(dependency) = command.depends_on.map(|d| tx.command(d)).transpose()?.flatten()
+                && dependency.status == CommandStatus::Cancelled
+            {
+                // A cancelled command is never retried, so this one would be skipped again at
+                // once: said so, rather than "retry that one first".
+                return Err(retry_conflict(format!(
+                    "пакет {}, команда {} использует результат команды {}, которая отменена ({}): она не выполнится, и эта будет снова пропущена; поставьте нужные команды новым пакетом",
+                    command.batch_id,
+                    command.seq,
+                    dependency.seq,
+                    dependency.error.as_deref().unwrap_or("отменена")
+                )));
+            }
+            if let Some(dependency) = command.depends_on.map(|d| tx.command(d)).transpose()?.flatten()
                 && matches!(
                     dependency.status,
-                    CommandStatus::Failed | CommandStatus::Skipped | CommandStatus::Cancelled
+                    CommandStatus::Failed | CommandStatus::Skipped
                 )
             {
                 return Err(retry_conflict(format!(
@@ -391,8 +404,34 @@ impl HubConnection {
                     .ok_or_else(|| ServiceError::NotFound(format!("Пакета {batch_id} нет")))?;
                 refuse_retry_in_cancelled_batch(&batch)?;
                 let mut retried = 0;
+                let mut stranded = 0;
+                // In the batch's order, so a dependency retried in this pass is queued before
+                // its dependents are looked at. A command whose dependency stays failed, skipped
+                // or cancelled (left as it is in Jira) would be skipped again at once: it is
+                // not queued, and not counted as queued.
                 for command in tx.commands_of_batch(batch_id)? {
+                    if !matches!(
+                        command.status,
+                        CommandStatus::Failed | CommandStatus::Skipped
+                    ) {
+                        continue;
+                    }
+                    let dependency = command.depends_on.map(|d| tx.command(d)).transpose()?.flatten();
+                    if dependency.is_some_and(|d| {
+                        matches!(
+                            d.status,
+                            CommandStatus::Failed | CommandStatus::Skipped | CommandStatus::Cancelled
+                        )
+                    }) {
+                        stranded += 1;
+                        continue;
+                    }
                     retried += usize::from(tx.retry_command(command.id, &now)?);
+                }
+                if retried == 0 && stranded > 0 {
+                    return Err(retry_conflict(format!(
+                        "в пакете {batch_id} нечего повторять: {stranded} пропущенных команд зависят от отменённых (оставлено как в Jira) и были бы снова пропущены; поставьте нужные команды новым пакетом"
+                    )));
                 }
                 if retried == 0 {
                     return Err(retry_conflict(format!(

@@ -495,11 +495,18 @@ pub(super) fn free_name(dir: &Path, stem: &str) -> (PathBuf, PathBuf) {
     }
 }
 
-pub(super) fn copy_into(reader: &Connection, partial: &Path) -> Result<()> {
-    // Reading the pages through a memory map instead of one pread per page makes a large copy
-    // several times faster. The hub never vacuums or truncates its database, so the mapped file
-    // does not shrink under the copy.
+/// Lets `reader` read the file it copies through a memory map: one pread per page is several
+/// times slower for a large copy. Only for a file nobody serves (a backup being restored, the
+/// CLI's copy of a database no daemon of this process holds): a file cut short under a map (a
+/// `cp` over the live database truncates it first) kills the process with SIGBUS on the next
+/// read past the new end (sqlite.org/mmap.html), and the daemon would die with its WAL beside
+/// the copy, for the next start to replay into it.
+pub(super) fn map_for_copy(reader: &Connection) -> Result<()> {
     reader.pragma_update(None, "mmap_size", BACKUP_MMAP_BYTES)?;
+    Ok(())
+}
+
+pub(super) fn copy_into(reader: &Connection, partial: &Path) -> Result<()> {
     let _ = std::fs::remove_file(partial);
     let mut destination = Connection::open(partial)?;
     // A fresh file that gets its final name only once complete and synced: a rollback journal
@@ -570,19 +577,7 @@ impl Store {
     /// may name another file, or none): the database the hub served when its file was deleted
     /// or replaced under it, every acknowledged write included.
     pub(super) fn rescue_copy(&self, now: OffsetDateTime) -> Result<PathBuf> {
-        let made = write_backup(&self.conn, &self.path, BackupKind::Rescued, now);
-        self.conn
-            .query_row(
-                &format!("PRAGMA mmap_size = {}", super::MMAP_BYTES),
-                [],
-                |_| Ok(()),
-            )
-            .map(|_| ())
-            .or_else(|error| match error {
-                rusqlite::Error::QueryReturnedNoRows => Ok(()),
-                other => Err(other),
-            })?;
-        made
+        write_backup(&self.conn, &self.path, BackupKind::Rescued, now)
     }
 
     /// An online backup now (`jira-hub backup`).

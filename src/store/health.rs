@@ -277,6 +277,14 @@ impl DbHealth {
         *self.mark.lock().unwrap_or_else(|p| p.into_inner()) = Some(mark);
     }
 
+    /// Whether this process serves the file (it wrote its mark into it: the daemon).
+    pub(super) fn serves(&self) -> bool {
+        self.mark
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
     /// Whether the file was found written over in place (for good, until a restart).
     pub(super) fn is_overwritten(&self) -> bool {
         self.overwritten.load(std::sync::atomic::Ordering::Acquire)
@@ -331,13 +339,23 @@ impl DbHealth {
 }
 
 /// The four bytes of the header's `application_id` in the file at `path` now; `None` when the
-/// file is shorter than a header (being written over right now).
+/// file is shorter than a header (being written over right now), or is not a WAL database: the
+/// file the hub serves says WAL in its header's format bytes for good (sqlite.org/fileformat.html,
+/// 1.3.3: bytes 18 and 19 are 2 for WAL, 1 for a rollback journal), while `VACUUM INTO` writes a
+/// rollback-journal file (vacuum.c sets the version to 2 only on the database it vacuums in
+/// place) that carries the newest committed mark, so its mark alone would not tell it from the
+/// file; the hub's own backups are rollback-journal files too.
 pub(super) fn read_mark(path: &Path) -> Result<Option<[u8; 4]>> {
     use std::os::unix::fs::FileExt;
     let file = super::backup::database_file(path)?;
-    let mut bytes = [0u8; 4];
-    match file.read_exact_at(&mut bytes, MARK_OFFSET) {
-        Ok(()) => Ok(Some(bytes)),
+    let mut header = [0u8; MARK_OFFSET as usize + 4];
+    match file.read_exact_at(&mut header, 0) {
+        Ok(()) if header[FORMAT_BYTES..FORMAT_BYTES + 2] != [2, 2] => Ok(None),
+        Ok(()) => {
+            let mut bytes = [0u8; 4];
+            bytes.copy_from_slice(&header[MARK_OFFSET as usize..]);
+            Ok(Some(bytes))
+        }
         Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
         Err(source) => Err(StoreError::Io {
             context: format!("не удалось прочитать заголовок {}", path.display()),
@@ -349,6 +367,10 @@ pub(super) fn read_mark(path: &Path) -> Result<Option<[u8; 4]>> {
 /// Where SQLite keeps the `application_id` in the database header (sqlite.org/fileformat.html,
 /// 1.3: "68 4 The Application ID set by PRAGMA application_id").
 pub(super) const MARK_OFFSET: u64 = 68;
+
+/// Where the header's file format write and read versions are (sqlite.org/fileformat.html, 1.3:
+/// "18 1 File format write version. 1 for legacy; 2 for WAL", "19 1 File format read version").
+const FORMAT_BYTES: usize = 18;
 
 /// The journal files SQLite keeps beside a database in WAL mode.
 const COMPANIONS: [&str; 2] = ["-wal", "-shm"];

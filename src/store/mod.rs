@@ -8,6 +8,8 @@
 //! A `Store` owns one blocking connection; it is `Send` but not `Sync`. Async callers run it on a
 //! blocking thread, never on a runtime worker.
 
+mod access;
+pub(crate) use access::user_name;
 mod agents;
 mod backup;
 mod commands;
@@ -64,6 +66,10 @@ pub enum StoreError {
     /// The file is not a hub database, or of a schema this binary does not know.
     #[error("{0}")]
     Incompatible(String),
+    /// This process may not open the database's files as it must (EACCES): the message names
+    /// the file, its owner, the user we are and the line to run it as the owner.
+    #[error("{0}")]
+    Denied(String),
     /// There is no database at this path, and the command does not create one.
     #[error("базы данных нет: {0} (её создают {program} init, migrate и serve)", program = crate::program())]
     Missing(PathBuf),
@@ -246,6 +252,7 @@ impl Store {
         let mut warnings = Vec::new();
         let existing = match std::fs::metadata(path) {
             Ok(meta) if meta.is_file() => {
+                access::check(path, access::Need::Write)?;
                 if meta.len() == 0 && create != Create::AlsoInEmptyFile {
                     refuse_empty_file(path)?;
                 }
@@ -361,6 +368,7 @@ impl Store {
             Ok(meta) if meta.is_file() => {}
             _ => return Err(StoreError::Missing(path.to_path_buf())),
         }
+        access::check(path, access::Need::Read)?;
         let conn = match Self::read_only_connection(path, false) {
             Ok(conn) => conn,
             // A WAL database in a folder this process cannot write (its `-shm` cannot be made):
@@ -495,7 +503,7 @@ impl Store {
         changes: u64,
     ) -> std::result::Result<T, E> {
         match &result {
-            Ok(_) if self.conn.total_changes() != changes => self.health.clear(),
+            Ok(_) if self.conn.total_changes() != changes => self.proved_writable(),
             Ok(_) => {}
             Err(error) => {
                 if let Some(StoreError::Unavailable { fault, detail }) = error.as_store_error() {
@@ -698,14 +706,49 @@ impl Store {
                 });
             }
         }
+        if seen.fault == Fault::ReadOnly && !access::writable(&self.path) {
+            // A connection may still write through a descriptor opened before (SQLite reuses
+            // one of a closed connection of the same process), which proves nothing.
+            return Err(StoreError::Unavailable {
+                fault: Fault::ReadOnly,
+                detail: format!(
+                    "{} по-прежнему нельзя открыть на запись",
+                    self.path.display()
+                ),
+            });
+        }
         self.write(|tx| {
             let revision: i64 = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
             tx.pragma_update(None, "user_version", revision)?;
             Ok(())
         })?;
         // It changed no row, yet wrote its page: a write succeeded.
-        self.health.clear();
+        self.proved_writable();
         Ok(())
+    }
+
+    /// A write of this connection succeeded: the fault recorded ends if that shows the next
+    /// write of any connection will succeed too. After a read-only fault, the file, its journals
+    /// and its folder must be writable to a new open (access(2)): a descriptor opened before the
+    /// file became read-only stays writable, and SQLite hands a closed connection's descriptor to
+    /// the next connection it opens, so some writes succeed while new connections are refused.
+    /// After a full disk, the disk must have [`PROBE_ROOM`] free (the WAL starts over in space it
+    /// already has). Before, any write ended the fault, and `/ready` said 200 while most writes
+    /// failed.
+    fn proved_writable(&self) {
+        let Some(seen) = self.health.current() else {
+            return;
+        };
+        let shown = match seen.fault {
+            Fault::ReadOnly => access::writable(&self.path),
+            Fault::Full => rustix::fs::statvfs(data_dir_of(&self.path))
+                .map(|stat| stat.f_bavail.saturating_mul(stat.f_frsize))
+                .map_or(true, |room| room >= PROBE_ROOM),
+            Fault::Io | Fault::Moved | Fault::Overwritten => true,
+        };
+        if shown {
+            self.health.clear();
+        }
     }
 
     /// Commits on this connection stop running SQLite's automatic checkpoint (which copies the
@@ -818,13 +861,18 @@ impl Store {
         })
     }
 
-    /// A second, read-only connection to the same file (backups read through it).
+    /// A second, read-only connection to the same file (backups read through it), reading
+    /// through a memory map only in a process that does not serve the file (the daemon's daily
+    /// backup reads with pread, as its other connections do: see [`MMAP_BYTES`]).
     fn reader(&self) -> Result<Connection> {
         let conn = Connection::open_with_flags(
             &self.path,
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
+        if !self.health.serves() {
+            backup::map_for_copy(&conn)?;
+        }
         Ok(conn)
     }
 }
@@ -1086,5 +1134,36 @@ mod tests {
         drop(holding);
         second.write(|_| Ok(())).expect("free again");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The daemon's backups (the daily one) read the file without a memory map, as its other
+    /// connections do: a `cp` over the live file during the copy would otherwise kill the
+    /// daemon with SIGBUS. Before, the backup's reader mapped up to SQLite's maximum whatever
+    /// the process. A process that does not serve the file (the CLI's `backup`) still maps it.
+    #[test]
+    fn the_daemons_backup_reader_does_not_map_the_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = dir.path().join("hub.sqlite");
+        let now = OffsetDateTime::UNIX_EPOCH;
+        let (cli, _) = Store::open(&db, now).expect("open");
+        let mapped = |store: &Store| -> i64 {
+            store
+                .reader()
+                .expect("reader")
+                .query_row("PRAGMA mmap_size", [], |row| row.get(0))
+                .expect("mmap_size")
+        };
+        assert!(mapped(&cli) > 0, "the CLI's copy reads through a map");
+        drop(cli);
+        let (mut daemon, _) = Store::open(&db, now).expect("open");
+        daemon.claim_content().expect("claim");
+        assert_eq!(
+            mapped(&daemon),
+            0,
+            "the daemon's backup maps the file it serves"
+        );
+        daemon
+            .backup_now(BackupKind::Periodic, now)
+            .expect("a backup without a map");
     }
 }

@@ -55,6 +55,8 @@ pub(crate) fn restore(db: &Path, backup: &Path, now: OffsetDateTime) -> Result<R
             });
         }
     }
+    super::access::check(backup, super::access::Need::Read)?;
+    super::access::check(db, super::access::Need::Write)?;
     if health::identity_of(backup).is_some()
         && health::identity_of(backup) == health::identity_of(db)
     {
@@ -80,7 +82,10 @@ pub(crate) fn restore(db: &Path, backup: &Path, now: OffsetDateTime) -> Result<R
             .map_or_else(|| "hub.sqlite".into(), |n| n.to_string_lossy().into_owned())
     ));
     let copied = read_only(backup)
-        .and_then(|reader| copy_into(&reader, &partial))
+        .and_then(|reader| {
+            super::backup::map_for_copy(&reader)?;
+            copy_into(&reader, &partial)
+        })
         .and_then(|()| carry_issued_ids(db, &partial));
     if let Err(error) = copied {
         let _ = std::fs::remove_file(&partial);

@@ -559,6 +559,13 @@ fn the_service_steps_prepare_the_folder_before_init() {
     let data = root.path().join("var/lib/jira-hub");
     let meta = std::fs::metadata(&data).unwrap();
     assert_eq!((meta.mode() & 0o7777, meta.uid()), (0o700, uid));
+    // The README's Prometheus step writes the metrics token into /etc/jira-hub: the package
+    // makes it, root's, readable by the service's group (before, the step failed: no folder).
+    let etc = std::fs::metadata(root.path().join("etc/jira-hub")).unwrap();
+    assert_eq!(
+        (etc.mode() & 0o7777, etc.uid(), etc.gid()),
+        (0o750, 0, meta.gid())
+    );
 
     // The config stays root's own; init reads it from standard input as the service user.
     let config = root.path().join("config.json");
@@ -1301,4 +1308,90 @@ fn chores_as_root_in_the_services_folder_are_refused_naming_the_user() {
     assert_eq!(dir.backups(), before, "a refused chore made a file");
     // Reading is anyone's: the tokens are printed.
     run_ok(&dir.db(), &["tokens"]);
+}
+
+/// An open the kernel refuses for permissions says so: EACCES, the file, its owner, the user we
+/// are and the `runuser` line. Before, the service's user read «ошибка ввода-вывода базы, запись
+/// не сделана» (SQLite's `SQLITE_CANTOPEN`) for a root-owned 0600 backup it was to restore, and
+/// the hub, `backup`, `migrate` and `status` said the same of a root-owned `hub.sqlite`. Needs
+/// root and setpriv to act as another user: skipped, saying so, otherwise.
+#[test]
+fn opens_refused_for_permissions_name_the_file_its_owner_and_the_user() {
+    use std::os::unix::fs::PermissionsExt;
+    let setpriv = std::path::Path::new("/usr/bin/setpriv");
+    if !runs_as_root() || !setpriv.exists() {
+        eprintln!("skipped: the permission check needs root and setpriv to act as another user");
+        return;
+    }
+    let dir = TestDir::new();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    run_ok(
+        &dir.db(),
+        &["init", "--config", example_config().to_str().unwrap()],
+    );
+    // `backup` as root: a root-owned 0600 copy, then the folder is the service's (nobody's).
+    let backup = std::path::PathBuf::from(run_ok(&dir.db(), &["backup"]).stdout.trim());
+    let data = dir.db().parent().unwrap().to_path_buf();
+    let chown = |args: &[&str], path: &std::path::Path| {
+        assert!(
+            std::process::Command::new("chown")
+                .args(args)
+                .arg(path)
+                .status()
+                .unwrap()
+                .success()
+        )
+    };
+    chown(&["-R", "65534:65534"], &data);
+    chown(&["0:0"], &backup);
+    let as_nobody = |args: &[&str]| {
+        let out = std::process::Command::new(setpriv)
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_jira-hub"))
+            .arg("--db")
+            .arg(dir.db())
+            .args(args)
+            .env_remove("JIRA_HUB_DB")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let names = |stderr: &str, file: &std::path::Path, owner: &str| {
+        stderr.contains("EACCES")
+            && stderr.contains(&file.display().to_string())
+            && stderr.contains(&format!("владелец {owner}"))
+            && stderr.contains("от пользователя nobody")
+            && stderr.contains(&format!("runuser -u {owner} -- "))
+            && !stderr.contains("ошибка ввода-вывода")
+    };
+    let before = dir.backups();
+    let (code, stderr) = as_nobody(&["restore", backup.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(names(&stderr, &backup, "root"), "{stderr}");
+    assert_eq!(dir.backups(), before, "a refused restore changed backups/");
+
+    // `restore` as root left a root-owned database in the service's folder.
+    chown(&["0:0"], &dir.db());
+    std::fs::set_permissions(dir.db(), std::fs::Permissions::from_mode(0o600)).unwrap();
+    for args in [
+        &["status"][..],
+        &["backup"],
+        &["migrate"],
+        &["serve", "--listen", "127.0.0.1:0"],
+    ] {
+        let (code, stderr) = as_nobody(args);
+        assert_eq!(code, Some(1), "{args:?}: {stderr}");
+        assert!(names(&stderr, &dir.db(), "root"), "{args:?}: {stderr}");
+    }
+    assert_eq!(dir.backups(), before, "a refused chore made a file");
+}
+
+fn runs_as_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }

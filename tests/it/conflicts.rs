@@ -610,3 +610,44 @@ async fn over_http_a_conflict_is_counted_apart_overwritten_or_left_as_in_jira() 
     let out = run_ok(&db, &["commands", "retry", &first]);
     assert!(out.stdout.contains("queued again"), "{}", out.stdout);
 }
+
+/// After «Оставить как в Jira», the edit's dependent stays skipped, and neither retry pretends
+/// otherwise: «Повторить неудачные» queued it («снова в очереди») and the claim walk skipped it
+/// again within milliseconds; a retry of the dependent told the operator to retry the cancelled
+/// edit first, which cannot be retried. Both now refuse, saying the dependency is cancelled and
+/// what to do.
+#[test]
+fn retries_after_keep_jira_never_queue_what_is_skipped_again_at_once() {
+    let (stage, keys) = Stage::start(Mode::DataCenter, &[seeded()]);
+    let batch = stage.enqueue(json!([
+        edit(&keys[0], json!({"summary": "Наше"})),
+        {"type": "comment", "params": {"key": keys[0], "body": "после правки"}, "depends_on": 1},
+    ]));
+    stage
+        .fake
+        .change_issue(&keys[0], json!({"summary": "Их"}), "Мария");
+    stage.run();
+    let view = stage.hub.read().batch(batch).unwrap();
+    let ids: Vec<i64> = view.commands.iter().map(|c| c.id).collect();
+    stage.hub.read().keep_jira(ids[0], "console").unwrap();
+
+    let batch_retry = stage.hub.read().retry_failed(batch);
+    let message = format!("{:?}", batch_retry.as_ref().err());
+    assert!(
+        batch_retry.is_err(),
+        "«Повторить неудачные» queued a command that cannot run"
+    );
+    assert!(message.contains("отменённых"), "{message}");
+    let one_retry = stage.hub.read().retry_command(ids[1]);
+    let message = format!("{:?}", one_retry.as_ref().err());
+    assert!(one_retry.is_err());
+    assert!(
+        message.contains("отменена") && !message.contains("повторите сначала её"),
+        "{message}"
+    );
+    let view = stage.hub.read().batch(batch).unwrap();
+    assert_eq!(
+        view.commands.iter().map(|c| c.status).collect::<Vec<_>>(),
+        [CommandStatus::Cancelled, CommandStatus::Skipped]
+    );
+}

@@ -960,3 +960,158 @@ fn a_copy_by_any_tool_put_back_over_the_live_file_takes_no_write() {
         assert_eq!(status, 503, "{tool}: {ready}");
     }
 }
+
+/// Only the database file made read-only under the daemon (its WAL still writable): the
+/// connections opened before keep writing into the WAL, while every connection opened since is
+/// read-only and refuses. A write of an old connection (the `/ready` probe's own) proves nothing
+/// of the new ones, so it does not end the fault: before, the probe succeeded on the operations'
+/// connection and `/ready` said 200 while the pool's new connections refused every write.
+#[test]
+fn ready_is_503_naming_a_read_only_database_until_a_write_proves_it_writable() {
+    let dir = TestDir::new();
+    let token = initialised(&dir);
+    let daemon = Daemon::start(&dir.db(), &[]);
+    let (status, body) = post_batch(&daemon.address, &token, "до");
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = http(&daemon.address, "GET", "/ready", None, None);
+    assert_eq!(status, 200, "{body}");
+    if !chattr("+i", &dir.db()) {
+        eprintln!(
+            "SKIPPED: chattr +i is not possible here (needs root and a file system with the flag)"
+        );
+        return;
+    }
+    // Requests at once, so that the pool opens connections now (SQLite opens them read-only):
+    // rounds until one of them is refused.
+    let mut refused = 0;
+    for round in 0..20 {
+        let answers: Vec<(u16, serde_json::Value)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..8)
+                .map(|i| {
+                    let (address, token) = (&daemon.address, &token);
+                    scope.spawn(move || {
+                        post_batch(address, token, &format!("только чтение {round}.{i}"))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (status, body) in &answers {
+            assert!(*status == 201 || *status == 503, "{status} {body}");
+        }
+        refused += answers.iter().filter(|(status, _)| *status == 503).count();
+        if refused > 0 {
+            break;
+        }
+    }
+    let ready = http(&daemon.address, "GET", "/ready", None, None);
+    let ready_again = http(&daemon.address, "GET", "/ready", None, None);
+    assert!(chattr("-i", &dir.db()));
+    assert!(
+        refused > 0,
+        "no connection was opened while the file was read-only"
+    );
+    for (status, body) in [ready, ready_again] {
+        assert_eq!(status, 503, "{body}");
+        assert!(body.to_string().contains("read_only"), "{body}");
+    }
+    // Writable again: a write succeeds and `/ready` finds it (its probe writes through a
+    // connection opened now).
+    let (status, body) = post_batch(&daemon.address, &token, "после");
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = http(&daemon.address, "GET", "/ready", None, None);
+    assert_eq!(status, 200, "{body}");
+}
+
+/// The same at the connections' level, without timing: a connection opened after the file
+/// became read-only is refused, while one opened before still writes (its descriptor is
+/// writable, and SQLite hands it on to the next connection the process opens). Its probe does
+/// not end the fault while the file cannot be opened for writing; once it can, it does.
+#[test]
+fn an_old_connections_write_does_not_end_a_read_only_fault() {
+    let dir = TestDir::new();
+    let hub = ready_hub(&dir, &clock());
+    let mut old = hub.connect().unwrap();
+    if !chattr("+i", &dir.db()) {
+        eprintln!(
+            "SKIPPED: chattr +i is not possible here (needs root and a file system with the flag)"
+        );
+        return;
+    }
+    let mut new = hub.connect();
+    let refused = new.as_mut().map(|new| {
+        new.enqueue_batch(&batch(serde_json::json!({"title": "новое соединение",
+            "author": "a", "commands": [{"type": "comment", "params": {"key": "AURORA-1", "body": "x"}}]})))
+    });
+    let old_probe = old.probe_database();
+    let after_old_probe = old.database_fault();
+    assert!(chattr("-i", &dir.db()));
+    assert!(
+        matches!(refused, Ok(Err(_))),
+        "{:?}",
+        refused.map(|r| r.is_ok())
+    );
+    assert!(
+        old_probe.is_err(),
+        "the probe wrote through a descriptor opened before and ended the fault"
+    );
+    assert_eq!(
+        after_old_probe.map(|seen| seen.fault),
+        Some(jira_hub::store::Fault::ReadOnly)
+    );
+    old.probe_database().expect("writable again");
+    assert_eq!(hub.database_fault(), None);
+}
+
+/// A `VACUUM INTO` copy made after the last checkpoint carries the newest mark the hub
+/// committed (the WAL's), so the mark alone accepted it when it was put back over the live file;
+/// the WAL then read on above pages laid out anew. It is a rollback-journal file (its header's
+/// format bytes), which the served file never is: found, and no write is acknowledged.
+#[test]
+fn a_vacuum_into_copy_made_after_the_last_checkpoint_takes_no_write() {
+    let dir = TestDir::new();
+    let token = initialised(&dir);
+    let daemon = Daemon::start(&dir.db(), &[]);
+    for i in 0..5 {
+        let (status, body) = post_batch(&daemon.address, &token, &format!("до копии {i}"));
+        assert_eq!(status, 201, "{body}");
+    }
+    let conn = rusqlite::Connection::open(dir.db()).unwrap();
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+        .unwrap();
+    drop(conn);
+    for i in 0..3 {
+        let (status, body) = post_batch(&daemon.address, &token, &format!("после точки {i}"));
+        assert_eq!(status, 201, "{body}");
+    }
+    // No checkpoint since: the copy holds the newest mark, committed only in the WAL.
+    let copy = dir.path().join("copy.sqlite");
+    let conn = rusqlite::Connection::open(dir.db()).unwrap();
+    conn.execute("VACUUM INTO ?1", [copy.to_str().unwrap()])
+        .unwrap();
+    drop(conn);
+    let copied = std::process::Command::new("cp")
+        .arg(&copy)
+        .arg(dir.db())
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let mut acknowledged = Vec::new();
+    for i in 0..5 {
+        let title = format!("после возврата копии {i}");
+        let (status, body) = post_batch(&daemon.address, &token, &title);
+        if status == 201 {
+            acknowledged.push(title);
+        } else {
+            assert_eq!(status, 503, "{body}");
+            assert!(body.to_string().contains("перезаписан на месте"), "{body}");
+        }
+    }
+    assert!(
+        acknowledged.is_empty(),
+        "acknowledged after the copy was put back: {acknowledged:?}"
+    );
+    let (status, ready) = http(&daemon.address, "GET", "/ready", None, None);
+    assert_eq!(status, 503, "{ready}");
+    assert!(ready.to_string().contains("overwritten"), "{ready}");
+}

@@ -873,6 +873,35 @@ fn a_conflict_and_the_operators_answers_in_a_headless_browser() {
         assert!(table.contains(words), "{words}: {table}");
     }
     keep_screenshot(&browser, &dir, "conflict.png");
+    // At a phone's 400 px the five columns do not fit: each field is a card of its values, each
+    // value labelled, nothing scrolled sideways (before, the table scrolled in its box).
+    browser.resize(400, 1800);
+    browser.goto(&format!("{base}/ui/commands/{}", ids[0]));
+    browser.wait_text("#conflict-fields", |t| t.contains("Их название"));
+    let wider = browser.script(
+        "const t = document.getElementById('conflict-fields'); \
+         return [t.scrollWidth - t.parentElement.clientWidth, \
+                 document.documentElement.scrollWidth - document.documentElement.clientWidth];",
+        json!([]),
+    );
+    assert_eq!(
+        wider,
+        json!([0, 0]),
+        "the conflict table is wider than a phone's screen"
+    );
+    let labelled = browser.script(
+        "const cell = document.querySelector('#conflict-fields tbody td:nth-child(3)'); \
+         return getComputedStyle(cell, '::before').content;",
+        json!([]),
+    );
+    assert!(
+        labelled
+            .as_str()
+            .is_some_and(|l| l.contains("В Jira сейчас")),
+        "{labelled}"
+    );
+    keep_screenshot(&browser, &dir, "conflict-phone.png");
+    browser.resize(1280, 1500);
     browser.click("#conflict form[action$='/overwrite'] button");
     browser.wait_text(".notice", |t| t.contains("поверх значений Jira"));
     browser.wait_text("#command-status", |t| t.contains("в очереди"));
