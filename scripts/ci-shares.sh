@@ -11,8 +11,8 @@
 # the hub saw the agent's files (`/metrics`), and the exactly-once result counted in the
 # simulated Jira (every command done, each issue made once, each comment once).
 #
-# Every case's hub lists without notifications, every 250 ms at rest and 25 ms in a busy window
-# (`--relay-poll-ms 250`; the default 1000 ms makes each exchange about 0.1 s longer, and the run
+# Every case's hub lists without notifications, every 100 ms at rest and 10 ms in a busy window
+# (`--relay-poll-ms 100`; the default 1000 ms makes each exchange about 0.1 s longer, and the run
 # twice as long, on every share alike).
 #
 # Asserted: every case with the recommended options does the 200 commands exactly once, and its
@@ -96,7 +96,7 @@ run_case() {
   local dir="$work/$label"
   mkdir -p "$dir"
   find "$server" -mindepth 1 -delete 2>/dev/null || true
-  RUST_LOG=warn "$JIRA_HUB_BIN" --db "$dir/hub.sqlite" serve --listen "127.0.0.1:$PORT" --relay-no-notify --relay-poll-ms 250 \
+  RUST_LOG=warn "$JIRA_HUB_BIN" --db "$dir/hub.sqlite" serve --listen "127.0.0.1:$PORT" --relay-no-notify --relay-poll-ms 100 \
     --init-from "$work/hub-config.json" --default-relay-dir "$hubdir" >"$dir/hub.log" 2>&1 &
   local hub=$!
   pids=("$hub")
@@ -144,13 +144,15 @@ run_case() {
     sleep 0.1
   done
   local took_ms=$(( ($(date +%s%N) - started) / 1000000 ))
-  [ -n "$faulted" ] && { wait "$faulted" || { echo "ci-shares: $label: the fault ($fault) did not run" >&2; failed=1; }; }
+  if [ -n "$faulted" ] && ! wait "$faulted"; then
+    echo "ci-shares: $label: the fault ($fault) did not run" >&2; failed=1
+  fi
   local counters
   counters=$(grep -o '"counters":{[^}]*}' <<<"$answer" || true)
-  done_n=$(grep -o '"done":[0-9]*' <<<"$counters" | cut -d: -f2)
-  failed_n=$(grep -o '"failed":[0-9]*' <<<"$counters" | cut -d: -f2)
+  done_n=$(grep -o '"done":[0-9]*' <<<"$counters" | cut -d: -f2 || true)
+  failed_n=$(grep -o '"failed":[0-9]*' <<<"$counters" | cut -d: -f2 || true)
   local visibility check_line=""
-  visibility=$(curl -fsS "$HUB/metrics" 2>/dev/null | awk '/^jira_hub_relay_visibility_seconds/ {print $2}' | head -1)
+  visibility=$(curl -fsS "$HUB/metrics" 2>/dev/null | awk '/^jira_hub_relay_visibility_seconds/ {print $2}' | head -1 || true)
   if [ "$expect" = told ]; then
     check_line=$("$JIRA_HUB_BIN" agent --check --config "$dir/agent.json" 2>/dev/null | grep -E "папка обмена: /" || true)
   fi
@@ -166,22 +168,22 @@ run_case() {
   # Exactly once, counted in Jira: the issues with this case's label, and each one's comments.
   local found keys issues=0 comments=0 twice=0 key c
   found=$(jira "/rest/api/2/search?jql=project%20%3D%20$project%20AND%20labels%20%3D%20$tag&maxResults=1000&fields=summary")
-  keys=$(grep -o '"key":"[A-Z]*-[0-9]*"' <<<"$found" | cut -d'"' -f4 | sort -u)
+  keys=$(grep -o '"key":"[A-Z]*-[0-9]*"' <<<"$found" | cut -d'"' -f4 | sort -u || true)
   for key in $keys; do
     issues=$((issues + 1))
-    c=$(jira "/rest/api/2/issue/$key/comment" | grep -o '"total":[0-9]*' | head -1 | cut -d: -f2)
+    c=$(jira "/rest/api/2/issue/$key/comment" | grep -o '"total":[0-9]*' | head -1 | cut -d: -f2 || true)
     comments=$((comments + ${c:-0}))
-    [ "${c:-0}" -gt 1 ] && twice=$((twice + 1))
+    if [ "${c:-0}" -gt 1 ]; then twice=$((twice + 1)); fi
   done
   local summaries_twice
-  summaries_twice=$(grep -o '"summary":"[^"]*"' <<<"$found" | sort | uniq -d | wc -l)
+  summaries_twice=$({ grep -o '"summary":"[^"]*"' <<<"$found" || true; } | sort | uniq -d | wc -l)
   local rate
   rate=$(awk -v n="${done_n:-0}" -v ms="$took_ms" 'BEGIN { printf "%.1f", n * 1000 / (ms > 0 ? ms : 1) }')
   # Exactly once: nothing twice in Jira, and Jira holds what the hub counts done — all 200 when
   # the batch completed; when it did not (a case given a time limit), a command the agent ran
   # but could not report before it was stopped is still only claimed at the hub.
   local claimed_n once="exactly once" found_n=$((issues + comments))
-  claimed_n=$(grep -o '"claimed":[0-9]*' <<<"$counters" | cut -d: -f2)
+  claimed_n=$(grep -o '"claimed":[0-9]*' <<<"$counters" | cut -d: -f2 || true)
   if [ "$twice" -ne 0 ] || [ "$summaries_twice" -ne 0 ] || [ "$found_n" -lt "${done_n:-0}" ] ||
     [ "$found_n" -gt $((${done_n:-0} + ${claimed_n:-0})) ] ||
     { [ "$status" = completed ] && [ "$found_n" -ne $((2 * pairs)) ]; }; then
@@ -192,7 +194,7 @@ run_case() {
   printf 'ci-shares: %-22s %3s/%d done in %6.1f s: %5s commands/s; claim round trip p50 %5s ms, p95 %5s ms (%s claims); hub saw the agent late by %s s; Jira: %d issues, %d comments: %s\n' \
     "$label" "${done_n:-0}" $((2 * pairs)) "$(awk -v ms="$took_ms" 'BEGIN { print ms / 1000 }')" "$rate" "$p50" "$p95" "$n_trips" \
     "${visibility:-?}" "$issues" "$comments" "$once"
-  [ -n "$check_line" ] && echo "ci-shares: $label: agent --check: $check_line"
+  if [ -n "$check_line" ]; then echo "ci-shares: $label: agent --check: $check_line"; fi
   if [ "$once" = "NOT exactly once" ] || [ "${failed_n:-0}" -ne 0 ]; then
     echo "ci-shares: $label: not exactly once or a command failed (${counters:-no counters}); $twice issues with more than one comment, $summaries_twice summaries twice" >&2
     failed=1
@@ -228,19 +230,20 @@ fi
 
 mkdir -p "$B/local"
 echo "ci-shares: 200 commands per case (100 issues, each with a comment; 50 where a fault is made), claims of at most 10, no pause between Jira calls"
-run_case local "$B/local" "$B/local" "$B/local" 120 bounded
-run_case sftp-agent-mounted "$B/srv/sftp" "$B/mnt/sftp" "$B/srv/sftp" 120 bounded
-run_case sftp-hub-mounted "$B/mnt/sftp" "$B/srv/sftp" "$B/srv/sftp" 120 bounded
-run_case sftp-both-mounted "$B/mnt/sftp" "$B/mnt/sftp2" "$B/srv/sftp" 120 bounded
-run_case smb-agent-mounted "$B/srv/smb" "$B/mnt/smb" "$B/srv/smb" 120 bounded
-run_case smb-hub-mounted "$B/mnt/smb" "$B/srv/smb" "$B/srv/smb" 120 bounded
-run_case smb-both-mounted "$B/mnt/smb" "$B/mnt/smb2" "$B/srv/smb" 120 bounded
+run_case local "$B/local" "$B/local" "$B/local" 150 bounded
+run_case sftp-agent-mounted "$B/srv/sftp" "$B/mnt/sftp" "$B/srv/sftp" 150 bounded
+run_case sftp-hub-mounted "$B/mnt/sftp" "$B/srv/sftp" "$B/srv/sftp" 150 bounded
+run_case sftp-both-mounted "$B/mnt/sftp" "$B/mnt/sftp2" "$B/srv/sftp" 150 bounded
+run_case smb-agent-mounted "$B/srv/smb" "$B/mnt/smb" "$B/srv/smb" 150 bounded
+run_case smb-hub-mounted "$B/mnt/smb" "$B/srv/smb" "$B/srv/smb" 150 bounded
+run_case smb-both-mounted "$B/mnt/smb" "$B/mnt/smb2" "$B/srv/smb" 150 bounded
 # Faults on the real mounts, with 50 commands: the agent's mount dropped and made again under it,
 # and the hub's (its folder an empty mount point meanwhile, where it must make nothing).
 run_case sftp-agent-dropped "$B/srv/sftp" "$B/mnt/sftp" "$B/srv/sftp" 60 bounded "drop_mount sftp" 25
 run_case smb-hub-dropped "$B/mnt/smb" "$B/srv/smb" "$B/srv/smb" 60 bounded "drop_mount smb" 25
 # sshfs's default cache (20 s) on the hub's side: told, not failed.
 run_case sftp-cached-hub "$B/mnt/sftp-cached" "$B/srv/sftp" "$B/srv/sftp" 30 told
+echo "ci-shares: all cases in $SECONDS s"
 kill "$sim" 2>/dev/null || true
 wait "$sim" 2>/dev/null || true
 exit "$failed"
