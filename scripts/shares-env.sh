@@ -28,6 +28,7 @@ install_tools() {
   need rclone || missing+=(rclone)
   need fusermount3 || missing+=(fuse3)
   need ip || missing+=(iproute2)
+  need curl || missing+=(curl)
   if [ "${#missing[@]}" -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
@@ -96,19 +97,33 @@ EOF
     (exec 3<>/dev/tcp/127.0.0.1/$SMB_PORT) 2>/dev/null && (exec 3<>/dev/tcp/127.0.0.1/$SSH_PORT) 2>/dev/null && break
     sleep 0.2
   done
-  # The mounts: sshfs with its default caches (the share as people mount it) and with them off,
-  # and rclone's SMB client with its directory cache off.
+  # The mounts: sshfs with its default caches (the share as people mount it) and with the
+  # README's options (twice: both sides on a mount are two clients, each with its own cache), and
+  # rclone's SMB client with the README's options (twice too).
   local ssh_opts="port=$SSH_PORT,IdentityFile=$BASE/ssh/client_key,StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,reconnect,ServerAliveInterval=5"
-  mkdir -p "$BASE/mnt/sftp-cached" "$BASE/mnt/sftp" "$BASE/mnt/smb"
-  sshfs "root@127.0.0.1:$BASE/srv/sftp" "$BASE/mnt/sftp-cached" -o "$ssh_opts"
-  sshfs "root@127.0.0.1:$BASE/srv/sftp" "$BASE/mnt/sftp" -o "$ssh_opts,dir_cache=no"
+  # Each mount is made by a script of its own, `$BASE/mount-<name>.sh`, that a test runs again
+  # to remount it after dropping it (`fusermount3 -u -z`).
   local pass
   pass="$(rclone obscure relay-test)"
-  rclone mount ":smb:relay" "$BASE/mnt/smb" --smb-host 127.0.0.1 --smb-port "$SMB_PORT" \
-    --smb-user jirahub --smb-pass "$pass" --dir-cache-time 0s --vfs-cache-mode off \
-    --daemon --log-file "$BASE/rclone.log"
-  for _ in $(seq 50); do mountpoint -q "$BASE/mnt/smb" && break; sleep 0.2; done
-  export JIRA_HUB_SHARES="sftp-cached=$BASE/mnt/sftp-cached:$BASE/srv/sftp:sshfs default caches;sftp=$BASE/mnt/sftp:$BASE/srv/sftp:sshfs -o dir_cache=no;smb=$BASE/mnt/smb:$BASE/srv/smb:rclone smb --dir-cache-time 0s"
+  mount_script() {
+    local name=$1
+    shift
+    mkdir -p "$BASE/mnt/$name"
+    printf '#!/bin/bash\nset -e\n%s\nfor _ in $(seq 50); do mountpoint -q %q && exit 0; sleep 0.2; done\nexit 1\n' \
+      "$(printf '%q ' "$@")" "$BASE/mnt/$name" >"$BASE/mount-$name.sh"
+    chmod 700 "$BASE/mount-$name.sh"
+    "$BASE/mount-$name.sh"
+  }
+  mount_script sftp-cached sshfs "root@127.0.0.1:$BASE/srv/sftp" "$BASE/mnt/sftp-cached" -o "$ssh_opts"
+  mount_script sftp sshfs "root@127.0.0.1:$BASE/srv/sftp" "$BASE/mnt/sftp" -o "$ssh_opts,dir_cache=no"
+  mount_script sftp2 sshfs "root@127.0.0.1:$BASE/srv/sftp" "$BASE/mnt/sftp2" -o "$ssh_opts,dir_cache=no"
+  local m
+  for m in smb smb2; do
+    mount_script "$m" rclone mount ":smb:relay" "$BASE/mnt/$m" --smb-host 127.0.0.1 --smb-port "$SMB_PORT" \
+      --smb-user jirahub --smb-pass "$pass" --dir-cache-time 0s --vfs-cache-mode off \
+      --daemon --log-file "$BASE/rclone-$m.log"
+  done
+  export JIRA_HUB_SHARES="sftp-cached=$BASE/mnt/sftp-cached:$BASE/srv/sftp:sshfs default caches;sftp=$BASE/mnt/sftp:$BASE/srv/sftp:sshfs -o dir_cache=no;sftp2=$BASE/mnt/sftp2:$BASE/srv/sftp:sshfs -o dir_cache=no;smb=$BASE/mnt/smb:$BASE/srv/smb:rclone smb --dir-cache-time 0s --vfs-cache-mode off;smb2=$BASE/mnt/smb2:$BASE/srv/smb:rclone smb --dir-cache-time 0s --vfs-cache-mode off"
   local rc=0
   "$@" || rc=$?
   for m in "$BASE"/mnt/*; do fusermount3 -u "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done

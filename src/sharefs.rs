@@ -199,7 +199,7 @@ pub(crate) fn advice_for(fstype: Option<&str>) -> String {
             "это NFS: смонтируйте с lookupcache=positive,actimeo=1 (или noac)".to_string()
         }
         Some("fuse.rclone") => {
-            "это rclone mount: запускайте с --dir-cache-time 1s --vfs-cache-mode off".to_string()
+            "это rclone mount: запускайте с --dir-cache-time 0s --vfs-cache-mode off".to_string()
         }
         Some(other) => format!(
             "файловая система {other}: уменьшите кеш каталогов и атрибутов её клиента до 1 с (параметры монтирования)"
@@ -207,6 +207,58 @@ pub(crate) fn advice_for(fstype: Option<&str>) -> String {
         None => "уменьшите кеш каталогов и атрибутов клиента общей папки до 1 с (параметры монтирования)"
             .to_string(),
     }
+}
+
+/// Why the file system `dir` is on keeps no POSIX modes, in words, or `None` when it keeps them.
+/// SMB without the POSIX extensions has none: the kernel's client shows every file with the
+/// mount's `file_mode`/`dir_mode` and a chmod changes nothing (mount.cifs(8), `file_mode`,
+/// `dynperm`), rclone's mount shows its fixed `--file-perms`/`--dir-perms` and ignores a chmod
+/// (rclone mount, "Permissions"), smbnetfs likewise. Tried rather than assumed from the type:
+/// a new file here is given two modes in turn, each read back (a server with the POSIX
+/// extensions keeps both, whatever the client's name); only when the try itself fails is the
+/// type taken as the answer.
+pub(crate) fn modes_missing(dir: &Path) -> Option<String> {
+    modes_missing_for(fs_type(dir).as_deref(), chmod_sticks(dir))
+}
+
+/// [`modes_missing`] from the file system's type and what the try gave (`Ok(true)`: both modes
+/// stuck).
+pub(crate) fn modes_missing_for(
+    fstype: Option<&str>,
+    sticks: std::io::Result<bool>,
+) -> Option<String> {
+    let named = fstype.unwrap_or("?");
+    match sticks {
+        Ok(true) => None,
+        Ok(false) => Some(format!(
+            "файловая система {named} не хранит режимы POSIX (chmod нового файла не меняет его режим)"
+        )),
+        Err(error) => matches!(
+            fstype,
+            Some("cifs" | "smb3" | "fuse.rclone" | "fuse.smbnetfs" | "smbnetfs")
+        )
+        .then(|| {
+            format!(
+                "файловая система {named} — SMB без расширений POSIX, режимов у неё нет (chmod не проверен: «{error}»)"
+            )
+        }),
+    }
+}
+
+/// Whether a new file in `dir` keeps the modes it is given: 0660 when made, 0640 after a chmod.
+/// The file (a `.`-name with random parts) is removed.
+fn chmod_sticks(dir: &Path) -> std::io::Result<bool> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = temp_name(dir, "jira-hub-modes");
+    let result = (|| {
+        let file = create_new(&path, 0o660)?;
+        let made = file.metadata()?.permissions().mode() & 0o777;
+        file.set_permissions(std::fs::Permissions::from_mode(0o640))?;
+        let changed = std::fs::symlink_metadata(&path)?.permissions().mode() & 0o777;
+        Ok(made == 0o660 && changed == 0o640)
+    })();
+    let _ = std::fs::remove_file(&path);
+    result
 }
 
 /// What this process can actually do in `dir`, a folder of the share, whatever its modes say
@@ -367,6 +419,35 @@ mod tests {
         assert!(advice_for(Some("ext4")).contains("ext4"));
         assert_eq!(unescape_mount("/mnt/my\\040share"), "/mnt/my share");
         assert!(fs_type(Path::new("/proc/self")).as_deref() == Some("proc"));
+    }
+
+    #[test]
+    fn a_share_whose_chmod_does_not_stick_keeps_no_modes() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            modes_missing(dir.path()),
+            None,
+            "a local folder keeps modes"
+        );
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "nothing left"
+        );
+        // rclone's SMB mount: the chmod succeeds and changes nothing.
+        let said = modes_missing_for(Some("fuse.rclone"), Ok(false)).unwrap();
+        assert!(
+            said.contains("fuse.rclone") && said.contains("chmod"),
+            "{said}"
+        );
+        // A Samba server with the POSIX extensions keeps modes through the kernel's client.
+        assert_eq!(modes_missing_for(Some("cifs"), Ok(true)), None);
+        // The try failed: the type decides.
+        let refused = || Err(Error::from(ErrorKind::PermissionDenied));
+        assert!(modes_missing_for(Some("cifs"), refused()).is_some());
+        assert!(modes_missing_for(Some("fuse.smbnetfs"), refused()).is_some());
+        assert_eq!(modes_missing_for(Some("ext4"), refused()), None);
+        assert_eq!(modes_missing_for(None, refused()), None);
     }
 
     #[test]

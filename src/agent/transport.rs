@@ -269,8 +269,16 @@ impl HubLink {
             wait_seconds: u32::try_from(self.claim_wait.as_secs()).unwrap_or(u32::MAX),
             peer: Peer::this_agent(),
         };
+        let sent = Instant::now();
         let bytes = self.exchange(Kind::Claim, &id, &request, false)?;
         let answer: ClaimAnswer = decode(Kind::Claim, &bytes)?;
+        // The share test (`scripts/ci-shares.sh`) takes its claim round trips from these lines.
+        tracing::debug!(
+            id,
+            commands = answer.commands.len(),
+            round_trip_ms = sent.elapsed().as_millis() as u64,
+            "claim answered"
+        );
         self.met_hub(&answer.hub);
         Ok(answer)
     }

@@ -24,8 +24,19 @@ pub(crate) fn init(path: &Path) -> anyhow::Result<Outcome> {
     }
     let me = rustix::process::geteuid().as_raw();
     let mut wrong = 0;
+    // A share without POSIX modes (SMB without its POSIX extensions) shows every folder with one
+    // fixed mode whatever a chmod says: there the modes are not judged, what the user can do is
+    // (below).
+    let modeless = crate::sharefs::modes_missing(path);
+    if let Some(reason) = &modeless {
+        outln!(
+            "{}: {reason}; modes and setgid are not checked there, what this user can do in each folder is",
+            path.display()
+        );
+    }
     for folder in std::iter::once(path.to_path_buf())
         .chain(crate::relay::FOLDERS.iter().map(|name| path.join(name)))
+        .filter(|_| modeless.is_none())
     {
         let meta = std::fs::metadata(&folder)
             .with_context(|| format!("не удалось прочитать папку {}", folder.display()))?;
@@ -90,13 +101,20 @@ pub(crate) fn init(path: &Path) -> anyhow::Result<Outcome> {
             eprintln!("jira-hub: не удалось узнать часы файлового сервера: «{error}»");
         }
     }
-    let gid = std::fs::metadata(path)?.gid();
-    let group = group_name(gid).unwrap_or_else(|| format!("gid {gid}"));
-    outln!(
-        "group of {}: {group}; its folders are {:04o}: the hub's and the agent's users must both be in {group}",
-        path.display(),
-        crate::relay::FOLDER_MODE
-    );
+    if modeless.is_some() {
+        outln!(
+            "who may use {}: the file server's users and ACLs decide (the share's own settings), not a group here; the hub's and the agent's accounts must both be let in",
+            path.display()
+        );
+    } else {
+        let gid = std::fs::metadata(path)?.gid();
+        let group = group_name(gid).unwrap_or_else(|| format!("gid {gid}"));
+        outln!(
+            "group of {}: {group}; its folders are {:04o}: the hub's and the agent's users must both be in {group}",
+            path.display(),
+            crate::relay::FOLDER_MODE
+        );
+    }
     Ok(if wrong == 0 {
         Outcome::Success
     } else {
