@@ -1,8 +1,8 @@
 //! Small inline SVG charts drawn on the server: bars (a value per hour or per run) and a line
 //! (the queue's depth). No script draws them; each mark has a `<title>` for a tooltip.
 
-use super::html::esc;
-use std::fmt::Write as _;
+use super::html::Text;
+use maud::{Markup, html};
 
 const WIDTH: f64 = 360.0;
 const HEIGHT: f64 = 130.0;
@@ -21,36 +21,24 @@ pub(super) struct Mark {
     pub class: &'static str,
 }
 
-/// The figure, its axes and the words under the first and last mark.
-fn frame(out: &mut String, title: &str, marks: &[Mark], unit: Unit, first: &str, last: &str) {
+/// The figure, its axes and the words under the first and last mark, around `plot` (the marks).
+fn frame(title: &str, marks: &[Mark], unit: Unit, first: &str, last: &str, plot: Markup) -> Markup {
     let max = marks.iter().map(|m| m.value).fold(0.0, f64::max);
-    let _ = write!(
-        out,
-        "<figure class=\"chart\"><figcaption>{title}</figcaption>\
-         <svg viewBox=\"0 0 {WIDTH} {HEIGHT}\" role=\"img\" aria-label=\"{title}\">",
-        title = esc(title)
-    );
     let bottom = HEIGHT - BOTTOM;
-    let _ = write!(
-        out,
-        "<line class=\"axis\" x1=\"{LEFT}\" y1=\"{bottom}\" x2=\"{}\" y2=\"{bottom}\"/>\
-         <line class=\"grid\" x1=\"{LEFT}\" y1=\"{TOP}\" x2=\"{}\" y2=\"{TOP}\"/>\
-         <text class=\"tick\" x=\"{}\" y=\"{}\">{}</text>\
-         <text class=\"tick\" x=\"{}\" y=\"{bottom}\" text-anchor=\"end\">0</text>\
-         <text class=\"tick\" x=\"{LEFT}\" y=\"{}\">{}</text>\
-         <text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
-        WIDTH - RIGHT,
-        WIDTH - RIGHT,
-        LEFT + 4.0,
-        TOP - 6.0,
-        esc(&format!("макс. {}", amount(max, unit))),
-        LEFT - 4.0,
-        HEIGHT - 4.0,
-        esc(first),
-        WIDTH - RIGHT,
-        HEIGHT - 4.0,
-        esc(last),
-    );
+    html! {
+        figure.chart {
+            figcaption { (Text(title)) }
+            svg viewBox={ "0 0 " (WIDTH) " " (HEIGHT) } role="img" aria-label=(Text(title)) {
+                line.axis x1=(LEFT) y1=(bottom) x2=(WIDTH - RIGHT) y2=(bottom) {}
+                line.grid x1=(LEFT) y1=(TOP) x2=(WIDTH - RIGHT) y2=(TOP) {}
+                text.tick x=(LEFT + 4.0) y=(TOP - 6.0) { "макс. " (amount(max, unit)) }
+                text.tick x=(LEFT - 4.0) y=(bottom) text-anchor="end" { "0" }
+                text.tick x=(LEFT) y=(HEIGHT - 4.0) { (Text(first)) }
+                text.tick x=(WIDTH - RIGHT) y=(HEIGHT - 4.0) text-anchor="end" { (Text(last)) }
+                (plot)
+            }
+        }
+    }
 }
 
 /// A unit's Russian forms for 1, 2 and 5 of it: `["команда", "команды", "команд"]`.
@@ -85,36 +73,33 @@ fn scale(marks: &[Mark]) -> f64 {
 }
 
 /// Bars, one per mark, left to right; `first` and `last` name the ends of the axis.
-pub(super) fn bars(title: &str, unit: Unit, marks: &[Mark], first: &str, last: &str) -> String {
-    let mut out = String::with_capacity(256 + marks.len() * 120);
+pub(super) fn bars(title: &str, unit: Unit, marks: &[Mark], first: &str, last: &str) -> Markup {
     let max = scale(marks);
-    frame(&mut out, title, marks, unit, first, last);
     let plot = WIDTH - LEFT - RIGHT;
     let height = HEIGHT - TOP - BOTTOM;
     let step = plot / marks.len().max(1) as f64;
     let gap = if step > 4.0 { 1.0 } else { 0.0 };
-    for (i, mark) in marks.iter().enumerate() {
-        let h = (mark.value.max(0.0) / max * height).max(if mark.value > 0.0 { 1.0 } else { 0.0 });
-        let x = LEFT + i as f64 * step;
-        let _ = write!(
-            out,
-            "<rect class=\"bar {}\" x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{h:.1}\"><title>{}: {}</title></rect>",
-            mark.class,
-            HEIGHT - BOTTOM - h,
-            (step - gap).max(0.5),
-            esc(&mark.label),
-            esc(&amount(mark.value, unit)),
-        );
-    }
-    out.push_str("</svg></figure>");
-    out
+    let bars = html! {
+        @for (i, mark) in marks.iter().enumerate() {
+            @let h = (mark.value.max(0.0) / max * height).max(if mark.value > 0.0 { 1.0 } else { 0.0 });
+            @let x = LEFT + i as f64 * step;
+            rect class={ "bar " (mark.class) } x=(tenths(x)) y=(tenths(HEIGHT - BOTTOM - h))
+                width=(tenths((step - gap).max(0.5))) height=(tenths(h)) {
+                title { (Text(&mark.label)) ": " (amount(mark.value, unit)) }
+            }
+        }
+    };
+    frame(title, marks, unit, first, last, bars)
+}
+
+/// A coordinate to a tenth.
+fn tenths(value: f64) -> String {
+    format!("{value:.1}")
 }
 
 /// A line through the marks, with the area under it shaded.
-pub(super) fn line(title: &str, unit: Unit, marks: &[Mark], first: &str, last: &str) -> String {
-    let mut out = String::with_capacity(512 + marks.len() * 24);
+pub(super) fn line(title: &str, unit: Unit, marks: &[Mark], first: &str, last: &str) -> Markup {
     let max = scale(marks);
-    frame(&mut out, title, marks, unit, first, last);
     let plot = WIDTH - LEFT - RIGHT;
     let height = HEIGHT - TOP - BOTTOM;
     let step = plot / (marks.len().max(2) - 1) as f64;
@@ -133,27 +118,20 @@ pub(super) fn line(title: &str, unit: Unit, marks: &[Mark], first: &str, last: &
         .map(|(x, y)| format!("{x:.1},{y:.1}"))
         .collect::<Vec<_>>()
         .join(" ");
-    if let (Some(first), Some(last)) = (points.first(), points.last()) {
-        let bottom = HEIGHT - BOTTOM;
-        let _ = write!(
-            out,
-            "<polygon class=\"area\" points=\"{:.1},{bottom} {path} {:.1},{bottom}\"/>\
-             <polyline class=\"line\" points=\"{path}\"/>",
-            first.0, last.0
-        );
-    }
-    // Invisible columns carry each point's tooltip.
-    for ((x, _), mark) in points.iter().zip(marks) {
-        let _ = write!(
-            out,
-            "<rect class=\"hover\" x=\"{:.1}\" y=\"{TOP}\" width=\"{step:.1}\" height=\"{height:.1}\"><title>{}: {}</title></rect>",
-            x - step / 2.0,
-            esc(&mark.label),
-            esc(&amount(mark.value, unit))
-        );
-    }
-    out.push_str("</svg></figure>");
-    out
+    let bottom = HEIGHT - BOTTOM;
+    let drawn = html! {
+        @if let (Some(first), Some(last)) = (points.first(), points.last()) {
+            polygon.area points={ (tenths(first.0)) "," (bottom) " " (path) " " (tenths(last.0)) "," (bottom) } {}
+            polyline.line points=(path) {}
+        }
+        // Invisible columns carry each point's tooltip.
+        @for ((x, _), mark) in points.iter().zip(marks) {
+            rect.hover x=(tenths(x - step / 2.0)) y=(TOP) width=(tenths(step)) height=(tenths(height)) {
+                title { (Text(&mark.label)) ": " (amount(mark.value, unit)) }
+            }
+        }
+    };
+    frame(title, marks, unit, first, last, drawn)
 }
 
 #[cfg(test)]
@@ -175,7 +153,7 @@ mod tests {
             },
         ];
         const COMMANDS: Unit = &["команда", "команды", "команд"];
-        let svg = bars("Заголовок", COMMANDS, &marks, "a", "b");
+        let svg = bars("Заголовок", COMMANDS, &marks, "a", "b").into_string();
         assert!(svg.contains("&lt;b&gt;: 2 команды"), "{svg}");
         assert!(!svg.contains("<b>"));
         assert!(svg.contains("макс. 4 команды"));
@@ -185,7 +163,7 @@ mod tests {
             svg.contains("class=\"bar bad\" x=\"188.0\" y=\"20.0\""),
             "{svg}"
         );
-        let svg = line("Очередь", COMMANDS, &marks, "a", "b");
+        let svg = line("Очередь", COMMANDS, &marks, "a", "b").into_string();
         assert!(svg.contains("<polyline"));
         assert_eq!(amount(2.5, COMMANDS), "2,5 команды");
         assert_eq!(amount(1.0, COMMANDS), "1 команда");

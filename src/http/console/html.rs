@@ -1,34 +1,29 @@
-//! HTML for the console: escaping (every text from outside, agent names, errors, Jira's words,
-//! is hostile), the page's frame, and the Russian words and formats of times, ages and sizes.
+//! HTML for the console, written with maud's `html!` (every interpolation escaped; text from
+//! outside, agent names, errors, Jira's words, is hostile and goes through [`Text`]): the page's
+//! frame, and the Russian words and formats of times, ages and sizes.
 
 use crate::domain::command::{CommandStatus, CommandType, RunKind, RunStatus};
 use crate::domain::time::Utc;
-use std::fmt::{self, Display, Write as _};
+use maud::{DOCTYPE, Markup, Render, html};
+use std::fmt::Write as _;
 use time::OffsetDateTime;
 
-/// Text escaped for HTML content and double- or single-quoted attributes.
-pub(super) struct Esc<'a>(pub &'a str);
+/// Text from outside (an agent's name, an error, Jira's words) in a page: maud escapes it as it
+/// escapes every interpolation (`&`, `<`, `>`, `"`), and this adds the apostrophe (`&#39;`), so
+/// such text is inert in a single-quoted attribute too and reads as the console wrote it before.
+pub(super) struct Text<'a>(pub &'a str);
 
-impl Display for Esc<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut rest = self.0;
-        while let Some(at) = rest.find(['&', '<', '>', '"', '\'']) {
-            f.write_str(&rest[..at])?;
-            f.write_str(match rest.as_bytes()[at] {
-                b'&' => "&amp;",
-                b'<' => "&lt;",
-                b'>' => "&gt;",
-                b'"' => "&quot;",
-                _ => "&#39;",
-            })?;
-            rest = &rest[at + 1..];
+impl Render for Text<'_> {
+    fn render_to(&self, out: &mut String) {
+        let mut parts = self.0.split('\'');
+        if let Some(first) = parts.next() {
+            first.render_to(out);
         }
-        f.write_str(rest)
+        for part in parts {
+            out.push_str("&#39;");
+            part.render_to(out);
+        }
     }
-}
-
-pub(super) fn esc(text: &str) -> Esc<'_> {
-    Esc(text)
 }
 
 /// A path segment percent-encoded (an issue key or a label in a link).
@@ -72,51 +67,78 @@ pub(super) struct Frame<'a> {
     pub notice: Option<&'a str>,
 }
 
-fn head(out: &mut String, title: &str) {
-    let _ = write!(
-        out,
-        "<!DOCTYPE html>\n<html lang=\"ru\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{} — jira-hub</title>\
-         <link rel=\"stylesheet\" href=\"/ui/static/console.css\">\
-         <script src=\"/ui/static/console.js\" defer></script></head>",
-        esc(title)
-    );
+/// The document's head: its title, the style sheet and the script, the hub's own two files.
+fn head(title: &str) -> Markup {
+    html! {
+        head {
+            meta charset="utf-8";
+            meta name="viewport" content="width=device-width, initial-scale=1";
+            title { (Text(title)) " — jira-hub" }
+            link rel="stylesheet" href="/ui/static/console.css";
+            script src="/ui/static/console.js" defer {}
+        }
+    }
+}
+
+/// A whole document: the head with `title`, and `body`.
+fn document(title: &str, body: Markup) -> String {
+    let page = html! {
+        (DOCTYPE) "\n"
+        html lang="ru" { (head(title)) (body) }
+        "\n"
+    };
+    page.into_string()
 }
 
 /// The menu of the console; `current` is marked.
-fn menu(out: &mut String, current: Option<Section>) {
-    out.push_str("<nav><span class=\"brand\">jira-hub</span>");
-    for (section, href, label) in MENU {
-        let mark = if Some(*section) == current {
-            " aria-current=\"page\""
-        } else {
-            ""
-        };
-        let _ = write!(out, "<a href=\"{href}\"{mark}>{label}</a>");
+fn menu(current: Option<Section>) -> Markup {
+    html! {
+        nav {
+            span.brand { "jira-hub" }
+            @for (section, href, label) in MENU {
+                a href=(href) aria-current=[(Some(*section) == current).then_some("page")] { (label) }
+            }
+        }
     }
-    out.push_str("</nav>");
 }
 
 /// A whole page of a signed-in operator: the menu, the notice, the body.
-pub(super) fn page(frame: &Frame<'_>, body: &str) -> String {
-    let mut out = String::with_capacity(body.len() + 2048);
-    head(&mut out, frame.title);
-    out.push_str("<body><header>");
-    menu(&mut out, Some(frame.section));
-    out.push_str(&form("/ui/sign-out", frame.csrf, &[], "Выйти", "quiet"));
-    out.push_str("</header><main>");
-    if let Some(notice) = frame.notice {
-        let _ = write!(
-            out,
-            "<p class=\"notice\" role=\"status\">{}</p>",
-            esc(notice)
-        );
-    }
-    let _ = write!(out, "<h1>{}</h1>", esc(frame.title));
-    out.push_str(body);
-    out.push_str("</main></body></html>\n");
-    out
+pub(super) fn page(frame: &Frame<'_>, body: Markup) -> String {
+    framed(
+        frame.title,
+        Some(frame.section),
+        Some(frame.csrf),
+        frame.notice,
+        body,
+    )
+}
+
+/// The frame of a page with the menu: `current` marked in it, «Выйти» for a signed-in person.
+fn framed(
+    title: &str,
+    current: Option<Section>,
+    csrf: Option<&str>,
+    notice: Option<&str>,
+    body: Markup,
+) -> String {
+    let body = html! {
+        body {
+            header {
+                (menu(current))
+                @if let Some(csrf) = csrf {
+                    (form("/ui/sign-out", csrf, &[], "Выйти", "quiet"))
+                }
+            }
+            main {
+                @if let Some(notice) = notice {
+                    p.notice role="status" { (Text(notice)) }
+                }
+                h1 { (Text(title)) }
+                (body)
+            }
+        }
+    };
+    document(title, body)
 }
 
 /// The database of the hub this process serves, when it is not a demo's (`jira-hub serve` sets
@@ -128,75 +150,70 @@ pub(crate) fn set_served_database(db: &std::path::Path) {
     let _ = SERVED_DATABASE.set(db.display().to_string());
 }
 
+/// A page without the menu (signing in, a refusal): the name of the hub and `body`.
+fn bare(title: &str, body: Markup) -> String {
+    let body = html! {
+        body.sign-in {
+            main {
+                h1 { "jira-hub" }
+                (body)
+            }
+        }
+    };
+    document(title, body)
+}
+
 /// The sign-in page: nothing but the form (and why the last try failed).
 pub(super) fn sign_in_page(error: Option<&str>) -> String {
-    let mut out = String::with_capacity(2048);
-    head(&mut out, "Вход");
-    out.push_str("<body class=\"sign-in\"><main><h1>jira-hub</h1>");
-    if let Some(error) = error {
-        let _ = write!(out, "<p class=\"error\" role=\"alert\">{}</p>", esc(error));
-    }
-    out.push_str(
-        "<form method=\"post\" action=\"/ui/sign-in\">\
-         <label for=\"token\">Токен клиента</label>\
-         <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"current-password\" required autofocus>\
-         <button type=\"submit\">Войти</button></form>",
-    );
-    match SERVED_DATABASE.get() {
-        // This hub's own database, as the operator types it (as the hub's user).
-        Some(db) => {
-            let _ = write!(
-                out,
-                "<p class=\"hint\">Токен клиента печатает <code>jira-hub --db {} tokens</code> \
-                 (от имени пользователя, под которым работает хаб).</p>",
-                esc(&crate::domain::words::shell_word(db))
-            );
-        }
-        None => out.push_str(
-            "<p class=\"hint\">Токен клиента печатает <code>jira-hub tokens</code> с базой этого хаба (<code>--db</code> или <code>JIRA_HUB_DB</code>; из папки, где запускали <code>jira-hub demo</code>, — без них), а <code>jira-hub demo</code> печатает его при запуске.</p>",
-        ),
-    }
-    out.push_str("</main></body></html>\n");
-    out
+    bare(
+        "Вход",
+        html! {
+            @if let Some(error) = error {
+                p.error role="alert" { (Text(error)) }
+            }
+            form method="post" action="/ui/sign-in" {
+                label for="token" { "Токен клиента" }
+                input #token name="token" type="password" autocomplete="current-password" required autofocus;
+                button type="submit" { "Войти" }
+            }
+            @match SERVED_DATABASE.get() {
+                // This hub's own database, as the operator types it (as the hub's user).
+                Some(db) => p.hint {
+                    "Токен клиента печатает "
+                    code { "jira-hub --db " (Text(&crate::domain::words::shell_word(db))) " tokens" }
+                    " (от имени пользователя, под которым работает хаб)."
+                },
+                None => p.hint {
+                    "Токен клиента печатает " code { "jira-hub tokens" } " с базой этого хаба ("
+                    code { "--db" } " или " code { "JIRA_HUB_DB" } "; из папки, где запускали "
+                    code { "jira-hub demo" } ", — без них), а " code { "jira-hub demo" }
+                    " печатает его при запуске."
+                },
+            }
+        },
+    )
 }
 
 /// A refused action before anything was done (another site's form, a stale anti-forgery token):
 /// the reason and a way back, no form.
 pub(super) fn refusal_page(message: &str) -> String {
-    let mut out = String::with_capacity(1024);
-    head(&mut out, "Отклонено");
-    let _ = writeln!(
-        out,
-        "<body class=\"sign-in\"><main><h1>jira-hub</h1><p class=\"error\" role=\"alert\">{}</p>\
-         <p><a href=\"/\">На главную</a></p></main></body></html>",
-        esc(message)
-    );
-    out
+    bare(
+        "Отклонено",
+        html! {
+            p.error role="alert" { (Text(message)) }
+            p { a href="/" { "На главную" } }
+        },
+    )
 }
 
-/// The page of a path the console does not have: the menu stays, so the person goes on from
-/// here (a signed-in one with «Выйти» too: `csrf` is the session's).
+/// The page of a path the console does not have: the menu stays (no section marked), so the
+/// person goes on from here (a signed-in one with «Выйти» too: `csrf` is the session's).
 pub(super) fn missing_page(csrf: Option<&str>) -> String {
-    const BODY: &str = "<p class=\"error\" role=\"alert\">Такой страницы в консоли нет.</p>\
-                        <p><a href=\"/\">На главную</a></p>";
-    if let Some(csrf) = csrf {
-        let frame = Frame {
-            title: "Страницы нет",
-            section: Section::Overview,
-            csrf,
-            notice: None,
-        };
-        return page(&frame, BODY).replacen(" aria-current=\"page\"", "", 1);
-    }
-    let mut out = String::with_capacity(2048);
-    head(&mut out, "Страницы нет");
-    out.push_str("<body><header>");
-    menu(&mut out, None);
-    let _ = writeln!(
-        out,
-        "</header><main><h1>Страницы нет</h1>{BODY}</main></body></html>"
-    );
-    out
+    let body = html! {
+        p.error role="alert" { "Такой страницы в консоли нет." }
+        p { a href="/" { "На главную" } }
+    };
+    framed("Страницы нет", None, csrf, None, body)
 }
 
 /// A POST form of one button, with the anti-forgery token and hidden fields.
@@ -206,38 +223,27 @@ pub(super) fn form(
     hidden: &[(&str, &str)],
     button: &str,
     class: &str,
-) -> String {
-    let mut out = format!(
-        "<form method=\"post\" action=\"{}\" class=\"inline\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">",
-        esc(action),
-        esc(csrf)
-    );
-    for (name, value) in hidden {
-        let _ = write!(
-            out,
-            "<input type=\"hidden\" name=\"{}\" value=\"{}\">",
-            esc(name),
-            esc(value)
-        );
+) -> Markup {
+    html! {
+        form method="post" action=(Text(action)) class="inline" {
+            input type="hidden" name="csrf" value=(Text(csrf));
+            @for (name, value) in hidden {
+                input type="hidden" name=(Text(name)) value=(Text(value));
+            }
+            button type="submit" class=(class) { (Text(button)) }
+        }
     }
-    let _ = write!(
-        out,
-        "<button type=\"submit\" class=\"{}\">{}</button></form>",
-        esc(class),
-        esc(button)
-    );
-    out
 }
 
 /// A stored time in the console's one form (see [`when_at`]), the stored text in the tooltip.
-pub(super) fn time_of(at: &Utc, now: OffsetDateTime) -> String {
+pub(super) fn time_of(at: &Utc, now: OffsetDateTime) -> Markup {
     when_at(at.at(), at.as_str(), now)
 }
 
 /// A time as every page of the console shows it: relative while recent («только что» under 3 s,
 /// «30 с назад», «5 мин назад», «2 ч 05 мин назад»: under a day), else the date and minute in UTC («2026-11-30 03:12
 /// UTC»); the exact time (`title`) in a tooltip and in `datetime`.
-pub(super) fn when_at(at: OffsetDateTime, title: &str, now: OffsetDateTime) -> String {
+pub(super) fn when_at(at: OffsetDateTime, title: &str, now: OffsetDateTime) -> Markup {
     let at = at.to_offset(time::UtcOffset::UTC);
     let ago = (now - at).whole_seconds();
     let shown = match ago {
@@ -254,11 +260,9 @@ pub(super) fn when_at(at: OffsetDateTime, title: &str, now: OffsetDateTime) -> S
             at.minute()
         ),
     };
-    format!(
-        "<time datetime=\"{}\" title=\"{}\">{shown}</time>",
-        esc(&crate::domain::time::format_utc(at)),
-        esc(title),
-    )
+    html! {
+        time datetime=(crate::domain::time::format_utc(at)) title=(Text(title)) { (shown) }
+    }
 }
 
 /// How long ago, in words: `5 мин`, `2 ч 05 мин`, `3 дн 4 ч`.
@@ -287,22 +291,27 @@ pub(super) fn millis_words(millis: i64) -> String {
 
 /// A path or file name that wraps only at its separators (`/`, `\\`, `-`, `_`, `.`), never
 /// inside a word: a `<wbr>` after each, escaped text between (with `code.path` in the CSS).
-pub(super) fn path_html(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 16);
-    out.push_str("<code class=\"path\">");
+pub(super) fn path_html(text: &str) -> Markup {
+    let mut parts = Vec::new();
     let mut rest = text;
     while let Some(at) = rest.find(['/', '\\', '-', '_', '.']) {
-        let _ = write!(out, "{}<wbr>", esc(&rest[..=at]));
+        parts.push(&rest[..=at]);
         rest = &rest[at + 1..];
     }
-    let _ = write!(out, "{}</code>", esc(rest));
-    out
+    html! {
+        code.path {
+            @for part in parts { (Text(part)) wbr; }
+            (Text(rest))
+        }
+    }
 }
 
 /// A command as people name it: by its batch and its position there («пакет 5, команда 2»),
 /// linked to its page.
-pub(super) fn command_ref(batch_id: i64, seq: i64, command_id: i64) -> String {
-    format!("<a href=\"/ui/commands/{command_id}\">пакет {batch_id}, команда {seq}</a>")
+pub(super) fn command_ref(batch_id: i64, seq: i64, command_id: i64) -> Markup {
+    html! {
+        a href={ "/ui/commands/" (command_id) } { "пакет " (batch_id) ", команда " (seq) }
+    }
 }
 
 /// Seconds from `at` to `now`.
@@ -376,10 +385,10 @@ mod tests {
     #[test]
     fn escapes_what_html_reads() {
         assert_eq!(
-            esc("<script>alert('x')</script> & \"q\"").to_string(),
+            html! { (Text("<script>alert('x')</script> & \"q\"")) }.into_string(),
             "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;"
         );
-        assert_eq!(esc("кириллица").to_string(), "кириллица");
+        assert_eq!(html! { (Text("кириллица")) }.into_string(), "кириллица");
         assert_eq!(segment("AURORA-1"), "AURORA-1");
         assert_eq!(segment("a/b?c"), "a%2Fb%3Fc");
     }
@@ -393,7 +402,7 @@ mod tests {
         let now = time::macros::datetime!(2026-11-30 12:00:00 UTC);
         let at = |text: &str| Utc::parse(text).expect("a time");
         let shown = |text: &str| {
-            let html = time_of(&at(text), now);
+            let html = time_of(&at(text), now).into_string();
             html[html.find('>').unwrap() + 1..html.rfind('<').unwrap()].to_string()
         };
         assert_eq!(shown("2026-11-30T11:59:59Z"), "только что");
@@ -403,9 +412,13 @@ mod tests {
         assert_eq!(shown("2026-11-30T11:55:00Z"), "5 мин назад");
         assert_eq!(shown("2026-11-30T09:55:00Z"), "2 ч 05 мин назад");
         assert_eq!(shown("2026-11-28T09:55:10Z"), "2026-11-28 09:55 UTC");
-        assert!(time_of(&at("2026-11-28T09:55:10Z"), now).contains("title=\"2026-11-28T09:55:10"));
+        assert!(
+            time_of(&at("2026-11-28T09:55:10Z"), now)
+                .0
+                .contains("title=\"2026-11-28T09:55:10")
+        );
         assert_eq!(
-            path_html("/srv/relay/hub-2026_11.sqlite"),
+            path_html("/srv/relay/hub-2026_11.sqlite").into_string(),
             "<code class=\"path\">/<wbr>srv/<wbr>relay/<wbr>hub-<wbr>2026_<wbr>11.<wbr>sqlite</code>"
         );
         assert_eq!(duration_words(5), "5 с");

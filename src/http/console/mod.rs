@@ -25,10 +25,12 @@
 //! Parts of a page that change (`data-live` sections) are replaced in place by a small script
 //! that fetches the same page every few seconds; without JavaScript the links and forms work.
 
+mod batches;
 mod charts;
 mod conflict;
 mod html;
 pub(crate) use html::set_served_database;
+mod overview;
 mod pages;
 
 use super::{ApiError, AppState};
@@ -42,6 +44,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Router};
 use html::{Frame, Section};
+use maud::Markup;
 use serde::Deserialize;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -681,7 +684,7 @@ async fn show<T: Send + 'static>(
     section: Section,
     back: &str,
     work: impl FnOnce(&mut HubConnection) -> Result<T, ServiceError> + Send + 'static,
-    render: impl FnOnce(T, &str, time::OffsetDateTime) -> (String, String),
+    render: impl FnOnce(T, &str, time::OffsetDateTime) -> (String, Markup),
 ) -> Response {
     let notice = signed.query.notice.as_deref().and_then(notice_words);
     let read = move |hub: &mut HubConnection| Ok((work(hub)?, hub.now_utc()));
@@ -694,7 +697,7 @@ async fn show<T: Send + 'static>(
                 csrf: &signed.csrf,
                 notice,
             };
-            html(StatusCode::OK, html::page(&frame, &body))
+            html(StatusCode::OK, html::page(&frame, body))
         }
         Err(error) => problem_page(
             &Frame {
@@ -712,7 +715,7 @@ async fn show<T: Send + 'static>(
 fn problem_page(frame: &Frame<'_>, error: &ApiError, back: &str) -> Response {
     html(
         error.status,
-        html::page(frame, &pages::problem(&error.message, back)),
+        html::page(frame, pages::problem(&error.message, back)),
     )
 }
 
@@ -899,7 +902,7 @@ async fn overview(signed: Signed) -> Response {
         Section::Overview,
         "/",
         |hub| hub.overview(),
-        |view, csrf, _| ("Обзор".to_string(), pages::overview(&view, csrf)),
+        |view, csrf, _| ("Обзор".to_string(), overview::overview(&view, csrf)),
     )
     .await
 }
@@ -925,7 +928,7 @@ async fn batches(signed: Signed) -> Response {
         move |(list, projects), _, now| {
             (
                 "Пакеты".to_string(),
-                pages::batches(
+                batches::batches(
                     &list,
                     &projects,
                     project.as_deref(),
@@ -956,7 +959,7 @@ async fn batch(signed: Signed, Path(id): Path<String>) -> Response {
         |view, csrf, now| {
             (
                 format!("Пакет {}: {}", view.id, view.title),
-                pages::batch(&view, csrf, now),
+                batches::batch(&view, csrf, now),
             )
         },
     )
@@ -984,7 +987,7 @@ async fn command(signed: Signed, Path(id): Path<String>) -> Response {
                     "Пакет {}, команда {}",
                     page.command.batch_id, page.command.seq
                 ),
-                pages::command(&page, csrf, now),
+                batches::command(&page, csrf, now),
             )
         },
     )
@@ -1013,7 +1016,7 @@ async fn cancel_question(signed: Signed, Path(id): Path<String>) -> Response {
         move |view, csrf, _| {
             (
                 format!("Отменить пакет {}?", view.id),
-                pages::cancel_confirmation(&view, csrf, &back),
+                batches::cancel_confirmation(&view, csrf, &back),
             )
         },
     )
@@ -1298,196 +1301,4 @@ async fn forget_agent(posted: Posted) -> Response {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.insert(*name, HeaderValue::from_static(value));
-        }
-        map
-    }
-
-    #[test]
-    fn cross_site_requests_are_seen() {
-        let none: &[String] = &[];
-        assert!(!cross_site(&headers(&[]), none));
-        assert!(!cross_site(
-            &headers(&[
-                ("host", "hub:8080"),
-                ("origin", "http://hub:8080"),
-                ("sec-fetch-site", "same-origin")
-            ]),
-            none
-        ));
-        assert!(cross_site(
-            &headers(&[("sec-fetch-site", "cross-site")]),
-            none
-        ));
-        assert!(cross_site(
-            &headers(&[("sec-fetch-site", "same-site")]),
-            none
-        ));
-        assert!(cross_site(
-            &headers(&[("host", "hub:8080"), ("origin", "http://evil.example")]),
-            none
-        ));
-        assert!(cross_site(
-            &headers(&[("host", "hub"), ("origin", "null")]),
-            none
-        ));
-        // Behind a proxy that rewrites Host (nginx's default: the upstream's address).
-        let proxied = [
-            ("host", "127.0.0.1:8740"),
-            ("origin", "https://hub.example.com"),
-        ];
-        assert!(cross_site(&headers(&proxied), none));
-        let mut with_fetch = headers(&proxied);
-        with_fetch.insert("sec-fetch-site", HeaderValue::from_static("same-origin"));
-        assert!(!cross_site(&with_fetch, none));
-        let mut forwarded = headers(&proxied);
-        forwarded.insert(
-            "x-forwarded-host",
-            HeaderValue::from_static("hub.example.com"),
-        );
-        assert!(!cross_site(&forwarded, none));
-        let mut standard = headers(&proxied);
-        standard.insert(
-            "forwarded",
-            HeaderValue::from_static("for=10.0.0.1;proto=https;host=hub.example.com"),
-        );
-        assert!(!cross_site(&standard, none));
-        let public = ["https://hub.example.com".to_string()];
-        assert!(!cross_site(&headers(&proxied), &public));
-        assert!(cross_site(
-            &headers(&[
-                ("host", "127.0.0.1:8740"),
-                ("origin", "https://evil.example")
-            ]),
-            &public
-        ));
-    }
-
-    #[test]
-    fn sessions_end_by_sign_out_idleness_age_and_rotation() {
-        let console = Console::new();
-        let start = time::macros::datetime!(2026-11-29 10:00:00 UTC);
-        let token = sha256(b"t");
-        let id = console.open("t", start).unwrap_or_default();
-        assert_eq!(id.len(), 64);
-        let csrf = console.session(&id, Some(token), start);
-        assert!(csrf.as_deref().is_some_and(|c| c.len() == 64 && c != id));
-        assert!(
-            console.session(&id, Some(sha256(b"u")), start).is_none(),
-            "rotated"
-        );
-        assert!(
-            console.session(&id, Some(token), start).is_none(),
-            "and gone"
-        );
-
-        let id = console.open("t", start).unwrap_or_default();
-        let later = start + SESSION_IDLE - time::Duration::SECOND;
-        assert!(console.session(&id, Some(token), later).is_some());
-        assert!(
-            console
-                .session(&id, Some(token), later + SESSION_IDLE)
-                .is_none(),
-            "idle"
-        );
-
-        let id = console.open("t", start).unwrap_or_default();
-        let mut now = start;
-        while now + SESSION_IDLE / 2 < start + SESSION_LIFE {
-            now += SESSION_IDLE / 2;
-            assert!(console.session(&id, Some(token), now).is_some());
-        }
-        assert!(
-            console
-                .session(&id, Some(token), start + SESSION_LIFE)
-                .is_none(),
-            "too old"
-        );
-
-        let id = console.open("t", start).unwrap_or_default();
-        console.close(&id);
-        assert!(
-            console.session(&id, Some(token), start).is_none(),
-            "signed out"
-        );
-        assert!(same_text("ab", "ab") && !same_text("ab", "ac") && !same_text("ab", "abc"));
-    }
-
-    #[test]
-    fn wrong_guesses_wait_longer_each_time_per_client() {
-        let mut throttle = Throttle::default();
-        let start = time::macros::datetime!(2026-11-29 10:00:00 UTC);
-        let one: std::net::IpAddr = [10, 0, 0, 1].into();
-        let other: std::net::IpAddr = [10, 0, 0, 2].into();
-        for n in 1..=FREE_FAILURES + 1 {
-            assert_eq!(
-                throttle.wrong_guess(one, start),
-                None,
-                "guess {n} answered 401"
-            );
-        }
-        // Within the wait the sixth set, the guess is counted and told the doubled wait.
-        assert_eq!(
-            throttle.wrong_guess(one, start),
-            Some(2 * time::Duration::SECOND)
-        );
-        assert_eq!(throttle.wrong_guess(other, start), None, "per client");
-        let later = start + 2 * time::Duration::SECOND;
-        assert_eq!(throttle.wrong_guess(one, later), None, "the wait is over");
-        assert_eq!(
-            throttle.wrong_guess(one, later),
-            Some(8 * time::Duration::SECOND)
-        );
-        // Bounded: however many guesses, the wait stays at most the maximum.
-        for _ in 0..100 {
-            throttle.wrong_guess(one, later);
-        }
-        assert_eq!(
-            throttle.wrong_guess(one, later),
-            Some(FAILED_SIGN_IN_MAX_WAIT)
-        );
-        throttle.succeeded(one);
-        assert_eq!(throttle.wrong_guess(one, later), None, "a success forgets");
-        // Forgotten after an hour without failures.
-        let mut old = Throttle::default();
-        for _ in 0..20 {
-            old.wrong_guess(one, start);
-        }
-        assert_eq!(old.wrong_guess(one, start + FAILURE_MEMORY), None);
-    }
-
-    #[test]
-    fn an_ipv6_client_is_throttled_by_its_64() {
-        let mut throttle = Throttle::default();
-        let start = time::macros::datetime!(2026-11-29 10:00:00 UTC);
-        let address = |last: u16| -> std::net::IpAddr {
-            std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 1, 0, 0, 0, last).into()
-        };
-        for n in 0..=FREE_FAILURES {
-            assert_eq!(throttle.wrong_guess(address(n as u16), start), None);
-        }
-        assert!(throttle.wrong_guess(address(999), start).is_some());
-        let elsewhere: std::net::IpAddr =
-            std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 2, 0, 0, 0, 1).into();
-        assert_eq!(throttle.wrong_guess(elsewhere, start), None);
-        let mapped: std::net::IpAddr = std::net::Ipv4Addr::new(10, 0, 0, 9).to_ipv6_mapped().into();
-        assert_eq!(throttle_key(mapped), std::net::IpAddr::from([10, 0, 0, 9]));
-    }
-
-    #[test]
-    fn only_pages_of_the_console_are_gone_back_to() {
-        assert_eq!(local_page(Some("/ui/failed")), Some("/ui/failed"));
-        assert_eq!(local_page(Some("/")), Some("/"));
-        assert_eq!(local_page(Some("//evil.example/")), None);
-        assert_eq!(local_page(Some("/ui//evil")), None);
-        assert_eq!(local_page(Some("https://evil.example/")), None);
-        assert_eq!(local_page(Some("/ui/\\evil")), None);
-        assert_eq!(local_page(None), None);
-    }
-}
+mod tests;
