@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 mod browser;
+mod escaping;
 
 /// Form fields or headers: names and values.
 type Pairs<'a> = &'a [(&'a str, &'a str)];

@@ -2,7 +2,7 @@
 //! cancelling one, and a command's own page (its conflict from `conflict.rs`).
 
 use super::html::{
-    Text, clip, command_ref, command_type_words, duration_words, form, millis_words,
+    NBSP, Text, clip, command_ref, command_type_words, duration_words, form, millis_words,
     run_kind_words, run_status_words, segment, time_of,
 };
 use super::pages::{
@@ -257,7 +257,7 @@ pub(super) fn command_rows(
                         tr id={ "command-" (c.id) } {
                             td {
                                 a href={ "/ui/commands/" (c.id) } title={ "пакет " (c.batch_id) ", команда " (c.seq) } {
-                                    "команда\u{a0}" (c.seq)
+                                    "команда" (NBSP) (c.seq)
                                 }
                             }
                             td.type { (command_type_words(c.command_type)) }
@@ -267,7 +267,7 @@ pub(super) fn command_rows(
                                     Some(id) => a.dependency href={ "/ui/commands/" (id) } {
                                         "команда"
                                         @if let Some(d) = known.iter().find(|d| d.id == id) {
-                                            "\u{a0}" (d.seq)
+                                            (NBSP) (d.seq)
                                         }
                                     },
                                     None => "—",

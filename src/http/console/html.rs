@@ -4,7 +4,7 @@
 
 use crate::domain::command::{CommandStatus, CommandType, RunKind, RunStatus};
 use crate::domain::time::Utc;
-use maud::{DOCTYPE, Markup, Render, html};
+use maud::{DOCTYPE, Markup, PreEscaped, Render, html};
 use std::fmt::Write as _;
 use time::OffsetDateTime;
 
@@ -25,6 +25,10 @@ impl Render for Text<'_> {
         }
     }
 }
+
+/// A non-breaking space, written as the entity (`команда&nbsp;2`) as the console always has.
+// PreEscaped: a fixed entity of ours, no text from outside.
+pub(super) const NBSP: PreEscaped<&str> = PreEscaped("&nbsp;");
 
 /// A path segment percent-encoded (an issue key or a label in a link).
 pub(super) fn segment(text: &str) -> String {

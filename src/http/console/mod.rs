@@ -32,6 +32,8 @@ mod html;
 pub(crate) use html::set_served_database;
 mod overview;
 mod pages;
+mod secrets;
+use secrets::{hex, same_text, sha256};
 
 use super::{ApiError, AppState};
 use crate::domain::command::BatchStatus;
@@ -46,7 +48,6 @@ use axum::{Extension, Router};
 use html::{Frame, Section};
 use maud::Markup;
 use serde::Deserialize;
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 /// The cookie that holds the session's id (hex of 32 random bytes).
@@ -289,30 +290,6 @@ impl Console {
 /// Whether a session is within its idle time and its life.
 fn alive(session: &Session, now: time::OffsetDateTime) -> bool {
     now < session.last_used + SESSION_IDLE && now < session.created + SESSION_LIFE
-}
-
-fn sha256(bytes: &[u8]) -> [u8; 32] {
-    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
-    let mut out = [0u8; 32];
-    out.copy_from_slice(digest.as_ref());
-    out
-}
-
-/// Whether two texts are equal, in time that does not depend on where they differ.
-fn same_text(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |diff, (x, y)| diff | (x ^ y))
-            == 0
-}
-
-fn hex(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        let _ = write!(out, "{byte:02x}");
-    }
-    out
 }
 
 /// The console's routes, mounted beside the API's.
