@@ -334,9 +334,9 @@ impl DbHealth {
 /// file is shorter than a header (being written over right now).
 pub(super) fn read_mark(path: &Path) -> Result<Option<[u8; 4]>> {
     use std::os::unix::fs::FileExt;
-    let file = super::backup::database_file(path)?;
+    let file = super::dbfile::database_file(path)?;
     let mut bytes = [0u8; 4];
-    match file.read_exact_at(&mut bytes, MARK_OFFSET) {
+    match file.read_exact_at(&mut bytes, super::dbfile::MARK_OFFSET) {
         Ok(()) => Ok(Some(bytes)),
         Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
         Err(source) => Err(StoreError::Io {
@@ -345,10 +345,6 @@ pub(super) fn read_mark(path: &Path) -> Result<Option<[u8; 4]>> {
         }),
     }
 }
-
-/// Where SQLite keeps the `application_id` in the database header (sqlite.org/fileformat.html,
-/// 1.3: "68 4 The Application ID set by PRAGMA application_id").
-pub(super) const MARK_OFFSET: u64 = 68;
 
 /// The journal files SQLite keeps beside a database in WAL mode.
 const COMPANIONS: [&str; 2] = ["-wal", "-shm"];

@@ -13,6 +13,7 @@ mod backup;
 mod commands;
 mod conflicts;
 mod console;
+mod dbfile;
 pub(crate) use console::QueueMove;
 mod health;
 mod held;
