@@ -268,8 +268,8 @@ fn named_modules(own: &[String], code: &str) -> Vec<Vec<String>> {
             '{' => {
                 let before = code[..i].trim_end();
                 let word_start = before
-                    .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
-                    .map_or(0, |at| at + 1);
+                    .trim_end_matches(|c: char| c.is_alphanumeric() || c == '_')
+                    .len();
                 if let Some(declared) = before[..word_start].trim_end().strip_suffix("mod") {
                     open.push((depth, is_test_only(declared)));
                 }
@@ -292,8 +292,8 @@ fn named_modules(own: &[String], code: &str) -> Vec<Vec<String>> {
     for (at, _) in code.match_indices("::") {
         // The path this `::` continues, read back to its start.
         let start = code[..at]
-            .rfind(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
-            .map_or(0, |s| s + 1);
+            .trim_end_matches(|c: char| c.is_alphanumeric() || c == '_' || c == ':')
+            .len();
         if code[start..at].contains("::") {
             continue; // not the path's first `::`
         }
