@@ -83,7 +83,7 @@ pub(crate) fn serve(db: &Path, options: ServeOptions) -> Result<(), ServeError> 
     let listener = std::net::TcpListener::bind(&options.listen).map_err(|error| {
         anyhow!(
             "{}: «{error}»",
-            crate::cli::busy_port_words(&options.listen, &error)
+            crate::instance::busy_port_words(&options.listen, &error)
         )
     })?;
     // The path is checked (and a new database made) before anything else changes in its folder:
@@ -199,7 +199,7 @@ async fn run(
         .http
         .instance
         .as_deref()
-        .is_some_and(crate::cli::is_demo_instance)
+        .is_some_and(crate::instance::is_demo_instance)
     {
         crate::http::set_served_database(db);
     }

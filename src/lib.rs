@@ -63,6 +63,7 @@ pub mod clock;
 pub mod daemon;
 pub mod domain;
 pub mod http;
+pub(crate) mod instance;
 pub mod jira;
 pub mod logging;
 pub mod protocol;

@@ -11,7 +11,7 @@ use std::time::Duration;
 pub(super) struct GivenBack {
     /// How many times it went back.
     pub(super) count: u32,
-    /// When it first went back (monotonic, [`Waits::now`]).
+    /// When it first went back (monotonic, [`Waits::now`](super::wait::Waits::now)).
     pub(super) first: Duration,
     /// The path refused when the last one was for that ([`RefusedPath`]).
     pub(super) refused: Option<RefusedPath>,
@@ -52,8 +52,8 @@ impl Agent {
 
     /// Under a hub that does not bound give-backs (no `bounded_give_backs`: the previous
     /// release, which sends no `previous_release`), the agent bounds them itself: a command given
-    /// back [`transport::OWN_GIVE_BACK_BOUND`]'s count of times, or that long after its first
-    /// give-back, fails with the last reason instead of going back for ever. A give-back while
+    /// back [`transport::OWN_GIVE_BACK_BOUND`](super::transport::OWN_GIVE_BACK_BOUND)'s count
+    /// of times, or that long after its first give-back, fails with the last reason instead of going back for ever. A give-back while
     /// Jira is held is not counted: the agent claims nothing then, and shows itself held.
     pub(super) fn bound_give_back(
         &mut self,

@@ -15,6 +15,7 @@
 use super::Outcome;
 use crate::domain::words::count_en;
 use crate::domain::words::shell_word;
+use crate::instance::{INSTANCE_PREFIX, free_port_beside};
 use crate::sim::jira::{self as sim, FakeJira, Mode, PROJECT};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
@@ -808,9 +809,6 @@ impl Saver {
     }
 }
 
-/// The start of the name the demo gives its hub: `demo:<random>:<the demo's folder>`.
-pub(super) const INSTANCE_PREFIX: &str = "demo:";
-
 /// 16 random hex digits: this run's part of its hub's name.
 fn nonce() -> anyhow::Result<String> {
     let mut bytes = [0u8; 8];
@@ -866,19 +864,6 @@ fn with_free_port(listen: &str) -> String {
             .map_or_else(|_| listen.to_string(), |free| free.to_string()),
         _ => listen.to_string(),
     }
-}
-
-/// `listen` with the first port after its own that is free now (`127.0.0.1:8741`), or with
-/// `PORT` when none of the next hundred is.
-pub(crate) fn free_port_beside(listen: &str) -> String {
-    let Ok(address) = listen.parse::<std::net::SocketAddr>() else {
-        return "127.0.0.1:8741".into();
-    };
-    (1..=100u16)
-        .filter_map(|step| address.port().checked_add(step))
-        .map(|port| std::net::SocketAddr::new(address.ip(), port))
-        .find(|candidate| std::net::TcpListener::bind(candidate).is_ok())
-        .map_or_else(|| format!("{}:PORT", address.ip()), |free| free.to_string())
 }
 
 /// A line on stdout that cannot fail the demo (after a hang-up the terminal is gone).

@@ -83,23 +83,6 @@ const INSTANCE_ENV: &str = "JIRA_HUB_INSTANCE";
 
 /// The default `--db`.
 const DEFAULT_DB: &str = "./data/hub.sqlite";
-/// Why `serve` cannot listen on `listen`, with the way out: «Порт 127.0.0.1:8740 занят другой
-/// программой; укажите свободный адрес: --listen 127.0.0.1:8741» (the OS's words follow, quoted,
-/// from the caller). A free port beside it is found as the demo finds one.
-pub(crate) fn busy_port_words(listen: &str, error: &std::io::Error) -> String {
-    let free = demo::free_port_beside(listen);
-    if error.kind() == std::io::ErrorKind::AddrInUse {
-        format!("Порт {listen} занят другой программой; укажите свободный адрес: --listen {free}")
-    } else {
-        format!("Хаб не может слушать {listen}; укажите другой адрес: --listen {free}")
-    }
-}
-
-/// Whether `instance` (a hub's `/ready` name) is a demo's hub.
-pub(crate) fn is_demo_instance(instance: &str) -> bool {
-    instance.starts_with(demo::INSTANCE_PREFIX)
-}
-
 /// The database `jira-hub demo` makes with its default `--dir`.
 const DEMO_DB: &str = "./demo/hub/hub.sqlite";
 

@@ -65,9 +65,7 @@ pub(crate) async fn read_batch(pool: &Arc<HubPool>, id: i64) -> Result<BatchRead
 
 /// Whether `etag` is one of the `If-None-Match` values given.
 pub(crate) fn names(given: &[String], etag: &str) -> bool {
-    given
-        .iter()
-        .any(|value| super::client::none_match_hits(value, etag))
+    given.iter().any(|value| none_match_hits(value, etag))
 }
 
 impl BatchWaits {
@@ -173,6 +171,15 @@ impl Drop for Leave<'_> {
             batches.remove(&self.id);
         }
     }
+}
+
+/// Whether one `If-None-Match` value (`*` or a list of entity tags) names `etag`; the weak
+/// comparison RFC 9110 prescribes for it (`W/"x"` matches `"x"`).
+pub(super) fn none_match_hits(value: &str, etag: &str) -> bool {
+    value
+        .split(',')
+        .map(str::trim)
+        .any(|tag| tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == etag)
 }
 
 #[cfg(test)]

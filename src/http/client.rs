@@ -111,15 +111,6 @@ pub(crate) async fn project_issues(
     validated(etag, body.into(), &given)
 }
 
-/// Whether one `If-None-Match` value (`*` or a list of entity tags) names `etag`; the weak
-/// comparison RFC 9110 prescribes for it (`W/"x"` matches `"x"`).
-pub(super) fn none_match_hits(value: &str, etag: &str) -> bool {
-    value
-        .split(',')
-        .map(str::trim)
-        .any(|tag| tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == etag)
-}
-
 #[utoipa::path(get, path = "/issues/{key}", tag = "mirror", security(("client_token" = [])),
     params(("key" = String, Path, description = "the Jira key")),
     responses((status = 200, body = IssueView), (status = 404, body = super::ErrorBody)))]

@@ -243,20 +243,13 @@ impl Entry {
         self.written.is_some_and(|(seen, when)| {
             seen < self.last_seen
                 && (when + PERSIST_EVERY <= now
-                    || seen + time::Duration::seconds(silent_after(self.heartbeat_seconds))
+                    || seen
+                        + time::Duration::seconds(super::views::silent_after(
+                            self.heartbeat_seconds,
+                        ))
                         - SILENCE_MARGIN
                         <= now)
         })
-    }
-}
-
-/// After how many seconds without a request of its own an agent is flagged silent: two
-/// heartbeat periods, or [`AGENT_SILENT_SECONDS`](super::AGENT_SILENT_SECONDS) for an agent that
-/// never told its period.
-pub(crate) fn silent_after(heartbeat_seconds: Option<u32>) -> i64 {
-    match heartbeat_seconds {
-        Some(period) => 2 * i64::from(period),
-        None => super::AGENT_SILENT_SECONDS,
     }
 }
 
@@ -276,7 +269,7 @@ pub fn agent_is_silent(
     check_only: bool,
     now: OffsetDateTime,
 ) -> bool {
-    !check_only && (now - last_seen).whole_seconds() > silent_after(heartbeat_seconds)
+    !check_only && (now - last_seen).whole_seconds() > super::views::silent_after(heartbeat_seconds)
 }
 
 /// How many heartbeats a silent agent missed by `now`: one each period since it was last seen
@@ -362,7 +355,7 @@ impl Presence {
                     now.date(),
                 ));
             }
-            agent.silent_after_seconds = silent_after(agent.heartbeat_seconds);
+            agent.silent_after_seconds = super::views::silent_after(agent.heartbeat_seconds);
             agent.silent = agent_is_silent(
                 agent.last_seen_at.at(),
                 agent.heartbeat_seconds,

@@ -809,7 +809,7 @@ impl From<AgentRow> for AgentView {
             check_only: row.check_only,
             hub_refused: None,
             silent: false,
-            silent_after_seconds: super::presence::silent_after(row.heartbeat_seconds),
+            silent_after_seconds: silent_after(row.heartbeat_seconds),
         }
     }
 }
@@ -891,4 +891,14 @@ impl From<StatusCounts> for CountsView {
 /// An issue row's parts as views show them: its mirrored fields and when it was synced.
 pub(super) fn issue_parts(row: IssueRow) -> (MirrorFields, Utc) {
     (row.mirrored, row.synced_at)
+}
+
+/// After how many seconds without a request of its own an agent is flagged silent: two
+/// heartbeat periods, or [`AGENT_SILENT_SECONDS`](super::AGENT_SILENT_SECONDS) for an agent that
+/// never told its period.
+pub(crate) fn silent_after(heartbeat_seconds: Option<u32>) -> i64 {
+    match heartbeat_seconds {
+        Some(period) => 2 * i64::from(period),
+        None => super::AGENT_SILENT_SECONDS,
+    }
 }

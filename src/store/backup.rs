@@ -7,15 +7,14 @@
 //! Files are written under a temporary name starting with `.`, then renamed, so `backups/` never
 //! shows a half-written copy under a final name.
 
+use super::dbfile::database_file;
 use super::{Result, Store, StoreError, data_dir_of, io_error};
 use crate::domain::time::backup_stamp;
 use rusqlite::backup::{Backup, StepResult};
 use rusqlite::{Connection, OpenFlags};
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use time::OffsetDateTime;
 
 /// How much of the database a backup reads through a memory map (SQLite caps it at its
@@ -114,7 +113,7 @@ fn backup_names(
         BackupKind::Migration { from, revision } => format!(
             "{}-schema-{}",
             backup_stamp(now),
-            super::migrations::schema_label(from, revision)
+            super::schema::schema_label(from, revision)
         ),
         BackupKind::Manual => format!("{}-manual", backup_stamp(now)),
         BackupKind::Periodic => format!("{}-{PERIODIC_SUFFIX}", backup_stamp(now)),
@@ -269,39 +268,6 @@ fn checkpoint_complete(db_path: &Path) -> Result<bool> {
     Ok(busy == 0 && log >= 0 && log == done)
 }
 
-/// The database files this process opened with `std::fs` to copy them, by device and inode.
-/// Never closed: closing any descriptor of a file drops every POSIX lock the process holds on it,
-/// SQLite's included (sqlite.org, "How To Corrupt An SQLite Database File", 2.2), so a descriptor
-/// opened here lives as long as the process, as SQLite keeps its own. (An inode held open is
-/// never reused, so a key names one file for good.)
-static DATABASE_FILES: Mutex<BTreeMap<(u64, u64), &'static File>> = Mutex::new(BTreeMap::new());
-
-/// The database file at `db_path`, opened once for the life of the process.
-pub(super) fn database_file(db_path: &Path) -> Result<&'static File> {
-    use std::os::unix::fs::MetadataExt;
-    let failed = |what: &str| io_error(format!("{what} {}", db_path.display()));
-    let metadata = std::fs::metadata(db_path).map_err(failed("не удалось прочитать"))?;
-    let key = (metadata.dev(), metadata.ino());
-    let mut files = DATABASE_FILES
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some(file) = files.get(&key) {
-        return Ok(file);
-    }
-    let file: &'static File = Box::leak(Box::new(
-        File::open(db_path).map_err(failed("не удалось открыть"))?,
-    ));
-    let opened = file.metadata().map_err(failed("не удалось прочитать"))?;
-    files.insert((opened.dev(), opened.ino()), file);
-    if (opened.dev(), opened.ino()) != key {
-        return Err(StoreError::Io {
-            context: format!("{} заменён во время копирования", db_path.display()),
-            source: std::io::Error::other("другой файл"),
-        });
-    }
-    Ok(file)
-}
-
 /// Copies the first `bytes` of the database file to a new file `partial` (mode 0600: the copy
 /// holds the tokens), in the kernel (`copy_file_range`), and marks the copy as a rollback-journal
 /// database, as the backup API's copies are.
@@ -339,7 +305,7 @@ fn copy_file(db_path: &Path, bytes: u64, partial: &Path) -> Result<()> {
     }
     // Nor the running hub's mark (see `health::ContentMark`).
     destination
-        .write_all_at(&[0; 4], super::health::MARK_OFFSET)
+        .write_all_at(&[0; 4], super::dbfile::MARK_OFFSET)
         .map_err(failed("не удалось записать", partial))?;
     Ok(())
 }

@@ -347,13 +347,13 @@ impl DbHealth {
 /// file; the hub's own backups are rollback-journal files too.
 pub(super) fn read_mark(path: &Path) -> Result<Option<[u8; 4]>> {
     use std::os::unix::fs::FileExt;
-    let file = super::backup::database_file(path)?;
-    let mut header = [0u8; MARK_OFFSET as usize + 4];
+    let file = super::dbfile::database_file(path)?;
+    let mut header = [0u8; super::dbfile::MARK_OFFSET as usize + 4];
     match file.read_exact_at(&mut header, 0) {
         Ok(()) if header[FORMAT_BYTES..FORMAT_BYTES + 2] != [2, 2] => Ok(None),
         Ok(()) => {
             let mut bytes = [0u8; 4];
-            bytes.copy_from_slice(&header[MARK_OFFSET as usize..]);
+            bytes.copy_from_slice(&header[super::dbfile::MARK_OFFSET as usize..]);
             Ok(Some(bytes))
         }
         Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
@@ -363,10 +363,6 @@ pub(super) fn read_mark(path: &Path) -> Result<Option<[u8; 4]>> {
         }),
     }
 }
-
-/// Where SQLite keeps the `application_id` in the database header (sqlite.org/fileformat.html,
-/// 1.3: "68 4 The Application ID set by PRAGMA application_id").
-pub(super) const MARK_OFFSET: u64 = 68;
 
 /// Where the header's file format write and read versions are (sqlite.org/fileformat.html, 1.3:
 /// "18 1 File format write version. 1 for legacy; 2 for WAL", "19 1 File format read version").

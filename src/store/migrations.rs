@@ -19,13 +19,7 @@ use serde_json::Value;
 use std::path::PathBuf;
 use time::{Duration, OffsetDateTime};
 
-pub(crate) const CURRENT_SCHEMA_VERSION: u32 = 4;
-
-/// Additive revisions of the v4 shape, counted in SQLite's `PRAGMA user_version`. The data model
-/// fixes the schema version at 4, so changes it does not describe (new columns with defaults, an
-/// index) are revisions of v4 rather than a v5: `schema_version` stays what the data model says,
-/// and every other tool that reads a v4 database still finds the tables it knows.
-pub(crate) const CURRENT_V4_REVISION: u32 = 18;
+use super::schema::{CURRENT_SCHEMA_VERSION, CURRENT_V4_REVISION, current_schema, schema_label};
 
 /// What one step needs besides the transaction.
 struct StepContext {
@@ -389,20 +383,6 @@ fn reference_shape(revision: u32) -> Result<&'static Shape> {
     }
     let shape = read_shape(&tx)?;
     Ok(slot.get_or_init(|| shape))
-}
-
-/// How the operator reads a schema: `v3` below v4, `v4r12` for revision 12 of v4.
-pub(crate) fn schema_label(version: u32, revision: u32) -> String {
-    if version < CURRENT_SCHEMA_VERSION {
-        format!("v{version}")
-    } else {
-        format!("v{version}r{revision}")
-    }
-}
-
-/// The schema this binary runs (`v4r18`).
-pub(crate) fn current_schema() -> String {
-    schema_label(CURRENT_SCHEMA_VERSION, CURRENT_V4_REVISION)
 }
 
 fn read_shape(conn: &rusqlite::Connection) -> Result<Shape> {

@@ -15,6 +15,7 @@ mod backup;
 mod commands;
 mod conflicts;
 mod console;
+mod dbfile;
 pub(crate) use console::QueueMove;
 mod health;
 mod held;
@@ -27,6 +28,7 @@ mod mirror;
 mod projects;
 mod restore;
 mod retention;
+mod schema;
 pub(crate) mod settings;
 mod status;
 mod tx;
@@ -36,10 +38,10 @@ pub(crate) use backup::{BackupKind, FileLock, lock_database_file};
 pub(crate) use commands::{AttemptRow, BatchRow, CommandRow, Finish};
 pub use health::{Fault, FaultSeen};
 pub(crate) use held::HeldRow;
-pub(crate) use migrations::{CURRENT_SCHEMA_VERSION, CURRENT_V4_REVISION};
 pub(crate) use mirror::{CommentRow, IssueRow, IssueText, NoteRow};
 pub(crate) use restore::{lock_data_folder, restore};
 pub(crate) use retention::{BatchAge, Removed};
+pub(crate) use schema::{CURRENT_SCHEMA_VERSION, CURRENT_V4_REVISION};
 pub(crate) use status::{AGENTS_LISTED, AgentRow, RunRow, StatusCounts};
 pub(crate) use tx::{Tallies, Tx};
 
@@ -347,7 +349,7 @@ impl Store {
                 old_version: outcome.old_version,
                 new_version: CURRENT_SCHEMA_VERSION,
                 old_schema: outcome.old_schema,
-                new_schema: migrations::current_schema(),
+                new_schema: schema::current_schema(),
                 backup: outcome.backup,
                 warnings,
             },
@@ -390,8 +392,8 @@ impl Store {
                 return Err(StoreError::Incompatible(format!(
                     "база {} схемы {} требует миграции до {}: выполните {} --db {} migrate",
                     path.display(),
-                    migrations::schema_label(version, revision),
-                    migrations::current_schema(),
+                    schema::schema_label(version, revision),
+                    schema::current_schema(),
                     crate::program(),
                     path.display()
                 )));

@@ -2,18 +2,17 @@
 //! another, the claim's answer, and a run started for each command handed out.
 
 use super::Now;
-use super::leases::{expire_in, lease_over, lease_timeout};
-use super::reports::earlier_ended;
-use crate::domain::command::{
-    CommandStatus, CommandType, RunKind, backoff_pause, substitute_result,
+use super::leases::expire_in;
+use super::runs::{
+    dependency_failed, earlier_ended, lease_over, lease_timeout, skip_dependents, start_run,
 };
-use crate::domain::jql::split_incremental;
+use crate::domain::command::{CommandStatus, CommandType, backoff_pause, substitute_result};
 use crate::domain::settings::Settings;
 use crate::protocol::{
     AgentAnswer, ClaimAnswer, ClaimRequest, ClaimedCommand, Kind, Peer, PreviousRelease,
 };
 use crate::service::Result;
-use crate::service::batches::{base_jql_in, settings_in};
+use crate::service::batches::settings_in;
 use crate::store::{CommandRow, Finish, StoreError, Tx};
 use serde_json::Value;
 
@@ -273,70 +272,4 @@ pub(super) fn look_at_claim(
         return Ok(ClaimLook::Work);
     }
     Ok(ClaimLook::Idle(limit > 0))
-}
-
-/// Opens the run of a refresh command, recording whether it is full: its query is the base JQL
-/// at this moment.
-pub(super) fn start_run(
-    tx: &Tx<'_>,
-    settings: &Settings,
-    command: &CommandRow,
-    now: &Now,
-) -> Result<crate::store::RunRow> {
-    let query = command
-        .params
-        .get("jql")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let base = base_jql_in(tx, settings)?;
-    let (kind, scope) = match split_incremental(query) {
-        Some((scope, _)) => (RunKind::Incremental, scope),
-        None if base.as_deref() == Some(query) => (RunKind::Full, query),
-        None => (RunKind::Partial, query),
-    };
-    Ok(tx.start_run(command.id, query, kind, scope, &now.utc)?)
-}
-
-fn dependency_failed(dependency: &CommandRow) -> String {
-    format!(
-        "Команда {} этого пакета, от которой зависит эта, завершилась со статусом «{}»",
-        dependency.seq,
-        dependency.status.label()
-    )
-}
-
-/// A command that ended without satisfying its dependents: they (and theirs) are skipped.
-/// Walked with a work list, not recursion: a chain of 10,000 commands (a batch's limit) is as
-/// deep as it is long, and the caller's transaction holds every change.
-pub(super) fn skip_dependents(
-    tx: &Tx<'_>,
-    command: &CommandRow,
-    status: CommandStatus,
-    now: &Now,
-) -> Result<()> {
-    let mut ended = vec![CommandRow {
-        status,
-        ..command.clone()
-    }];
-    while let Some(dependency) = ended.pop() {
-        let reason = dependency_failed(&dependency);
-        for dependent in tx.dependents(dependency.id)? {
-            if dependent.status.is_terminal() {
-                continue;
-            }
-            let finish = Finish {
-                status: CommandStatus::Skipped,
-                finished_at: &now.utc,
-                result: None,
-                error: Some(&reason),
-                agent_finished_at: None,
-            };
-            tx.finish_command(dependent.id, &finish)?;
-            ended.push(CommandRow {
-                status: CommandStatus::Skipped,
-                ..dependent
-            });
-        }
-    }
-    Ok(())
 }

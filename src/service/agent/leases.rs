@@ -1,16 +1,18 @@
 //! Give-backs and leases: a command released with its grace and budget, the heartbeat that
 //! keeps a claim alive, and claims whose lease ran out.
 
-use super::claims::{skip_dependents, start_run};
-use super::reports::confirm_by_state;
+use super::runs::{lease_over, lease_timeout, skip_dependents};
 use super::{ExpiredClaims, Now};
-use crate::domain::command::{CommandStatus, CommandType, RunStatus, truncate_error};
-use crate::domain::settings::Settings;
+use crate::domain::command::{
+    CommandStatus, CommandType, RunStatus, is_result_reference, substitute_result, truncate_error,
+};
+use crate::domain::issue::MirrorFields;
+use crate::domain::settings::{Settings, TransitionTarget};
 use crate::domain::time::Utc;
 use crate::protocol::{CommandResult, HeartbeatAnswer, HeartbeatRequest, Kind};
 use crate::service::Result;
-use crate::service::batches::settings_in;
 use crate::store::{CommandRow, Finish, Tx};
+use serde_json::{Value, json};
 
 /// A command its agent gave back (`released`): queued again with its delivery count,
 /// not handed out before the grace the agent asked for; `failed` instead once it has had
@@ -154,15 +156,6 @@ pub(super) fn keep_alive(
     Ok(Ok(()))
 }
 
-/// The open run of a refresh command, started now if its first sign of life is a page or its
-/// result (a claim normally starts it).
-pub(super) fn run_of(tx: &Tx<'_>, command: &CommandRow, now: &Now) -> Result<crate::store::RunRow> {
-    if let Some(run) = tx.open_run(command.id)? {
-        return Ok(run);
-    }
-    start_run(tx, &settings_in(tx)?, command, now)
-}
-
 pub(super) fn heartbeat_answer(heartbeat: &HeartbeatRequest) -> HeartbeatAnswer {
     HeartbeatAnswer {
         kind: Kind::Heartbeat,
@@ -191,20 +184,6 @@ fn end_unreported(
     };
     tx.finish_command(command.id, &finish)?;
     skip_dependents(tx, command, status, now)
-}
-
-pub(super) fn lease_timeout(settings: &Settings) -> time::Duration {
-    time::Duration::seconds(i64::from(settings.pacing.claim_timeout_seconds))
-}
-
-/// Whether a claimed command's lease (from its last sign of life, or its claim) is over.
-pub(super) fn lease_over(command: &CommandRow, timeout: time::Duration, now: &Now) -> bool {
-    let lease = command
-        .lease_at
-        .as_ref()
-        .or(command.claimed_at.as_ref())
-        .map(Utc::at);
-    lease.is_none_or(|at| at + timeout <= now.at)
 }
 
 pub(super) fn expire_in(tx: &Tx<'_>, settings: &Settings, now: &Now) -> Result<ExpiredClaims> {
@@ -250,4 +229,146 @@ pub(super) fn expire_in(tx: &Tx<'_>, settings: &Settings, now: &Now) -> Result<E
         }
     }
     Ok(expired)
+}
+
+/// Whether the mirror proves that the command's effect is in Jira; the result to record if so.
+/// Proof, never likeness:
+///
+/// - a create or a comment is never confirmed here: the mirror does not hold the marker that
+///   names the command's issue or comment (search answers carry no entity properties on Data
+///   Center, JRASERVER-62898), and an issue or comment that merely looks the same may be another
+///   command's result or a person's (twin creates in one batch; a recurring comment text). The
+///   command goes back to the queue and its next delivery decides by the marker, which it reads
+///   in Jira before it writes;
+/// - a transition is confirmed only when the issue's status *id* is the target's and the mirror's
+///   row was read by a refresh that started after the command's delivery (a stale row proves
+///   nothing; a status name is not unique, and the legacy `transitions_map` form names no status
+///   id, so it is never confirmed here);
+/// - a link is confirmed when the mirror holds it (Jira makes one link per (type, inward,
+///   outward), whoever asked for it) and an edit (`ensure_issue` with a key) when the issue shows
+///   every requested field (setting a field twice is harmless), each only from a row a refresh
+///   read after the command's delivery, like a transition (a mirror read
+///   before proves nothing about this delivery).
+pub(super) fn confirm_by_state(
+    tx: &Tx<'_>,
+    settings: &Settings,
+    command: &CommandRow,
+) -> Result<Option<Value>> {
+    let params = match command.depends_on {
+        None => command.params.clone(),
+        Some(dependency_id) => {
+            let dependency = tx.command(dependency_id)?;
+            match substitute_result(
+                &command.params,
+                dependency.as_ref().and_then(|d| d.result.as_ref()),
+            ) {
+                Ok(params) => params,
+                Err(_) => return Ok(None),
+            }
+        }
+    };
+    let text = |name: &str| params.get(name).and_then(Value::as_str).map(String::from);
+    Ok(match command.command_type {
+        CommandType::Refresh | CommandType::Comment => None,
+        CommandType::Transition => {
+            let (Some(key), Some(status), Some(claimed_at)) =
+                (text("key"), text("status"), command.claimed_at.as_ref())
+            else {
+                return Ok(None);
+            };
+            let Some(TransitionTarget::Status { status_id, .. }) =
+                settings.transitions_map.get(&status)
+            else {
+                return Ok(None);
+            };
+            let mirrored_id =
+                tx.issue_fields(&key)?
+                    .and_then(|fields| match &fields["status"]["id"] {
+                        Value::String(id) => Some(id.clone()),
+                        Value::Number(id) => Some(id.to_string()),
+                        _ => None,
+                    });
+            (mirrored_id.as_deref() == Some(status_id.as_str())
+                && tx.issue_read_after(&key, claimed_at)?)
+            .then(|| json!({"status": status}))
+        }
+        CommandType::Link => {
+            let (Some(from), Some(to), Some(link_type), Some(claimed_at)) = (
+                text("from"),
+                text("to"),
+                text("type"),
+                command.claimed_at.as_ref(),
+            ) else {
+                return Ok(None);
+            };
+            let Some(jira_name) = settings.link_types.get(&link_type) else {
+                return Ok(None);
+            };
+            // The links are the inward issue's: its row must have been read after the delivery.
+            (tx.link_exists(&from, &to, jira_name)? && tx.issue_read_after(&from, claimed_at)?)
+                .then(|| json!({"link_id": null}))
+        }
+        CommandType::EnsureIssue => match command.claimed_at.as_ref() {
+            Some(claimed_at) => confirm_edit(tx, settings, &params, claimed_at)?,
+            None => None,
+        },
+    })
+}
+
+/// An edit (`ensure_issue` with a key) is visible when the issue shows every requested field. A
+/// create (no key) is never confirmed from the mirror: see [`confirm_by_state`].
+fn confirm_edit(
+    tx: &Tx<'_>,
+    settings: &Settings,
+    params: &Value,
+    claimed_at: &Utc,
+) -> Result<Option<Value>> {
+    let text = |name: &str| params.get(name).and_then(Value::as_str);
+    let Some(key) = params
+        .get("key")
+        .filter(|k| !k.is_null() && !is_result_reference(k))
+    else {
+        return Ok(None);
+    };
+    let Some(key) = key.as_str() else {
+        return Ok(None);
+    };
+    if !tx.issue_read_after(key, claimed_at)? {
+        return Ok(None);
+    }
+    let Some(type_name) = text("issue_type")
+        .and_then(|t| settings.issue_types.as_ref()?.get(t))
+        .map(|t| t.name.clone())
+    else {
+        return Ok(None);
+    };
+    let labels: Vec<&str> = params
+        .get("labels")
+        .and_then(Value::as_array)
+        .map(|l| l.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let matches = |issue: &MirrorFields| -> bool {
+        let field_ok = |name: &str, actual: Option<&str>| {
+            text(name).is_none_or(|wanted| Some(wanted) == actual)
+        };
+        issue.issue_type == type_name
+            && text("summary").is_none_or(|s| s.trim() == issue.summary)
+            && field_ok("description", issue.description.as_deref())
+            && field_ok("assignee", issue.assignee.as_deref())
+            && field_ok("duedate", issue.duedate.as_deref())
+            && field_ok("plan_start", issue.plan_start.as_deref())
+            && field_ok("plan_end", issue.plan_end.as_deref())
+            && field_ok("epic_key", issue.epic_key.as_deref())
+            && field_ok("sprint", issue.sprint.as_deref())
+            && text("priority").is_none_or(|p| {
+                settings.priority_map.get(p).map(String::as_str) == issue.priority.as_deref()
+            })
+            && labels
+                .iter()
+                .all(|l| issue.labels.iter().any(|have| have == l))
+    };
+    Ok(tx
+        .issue(key)?
+        .filter(|issue| matches(&issue.mirrored))
+        .map(|_| json!({"key": key, "created": false})))
 }

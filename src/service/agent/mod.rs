@@ -18,6 +18,7 @@ mod claims;
 mod leases;
 mod refresh;
 mod reports;
+mod runs;
 
 use claims::{ClaimLook, claim_in, look_at_claim};
 pub use leases::MAX_UNCOUNTED_RELEASES;

@@ -2,7 +2,7 @@
 //! them), the refresh completed, and what it no longer saw pruned or held.
 
 use super::Now;
-use super::leases::run_of;
+use super::runs::run_of;
 use crate::domain::command::{RunKind, RunStatus};
 use crate::domain::settings::Settings;
 use crate::jira::{FieldIds, MirrorIssue, map_issue_text};
