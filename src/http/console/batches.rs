@@ -10,7 +10,7 @@ use super::pages::{
 };
 use crate::domain::command::{BatchStatus, CommandStatus};
 use crate::domain::words::{self, COMMANDS as COMMAND_FORMS, TIMES};
-use crate::service::{BatchView, CommandPage, CommandView, ProjectView};
+use crate::service::{BatchView, CommandPage, CommandView, FailedBatch, ProjectView};
 use maud::{Markup, html};
 use time::OffsetDateTime;
 
@@ -582,4 +582,46 @@ pub(super) fn command(page: &CommandPage, csrf: &str, now: OffsetDateTime) -> Ma
 /// JSON indented as a person reads it, whole.
 fn pretty(value: &serde_json::Value) -> String {
     serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Failed commands
+
+pub(super) fn failed(list: &[FailedBatch], csrf: &str, limit: i64) -> Markup {
+    html! {
+        section #failed-list data-live {
+            p.hint { "Команды со статусом «ошибка» или «пропущена», последние " (limit) ", по пакетам." }
+            @if list.is_empty() {
+                p { "Неудачных команд нет." }
+            }
+            @for batch in list {
+                @let id = batch.id;
+                @let retry = (!batch.cancelled).then_some(csrf);
+                article.card.wide id={ "failed-batch-" (id) } {
+                    h2 { a href={ "/ui/batches/" (id) } { "Пакет " (id) } ": " (Text(&batch.title)) }
+                    p { "Проект: " (or_dash(batch.project.as_deref())) }
+                    p.actions {
+                        @if batch.cancelled {
+                            span.hint { "Пакет отменён: его команды не повторяются." }
+                        } @else {
+                            (form(
+                                &format!("/ui/batches/{id}/retry-failed"),
+                                csrf,
+                                &[("back", "/ui/failed")],
+                                "Повторить все неудачные команды пакета",
+                                "",
+                            ))
+                        }
+                        @if batch.open_commands > 0 && !batch.cancelled {
+                            a.button.danger href={ "/ui/batches/" (id) "/cancel?back=/ui/failed" } {
+                                "Отменить пакет… (не закончено: "
+                                (words::count(batch.open_commands.max(0) as u64, &COMMAND_FORMS)) ")"
+                            }
+                        }
+                    }
+                    (command_rows(&batch.commands, &batch.dependencies, retry, "/ui/failed"))
+                }
+            }
+        }
+    }
 }

@@ -1164,7 +1164,7 @@ async fn failed(signed: Signed) -> Response {
         |list, csrf, _| {
             (
                 "Неудачные команды".to_string(),
-                pages::failed(&list, csrf, LIST_LIMIT),
+                batches::failed(&list, csrf, LIST_LIMIT),
             )
         },
     )

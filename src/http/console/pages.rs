@@ -3,7 +3,6 @@
 //! `html!` (see `html.rs`); the parts that change while the page is open are `data-live`
 //! sections with an id, which the page's script replaces in place.
 
-use super::batches::command_rows;
 use super::html::{
     Text, clip, command_status_words, millis_words, run_kind_words, run_status_words, segment,
     time_of, when_at,
@@ -11,8 +10,7 @@ use super::html::{
 use crate::domain::command::{BatchStatus, RunStatus};
 use crate::domain::words::{self, COMMANDS as COMMAND_FORMS};
 use crate::service::{
-    BatchView, FailedBatch, IssueView, ProjectIssues, ProjectView, QueuedRefresh, SliceRow,
-    SyncRunView,
+    BatchView, IssueView, ProjectIssues, ProjectView, QueuedRefresh, SliceRow, SyncRunView,
 };
 use maud::{Markup, html};
 use std::fmt::Write as _;
@@ -127,48 +125,6 @@ pub(super) fn queued_refresh_lines(queued: &[QueuedRefresh], now: OffsetDateTime
                     @if refresh.no_agent {
                         " · " b.bad { "ждёт агента" } ": агента нет на связи"
                     }
-                }
-            }
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Failed commands
-
-pub(super) fn failed(list: &[FailedBatch], csrf: &str, limit: i64) -> Markup {
-    html! {
-        section #failed-list data-live {
-            p.hint { "Команды со статусом «ошибка» или «пропущена», последние " (limit) ", по пакетам." }
-            @if list.is_empty() {
-                p { "Неудачных команд нет." }
-            }
-            @for batch in list {
-                @let id = batch.id;
-                @let retry = (!batch.cancelled).then_some(csrf);
-                article.card.wide id={ "failed-batch-" (id) } {
-                    h2 { a href={ "/ui/batches/" (id) } { "Пакет " (id) } ": " (Text(&batch.title)) }
-                    p { "Проект: " (super::pages::or_dash(batch.project.as_deref())) }
-                    p.actions {
-                        @if batch.cancelled {
-                            span.hint { "Пакет отменён: его команды не повторяются." }
-                        } @else {
-                            (super::html::form(
-                                &format!("/ui/batches/{id}/retry-failed"),
-                                csrf,
-                                &[("back", "/ui/failed")],
-                                "Повторить все неудачные команды пакета",
-                                "",
-                            ))
-                        }
-                        @if batch.open_commands > 0 && !batch.cancelled {
-                            a.button.danger href={ "/ui/batches/" (id) "/cancel?back=/ui/failed" } {
-                                "Отменить пакет… (не закончено: "
-                                (words::count(batch.open_commands.max(0) as u64, &COMMAND_FORMS)) ")"
-                            }
-                        }
-                    }
-                    (command_rows(&batch.commands, &batch.dependencies, retry, "/ui/failed"))
                 }
             }
         }
