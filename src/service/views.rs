@@ -39,7 +39,7 @@ pub struct CommandView {
     /// The finishing time the agent reported, in UTC: the agent's clock, shown only.
     #[schema(value_type = Option<String>)]
     pub agent_finished_at: Option<Utc>,
-    /// Its conflict's times in UTC (see [`answered_result`]).
+    /// Its conflict's times in UTC (converted when the view is serialized).
     #[serde(serialize_with = "answered_result")]
     #[schema(value_type = Option<Object>)]
     pub result: Option<Value>,
