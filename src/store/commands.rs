@@ -61,6 +61,18 @@ pub(crate) struct CommandRow {
     pub withheld: Option<String>,
 }
 
+/// How a give-back (`released`) counts against the command's budgets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GiveBack {
+    /// A write of it may have reached Jira: the delivery counts against `max_deliveries`.
+    Counted,
+    /// The agent ran it, called Jira and sent nothing: one more of the uncounted run.
+    Uncounted,
+    /// The agent never called Jira for it (given back with the rest of a claim, held): it
+    /// counts against nothing.
+    Unstarted,
+}
+
 /// How many columns [`COMMAND_COLUMNS`] names: a query's own columns come after them.
 pub(super) const COMMAND_COLUMN_COUNT: usize = 23;
 
@@ -395,8 +407,11 @@ impl Tx<'_> {
 
     /// A claimed command its agent gave back (`released`): queued again, not handed out before
     /// `not_before`; `lease_at` keeps the time it was given back (the next delivery is told how
-    /// long ago), `error` the agent's reason until an outcome replaces it. `counted: false` (the
-    /// agent sent nothing of it to Jira) takes the delivery back: the next one has its number.
+    /// long ago), `error` the agent's reason until an outcome replaces it. A give-back that is
+    /// not [`GiveBack::Counted`] (the agent sent nothing of it to Jira) takes the delivery back:
+    /// the next one has its number. Only [`GiveBack::Uncounted`] adds to the run of uncounted
+    /// give-backs (and starts its age); [`GiveBack::Unstarted`] keeps the run's count and
+    /// restarts its age (the command was not being run meanwhile); a counted one ends the run.
     /// `refusal`: the call refused on one path, as JSON (see [`CommandRow::released_refusal`]).
     /// Returns false when the command was not claimed.
     pub(crate) fn release_command(
@@ -405,21 +420,39 @@ impl Tx<'_> {
         now: &Utc,
         not_before: &Utc,
         reason: &str,
-        counted: bool,
+        give_back: GiveBack,
         refusal: Option<&str>,
     ) -> Result<bool> {
+        let (counted, uncounted) = match give_back {
+            GiveBack::Counted => (true, false),
+            GiveBack::Uncounted => (false, true),
+            GiveBack::Unstarted => (false, false),
+        };
         let changed = self
             .0
             .prepare_cached(
                 "UPDATE command SET status = 'queued', lease_at = ?2, not_before = ?3, error = ?4,
                  released_refusal = ?6,
                  deliveries = CASE WHEN ?5 OR deliveries = 0 THEN deliveries ELSE deliveries - 1 END,
-                 uncounted_releases = CASE WHEN ?5 THEN 0 ELSE uncounted_releases + 1 END,
-                 uncounted_since = CASE WHEN ?5 THEN NULL ELSE coalesce(uncounted_since, ?2) END
+                 uncounted_releases = CASE WHEN ?5 THEN 0 WHEN ?7 THEN uncounted_releases + 1
+                                      ELSE uncounted_releases END,
+                 uncounted_since = CASE WHEN ?7 THEN coalesce(uncounted_since, ?2) ELSE NULL END
                  WHERE id = ?1 AND status = 'claimed'",
             )?
-            .execute(params![id, now, not_before, reason, counted, refusal])?;
+            .execute(params![
+                id, now, not_before, reason, counted, refusal, uncounted
+            ])?;
         Ok(changed == 1)
+    }
+
+    /// The run of uncounted give-backs of a command starts its age afresh (its count stays):
+    /// the command waited in the queue well past its grace, so nobody was giving it back
+    /// meanwhile (see `service::agent::leases`).
+    pub(crate) fn restart_uncounted_age(&self, id: i64) -> Result<()> {
+        self.0
+            .prepare_cached("UPDATE command SET uncounted_since = NULL WHERE id = ?1")?
+            .execute([id])?;
+        Ok(())
     }
 
     /// Whether a command given back (`released`) has waited out its grace and sits in the queue:

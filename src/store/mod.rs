@@ -35,7 +35,7 @@ mod tx;
 
 pub(crate) use agents::AgentSeen;
 pub(crate) use backup::{BackupKind, FileLock, lock_database_file};
-pub(crate) use commands::{AttemptRow, BatchRow, CommandRow, Finish};
+pub(crate) use commands::{AttemptRow, BatchRow, CommandRow, Finish, GiveBack};
 pub use health::{Fault, FaultSeen};
 pub(crate) use held::HeldRow;
 pub(crate) use mirror::{CommentRow, IssueRow, IssueText, NoteRow};

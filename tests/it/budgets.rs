@@ -256,9 +256,16 @@ fn a_wrong_password_costs_at_most_three_requests_in_an_hour() {
     assert_eq!(agent_view(&hub).jira_ok, Some(true));
 }
 
+/// A give-back after a call to Jira that sent nothing: the agent ran the command and met a
+/// refusal.
 fn given_back_uncounted(command_id: i64, delivery: u32) -> Value {
+    given_back_after(command_id, delivery, 1, 1)
+}
+
+/// `released`, `sent: false`, after `calls` calls to Jira, asking for `grace` seconds.
+fn given_back_after(command_id: i64, delivery: u32, calls: u32, grace: u32) -> Value {
     json!([{"command_id": command_id, "delivery": delivery, "status": "released",
-            "not_before_seconds": 1, "sent": false,
+            "not_before_seconds": grace, "sent": false, "jira_calls": calls,
             "error": "Jira отказала в доступе к POST /rest/api/2/issue/AURORA-1/comment (HTTP 401)"}])
 }
 
@@ -310,17 +317,121 @@ fn uncounted_give_backs_have_a_count_and_an_age() {
             );
         }
     }
-    // By age: two give-backs an hour apart.
+    // By age: a slow run, the agent asking for 5 minutes each time and the command handed out
+    // again as soon as they pass: the 13th give-back, an hour after the first, fails it.
     let by_age = hub.enqueue_batch(&one_comment()).unwrap();
-    for step in [0, 61 * 60] {
-        clock.advance(time::Duration::seconds(step));
+    for n in 0..13 {
+        let claimed = agent.claim(&mut hub, 10);
+        assert_eq!(claimed.commands.len(), 1, "give-back {n}");
+        let command = &claimed.commands[0];
+        agent.report(
+            &mut hub,
+            given_back_after(command.id, command.delivery, 1, 300),
+        );
+        clock.advance(time::Duration::seconds(300));
+    }
+    let command = hub.batch(by_age.id).unwrap().commands[0].clone();
+    assert_eq!(command.status, CommandStatus::Failed, "{command:?}");
+    assert!(command.error.unwrap().contains("13 раз подряд за 60 мин"));
+}
+
+/// Budgets count what they mean, an outage: a claim of five comments, the first of which met
+/// Jira's 503, then given back unstarted (no Jira call: the agent held) every three minutes for
+/// 90 minutes. The agent recovers; the first command meets one more 503 and then runs: every
+/// command is done, none failed. Before, the unstarted give-backs spent the uncounted budget
+/// (20 in a row) and the hour ran from the first give-back.
+#[test]
+fn an_outage_of_ninety_minutes_fails_no_command() {
+    use crate::support::{Agent, clock, ready_hub};
+    let dir = crate::support::TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    let agent = Agent::new("agent-1");
+    let comments: Vec<Value> = (0..5)
+        .map(|n| comment("AURORA-1", &format!("x{n}")))
+        .collect();
+    let batch = hub
+        .enqueue_batch(&crate::support::batch(
+            json!({"title": "t", "author": "a", "commands": comments}),
+        ))
+        .unwrap();
+    let give_back =
+        |agent: &Agent, hub: &mut jira_hub::service::HubConnection, first_calls: u32| {
+            let claimed = agent.claim(hub, 10);
+            assert_eq!(claimed.commands.len(), 5);
+            let results: Vec<Value> = claimed
+                .commands
+                .iter()
+                .enumerate()
+                .map(|(n, c)| {
+                    let calls = if n == 0 { first_calls } else { 0 };
+                    given_back_after(c.id, c.delivery, calls, 10)[0].clone()
+                })
+                .collect();
+            agent.report(hub, Value::Array(results));
+        };
+    give_back(&agent, &mut hub, 1);
+    for _ in 0..30 {
+        clock.advance(time::Duration::minutes(3));
+        give_back(&agent, &mut hub, 0);
+    }
+    clock.advance(time::Duration::minutes(3));
+    give_back(&agent, &mut hub, 1);
+    let first = hub.batch(batch.id).unwrap().commands[0].clone();
+    assert_eq!(
+        (first.status, first.uncounted_releases),
+        (CommandStatus::Queued, 2),
+        "{first:?}"
+    );
+    clock.advance(time::Duration::seconds(11));
+    let claimed = agent.claim(&mut hub, 10);
+    assert_eq!(claimed.commands.len(), 5);
+    let done: Vec<Value> = claimed
+        .commands
+        .iter()
+        .map(|c| {
+            json!({"command_id": c.id, "delivery": c.delivery, "status": "done",
+                        "result": {"comment_id": c.id.to_string()}, "jira_calls": 1})
+        })
+        .collect();
+    agent.report(&mut hub, Value::Array(done));
+    let commands = hub.batch(batch.id).unwrap().commands;
+    assert!(
+        commands.iter().all(|c| c.status == CommandStatus::Done),
+        "{commands:?}"
+    );
+}
+
+/// The age runs over consecutive give-backs: a command given back after a Jira call, then left
+/// in the queue for 90 minutes (no agent claimed: down or held), is given back once more and
+/// stays queued; its count goes on (2).
+#[test]
+fn a_command_left_in_the_queue_starts_its_uncounted_age_afresh() {
+    use crate::support::{Agent, clock, ready_hub};
+    let dir = crate::support::TestDir::new();
+    let clock = clock();
+    let mut hub = ready_hub(&dir, &clock);
+    let agent = Agent::new("agent-1");
+    let batch = hub.enqueue_batch(&one_comment()).unwrap();
+    for wait in [0, 90 * 60] {
+        clock.advance(time::Duration::seconds(wait));
         let claimed = agent.claim(&mut hub, 10);
         let command = &claimed.commands[0];
         agent.report(&mut hub, given_back_uncounted(command.id, command.delivery));
     }
-    let command = hub.batch(by_age.id).unwrap().commands[0].clone();
-    assert_eq!(command.status, CommandStatus::Failed, "{command:?}");
-    assert!(command.error.unwrap().contains("за 61 мин"));
+    let command = hub.batch(batch.id).unwrap().commands[0].clone();
+    assert_eq!(
+        (command.status, command.uncounted_releases),
+        (CommandStatus::Queued, 2),
+        "{command:?}"
+    );
+    // The run's age starts at the second give-back, not the first.
+    let since = time::OffsetDateTime::parse(
+        command.uncounted_since.unwrap().as_str(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    assert_eq!(since, clock.now());
 }
 
 /// The budget in `GET /commands/{id}` and `/metrics`.

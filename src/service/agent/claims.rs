@@ -162,6 +162,7 @@ pub(super) fn claim_in(
         let previous_release = previous_release(&command);
         let earlier_ended_seconds_ago =
             earlier_ended(tx, &command)?.map(|at| (now.at - at.at()).whole_seconds().max(0) as u64);
+        super::leases::restart_age_after_wait(tx, &settings, &command, now)?;
         tx.mark_claimed(command.id, &now.utc, &claim.envelope.agent, pause)?;
         // The agent looks for an issue a lost create may have made no earlier than this.
         let enqueued_at = tx

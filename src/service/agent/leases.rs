@@ -11,7 +11,7 @@ use crate::domain::settings::{Settings, TransitionTarget};
 use crate::domain::time::Utc;
 use crate::protocol::{CommandResult, HeartbeatAnswer, HeartbeatRequest, Kind};
 use crate::service::Result;
-use crate::store::{CommandRow, Finish, Tx};
+use crate::store::{CommandRow, Finish, GiveBack, Tx};
 use serde_json::{Value, json};
 
 /// A command its agent gave back (`released`): queued again with its delivery count,
@@ -44,9 +44,17 @@ pub(super) fn release(
     }
     // `sent: false`: nothing of this delivery reached Jira (the agent found it
     // held, or never started the command), so it is not counted and cannot use up the
-    // command's deliveries.
-    let counted = result.sent != Some(false);
-    if !counted && let Some(spent) = uncounted_budget_spent(command, now) {
+    // command's deliveries. Without a single Jira call either (given back with the rest of a
+    // claim, or while the agent is held) it says nothing about the command: no budget at all.
+    let give_back = match (result.sent, result.jira_calls) {
+        (Some(false), 0) => GiveBack::Unstarted,
+        (Some(false), _) => GiveBack::Uncounted,
+        _ => GiveBack::Counted,
+    };
+    let counted = give_back == GiveBack::Counted;
+    if give_back == GiveBack::Uncounted
+        && let Some(spent) = uncounted_budget_spent(command, now)
+    {
         let error = format!("{reason}; {spent}");
         tracing::warn!(command = command.id, %error, "uncounted give-backs over budget: the command fails");
         return end_unreported(tx, command, CommandStatus::Failed, &error, now);
@@ -74,25 +82,49 @@ pub(super) fn release(
         &now.utc,
         &not_before,
         &reason,
-        counted,
+        give_back,
         refusal.as_deref(),
     )?;
     tracing::info!(
         command = command.id,
         grace,
-        counted,
+        give_back = ?give_back,
         reason = %reason,
         "the agent gave a command back: queued again after its grace"
     );
     Ok(())
 }
 
-/// How many times in a row a command may be given back with nothing sent to Jira (`released`,
-/// `sent: false`) before the hub fails it with the last reason.
+/// How many times in a row a command may be given back with nothing sent to Jira after calling
+/// it (`released`, `sent: false`, `jira_calls` > 0) before the hub fails it with the last reason.
+/// Give-backs without a Jira call (`jira_calls: 0`) are not in the run.
 pub const MAX_UNCOUNTED_RELEASES: u32 = 20;
-/// How long a command may go on being given back uncounted, from the first of them, before the
-/// hub fails it the same way.
+/// How long a run of uncounted give-backs may last, from its first, before the hub fails the
+/// command the same way. The age runs over consecutive give-backs of a command being run: one
+/// counted delivery ends the run (count and age), and the age (not the count) starts afresh
+/// after a stretch in which the command was not run: a give-back without a Jira call, or a wait
+/// in the queue of more than a lease past its grace (the agent down, held, or busy with other
+/// work; see [`restart_age_after_wait`]).
 pub(crate) const MAX_UNCOUNTED_AGE: time::Duration = time::Duration::hours(1);
+
+/// At a claim: when `command` is in a run of uncounted give-backs and was handed out more than a
+/// lease after its grace ended, the run's age starts afresh (its count stays, so a command given
+/// back as often as it is handed out still fails within [`MAX_UNCOUNTED_RELEASES`]).
+pub(super) fn restart_age_after_wait(
+    tx: &Tx<'_>,
+    settings: &Settings,
+    command: &CommandRow,
+    now: &Now,
+) -> Result<()> {
+    let (Some(_), Some(due)) = (&command.uncounted_since, &command.not_before) else {
+        return Ok(());
+    };
+    let lease = time::Duration::seconds(i64::from(settings.pacing.claim_timeout_seconds));
+    if now.at - due.at() > lease {
+        tx.restart_uncounted_age(command.id)?;
+    }
+    Ok(())
+}
 
 /// Whether one more uncounted give-back of `command` passes its budget: the words of why, then.
 /// A give-back with nothing sent spends no delivery, so without this an agent that cannot run a
