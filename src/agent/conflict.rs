@@ -56,7 +56,8 @@ impl Executor<'_> {
             .filter_map(|logical| {
                 let id = edit::jira_field(logical, &settings.field_ids, cloud)?;
                 let wanted = edit::wanted_value(logical, params, &settings.priority_map)?;
-                fields.contains_key(&id).then_some((logical, id, wanted))
+                // The sprint is not in the PUT's fields: the Agile API sets it after the PUT.
+                (fields.contains_key(&id) || logical == "sprint").then_some((logical, id, wanted))
             })
             .collect();
         if checked.is_empty() {

@@ -10,9 +10,11 @@ use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
 /// The fields of an edit that are checked against the base: every field the edit replaces.
-/// Labels are added, never replaced (no conflict); a sprint is an addition to a sprint through
-/// the Agile API, not a field the edit sets (no conflict either).
-pub const CHECKED_FIELDS: [&str; 8] = [
+/// Labels are added, never replaced (no conflict). A sprint is set through the Agile API
+/// (`POST /rest/agile/1.0/sprint/{id}/issue`), which *moves* the issue out of its open sprint: it
+/// replaces the sprint field's latest sprint, so it is checked like the others (by the latest
+/// sprint's name, the form the mirror keeps).
+pub const CHECKED_FIELDS: [&str; 9] = [
     "summary",
     "description",
     "priority",
@@ -21,6 +23,7 @@ pub const CHECKED_FIELDS: [&str; 8] = [
     "plan_start",
     "plan_end",
     "epic_key",
+    "sprint",
 ];
 
 /// Where an edit's base came from (`params.base.from`).
@@ -84,6 +87,7 @@ pub fn jira_field(
         "plan_start" | "plan_end" => field_ids.get(logical).cloned(),
         "epic_key" if cloud => Some("parent".into()),
         "epic_key" => field_ids.get("epic_link").cloned(),
+        "sprint" => field_ids.get("sprint").cloned(),
         _ => None,
     }
 }
@@ -133,6 +137,7 @@ pub fn jira_value(
             .and_then(|v| text_of(Some(v)))
             .or_else(|| fields.get("parent").and_then(|p| text_of(p.get("key"))))
             .map_or(Value::Null, Value::from),
+        "sprint" => super::sprint::latest_sprint(custom("sprint")).map_or(Value::Null, Value::from),
         _ => Value::Null,
     }
 }
@@ -213,6 +218,7 @@ pub fn field_label(field: &str) -> &str {
         "plan_start" => "Начало по плану",
         "plan_end" => "Конец по плану",
         "epic_key" => "Эпик",
+        "sprint" => "Спринт",
         other => other,
     }
 }

@@ -13,6 +13,7 @@ pub(crate) mod jql;
 pub(crate) mod json;
 pub(crate) mod project;
 pub(crate) mod settings;
+pub(crate) mod sprint;
 pub mod time;
 pub(crate) mod words;
 

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 /// Puts a base into every edit of a batch being enqueued (`params.base`): an edit of an issue
 /// created in the same batch (`{"$result": "key"}`) needs none; one that sets no checked field
-/// (only labels, a sprint) neither. A field an earlier edit of the same issue sets, which no
+/// (only labels) neither. A field an earlier edit of the same issue sets, which no
 /// refresh has read since (still to be written, or written after the mirror last read the
 /// issue), is based on that edit's wanted value: the hub's own write is what Jira will hold, not
 /// a change to stop on (see [`earlier_wanted`]).

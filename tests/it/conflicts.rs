@@ -651,3 +651,105 @@ fn retries_after_keep_jira_never_queue_what_is_skipped_again_at_once() {
         [CommandStatus::Cancelled, CommandStatus::Skipped]
     );
 }
+
+/// A sprint in an edit is checked like the other fields: the Agile API *moves* the issue (it
+/// leaves its open sprint), so a person's move after the enqueue would be undone. The base is the
+/// mirror's latest sprint, Jira's value now is read from the sprint field as Jira returns it
+/// (Data Center's `toString` form, Cloud's objects). A person's move stops the edit with the
+/// three sprint names; «Записать поверх» moves the issue anyway; an edit nobody crossed is done.
+#[test]
+fn a_sprint_changed_in_jira_after_the_enqueue_is_not_overwritten() {
+    use jira_hub::sim::jira::SPRINT_FIELD;
+    for mode in [Mode::DataCenter, Mode::Cloud] {
+        let (stage, keys) = Stage::start_with(
+            mode,
+            &[seeded(), seeded()],
+            json!({"field_ids": {"sprint": SPRINT_FIELD}}),
+        );
+        stage.fake.add_board(70, "Доска", "scrum");
+        for (id, name, state) in [
+            (71, "Спринт 1", "active"),
+            (72, "Спринт 2", "future"),
+            (73, "Спринт 3", "future"),
+        ] {
+            stage.fake.add_sprint(70, id, name, state);
+        }
+        for key in &keys {
+            stage.fake.move_to_sprint(key, 71, "Мария");
+        }
+        stage.enqueue(
+            json!([{"type": "refresh", "params": {"jql": format!("project = {PROJECT}")}}]),
+        );
+        stage.run();
+        let to_sprint_2 = |key: &str| {
+            edit(
+                key,
+                json!({"summary": "Старое", "sprint": "Спринт 2", "board_id": 70}),
+            )
+        };
+        let batch = stage.enqueue(json!([to_sprint_2(&keys[0]), to_sprint_2(&keys[1])]));
+        let view = stage.hub.read().batch(batch).unwrap();
+        assert_eq!(
+            view.commands[0].params["base"]["fields"]["sprint"], "Спринт 1",
+            "{mode:?}: the base is the mirror's sprint"
+        );
+        // A person moves the first issue on: the edit would move it back.
+        stage.fake.move_to_sprint(&keys[0], 73, "Пётр");
+        stage.run();
+        let view = stage.hub.read().batch(batch).unwrap();
+        let crossed = &view.commands[0];
+        assert_eq!(
+            crossed.status,
+            CommandStatus::Failed,
+            "{mode:?}: {crossed:?}"
+        );
+        let conflict = &crossed.result.as_ref().unwrap()["conflict"]["fields"][0];
+        assert_eq!(
+            (
+                &conflict["field"],
+                &conflict["base"],
+                &conflict["jira"],
+                &conflict["wanted"]
+            ),
+            (
+                &json!("sprint"),
+                &json!("Спринт 1"),
+                &json!("Спринт 3"),
+                &json!("Спринт 2")
+            ),
+            "{mode:?}: {conflict}"
+        );
+        if mode == Mode::Cloud {
+            // Data Center's changelog names the custom field "Sprint", not by its id: not said.
+            assert_eq!(conflict["changed_by"], "Пётр", "{mode:?}: {conflict}");
+        }
+        assert!(
+            crossed
+                .error
+                .as_deref()
+                .unwrap_or("")
+                .contains("Спринт: было «Спринт 1»"),
+            "{mode:?}: {crossed:?}"
+        );
+        let sprint_now = |key: &str| {
+            jira_hub::domain::edit::jira_value(
+                "sprint",
+                stage.jira(key).as_object().unwrap(),
+                &[("sprint".to_string(), SPRINT_FIELD.to_string())].into(),
+            )
+        };
+        assert_eq!(sprint_now(&keys[0]), "Спринт 3", "{mode:?}: nothing moved");
+        assert_eq!(view.commands[1].status, CommandStatus::Done, "{mode:?}");
+        assert_eq!(sprint_now(&keys[1]), "Спринт 2", "{mode:?}");
+        // «Записать поверх»: the operator moves it anyway.
+        let retried = stage.hub.read().retry_overwriting(crossed.id).unwrap();
+        assert_eq!(retried.params["overwrite"], json!(["sprint"]));
+        stage.run();
+        assert_eq!(
+            stage.command(crossed.id).status,
+            CommandStatus::Done,
+            "{mode:?}"
+        );
+        assert_eq!(sprint_now(&keys[0]), "Спринт 2", "{mode:?}");
+    }
+}

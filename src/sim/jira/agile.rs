@@ -154,6 +154,21 @@ impl FakeJira {
             .insert(id, (name.to_string(), kind.to_string()));
     }
 
+    /// A person (`by`) moves an issue into a sprint on the board (drag and drop, or the issue's
+    /// Sprint field): the field takes that sprint's value as the Agile API's move gives it ("Move
+    /// issues to sprint and rank": the issue leaves its open sprint; Jira Software Cloud REST
+    /// reference, Sprint group), and the changelog gets a history by `by` on the custom field
+    /// (Data Center names it "Sprint", Cloud adds its `fieldId`), as any edit of the field does.
+    pub fn move_to_sprint(&self, key: &str, sprint: u64, by: &str) {
+        let mut state = lock(&self.state);
+        let id = state.by_key[key];
+        let author = state.person(by);
+        let value = state.sprint_value(sprint);
+        let mut fields = serde_json::Map::new();
+        fields.insert(SPRINT_FIELD.into(), value);
+        state.set_fields(id, fields, author);
+    }
+
     pub fn add_sprint(&self, board: u64, id: u64, name: &str, state: &str) {
         lock(&self.state).sprints.push(Sprint {
             id,
