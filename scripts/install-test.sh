@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
-# The install test (issue 29): the README's service steps, run as they are written, in a
-# throwaway copy of this machine's root, then the hub and the agent started as their units say
-# against the demo's simulated Jira; a batch goes through the relay folder and completes, and
-# `jira-hub agent --check` exits 0. Then `systemd-analyze verify` and `security --offline=yes`
-# (exposure at most 2.0) on both installed units.
+# The install test: the README's service steps, run as they are written, in a throwaway copy of
+# this machine's root, then the hub and the agent started as their units say against the demo's
+# simulated Jira; a batch goes through the relay folder and completes, and `jira-hub agent
+# --check` exits 0. Then day thirty, each chore from its README block as typed: a backup
+# ("Restoring from a backup"), every credential rotated ("Rotating a credential": the agent's new
+# token and Jira's password pasted, the agent restarted) and a batch through with the new ones,
+# the finished batches aged 31 days (with sqlite3, the hub stopped: the clock cannot be moved)
+# and pruned with --export, the backup restored (a batch made after the backup keeps its number:
+# the next one gets a new one), and an upgrade ("Upgrading the package") from the database as
+# the previous schema revision left it (the newest revision's index dropped and the revision
+# number set back, as tests/it/migrations.rs does), `migrate` and `status` then agreeing and the
+# migration's backup named for the revision. Then `systemd-analyze verify` and `security
+# --offline=yes` (exposure at most 2.0) on both installed units.
 #
 # The steps are read from README.md, from the code block after each `<!-- install-steps: NAME -->`
 # marker: the package's ("The Debian package"), the hub's settings and relay folder ("Running it
 # as a service") and the agent's ("The agent → As a Debian service"), so the README and this test
 # cannot drift apart. What the README leaves to the operator is done here in plain sight:
 # `/path/to/config.json` is the simulated Jira's legacy config, `editor` sets the example
-# config's jira_url, jira_user, name and relay_dir, and each `head -n 1 >` line is given the
-# secret it asks for on its standard input. `systemctl` and `journalctl` (no systemd runs here)
+# config's jira_url, jira_user, name and relay_dir, each `head -n 1 >` line is given the
+# secret it asks for on its standard input, and `B=` (the backup to restore) names the backup
+# made on day thirty. `systemctl` and `journalctl` (no systemd runs here)
 # are stand-ins that read the installed unit and its drop-ins: User=, Group=, UMask=,
 # Environment=, EnvironmentFile=, LoadCredential= (a source by name looked up in the credential
 # stores and skipped when missing, an absolute one required, as systemd.exec(5) says),
@@ -23,7 +32,8 @@
 # keeps the unit's 127.0.0.1:8740 free of whatever else runs on the machine.
 #
 # Needs root (CI runs as root), the .deb built (`cargo deb`), and: unshare, chroot, mount with
-# overlayfs, ip, setpriv, apt, dpkg-deb, systemd-sysusers, systemd-tmpfiles, systemd-analyze, curl.
+# overlayfs, ip, setpriv, runuser, apt, dpkg-deb, systemd-sysusers, systemd-tmpfiles,
+# systemd-analyze, curl, sqlite3 (scripts/ci-chores.sh installs it).
 # Without them it says what is missing and exits 0 (skipped); INSTALL_TEST_REQUIRED=1 makes a
 # skip a failure (.ci/run sets it).
 set -euo pipefail
@@ -44,8 +54,12 @@ way="${INSTALL_TEST_WAY:-package}"
 export INSTALL_TEST_WAY="$way"
 if [ "${1:-}" = "--inside" ]; then
   work="$2"
-  log() { echo "install-test: $*" >&2; }
+  # The test's own words go to fd 3, the script's standard error, even from inside a README
+  # step whose output is being kept (run_steps).
+  exec 3>&2
+  log() { echo "install-test: $*" >&3; }
   fail() {
+    exec 2>&3
     echo "install-test: FAILED: $*" >&2
     for f in /var/log/install-test/*.log; do
       [ -e "$f" ] || continue
@@ -91,7 +105,8 @@ if [ "${1:-}" = "--inside" ]; then
   }
   unit_value() { unit_values "$1" "$2" | tail -n 1; }
 
-  # `systemctl` as far as the README uses it: daemon-reload, enable [--now], start, status.
+  # `systemctl` as far as the README uses it: daemon-reload, enable [--now], start, stop,
+  # restart, status.
   systemctl() {
     local now=0 verb="$1" unit
     shift
@@ -105,6 +120,8 @@ if [ "${1:-}" = "--inside" ]; then
         if [ "$now" = 1 ]; then start_unit "$unit"; fi
         ;;
       start) start_unit "${1%.service}" ;;
+      stop) stop_unit "${1%.service}" ;;
+      restart) stop_unit "${1%.service}"; start_unit "${1%.service}" ;;
       status)
         unit="${1%.service}"
         if kill -0 "$(cat "/run/install-test/$unit.pid" 2>/dev/null || echo 0)" 2>/dev/null; then
@@ -195,10 +212,27 @@ if [ "${1:-}" = "--inside" ]; then
     # shellcheck disable=SC2086
     setpriv --reuid="$user" --regid="$group" --init-groups -- \
       env -i "${env[@]}" sh -c "umask ${umask:-0022} && exec $exec" \
-      > "/var/log/install-test/$unit.log" 2>&1 < /dev/null &
+      > "/var/log/install-test/$unit.log" 2>&1 < /dev/null 3>&- &
     echo $! > "/run/install-test/$unit.pid"
     sleep 1
     kill -0 "$!" 2>/dev/null || fail "$unit exited at start"
+  }
+
+  # Stops a unit as systemd would: SIGTERM, then its TimeoutStopSec= for it to end. A unit that
+  # does not run is left as it is.
+  stop_unit() {
+    local unit="$1" pid timeout
+    pid="$(cat "/run/install-test/$unit.pid" 2>/dev/null || echo 0)"
+    rm -f "/run/install-test/$unit.pid"
+    if [ "$pid" = 0 ] || ! kill -0 "$pid" 2>/dev/null; then return 0; fi
+    timeout="$(unit_value "$unit" TimeoutStopSec)"
+    log "stopping $unit (pid $pid)"
+    kill -TERM "$pid"
+    for _ in $(seq 1 $(( ${timeout:-90} * 10 ))); do
+      kill -0 "$pid" 2>/dev/null || return 0
+      sleep 0.1
+    done
+    fail "$unit did not stop within ${timeout:-90} s of SIGTERM"
   }
 
   editor() {
@@ -214,14 +248,18 @@ if [ "${1:-}" = "--inside" ]; then
   }
 
   # Runs a README block line by line, as typed: comments shown, each command echoed; a line
-  # that reads a secret from the terminal (`head -n 1 >`) gets the next answer.
+  # that reads a secret from the terminal (`head -n 1 >`) gets the next answer (one that starts
+  # with `@` is a command whose output is the answer, run when the line is reached); a line
+  # `B=…` is the operator's choice of a backup: $chosen_backup. What the lines print is shown
+  # and kept in $work/$name.out for the checks after.
   run_steps() {
-    local name="$1" line
+    local name="$1" line answer
     shift
     local -a answers=("$@")
     local block
     block="$(steps "$name")"
     [ -n "$block" ] || fail "README.md has no install-steps: $name block"
+    : > "$work/$name.out"
     while IFS= read -r line; do
       case "$line" in
         '') continue ;;
@@ -231,15 +269,37 @@ if [ "${1:-}" = "--inside" ]; then
         echo "# (installed by hand above: not the package) $line" >&2
         continue
       fi
+      if [ "${line#B=}" != "$line" ]; then
+        [ -n "${chosen_backup:-}" ] || fail "$name: no backup chosen for: $line"
+        echo "# (the operator's choice, for: $line)" >&2
+        line="B=$chosen_backup"
+      fi
       echo "# \$ $line" >&2
       if [ "${line#*head -n 1 >}" != "$line" ]; then
         [ "${#answers[@]}" -gt 0 ] || fail "$name: no answer left for: $line"
-        eval "$line" <<< "${answers[0]}" || fail "$name: $line"
+        answer="${answers[0]}"
+        if [ "${answer#@}" != "$answer" ]; then answer="$(eval "${answer#@}")"; fi
+        eval "$line" <<< "$answer" > "$work/step.out" 2>&1 || { cat "$work/step.out" >&2; fail "$name: $line"; }
         answers=("${answers[@]:1}")
       else
-        eval "$line" < /dev/null || fail "$name: $line"
+        eval "$line" < /dev/null > "$work/step.out" 2>&1 || { cat "$work/step.out" >&2; fail "$name: $line"; }
       fi
+      cat "$work/step.out" >&2
+      cat "$work/step.out" >> "$work/$name.out"
     done <<< "$block"
+  }
+
+  # Waits until batch $1 (asked with the client token $2) is completed, 60 s at most; its last
+  # answer is left in $answer.
+  wait_completed() {
+    local status=""
+    for _ in $(seq 1 300); do
+      answer="$(curl -fsS -H "Authorization: Bearer $2" "http://127.0.0.1:8740/batches/$1")"
+      status="$(grep -o '"status":"[a-z]*"' <<< "$answer" | head -n 1 | cut -d'"' -f4)"
+      [ "$status" = completed ] && return 0
+      sleep 0.2
+    done
+    fail "batch $1 is $status after 60 s: $answer"
   }
 
   export DEBIAN_FRONTEND=noninteractive
@@ -287,14 +347,7 @@ if [ "${1:-}" = "--inside" ]; then
   id="$(sed -n 's/^{"id":\([0-9]*\).*/\1/p' <<< "$batch")"
   [ -n "$id" ] || id="$(grep -o '"id":[0-9]*' <<< "$batch" | head -n 1 | cut -d: -f2)"
   [ -n "$id" ] || fail "no batch id in $batch"
-  status=""
-  for _ in $(seq 1 300); do
-    answer="$(curl -fsS -H "Authorization: Bearer $client_token" "http://127.0.0.1:8740/batches/$id")"
-    status="$(grep -o '"status":"[a-z]*"' <<< "$answer" | head -n 1 | cut -d'"' -f4)"
-    [ "$status" = completed ] && break
-    sleep 0.2
-  done
-  [ "$status" = completed ] || fail "batch $id is $status after 60 s: $answer"
+  wait_completed "$id" "$client_token"
   grep -q '"failed":0' <<< "$answer" || fail "batch $id has failures: $answer"
   grep -q '"done":2' <<< "$answer" || fail "batch $id: not both commands done: $answer"
   log "batch $id completed: $(grep -o '"counters":{[^}]*}' <<< "$answer")"
@@ -307,6 +360,128 @@ if [ "${1:-}" = "--inside" ]; then
   jira-hub agent --config /etc/jira-hub-agent/agent.json --check > "$work/check.out" 2>&1 || { cat "$work/check.out" >&2; fail "agent --check"; }
   t1=$(date +%s%N)
   log "agent --check: exit 0 in $(( (t1 - t0) / 1000000 )) ms, $(grep -c '^ok' "$work/check.out") checks ok"
+
+  # --- day thirty: the chores, each from its README block ------------------------------------
+  db=/var/lib/jira-hub/hub.sqlite
+  # The test's own look at the database: as the service's user, so that nothing it opens leaves
+  # a file root owns in the data folder.
+  hub_cli() { runuser -u jira-hub -- jira-hub --db "$db" "$@"; }
+  # A batch of one comment on the issue the first batch made, with `token`; its id once it
+  # completed (through the agent as it runs now).
+  comment_batch() {
+    local token="$1" title="$2" answer id
+    answer="$(curl -fsS -X POST -H "Authorization: Bearer $token" -H 'Content-Type: application/json' -d "{
+      \"title\": \"$title\", \"author\": \"install-test\", \"project\": \"AWPCA\",
+      \"commands\": [{\"type\": \"comment\", \"params\": {\"key\": \"$issue\", \"body\": \"$title\"}}]}" \
+      http://127.0.0.1:8740/batches)" || fail "POST /batches ($title)"
+    id="$(grep -o '"id":[0-9]*' <<< "$answer" | head -n 1 | cut -d: -f2)"
+    [ -n "$id" ] || fail "no batch id in $answer"
+    wait_completed "$id" "$token"
+    grep -q '"done":1' <<< "$answer" || fail "batch $id ($title): its comment is not done: $answer"
+    echo "$id"
+  }
+  wait_ready() {
+    for _ in $(seq 1 100); do
+      if curl -fsS http://127.0.0.1:8740/ready > /dev/null 2>&1; then return 0; fi
+      sleep 0.2
+    done
+    fail "the hub does not answer /ready: $(curl -sS http://127.0.0.1:8740/ready 2>&1)"
+  }
+  owned_by_hub() {
+    local f
+    for f in "$@"; do
+      [ "$(stat -c %U "$f")" = jira-hub ] || fail "$f is $(stat -c %U:%G "$f"), not the hub's: the service could not open it"
+    done
+  }
+  issue="$(grep -o '"key":"[A-Z]*-[0-9]*"' <<< "$answer" | head -n 1 | cut -d'"' -f4)"
+  [ -n "$issue" ] || fail "no issue key in the first batch: $answer"
+
+  log "day thirty: a backup (README, Restoring from a backup)"
+  run_steps backup
+  backup="$(tail -n 1 "$work/backup.out")"
+  [ -f "$backup" ] || fail "backup printed no file: $(cat "$work/backup.out")"
+  owned_by_hub "$backup"
+  before_backup_last="$id"
+
+  log "day thirty: every credential rotated (README, Rotating a credential)"
+  old_client="$client_token"
+  rotate_all() { run_steps rotate "@hub_cli tokens | awk '/^agent/ {print \$2}'" "$jira_password"; }
+  rotate_all
+  grep -q 'systemctl restart jira-hub-agent' "$work/rotate.out" || fail "tokens --rotate agent does not say to restart the agent: $(cat "$work/rotate.out")"
+  tokens="$(hub_cli tokens)"
+  client_token="$(awk '/^client/ {print $2}' <<< "$tokens")"
+  [ "$client_token" != "$old_client" ] || fail "the client token did not change"
+  # A rotation by the CLI is in force in the daemon within a quarter of a second (it reads the
+  # tokens again when the database changed): at most 2 s here.
+  for _ in $(seq 1 20); do
+    refused="$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $old_client" http://127.0.0.1:8740/batches)"
+    [ "$refused" = 401 ] && break
+    sleep 0.1
+  done
+  [ "$refused" = 401 ] || fail "the old client token is answered $refused 2 s after the rotation, not 401"
+  after_backup="$(comment_batch "$client_token" "После смены токенов")"
+  log "batch $after_backup completed with the new tokens (agent restarted with its new token and Jira's password)"
+
+  log "day thirty: a prune of batches past the retention (README, Restoring from a backup)"
+  systemctl stop jira-hub
+  # Thirty-one days on: every time the batches and commands hold, moved back (the daemon would
+  # prune them itself within a minute; stopped, it leaves this prune to the README's line).
+  runuser -u jira-hub -- sqlite3 "$db" "
+    UPDATE batch SET created_at = strftime('%Y-%m-%dT%H:%M:%fZ', created_at, '-31 days');
+    UPDATE command SET finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', finished_at, '-31 days')
+      WHERE finished_at IS NOT NULL;" || fail "sqlite3: the batches not aged"
+  run_steps prune
+  export_file=/var/lib/jira-hub/backups/pruned.jsonl
+  owned_by_hub "$export_file"
+  for pruned in "$before_backup_last" "$after_backup"; do
+    if hub_cli batches show "$pruned" > /dev/null 2>&1; then fail "batch $pruned is left after the prune"; fi
+    grep -q "\"id\":$pruned[,}]" "$export_file" || fail "batch $pruned is not in the export: $(head -c 2000 "$export_file")"
+  done
+  log "pruned: $(wc -l < "$export_file") batches exported to $export_file"
+
+  log "day thirty: the backup restored (README, Restoring from a backup)"
+  chosen_backup="$backup"
+  run_steps restore
+  chosen_backup=""
+  wait_ready
+  # The backup holds the tokens of its day, from before the rotation: as the README says after
+  # a restore, both rotated again.
+  rotate_all
+  client_token="$(hub_cli tokens | awk '/^client/ {print $2}')"
+  owned_by_hub "$db" /var/lib/jira-hub/backups/*-before-restore.sqlite
+  hub_cli batches show "$before_backup_last" > /dev/null || fail "batch $before_backup_last is not back after the restore"
+  if jira-hub --db "$db" batches show "$after_backup" > /dev/null 2>&1; then
+    fail "batch $after_backup, made after the backup, is in the restored database"
+  fi
+  next="$(comment_batch "$client_token" "После восстановления")"
+  [ "$next" -gt "$after_backup" ] || fail "the batch after the restore got number $next: $after_backup was given before it"
+  log "restored: batch $before_backup_last back, the next batch is $next (after $after_backup, made after the backup)"
+
+  log "day thirty: an upgrade from the previous schema revision (README, Upgrading the package)"
+  systemctl stop jira-hub
+  revision="$(runuser -u jira-hub -- sqlite3 "$db" 'PRAGMA user_version;')"
+  previous=$(( revision - 1 ))
+  # The database as the release before the newest revision left it: revision 18's index (the
+  # edits of an issue by its key) not made yet, and the header's number one back.
+  runuser -u jira-hub -- sqlite3 "$db" "DROP INDEX IF EXISTS command_edit_key; PRAGMA user_version = $previous;" \
+    || fail "sqlite3: the database not set back to revision $previous"
+  cd "$repo"
+  run_steps upgrade
+  grep -q "schema v4r$previous -> v4r$revision" "$work/upgrade.out" || fail "migrate does not say v4r$previous -> v4r$revision: $(cat "$work/upgrade.out")"
+  # migrate's own warnings (`warning: …`), not apt's about its command line.
+  if grep -E '^warning:|another program|другой программ' "$work/upgrade.out" >&2; then
+    fail "the upgrade warns (above)"
+  fi
+  migration_backup="$(ls /var/lib/jira-hub/backups/*-schema-v4r"$previous".sqlite 2>/dev/null | head -n 1)"
+  [ -n "$migration_backup" ] || fail "no backups/*-schema-v4r$previous.sqlite: $(ls /var/lib/jira-hub/backups)"
+  owned_by_hub "$migration_backup"
+  grep '^database:' "$work/upgrade.out" | grep -q "(schema v4r$revision)" \
+    || fail "status does not name the schema as migrate does (v4r$revision): $(grep '^database:' "$work/upgrade.out")"
+  if grep -q 'требует миграции' "$work/upgrade.out"; then fail "status still asks for a migration after migrate"; fi
+  again="$(runuser -u jira-hub -- jira-hub --db "$db" migrate)"
+  grep -q "schema v4r$revision: up to date" <<< "$again" || fail "a second migrate: $again"
+  wait_ready
+  log "day thirty passed: backup, rotation, prune, restore, upgrade from v4r$previous"
 
   log "systemd-analyze on the installed units"
   for unit in jira-hub jira-hub-agent; do
@@ -329,7 +504,7 @@ fi
 # --- outside: checks, the copy of the root, the simulated Jira -----------------------------
 [ "$(id -u)" -eq 0 ] || skip "needs root (a mount namespace, an overlay of /, chroot); CI runs it as root"
 missing=()
-for tool in unshare chroot mount ip setpriv apt dpkg-deb systemd-sysusers systemd-tmpfiles systemd-analyze curl awk; do
+for tool in unshare chroot mount ip setpriv runuser apt dpkg-deb systemd-sysusers systemd-tmpfiles systemd-analyze curl awk sqlite3; do
   command -v "$tool" > /dev/null || missing+=("$tool")
 done
 [ "${#missing[@]}" -eq 0 ] || skip "missing: ${missing[*]}"

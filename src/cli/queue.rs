@@ -4,6 +4,7 @@
 
 use super::{Outcome, open_existing_hub, open_read_only_hub};
 use crate::domain::command::{BatchStatus, CommandStatus, RunStatus};
+use crate::domain::time::shown_utc;
 use crate::relay::inspect::escape_for_terminal;
 use crate::service::{
     AgentView, BatchView, CommandView, HubConnection, RefreshSince, ServiceError, SyncRunView,
@@ -51,7 +52,7 @@ pub(crate) fn list_batches(
             "{}\t{}\t{}\t{}\t{}\t{}",
             batch.id,
             batch.status,
-            batch.created_at,
+            shown_utc(batch.created_at.at()),
             batch.project.as_deref().unwrap_or("-"),
             counters_text(&batch.counters),
             escape_for_terminal(&batch.title)
@@ -315,7 +316,7 @@ fn silence(agent: &AgentView, now: OffsetDateTime) -> String {
     format!(
         "{} silent since {} ({})",
         escape_for_terminal(&agent.agent),
-        crate::domain::time::shown_utc(agent.last_seen_at.at()),
+        shown_utc(agent.last_seen_at.at()),
         super::status::silence_words(agent, now)
     )
 }
@@ -491,11 +492,11 @@ fn print_batch(batch: &BatchView) -> std::io::Result<()> {
         "  author {}, project {}, created {}{}",
         escape_for_terminal(&batch.author),
         batch.project.as_deref().unwrap_or("-"),
-        batch.created_at,
+        shown_utc(batch.created_at.at()),
         batch
             .cancelled_at
             .as_ref()
-            .map(|c| format!(", cancelled {c}"))
+            .map(|c| format!(", cancelled {}", shown_utc(c.at())))
             .unwrap_or_default()
     );
     for command in &batch.commands {
@@ -536,7 +537,7 @@ fn print_command(command: &CommandView) -> std::io::Result<()> {
             n + 1,
             attempt.status.as_str(),
             attempt.deliveries,
-            attempt.retried_at,
+            shown_utc(attempt.retried_at.at()),
             attempt
                 .error
                 .as_ref()

@@ -99,10 +99,12 @@ pub(crate) fn status(db: &Path, json: bool, check: bool) -> anyhow::Result<Outco
             let _ = writeln!(stderr, "degraded: {line}");
         }
     }
+    // The schema as `migrate` names it (`v4r18`), so that the two agree.
     outln!(
-        "database:     {} (schema v{})",
+        "database:     {} (schema v{}r{})",
         status.db_path.display(),
-        status.schema_version
+        status.schema_version,
+        crate::service::SCHEMA_REVISION
     );
     if !status.initialized {
         outln!(

@@ -176,67 +176,86 @@ pub(super) fn base_jql_in(tx: &Tx<'_>, settings: &Settings) -> Result<Option<Str
 pub const BATCH_PAGE_DEFAULT: i64 = 50;
 pub const BATCH_PAGE_MAX: i64 = 500;
 
+/// A batch about to be stored: its words and its commands as a client sends them.
+pub(super) struct NewBatch<'a> {
+    pub(super) title: &'a str,
+    pub(super) author: &'a str,
+    pub(super) project: Option<&'a str>,
+    pub(super) commands: &'a [CommandRequest],
+}
+
+/// Validates every command of `new`, then stores it in `tx`; nothing is stored on a refusal.
+pub(super) fn enqueue_in(tx: &Tx<'_>, new: &NewBatch<'_>, now: &Utc) -> Result<BatchView> {
+    let settings = settings_in(tx)?;
+    let scope = match new.project {
+        None => None,
+        Some(label) => {
+            let project = tx
+                .projects()?
+                .into_iter()
+                .find(|p| p.label == label)
+                .ok_or_else(|| {
+                    ServiceError::Invalid(ValidationError::new(
+                        "project",
+                        format!("проекта «{label}» нет"),
+                    ))
+                })?;
+            Some(BatchScope {
+                label: project.label,
+                board_id: project.board_id,
+            })
+        }
+    };
+    let mut commands = validate_commands(new.commands, &settings, scope.as_ref())?;
+    super::edits::record_bases(tx, &mut commands, &settings)?;
+    let estimate = estimate_seconds(&commands, &settings.pacing, tx.issue_count()?);
+    let batch_id = tx.insert_batch(
+        new.title,
+        new.author,
+        now,
+        estimate,
+        scope.as_ref().map(|s| s.label.as_str()),
+    )?;
+    let mut ids: Vec<i64> = Vec::with_capacity(commands.len());
+    for command in &commands {
+        let depends_on = command.depends_on_seq.map(|seq| ids[(seq - 1) as usize]);
+        ids.push(tx.insert_command(
+            batch_id,
+            command.seq,
+            command.command_type,
+            &command.params,
+            depends_on,
+        )?);
+    }
+    let batch = tx
+        .batch(batch_id)?
+        .ok_or_else(|| ServiceError::NotFound(format!("Пакета {batch_id} нет")))?;
+    batch_view(tx, batch)
+}
+
 impl HubConnection {
     /// Validates every command, then stores the batch; nothing is stored on a refusal.
     pub fn enqueue_batch(&mut self, request: &BatchRequest) -> Result<BatchView> {
         let title = text_field("title", &request.title, 200)?;
         let author = text_field("author", &request.author, 100)?;
         let now = self.now();
+        let requests: Vec<CommandRequest> = request
+            .commands
+            .iter()
+            .map(|c| CommandRequest {
+                command_type: c.command_type.clone(),
+                params: c.params.clone(),
+                depends_on: c.depends_on,
+            })
+            .collect();
         let view = self.store.transact(|tx| {
-            let settings = settings_in(tx)?;
-            let scope = match &request.project {
-                None => None,
-                Some(label) => {
-                    let project = tx
-                        .projects()?
-                        .into_iter()
-                        .find(|p| &p.label == label)
-                        .ok_or_else(|| {
-                            ServiceError::Invalid(ValidationError::new(
-                                "project",
-                                format!("проекта «{label}» нет"),
-                            ))
-                        })?;
-                    Some(BatchScope {
-                        label: project.label,
-                        board_id: project.board_id,
-                    })
-                }
+            let new = NewBatch {
+                title: &title,
+                author: &author,
+                project: request.project.as_deref(),
+                commands: &requests,
             };
-            let requests: Vec<CommandRequest> = request
-                .commands
-                .iter()
-                .map(|c| CommandRequest {
-                    command_type: c.command_type.clone(),
-                    params: c.params.clone(),
-                    depends_on: c.depends_on,
-                })
-                .collect();
-            let mut commands = validate_commands(&requests, &settings, scope.as_ref())?;
-            super::edits::record_bases(tx, &mut commands, &settings)?;
-            let estimate = estimate_seconds(&commands, &settings.pacing, tx.issue_count()?);
-            let batch_id = tx.insert_batch(
-                &title,
-                &author,
-                &now,
-                estimate,
-                scope.as_ref().map(|s| s.label.as_str()),
-            )?;
-            let mut ids: Vec<i64> = Vec::with_capacity(commands.len());
-            for command in &commands {
-                let depends_on = command.depends_on_seq.map(|seq| ids[(seq - 1) as usize]);
-                ids.push(tx.insert_command(
-                    batch_id,
-                    command.seq,
-                    command.command_type,
-                    &command.params,
-                    depends_on,
-                )?);
-            }
-            let batch = tx
-                .batch(batch_id)?
-                .ok_or_else(|| ServiceError::NotFound(format!("Пакета {batch_id} нет")))?;
-            batch_view(tx, batch)
+            enqueue_in(tx, &new, &now)
         })?;
         tracing::info!(
             batch = view.id,

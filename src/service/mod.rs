@@ -10,6 +10,8 @@ pub(crate) use agent::{Premapped, premap};
 mod batches;
 mod budget;
 mod console;
+mod dependents;
+pub use dependents::{ENQUEUED_AGAIN, enqueued_again};
 mod edits;
 mod held;
 pub use held::{ConfirmedView, HeldRunView};

@@ -217,8 +217,9 @@ fn status_and_backup() {
         ],
     );
     let out = run_ok(&dir.db(), &["status"]);
+    let schema = format!("(schema v4r{})", jira_hub::service::SCHEMA_REVISION);
     for expected in [
-        "(schema v4)",
+        schema.as_str(),
         "AWPCA                АРМ КА (board 4216)",
         "base JQL:     project = AURORA AND labels in (\"AWPCA\")",
         "mirror:       2 issues, 2 notes",

@@ -753,3 +753,70 @@ fn a_sprint_changed_in_jira_after_the_enqueue_is_not_overwritten() {
         assert_eq!(sprint_now(&keys[0]), "Спринт 2", "{mode:?}");
     }
 }
+
+/// «Оставить как в Jira», then its dependents enqueued again: a chain of two comments skipped
+/// because of the kept edit is copied into one new batch (the first's `$result` key is the
+/// edit's issue, the second still depends on the first), both run against Jira, and the skipped
+/// originals name their copies and are not copied twice.
+#[test]
+fn dependents_of_an_edit_kept_as_in_jira_run_as_a_new_batch() {
+    let (stage, keys) = Stage::start(Mode::DataCenter, &[seeded()]);
+    let key = &keys[0];
+    let batch = stage.enqueue(json!([
+        edit(key, json!({"summary": "Наше"})),
+        {"type": "comment", "params": {"key": {"$result": "key"}, "body": "после правки"}, "depends_on": 1},
+        {"type": "comment", "params": {"key": key, "body": "и ещё"}, "depends_on": 2},
+    ]));
+    stage
+        .fake
+        .change_issue(key, json!({"summary": "Их"}), "Мария");
+    stage.run();
+    let view = stage.hub.read().batch(batch).unwrap();
+    let ids: Vec<i64> = view.commands.iter().map(|c| c.id).collect();
+    assert!(
+        stage
+            .hub
+            .read()
+            .enqueue_dependents_again(ids[0], "console")
+            .is_err(),
+        "not kept yet"
+    );
+    stage.hub.read().keep_jira(ids[0], "console").unwrap();
+
+    let again = stage
+        .hub
+        .read()
+        .enqueue_dependents_again(ids[0], "console")
+        .unwrap();
+    assert_ne!(again.id, batch);
+    assert_eq!(again.commands.len(), 2);
+    assert_eq!(again.commands[0].params["key"], json!(key));
+    assert_eq!(again.commands[0].depends_on, None);
+    assert_eq!(again.commands[1].depends_on, Some(again.commands[0].id));
+    let twice = stage.hub.read().enqueue_dependents_again(ids[0], "console");
+    assert!(format!("{:?}", twice.err()).contains("уже поставлены снова"));
+
+    // Two claims: the second comment waits for the first.
+    run_agent(&stage.hub, &stage.config, None, 2);
+    let done = stage.hub.read().batch(again.id).unwrap();
+    assert_eq!(
+        done.commands.iter().map(|c| c.status).collect::<Vec<_>>(),
+        [CommandStatus::Done, CommandStatus::Done],
+        "{:?}",
+        done.commands.iter().map(|c| &c.error).collect::<Vec<_>>()
+    );
+    assert_eq!(stage.jira(key)["summary"], "Их", "left as it is in Jira");
+    assert_eq!(stage.fake.comments(key).len(), 2);
+    let old = stage.hub.read().batch(batch).unwrap();
+    for (n, command) in old.commands[1..].iter().enumerate() {
+        assert_eq!(command.status, CommandStatus::Skipped);
+        assert!(
+            command
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains(&format!("пакет {}, команда {}", again.id, n + 1))),
+            "{:?}",
+            command.error
+        );
+    }
+}

@@ -1993,3 +1993,175 @@ async fn an_edit_withheld_from_an_older_agent_says_so_and_the_agents_show_their_
         page.body
     );
 }
+
+/// An edit stopped by a change made in Jira, and a comment depending on it: the conflict's time
+/// (Jira's `+0300` text) is shown in the console's one form, in UTC; after «Оставить как в Jira»
+/// the page says the comment will not run and offers it as a new batch, whose copy runs on the
+/// edit's issue; once enqueued it is offered no more, and a second post is refused.
+#[tokio::test]
+async fn keep_jira_offers_its_dependents_as_a_new_batch_and_times_are_the_consoles() {
+    let console = console();
+    let cookie = console.sign_in().await;
+    let batch = console
+        .api(
+            Method::POST,
+            "/batches",
+            Some(json!({"title": "правка и комментарий", "author": "ivanov", "commands": [
+                {"type": "ensure_issue", "params": {"issue_type": "task", "key": "AURORA-7", "summary": "Наше"}},
+                {"type": "comment", "params": {"key": {"$result": "key"}, "body": "после правки"}, "depends_on": 1}]})),
+        )
+        .await;
+    let id = batch["id"].as_i64().unwrap();
+    let edit = batch["commands"][0]["id"].as_i64().unwrap();
+    let comment = batch["commands"][1]["id"].as_i64().unwrap();
+    let claim = console.claim("agent-1", "c1").await;
+    assert_eq!(claim["commands"][0]["id"], edit);
+    let report = console
+        .agent_post(
+            "/agent/report",
+            json!({"kind": "report", "id": "r1", "agent": "agent-1", "sent_at": "2026-11-29T10:00:00Z",
+                   "results": [{"command_id": edit, "delivery": claim["commands"][0]["delivery"],
+                                "status": "failed", "error": "AURORA-7: конфликт — поле изменили в Jira",
+                                "result": {"key": "AURORA-7", "conflict": {"updated": "2026-11-29T12:40:00.000+0300", "fields": [
+                                    {"field": "summary", "base": "Старое", "jira": "Их", "wanted": "Наше",
+                                     "changed_by": "Мария Петрова", "changed_at": "2026-11-29T12:40:00.000+0300"}]}}}]}),
+        )
+        .await;
+    assert_eq!(report.status, StatusCode::OK, "{}", report.body);
+    console.claim("agent-1", "c2").await;
+
+    let path = format!("/ui/commands/{edit}");
+    let page = console.get(&path, Some(&cookie)).await;
+    let table = part(&page.body, "conflict-fields", "table");
+    assert!(
+        table.contains(
+            "<time datetime=\"2026-11-29T09:40:00.000000Z\" title=\"2026-11-29T12:40:00.000+0300\">"
+        ),
+        "Jira's time in the console's form: {table}"
+    );
+    assert!(!table.contains(">2026-11-29 12:40"), "{table}");
+    let csrf = csrf_of(&page.body);
+    let kept = console
+        .post(
+            &format!("{path}/keep-jira"),
+            Some(&cookie),
+            &[("csrf", &csrf)],
+            &[],
+        )
+        .await;
+    assert_eq!(kept.status, StatusCode::SEE_OTHER, "{}", kept.body);
+
+    let page = console.get(&path, Some(&cookie)).await;
+    let said = part(&page.body, "kept-dependents", "p");
+    assert!(
+        said.contains("не выполнятся") && said.contains(&format!("/ui/commands/{comment}")),
+        "{said}"
+    );
+    let offer = format!("action=\"/ui/commands/{edit}/enqueue-dependents\"");
+    assert!(page.body.contains(&offer), "{}", page.body);
+    // The comment's own row no longer tells to retry the cancelled edit first.
+    let batch_page = console
+        .get(&format!("/ui/batches/{id}"), Some(&cookie))
+        .await;
+    assert!(
+        !batch_page.body.contains("повторите её"),
+        "{}",
+        batch_page.body
+    );
+    assert!(
+        batch_page.body.contains("в этом пакете не выполнится"),
+        "{}",
+        batch_page.body
+    );
+
+    let enqueued = console
+        .post(
+            &format!("{path}/enqueue-dependents"),
+            Some(&cookie),
+            &[("csrf", &csrf)],
+            &[],
+        )
+        .await;
+    assert_eq!(enqueued.status, StatusCode::SEE_OTHER, "{}", enqueued.body);
+    let location = enqueued.headers["location"].to_str().unwrap().to_string();
+    let new_id: i64 = location
+        .strip_prefix("/ui/batches/")
+        .and_then(|rest| rest.split('?').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{location}"));
+    assert_ne!(new_id, id);
+    let new = console
+        .api(Method::GET, &format!("/batches/{new_id}"), None)
+        .await;
+    assert_eq!(new["commands"].as_array().map(Vec::len), Some(1), "{new}");
+    let copy = &new["commands"][0];
+    assert_eq!(
+        (
+            &copy["type"],
+            &copy["status"],
+            &copy["params"]["key"],
+            &copy["params"]["body"],
+            &copy["depends_on"]
+        ),
+        (
+            &json!("comment"),
+            &json!("queued"),
+            &json!("AURORA-7"),
+            &json!("после правки"),
+            &Value::Null
+        ),
+        "{copy}"
+    );
+    let new_page = console.get(&location, Some(&cookie)).await;
+    assert!(
+        new_page.body.contains("Новый пакет: копии команд"),
+        "{}",
+        new_page.body
+    );
+    // The copy is handed out: it runs on the issue as Jira holds it.
+    let claim = console.claim("agent-1", "c3").await;
+    assert_eq!(claim["commands"][0]["id"], copy["id"], "{claim}");
+    assert_eq!(claim["commands"][0]["params"]["key"], "AURORA-7", "{claim}");
+
+    let old = console
+        .api(Method::GET, &format!("/batches/{id}"), None)
+        .await;
+    assert_eq!(old["commands"][1]["status"], "skipped", "{old}");
+    assert!(
+        old["commands"][1]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains(&format!("пакет {new_id}, команда 1"))),
+        "{old}"
+    );
+    let page = console.get(&path, Some(&cookie)).await;
+    assert!(!page.body.contains(&offer), "offered twice: {}", page.body);
+    assert!(
+        page.body.contains("уже поставлены новым пакетом"),
+        "{}",
+        page.body
+    );
+    let twice = console
+        .post(
+            &format!("{path}/enqueue-dependents"),
+            Some(&cookie),
+            &[("csrf", &csrf)],
+            &[],
+        )
+        .await;
+    assert_eq!(twice.status, StatusCode::CONFLICT, "{}", twice.body);
+    assert!(
+        twice.body.contains("уже поставлены снова"),
+        "{}",
+        twice.body
+    );
+    // Only a command left as it is in Jira has dependents to enqueue again.
+    let other = console
+        .post(
+            &format!("/ui/commands/{comment}/enqueue-dependents"),
+            Some(&cookie),
+            &[("csrf", &csrf)],
+            &[],
+        )
+        .await;
+    assert_eq!(other.status, StatusCode::CONFLICT, "{}", other.body);
+}

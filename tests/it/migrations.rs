@@ -1072,5 +1072,10 @@ fn an_older_revision_migrates_saying_from_which() {
             .contains(&format!("schema {current}: up to date")),
         "{again:?}"
     );
-    run_ok(&dir.db(), &["status"]);
+    // `status` names the schema as `migrate` does.
+    let status = run_ok(&dir.db(), &["status"]);
+    assert!(
+        status.stdout.contains(&format!("(schema {current})")),
+        "{status:?}"
+    );
 }

@@ -418,6 +418,12 @@ fn the_cli_lists_shows_retries_and_follows_a_refresh() {
         out.stdout.contains("релиз") && out.stdout.contains("failed 1"),
         "{out:?}"
     );
+    // Times as every command shows them to people: `2026-11-29 10:00:00 UTC`, not the stored text.
+    let created = out.stdout.lines().nth(1).and_then(|l| l.split('\t').nth(2));
+    assert!(
+        created.is_some_and(|c| c.ends_with(" UTC") && c.chars().nth(10) == Some(' ')),
+        "{out:?}"
+    );
     let out = run_ok(&db, &["batches", "list", "--status", "completed"]);
     assert!(!out.stdout.contains("релиз"), "{out:?}");
     let out = run(&db, &["batches", "list", "--status", "завершён"]);

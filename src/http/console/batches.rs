@@ -213,6 +213,20 @@ fn retry_cell(
             )
         });
     match blocking {
+        // A command left as it is in Jira is never retried: its dependents run only as copies
+        // in a new batch, offered on its page.
+        Some(dependency) if dependency.status == CommandStatus::Cancelled => html! {
+            span.hint {
+                "Зависит от "
+                a href={ "/ui/commands/" (dependency.id) } { "команды " (dependency.seq) }
+                " («" (dependency.status.label()) "»): в этом пакете не выполнится. "
+                @if crate::service::enqueued_again(command.error.as_deref()) {
+                    "Поставлена снова новым пакетом."
+                } @else {
+                    "Поставить новым пакетом можно на странице той команды."
+                }
+            }
+        },
         Some(dependency) => html! {
             span.hint {
                 "Зависит от "
@@ -326,7 +340,7 @@ fn attempts_words(command: &CommandView) -> Markup {
             span.hint {
                 "возвращена агентом без отправки в Jira "
                 (words::count(u64::from(command.uncounted_releases), &TIMES)) " подряд, с "
-                (Text(&since.as_str().replacen('T', " ", 1))) "; после "
+                (crate::domain::time::shown_utc(since.at())) "; после "
                 (crate::service::MAX_UNCOUNTED_RELEASES) " раз или часа хаб её завершит с ошибкой"
             }
         }
@@ -527,7 +541,7 @@ pub(super) fn command(page: &CommandPage, csrf: &str, now: OffsetDateTime) -> Ma
                 }
             }
             p.actions { (retry_cell(c, &known, retry, &back)) }
-            (super::conflict::section(c, retry))
+            (super::conflict::section(c, &page.dependents, retry, now))
             @if let Some(error) = &c.error {
                 h2 { "Ошибка" } p.error { (Text(error)) }
             }

@@ -269,6 +269,15 @@ pub(super) fn when_at(at: OffsetDateTime, title: &str, now: OffsetDateTime) -> M
     }
 }
 
+/// A time Jira wrote (`2026-11-29T13:00:00.000+0300`) in the hub's form (`2026-11-29 10:00:00
+/// UTC`), Jira's own text in the tooltip; text that is not such a time shows as it is.
+pub(super) fn jira_time_of(text: &str, now: OffsetDateTime) -> Markup {
+    match crate::jira::jira_time(text) {
+        Some(at) => when_at(at, text, now),
+        None => html! { (Text(text)) },
+    }
+}
+
 /// How long ago, in words: `5 мин`, `2 ч 05 мин`, `3 дн 4 ч`.
 pub(super) fn duration_words(seconds: i64) -> String {
     let seconds = seconds.max(0);

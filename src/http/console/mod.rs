@@ -316,6 +316,10 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/ui/commands/{id}/retry", post(retry_command))
         .route("/ui/commands/{id}/overwrite", post(overwrite_command))
         .route("/ui/commands/{id}/keep-jira", post(keep_jira))
+        .route(
+            "/ui/commands/{id}/enqueue-dependents",
+            post(conflict::enqueue_dependents),
+        )
         .route("/ui/mirror", get(mirror))
         .route("/ui/mirror/{label}", get(slice))
         .route("/ui/issues/{key}", get(issue))
@@ -461,6 +465,9 @@ fn notice_words(code: &str) -> Option<&'static str> {
         "retried" => "Команда снова в очереди.",
         "overwrite" => "Команда снова в очереди: поля из конфликта запишутся поверх значений Jira.",
         "kept-jira" => "Оставлено как в Jira: команда отменена, зависящие от неё пропущены.",
+        "enqueued-dependents" => {
+            "Новый пакет: копии команд, зависевших от оставленной как в Jira, в очереди."
+        }
         "retried-batch" => "Неудачные команды пакета снова в очереди.",
         "note" => "Заметка добавлена.",
         "forgotten" => "Агент забыт; он появится снова, если обратится к хабу.",

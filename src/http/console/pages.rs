@@ -4,8 +4,8 @@
 //! sections with an id, which the page's script replaces in place.
 
 use super::html::{
-    Text, clip, command_status_words, millis_words, run_kind_words, run_status_words, segment,
-    time_of, when_at,
+    Text, clip, command_status_words, jira_time_of, millis_words, run_kind_words, run_status_words,
+    segment, time_of,
 };
 use crate::domain::command::{BatchStatus, RunStatus};
 use crate::domain::words::{self, COMMANDS as COMMAND_FORMS};
@@ -529,15 +529,6 @@ pub(super) fn runs_with_held(
                 }
             }
         }
-    }
-}
-
-/// A time Jira wrote (`2026-11-29T13:00:00.000+0300`) in the hub's form (`2026-11-29 10:00:00
-/// UTC`), Jira's own text in the tooltip; text that is not such a time shows as it is.
-fn jira_time_of(text: &str, now: OffsetDateTime) -> Markup {
-    match crate::jira::jira_time(text) {
-        Some(at) => when_at(at, text, now),
-        None => html! { (Text(text)) },
     }
 }
 

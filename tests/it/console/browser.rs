@@ -918,10 +918,19 @@ fn a_conflict_and_the_operators_answers_in_a_headless_browser() {
     browser.click("#conflict form[action$='/keep-jira'] button");
     browser.wait_text(".notice", |t| t.contains("Оставлено как в Jira"));
     browser.wait_text("#command-status", |t| t.contains("отменена"));
-    assert_eq!(
-        browser.text("#conflict form"),
-        None,
-        "no actions once decided"
+    for decided in ["overwrite", "keep-jira"] {
+        assert_eq!(
+            browser.text(&format!("#conflict form[action$='/{decided}']")),
+            None,
+            "no actions once decided"
+        );
+    }
+    // What is left to decide: the dependent, as a copy in a new batch.
+    browser.wait_text("#kept-dependents", |t| t.contains("не выполнятся"));
+    assert!(
+        browser
+            .text("#conflict form[action$='/enqueue-dependents']")
+            .is_some()
     );
     keep_screenshot(&browser, &dir, "conflict-after-keep.png");
 

@@ -128,7 +128,7 @@ async fn a_payload_in_every_field_a_page_shows_comes_out_escaped() {
     assert!(
         conflict
             .body
-            .contains(&format!("<td>{ESCAPED}, 2026-11-29 10:00:00.000+0000</td>")),
+            .contains(&format!("<td>{ESCAPED}, <time datetime=\"2026-11-29T10:00:00.000000Z\" title=\"2026-11-29T10:00:00.000+0000\">")),
         "{}",
         conflict.body
     );
