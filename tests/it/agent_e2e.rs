@@ -237,7 +237,7 @@ pub(crate) fn plan(tag: &str) -> Value {
 }
 
 /// Every effect of [`plan`] is in Jira exactly once; returns (epic, task).
-fn assert_landed_once(fake: &FakeJira, tag: &str, view: &Value) -> (String, String) {
+pub(crate) fn assert_landed_once(fake: &FakeJira, tag: &str, view: &Value) -> (String, String) {
     for command in view["commands"].as_array().unwrap() {
         assert!(
             command["status"] == "done" || command["status"] == "confirmed_by_state",
