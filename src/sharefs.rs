@@ -277,6 +277,35 @@ fn chmod_sticks(dir: &Path) -> std::io::Result<bool> {
     result
 }
 
+/// How long the probe waits before it tries again a step refused while its file is still open.
+const OPEN_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Runs `op` again, up to ten times `pause` apart, while it fails with `EIO` or `EBUSY`: an SMB
+/// server refuses to rename over or delete a file another handle still holds
+/// (`STATUS_SHARING_VIOLATION`; the kernel's cifs client maps it to `EBUSY`, rclone's mount
+/// passes it on as `EIO`: its log here said "A file cannot be opened because the share access
+/// flags are incompatible" for the probe's own file), and a FUSE client closes a file on the
+/// server only after `close(2)` has returned (the kernel sends FUSE's RELEASE asynchronously), so
+/// the file the probe has just written and closed may still be open there for a moment. A
+/// refusal that lasts is told as it is.
+fn while_open(
+    mut op: impl FnMut() -> std::io::Result<()>,
+    pause: std::time::Duration,
+) -> std::io::Result<()> {
+    let mut tries = 0;
+    loop {
+        match op() {
+            Err(error)
+                if matches!(error.raw_os_error(), Some(libc::EIO | libc::EBUSY)) && tries < 10 =>
+            {
+                tries += 1;
+                std::thread::sleep(pause);
+            }
+            other => return other,
+        }
+    }
+}
+
 /// What this process can actually do in `dir`, a folder of the share, whatever its modes say
 /// (SMB without POSIX extensions has none, or maps them; an ACL may allow what a mode denies):
 /// create a file, rename one over another of its own, read it back, delete both. Each step's
@@ -302,7 +331,7 @@ pub(crate) fn probe(dir: &Path) -> Vec<(&'static str, std::io::Result<()>)> {
         && step("создать второй", written(&second))
         && step(
             "переименовать поверх существующего",
-            std::fs::rename(&first, &second),
+            while_open(|| std::fs::rename(&first, &second), OPEN_PAUSE),
         )
         && step(
             "прочитать",
@@ -317,7 +346,10 @@ pub(crate) fn probe(dir: &Path) -> Vec<(&'static str, std::io::Result<()>)> {
                 }
             }),
         )
-        && step("удалить", std::fs::remove_file(&second));
+        && step(
+            "удалить",
+            while_open(|| std::fs::remove_file(&second), OPEN_PAUSE),
+        );
     let _ = std::fs::remove_file(&first);
     let _ = std::fs::remove_file(&second);
     steps
@@ -603,6 +635,37 @@ mod tests {
         assert!(modes_missing_for(Some("fuse.smbnetfs"), refused()).is_some());
         assert_eq!(modes_missing_for(Some("ext4"), refused()), None);
         assert_eq!(modes_missing_for(None, refused()), None);
+    }
+
+    #[test]
+    fn a_step_refused_while_its_file_is_still_open_is_tried_again() {
+        let pause = std::time::Duration::from_millis(1);
+        let mut left = 2;
+        let result = while_open(
+            || {
+                if left == 0 {
+                    return Ok(());
+                }
+                left -= 1;
+                Err(Error::from_raw_os_error(libc::EIO))
+            },
+            pause,
+        );
+        assert!(result.is_ok(), "{result:?}");
+        assert_eq!(left, 0);
+        // Any other refusal is the answer at once; one that lasts is told.
+        for (errno, expected) in [(libc::EACCES, 1), (libc::EBUSY, 11)] {
+            let mut calls = 0;
+            let result = while_open(
+                || {
+                    calls += 1;
+                    Err(Error::from_raw_os_error(errno))
+                },
+                pause,
+            );
+            assert_eq!(result.unwrap_err().raw_os_error(), Some(errno));
+            assert_eq!(calls, expected, "errno {errno}");
+        }
     }
 
     #[test]

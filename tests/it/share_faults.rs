@@ -6,7 +6,7 @@
 //! transport write and rename through; each behaviour cites its source there) for one folder,
 //! and exactly once must hold through each.
 
-use crate::agent_e2e::{assert_landed_once, plan};
+use crate::agent_e2e::{assert_landed_once, plan, set_fake_settings};
 use crate::support::*;
 use jira_hub::domain::command::BatchStatus;
 use jira_hub::sim::jira::{FakeJira, Mode, PROJECT};
@@ -102,16 +102,7 @@ fn a_batch_lands_once_through_every_fault_a_file_server_makes() {
     for skew_s in [200_i64, -200] {
         let dir = TestDir::in_memory_fs();
         let (mut hub, relay, agent_token) = relay_hub(&dir);
-        set_settings(
-            &mut hub,
-            json!({
-                "transitions_map": {"В работе": "11", "Готово": "21", "Снято": "31"},
-                "link_types": {"blocks": "Blocker", "relates": "Related", "duplicates": "Duplicate"},
-                "pacing": {"min_interval_ms": 0, "max_commands_per_claim": 2,
-                           "claim_timeout_seconds": 30, "max_deliveries": 10,
-                           "backoff_initial_seconds": 1, "backoff_max_seconds": 2},
-            }),
-        );
+        set_fake_settings(&mut hub, 2, 30);
         let fake = FakeJira::start(Mode::DataCenter);
         fake.seed_issues(PROJECT, "AWPCA", 1);
         let tag = format!("skew{skew_s}");
