@@ -15,8 +15,9 @@
 # (`--relay-poll-ms 100`; the default 1000 ms makes each exchange about 0.1 s longer, and the run
 # twice as long, on every share alike).
 #
-# Asserted: every case with the recommended options does the 200 commands exactly once, and its
-# delay is within the bound (2 s). The hub behind sshfs's default 20 s cache is given 30 s: it is
+# Asserted: every case with the recommended options does the 200 commands exactly once within
+# a generous limit (300 s; 20–45 s on a busy 2-core machine), and its delay is within the bound
+# (2 s); the other figures are printed, not asserted. The hub behind sshfs's default 20 s cache is given 30 s: it is
 # told, not failed, with its figure and what `agent --check` says (the option it names), and what
 # it did finish must still be done exactly once.
 #
