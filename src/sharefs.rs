@@ -396,7 +396,8 @@ pub(crate) fn probe_failure(steps: &[(&'static str, std::io::Result<()>)]) -> Op
 
 /// What a file server between the hub and the agent does that a local disk never does, made on
 /// purpose for one folder by a test, so that the relay's own code meets it: the hub's worker and
-/// the agent's transport both write, rename and stamp through [`rename`] and [`write_new_bytes`].
+/// the agent's transport both write, rename and stamp through `sharefs::rename` and
+/// `sharefs::write_new_bytes`.
 /// No real mount here can make these on demand (a reply lost at the right moment, a server
 /// restarted in the middle of one write, a server clock set wrong); the share test in CI runs
 /// the real mounts. Nothing is installed outside tests: each operation then costs one atomic
