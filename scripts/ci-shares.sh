@@ -15,8 +15,9 @@
 # (`--relay-poll-ms 100`; the default 1000 ms makes each exchange about 0.1 s longer, and the run
 # twice as long, on every share alike).
 #
-# Asserted: every case with the recommended options does the 200 commands exactly once, and its
-# delay is within the bound (2 s). The hub behind sshfs's default 20 s cache is given 30 s: it is
+# Asserted: every case with the recommended options does the 200 commands exactly once within
+# a generous limit (300 s; 20–45 s on a busy 2-core machine), and its delay is within the bound
+# (2 s); the other figures are printed, not asserted. The hub behind sshfs's default 20 s cache is given 30 s: it is
 # told, not failed, with its figure and what `agent --check` says (the option it names), and what
 # it did finish must still be done exactly once.
 #
@@ -72,6 +73,8 @@ sed -i -e 's/"max_commands_per_claim": *[0-9]*/"max_commands_per_claim": 10/' \
 hub_project=$(sed -n 's/.*"base_jql": *"[^"]*labels = \([A-Z]*\)".*/\1/p' "$work/hub-config.json")
 jira() { curl -fsS -u "$jira_user:$jira_password" "$jira_url$1"; }
 
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+
 # The n-th value (1-based) of the sorted numbers on stdin at percentile p.
 percentile() { sort -n | awk -v p="$1" '{ v[NR] = $1 } END { if (NR == 0) { print "-"; exit } i = int((NR * p + 99) / 100); if (i < 1) i = 1; print v[i] }'; }
 
@@ -95,20 +98,22 @@ run_case() {
   [[ "$label" =~ ${CI_SHARES_CASES:-.} ]] || return 0
   local dir="$work/$label"
   mkdir -p "$dir"
+  local case_started
+  case_started=$(now_ms)
   find "$server" -mindepth 1 -delete 2>/dev/null || true
   RUST_LOG=warn "$JIRA_HUB_BIN" --db "$dir/hub.sqlite" serve --listen "127.0.0.1:$PORT" --relay-no-notify --relay-poll-ms 100 \
     --init-from "$work/hub-config.json" --default-relay-dir "$hubdir" >"$dir/hub.log" 2>&1 &
   local hub=$!
   pids=("$hub")
   local tokens="" agent_token="" client_token=""
-  for _ in $(seq 150); do
+  for _ in $(seq 600); do
     if curl -fsS "$HUB/ready" >/dev/null 2>&1 && [ -d "$agentdir/inbox" ]; then
       tokens=$("$JIRA_HUB_BIN" --db "$dir/hub.sqlite" tokens 2>/dev/null) || true
       agent_token=$(awk '/^agent/ {print $2}' <<<"$tokens")
       client_token=$(awk '/^client/ {print $2}' <<<"$tokens")
       [ -n "$agent_token" ] && [ -n "$client_token" ] && break
     fi
-    sleep 0.2
+    sleep 0.05
   done
   if [ -z "$client_token" ]; then
     echo "ci-shares: $label: the hub did not start on $hubdir" >&2; tail -5 "$dir/hub.log" >&2
@@ -127,6 +132,7 @@ run_case() {
   done
   local started batch id answer="" status="" done_n=0 failed_n=0
   started=$(date +%s%N)
+  local setup_ms=$(( started / 1000000 - case_started ))
   local faulted=""
   if [ -n "$fault" ]; then
     $fault &
@@ -157,26 +163,31 @@ run_case() {
     check_line=$("$JIRA_HUB_BIN" agent --check --config "$dir/agent.json" 2>/dev/null | grep -E "папка обмена: /" || true)
   fi
   # The agent stops first (it reports what it has in hand), then the hub: what Jira holds is final.
+  local stopping_at
+  stopping_at=$(now_ms)
   kill "${pids[1]}" 2>/dev/null || true
   wait "${pids[1]}" 2>/dev/null || true
+  local agent_stop_ms=$(( $(now_ms) - stopping_at ))
+  stopping_at=$(now_ms)
   stop_all
+  local hub_stop_ms=$(( $(now_ms) - stopping_at ))
+  local counting_at
+  counting_at=$(now_ms)
   local trips p50 p95 n_trips
   trips=$(sed -n 's/.*claim answered.* commands=\([1-9][0-9]*\).* round_trip_ms=\([0-9]*\).*/\2/p' "$dir/agent.log")
   n_trips=$(grep -c . <<<"$trips" || true)
   p50=$(percentile 50 <<<"$trips")
   p95=$(percentile 95 <<<"$trips")
   # Exactly once, counted in Jira: the issues with this case's label, and each one's comments.
-  local found keys issues=0 comments=0 twice=0 key c
-  found=$(jira "/rest/api/2/search?jql=project%20%3D%20$project%20AND%20labels%20%3D%20$tag&maxResults=1000&fields=summary")
-  keys=$(grep -o '"key":"[A-Z]*-[0-9]*"' <<<"$found" | cut -d'"' -f4 | sort -u || true)
-  for key in $keys; do
-    issues=$((issues + 1))
-    c=$(jira "/rest/api/2/issue/$key/comment" | grep -o '"total":[0-9]*' | head -1 | cut -d: -f2 || true)
-    comments=$((comments + ${c:-0}))
-    if [ "${c:-0}" -gt 1 ]; then twice=$((twice + 1)); fi
-  done
-  local summaries_twice
-  summaries_twice=$({ grep -o '"summary":"[^"]*"' <<<"$found" || true; } | sort | uniq -d | wc -l)
+  # One search asks for each issue's comments too (`fields=comment`: the total of each), rather
+  # than a request per issue.
+  local found issues=0 comments=0 twice=0 summaries_twice=0
+  found=$(jira "/rest/api/2/search?jql=project%20%3D%20$project%20AND%20labels%20%3D%20$tag&maxResults=1000&fields=summary,comment")
+  read -r issues comments twice summaries_twice < <(jq -r '[(.issues | length),
+      ([.issues[].fields.comment.total] | add // 0),
+      ([.issues[] | select(.fields.comment.total > 1)] | length),
+      ([.issues[].fields.summary] | group_by(.) | map(select(length > 1)) | length)] | @tsv' <<<"$found" 2>/dev/null) || true
+  local count_ms=$(( $(now_ms) - counting_at ))
   local rate
   rate=$(awk -v n="${done_n:-0}" -v ms="$took_ms" 'BEGIN { printf "%.1f", n * 1000 / (ms > 0 ? ms : 1) }')
   # Exactly once: nothing twice in Jira, and Jira holds what the hub counts done — all 200 when
@@ -195,6 +206,7 @@ run_case() {
     "$label" "${done_n:-0}" $((2 * pairs)) "$(awk -v ms="$took_ms" 'BEGIN { print ms / 1000 }')" "$rate" "$p50" "$p95" "$n_trips" \
     "${visibility:-?}" "$issues" "$comments" "$once"
   if [ -n "$check_line" ]; then echo "ci-shares: $label: agent --check: $check_line"; fi
+  echo "ci-shares: $label: case $(( ($(now_ms) - case_started) / 1000 )) s: hub and agent started in $setup_ms ms, batch $took_ms ms, agent stopped in $agent_stop_ms ms, hub in $hub_stop_ms ms, Jira counted in $count_ms ms"
   if [ "$once" = "NOT exactly once" ] || [ "${failed_n:-0}" -ne 0 ]; then
     echo "ci-shares: $label: not exactly once or a command failed (${counters:-no counters}); $twice issues with more than one comment, $summaries_twice summaries twice" >&2
     failed=1
@@ -228,19 +240,24 @@ if ! grep -q 'не хранит режимы' <<<"$out"; then
   echo "ci-shares: relay init did not find that the SMB mount keeps no modes" >&2; failed=1
 fi
 
+# How long a batch may take: far more than it needs on an idle machine (20–60 s for 200
+# commands, 10–20 s for 50), so that a case slowed by a busy machine still passes when every
+# command is done exactly once within it; a case that does not end within it fails.
+LIMIT=${CI_SHARES_LIMIT:-300}
+FAULT_LIMIT=${CI_SHARES_FAULT_LIMIT:-120}
 mkdir -p "$B/local"
 echo "ci-shares: 200 commands per case (100 issues, each with a comment; 50 where a fault is made), claims of at most 10, no pause between Jira calls"
-run_case local "$B/local" "$B/local" "$B/local" 150 bounded
-run_case sftp-agent-mounted "$B/srv/sftp" "$B/mnt/sftp" "$B/srv/sftp" 150 bounded
-run_case sftp-hub-mounted "$B/mnt/sftp" "$B/srv/sftp" "$B/srv/sftp" 150 bounded
-run_case sftp-both-mounted "$B/mnt/sftp" "$B/mnt/sftp2" "$B/srv/sftp" 150 bounded
-run_case smb-agent-mounted "$B/srv/smb" "$B/mnt/smb" "$B/srv/smb" 150 bounded
-run_case smb-hub-mounted "$B/mnt/smb" "$B/srv/smb" "$B/srv/smb" 150 bounded
-run_case smb-both-mounted "$B/mnt/smb" "$B/mnt/smb2" "$B/srv/smb" 150 bounded
+run_case local "$B/local" "$B/local" "$B/local" "$LIMIT" bounded
+run_case sftp-agent-mounted "$B/srv/sftp" "$B/mnt/sftp" "$B/srv/sftp" "$LIMIT" bounded
+run_case sftp-hub-mounted "$B/mnt/sftp" "$B/srv/sftp" "$B/srv/sftp" "$LIMIT" bounded
+run_case sftp-both-mounted "$B/mnt/sftp" "$B/mnt/sftp2" "$B/srv/sftp" "$LIMIT" bounded
+run_case smb-agent-mounted "$B/srv/smb" "$B/mnt/smb" "$B/srv/smb" "$LIMIT" bounded
+run_case smb-hub-mounted "$B/mnt/smb" "$B/srv/smb" "$B/srv/smb" "$LIMIT" bounded
+run_case smb-both-mounted "$B/mnt/smb" "$B/mnt/smb2" "$B/srv/smb" "$LIMIT" bounded
 # Faults on the real mounts, with 50 commands: the agent's mount dropped and made again under it,
 # and the hub's (its folder an empty mount point meanwhile, where it must make nothing).
-run_case sftp-agent-dropped "$B/srv/sftp" "$B/mnt/sftp" "$B/srv/sftp" 60 bounded "drop_mount sftp" 25
-run_case smb-hub-dropped "$B/mnt/smb" "$B/srv/smb" "$B/srv/smb" 60 bounded "drop_mount smb" 25
+run_case sftp-agent-dropped "$B/srv/sftp" "$B/mnt/sftp" "$B/srv/sftp" "$FAULT_LIMIT" bounded "drop_mount sftp" 25
+run_case smb-hub-dropped "$B/mnt/smb" "$B/srv/smb" "$B/srv/smb" "$FAULT_LIMIT" bounded "drop_mount smb" 25
 # sshfs's default cache (20 s) on the hub's side: told, not failed.
 run_case sftp-cached-hub "$B/mnt/sftp-cached" "$B/srv/sftp" "$B/srv/sftp" 30 told
 echo "ci-shares: all cases in $SECONDS s"

@@ -29,6 +29,7 @@ install_tools() {
   need fusermount3 || missing+=(fuse3)
   need ip || missing+=(iproute2)
   need curl || missing+=(curl)
+  need jq || missing+=(jq)
   if [ "${#missing[@]}" -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -36,6 +36,22 @@ pub(crate) fn temp_name(dir: &Path, stem: &str) -> PathBuf {
     dir.join(format!(".{stem}.{hex}.tmp"))
 }
 
+/// Renames `from` to `to` in the share (the one way the relay gives a file its name there).
+pub(crate) fn rename(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::rename(from, to)?;
+    faults::renamed(to)
+}
+
+/// Writes `bytes` into `file`, a new file at `path` in the share, whole or not at all as far as
+/// the caller knows (an error leaves what reached the file server there, under its temporary
+/// name); the file server then stamps its modification time.
+pub(crate) fn write_new_bytes(file: &mut File, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    faults::before_write(file, path, bytes)?;
+    file.write_all(bytes)?;
+    faults::stamp(file, path)
+}
+
 /// Creates `path` as a new file for writing, with `mode`: fails when anything (a file, a link, a
 /// FIFO) already has that name, and never follows a link.
 pub(crate) fn create_new(path: &Path, mode: u32) -> std::io::Result<File> {
@@ -261,6 +277,35 @@ fn chmod_sticks(dir: &Path) -> std::io::Result<bool> {
     result
 }
 
+/// How long the probe waits before it tries again a step refused while its file is still open.
+const OPEN_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Runs `op` again, up to ten times `pause` apart, while it fails with `EIO` or `EBUSY`: an SMB
+/// server refuses to rename over or delete a file another handle still holds
+/// (`STATUS_SHARING_VIOLATION`; the kernel's cifs client maps it to `EBUSY`, rclone's mount
+/// passes it on as `EIO`: its log here said "A file cannot be opened because the share access
+/// flags are incompatible" for the probe's own file), and a FUSE client closes a file on the
+/// server only after `close(2)` has returned (the kernel sends FUSE's RELEASE asynchronously), so
+/// the file the probe has just written and closed may still be open there for a moment. A
+/// refusal that lasts is told as it is.
+fn while_open(
+    mut op: impl FnMut() -> std::io::Result<()>,
+    pause: std::time::Duration,
+) -> std::io::Result<()> {
+    let mut tries = 0;
+    loop {
+        match op() {
+            Err(error)
+                if matches!(error.raw_os_error(), Some(libc::EIO | libc::EBUSY)) && tries < 10 =>
+            {
+                tries += 1;
+                std::thread::sleep(pause);
+            }
+            other => return other,
+        }
+    }
+}
+
 /// What this process can actually do in `dir`, a folder of the share, whatever its modes say
 /// (SMB without POSIX extensions has none, or maps them; an ACL may allow what a mode denies):
 /// create a file, rename one over another of its own, read it back, delete both. Each step's
@@ -286,7 +331,7 @@ pub(crate) fn probe(dir: &Path) -> Vec<(&'static str, std::io::Result<()>)> {
         && step("создать второй", written(&second))
         && step(
             "переименовать поверх существующего",
-            std::fs::rename(&first, &second),
+            while_open(|| std::fs::rename(&first, &second), OPEN_PAUSE),
         )
         && step(
             "прочитать",
@@ -301,7 +346,10 @@ pub(crate) fn probe(dir: &Path) -> Vec<(&'static str, std::io::Result<()>)> {
                 }
             }),
         )
-        && step("удалить", std::fs::remove_file(&second));
+        && step(
+            "удалить",
+            while_open(|| std::fs::remove_file(&second), OPEN_PAUSE),
+        );
     let _ = std::fs::remove_file(&first);
     let _ = std::fs::remove_file(&second);
     steps
@@ -344,6 +392,146 @@ pub(crate) fn probe_failure(steps: &[(&'static str, std::io::Result<()>)]) -> Op
             before.join(", ")
         )
     })
+}
+
+/// What a file server between the hub and the agent does that a local disk never does, made on
+/// purpose for one folder by a test, so that the relay's own code meets it: the hub's worker and
+/// the agent's transport both write, rename and stamp through `sharefs::rename` and
+/// `sharefs::write_new_bytes`.
+/// No real mount here can make these on demand (a reply lost at the right moment, a server
+/// restarted in the middle of one write, a server clock set wrong); the share test in CI runs
+/// the real mounts. Nothing is installed outside tests: each operation then costs one atomic
+/// load.
+#[doc(hidden)]
+pub mod faults {
+    use std::fs::File;
+    use std::io::{Error, Write};
+    use std::path::{Path, PathBuf};
+    use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
+    use std::sync::{Arc, Mutex, PoisonError};
+    use std::time::{Duration, SystemTime};
+
+    /// The faults of one folder of the share (its files and those of its sub-folders).
+    #[derive(Debug, Default)]
+    pub struct Faults {
+        /// Renames into the folder whose reply is lost: the rename happens, the client sends it
+        /// again, and the file server, whose reply cache no longer holds it (restarted, or
+        /// evicted), finds no source and answers "no such file": `rename(2)` fails with
+        /// `ENOENT` although the file has its new name. NFS before 4.1 promises no better
+        /// (RFC 5661 §2.10.6 introduced the exactly-once reply cache for that reason; Chris
+        /// Siebenmann, "Why NFS servers generally have a 'reply cache'",
+        /// utcc.utoronto.ca/~cks/space/blog/unix/NFSServerReplyCacheWhy; FreeBSD's NFS client
+        /// commit of 2007 on LINK/MKDIR answered EEXIST on a retransmission).
+        pub lost_rename_replies: AtomicU32,
+        /// Writes of a new file during which the file server restarts: the first half of the
+        /// bytes reached its disk, then the write fails with `EIO` (a soft NFS mount returns
+        /// it once its retransmissions are spent, nfs(5) `soft`; sshfs(1) `reconnect` makes a
+        /// new session and files opened in the old one fail with EIO) and the half-written file
+        /// stays under its name.
+        pub restarts_mid_write: AtomicU32,
+        /// The file server's clock against this machine's, in milliseconds (ahead when
+        /// positive): every file written there gets its time (a WRITE sets mtime on the server,
+        /// RFC 1813 §3.3.7; SMB's LastWriteTime is the server's too).
+        pub skew_ms: AtomicI64,
+        /// What the faults did so far: renames whose reply was lost, writes cut by a restart.
+        pub lost: AtomicU32,
+        pub cut: AtomicU32,
+    }
+
+    static ANY: AtomicBool = AtomicBool::new(false);
+    static INSTALLED: Mutex<Vec<(PathBuf, Arc<Faults>)>> = Mutex::new(Vec::new());
+
+    /// The faults of `dir` while the returned value lives.
+    pub fn install(dir: &Path) -> Installed {
+        let faults = Arc::new(Faults::default());
+        let mut installed = INSTALLED.lock().unwrap_or_else(PoisonError::into_inner);
+        installed.push((dir.to_path_buf(), faults.clone()));
+        ANY.store(true, Ordering::SeqCst);
+        Installed {
+            dir: dir.to_path_buf(),
+            faults,
+        }
+    }
+
+    /// Faults installed for a folder; removed when dropped.
+    pub struct Installed {
+        dir: PathBuf,
+        faults: Arc<Faults>,
+    }
+
+    impl std::ops::Deref for Installed {
+        type Target = Faults;
+        fn deref(&self) -> &Faults {
+            &self.faults
+        }
+    }
+
+    impl Drop for Installed {
+        fn drop(&mut self) {
+            let mut installed = INSTALLED.lock().unwrap_or_else(PoisonError::into_inner);
+            installed
+                .retain(|(dir, faults)| !(dir == &self.dir && Arc::ptr_eq(faults, &self.faults)));
+            ANY.store(!installed.is_empty(), Ordering::SeqCst);
+        }
+    }
+
+    fn of(path: &Path) -> Option<Arc<Faults>> {
+        if !ANY.load(Ordering::Relaxed) {
+            return None;
+        }
+        let installed = INSTALLED.lock().unwrap_or_else(PoisonError::into_inner);
+        installed
+            .iter()
+            .find(|(dir, _)| path.starts_with(dir))
+            .map(|(_, faults)| faults.clone())
+    }
+
+    /// Takes one from a count of faults still to make; whether there was one.
+    fn take(count: &AtomicU32) -> bool {
+        count
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
+    pub(super) fn renamed(to: &Path) -> std::io::Result<()> {
+        match of(to) {
+            Some(faults) if take(&faults.lost_rename_replies) => {
+                faults.lost.fetch_add(1, Ordering::SeqCst);
+                Err(Error::from_raw_os_error(libc::ENOENT))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    pub(super) fn before_write(file: &mut File, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+        match of(path) {
+            Some(faults) if take(&faults.restarts_mid_write) => {
+                file.write_all(&bytes[..bytes.len() / 2])?;
+                file.sync_all()?;
+                faults.cut.fetch_add(1, Ordering::SeqCst);
+                Err(Error::from_raw_os_error(libc::EIO))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The modification time the file server gives what was just written to `file`.
+    pub(crate) fn stamp(file: &File, path: &Path) -> std::io::Result<()> {
+        let Some(faults) = of(path) else {
+            return Ok(());
+        };
+        let skew = faults.skew_ms.load(Ordering::SeqCst);
+        if skew == 0 {
+            return Ok(());
+        }
+        let now = SystemTime::now();
+        let at = if skew > 0 {
+            now + Duration::from_millis(skew.unsigned_abs())
+        } else {
+            now - Duration::from_millis(skew.unsigned_abs())
+        };
+        file.set_modified(at)
+    }
 }
 
 #[cfg(test)]
@@ -448,6 +636,37 @@ mod tests {
         assert!(modes_missing_for(Some("fuse.smbnetfs"), refused()).is_some());
         assert_eq!(modes_missing_for(Some("ext4"), refused()), None);
         assert_eq!(modes_missing_for(None, refused()), None);
+    }
+
+    #[test]
+    fn a_step_refused_while_its_file_is_still_open_is_tried_again() {
+        let pause = std::time::Duration::from_millis(1);
+        let mut left = 2;
+        let result = while_open(
+            || {
+                if left == 0 {
+                    return Ok(());
+                }
+                left -= 1;
+                Err(Error::from_raw_os_error(libc::EIO))
+            },
+            pause,
+        );
+        assert!(result.is_ok(), "{result:?}");
+        assert_eq!(left, 0);
+        // Any other refusal is the answer at once; one that lasts is told.
+        for (errno, expected) in [(libc::EACCES, 1), (libc::EBUSY, 11)] {
+            let mut calls = 0;
+            let result = while_open(
+                || {
+                    calls += 1;
+                    Err(Error::from_raw_os_error(errno))
+                },
+                pause,
+            );
+            assert_eq!(result.unwrap_err().raw_os_error(), Some(errno));
+            assert_eq!(calls, expected, "errno {errno}");
+        }
     }
 
     #[test]

@@ -16,7 +16,6 @@ use crate::protocol::{
     HeartbeatRequest, Kind, Peer, ReportAnswer, ReportRequest,
 };
 use serde::Serialize;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -865,11 +864,11 @@ pub(crate) fn write_file(
     let temp = crate::sharefs::temp_name(dir, name);
     let result = (|| {
         let mut file = crate::sharefs::create_new(&temp, RELAY_FILE_MODE)?;
-        file.write_all(bytes)?;
+        crate::sharefs::write_new_bytes(&mut file, &temp, bytes)?;
         file.sync_all()?;
         let written = file.metadata()?.modified()?;
         drop(file);
-        std::fs::rename(&temp, &target)?;
+        crate::sharefs::rename(&temp, &target)?;
         std::fs::File::open(dir)?.sync_all()?;
         Ok(Some(written))
     })();

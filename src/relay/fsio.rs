@@ -5,7 +5,6 @@
 //! Only the hub writes into `outbox/`, `archive/` and `rejected/` (one daemon per database), so
 //! "check, then rename" cannot race with another writer there.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The mode of files the hub writes into the relay folder: read and write for the owner and the
@@ -23,13 +22,13 @@ pub(crate) fn write_new(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result
     let written = (|| {
         // The agent reads these across the share, often as another user of a shared group.
         let mut file = crate::sharefs::create_new(&temp, RELAY_FILE_MODE)?;
-        file.write_all(bytes)?;
+        crate::sharefs::write_new_bytes(&mut file, &temp, bytes)?;
         file.sync_all()?;
         drop(file);
         if target.exists() {
             return Ok(false);
         }
-        std::fs::rename(&temp, &target)?;
+        crate::sharefs::rename(&temp, &target)?;
         sync_dir(dir)?;
         Ok(true)
     })();
@@ -66,7 +65,7 @@ pub(crate) fn move_into(from: &Path, dir: &Path, name: &str) -> std::io::Result<
 /// the caller makes the move durable later.
 pub(crate) fn move_into_unsynced(from: &Path, dir: &Path, name: &str) -> std::io::Result<PathBuf> {
     let target = free_name(dir, name);
-    std::fs::rename(from, &target)?;
+    crate::sharefs::rename(from, &target)?;
     Ok(target)
 }
 

@@ -137,7 +137,7 @@ impl Owner {
             ),
             Seen::Missing | Seen::Lock { .. } => {}
         }
-        std::fs::rename(&temp, &lock).map_err(|error| {
+        sharefs::rename(&temp, &lock).map_err(|error| {
             let _ = std::fs::remove_file(&temp);
             format!("не удалось записать {}: «{error}»", lock.display())
         })?;
@@ -237,15 +237,15 @@ fn heartbeat(lock: &Path, me: &str, text: &str) -> std::io::Result<Option<System
     if bytes.len() != text.len() {
         file.set_len(text.len() as u64)?;
     }
+    sharefs::faults::stamp(&file, lock)?;
     Ok(Some(file.metadata()?.modified()?))
 }
 
 /// Writes `text` as the new file `temp` and returns its modification time: the file server's clock
 /// at that write.
 fn write_probe(temp: &Path, text: &str) -> std::io::Result<SystemTime> {
-    use std::io::Write;
     let mut file = sharefs::create_new(temp, super::fsio::RELAY_FILE_MODE)?;
-    file.write_all(text.as_bytes())?;
+    sharefs::write_new_bytes(&mut file, temp, text.as_bytes())?;
     file.metadata()?.modified()
 }
 

@@ -40,6 +40,25 @@ pub(crate) struct Stack {
     agent: Option<AgentProcess>,
 }
 
+/// The fake's workflow and link types on the hub; fast pacing, at most `per_claim` commands a
+/// claim, claim timeouts of `claim_timeout` seconds, short backoff.
+pub(crate) fn set_fake_settings(
+    hub: &mut jira_hub::service::HubConnection,
+    per_claim: u32,
+    claim_timeout: u32,
+) {
+    set_settings(
+        hub,
+        json!({
+            "transitions_map": {"В работе": "11", "Готово": "21", "Снято": "31"},
+            "link_types": {"blocks": "Blocker", "relates": "Related", "duplicates": "Duplicate"},
+            "pacing": {"min_interval_ms": 0, "max_commands_per_claim": per_claim,
+                       "claim_timeout_seconds": claim_timeout, "max_deliveries": 10,
+                       "backoff_initial_seconds": 1, "backoff_max_seconds": 2},
+        }),
+    );
+}
+
 impl Stack {
     pub(crate) fn start(mode: Mode, transport: Transport) -> Stack {
         Stack::start_with(mode, transport, &[], json!({}))
@@ -54,17 +73,7 @@ impl Stack {
     ) -> Stack {
         let dir = TestDir::in_memory_fs();
         let (mut hub, relay, agent_token) = relay_hub(&dir);
-        // The fake's workflow and link types; fast pacing, short claim timeouts, short backoff.
-        set_settings(
-            &mut hub,
-            json!({
-                "transitions_map": {"В работе": "11", "Готово": "21", "Снято": "31"},
-                "link_types": {"blocks": "Blocker", "relates": "Related", "duplicates": "Duplicate"},
-                "pacing": {"min_interval_ms": 0, "max_commands_per_claim": 50,
-                           "claim_timeout_seconds": 10, "max_deliveries": 10,
-                           "backoff_initial_seconds": 1, "backoff_max_seconds": 2},
-            }),
-        );
+        set_fake_settings(&mut hub, 50, 10);
         let client_token = hub.tokens().unwrap().unwrap().client;
         drop(hub);
         let daemon = Daemon::start(&dir.db(), serve);
@@ -237,7 +246,7 @@ pub(crate) fn plan(tag: &str) -> Value {
 }
 
 /// Every effect of [`plan`] is in Jira exactly once; returns (epic, task).
-fn assert_landed_once(fake: &FakeJira, tag: &str, view: &Value) -> (String, String) {
+pub(crate) fn assert_landed_once(fake: &FakeJira, tag: &str, view: &Value) -> (String, String) {
     for command in view["commands"].as_array().unwrap() {
         assert!(
             command["status"] == "done" || command["status"] == "confirmed_by_state",

@@ -46,6 +46,7 @@ mod release;
 mod retry;
 mod samples;
 mod settings;
+mod share_faults;
 mod small_faults;
 mod strangers;
 mod support;

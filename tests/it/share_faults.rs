@@ -1,0 +1,216 @@
+//! The share's faults no real mount here can make on demand, met by the relay's own code: a
+//! rename whose reply was lost (it happened, and `rename(2)` said `ENOENT`), a file server
+//! restarted in the middle of a write (half the bytes there, the write failing with `EIO`), and
+//! a file server whose clock is 200 s off this machine's (every mtime in the share from it).
+//! They are made by `jira_hub::share_faults` (the seam the hub's worker and the agent's
+//! transport write and rename through; each behaviour cites its source there) for one folder,
+//! and exactly once must hold through each.
+
+use crate::agent_e2e::{assert_landed_once, plan, set_fake_settings};
+use crate::support::*;
+use jira_hub::domain::command::BatchStatus;
+use jira_hub::sim::jira::{FakeJira, Mode, PROJECT};
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::time::{Duration, Instant};
+
+/// Generous: debug builds on two cores, tests in parallel.
+const WAIT: Duration = Duration::from_secs(150);
+
+/// The hub's side, pass by pass: the answer's write is cut by a restart, then its rename happens
+/// but says `ENOENT`, then the request's move to `archive/` does the same. The request stays in
+/// `inbox/` each time and is answered again from the record: its commands are handed out once,
+/// the answer the agent reads is whole, nothing is archived twice.
+#[test]
+fn the_hub_answers_once_through_lost_rename_replies_and_a_write_cut_by_a_restart() {
+    let dir = TestDir::new();
+    let (mut hub, relay, token) = relay_hub(&dir);
+    let batch_id = hub
+        .enqueue_batch(&batch(json!({"title": "t", "author": "a", "commands": [
+        {"type": "comment", "params": {"key": "AURORA-1", "body": "один"}},
+        {"type": "comment", "params": {"key": "AURORA-2", "body": "два"}}]})))
+        .unwrap()
+        .id;
+    let mut worker = jira_hub::relay::Relay::new(
+        hub.connect().unwrap(),
+        jira_hub::relay::RelayOptions {
+            notify: false,
+            ..jira_hub::relay::RelayOptions::default()
+        },
+        jira_hub::shutdown::Shutdown::new(),
+    );
+    let outbox = jira_hub::share_faults::install(&relay.join("outbox"));
+    outbox.restarts_mid_write.store(1, SeqCst);
+    outbox.lost_rename_replies.store(1, SeqCst);
+    let archive = jira_hub::share_faults::install(&relay.join("archive"));
+    archive.lost_rename_replies.store(1, SeqCst);
+    drop_file(
+        &relay.join("inbox"),
+        "claim-c1.json",
+        &claim_file("c1", &token, 10),
+    );
+    let t0 = Instant::now();
+    let mut passes = Vec::new();
+    for n in 0..5 {
+        let counts = worker.pass_at(t0 + Duration::from_millis(n)).unwrap();
+        passes.push((counts.applied, counts.waiting));
+    }
+    assert_eq!(outbox.cut.load(SeqCst), 1, "the restart was made");
+    assert_eq!(outbox.lost.load(SeqCst), 1, "the answer's lost reply");
+    assert_eq!(
+        archive.lost.load(SeqCst),
+        1,
+        "the archive move's lost reply"
+    );
+    assert_eq!(
+        passes,
+        [(0, 1), (0, 1), (0, 1), (0, 0), (0, 0)],
+        "three passes found the request still in inbox/, then nothing was left"
+    );
+    let answer = read_json_file(&relay.join("outbox/claim-c1.json"));
+    assert_eq!(answer["request_id"], "c1");
+    assert_eq!(answer["commands"].as_array().unwrap().len(), 2, "{answer}");
+    let view = hub.batch(batch_id).unwrap();
+    assert!(
+        view.commands.iter().all(|c| c.deliveries == 1),
+        "handed out once: {:?}",
+        view.commands
+    );
+    assert_eq!(names_in(&relay.join("inbox")), Vec::<String>::new());
+    let days = names_in(&relay.join("archive"));
+    assert_eq!(days.len(), 1, "{days:?}");
+    assert_eq!(
+        names_in(&relay.join("archive").join(&days[0])),
+        ["claim-c1.json"],
+        "archived once, under its own name"
+    );
+    assert_eq!(
+        names_in(&relay.join("outbox")),
+        ["claim-c1.json"],
+        "one answer, and the cut write's temporary file is gone"
+    );
+}
+
+/// The whole exchange with both sides in this process (the hub's relay worker and the agent's
+/// loop, each on a thread), so that both write through the faults: the agent's requests meet
+/// lost rename replies and restarts mid-write, the hub's answers, archive moves and lock too, and the
+/// file server's clock is 200 s ahead, then 200 s behind. The batch lands in Jira once, and the
+/// delay the hub measures is the share's, not the skew.
+#[test]
+fn a_batch_lands_once_through_every_fault_a_file_server_makes() {
+    for skew_s in [200_i64, -200] {
+        let dir = TestDir::in_memory_fs();
+        let (mut hub, relay, agent_token) = relay_hub(&dir);
+        set_fake_settings(&mut hub, 2, 30);
+        let fake = FakeJira::start(Mode::DataCenter);
+        fake.seed_issues(PROJECT, "AWPCA", 1);
+        let tag = format!("skew{skew_s}");
+        let batch_id = hub.enqueue_batch(&batch(plan(&tag))).unwrap().id;
+        // Installed from the outermost folder in: the first that holds a path is used.
+        let inbox = jira_hub::share_faults::install(&relay.join("inbox"));
+        inbox.lost_rename_replies.store(2, SeqCst);
+        inbox.restarts_mid_write.store(2, SeqCst);
+        inbox.skew_ms.store(skew_s * 1000, SeqCst);
+        let outbox = jira_hub::share_faults::install(&relay.join("outbox"));
+        outbox.lost_rename_replies.store(2, SeqCst);
+        outbox.restarts_mid_write.store(1, SeqCst);
+        outbox.skew_ms.store(skew_s * 1000, SeqCst);
+        let archive = jira_hub::share_faults::install(&relay.join("archive"));
+        archive.lost_rename_replies.store(1, SeqCst);
+        archive.skew_ms.store(skew_s * 1000, SeqCst);
+        // The rest of the share: the hub's lock, whose first rename's reply is lost too.
+        let rest = jira_hub::share_faults::install(&relay);
+        rest.lost_rename_replies.store(1, SeqCst);
+        rest.skew_ms.store(skew_s * 1000, SeqCst);
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let worker_hub = hub.connect().unwrap();
+        let hub_thread = std::thread::spawn({
+            let stop = stop.clone();
+            move || {
+                let mut worker = jira_hub::relay::Relay::new(
+                    worker_hub,
+                    jira_hub::relay::RelayOptions {
+                        notify: false,
+                        ..jira_hub::relay::RelayOptions::default()
+                    },
+                    jira_hub::shutdown::Shutdown::new(),
+                );
+                while !stop.load(SeqCst) {
+                    if let Err(error) = worker.pass() {
+                        eprintln!("relay pass: {error}");
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        });
+        let config = json!({
+            "jira_url": fake.url(), "jira_user": "agent", "jira_password": "secret",
+            "agent_token": agent_token, "name": "agent-1", "idle_poll_ms": 100,
+            "claim_wait_seconds": 1, "answer_timeout_seconds": 5,
+            "request_timeout_seconds": 2, "search_lag_seconds": 3, "release_grace_seconds": 3,
+            "relay_dir": relay.display().to_string(),
+        })
+        .to_string();
+        let agent_thread = std::thread::spawn({
+            let stop = stop.clone();
+            move || {
+                jira_hub::run_agent_for_test(
+                    &config,
+                    Arc::new(jira_hub::clock::SystemClock),
+                    None,
+                    stop,
+                    None,
+                )
+            }
+        });
+        let started = Instant::now();
+        let view = loop {
+            let view = hub.batch(batch_id).unwrap();
+            if view.status == BatchStatus::Completed || started.elapsed() > WAIT {
+                break view;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        stop.store(true, SeqCst);
+        agent_thread.join().unwrap().unwrap();
+        hub_thread.join().unwrap();
+        let view = serde_json::to_value(&view).unwrap();
+        assert_eq!(view["status"], "completed", "skew {skew_s} s: {view:#}");
+        assert_landed_once(&fake, &tag, &view);
+        for (folder, faults, lost, cut) in [
+            ("inbox", &inbox, 2, 2),
+            ("outbox", &outbox, 2, 1),
+            ("archive", &archive, 1, 0),
+            ("the lock's folder", &rest, 1, 0),
+        ] {
+            assert_eq!(
+                (faults.lost.load(SeqCst), faults.cut.load(SeqCst)),
+                (lost, cut),
+                "skew {skew_s} s: the faults of {folder} were all made"
+            );
+        }
+        // Measured on the file server's clock at both ends: the skew is not a delay.
+        if let Some((delay, _)) = hub.metrics().relay_visibility() {
+            assert!(
+                delay < Duration::from_secs(2),
+                "skew {skew_s} s: the hub sees the agent's files {delay:?} late"
+            );
+        }
+    }
+}
+
+fn read_json_file(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// The names in a folder, sorted.
+fn names_in(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
