@@ -273,7 +273,7 @@ pub(crate) async fn report(
     };
     // Its turn: the body deadline counts from now, not from the headers (a body left unread
     // while the report waited is not late).
-    super::begin_body_turn(request.extensions());
+    super::server::begin_body_turn(request.extensions());
     // One buffer of the announced size, which the decoded report's issues are ranges of.
     let body = Received::from(
         super::read_body(request, state.options.max_body_bytes)

@@ -263,14 +263,6 @@ fn grant_trust_as(extensions: &axum::http::Extensions, kind: server::Kind) {
     }
 }
 
-/// The request's turn to have its body read begins now (it waited for one): its body deadline
-/// counts from here. Nothing happens to a request made without a connection (the tests' router).
-pub(crate) fn begin_body_turn(extensions: &axum::http::Extensions) {
-    if let Some(turn) = extensions.get::<server::BodyTurn>() {
-        turn.begin();
-    }
-}
-
 /// The kind of a valid token.
 fn kind_of_holder(holder: &crate::service::Holder) -> server::Kind {
     if holder.agent {
@@ -1179,9 +1171,7 @@ async fn time_limit(
     let limit = if request.uri().path() == "/agent/claim" {
         limits.request + Duration::from_secs(u64::from(crate::protocol::MAX_CLAIM_WAIT_SECONDS))
     } else if request.uri().path() == "/agent/report" {
-        // A report may wait for its share of the reports' memory budget (at most
-        // `agent::budget_patience`) before its body is read: it keeps the whole request time
-        // from its turn.
+        // It may wait for its share of the report budget first: the whole time from its turn.
         limits.request + agent::budget_patience(limits.request)
     } else if request.method() == axum::http::Method::GET
         && request.uri().path().starts_with("/batches/")

@@ -381,16 +381,24 @@ fn kind_of(
     }
 }
 
+/// The request's turn to have its body read begins now (it waited for one): its body deadline
+/// counts from here. Nothing happens to a request made without a connection (the tests' router).
+pub(crate) fn begin_body_turn(extensions: &axum::http::Extensions) {
+    if let Some(turn) = extensions.get::<BodyTurn>() {
+        turn.begin();
+    }
+}
+
 /// When a request's body may begin to come, for its read deadline: at its headers, or, for a
 /// request that first waits for a turn (a report waiting for its share of the reports' memory
 /// budget), when its turn comes ([`BodyTurn::begin`]): a body the hub does not read yet is not
 /// late.
 #[derive(Clone, Default)]
-pub(crate) struct BodyTurn(Arc<AtomicBool>);
+struct BodyTurn(Arc<AtomicBool>);
 
 impl BodyTurn {
     /// The hub begins to read the body now: its deadline counts from here.
-    pub(crate) fn begin(&self) {
+    fn begin(&self) {
         self.0.store(true, Ordering::SeqCst);
     }
 
