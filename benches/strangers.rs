@@ -8,7 +8,9 @@
 //!    opened again as soon as the hub closes it (a stranger who keeps trying), for
 //!    `BENCH_STRANGERS_SECONDS` (default 20) under the default limits: the hub's CPU and RSS, how
 //!    many the hub closed, and the same three latencies meanwhile (medians, as a ratio to the
-//!    baseline).
+//!    baseline). Then the same with the metrics token (`--metrics-token-file`) in their
+//!    headers: whoever holds that token (it is in the monitoring's configuration) gets its own
+//!    lane of the connections, never the client's.
 //! 3. 2,000 slow sign-ins opened at once: how many the hub holds, how many it closed at once,
 //!    its peak RSS, the latencies meanwhile, and its RSS once they are gone.
 //! 4. `/metrics` on a hub of 300,000 commands (`BENCH_STRANGERS_COMMANDS`) and 30,000 agent
@@ -123,12 +125,15 @@ impl Probes {
     }
 }
 
-/// A slow sign-in: its headers, the form never sent.
-fn slow_sign_in(address: &str) -> Option<TcpStream> {
+/// A slow sign-in: its headers (with `token` as a bearer token, if given), the form never sent.
+fn slow_sign_in(address: &str, token: Option<&str>) -> Option<TcpStream> {
     let mut stream = TcpStream::connect(address).ok()?;
+    let authorization = token
+        .map(|token| format!("Authorization: Bearer {token}\r\n"))
+        .unwrap_or_default();
     write!(
         stream,
-        "POST /ui/sign-in HTTP/1.1\r\nHost: {address}\r\n\
+        "POST /ui/sign-in HTTP/1.1\r\nHost: {address}\r\n{authorization}\
          Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\n"
     )
     .ok()?;
@@ -164,7 +169,14 @@ fn main() -> Result<(), Error> {
     let seconds = size("BENCH_STRANGERS_SECONDS", 20) as u64;
     let setup = support::setup()?;
     let tokens = setup.hub.tokens()?.ok_or("no tokens")?;
-    let daemon = support::start(&setup.db, &["--relay-poll-ms", "1000"])?;
+    let metrics_token = "bench-scrape-token";
+    let token_file = setup.db.with_file_name("metrics.token");
+    std::fs::write(&token_file, format!("{metrics_token}\n"))?;
+    let token_arg = token_file.to_str().ok_or("token file path")?;
+    let daemon = support::start(
+        &setup.db,
+        &["--relay-poll-ms", "1000", "--metrics-token-file", token_arg],
+    )?;
     let pid = daemon.0.id();
     // The address from the hub's log is not kept by `support::start`: ask the kernel.
     let address = listening_address(pid)?;
@@ -186,45 +198,52 @@ fn main() -> Result<(), Error> {
     );
     print_probes("  probes, idle", baseline, baseline, &probes);
 
-    // 2. 300 slow sign-ins, reopened as soon as the hub closes them.
-    let mut slow: Vec<TcpStream> = (0..300).filter_map(|_| slow_sign_in(&address)).collect();
-    let ticks = cpu_ticks(pid)?;
-    let started = Instant::now();
-    let mut reopened = 0usize;
-    let mut probes = Probes::new();
-    let mut n = 100;
-    let mut peak_rss = 0;
-    while started.elapsed() < Duration::from_secs(seconds) {
-        for stream in &mut slow {
-            if closed(stream)
-                && let Some(fresh) = slow_sign_in(&address)
-            {
-                *stream = fresh;
-                reopened += 1;
+    // 2. 300 slow sign-ins, reopened as soon as the hub closes them; 2b. the same with the
+    // metrics token.
+    for (label, token) in [("", None), (" (metrics token)", Some(metrics_token))] {
+        let mut slow: Vec<TcpStream> = (0..300)
+            .filter_map(|_| slow_sign_in(&address, token))
+            .collect();
+        let ticks = cpu_ticks(pid)?;
+        let started = Instant::now();
+        let mut reopened = 0usize;
+        let mut probes = Probes::new();
+        let mut n = 100;
+        let mut peak_rss = 0;
+        while started.elapsed() < Duration::from_secs(seconds) {
+            for stream in &mut slow {
+                if closed(stream)
+                    && let Some(fresh) = slow_sign_in(&address, token)
+                {
+                    *stream = fresh;
+                    reopened += 1;
+                }
             }
+            probes.probe(&address, &tokens.agent, &tokens.client, n);
+            n += 1;
+            peak_rss = peak_rss.max(status_kib(pid, "VmRSS:")?);
+            std::thread::sleep(Duration::from_millis(200));
         }
-        probes.probe(&address, &tokens.agent, &tokens.client, n);
-        n += 1;
-        peak_rss = peak_rss.max(status_kib(pid, "VmRSS:")?);
-        std::thread::sleep(Duration::from_millis(200));
+        let elapsed = started.elapsed().as_secs_f64();
+        let cpu = cpu_share(pid, ticks, elapsed)?;
+        let held = slow.iter().filter(|s| !closed(s)).count();
+        println!(
+            "300 slow sign-ins{label} for {elapsed:.0} s   CPU {cpu:.2}% of a core, RSS peak {peak_rss} KiB, \
+             {reopened} closed by the hub and reopened, {held} held at the end"
+        );
+        let medians = probes.medians();
+        print_probes("  probes, meanwhile", medians, baseline, &probes);
+        drop(slow);
+        std::thread::sleep(Duration::from_secs(1));
     }
-    let elapsed = started.elapsed().as_secs_f64();
-    let cpu = cpu_share(pid, ticks, elapsed)?;
-    let held = slow.iter().filter(|s| !closed(s)).count();
-    println!(
-        "300 slow sign-ins for {elapsed:.0} s               CPU {cpu:.2}% of a core, RSS peak {peak_rss} KiB, \
-         {reopened} closed by the hub and reopened, {held} held at the end"
-    );
-    let medians = probes.medians();
-    print_probes("  probes, meanwhile", medians, baseline, &probes);
-    drop(slow);
-    std::thread::sleep(Duration::from_secs(1));
 
     // 3. 2,000 at once.
     let rss_before = status_kib(pid, "VmRSS:")?;
     let ticks = cpu_ticks(pid)?;
     let started = Instant::now();
-    let many: Vec<TcpStream> = (0..2000).filter_map(|_| slow_sign_in(&address)).collect();
+    let many: Vec<TcpStream> = (0..2000)
+        .filter_map(|_| slow_sign_in(&address, None))
+        .collect();
     let opened = many.len();
     let burst = started.elapsed();
     std::thread::sleep(Duration::from_millis(500));

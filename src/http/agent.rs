@@ -13,6 +13,13 @@ use axum::http::StatusCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How long a report waits at most for its share of the reports' memory budget: half the request
+/// time (the request's time limit adds it, so the report keeps the whole request time from its
+/// turn).
+pub(super) fn budget_patience(request_timeout: Duration) -> Duration {
+    request_timeout / 2
+}
+
 /// Decodes the body as the relay decodes a file, checks its kind, applies it.
 async fn handle(
     state: AppState,
@@ -243,9 +250,9 @@ pub(crate) async fn report(
             len.min(state.options.max_body_bytes as u64)
         });
     let budget = crate::service::report_budget();
-    // Half the request's deadline: the other half is for reading and handling it.
+    // A report under the small-file size has its share at once: it never waits behind large ones.
     let Some(_share) = budget
-        .take(announced, state.options.request_timeout / 2)
+        .take(announced, budget_patience(state.options.request_timeout))
         .await
     else {
         let mut response = ApiError::new(
@@ -264,6 +271,9 @@ pub(crate) async fn report(
         );
         return Err(response);
     };
+    // Its turn: the body deadline counts from now, not from the headers (a body left unread
+    // while the report waited is not late).
+    super::server::begin_body_turn(request.extensions());
     // One buffer of the announced size, which the decoded report's issues are ranges of.
     let body = Received::from(
         super::read_body(request, state.options.max_body_bytes)

@@ -230,7 +230,7 @@ async fn host_guard(
             if let Some(holder) = holder.filter(|h| h.client || h.agent) {
                 grant_trust_as(request.extensions(), kind_of_holder(&holder));
             } else if metrics_token {
-                grant_trust(request.extensions());
+                grant_trust_as(request.extensions(), server::Kind::Metrics);
             } else {
                 let shown = host.unwrap_or_else(|| "?".into());
                 tracing::debug!(host = %shown, "a request naming an unknown host refused");
@@ -1158,7 +1158,8 @@ struct TimeLimits {
 /// Answers 408 in the error shape when a request takes longer than the limit (the body read
 /// included: extractors run inside). A claim may wait for work up to
 /// [`MAX_CLAIM_WAIT_SECONDS`](crate::protocol::MAX_CLAIM_WAIT_SECONDS) more (its body is read
-/// only once the agent token was checked). A request that has not shown a valid credential by
+/// only once the agent token was checked), and a report the time it may wait for its share of
+/// the reports' memory budget. A request that has not shown a valid credential by
 /// its anonymous deadline ([`ANONYMOUS_TIMEOUT`]) is answered 408 then, and its connection
 /// closed; one that has goes on to the longer limit.
 async fn time_limit(
@@ -1169,6 +1170,9 @@ async fn time_limit(
     let started = tokio::time::Instant::now();
     let limit = if request.uri().path() == "/agent/claim" {
         limits.request + Duration::from_secs(u64::from(crate::protocol::MAX_CLAIM_WAIT_SECONDS))
+    } else if request.uri().path() == "/agent/report" {
+        // It may wait for its share of the report budget first: the whole time from its turn.
+        limits.request + agent::budget_patience(limits.request)
     } else if request.method() == axum::http::Method::GET
         && request.uri().path().starts_with("/batches/")
     {

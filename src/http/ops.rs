@@ -307,6 +307,8 @@ fn live_values(m: &Metrics) -> Vec<u64> {
         Metrics::get(&m.claims_waiting_relay),
         m.relay_files_waiting
             .load(std::sync::atomic::Ordering::Relaxed),
+        crate::service::report_budget().waiting(),
+        crate::service::report_budget().free_bytes(),
     ]);
     values
 }
@@ -470,6 +472,19 @@ impl Collector for HubCollector {
                 Metrics::get(&m.claims_waiting_http) + Metrics::get(&m.claims_waiting_relay),
             )
             .unwrap_or(i64::MAX),
+        )?;
+        let budget = crate::service::report_budget();
+        encode_gauge(
+            &mut encoder,
+            "jira_hub_reports_waiting_for_budget",
+            "Agent reports (HTTP bodies and relay files of 64 KiB and more) waiting now for their share of the reports' memory budget (--report-budget-mb)",
+            i64::try_from(budget.waiting()).unwrap_or(i64::MAX),
+        )?;
+        encode_gauge(
+            &mut encoder,
+            "jira_hub_report_budget_free_bytes",
+            "Bytes of the reports' memory budget not held by reports in flight",
+            i64::try_from(budget.free_bytes()).unwrap_or(i64::MAX),
         )?;
         if let Some((delay, _)) = m.relay_visibility() {
             let gauge = ConstGauge::new(delay.as_secs_f64());

@@ -23,11 +23,15 @@
 //! A request is *served* once its body is read whole (its handler is working on the
 //! answer), and a connection whose request is served is never the one closed at a cap: only
 //! idle connections and those still sending a request are. Each request is sorted by its
-//! bearer token as soon as its headers are read ([`Kind`], checked in memory): the agent
-//! token's requests in hand (bodies being read, claims waiting, answers being made) take at most
-//! half the connections, the client token's all but an eighth, so neither credential takes
-//! every connection and `/health` always has room; a request past its kind's cap is answered 503
-//! at once. A body must be read whole within `body_timeout` of its headers (408 after).
+//! bearer token as soon as its headers are read ([`Kind`], checked in memory), and each
+//! credential has a lane of its own: the agent token's requests in hand (bodies being read,
+//! claims waiting, answers being made) take at most half the connections, the client token's all
+//! but an eighth, the metrics token's a sixteenth (within the eighth the client's lane leaves), so
+//! no credential takes every connection, the metrics token never takes the client's or the
+//! agent's places, and `/health` always has room; a request without a token of its own on a
+//! connection that showed one goes in that credential's lane; a request past its lane's cap is
+//! answered 503 at once. A body must be read whole within `body_timeout` of its headers, or of its
+//! turn when it waits for one ([`BodyTurn`]; 408 after).
 
 use super::HttpOptions;
 use axum::Router;
@@ -105,9 +109,23 @@ impl Connection {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     Anonymous = 0,
-    /// The client token (or a console session, or the metrics token).
+    /// The client token, or a console session.
     Client = 1,
     Agent = 2,
+    /// The metrics token (`--metrics-token-file`): a scraper's, kept in the monitoring's
+    /// configuration, so a lane of its own that can never take the client's or the agent's.
+    Metrics = 3,
+}
+
+impl Kind {
+    fn from_u8(kind: u8) -> Kind {
+        match kind {
+            1 => Kind::Client,
+            2 => Kind::Agent,
+            3 => Kind::Metrics,
+            _ => Kind::Anonymous,
+        }
+    }
 }
 
 /// What a request knows of its connection: put in every request's extensions, so that whoever
@@ -281,41 +299,58 @@ fn anonymous_cap(options: &HttpOptions, max: usize) -> usize {
         .max(1)
 }
 
-/// The requests in hand each credential may have at once: the agent token's
-/// (which is in every relay request file on the share) at most half the connections, the client
-/// token's all but an eighth, so that `/health` and the client always find room.
+/// One credential's lane: the requests in hand it may have at once.
+#[derive(Clone)]
+struct Lane {
+    permits: Arc<Semaphore>,
+    cap: usize,
+}
+
+impl Lane {
+    fn new(cap: usize) -> Lane {
+        let cap = cap.max(1);
+        Lane {
+            permits: Arc::new(Semaphore::new(cap)),
+            cap,
+        }
+    }
+}
+
+/// The requests in hand each credential may have at once, each in its own lane: the agent
+/// token's (which is in every relay request file on the share) at most half the connections, the
+/// client token's all but an eighth, the metrics token's a sixteenth, so that `/health` and the
+/// client always find room and the metrics token (kept in the monitoring's configuration) never
+/// takes the client's places: the client's lane and the metrics token's together stay below the
+/// connections.
 #[derive(Clone)]
 pub(crate) struct Caps {
-    agent: Arc<Semaphore>,
-    client: Arc<Semaphore>,
-    agent_cap: usize,
-    client_cap: usize,
+    agent: Lane,
+    client: Lane,
+    metrics: Lane,
 }
 
 impl Caps {
     fn new(max: usize) -> Caps {
-        let agent_cap = (max / 2).max(1);
-        let client_cap = (max - max / 8).max(1);
         Caps {
-            agent: Arc::new(Semaphore::new(agent_cap)),
-            client: Arc::new(Semaphore::new(client_cap)),
-            agent_cap,
-            client_cap,
+            agent: Lane::new(max / 2),
+            client: Lane::new(max - max / 8),
+            metrics: Lane::new(max / 16),
         }
     }
 
-    /// A place for a request of `kind`; `Err` with the cap when its kind has none left.
+    /// A place for a request in `kind`'s lane; `Err` with the cap when that lane has none left.
     fn take(&self, kind: Kind) -> Result<Option<OwnedSemaphorePermit>, usize> {
-        let (permits, cap) = match kind {
+        let lane = match kind {
             Kind::Anonymous => return Ok(None),
-            Kind::Agent => (&self.agent, self.agent_cap),
-            Kind::Client => (&self.client, self.client_cap),
+            Kind::Agent => &self.agent,
+            Kind::Client => &self.client,
+            Kind::Metrics => &self.metrics,
         };
-        permits
+        lane.permits
             .clone()
             .try_acquire_owned()
             .map(Some)
-            .map_err(|_| cap)
+            .map_err(|_| lane.cap)
     }
 }
 
@@ -333,15 +368,43 @@ fn kind_of(
     let holder = credentials.holder(&token);
     if holder.agent {
         Kind::Agent
-    } else if holder.client
-        || options
-            .metrics_token
-            .as_ref()
-            .is_some_and(|t| t.matches(&token))
-    {
+    } else if holder.client {
         Kind::Client
+    } else if options
+        .metrics_token
+        .as_ref()
+        .is_some_and(|t| t.matches(&token))
+    {
+        Kind::Metrics
     } else {
         Kind::Anonymous
+    }
+}
+
+/// The request's turn to have its body read begins now (it waited for one): its body deadline
+/// counts from here. Nothing happens to a request made without a connection (the tests' router).
+pub(crate) fn begin_body_turn(extensions: &axum::http::Extensions) {
+    if let Some(turn) = extensions.get::<BodyTurn>() {
+        turn.begin();
+    }
+}
+
+/// When a request's body may begin to come, for its read deadline: at its headers, or, for a
+/// request that first waits for a turn (a report waiting for its share of the reports' memory
+/// budget), when its turn comes ([`BodyTurn::begin`]): a body the hub does not read yet is not
+/// late.
+#[derive(Clone, Default)]
+struct BodyTurn(Arc<AtomicBool>);
+
+impl BodyTurn {
+    /// The hub begins to read the body now: its deadline counts from here.
+    fn begin(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the turn began since the last look.
+    fn began(&self) -> bool {
+        self.0.swap(false, Ordering::SeqCst)
     }
 }
 
@@ -352,6 +415,8 @@ pub(crate) struct DeadlineBody {
     deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
     limit: Duration,
     connection: Arc<Connection>,
+    /// Set when the request's turn to be read comes: the deadline starts again from then.
+    turn: BodyTurn,
 }
 
 /// A body not read whole within `--http-body-timeout-seconds`: answered 408.
@@ -371,7 +436,12 @@ impl std::fmt::Display for BodyTimedOut {
 impl std::error::Error for BodyTimedOut {}
 
 impl DeadlineBody {
-    fn new(inner: Incoming, limit: Duration, connection: Arc<Connection>) -> DeadlineBody {
+    fn new(
+        inner: Incoming,
+        limit: Duration,
+        connection: Arc<Connection>,
+        turn: BodyTurn,
+    ) -> DeadlineBody {
         if hyper::body::Body::is_end_stream(&inner) {
             connection.serving.store(true, Ordering::SeqCst);
         }
@@ -380,6 +450,7 @@ impl DeadlineBody {
             deadline: Box::pin(tokio::time::sleep(limit)),
             limit,
             connection,
+            turn,
         }
     }
 }
@@ -395,6 +466,9 @@ impl hyper::body::Body for DeadlineBody {
         use std::future::Future;
         use std::task::Poll;
         let this = &mut *self;
+        if this.turn.began() {
+            this.deadline.as_mut().reset(Instant::now() + this.limit);
+        }
         match std::pin::Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(None) => {
                 this.connection.serving.store(true, Ordering::SeqCst);
@@ -568,15 +642,21 @@ async fn serve_connection(
             trust.grant(kind);
         }
         request.extensions_mut().insert(trust);
-        let place = caps.take(kind);
-        let request = request.map(|body| DeadlineBody::new(body, body_timeout, tracked.clone()));
+        // A request without a token of its own goes in the lane of the credential its
+        // connection showed (a console page after the sign-in, a scraper's next request).
+        let lane = Kind::from_u8(tracked.kind.load(Ordering::SeqCst));
+        let place = caps.take(lane);
+        let turn = BodyTurn::default();
+        request.extensions_mut().insert(turn.clone());
+        let request =
+            request.map(|body| DeadlineBody::new(body, body_timeout, tracked.clone(), turn));
         let inner = inner.clone();
         async move {
             let place = match place {
                 Ok(place) => place,
                 Err(cap) => {
                     drop(busy);
-                    return Ok(over_cap(kind, cap));
+                    return Ok(over_cap(lane, cap));
                 }
             };
             let response = inner.call(request).await;
@@ -627,6 +707,7 @@ fn over_cap(kind: Kind, cap: usize) -> hyper::Response<axum::body::Body> {
     use axum::response::IntoResponse;
     let whose = match kind {
         Kind::Agent => "токена агента",
+        Kind::Metrics => "токена метрик",
         _ => "токена клиента",
     };
     tracing::debug!(?kind, cap, "a request past its credential's cap refused");

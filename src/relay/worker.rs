@@ -125,6 +125,9 @@ pub struct Relay {
     /// When a file refused for its agent token was last kept in `rejected/`, by the agent its
     /// name carries ([`agent_of_name`]; the hub's clock).
     bad_token_kept: HashMap<String, time::OffsetDateTime>,
+    /// Report files left for a later pass because the reports' memory budget was taken, and
+    /// when that first happened (for the log, which tells a long wait).
+    budget_waits: HashMap<String, Instant>,
 }
 
 /// A claim left waiting in `inbox/`, and when to look at it again.
@@ -142,6 +145,10 @@ struct Parked {
     len: u64,
     modified: Option<SystemTime>,
 }
+
+/// How long the relay waits at most, in one pass, for a large report file's share of the reports'
+/// memory budget before it leaves the file for a later pass: the files behind it wait no longer.
+const BUDGET_PATIENCE: Duration = Duration::from_secs(1);
 
 /// What a request writes to the WAL besides its own size: about this many pages (its command
 /// rows, its record, their indexes).
@@ -173,6 +180,7 @@ impl Relay {
             listed_once: false,
             last_request: None,
             bad_token_kept: HashMap::new(),
+            budget_waits: HashMap::new(),
         }
     }
 
@@ -429,6 +437,8 @@ impl Relay {
         self.show_visibility(&dir);
         // A refused file taken out of inbox/ by hand is forgotten; one put back is new.
         self.refused_unmoved
+            .retain(|name, _| candidates.iter().any(|(listed, _)| listed == name));
+        self.budget_waits
             .retain(|name, _| candidates.iter().any(|(listed, _)| listed == name));
         // A claim waiting for work is not a file waiting to be handled.
         let handled = counts.applied + counts.refused + counts.parked;
@@ -691,11 +701,28 @@ impl Relay {
                         } else {
                             let metrics = self.hub.metrics();
                             // Its share of the reports' memory budget (shared with HTTP), held
-                            // until the file is handled.
-                            share = Some(
-                                crate::service::report_budget()
-                                    .take_blocking(facts.len, &|| metrics.relay_beat()),
-                            );
+                            // until the file is handled: nothing for a small file; a large one
+                            // waits a moment, else it is left for a later pass, so that the
+                            // files behind it (claims, heartbeats) are not held.
+                            let waited_before = self
+                                .budget_waits
+                                .get(name)
+                                .map_or(Duration::ZERO, |since| now.duration_since(*since));
+                            match crate::service::report_budget().take_within(
+                                facts.len,
+                                BUDGET_PATIENCE,
+                                waited_before,
+                                &|| metrics.relay_beat(),
+                            ) {
+                                Some(taken) => {
+                                    self.budget_waits.remove(name);
+                                    share = Some(taken);
+                                }
+                                None => {
+                                    self.budget_waits.entry(name.to_string()).or_insert(now);
+                                    return Outcome::Later;
+                                }
+                            }
                             match read_limited(
                                 &mut file,
                                 limits.max_file_bytes + 1,

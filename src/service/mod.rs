@@ -22,7 +22,9 @@ mod metrics;
 mod mirror;
 mod presence;
 mod retention;
-pub use budget::{BudgetShare, DEFAULT_REPORT_BUDGET_BYTES, report_budget, set_report_budget};
+pub use budget::{
+    BudgetShare, DEFAULT_REPORT_BUDGET_BYTES, SMALL_REPORT_BYTES, report_budget, set_report_budget,
+};
 pub use presence::{PERSIST_EVERY, Presence, agent_is_silent, missed_heartbeats};
 pub use retention::Pruned;
 mod tokens;

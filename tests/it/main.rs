@@ -27,6 +27,7 @@ mod hostile;
 mod http;
 mod incremental;
 mod install;
+mod lanes;
 mod looks;
 mod memory;
 mod migrations;
