@@ -123,8 +123,16 @@ fn small_files_and_requests_never_wait_for_the_report_budget() {
     let _hogs: Vec<TcpStream> = (0..4)
         .map(|_| stalled(&address, &report_head(&agent), 2 * 1024 * 1024))
         .collect();
-    // The hub reads their headers and hands the budget to the first (a moment).
-    std::thread::sleep(Duration::from_millis(500));
+    // The hub reads their headers and hands the budget to the first; the others wait.
+    eventually(
+        Duration::from_secs(30),
+        "the four reports holding and waiting for the budget",
+        || {
+            gauge(&address, "jira_hub_report_budget_free_bytes") == Some(0)
+                && gauge(&address, "jira_hub_reports_waiting_for_budget")
+                    .is_some_and(|waiting| waiting >= 3)
+        },
+    );
     let inbox = relay.join("inbox");
     // A report file larger than the budget (and than what the relay reads ahead).
     let mut big = report_file("big", &agent, json!([]));
@@ -191,7 +199,11 @@ fn a_report_waiting_for_the_budget_has_its_body_time_from_its_turn() {
     let address = daemon.address.clone();
     // Takes the whole budget, sends nothing: answered 408 at its body deadline (4 s).
     let _hog = stalled(&address, &report_head(&agent), 1024 * 1024);
-    std::thread::sleep(Duration::from_millis(300));
+    eventually(
+        Duration::from_secs(30),
+        "the budget taken by the stalled report",
+        || gauge(&address, "jira_hub_report_budget_free_bytes") == Some(0),
+    );
     let body = padded_report("legit", 600 * 1024);
     let mut stream = TcpStream::connect(&address).unwrap();
     stream
