@@ -166,5 +166,13 @@ pub(crate) fn restore(db: &Path, backup: &Path) -> anyhow::Result<Outcome> {
             ""
         }
     );
+    match &restored.tokens {
+        crate::store::RestoredTokens::Kept => {
+            outln!("tokens:   kept as they were (the copy's own are not put back)")
+        }
+        crate::store::RestoredTokens::Copy(why) => outln!(
+            "tokens:   the copy's own ({why}): rotate both (jira-hub tokens --rotate client, --rotate agent) if they were rotated since"
+        ),
+    }
     Ok(Outcome::Success)
 }

@@ -176,7 +176,8 @@ pub enum Command {
     Backup,
     /// Put a backup in place of the database of a stopped hub (refused while a hub serves it):
     /// the copy is checked first, the current database is kept in backups/ as
-    /// `<stamp>-before-restore.sqlite` with its WAL.
+    /// `<stamp>-before-restore.sqlite` with its WAL; the tokens in force stay in force (a backup
+    /// from before a rotation does not bring the revoked ones back).
     Restore {
         /// The copy to put in place (a file of backups/, or any copy of a hub's database).
         backup: PathBuf,

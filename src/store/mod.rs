@@ -39,7 +39,7 @@ pub(crate) use commands::{AttemptRow, BatchRow, CommandRow, Finish, GiveBack};
 pub use health::{Fault, FaultSeen};
 pub(crate) use held::HeldRow;
 pub(crate) use mirror::{CommentRow, IssueRow, IssueText, NoteRow};
-pub(crate) use restore::{lock_data_folder, restore};
+pub(crate) use restore::{RestoredTokens, lock_data_folder, restore};
 pub(crate) use retention::{BatchAge, Removed};
 pub(crate) use schema::{CURRENT_SCHEMA_VERSION, CURRENT_V4_REVISION};
 pub(crate) use status::{AGENTS_LISTED, AgentRow, RunRow, StatusCounts};

@@ -14,7 +14,7 @@
 
 use super::backup::{backups_dir, copy_into, free_name, sync_dir};
 use super::{LOCK_FILE, Result, StoreError, data_dir_of, health, io_error, migrations};
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use time::OffsetDateTime;
@@ -29,6 +29,20 @@ pub(crate) struct Restored {
     pub revision: u32,
     /// Whether the next start migrates it (an older schema).
     pub migrates: bool,
+    /// Whose tokens the restored database holds.
+    pub tokens: RestoredTokens,
+}
+
+/// Whose tokens a restored database holds. Tokens are credentials, not data: a backup made
+/// before a `tokens --rotate` holds tokens that were revoked on purpose, and putting them back
+/// would let whoever held them in again and lock out the agent and clients given the new ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RestoredTokens {
+    /// The tokens in force in the replaced database, written into the copy.
+    Kept,
+    /// The copy's own tokens, and why (no database was at the path, its tokens cannot be read,
+    /// or the copy is of an older schema, which keeps its settings its own way).
+    Copy(String),
 }
 
 /// How long the checkpoint of the current database waits for another process's transaction.
@@ -86,11 +100,15 @@ pub(crate) fn restore(db: &Path, backup: &Path, now: OffsetDateTime) -> Result<R
             super::backup::map_for_copy(&reader)?;
             copy_into(&reader, &partial)
         })
-        .and_then(|()| carry_issued_ids(db, &partial));
-    if let Err(error) = copied {
-        let _ = std::fs::remove_file(&partial);
-        return Err(error);
-    }
+        .and_then(|()| carry_issued_ids(db, &partial))
+        .and_then(|()| carry_tokens(db, &partial, version));
+    let tokens = match copied {
+        Ok(tokens) => tokens,
+        Err(error) => {
+            let _ = std::fs::remove_file(&partial);
+            return Err(error);
+        }
+    };
     let placed = keep_current(db, now).and_then(|kept| {
         std::fs::rename(&partial, db).map_err(io_error(format!(
             "не удалось поставить копию на место {}",
@@ -105,6 +123,7 @@ pub(crate) fn restore(db: &Path, backup: &Path, now: OffsetDateTime) -> Result<R
             version,
             revision,
             migrates,
+            tokens,
         }),
         Err(error) => {
             let _ = std::fs::remove_file(&partial);
@@ -131,6 +150,48 @@ fn carry_issued_ids(db: &Path, partial: &Path) -> Result<()> {
     super::ids::raise(&conn, &issued)?;
     conn.close().map_err(|(_, error)| error)?;
     super::backup::sync_file(partial)
+}
+
+/// The copy about to replace `db` gets the tokens in force in `db` ([`RestoredTokens`]). A file
+/// whose tokens cannot be read (damaged: the reason for restoring) leaves the copy's, said in
+/// the log and by `restore`.
+fn carry_tokens(db: &Path, partial: &Path, version: u32) -> Result<RestoredTokens> {
+    if !db.exists() {
+        return Ok(RestoredTokens::Copy("на месте базы не было".into()));
+    }
+    if version < super::schema::CURRENT_SCHEMA_VERSION {
+        return Ok(RestoredTokens::Copy(format!(
+            "копия схемы v{version} хранит настройки по-своему"
+        )));
+    }
+    let current = read_only(db).and_then(|conn| {
+        conn.query_row(
+            "SELECT value FROM setting WHERE key = ?1",
+            [crate::domain::settings::TOKENS],
+            |row| row.get::<_, String>(0),
+        )
+        .optional()
+        .map_err(StoreError::from)
+    });
+    let current = match current {
+        Ok(Some(current)) => current,
+        Ok(None) => return Ok(RestoredTokens::Copy("в заменяемой базе токенов нет".into())),
+        Err(error) => {
+            tracing::warn!(%error, database = %db.display(), "the tokens of the replaced database cannot be read; the restored copy keeps its own");
+            return Ok(RestoredTokens::Copy(format!(
+                "токены заменяемой базы не читаются: {error}"
+            )));
+        }
+    };
+    let conn = Connection::open(partial)?;
+    conn.execute(
+        "INSERT INTO setting (key, value) VALUES (?1, ?2)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        rusqlite::params![crate::domain::settings::TOKENS, current],
+    )?;
+    conn.close().map_err(|(_, error)| error)?;
+    super::backup::sync_file(partial)?;
+    Ok(RestoredTokens::Kept)
 }
 
 /// The data folder's lock, as `serve` takes it: refused while a hub holds it.

@@ -879,6 +879,50 @@ fn restore_puts_a_backup_in_place_of_a_stopped_hubs_database() {
     );
 }
 
+/// Tokens are credentials, not data: a backup made before `tokens --rotate` holds the tokens
+/// that were revoked, and `restore` keeps those in force in the replaced database instead of
+/// bringing the revoked ones back (before, the old client token was answered again and the new
+/// one refused).
+#[test]
+fn restore_keeps_the_tokens_in_force_not_the_backups() {
+    let dir = TestDir::new();
+    let old_client = initialised(&dir);
+    let backup = std::path::PathBuf::from(run_ok(&dir.db(), &["backup"]).stdout.trim());
+    run_ok(&dir.db(), &["tokens", "--rotate", "client"]);
+    run_ok(&dir.db(), &["tokens", "--rotate", "agent"]);
+    let rotated = run_ok(&dir.db(), &["tokens"]).stdout;
+    assert!(!rotated.contains(&old_client), "{rotated}");
+
+    let out = run_ok(&dir.db(), &["restore", backup.to_str().unwrap()]);
+    assert!(out.stdout.contains("tokens:   kept"), "{out:?}");
+    assert_eq!(run_ok(&dir.db(), &["tokens"]).stdout, rotated);
+    let client = rotated
+        .lines()
+        .find(|l| l.starts_with("client"))
+        .and_then(|l| l.split_whitespace().last())
+        .unwrap()
+        .to_string();
+    let daemon = Daemon::start(&dir.db(), &[]);
+    let (status, _) = http(&daemon.address, "GET", "/batches", Some(&old_client), None);
+    assert_eq!(
+        status, 401,
+        "the revoked token is refused after the restore"
+    );
+    let (status, body) = http(&daemon.address, "GET", "/batches", Some(&client), None);
+    assert_eq!(status, 200, "{body}");
+    drop(daemon);
+
+    // With no database at the path, the copy's own tokens, and restore says so.
+    std::fs::remove_file(dir.db()).unwrap();
+    let out = run_ok(&dir.db(), &["restore", backup.to_str().unwrap()]);
+    assert!(
+        out.stdout
+            .contains("tokens:   the copy's own (на месте базы не было)"),
+        "{out:?}"
+    );
+    assert!(run_ok(&dir.db(), &["tokens"]).stdout.contains(&old_client));
+}
+
 /// A copy of the running database made by any tool while the hub serves, written back over the
 /// live file in place after the hub went on writing and a checkpoint reached the file: SQLite's
 /// own `.backup`, `VACUUM INTO` and `cp` of the running file each carry the mark of the moment
