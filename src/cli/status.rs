@@ -198,12 +198,7 @@ pub(crate) fn status(db: &Path, json: bool, check: bool) -> anyhow::Result<Outco
     );
     // A backup keeps the relay folder's name, not its files: the counts above are the live
     // folder's now.
-    if status.relay_dir.is_some()
-        && db
-            .parent()
-            .and_then(Path::file_name)
-            .is_some_and(|folder| folder == "backups")
-    {
+    if status.relay_dir.is_some() && crate::store::is_in_backups(db) {
         outln!(
             "              (this is a backup: the relay counts are the live folder's now, not as they were when it was made)"
         );

@@ -73,8 +73,15 @@ fn made_at(path: &Path) -> Option<OffsetDateTime> {
 /// When the newest backup of `backups/` beside `db_path` was made, whatever made it (the daily
 /// timer, `jira-hub backup`, a migration, a restore, a rescue): every one is a whole, checked
 /// copy (partial copies are hidden files until renamed). `None`: there is none.
+/// A database that is itself a file of `backups/` (`status --db backups/…`) has its fellows there,
+/// not in a `backups/backups/` no one makes.
 pub(crate) fn newest_backup_at(db_path: &Path) -> Option<OffsetDateTime> {
-    std::fs::read_dir(backups_dir(db_path))
+    let dir = if is_in_backups(db_path) {
+        data_dir_of(db_path)
+    } else {
+        backups_dir(db_path)
+    };
+    std::fs::read_dir(dir)
         .ok()?
         .filter_map(Result::ok)
         .map(|entry| entry.path())
@@ -85,6 +92,14 @@ pub(crate) fn newest_backup_at(db_path: &Path) -> Option<OffsetDateTime> {
         })
         .filter_map(|p| made_at(&p))
         .max()
+}
+
+/// Whether `db_path` lies in a folder named `backups` (a backup opened for a look).
+pub(crate) fn is_in_backups(db_path: &Path) -> bool {
+    db_path
+        .parent()
+        .and_then(Path::file_name)
+        .is_some_and(|folder| folder == "backups")
 }
 
 pub(crate) fn backups_dir(db_path: &Path) -> PathBuf {

@@ -34,7 +34,7 @@ mod status;
 mod tx;
 
 pub(crate) use agents::AgentSeen;
-pub(crate) use backup::{BackupKind, FileLock, lock_database_file};
+pub(crate) use backup::{BackupKind, FileLock, is_in_backups, lock_database_file};
 pub(crate) use commands::{AttemptRow, BatchRow, CommandRow, Finish, GiveBack};
 pub use health::{Fault, FaultSeen};
 pub(crate) use held::HeldRow;

@@ -118,7 +118,8 @@ fn serve_on_a_busy_port_makes_nothing_and_suggests_a_free_one() {
 }
 
 /// `status` on a backup file says that the relay folder's counts are the live folder's (a
-/// backup keeps the folder's name, not its files); on the live database it does not.
+/// backup keeps the folder's name, not its files); on the live database it does not. Its
+/// `backup:` line names the newest file of the folder it lies in.
 #[test]
 fn status_on_a_backup_says_the_relay_counts_are_the_live_folders() {
     let dir = TestDir::new();
@@ -146,6 +147,12 @@ fn status_on_a_backup_says_the_relay_counts_are_the_live_folders() {
         status.contains("(this is a backup: the relay counts are the live folder's now"),
         "{status}"
     );
+    // Its fellows are the files beside it (this one among them), not a `backups/backups/`.
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("backup:"))
+        .unwrap_or_default();
+    assert!(!line.contains("none"), "{status}");
 }
 
 /// The sign-in page of a hub run by `serve` names this hub's database in the command that
