@@ -25,6 +25,15 @@ const STALE_AFTER: Duration = Duration::from_secs(90);
 /// in its place) is not a lock and is never read.
 const LOCK_MAX_BYTES: u64 = 4096;
 
+/// Why this hub does not serve a relay folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// Another hub's fresh lock is there: who (its name, process and database).
+    Held(String),
+    /// This hub could not write its own lock there: the error.
+    Unwritable(String),
+}
+
 /// This hub as the lock names it.
 pub(crate) struct Owner {
     /// The lock's text: three lines, the host, the process id, the database.
@@ -72,10 +81,12 @@ impl Owner {
         }
     }
 
-    /// Takes (or keeps) `dir` for this hub: `Err` with the other hub's name when a fresh lock
-    /// of another names it. `now` is this hub's clock, used only to space its own heartbeats:
-    /// whether another's lock is fresh is judged on the file server's clock.
-    pub(crate) fn claim(&mut self, dir: &Path, now: SystemTime) -> Result<(), String> {
+    /// Takes (or keeps) `dir` for this hub: [`Refused::Held`] with the other hub's name when a
+    /// fresh lock of another names it, [`Refused::Unwritable`] when this hub cannot write its own
+    /// lock there (a read-only share, a full disk, a dropped mount). `now` is this hub's clock,
+    /// used only to space its own heartbeats: whether another's lock is fresh is judged on the
+    /// file server's clock.
+    pub(crate) fn claim(&mut self, dir: &Path, now: SystemTime) -> Result<(), Refused> {
         if self.held.as_ref().is_some_and(|(held, _)| held != dir) {
             self.release();
         }
@@ -90,7 +101,7 @@ impl Owner {
             && refused == dir
             && now.duration_since(*looked).unwrap_or_default() < HEARTBEAT
         {
-            return Err(other.clone());
+            return Err(Refused::Held(other.clone()));
         }
         self.refused = None;
         // Ours already: its own bytes are written again in place, so that the file server sets
@@ -111,7 +122,7 @@ impl Owner {
         let written_at = SystemTime::now();
         let server_now = write_probe(&temp, &text).map_err(|error| {
             let _ = std::fs::remove_file(&temp);
-            format!("не удалось записать {}: «{error}»", lock.display())
+            Refused::Unwritable(error.to_string())
         })?;
         self.clock = Some((written_at, server_now));
         match &seen {
@@ -128,7 +139,7 @@ impl Owner {
                     lines.next().unwrap_or("?")
                 );
                 self.refused = Some((dir.to_path_buf(), now, other.clone()));
-                return Err(other);
+                return Err(Refused::Held(other));
             }
             Seen::Unusable(why) => tracing::warn!(
                 lock = %lock.display(),
@@ -139,7 +150,7 @@ impl Owner {
         }
         sharefs::rename(&temp, &lock).map_err(|error| {
             let _ = std::fs::remove_file(&temp);
-            format!("не удалось записать {}: «{error}»", lock.display())
+            Refused::Unwritable(error.to_string())
         })?;
         self.held = Some((dir.to_path_buf(), now));
         Ok(())
@@ -405,7 +416,7 @@ mod tests {
             let now = SystemTime::now() + (round as u32 + 1) * 2 * HEARTBEAT;
             owner
                 .claim(share.path(), now)
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
+                .unwrap_or_else(|e| panic!("{what}: {e:?}"));
             let meta = lock.symlink_metadata().unwrap();
             assert!(meta.is_file() && meta.len() < 4096, "{what} left in place");
             assert_eq!(
@@ -414,6 +425,21 @@ mod tests {
                 "{what}"
             );
         }
+    }
+
+    /// A folder this hub cannot write its lock into (here: gone, as under a dropped mount; a
+    /// read-only share or a full disk fail the same write) is said to be that, not another hub's.
+    #[test]
+    fn a_lock_that_cannot_be_written_is_not_another_hubs() {
+        let share = tempfile::tempdir().unwrap();
+        let mut owner = Owner::new(Path::new("/var/lib/jira-hub/hub.sqlite"));
+        let error = owner
+            .claim(&share.path().join("gone"), SystemTime::now())
+            .unwrap_err();
+        assert!(
+            matches!(&error, Refused::Unwritable(why) if why.contains("No such file")),
+            "{error:?}"
+        );
     }
 
     #[test]
@@ -427,12 +453,18 @@ mod tests {
             let mut second = Owner::new(Path::new("/var/lib/jira-hub/second.sqlite"));
             let ahead = SystemTime::now() + skew;
             let error = second.claim(share.path(), ahead).unwrap_err();
-            assert!(error.contains("first.sqlite"), "{error}");
+            assert!(
+                matches!(&error, Refused::Held(other) if other.contains("first.sqlite")),
+                "{error:?}"
+            );
             let mut behind = Owner::new(Path::new("/var/lib/jira-hub/third.sqlite"));
             let error = behind
                 .claim(share.path(), SystemTime::now() - skew)
                 .unwrap_err();
-            assert!(error.contains("first.sqlite"), "{error}");
+            assert!(
+                matches!(&error, Refused::Held(other) if other.contains("first.sqlite")),
+                "{error:?}"
+            );
         }
         // Stale by the file server's clock (last written two minutes ago there) is stale, however
         // far behind the second hub's clock is.

@@ -547,12 +547,19 @@ impl Relay {
             }
             tracing::info!(relay_dir = %dir.display(), "the relay's missing folders were made");
         }
-        if let Err(other) = self.owner.claim(&dir, std::time::SystemTime::now()) {
-            self.report_problem(Some(format!(
-                "папку реле {} обслуживает другой хаб ({other}): этот её не трогает, пока тот работает (его файл {} обновляется каждые 10 с)",
-                dir.display(),
-                super::owner::LOCK_NAME
-            )));
+        if let Err(refused) = self.owner.claim(&dir, std::time::SystemTime::now()) {
+            self.report_problem(Some(match refused {
+                super::owner::Refused::Held(other) => format!(
+                    "папку реле {} обслуживает другой хаб ({other}): этот её не трогает, пока тот работает (его файл {} обновляется каждые 10 с)",
+                    dir.display(),
+                    super::owner::LOCK_NAME
+                ),
+                super::owner::Refused::Unwritable(error) => format!(
+                    "хаб не может записать свой файл {} в папку реле {}: «{error}»; пока не сможет, он папку не обслуживает (только для чтения? диск полон? общая папка отключена?)",
+                    super::owner::LOCK_NAME,
+                    dir.display()
+                ),
+            }));
             self.current = None;
             return Ok(None);
         }
