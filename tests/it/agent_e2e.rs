@@ -203,13 +203,19 @@ impl Stack {
 
     /// Waits until the batch is `completed`; panics with the batch and the agent's log if not.
     pub(crate) fn wait_completed(&self, id: i64) -> Value {
+        self.wait_completed_within(id, WAIT)
+    }
+
+    /// [`Stack::wait_completed`] with a bound of its own (a refresh of 25,000 issues in a debug
+    /// build on two busy cores needs more than [`WAIT`]).
+    pub(crate) fn wait_completed_within(&self, id: i64, bound: Duration) -> Value {
         let started = Instant::now();
         loop {
             let view = self.batch(id);
             if view["status"] == "completed" {
                 return view;
             }
-            if started.elapsed() > WAIT || view["status"] == "cancelled" {
+            if started.elapsed() > bound || view["status"] == "cancelled" {
                 let log = std::fs::read_to_string(&self.log).unwrap_or_default();
                 let tail: String = log
                     .lines()
@@ -400,7 +406,7 @@ fn killed_agents_and_dropped_connections_leave_every_effect_once() {
 /// Counts the mirror of AWPCA after a full refresh of `n` issues.
 fn refresh_all(stack: &Stack, n: usize) -> Value {
     let id = stack.refresh();
-    let view = stack.wait_completed(id);
+    let view = stack.wait_completed_within(id, 4 * WAIT);
     let command = view["commands"][0].clone();
     assert_eq!(command["status"], "done", "{command:#}");
     let mirror = stack.mirror("AWPCA");
