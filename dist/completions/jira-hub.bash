@@ -124,6 +124,9 @@ _jira__hub() {
             jira__hub__subcmd__batches__subcmd__help,show)
                 cmd="jira__hub__subcmd__batches__subcmd__help__subcmd__show"
                 ;;
+            jira__hub__subcmd__commands,enqueue-dependents)
+                cmd="jira__hub__subcmd__commands__subcmd__enqueue__subcmd__dependents"
+                ;;
             jira__hub__subcmd__commands,failed)
                 cmd="jira__hub__subcmd__commands__subcmd__failed"
                 ;;
@@ -135,6 +138,9 @@ _jira__hub() {
                 ;;
             jira__hub__subcmd__commands,retry)
                 cmd="jira__hub__subcmd__commands__subcmd__retry"
+                ;;
+            jira__hub__subcmd__commands__subcmd__help,enqueue-dependents)
+                cmd="jira__hub__subcmd__commands__subcmd__help__subcmd__enqueue__subcmd__dependents"
                 ;;
             jira__hub__subcmd__commands__subcmd__help,failed)
                 cmd="jira__hub__subcmd__commands__subcmd__help__subcmd__failed"
@@ -225,6 +231,9 @@ _jira__hub() {
                 ;;
             jira__hub__subcmd__help__subcmd__batches,show)
                 cmd="jira__hub__subcmd__help__subcmd__batches__subcmd__show"
+                ;;
+            jira__hub__subcmd__help__subcmd__commands,enqueue-dependents)
+                cmd="jira__hub__subcmd__help__subcmd__commands__subcmd__enqueue__subcmd__dependents"
                 ;;
             jira__hub__subcmd__help__subcmd__commands,failed)
                 cmd="jira__hub__subcmd__help__subcmd__commands__subcmd__failed"
@@ -744,8 +753,30 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__commands)
-            opts="-h --db --log-format --help failed retry keep-jira help"
+            opts="-h --db --log-format --help failed retry keep-jira enqueue-dependents help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "auto plain journal json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__commands__subcmd__enqueue__subcmd__dependents)
+            opts="-h --db --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -792,8 +823,22 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__commands__subcmd__help)
-            opts="failed retry keep-jira help"
+            opts="failed retry keep-jira enqueue-dependents help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__commands__subcmd__help__subcmd__enqueue__subcmd__dependents)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1124,8 +1169,22 @@ _jira__hub() {
             return 0
             ;;
         jira__hub__subcmd__help__subcmd__commands)
-            opts="failed retry keep-jira"
+            opts="failed retry keep-jira enqueue-dependents"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        jira__hub__subcmd__help__subcmd__commands__subcmd__enqueue__subcmd__dependents)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -189,6 +189,10 @@ fn examples(page: &str) -> &'static [Example] {
             "An edit stopped by a change made in Jira, left as Jira has it:",
             "jira-hub commands keep-jira 17",
         )],
+        "jira-hub-commands-enqueue-dependents" => &[(
+            "The commands skipped after edit 17 was left as Jira has it, as a new batch:",
+            "jira-hub commands enqueue-dependents 17",
+        )],
         "jira-hub-refresh" => &[
             ("Queue a full refresh of the mirror:", "jira-hub refresh"),
             (

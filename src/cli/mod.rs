@@ -455,6 +455,13 @@ pub enum CommandsCommand {
         #[arg(required = true)]
         ids: Vec<i64>,
     },
+    /// After keep-jira: enqueue copies of the commands skipped because of that edit as a new
+    /// batch, run on the issue as Jira holds it (the skipped ones stay skipped, naming the copy).
+    EnqueueDependents {
+        /// The ids of edits left as Jira has them.
+        #[arg(required = true)]
+        ids: Vec<i64>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -673,6 +680,9 @@ pub fn run(cli: Cli) -> Result<Outcome, CliError> {
             overwrite,
         }) => queue::retry(&cli.db, &ids, batch, overwrite)?,
         Command::Commands(CommandsCommand::KeepJira { ids }) => queue::keep_jira(&cli.db, &ids)?,
+        Command::Commands(CommandsCommand::EnqueueDependents { ids }) => {
+            queue::enqueue_dependents(&cli.db, &ids)?
+        }
         Command::Refresh {
             action: Some(RefreshCommand::Confirm { run }),
             ..

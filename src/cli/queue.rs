@@ -203,6 +203,24 @@ pub(crate) fn keep_jira(db: &Path, ids: &[i64]) -> anyhow::Result<Outcome> {
     })
 }
 
+/// `commands enqueue-dependents ID…`: the skipped dependents of each edit left as Jira has it,
+/// enqueued again as a new batch.
+pub(crate) fn enqueue_dependents(db: &Path, ids: &[i64]) -> anyhow::Result<Outcome> {
+    let mut hub = open_existing_hub(db)?;
+    each_command(
+        ids,
+        "зависящие не поставлены снова у",
+        |id| {
+            let batch = hub.enqueue_dependents_again(id, "cli")?;
+            Ok(format!(
+                "command {id}: its skipped dependents were enqueued as batch {} ({} commands)",
+                batch.id,
+                batch.commands.len()
+            ))
+        },
+    )
+}
+
 /// Runs `action` on each command id and prints the line it answers; a refusal (no such command,
 /// a conflict) is told on stderr and the others go on; the exit says how many were refused.
 fn each_command(

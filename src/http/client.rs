@@ -454,6 +454,27 @@ pub(crate) async fn keep_jira(
     ))
 }
 
+/// «Поставить их новым пакетом»: copies of the commands skipped because the edit `id` was left as
+/// Jira has it (`keep-jira`) are enqueued as one new batch, in which they run on the issue as Jira
+/// holds it; an edit among them gets a new base from the mirror. The skipped commands stay
+/// skipped, their error naming the copy, so they are never enqueued twice.
+#[utoipa::path(post, path = "/commands/{id}/enqueue-dependents", tag = "batches", security(("client_token" = [])),
+    params(("id" = i64, Path, description = "the id of the edit left as Jira has it")),
+    responses((status = 201, description = "the new batch", body = BatchView), (status = 404, body = super::ErrorBody),
+        (status = 409, description = "the command is not an edit left as Jira has it, or it has no skipped dependents not yet enqueued again", body = super::ErrorBody),
+        (status = 422, description = "a copy does not validate as a command now (it names the command and field)", body = super::ErrorBody)))]
+pub(crate) async fn enqueue_dependents(
+    _: ClientAuth,
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<i64>,
+) -> Result<(StatusCode, Json<BatchView>), ApiError> {
+    let view = state
+        .pool
+        .run(move |hub| hub.enqueue_dependents_again(id, "api"))
+        .await?;
+    Ok((StatusCode::CREATED, Json(view)))
+}
+
 /// One command as its batch lists it, with its earlier attempts and, while its agent gives it
 /// back with nothing sent to Jira, that budget (`uncounted_releases`, `uncounted_since`).
 #[utoipa::path(get, path = "/commands/{id}", tag = "batches", security(("client_token" = [])),

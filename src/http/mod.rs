@@ -1123,6 +1123,7 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(client::retry_failed))
         .routes(routes!(client::retry_command))
         .routes(routes!(client::keep_jira))
+        .routes(routes!(client::enqueue_dependents))
         .routes(routes!(client::failed_commands))
         .routes(routes!(client::command))
         .routes(routes!(client::refresh))

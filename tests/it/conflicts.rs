@@ -481,7 +481,8 @@ async fn over_http_a_conflict_is_counted_apart_overwritten_or_left_as_in_jira() 
             "/batches",
             Some(json!({"title": "t", "author": "a", "commands": [
                 edit("AURORA-1", json!({"summary": "Наше", "priority": "high"})),
-                edit("AURORA-2", json!({"summary": "Наше", "base": {"summary": "Видел"}}))]})),
+                edit("AURORA-2", json!({"summary": "Наше", "base": {"summary": "Видел"}})),
+                {"type": "comment", "params": {"key": "AURORA-2", "body": "после правки"}, "depends_on": 2}]})),
         )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
@@ -584,6 +585,25 @@ async fn over_http_a_conflict_is_counted_apart_overwritten_or_left_as_in_jira() 
         .client(Method::POST, &path(&second, "keep-jira"), None)
         .await;
     assert_eq!(status, StatusCode::CONFLICT, "once only");
+    // Its dependent stays skipped; enqueued again as a new batch, once.
+    let (status, refused) = api
+        .client(Method::POST, &path(&first, "enqueue-dependents"), None)
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "not a kept edit: {refused}");
+    let (status, again) = api
+        .client(Method::POST, &path(&second, "enqueue-dependents"), None)
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{again}");
+    assert_ne!(again["id"], json!(batch));
+    assert_eq!(again["author"], "api");
+    assert_eq!(
+        again["commands"][0]["params"],
+        json!({"key": "AURORA-2", "body": "после правки"})
+    );
+    let (status, twice) = api
+        .client(Method::POST, &path(&second, "enqueue-dependents"), None)
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{twice}");
     let (_, _, metrics) = api.get_accepting("/metrics", None).await;
     assert!(
         metrics.contains("jira_hub_commands_failed{cause=\"conflict\"} 0"),
@@ -609,6 +629,16 @@ async fn over_http_a_conflict_is_counted_apart_overwritten_or_left_as_in_jira() 
     );
     let out = run_ok(&db, &["commands", "retry", &first]);
     assert!(out.stdout.contains("queued again"), "{}", out.stdout);
+    let out = run(
+        &db,
+        &["commands", "enqueue-dependents", &second.to_string()],
+    );
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("уже поставлены снова"),
+        "{}",
+        out.stderr
+    );
 }
 
 /// After «Оставить как в Jira», the edit's dependent stays skipped, and neither retry pretends

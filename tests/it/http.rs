@@ -796,6 +796,7 @@ async fn the_openapi_document_matches_the_routes() {
         "POST /batches",
         "POST /batches/{id}/cancel",
         "POST /batches/{id}/retry-failed",
+        "POST /commands/{id}/enqueue-dependents",
         "POST /commands/{id}/keep-jira",
         "POST /commands/{id}/retry",
         "POST /issues/{key}/notes",
