@@ -57,11 +57,12 @@ pub(crate) fn finish(document: utoipa::openapi::OpenApi) -> Value {
     document["servers"] = json!([{"url": "/", "description": "this hub"}]);
     if let Some(paths) = document.get_mut("paths").and_then(Value::as_object_mut) {
         for (path, item) in paths.iter_mut() {
-            if let Some(post) = item.get_mut("post")
-                && !path.starts_with("/agent/")
-                && post.get("security").is_some()
-            {
-                declare_idempotency_key(post);
+            if let Some(post) = item.get_mut("post") {
+                if path.starts_with("/agent/") {
+                    declare_agent_header(post);
+                } else if post.get("security").is_some() {
+                    declare_idempotency_key(post);
+                }
             }
             for operation in item
                 .as_object_mut()
@@ -133,14 +134,7 @@ fn declare_idempotency_key(operation: &mut Value) {
         "description": "draft-ietf-httpapi-idempotency-key-header: sent again with the same key, path and body, the request does nothing and is answered what the first was answered (kept as long as the batch it names). A Structured Field string (`\"…\"`) or the bare text, 1 to 255 visible ASCII characters; the client token's own.",
         "schema": {"type": "string", "minLength": 1, "maxLength": 257}
     });
-    if let Some(parameters) = operation
-        .get_mut("parameters")
-        .and_then(Value::as_array_mut)
-    {
-        parameters.push(parameter);
-    } else {
-        operation["parameters"] = json!([parameter]);
-    }
+    add_parameter(operation, parameter);
     let responses = &mut operation["responses"];
     if responses.get("409").is_none() {
         responses["409"] = error_response(
@@ -151,6 +145,34 @@ fn declare_idempotency_key(operation: &mut Value) {
         responses["422"] = error_response(
             "the `Idempotency-Key` was given to another request (another path or body)",
         );
+    }
+}
+
+/// The header in which an agent names itself on every request: the hub reads it only when it
+/// refuses the token, before the body (which names the agent too) is read.
+fn declare_agent_header(operation: &mut Value) {
+    add_parameter(
+        operation,
+        json!({
+            "name": crate::protocol::AGENT_HEADER,
+            "in": "header",
+            "required": false,
+            "description": "The agent's name (the body's `agent`), percent-encoded as UTF-8: every byte but RFC 3986's unreserved characters as `%XX` (`Агент` is `%D0%90%D0%B3%D0%B5%D0%BD%D1%82`). Read only when the hub refuses the token (401), before the body is read: `GET /agents` then shows that agent `hub_refused` until a request of it is taken. A value that is not such a name is ignored. Anyone can send any name: it marks only an agent the hub already knows, and only until that agent's next accepted request.",
+            "schema": {"type": "string", "minLength": 1, "maxLength": 1200, "pattern": "^[!-~]+$"},
+            "example": "agent-1"
+        }),
+    );
+}
+
+/// Adds a parameter to an operation's list.
+fn add_parameter(operation: &mut Value, parameter: Value) {
+    if let Some(parameters) = operation
+        .get_mut("parameters")
+        .and_then(Value::as_array_mut)
+    {
+        parameters.push(parameter);
+    } else {
+        operation["parameters"] = json!([parameter]);
     }
 }
 

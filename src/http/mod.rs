@@ -310,6 +310,8 @@ pub struct HubPool {
     idle: Mutex<Vec<HubConnection>>,
     /// The counters every connection of the process shares, for `/metrics`.
     metrics: Arc<crate::service::Metrics>,
+    /// The agents as every connection of the process sees them.
+    presence: Arc<crate::service::Presence>,
     /// What waiting claims wait on (shared by every connection of the process).
     work: Arc<crate::service::WorkSignal>,
     /// The tokens in force, in memory: checked without a turn.
@@ -351,6 +353,7 @@ impl HubPool {
         HubPool {
             turns: Arc::new(tokio::sync::Semaphore::new(POOL_CONNECTIONS)),
             metrics: hub.shared_metrics(),
+            presence: hub.shared_presence(),
             work: hub.work_signal(),
             credentials: hub.credentials(),
             operations: Operations {
@@ -371,6 +374,12 @@ impl HubPool {
     /// The process's counters (shared by every connection).
     pub(crate) fn metrics(&self) -> Arc<crate::service::Metrics> {
         self.metrics.clone()
+    }
+
+    /// A request in `agent`'s name was refused for its agent token (the name is the request's
+    /// own word): the views show the agent refused by the hub until a request of it is taken.
+    pub(crate) fn note_token_refused(&self, agent: &str) {
+        self.presence.token_refused(agent, self.clock.now());
     }
 
     /// The signal of work that may have become claimable.
@@ -983,6 +992,16 @@ async fn authorize(parts: &Parts, state: &AppState, role: Role) -> Result<(), Ap
     if let Err(error) = &checked
         && error.status == StatusCode::UNAUTHORIZED
     {
+        // Refused before its body is read: the agent's name comes from its header, the only
+        // place it can (a stranger can name any agent; see `Presence::token_refused`).
+        if role == Role::Agent
+            && let Some(agent) = parts
+                .headers
+                .get(crate::protocol::AGENT_HEADER)
+                .and_then(|value| crate::protocol::agent_from_header(value.as_bytes()))
+        {
+            state.pool.note_token_refused(&agent);
+        }
         state.pool.metrics().bearer_failed(
             match role {
                 Role::Client => crate::service::Credential::Client,
