@@ -111,6 +111,18 @@ impl Tx<'_> {
         Ok(removed)
     }
 
+    /// How many issues run `run_id` received, each counted once however many times it came (a
+    /// command handed out again sends the same issues again in the same run): those stored since
+    /// `run_started_at` and those it received and could not store.
+    pub(crate) fn received_by_run(&self, run_id: i64, run_started_at: &Utc) -> Result<u64> {
+        Ok(self.0.query_row(
+            "SELECT count(*) FROM (SELECT key FROM issue WHERE synced_at >= ?2
+                                   UNION SELECT key FROM sync_run_unstored WHERE run_id = ?1)",
+            params![run_id, run_started_at],
+            |row| row.get(0),
+        )?)
+    }
+
     /// Run `run_id` received the issue `key` and could not store it: its row keeps its content
     /// and its `synced_at`, and the run counts it as seen.
     pub(crate) fn note_unstored(&self, run_id: i64, key: &str) -> Result<()> {

@@ -105,11 +105,18 @@ pub(super) fn ingest_page(
     // it cannot name is not counted, so a run that had one reads as incomplete.
     let (mut received, mut stored, mut changed) = (0, 0, 0);
     let mut unstored: Vec<String> = Vec::new();
+    // The hub's clock may step back during a run (an NTP correction): what the run received is
+    // stamped no earlier than its start, or its end would take it for an issue it missed.
+    let synced_at = if now.utc.at() < run.started_at.at() {
+        &run.started_at
+    } else {
+        &now.utc
+    };
     let mut writer = tx.issue_writer()?;
     let mut store = |index: usize, mapped: Mapped| -> Result<()> {
         match mapped {
             Ok(issue) => {
-                let upserted = writer.upsert(&issue, &now.utc)?;
+                let upserted = writer.upsert(&issue, synced_at)?;
                 received += 1;
                 stored += 1;
                 changed += i64::from(upserted.changed);
@@ -218,7 +225,8 @@ pub(super) fn complete_refresh(
     let full =
         run.kind == RunKind::Full && base_jql_in(tx, settings)?.is_some_and(|jql| jql == run.query);
     if full {
-        if let Some(short) = short_of_total(&run, result) {
+        let received = tx.received_by_run(run.id, &run.started_at)?;
+        if let Some(short) = short_of_total(&run, result, received) {
             tracing::warn!(run = run.id, %short, "a full refresh did not receive everything it was told of: nothing is removed");
             let message = format!(
                 "из зеркала ничего не удалено: {short}; недостающие задачи — не доказательство, что их нет в Jira. Следующее полное обновление прочтёт всё заново"
@@ -236,11 +244,14 @@ pub(super) fn complete_refresh(
 /// Center gives one on every page; the largest is kept) or the agent's own count of the issues
 /// it sent (its `result.total`, given only once the search reached its last page: Cloud's
 /// `isLast`, Data Center's last key), whichever is larger, against the issues the hub received
-/// and could name.
-fn short_of_total(run: &crate::store::RunRow, result: Option<&Value>) -> Option<String> {
+/// and could name, each once (`received`).
+fn short_of_total(
+    run: &crate::store::RunRow,
+    result: Option<&Value>,
+    received: u64,
+) -> Option<String> {
     let sent = result.and_then(|r| r.get("total")).and_then(Value::as_u64);
     let jira = run.total.and_then(|t| u64::try_from(t).ok());
-    let received = u64::try_from(run.issues_seen).unwrap_or(0);
     let words = |n| crate::domain::words::count(n, &crate::domain::words::ISSUES_GENITIVE);
     match (jira, sent) {
         (Some(jira), _) if received < jira => Some(format!(
