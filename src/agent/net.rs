@@ -173,22 +173,25 @@ impl Client {
         read_reply(outcome)
     }
 
-    /// A POST whose answer may take up to `timeout` (a claim the hub holds while it waits for
-    /// work), instead of the configured request timeout.
-    pub(crate) fn post_with_timeout(
+    /// A POST to the hub, in the agent's name (`agent_header`: the value of
+    /// [`crate::protocol::AGENT_HEADER`]); its answer may take up to `timeout` when given (a
+    /// claim the hub holds while it waits for work), the configured request timeout otherwise.
+    pub(crate) fn post_to_hub(
         &self,
         url: &str,
         authorization: &str,
+        agent_header: &str,
         body: &[u8],
-        timeout: std::time::Duration,
+        timeout: Option<std::time::Duration>,
     ) -> Result<Reply, NetError> {
-        let outcome = self
-            .agent
-            .post(url)
-            .config()
-            .timeout_global(Some(timeout))
-            .build()
+        let request = self.agent.post(url);
+        let request = match timeout {
+            Some(timeout) => request.config().timeout_global(Some(timeout)).build(),
+            None => request,
+        };
+        let outcome = request
             .header("Authorization", authorization)
+            .header(crate::protocol::AGENT_HEADER, agent_header)
             .header("Accept", "application/json")
             .header("Content-Type", "application/json")
             .send(body);

@@ -575,6 +575,8 @@ impl HubLink {
     ) -> Result<Vec<u8>, LinkError> {
         let target = format!("{url}/agent/{kind}");
         let authorization = format!("Bearer {}", self.token.expose());
+        // The hub refuses a wrong token before it reads the body: the header names the agent.
+        let named = crate::protocol::agent_header_value(&self.name);
         let mut attempt = 0u32;
         // A claim the hub may hold, and every request of a `--check` (which must say within a
         // second or two what it waits for, however long a request may block), go from a thread
@@ -585,12 +587,12 @@ impl HubLink {
         loop {
             self.waits.alive();
             let sent = if waits {
-                match self.post_waiting(client, &target, &authorization, bytes, give_up) {
+                match self.post_waiting(client, &target, [&authorization, &named], bytes, give_up) {
                     Some(sent) => sent,
                     None => return Err(LinkError::Stopped),
                 }
             } else {
-                client.send("POST", &target, &authorization, Some(bytes))
+                client.post_to_hub(&target, &authorization, &named, bytes, None)
             };
             let failure = match sent {
                 Ok(reply) if (200..300).contains(&reply.status) => {
@@ -667,22 +669,24 @@ impl HubLink {
         &self,
         client: &Client,
         target: &str,
-        authorization: &str,
+        [authorization, named]: [&str; 2],
         bytes: &[u8],
         give_up: &mut dyn FnMut() -> bool,
     ) -> Option<Result<super::net::Reply, super::net::NetError>> {
         let timeout = self.claim_wait + self.request_timeout;
         let (sender, answer) = std::sync::mpsc::channel();
-        let (client, url, authorization, body) = (
+        let (client, url, authorization, named, body) = (
             client.clone(),
             target.to_string(),
             authorization.to_string(),
+            named.to_string(),
             bytes.to_vec(),
         );
         let spawned = std::thread::Builder::new()
             .name("hub-claim".into())
             .spawn(move || {
-                let _ = sender.send(client.post_with_timeout(&url, &authorization, &body, timeout));
+                let posted = client.post_to_hub(&url, &authorization, &named, &body, Some(timeout));
+                let _ = sender.send(posted);
             });
         if let Err(error) = spawned {
             tracing::warn!(%error, "no thread for a waiting claim; it waits on the agent's own");

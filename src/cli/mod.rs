@@ -29,7 +29,7 @@ pub use demo::DemoArgs;
 // The schema in VERSION is written out (concat! takes literals): this fails the build when the
 // schema moves on and VERSION does not.
 const _: () = assert!(
-    crate::store::CURRENT_SCHEMA_VERSION == 4 && crate::store::CURRENT_V4_REVISION == 18,
+    crate::store::CURRENT_SCHEMA_VERSION == 4 && crate::store::CURRENT_V4_REVISION == 19,
     "update VERSION's schema"
 );
 
@@ -38,7 +38,7 @@ const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (commit ",
     env!("JIRA_HUB_COMMIT"),
-    ", database schema v4 revision 18)"
+    ", database schema v4 revision 19)"
 );
 
 #[derive(Debug, Parser)]

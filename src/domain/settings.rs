@@ -42,10 +42,14 @@ pub(crate) const DEFAULT_BACKUP_KEEP: u32 = 10;
 /// Hours between two full automatic refreshes (the ones in between are incremental).
 pub(crate) const DEFAULT_FULL_REFRESH_HOURS: u32 = 24;
 
-/// When a full refresh may remove issues from the mirror by itself: a run that would
-/// remove, in some project, at least `min_issues` issues *and* more than `max_percent` percent
-/// of that project's mirrored issues is held until an operator confirms it (or the next full run
-/// finds the same issues missing). The hub's alone: the agent never sees it.
+/// When a full refresh may remove issues from the mirror by itself: a run that would remove, in
+/// some project, more than `max_percent` percent of that project's mirrored issues, and either
+/// at least `min_issues` of them or more than half of the project, is held until an operator
+/// confirms it; so is a run that would remove all of a project's issues, whatever the numbers.
+/// A later run that misses the same issues does not confirm it. `min_issues` spares the large
+/// projects from a confirmation for a few dozen issues; a small project losing most of its issues
+/// at once is held all the same (60 issues losing 49 is a lost permission or a changed filter far
+/// more often than real work). The hub's alone: the agent never sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PruneGuard {
     pub max_percent: u32,
@@ -64,7 +68,9 @@ impl Default for PruneGuard {
 impl PruneGuard {
     /// Whether removing `missing` of a project's `total` issues needs a confirmation.
     pub fn holds(&self, missing: u64, total: u64) -> bool {
-        missing >= u64::from(self.min_issues) && missing * 100 > u64::from(self.max_percent) * total
+        let over_share = missing * 100 > u64::from(self.max_percent) * total;
+        let enough = missing >= u64::from(self.min_issues) || missing * 2 > total;
+        (over_share && enough) || (total > 0 && missing == total)
     }
 }
 

@@ -57,11 +57,12 @@ pub(crate) fn finish(document: utoipa::openapi::OpenApi) -> Value {
     document["servers"] = json!([{"url": "/", "description": "this hub"}]);
     if let Some(paths) = document.get_mut("paths").and_then(Value::as_object_mut) {
         for (path, item) in paths.iter_mut() {
-            if let Some(post) = item.get_mut("post")
-                && !path.starts_with("/agent/")
-                && post.get("security").is_some()
-            {
-                declare_idempotency_key(post);
+            if let Some(post) = item.get_mut("post") {
+                if path.starts_with("/agent/") {
+                    declare_agent_header(post);
+                } else if post.get("security").is_some() {
+                    declare_idempotency_key(post);
+                }
             }
             for operation in item
                 .as_object_mut()
@@ -133,14 +134,7 @@ fn declare_idempotency_key(operation: &mut Value) {
         "description": "draft-ietf-httpapi-idempotency-key-header: sent again with the same key, path and body, the request does nothing and is answered what the first was answered (kept as long as the batch it names). A Structured Field string (`\"…\"`) or the bare text, 1 to 255 visible ASCII characters; the client token's own.",
         "schema": {"type": "string", "minLength": 1, "maxLength": 257}
     });
-    if let Some(parameters) = operation
-        .get_mut("parameters")
-        .and_then(Value::as_array_mut)
-    {
-        parameters.push(parameter);
-    } else {
-        operation["parameters"] = json!([parameter]);
-    }
+    add_parameter(operation, parameter);
     let responses = &mut operation["responses"];
     if responses.get("409").is_none() {
         responses["409"] = error_response(
@@ -151,6 +145,34 @@ fn declare_idempotency_key(operation: &mut Value) {
         responses["422"] = error_response(
             "the `Idempotency-Key` was given to another request (another path or body)",
         );
+    }
+}
+
+/// The header in which an agent names itself on every request: the hub reads it only when it
+/// refuses the token, before the body (which names the agent too) is read.
+fn declare_agent_header(operation: &mut Value) {
+    add_parameter(
+        operation,
+        json!({
+            "name": crate::protocol::AGENT_HEADER,
+            "in": "header",
+            "required": false,
+            "description": "The agent's name (the body's `agent`), percent-encoded as UTF-8: every byte but RFC 3986's unreserved characters as `%XX` (`Агент` is `%D0%90%D0%B3%D0%B5%D0%BD%D1%82`). Read only when the hub refuses the token (401), before the body is read: `GET /agents` then shows that agent `hub_refused` until a request of it is taken. A value that is not such a name is ignored. Anyone can send any name: it marks only an agent the hub already knows, and only until that agent's next accepted request.",
+            "schema": {"type": "string", "minLength": 1, "maxLength": 1200, "pattern": "^[!-~]+$"},
+            "example": "agent-1"
+        }),
+    );
+}
+
+/// Adds a parameter to an operation's list.
+fn add_parameter(operation: &mut Value, parameter: Value) {
+    if let Some(parameters) = operation
+        .get_mut("parameters")
+        .and_then(Value::as_array_mut)
+    {
+        parameters.push(parameter);
+    } else {
+        operation["parameters"] = json!([parameter]);
     }
 }
 
@@ -686,7 +708,7 @@ fn schemas_written_here() -> Vec<(&'static str, Value)> {
         "relay_dir": {"type": ["string", "null"], "description": "An absolute path; null turns the relay off."},
         "closed_statuses": {"type": "array", "items": {"type": "string"}},
         "full_refresh_hours": {"type": "integer", "minimum": 1, "maximum": 87600, "description": "Hours between two full automatic refreshes; the automatic refreshes in between are incremental (`updated >=` the start of the last successful run, less an overlap)."},
-        "prune_guard": {"type": "object", "additionalProperties": false, "description": "A full refresh that would remove, in some project, at least `min_issues` issues and more than `max_percent` percent of its mirror is held until confirmed (`POST /sync-runs/{id}/confirm`) or until the next full refresh misses the same issues.",
+        "prune_guard": {"type": "object", "additionalProperties": false, "description": "A full refresh that would remove, in some project, more than `max_percent` percent of its mirror, and either at least `min_issues` issues or more than half of the project, is held until confirmed (`POST /sync-runs/{id}/confirm`); so is one that would remove all of a project's issues, whatever the numbers. A later full refresh that misses the same issues does not confirm it: it is held in its turn and replaces it. A full refresh that received fewer issues than Jira's `total` (or than the agent says it sent) removes nothing and ends `failed`, saying why.",
             "properties": {"max_percent": {"type": "integer", "minimum": 0, "maximum": 100, "default": 20}, "min_issues": {"type": "integer", "minimum": 0, "default": 50}}},
         "retention": {"type": "object", "additionalProperties": false, "description": "Days a finished batch is kept with its commands and attempts after it finished, then pruned by the daemon (0: kept for ever). A batch with a command queued or claimed is never pruned. `jira-hub batches prune --export FILE` prunes now and writes what it removes as JSON lines.",
             "properties": {"completed_days": {"type": "integer", "minimum": 0, "maximum": 36500, "default": 30}, "failed_days": {"type": "integer", "minimum": 0, "maximum": 36500, "default": 90}}}

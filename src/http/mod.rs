@@ -7,6 +7,7 @@
 //! both compared in constant time; the agent endpoints call the very function the relay calls.
 
 mod agent;
+mod auth;
 mod batch_wait;
 mod client;
 mod console;
@@ -18,6 +19,8 @@ mod ops;
 mod process_metrics;
 mod server;
 mod unknown_query;
+
+pub(crate) use auth::{AgentAuth, ClientAuth, bearer_token};
 
 use crate::service::{Fault, HubConnection, ServiceError, StoreError};
 use axum::body::Bytes;
@@ -310,6 +313,8 @@ pub struct HubPool {
     idle: Mutex<Vec<HubConnection>>,
     /// The counters every connection of the process shares, for `/metrics`.
     metrics: Arc<crate::service::Metrics>,
+    /// The agents as every connection of the process sees them.
+    presence: Arc<crate::service::Presence>,
     /// What waiting claims wait on (shared by every connection of the process).
     work: Arc<crate::service::WorkSignal>,
     /// The tokens in force, in memory: checked without a turn.
@@ -351,6 +356,7 @@ impl HubPool {
         HubPool {
             turns: Arc::new(tokio::sync::Semaphore::new(POOL_CONNECTIONS)),
             metrics: hub.shared_metrics(),
+            presence: hub.shared_presence(),
             work: hub.work_signal(),
             credentials: hub.credentials(),
             operations: Operations {
@@ -371,6 +377,12 @@ impl HubPool {
     /// The process's counters (shared by every connection).
     pub(crate) fn metrics(&self) -> Arc<crate::service::Metrics> {
         self.metrics.clone()
+    }
+
+    /// A request in `agent`'s name was refused for its agent token (the name is the request's
+    /// own word): the views show the agent refused by the hub until a request of it is taken.
+    pub(crate) fn note_token_refused(&self, agent: &str) {
+        self.presence.token_refused(agent, self.clock.now());
     }
 
     /// The signal of work that may have become claimable.
@@ -952,133 +964,6 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
                 )
             },
         )
-    }
-}
-
-/// Which token a request must carry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Role {
-    Client,
-    Agent,
-}
-
-/// The token of `Authorization: Bearer <token>`, if the header has one.
-fn bearer_token(headers: &axum::http::HeaderMap) -> Option<String> {
-    headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            // The scheme is case-insensitive (RFC 9110 §11.1): `bearer x` and `BEARER x` work.
-            let (scheme, token) = v.trim().split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then_some(token)
-        })
-        .map(|t| t.trim().to_string())
-        .filter(|t| !t.is_empty())
-}
-
-/// [`check_token`], a refusal for want of a valid token counted by credential and summed up
-/// in the log ([`crate::service::Metrics::bearer_failed`]).
-async fn authorize(parts: &Parts, state: &AppState, role: Role) -> Result<(), ApiError> {
-    let checked = check_token(parts, state, role);
-    if let Err(error) = &checked
-        && error.status == StatusCode::UNAUTHORIZED
-    {
-        state.pool.metrics().bearer_failed(
-            match role {
-                Role::Client => crate::service::Credential::Client,
-                Role::Agent => crate::service::Credential::Agent,
-            },
-            state.pool.now_utc(),
-        );
-    }
-    checked?;
-    // A query where the operation takes none, refused once the token passed.
-    match parts.extensions.get::<unknown_query::UnknownQuery>() {
-        Some(refused) => Err(refused.refusal()),
-        None => Ok(()),
-    }
-}
-
-fn check_token(parts: &Parts, state: &AppState, role: Role) -> Result<(), ApiError> {
-    let Some(token) = bearer_token(&parts.headers) else {
-        return Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            ErrorCode::Unauthorized,
-            None,
-            "нужен заголовок Authorization: Bearer <токен>",
-        ));
-    };
-    // In memory, without a turn at the database.
-    let holder = state.pool.credentials.holder(&token);
-    let crate::service::Holder {
-        client,
-        agent,
-        initialised,
-    } = holder;
-    if client || agent {
-        // A valid token, even the other side's: whoever sent it is no stranger.
-        grant_trust_as(&parts.extensions, kind_of_holder(&holder));
-    }
-    if !initialised {
-        return Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            ErrorCode::Unauthorized,
-            None,
-            "у хаба нет токенов: база не инициализирована (jira-hub init --config FILE)",
-        ));
-    }
-    match (role, client, agent) {
-        (Role::Client, true, _) | (Role::Agent, _, true) => Ok(()),
-        (Role::Client, false, true) => Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            ErrorCode::Forbidden,
-            None,
-            "токен агента не даёт доступа к этому ресурсу",
-        )),
-        (Role::Agent, true, false) => Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            ErrorCode::Forbidden,
-            None,
-            "токен клиента не даёт доступа к ресурсам агента",
-        )),
-        _ => Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            ErrorCode::Unauthorized,
-            None,
-            "неверный токен",
-        )),
-    }
-}
-
-/// A request carrying the client token.
-pub(crate) struct ClientAuth;
-
-impl FromRequestParts<AppState> for ClientAuth {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
-        authorize(parts, state, Role::Client)
-            .await
-            .map(|()| ClientAuth)
-    }
-}
-
-/// A request carrying the agent token.
-pub(crate) struct AgentAuth;
-
-impl FromRequestParts<AppState> for AgentAuth {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
-        authorize(parts, state, Role::Agent)
-            .await
-            .map(|()| AgentAuth)
     }
 }
 

@@ -214,6 +214,57 @@ pub fn claimed_agent(bytes: &[u8]) -> Option<String> {
         .filter(|agent| !agent.trim().is_empty() && agent.chars().count() <= 100)
 }
 
+/// The header in which an agent names itself on every HTTP request, so that the hub can tell
+/// whose request it refused before reading its body: the name percent-encoded as UTF-8 (every
+/// byte but RFC 3986's unreserved characters), since a header is ASCII and a name need not be.
+pub const AGENT_HEADER: &str = "X-Jira-Hub-Agent";
+
+/// [`AGENT_HEADER`]'s value for the agent `name`.
+pub fn agent_header_value(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() * 3);
+    for byte in name.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// The agent an [`AGENT_HEADER`] names: `None` unless it is percent-encoded UTF-8 (a `%` always
+/// followed by two hex digits, no byte outside visible ASCII) of a name the protocol allows.
+/// Read without trusting it, as [`claimed_agent`].
+pub fn agent_from_header(value: &[u8]) -> Option<String> {
+    let mut bytes = Vec::with_capacity(value.len());
+    let mut rest = value;
+    while let Some((&byte, tail)) = rest.split_first() {
+        if byte == b'%' {
+            let hex = std::str::from_utf8(tail.get(..2)?).ok()?;
+            bytes.push(u8::from_str_radix(hex, 16).ok()?);
+            rest = &tail[2..];
+        } else if byte.is_ascii_graphic() {
+            bytes.push(byte);
+            rest = tail;
+        } else {
+            return None;
+        }
+    }
+    String::from_utf8(bytes)
+        .ok()
+        .filter(|name| agent_name_allowed(name))
+}
+
+/// The protocol's rule for an agent's name: 1 to 100 characters, not all blank, no control or
+/// invisible formatting characters.
+fn agent_name_allowed(name: &str) -> bool {
+    !name.trim().is_empty()
+        && name.chars().count() <= 100
+        && !name
+            .chars()
+            .any(|c| c.is_control() || is_invisible_format(c))
+}
+
 /// [`decode_bytes`] of a text; its pages' issues are ranges of `shared` when `text` is it.
 fn decode_text(
     text: &str,

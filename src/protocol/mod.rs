@@ -12,7 +12,9 @@ use std::sync::Arc;
 
 mod decode;
 
-pub use decode::{DecodeError, claimed_agent, decode_value};
+pub use decode::{
+    AGENT_HEADER, DecodeError, agent_from_header, agent_header_value, claimed_agent, decode_value,
+};
 pub(crate) use decode::{Received, TokenCheck, decode_bytes, decode_request, is_valid_id};
 
 /// The kinds of request an agent sends.

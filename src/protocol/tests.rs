@@ -485,3 +485,49 @@ fn debug_never_shows_the_token() {
     };
     assert!(!format!("{tokens:?}").contains("secret"));
 }
+
+/// The agent's name travels in a header as percent-encoded UTF-8, and comes back only when it
+/// is a name the protocol allows.
+#[test]
+fn the_agent_header_carries_any_allowed_name_and_nothing_else() {
+    use super::{agent_from_header, agent_header_value};
+    for name in [
+        "agent-1",
+        "svc.jira@corp.ru",
+        "CORP\\svc",
+        "Агент склада № 2",
+        "a b+c%d",
+    ] {
+        let value = agent_header_value(name);
+        assert!(
+            value.bytes().all(|b| b.is_ascii_graphic()),
+            "{name}: {value}"
+        );
+        assert_eq!(agent_from_header(value.as_bytes()).as_deref(), Some(name));
+    }
+    assert_eq!(
+        agent_header_value("Агент"),
+        "%D0%90%D0%B3%D0%B5%D0%BD%D1%82"
+    );
+    assert_eq!(agent_from_header(b"agent-1").as_deref(), Some("agent-1"));
+    let long = "a".repeat(101);
+    for refused in [
+        &b""[..],
+        b"%20%20",
+        b"%ZZ",
+        b"%4",
+        b"agent%0A1",
+        b"agent%E2%80%8B1",
+        b"%D0",
+        b"agent 1",
+        "агент".as_bytes(),
+        long.as_bytes(),
+    ] {
+        assert_eq!(
+            agent_from_header(refused),
+            None,
+            "{}",
+            String::from_utf8_lossy(refused)
+        );
+    }
+}

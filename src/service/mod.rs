@@ -319,6 +319,12 @@ impl HubConnection {
         &self.metrics
     }
 
+    /// The agents' latest acts as this process saw them, to keep (the HTTP server notes there
+    /// an agent it refused for its token without a connection).
+    pub(crate) fn shared_presence(&self) -> Arc<Presence> {
+        self.presence.clone()
+    }
+
     /// The process's counters, to keep (an exporter registered once reads them at every scrape).
     pub(crate) fn shared_metrics(&self) -> Arc<Metrics> {
         self.metrics.clone()

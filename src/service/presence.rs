@@ -162,7 +162,9 @@ impl Presence {
     }
 
     /// The hub refused a request in `agent`'s name for its token (the name is the request's own
-    /// word: such a request is not trusted, and is only shown).
+    /// word: such a request is not trusted, and is only shown). Anyone can name any agent so:
+    /// the mark shows only on an agent the hub already knows, and only while no request of it
+    /// the hub took is newer; at most [`REMEMBERED`] names are kept.
     pub(crate) fn token_refused(&self, agent: &str, now: OffsetDateTime) {
         let Ok(mut refused) = self.token_refused.lock() else {
             return;

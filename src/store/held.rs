@@ -51,10 +51,11 @@ fn held_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<HeldRow> {
 }
 
 impl Tx<'_> {
-    /// The issues not seen since `run_started_at` (what a full run that started then missed),
-    /// counted per label of `labels`.
+    /// The issues run `run_id` missed: not seen since `run_started_at` (stored, or received and
+    /// not stored), counted per label of `labels`.
     pub(crate) fn prune_preview(
         &self,
+        run_id: i64,
         run_started_at: &Utc,
         labels: &[String],
     ) -> Result<PrunePreview> {
@@ -62,10 +63,11 @@ impl Tx<'_> {
             keys: BTreeSet::new(),
             by_label: labels.iter().map(|l| (l.clone(), 0, 0)).collect(),
         };
-        let mut statement = self
-            .0
-            .prepare("SELECT key, labels, synced_at < ?1 FROM issue")?;
-        let mut rows = statement.query([run_started_at])?;
+        let mut statement = self.0.prepare(&format!(
+            "SELECT key, labels, {MISSED} FROM issue",
+            MISSED = super::mirror::MISSED
+        ))?;
+        let mut rows = statement.query(params![run_id, run_started_at])?;
         while let Some(row) = rows.next()? {
             let key: String = row.get(0)?;
             let row_labels: Option<String> = row.get(1)?;
@@ -107,6 +109,29 @@ impl Tx<'_> {
             removed += self.0.execute("DELETE FROM issue WHERE key = ?1", [key])?;
         }
         Ok(removed)
+    }
+
+    /// How many issues run `run_id` received, each counted once however many times it came (a
+    /// command handed out again sends the same issues again in the same run): those stored since
+    /// `run_started_at` and those it received and could not store.
+    pub(crate) fn received_by_run(&self, run_id: i64, run_started_at: &Utc) -> Result<u64> {
+        Ok(self.0.query_row(
+            "SELECT count(*) FROM (SELECT key FROM issue WHERE synced_at >= ?2
+                                   UNION SELECT key FROM sync_run_unstored WHERE run_id = ?1)",
+            params![run_id, run_started_at],
+            |row| row.get(0),
+        )?)
+    }
+
+    /// Run `run_id` received the issue `key` and could not store it: its row keeps its content
+    /// and its `synced_at`, and the run counts it as seen.
+    pub(crate) fn note_unstored(&self, run_id: i64, key: &str) -> Result<()> {
+        self.0
+            .prepare_cached(
+                "INSERT OR IGNORE INTO sync_run_unstored (run_id, key) VALUES (?1, ?2)",
+            )?
+            .execute(params![run_id, key])?;
+        Ok(())
     }
 
     /// Records what a held run would remove.

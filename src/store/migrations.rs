@@ -57,7 +57,7 @@ struct Revision {
     apply: fn(&Transaction<'_>, &StepContext) -> Result<Vec<String>>,
 }
 
-const REVISIONS: [Revision; 18] = [
+const REVISIONS: [Revision; 19] = [
     Revision {
         to: 1,
         apply: v4_revision_1,
@@ -129,6 +129,10 @@ const REVISIONS: [Revision; 18] = [
     Revision {
         to: 18,
         apply: v4_revision_18,
+    },
+    Revision {
+        to: 19,
+        apply: v4_revision_19,
     },
 ];
 
@@ -907,6 +911,13 @@ fn v4_revision_17(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> 
 /// Revision 18: the edits of an issue by its key (`command_edit_key`), for the base of a new edit.
 fn v4_revision_18(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
     apply_idempotent(tx, include_str!("sql/v4r18.sql"))?;
+    Ok(Vec::new())
+}
+
+/// Revision 19: the issues a refresh run received and could not store (`sync_run_unstored`),
+/// seen all the same when the run's end removes what it missed.
+fn v4_revision_19(tx: &Transaction<'_>, _: &StepContext) -> Result<Vec<String>> {
+    apply_idempotent(tx, include_str!("sql/v4r19.sql"))?;
     Ok(Vec::new())
 }
 

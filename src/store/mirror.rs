@@ -46,6 +46,11 @@ pub(crate) struct IssueRow {
 const ISSUE_COLUMNS: &str = "key, jira_id, issue_type, summary, description, status, priority, assignee, reporter, \
      labels, epic_key, sprint, duedate, plan_start, plan_end, created_at, updated_at, synced_at, mirror_changed_at";
 
+/// An issue a full run missed (`?1` the run, `?2` its start, on `issue`): no refresh stored it
+/// since the run started, and the run did not receive it unstored either.
+pub(super) const MISSED: &str = "(synced_at < ?2 AND key NOT IN
+     (SELECT key FROM sync_run_unstored WHERE run_id = ?1))";
+
 /// [`ISSUE_COLUMNS`] as read: a row that revision 2 of v4 found in the mirror keeps
 /// `mirror_changed_at` NULL, which means its `synced_at` (the upsert stores that value the first
 /// time it keeps such a row's content), so the revision rewrites no row.
@@ -426,21 +431,24 @@ impl Tx<'_> {
         Ok(())
     }
 
-    /// Removes the issues a full run did not return (not seen since `run_started_at`) with their
-    /// links and comments; their notes stay. Returns how many left.
-    pub(crate) fn prune_unseen(&self, run_started_at: &Utc) -> Result<usize> {
+    /// Removes the issues full run `run_id` did not return (not seen since `run_started_at`)
+    /// with their links and comments; their notes stay. Returns how many left.
+    pub(crate) fn prune_unseen(&self, run_id: i64, run_started_at: &Utc) -> Result<usize> {
+        let missed = format!("SELECT key FROM issue WHERE {MISSED}");
+        let at = params![run_id, run_started_at];
         self.0.execute(
-            "DELETE FROM issue_comment WHERE issue_key IN (SELECT key FROM issue WHERE synced_at < ?1)",
-            [run_started_at],
+            &format!("DELETE FROM issue_comment WHERE issue_key IN ({missed})"),
+            at,
         )?;
         self.0.execute(
-            "DELETE FROM issue_link WHERE source_key IN (SELECT key FROM issue WHERE synced_at < ?1)
-                                       OR target_key IN (SELECT key FROM issue WHERE synced_at < ?1)",
-            [run_started_at],
+            &format!(
+                "DELETE FROM issue_link WHERE source_key IN ({missed}) OR target_key IN ({missed})"
+            ),
+            at,
         )?;
         Ok(self
             .0
-            .execute("DELETE FROM issue WHERE synced_at < ?1", [run_started_at])?)
+            .execute(&format!("DELETE FROM issue WHERE {MISSED}"), at)?)
     }
 
     pub(crate) fn issue(&self, key: &str) -> Result<Option<IssueRow>> {
@@ -745,6 +753,8 @@ impl Tx<'_> {
         Ok(())
     }
 
+    /// Ends a run; the issues it received and could not store are no longer wanted (its removals
+    /// were decided, or it removes nothing).
     pub(crate) fn finish_run(
         &self,
         run_id: i64,
@@ -756,6 +766,8 @@ impl Tx<'_> {
             "UPDATE sync_run SET status = ?2, finished_at = ?3, error = ?4 WHERE id = ?1",
             params![run_id, status.as_str(), finished_at, error],
         )?;
+        self.0
+            .execute("DELETE FROM sync_run_unstored WHERE run_id = ?1", [run_id])?;
         Ok(())
     }
 

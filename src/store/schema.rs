@@ -8,7 +8,7 @@ pub(crate) const CURRENT_SCHEMA_VERSION: u32 = 4;
 /// fixes the schema version at 4, so changes it does not describe (new columns with defaults, an
 /// index) are revisions of v4 rather than a v5: `schema_version` stays what the data model says,
 /// and every other tool that reads a v4 database still finds the tables it knows.
-pub(crate) const CURRENT_V4_REVISION: u32 = 18;
+pub(crate) const CURRENT_V4_REVISION: u32 = 19;
 
 /// How the operator reads a schema: `v3` below v4, `v4r12` for revision 12 of v4.
 pub(crate) fn schema_label(version: u32, revision: u32) -> String {
@@ -19,7 +19,7 @@ pub(crate) fn schema_label(version: u32, revision: u32) -> String {
     }
 }
 
-/// The schema this binary runs (`v4r18`).
+/// The schema this binary runs (`v4r19`).
 pub(crate) fn current_schema() -> String {
     schema_label(CURRENT_SCHEMA_VERSION, CURRENT_V4_REVISION)
 }

@@ -52,3 +52,4 @@ mod small_faults;
 mod strangers;
 mod support;
 mod timers;
+mod token_refused;

@@ -101,13 +101,24 @@ pub(super) fn ingest_page(
     let run = run_of(tx, command, now)?;
     let ids = FieldIds::from_setting(&settings.field_ids);
     let epic_names = epic_names(settings);
-    let (mut seen, mut changed) = (0, 0);
+    // `received`: the issues of the page the hub can name (stored, or kept as they were); one
+    // it cannot name is not counted, so a run that had one reads as incomplete.
+    let (mut received, mut stored, mut changed) = (0, 0, 0);
+    let mut unstored: Vec<String> = Vec::new();
+    // The hub's clock may step back during a run (an NTP correction): what the run received is
+    // stamped no earlier than its start, or its end would take it for an issue it missed.
+    let synced_at = if now.utc.at() < run.started_at.at() {
+        &run.started_at
+    } else {
+        &now.utc
+    };
     let mut writer = tx.issue_writer()?;
-    let mut store = |mapped: Mapped| -> Result<()> {
+    let mut store = |index: usize, mapped: Mapped| -> Result<()> {
         match mapped {
             Ok(issue) => {
-                let upserted = writer.upsert(&issue, &now.utc)?;
-                seen += 1;
+                let upserted = writer.upsert(&issue, synced_at)?;
+                received += 1;
+                stored += 1;
                 changed += i64::from(upserted.changed);
                 if upserted.moved_from_other_key {
                     tracing::info!(
@@ -118,7 +129,12 @@ pub(super) fn ingest_page(
             }
             Err(reason) => {
                 ingested.not_stored += 1;
-                tracing::warn!(command = command.id, %reason, "an issue of a refresh page was not stored")
+                tracing::warn!(command = command.id, %reason, "an issue of a refresh page was not stored");
+                // Jira returned it: it is in the scope, and its row (if any) stays as it was.
+                if let Some(key) = page.issues.get(index).and_then(|raw| issue_key(raw.get())) {
+                    received += 1;
+                    unstored.push(key);
+                }
             }
         }
         Ok(())
@@ -126,12 +142,12 @@ pub(super) fn ingest_page(
     let (ids, epic_names) = (&ids, &epic_names);
     let map = |raw: &crate::protocol::RawJson| map_issue_text(raw.get(), ids, epic_names);
     if let Some(premapped) = premapped.filter(|issues| issues.len() == page.issues.len()) {
-        for issue in premapped {
-            store(issue)?;
+        for (index, issue) in premapped.into_iter().enumerate() {
+            store(index, issue)?;
         }
     } else if page.issues.len() < PIPELINE_FROM {
-        for raw in &page.issues {
-            store(map(raw))?;
+        for (index, raw) in page.issues.iter().enumerate() {
+            store(index, map(raw))?;
         }
     } else {
         // A second thread maps the page's issues, in order, while this one stores them.
@@ -148,21 +164,36 @@ pub(super) fn ingest_page(
                     }
                 });
             if mapper.is_err() {
-                for raw in &page.issues {
-                    store(map(raw))?;
+                for (index, raw) in page.issues.iter().enumerate() {
+                    store(index, map(raw))?;
                 }
                 return Ok(());
             }
-            for issue in mapped.into_iter().flatten() {
-                store(issue)?;
+            for (index, issue) in mapped.into_iter().flatten().enumerate() {
+                store(index, issue)?;
             }
             Ok(())
         })?;
     }
-    tx.count_run_page(run.id, seen, changed, page.total)?;
-    ingested.stored += seen as u64;
+    for key in &unstored {
+        tx.note_unstored(run.id, key)?;
+    }
+    tx.count_run_page(run.id, received, changed, page.total)?;
+    ingested.stored += stored;
     ingested.pages += 1;
     Ok(())
+}
+
+/// The key of a raw issue the mapping refused, when it has one.
+fn issue_key(raw: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Keyed {
+        key: Option<String>,
+    }
+    serde_json::from_str::<Keyed>(raw)
+        .ok()?
+        .key
+        .filter(|key| !key.trim().is_empty())
 }
 
 /// A refresh reported done: its run closes; the boards' types are recorded; a full run (its query
@@ -194,10 +225,45 @@ pub(super) fn complete_refresh(
     let full =
         run.kind == RunKind::Full && base_jql_in(tx, settings)?.is_some_and(|jql| jql == run.query);
     if full {
+        let received = tx.received_by_run(run.id, &run.started_at)?;
+        if let Some(short) = short_of_total(&run, result, received) {
+            tracing::warn!(run = run.id, %short, "a full refresh did not receive everything it was told of: nothing is removed");
+            let message = format!(
+                "из зеркала ничего не удалено: {short}; недостающие задачи — не доказательство, что их нет в Jira. Следующее полное обновление прочтёт всё заново"
+            );
+            tx.finish_run(run.id, RunStatus::Failed, &now.utc, Some(&message))?;
+            return Ok(());
+        }
         return prune_or_hold(tx, settings, &run, now);
     }
     tx.finish_run(run.id, RunStatus::Done, &now.utc, None)?;
     Ok(())
+}
+
+/// Why a full run received fewer issues than it was told of, if it did: Jira's `total` (Data
+/// Center gives one on every page; the largest is kept) or the agent's own count of the issues
+/// it sent (its `result.total`, given only once the search reached its last page: Cloud's
+/// `isLast`, Data Center's last key), whichever is larger, against the issues the hub received
+/// and could name, each once (`received`).
+fn short_of_total(
+    run: &crate::store::RunRow,
+    result: Option<&Value>,
+    received: u64,
+) -> Option<String> {
+    let sent = result.and_then(|r| r.get("total")).and_then(Value::as_u64);
+    let jira = run.total.and_then(|t| u64::try_from(t).ok());
+    let words = |n| crate::domain::words::count(n, &crate::domain::words::ISSUES_GENITIVE);
+    match (jira, sent) {
+        (Some(jira), _) if received < jira => Some(format!(
+            "получено {received} из {}, о которых сообщила Jira",
+            words(jira)
+        )),
+        (_, Some(sent)) if received < sent => Some(format!(
+            "получено {received} из {}, отправленных агентом",
+            words(sent)
+        )),
+        _ => None,
+    }
 }
 
 /// The end of a full run: the issues it missed leave the mirror, unless in some
@@ -213,14 +279,12 @@ fn prune_or_hold(
     now: &Now,
 ) -> Result<()> {
     let labels: Vec<String> = tx.projects()?.into_iter().map(|p| p.label).collect();
-    let preview = tx.prune_preview(&run.started_at, &labels)?;
+    let preview = tx.prune_preview(run.id, &run.started_at, &labels)?;
     let guard = settings.prune_guard;
     let over: Vec<&(String, u64, u64)> = preview
         .by_label
         .iter()
-        .filter(|(_, total, missing)| {
-            guard.holds(*missing, *total) || (*total > 0 && missing == total)
-        })
+        .filter(|(_, total, missing)| guard.holds(*missing, *total))
         .collect();
     if !over.is_empty() {
         let projects = serde_json::to_string(
@@ -235,7 +299,7 @@ fn prune_or_hold(
             .map(|(label, total, missing)| format!("{label}: {missing} из {total}"))
             .collect();
         let message = format!(
-            "удаление {} из зеркала ждёт подтверждения ({}; предел prune_guard: {}% и не меньше {}, а также все задачи проекта): jira-hub refresh confirm {}",
+            "удаление {} из зеркала ждёт подтверждения ({}; предел prune_guard: больше {}% проекта и не меньше {} задач или больше половины проекта, а также все задачи проекта): jira-hub refresh confirm {}",
             crate::domain::words::count(
                 preview.keys.len() as u64,
                 &crate::domain::words::ISSUES_GENITIVE
@@ -258,7 +322,7 @@ fn prune_or_hold(
         tx.finish_run(run.id, RunStatus::Held, &now.utc, Some(&message))?;
         return Ok(());
     }
-    let removed = tx.prune_unseen(&run.started_at)?;
+    let removed = tx.prune_unseen(run.id, &run.started_at)?;
     tx.supersede_held(
         run.id,
         &format!("заменён более новым полным обновлением №{}", run.id),
