@@ -157,12 +157,19 @@ impl Executor<'_> {
             None => true,
             Some(me) => me.is(&comment["author"], false) == Some(true),
         };
+        // A comment without an author ran as nobody: one of this agent's whose token was not
+        // taken (a project that lets anyone comment answers it 201 anonymously) is such a one.
+        // Its marker alone decides; it is never taken by its body.
+        let by_nobody = |comment: &Value| comment["author"].is_null();
         let same_body =
             |c: &Value| c["body"].as_str().map(normalized_body).as_deref() == Some(&wanted);
         let mut found = None;
         self.jira
             .comments_newest(path, since_ms, &mut |jira, comments| {
-                let candidates: Vec<&Value> = comments.iter().filter(|c| mine(c)).collect();
+                let candidates: Vec<&Value> = comments
+                    .iter()
+                    .filter(|c| mine(c) || (by_marker && by_nobody(c)))
+                    .collect();
                 if !by_marker {
                     found = candidates
                         .iter()
@@ -180,6 +187,7 @@ impl Executor<'_> {
                     .iter()
                     .filter(|c| {
                         dropped
+                            && mine(c)
                             && same_body(c)
                             && c["created"]
                                 .as_str()

@@ -367,7 +367,7 @@ impl StateInner {
             self.comment_properties.insert(comment_id, properties);
         }
         let now = jira_time(self.jira_now_ms());
-        let author = self.user_json();
+        let author = self.author_json();
         let comment = json!({
             "self": format!("{}/rest/api/2/issue/{id}/comment/{comment_id}", self.base),
             "id": comment_id.to_string(), "author": author, "body": text,

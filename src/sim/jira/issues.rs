@@ -102,7 +102,7 @@ impl StateInner {
                    "key": project, "name": format!("Проект {project}"), "projectTypeKey": "software"}),
         );
         fields.insert("labels".into(), json!(labels));
-        let user = self.user_json();
+        let user = self.author_json();
         fields.insert("reporter".into(), user.clone());
         fields.insert("creator".into(), user);
         self.issues.insert(

@@ -87,6 +87,13 @@ pub(super) struct StateInner {
     pub(super) refused_logins: HashMap<String, u32>,
     /// Data Center: the bearer token has expired (`FakeJira::expire_token`).
     pub(super) token_expired: bool,
+    /// The token expires when this many more writes have arrived (`FakeJira::expire_token_at_write`).
+    pub(super) token_expires_in_writes: Option<u32>,
+    /// The project's permission scheme grants Browse Projects, Create Issues and Add Comments to
+    /// "Anyone on the web" (`FakeJira::open_to_anyone`).
+    pub(super) open_to_anyone: bool,
+    /// The request being served runs as nobody (an expired token on a project open to anyone).
+    pub(super) anonymous: bool,
     /// Jira Software is not installed (`FakeJira::without_jira_software`).
     pub(super) agile_absent: bool,
     /// Basic auth disabled on Data Center, and how it is refused.
