@@ -59,6 +59,9 @@ impl Executor<'_> {
         match answer {
             Ok(reply) => {
                 let created: Value = crate::agent::jira_api::parse(&reply)?;
+                if let Some(issue) = commented_issue(&created) {
+                    self.jira.note_written(issue);
+                }
                 if let Some(id) = id_text(&created["id"]) {
                     self.ensure_comment_marker(&id, &marker);
                 }
@@ -230,6 +233,18 @@ impl Executor<'_> {
             })?;
         Ok(found)
     }
+}
+
+/// The id of the issue a comment is on, from the comment's `self`
+/// (`…/rest/api/2/issue/{issueId}/comment/{id}` on both deployments: Cloud's "Add comment"
+/// example answer, Data Center's `CommentJsonBean`): a comment changes its issue, which Cloud's
+/// search may not show for minutes, and this costs no call. A lost answer tells nothing: that
+/// issue is not named (no read is added to each comment for it).
+fn commented_issue(comment: &Value) -> Option<u64> {
+    let url = comment["self"].as_str()?;
+    let (before, _) = url.rsplit_once("/comment/")?;
+    let (_, id) = before.rsplit_once("/issue/")?;
+    id.parse().ok()
 }
 
 #[cfg(test)]

@@ -372,9 +372,10 @@ impl StateInner {
             "self": format!("{}/rest/api/2/issue/{id}/comment/{comment_id}", self.base),
             "id": comment_id.to_string(), "author": author, "body": text,
             "updateAuthor": author, "created": now, "updated": now});
+        let lag = self.search_lag;
         let issue = self.issues.get_mut(&id).expect("found");
         issue.comments.push(comment.clone());
-        issue.updated_ms = now_ms();
+        issue.touch(now_ms(), lag);
         Ok(Reply::json(201, comment))
     }
 }
