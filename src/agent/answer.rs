@@ -183,6 +183,19 @@ pub(crate) fn classify(method: &str, need: Need, answer: Result<&Reply, &NetErro
     }
 }
 
+/// Whether a write answered with a credentials refusal may have been applied all the same:
+/// Jira did not take the credentials yet ran the request as nobody (`X-AUSERNAME: anonymous`,
+/// or a login refused by `X-Seraph-LoginReason` on Cloud, which then goes on anonymously) and
+/// answered it 2xx, or 5xx (a failure after the request started). A project whose permission
+/// scheme grants Create Issues or Add Comments to "Anyone on the web" (Atlassian, "Allowing
+/// anonymous access to your project") takes such a write; an expired or unresolvable token is
+/// run anonymously (docs/jira-field-notes.md, "An expired or unresolvable bearer token may
+/// search anonymously"). A 3xx or 4xx (a redirect to the login page, a 401, a refusal) was not
+/// applied.
+pub(crate) fn ran_as_nobody(reply: &Reply) -> bool {
+    (200..300).contains(&reply.status) || (500..600).contains(&reply.status)
+}
+
 /// A 2xx: done when it has what the call needs. A read that cannot use it is broken; a write
 /// answered with something else (an SSO page with 200, a comment without `id`) may or may not
 /// have been applied: ambiguous.

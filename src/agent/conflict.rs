@@ -98,6 +98,7 @@ impl Executor<'_> {
             }
         }
         if differ.is_empty() {
+            self.edit_goes_on(&issue);
             return Ok(None);
         }
         // The base's time (the mirror's `updated`): a field changed since only by the agent's own
@@ -127,6 +128,7 @@ impl Executor<'_> {
             conflicts.push(entry);
         }
         if conflicts.is_empty() {
+            self.edit_goes_on(&issue);
             return Ok(None);
         }
         let words: Vec<String> = conflicts
@@ -152,6 +154,15 @@ impl Executor<'_> {
         let updated = now_fields.get("updated").cloned().unwrap_or(Value::Null);
         Ok(Some(json!({"key": key, "conflict": {
             "updated": updated, "fields": conflicts, "words": error}})))
+    }
+
+    /// The edit goes on: the issue this read returned is about to change, and Cloud's search may
+    /// not show the change for minutes, so its id (from the read, no call of its own) is named
+    /// in the next refreshes' `reconcileIssues` (see `Jira::note_written`).
+    fn edit_goes_on(&mut self, issue: &Value) {
+        if let Some(id) = crate::agent::commands::id_number(&issue["id"]) {
+            self.jira.note_written(id);
+        }
     }
 
     /// Who changed the issue's fields and when, read only once a field differs, as

@@ -525,12 +525,15 @@ impl Agent {
     fn heartbeat(&mut self) {
         self.last_heartbeat = Some(self.waits.now());
         let mut note = None;
-        let jira_ok = if self.jira.ready_in() > Duration::ZERO
-            && let Some(limit) = self.jira.rate_limited()
-        {
-            // Jira asked for a pause: it is up, and a probe now would only break its rule.
-            note = Some(format!("Jira ограничивает частоту запросов: {limit}"));
-            true
+        let paused = (self.jira.ready_in() > Duration::ZERO)
+            .then(|| self.jira.rate_limited().map(str::to_string))
+            .flatten();
+        let jira_ok = if let Some(limit) = paused {
+            // Jira asked for a pause: a probe now would only break its rule. It is up, unless
+            // the agent is held: held wins (the commands wait for the hold, not for the pause),
+            // and the pause is added to why.
+            note = Some(self.with_rate_limit(&limit));
+            self.jira_down.is_none()
         } else if self.jira_down.is_some() && !self.may_probe_credentials() {
             // Refused credentials are not sent again: the hub is told, Jira is not asked.
             false
@@ -578,9 +581,10 @@ impl Agent {
                 Err(JiraError::Stopped) => return,
                 Err(JiraError::GiveBack(_)) => {
                     let limit = self.jira.rate_limited().unwrap_or("HTTP 429").to_string();
-                    tracing::info!(%limit, "Jira rate limits serverInfo: it is up");
-                    note = Some(format!("Jira ограничивает частоту запросов: {limit}"));
-                    true
+                    tracing::info!(%limit, "Jira rate limits the probe: it is up");
+                    note = Some(self.with_rate_limit(&limit));
+                    // A held agent's probe (`myself`) met the limit: the hold stands.
+                    self.jira_down.is_none()
                 }
                 Err(JiraError::Held {
                     cause: answer::Cause::Rejected,
@@ -619,6 +623,16 @@ impl Agent {
             Err(LinkError::Stopped) => {}
             Err(LinkError::BadToken(reason)) => self.hub_refuses(reason),
             Err(error) => tracing::warn!(%error, "heartbeat"),
+        }
+    }
+
+    /// What the heartbeat says of a rate limit: the limit, after why the agent is held when it
+    /// is.
+    fn with_rate_limit(&self, limit: &str) -> String {
+        let limited = format!("Jira ограничивает частоту запросов: {limit}");
+        match &self.jira_down {
+            Some(why) => format!("{why}; {limited}"),
+            None => limited,
         }
     }
 

@@ -206,3 +206,32 @@ pub(super) fn run_recorded(jira: &mut Jira, command: &ClaimedCommand) -> (Outcom
     let outcome = executor.execute(command, &mut |_| Ok(()));
     (outcome, slept.into_inner())
 }
+
+/// The host's clocks for a test of Jira's clock: the real monotonic clock, and a wall clock the
+/// test steps (NTP, an operator's `date`) without moving the monotonic one.
+pub(super) struct SteppedWall {
+    step: std::sync::Mutex<time::Duration>,
+}
+
+impl SteppedWall {
+    pub(super) fn new() -> std::sync::Arc<SteppedWall> {
+        std::sync::Arc::new(SteppedWall {
+            step: std::sync::Mutex::new(time::Duration::ZERO),
+        })
+    }
+
+    /// Steps the wall clock by `by` (back when negative).
+    pub(super) fn step(&self, by: time::Duration) {
+        *self.step.lock().unwrap() += by;
+    }
+}
+
+impl crate::clock::Clock for SteppedWall {
+    fn now(&self) -> time::OffsetDateTime {
+        time::OffsetDateTime::now_utc() + *self.step.lock().unwrap()
+    }
+
+    fn monotonic(&self) -> Duration {
+        crate::clock::SystemClock.monotonic()
+    }
+}

@@ -212,6 +212,63 @@ fn a_full_refresh_on_cloud_reconciles_what_the_search_lag_hides() {
     );
 }
 
+/// Cloud's search shows an edit minutes late (the simulated Jira matches an issue changed in the
+/// last ten minutes by the `updated` it had before): an incremental refresh right after the hub's
+/// own edit of a summary would not see it. The edit's conflict read gave the issue's id, so the
+/// refresh names it in `reconcileIssues` and the mirror has the edited summary. Before, only
+/// creates and transitions were named: the mirror kept the old summary until the lag passed and
+/// another refresh ran.
+#[test]
+fn an_incremental_refresh_on_cloud_right_after_an_edit_has_the_edited_value() {
+    let mut stack = Stack::start(Mode::Cloud, Transport::Http);
+    let keys = stack.fake.seed_issues(PROJECT, "AWPCA", 2);
+    stack.spawn_agent();
+    refresh_of(&stack, json!({}));
+    stack
+        .fake
+        .set_search_lag(std::time::Duration::from_secs(600));
+    batch_of(
+        &stack,
+        json!([{"type": "ensure_issue", "params": {"key": keys[0], "issue_type": "task",
+                                                   "summary": "Исправленная"}},
+               {"type": "comment", "params": {"key": keys[1], "body": "Заметка"}}]),
+    );
+    assert_eq!(
+        stack.fake.issue(&keys[0]).unwrap()["fields"]["summary"],
+        "Исправленная"
+    );
+    let run = refresh_of(&stack, json!({"since": "last", "project": "AWPCA"}));
+    stack.kill_agent();
+    // The commented issue too: its id came in the comment's `self`.
+    let ids: Vec<String> = keys
+        .iter()
+        .map(|key| {
+            stack.fake.issue(key).unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert!(
+        stack
+            .fake
+            .requests()
+            .iter()
+            .any(|seen| seen.endpoint == Endpoint::SearchJql
+                && seen.query.contains("updated")
+                && ids
+                    .iter()
+                    .all(|id| seen.query.contains(&format!("reconcileIssues={id}")))),
+        "the incremental search named the edited and the commented issue: {run:#}"
+    );
+    let mirror = stack.mirror("AWPCA");
+    let edited = mirror
+        .iter()
+        .find(|i| i["key"] == keys[0].as_str())
+        .unwrap();
+    assert_eq!(edited["summary"], "Исправленная", "{edited:#}");
+}
+
 /// The call table's idle hour, measured: the real agent loop against the real hub over HTTP and
 /// the simulated Jira, on one `ManualClock` that every wait of the agent goes through (its
 /// heartbeat period and idle poll included), so an hour of the agent's time passes in a second

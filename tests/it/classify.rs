@@ -451,6 +451,57 @@ fn credentials_refused_in_every_recorded_form_hold_the_queue_and_spend_no_delive
     }
 }
 
+/// A held agent whose probe (`GET myself`) then meets a rate limit stays down: held wins over
+/// the pause. Before, the pause's branch (and a probe answered 429) reported `jira_ok: true`, so
+/// the console showed «Jira доступна» while nothing was claimed. The 429 with `Retry-After` is
+/// Data Center's rate-limit answer (Atlassian, "Improving instance stability with rate
+/// limiting": 429 Too Many Requests, `Retry-After`).
+#[test]
+fn a_held_agent_that_meets_a_rate_limit_is_still_down() {
+    let fake = FakeJira::start(Mode::DataCenter);
+    let key = seed(&fake);
+    let front = Front::start(&fake.url(), data_center_stamp());
+    front.rule("POST", &comment_path(&key), to_login(), ALWAYS);
+    // The run's first `myself` and the command's probe of its credentials are sent to the
+    // login page (held); every later probe meets the rate limit.
+    front.rule("GET", "/rest/api/2/myself", to_login(), 2);
+    front.rule(
+        "GET",
+        "/rest/api/2/myself",
+        answer(
+            429,
+            &[("Retry-After", "600")],
+            r#"{"errorMessages":["Rate limit exceeded."]}"#,
+        ),
+        ALWAYS,
+    );
+    let hub = Hub::start(settings(), json!([comment(&key, "первый")]));
+    let config = hub.agent_config(&front.url, json!({}));
+    let limited = || {
+        hub.read().agents().unwrap().iter().any(|a| {
+            a.last_error
+                .as_deref()
+                .is_some_and(|e| e.contains("ограничивает частоту"))
+        })
+    };
+    assert!(
+        run_until(&hub, &config, || limited()
+            && front.count("GET", "/rest/api/2/myself") >= 3),
+        "{:?}",
+        hub.read().agents().unwrap()
+    );
+    let agent = agent_view(&hub);
+    assert_eq!(agent.jira_ok, Some(false), "{agent:?}");
+    assert!(agent.jira_held.is_some(), "{agent:?}");
+    let error = agent.last_error.clone().unwrap_or_default();
+    assert!(
+        error.contains("login.jsp") && error.contains("ограничивает частоту"),
+        "why it is held, and the pause: {error}"
+    );
+    assert_eq!(hub.commands()[0].deliveries, 0);
+    assert!(fake.comments(&key).is_empty());
+}
+
 /// Row "unreachable": a connection refused holds the queue the same way.
 #[test]
 fn an_unreachable_jira_holds_the_queue_and_the_hub_says_since_when() {

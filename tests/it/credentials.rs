@@ -5,7 +5,8 @@
 use crate::agent_waits::Hub;
 use crate::support::*;
 use jira_hub::clock::{Clock, ManualClock};
-use jira_hub::sim::jira::{FakeJira, Mode, basic_auth_with};
+use jira_hub::domain::command::CommandStatus;
+use jira_hub::sim::jira::{FakeJira, Mode, TOKEN, basic_auth_with};
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -78,6 +79,68 @@ fn a_rotated_password_over_three_days_and_ten_restarts_fails_one_login() {
     assert_eq!(fake.refused_logins(&old), 1);
     assert_eq!(fake.refused_logins(&basic_auth_with("rotated")), 0);
     assert!(!state.join("refused-credentials.json").exists());
+}
+
+/// A personal access token that expires between two comments of one claim, on a project whose
+/// permission scheme lets anyone comment: Data Center runs the second comment as nobody and
+/// answers it 201 with `X-AUSERNAME: anonymous` (the simulated Jira, as Atlassian's "Allowing
+/// anonymous access to your project" describes it). The comment exists, so the command goes back
+/// `sent: true` and its delivery counts, while the queue is held for the credentials; once the
+/// operator gives the agent a new token, the next delivery finds the comment by its marker and
+/// posts nothing. Before, the give-back said `sent: false`: the delivery was not counted, and the
+/// next one, a first delivery again, posted the comment a second time.
+#[test]
+fn a_comment_answered_anonymously_is_counted_and_not_posted_again() {
+    let fake = FakeJira::start(Mode::DataCenter);
+    fake.open_to_anyone(true);
+    let key = crate::agent_waits::seed(&fake);
+    let hub = Hub::start(
+        json!({"pacing": {"min_interval_ms": 0}}),
+        json!([{"type": "comment", "params": {"key": key, "body": "первый"}},
+               {"type": "comment", "params": {"key": key, "body": "второй"}}]),
+    );
+    let secrets = TestDir::new();
+    let token = secrets.path().join("jira_token");
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    let config = hub.agent_config(
+        &fake.url(),
+        json!({"jira_password": null, "jira_token_file": token, "claim_wait_seconds": 0,
+               "idle_poll_ms": 5000, "state_dir": secrets.path().join("state")}),
+    );
+    // The agent's probe and the first comment pass; the token expires as the second arrives.
+    fake.expire_token_at_write(2);
+    run_for(&config, &hub.clock, Duration::from_secs(120));
+    let comments = fake.comments(&key);
+    assert_eq!(comments.len(), 2, "{comments:?}");
+    assert!(
+        comments[1]["author"].is_null(),
+        "run as nobody: {comments:?}"
+    );
+    let commands = hub.commands();
+    assert_eq!(
+        (commands[0].status, commands[0].deliveries),
+        (CommandStatus::Done, 1),
+        "{commands:?}"
+    );
+    assert_eq!(
+        (commands[1].status, commands[1].deliveries),
+        (CommandStatus::Queued, 1),
+        "the anonymous 201 may have applied the write: its delivery counts: {commands:?}"
+    );
+    let agent = hub.read().agents().unwrap().remove(0);
+    assert_eq!(
+        agent.jira_ok,
+        Some(false),
+        "held for the credentials: {agent:?}"
+    );
+
+    // A new token: the agent takes it from its file, and the comment is not posted again.
+    fake.set_token("pat-renewed");
+    std::fs::write(&token, "pat-renewed\n").unwrap();
+    run_for(&config, &hub.clock, Duration::from_secs(600));
+    let commands = hub.commands();
+    assert_eq!(commands[1].status, CommandStatus::Done, "{commands:?}");
+    assert_eq!(fake.comments(&key).len(), 2, "{:?}", fake.comments(&key));
 }
 
 /// The hub's agent token rotated while the agent still sends the old one, over the relay for an

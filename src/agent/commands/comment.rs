@@ -59,6 +59,9 @@ impl Executor<'_> {
         match answer {
             Ok(reply) => {
                 let created: Value = crate::agent::jira_api::parse(&reply)?;
+                if let Some(issue) = commented_issue(&created) {
+                    self.jira.note_written(issue);
+                }
                 if let Some(id) = id_text(&created["id"]) {
                     self.ensure_comment_marker(&id, &marker);
                 }
@@ -157,12 +160,19 @@ impl Executor<'_> {
             None => true,
             Some(me) => me.is(&comment["author"], false) == Some(true),
         };
+        // A comment without an author ran as nobody: one of this agent's whose token was not
+        // taken (a project that lets anyone comment answers it 201 anonymously) is such a one.
+        // Its marker alone decides; it is never taken by its body.
+        let by_nobody = |comment: &Value| comment["author"].is_null();
         let same_body =
             |c: &Value| c["body"].as_str().map(normalized_body).as_deref() == Some(&wanted);
         let mut found = None;
         self.jira
             .comments_newest(path, since_ms, &mut |jira, comments| {
-                let candidates: Vec<&Value> = comments.iter().filter(|c| mine(c)).collect();
+                let candidates: Vec<&Value> = comments
+                    .iter()
+                    .filter(|c| mine(c) || (by_marker && by_nobody(c)))
+                    .collect();
                 if !by_marker {
                     found = candidates
                         .iter()
@@ -180,6 +190,7 @@ impl Executor<'_> {
                     .iter()
                     .filter(|c| {
                         dropped
+                            && mine(c)
                             && same_body(c)
                             && c["created"]
                                 .as_str()
@@ -222,6 +233,18 @@ impl Executor<'_> {
             })?;
         Ok(found)
     }
+}
+
+/// The id of the issue a comment is on, from the comment's `self`
+/// (`…/rest/api/2/issue/{issueId}/comment/{id}` on both deployments: Cloud's "Add comment"
+/// example answer, Data Center's `CommentJsonBean`): a comment changes its issue, which Cloud's
+/// search may not show for minutes, and this costs no call. A lost answer tells nothing: that
+/// issue is not named (no read is added to each comment for it).
+fn commented_issue(comment: &Value) -> Option<u64> {
+    let url = comment["self"].as_str()?;
+    let (before, _) = url.rsplit_once("/comment/")?;
+    let (_, id) = before.rsplit_once("/issue/")?;
+    id.parse().ok()
 }
 
 #[cfg(test)]
@@ -307,6 +330,70 @@ mod tests {
         command.delivery = 2;
         let (outcome, _) = run_recorded(&mut jira, &command);
         assert_eq!(outcome, Outcome::Done(json!({"comment_id": "102"})));
+    }
+
+    /// The host's wall clock steps ten minutes ahead after the heartbeat's `serverInfo` measured
+    /// Jira's clock (NTP, an operator): the lost comment's look still starts a minute before its
+    /// POST on Jira's clock, and finds it. Before, Jira's now was the wall clock plus the skew
+    /// measured, so the window started nine minutes after the comment and the look never saw it.
+    /// A step of a second leaves Jira's now where it was (the anchor stands, `serverInfo` is not
+    /// asked again), while the skew shown by `--check` follows the wall clock; a step of ten
+    /// minutes (as a suspend shows) has `serverInfo` asked again before the POST.
+    #[test]
+    fn a_step_of_the_wall_clock_after_the_measurement_leaves_the_lost_comments_window_right() {
+        fn answer(method: &str, path: &str, _: usize) -> (u16, Value) {
+            match (method, path) {
+                ("GET", "/rest/api/2/serverInfo") => (
+                    200,
+                    json!({"deploymentType": "Server",
+                    "serverTime": "2026-11-29T13:05:00.000+0300", "versionNumbers": [9, 12, 0]}),
+                ),
+                ("GET", "/rest/api/2/myself") => (200, json!({"name": "agent"})),
+                ("POST", "/rest/api/2/issue/AURORA-1/comment") => {
+                    (504, json!({"errorMessages": ["Gateway Time-out"]}))
+                }
+                ("GET", "/rest/api/2/issue/AURORA-1/comment") => (
+                    200,
+                    json!({"startAt": 0, "maxResults": 100, "total": 1, "comments": [
+                        {"id": "101", "body": "Сдвиг часов", "author": {"name": "agent"},
+                         "created": "2026-11-29T13:05:01.000+0300"}]}),
+                ),
+                ("GET", "/rest/api/2/comment/101/properties/jira-hub") => (200, mine()),
+                _ => (404, json!({"errorMessages": ["нет"]})),
+            }
+        }
+        let jira_server = canned(answer);
+        let mut jira = jira_at(&jira_server.url);
+        let host = SteppedWall::new();
+        jira.set_host_clock(host.clone());
+        // The heartbeat's probe measures Jira's clock.
+        jira.server_info(false).unwrap();
+        let skew = jira.skew_ms().unwrap();
+        let jira_now = jira.jira_now_ms().unwrap();
+        // A small step: Jira's now stays, the skew follows the wall.
+        host.step(time::Duration::seconds(1));
+        assert!((jira.jira_now_ms().unwrap() - jira_now).abs() < 500);
+        assert!((jira.skew_ms().unwrap() - (skew - 1_000)).abs() < 500);
+        host.step(time::Duration::minutes(10));
+        let command = first_delivery("comment", json!({"key": "AURORA-1", "body": "Сдвиг часов"}));
+        let (outcome, _) = run_recorded(&mut jira, &command);
+        assert_eq!(outcome, Outcome::Done(json!({"comment_id": "101"})));
+        let seen = jira_server.seen.lock().unwrap().clone();
+        assert_eq!(
+            seen.iter()
+                .filter(|l| *l == "POST /rest/api/2/issue/AURORA-1/comment")
+                .count(),
+            1
+        );
+        // The wall clock parted from the monotonic one by ten minutes (a step, or a suspend that
+        // stopped the monotonic clock): Jira's clock was read again once, before the POST.
+        assert_eq!(
+            seen.iter()
+                .filter(|l| *l == "GET /rest/api/2/serverInfo")
+                .count(),
+            2,
+            "{seen:?}"
+        );
     }
 
     /// A server that gives the comments oldest first whatever `orderBy` says is never taken for

@@ -272,7 +272,7 @@ fn id_text(value: &Value) -> Option<String> {
 }
 
 /// A numeric id as Jira sends it: a string of digits, or a number.
-fn id_number(value: &Value) -> Option<u64> {
+pub(crate) fn id_number(value: &Value) -> Option<u64> {
     id_text(value).and_then(|id| id.parse().ok())
 }
 

@@ -259,11 +259,13 @@ impl Jira {
                     cause: cause @ (Cause::Credentials | Cause::Rejected),
                     reason,
                 } => {
-                    self.note_refusal(method, path, answer.as_ref().ok());
-                    if cause == Cause::Rejected {
-                        self.login_refused = Some(reason.clone());
-                    }
-                    return Err(JiraError::Held { cause, reason });
+                    return Err(self.refused_credentials(
+                        method,
+                        path,
+                        answer.as_ref().ok(),
+                        cause,
+                        reason,
+                    ));
                 }
                 // A connection not made is certainly not sent: tried again, then the queue holds.
                 Class::Held {
@@ -411,11 +413,19 @@ impl Jira {
                     cause: cause @ (Cause::Credentials | Cause::Rejected),
                     reason,
                 } => {
-                    self.note_refusal(method, path, answer.as_ref().ok());
-                    if cause == Cause::Rejected {
-                        self.login_refused = Some(reason.clone());
+                    if answer.as_ref().is_ok_and(answer::ran_as_nobody) {
+                        // Refused credentials, yet Jira went on with the write as nobody and
+                        // did not refuse it: it may well have been applied. The queue is held
+                        // all the same, and the hub counts this delivery.
+                        self.wrote = true;
                     }
-                    return Err(JiraError::Held { cause, reason });
+                    return Err(self.refused_credentials(
+                        method,
+                        path,
+                        answer.as_ref().ok(),
+                        cause,
+                        reason,
+                    ));
                 }
                 Class::Held {
                     cause: Cause::Unreachable,
@@ -431,6 +441,25 @@ impl Jira {
             self.wait_after(None, attempt)?;
             attempt += 1;
         }
+    }
+}
+
+impl Jira {
+    /// A call answered with a credentials refusal: noted for the probe that tells one path's
+    /// refusal from a hold, and a login refused kept until taken.
+    fn refused_credentials(
+        &mut self,
+        method: &str,
+        path: &str,
+        reply: Option<&Reply>,
+        cause: Cause,
+        reason: String,
+    ) -> JiraError {
+        self.note_refusal(method, path, reply);
+        if cause == Cause::Rejected {
+            self.login_refused = Some(reason.clone());
+        }
+        JiraError::Held { cause, reason }
     }
 }
 
@@ -591,6 +620,36 @@ mod tests {
 
     use crate::agent::testkit::*;
     use std::time::Duration;
+
+    /// A write Data Center ran as nobody (`X-AUSERNAME: anonymous`) holds the queue for the
+    /// credentials either way; answered 201 it may have been applied (`wrote`), answered 401 it
+    /// was not.
+    #[test]
+    fn a_write_answered_anonymously_with_a_2xx_may_have_been_applied() {
+        for (status, applied) in [(201, true), (401, false), (403, false)] {
+            let jira = serve(move |_, _, _| {
+                (
+                    status,
+                    vec!["X-AUSERNAME: anonymous".to_string()],
+                    json!({"id": "30001"}),
+                )
+            });
+            let mut client = jira_at(&jira.url);
+            let answer = post_comment(&mut client);
+            assert!(
+                matches!(
+                    answer,
+                    Err(JiraError::Held {
+                        cause: Cause::Credentials,
+                        ..
+                    })
+                ),
+                "{status}: {:?}",
+                answer.err()
+            );
+            assert_eq!(client.wrote(), applied, "{status}");
+        }
+    }
 
     #[test]
     fn retry_after_in_seconds_or_a_date() {

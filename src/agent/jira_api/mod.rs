@@ -143,9 +143,14 @@ pub(crate) struct Jira {
     not_before: Option<Duration>,
     max_retries: u32,
     counters: Rc<Cell<Counters>>,
-    /// Jira's clock minus the agent's, in milliseconds, from the last `serverInfo.serverTime`
-    /// (the windows of the checks before a repeated write are Jira's times).
-    skew_ms: Option<i64>,
+    /// Jira's clock as the last `serverInfo.serverTime` showed it, anchored on the host's
+    /// monotonic clock (the windows of the checks before a repeated write are Jira's times).
+    anchor: Option<server::Anchor>,
+    /// The host's clocks, wall and monotonic, as the kernel gives them ([`SystemClock`]): what
+    /// Jira's clock is anchored on (a test steps its wall).
+    ///
+    /// [`SystemClock`]: crate::clock::SystemClock
+    host: Arc<dyn crate::clock::Clock>,
     /// `serverInfo.versionNumbers`' first two, when Jira said.
     version: Option<(u64, u64)>,
     /// Why the last failed read failed (a search page shrinks only for a slow or large answer).
@@ -225,7 +230,8 @@ impl Jira {
             not_before: None,
             max_retries,
             counters: Rc::default(),
-            skew_ms: None,
+            anchor: None,
+            host: Arc::new(crate::clock::SystemClock),
             version: None,
             last_read_failure: None,
             waits,

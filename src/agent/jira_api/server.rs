@@ -6,8 +6,51 @@ use super::{Deployment, Jira, JiraError, Me, parse};
 use crate::agent::answer::Cause;
 use crate::agent::config::DeploymentSetting;
 use crate::agent::text::body_excerpt;
+use crate::clock::Clock;
 use serde_json::Value;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
+
+/// How long an anchor of Jira's clock is trusted before `serverInfo` is asked again when Jira's
+/// now is needed. The monotonic clock is slewed by NTP like the wall clock (at most 500 ppm, so
+/// under half a second in this time), while Jira's clock may be stepped by its own NTP.
+const ANCHOR_MAX_AGE: Duration = Duration::from_secs(15 * 60);
+
+/// How far the host's wall clock may part from its monotonic clock since the anchor before
+/// `serverInfo` is asked again: a step of the wall clock, or a suspend (Linux's
+/// `CLOCK_MONOTONIC`, which `Instant` reads, stops while the machine is suspended; the wall
+/// clock does not).
+const ANCHOR_MAX_PARTING_MS: i64 = 2_000;
+
+/// Jira's clock at one instant of the host's monotonic clock: Jira's now is its time then plus
+/// the monotonic time elapsed since, whatever the host's wall clock does meanwhile (NTP steps,
+/// an operator's `date`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Anchor {
+    /// The host's monotonic time at the middle of the `serverInfo` exchange.
+    at: Duration,
+    /// Jira's `serverTime` then, in epoch milliseconds.
+    server_ms: i64,
+    /// The host's wall clock then, in epoch milliseconds.
+    wall_ms: i64,
+}
+
+impl Anchor {
+    fn jira_now_ms(&self, monotonic: Duration) -> i64 {
+        self.server_ms + monotonic.saturating_sub(self.at).as_millis() as i64
+    }
+
+    /// Too old, or the wall clock parted from the monotonic one since (a step or a suspend).
+    fn stale(&self, host: &dyn Clock) -> bool {
+        let age = host.monotonic().saturating_sub(self.at);
+        let walked = wall_ms(host) - self.wall_ms;
+        age > ANCHOR_MAX_AGE || (walked - age.as_millis() as i64).abs() > ANCHOR_MAX_PARTING_MS
+    }
+}
+
+/// The host's wall clock, in epoch milliseconds.
+fn wall_ms(host: &dyn Clock) -> i64 {
+    (host.now().unix_timestamp_nanos() / 1_000_000) as i64
+}
 
 impl Jira {
     /// The deployment, asking `serverInfo` when it is not known yet.
@@ -23,9 +66,10 @@ impl Jira {
     /// A heartbeat's probe makes one try (`retry: false`): a Jira that is down is reported at once.
     pub(crate) fn server_info(&mut self, retry: bool) -> Result<(), JiraError> {
         let retries = if retry { self.max_retries } else { 0 };
-        // The host's clock, as [`Jira::jira_now_ms`] reads it (a test's manual clock does not
-        // move with Jira's).
-        let asked = SystemTime::now();
+        // The host's clocks, as [`Jira::jira_now_ms`] reads them (a test's manual clock of the
+        // waits does not move with Jira's).
+        let asked = self.host.monotonic();
+        let asked_wall = wall_ms(self.host.as_ref());
         let reply = self.read_with("/rest/api/2/serverInfo", retries, retry)?;
         let info: Value = parse(&reply)?;
         if let Some([major, minor, ..]) = info
@@ -41,10 +85,12 @@ impl Jira {
             .and_then(jira_time)
         {
             // The answer was made between the question and its arrival: the middle of the two.
-            let answered = SystemTime::now();
-            let middle = asked + answered.duration_since(asked).unwrap_or_default() / 2;
-            let local = time::OffsetDateTime::from(middle);
-            self.skew_ms = Some(((server - local).whole_milliseconds()) as i64);
+            let half = self.host.monotonic().saturating_sub(asked) / 2;
+            self.anchor = Some(Anchor {
+                at: asked + half,
+                server_ms: (server.unix_timestamp_nanos() / 1_000_000) as i64,
+                wall_ms: asked_wall + half.as_millis() as i64,
+            });
         }
         if self.setting == DeploymentSetting::Auto {
             let cloud = info.get("deploymentType").and_then(Value::as_str) == Some("Cloud");
@@ -61,14 +107,33 @@ impl Jira {
         Ok(())
     }
 
-    /// Now on Jira's clock, in epoch milliseconds: the agent's clock plus the skew the last
-    /// `serverInfo` showed (asked now when none has been seen yet).
+    /// Now on Jira's clock, in epoch milliseconds: the `serverTime` the last `serverInfo` showed
+    /// plus the host's monotonic time since (see [`Anchor`]). `serverInfo` is asked now when it
+    /// has not been, and again when the anchor is stale (older than [`ANCHOR_MAX_AGE`], or the
+    /// wall clock parted from the monotonic one: a suspend stops `CLOCK_MONOTONIC`); a stale
+    /// anchor stands when that fails.
     pub(crate) fn jira_now_ms(&mut self) -> Result<i64, JiraError> {
-        if self.skew_ms.is_none() {
-            self.server_info(true)?;
+        match self.anchor {
+            None => self.server_info(true)?,
+            Some(anchor) if anchor.stale(self.host.as_ref()) => match self.server_info(true) {
+                Err(JiraError::Stopped) => return Err(JiraError::Stopped),
+                Err(error) => {
+                    tracing::info!(%error, "Jira's clock could not be read again: the last reading stands");
+                }
+                Ok(()) => {}
+            },
+            Some(_) => {}
         }
-        let local = (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64;
-        Ok(local + self.skew_ms.unwrap_or(0))
+        Ok(match self.anchor {
+            Some(anchor) => anchor.jira_now_ms(self.host.monotonic()),
+            None => wall_ms(self.host.as_ref()),
+        })
+    }
+
+    /// The host's clocks Jira's is anchored on, for a test that steps the wall clock.
+    #[cfg(test)]
+    pub(crate) fn set_host_clock(&mut self, host: std::sync::Arc<dyn Clock>) {
+        self.host = host;
     }
 
     /// Whether a create's `properties` may be ignored: a server before 7.2, or one that did not
@@ -102,9 +167,11 @@ impl Jira {
         Ok(self.version.is_none_or(|version| version >= (7, 2)))
     }
 
-    /// Jira's clock minus the agent's, in milliseconds, when a `serverInfo` told it.
+    /// Jira's clock minus the agent's wall clock now, in milliseconds, when a `serverInfo`
+    /// told Jira's.
     pub(crate) fn skew_ms(&self) -> Option<i64> {
-        self.skew_ms
+        self.anchor
+            .map(|anchor| anchor.jira_now_ms(self.host.monotonic()) - wall_ms(self.host.as_ref()))
     }
 
     /// The rate-limit headers Jira sent on any answer so far (name in lower case → last value).

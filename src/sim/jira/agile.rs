@@ -137,11 +137,11 @@ impl StateInner {
             .map(|k| self.find(k))
             .collect::<Result<Vec<u64>, Reply>>()?;
         let value = self.sprint_value(sprint_id);
-        let now = now_ms();
+        let (now, lag) = (now_ms(), self.search_lag);
         for id in ids {
             let issue = self.issues.get_mut(&id).expect("found");
             issue.fields.insert(SPRINT_FIELD.into(), value.clone());
-            issue.updated_ms = now;
+            issue.touch(now, lag);
         }
         Ok(Reply::empty(204))
     }

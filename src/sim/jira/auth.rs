@@ -71,6 +71,7 @@ impl StateInner {
     /// Before a request touches anything: the rate limit, then who the caller is. `Some`: the
     /// answer the request gets instead of Jira's behaviour.
     pub(super) fn gate(&mut self, auth: &str, endpoint: Endpoint) -> Option<Reply> {
+        self.anonymous = false;
         if let Some(limit) = self.rate_limit {
             let now = Instant::now();
             while self
@@ -101,8 +102,26 @@ impl StateInner {
         {
             return Some(self.basic_auth_refused(off));
         }
-        if self.token_expired && self.mode == Mode::DataCenter && auth.starts_with("Bearer ") {
-            return Some(self.as_anonymous(endpoint));
+        if self.mode == Mode::DataCenter && auth.starts_with("Bearer ") {
+            if endpoint.is_write()
+                && let Some(left) = self.token_expires_in_writes.take()
+            {
+                // The token's expiry date passes (or an administrator revokes it) between two
+                // of the agent's writes.
+                if left <= 1 {
+                    self.token_expired = true;
+                } else {
+                    self.token_expires_in_writes = Some(left - 1);
+                }
+            }
+            if self.token_expired {
+                if self.open_to_anyone && anyone_may(endpoint) {
+                    // Run as nobody: Jira's own behaviour, answered and stamped as anonymous.
+                    self.anonymous = true;
+                    return None;
+                }
+                return Some(self.as_anonymous(endpoint));
+            }
         }
         if self.accepts(auth) {
             if auth.starts_with("Basic ") {
@@ -195,6 +214,16 @@ impl StateInner {
         reply
     }
 
+    /// The author of what the request being served writes: the agent's user, or nobody (`null`,
+    /// shown as "Anonymous") when the request runs anonymously.
+    pub(super) fn author_json(&self) -> Value {
+        if self.anonymous {
+            Value::Null
+        } else {
+            self.user_json()
+        }
+    }
+
     /// Whether `auth` authenticates the agent's user (a valid, unrevoked credential).
     fn accepts(&self, auth: &str) -> bool {
         (auth == self.basic || auth == self.bearer) && !self.revoked
@@ -210,6 +239,11 @@ impl StateInner {
     /// test/fixtures), without `X-AUSERNAME` (Cloud users have no user name).
     pub(super) fn stamp(&self, reply: &mut Reply) {
         match self.mode {
+            // A request that ran as nobody is stamped as the anonymous answers are (see
+            // `StateInner::as_anonymous`): no login took it.
+            Mode::DataCenter if self.anonymous => {
+                reply.headers.push(("x-ausername", "anonymous".into()));
+            }
             Mode::DataCenter => {
                 reply.headers.push(("x-seraph-loginreason", "OK".into()));
                 reply
@@ -299,6 +333,22 @@ impl StateInner {
     }
 }
 
+/// What "Anyone on the web" may do in a project open to anyone (see
+/// [`FakeJira::open_to_anyone`]): browse its issues (search, read issues, comments and their
+/// properties), create issues and add comments.
+fn anyone_may(endpoint: Endpoint) -> bool {
+    matches!(
+        endpoint,
+        Endpoint::Search
+            | Endpoint::GetIssue
+            | Endpoint::GetComments
+            | Endpoint::GetIssueProperty
+            | Endpoint::GetCommentProperty
+            | Endpoint::CreateIssue
+            | Endpoint::AddComment
+    )
+}
+
 /// `JiraUrlCodec.encode(value, true)`, as Jira's `AccessLogFilter` writes `X-AUSERNAME`
 /// ("response header doesn't support not US-ASCII chars", GHS-10385): `java.net.URLEncoder`'s
 /// form encoding of the UTF-8 bytes (letters, digits and `. - * _` kept, every other byte
@@ -350,7 +400,36 @@ impl FakeJira {
     /// Data Center: the agent's personal access token has expired (`true`), and its requests
     /// run anonymously (see `StateInner::as_anonymous`).
     pub fn expire_token(&self, expired: bool) {
-        lock(&self.state).token_expired = expired;
+        let mut state = lock(&self.state);
+        state.token_expired = expired;
+        state.token_expires_in_writes = None;
+    }
+
+    /// Data Center: the agent's token expires just before the `nth` write from now arrives
+    /// (its expiry date passes, or an administrator revokes it, between two commands): that
+    /// write and every request after it run anonymously.
+    pub fn expire_token_at_write(&self, nth: u32) {
+        lock(&self.state).token_expires_in_writes = Some(nth);
+    }
+
+    /// An administrator gives the agent a new personal access token: only `token` is accepted
+    /// from now on (`Authorization: Bearer <token>`), and it has not expired.
+    pub fn set_token(&self, token: &str) {
+        let mut state = lock(&self.state);
+        state.bearer = format!("Bearer {token}");
+        state.token_expired = false;
+        state.token_expires_in_writes = None;
+    }
+
+    /// The project's permission scheme grants Browse Projects, Create Issues and Add Comments
+    /// to "Anyone on the web" (Atlassian, "Allowing anonymous access to your project", Jira
+    /// Server/DC administration: «Jira applications can be configured to allow users to create
+    /// issues without having logged in»; an issue made so shows "Anonymous" as its reporter).
+    /// A request whose token has expired is then not refused on those operations: it runs as
+    /// nobody and succeeds (`201`, `X-AUSERNAME: anonymous`, no author), while everything that
+    /// needs a user (`myself`, an edit, a transition) is still 401.
+    pub fn open_to_anyone(&self, open: bool) {
+        lock(&self.state).open_to_anyone = open;
     }
 
     /// An administrator changes the agent's password (a rotation): from now on only

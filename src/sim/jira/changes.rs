@@ -107,6 +107,7 @@ impl StateInner {
     pub(super) fn set_fields(&mut self, id: u64, mut fields: Map<String, Value>, author: Value) {
         self.normalise(&mut fields);
         let cloud = self.mode == Mode::Cloud;
+        let lag = self.search_lag;
         let Some(issue) = self.issues.get_mut(&id) else {
             return;
         };
@@ -141,7 +142,7 @@ impl StateInner {
             }
             issue.fields.insert(name, value);
         }
-        issue.updated_ms = now_ms();
+        issue.touch(now_ms(), lag);
         if !items.is_empty() {
             self.next_history += 1;
             let history = json!({"id": self.next_history.to_string(), "author": author,

@@ -367,14 +367,15 @@ impl StateInner {
             self.comment_properties.insert(comment_id, properties);
         }
         let now = jira_time(self.jira_now_ms());
-        let author = self.user_json();
+        let author = self.author_json();
         let comment = json!({
             "self": format!("{}/rest/api/2/issue/{id}/comment/{comment_id}", self.base),
             "id": comment_id.to_string(), "author": author, "body": text,
             "updateAuthor": author, "created": now, "updated": now});
+        let lag = self.search_lag;
         let issue = self.issues.get_mut(&id).expect("found");
         issue.comments.push(comment.clone());
-        issue.updated_ms = now_ms();
+        issue.touch(now_ms(), lag);
         Ok(Reply::json(201, comment))
     }
 }

@@ -627,6 +627,7 @@ impl FakeJira {
                         .as_i64()
                         .ok_or_else(|| bad("issues[].updated_ms"))?,
                     created_at: None,
+                    changed: None,
                     links: issue["links"]
                         .as_array()
                         .map(|a| a.iter().filter_map(Value::as_u64).collect())

@@ -102,7 +102,7 @@ impl StateInner {
                    "key": project, "name": format!("Проект {project}"), "projectTypeKey": "software"}),
         );
         fields.insert("labels".into(), json!(labels));
-        let user = self.user_json();
+        let user = self.author_json();
         fields.insert("reporter".into(), user.clone());
         fields.insert("creator".into(), user);
         self.issues.insert(
@@ -118,6 +118,7 @@ impl StateInner {
                 created_ms,
                 updated_ms: created_ms,
                 created_at,
+                changed: None,
                 links: Vec::new(),
                 comments: Vec::new(),
                 properties: BTreeMap::new(),
@@ -597,7 +598,7 @@ impl FakeJira {
         let number = state.projects.entry(project.to_string()).or_insert(1);
         let new_key = format!("{project}-{number}");
         *number += 1;
-        let base = state.base.clone();
+        let (base, lag) = (state.base.clone(), state.search_lag);
         let issue = state.issues.get_mut(&id).expect("issue");
         issue.key = new_key.clone();
         issue.project = project.to_string();
@@ -606,7 +607,7 @@ impl FakeJira {
             json!({"self": format!("{base}/rest/api/2/project/{project}"), "id": "10101",
                    "key": project, "name": format!("Проект {project}"), "projectTypeKey": "software"}),
         );
-        issue.updated_ms = now_ms();
+        issue.touch(now_ms(), lag);
         state.by_key.insert(new_key.clone(), id);
         state.moved_keys.insert(key.to_string(), id);
         new_key

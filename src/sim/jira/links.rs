@@ -112,11 +112,11 @@ impl StateInner {
                 target,
             },
         );
-        let now = now_ms();
+        let (now, lag) = (now_ms(), self.search_lag);
         for issue in [source_id, target_id] {
             let issue = self.issues.get_mut(&issue).expect("found");
             issue.links.push(id);
-            issue.updated_ms = now;
+            issue.touch(now, lag);
         }
         Ok(Reply::empty(201))
     }

@@ -24,12 +24,38 @@ pub(super) struct Issue {
     pub(super) updated_ms: i64,
     /// For the Cloud search lag; seeded issues are long visible.
     pub(super) created_at: Option<Instant>,
+    /// For the Cloud search lag of changes: when the issue last changed, and the `updated` the
+    /// search index still holds for it until the lag has passed (see [`Issue::touch`]).
+    pub(super) changed: Option<(Instant, i64)>,
     pub(super) links: Vec<u64>,
     pub(super) comments: Vec<Value>,
     /// Entity properties (`/issue/{key}/properties/{propertyKey}`).
     pub(super) properties: BTreeMap<String, Value>,
     /// The changelog's histories, oldest first (see `changes`).
     pub(super) histories: Vec<Value>,
+}
+
+impl Issue {
+    /// The issue changed now (an edit, a comment, a link, a transition, a sprint, a move): its
+    /// `updated` becomes `now_ms`, while Cloud's search index keeps the `updated` it held before
+    /// until `lag` after the change (a change within the lag of the one before keeps the value
+    /// the index held before both).
+    pub(super) fn touch(&mut self, now_ms: i64, lag: Duration) {
+        let indexed = match self.changed {
+            Some((at, indexed)) if at.elapsed() < lag => indexed,
+            _ => self.updated_ms,
+        };
+        self.changed = Some((Instant::now(), indexed));
+        self.updated_ms = now_ms;
+    }
+
+    /// The `updated` Cloud's search sees now, `lag` behind the issue's changes.
+    pub(super) fn indexed_updated_ms(&self, lag: Duration) -> i64 {
+        match self.changed {
+            Some((at, indexed)) if at.elapsed() < lag => indexed,
+            _ => self.updated_ms,
+        }
+    }
 }
 
 pub(super) struct StateInner {
@@ -87,6 +113,13 @@ pub(super) struct StateInner {
     pub(super) refused_logins: HashMap<String, u32>,
     /// Data Center: the bearer token has expired (`FakeJira::expire_token`).
     pub(super) token_expired: bool,
+    /// The token expires when this many more writes have arrived (`FakeJira::expire_token_at_write`).
+    pub(super) token_expires_in_writes: Option<u32>,
+    /// The project's permission scheme grants Browse Projects, Create Issues and Add Comments to
+    /// "Anyone on the web" (`FakeJira::open_to_anyone`).
+    pub(super) open_to_anyone: bool,
+    /// The request being served runs as nobody (an expired token on a project open to anyone).
+    pub(super) anonymous: bool,
     /// Jira Software is not installed (`FakeJira::without_jira_software`).
     pub(super) agile_absent: bool,
     /// Basic auth disabled on Data Center, and how it is refused.

@@ -131,6 +131,7 @@ impl StateInner {
             return Err(Reply::error(400, "Missing 'transition' identifier"));
         };
         let redirect = self.redirects.get(&tid).copied();
+        let lag = self.search_lag;
         let issue = self.issues.get_mut(&id).expect("found");
         // Cloud: "if multiple issue transitions are requested at the same time, only one of
         // those transitions will succeed", the others answer 409 (Conflict) "and your app should
@@ -149,7 +150,7 @@ impl StateInner {
                     .iter()
                     .position(|(_, n)| *n == status)
                     .expect("status");
-                issue.updated_ms = now_ms();
+                issue.touch(now_ms(), lag);
             }
             return Err(Reply::error(
                 409,
@@ -170,7 +171,7 @@ impl StateInner {
         };
         let to = redirect.unwrap_or(to);
         issue.status = STATUSES.iter().position(|(_, n)| *n == to).expect("status");
-        issue.updated_ms = now_ms();
+        issue.touch(now_ms(), lag);
         Ok(Reply::empty(204))
     }
 }
