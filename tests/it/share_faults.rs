@@ -39,6 +39,136 @@ fn hub_on_share(
     Some((share, hub, relay, token))
 }
 
+/// The file server itself, seen through its mount, does what each fault cites: the rename whose
+/// reply is lost happened, the write cut by a restart left half its bytes and its open file fails
+/// from then on, every time the server sets is on its clock, a name in another case is the same
+/// file, and a removal leaves a leftover with the bytes.
+#[test]
+fn the_file_server_makes_each_fault_as_cited() {
+    use std::io::{ErrorKind, Write};
+    let dir = TestDir::new();
+    let mount = dir.path().join("share");
+    std::fs::create_dir(&mount).unwrap();
+    let Some(share) = FaultFs::mount(&mount) else {
+        return;
+    };
+    std::fs::create_dir(mount.join("d")).unwrap();
+    let faults = share.faults("d");
+
+    faults.lost_rename_replies.store(1, SeqCst);
+    std::fs::write(mount.join("d/.a.tmp"), b"a").unwrap();
+    let error = std::fs::rename(mount.join("d/.a.tmp"), mount.join("d/a")).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotFound, "{error}");
+    assert_eq!(
+        std::fs::read(mount.join("d/a")).unwrap(),
+        b"a",
+        "it happened"
+    );
+    assert!(!mount.join("d/.a.tmp").exists());
+    std::fs::rename(mount.join("d/a"), mount.join("d/b")).unwrap();
+
+    faults.restarts_mid_write.store(1, SeqCst);
+    let mut file = std::fs::File::create_new(mount.join("d/c")).unwrap();
+    let error = file.write_all(b"12345678").unwrap_err();
+    assert_eq!(error.raw_os_error(), Some(libc::EIO), "{error}");
+    assert_eq!(std::fs::read(share.backing().join("d/c")).unwrap(), b"1234");
+    for later in [file.write_all(b"9"), file.sync_all()] {
+        assert_eq!(later.unwrap_err().raw_os_error(), Some(libc::EIO));
+    }
+    drop(file);
+    let mut again = std::fs::File::options()
+        .append(true)
+        .open(mount.join("d/c"))
+        .unwrap();
+    again.write_all(b"5678").unwrap();
+    assert_eq!(
+        std::fs::read(mount.join("d/c")).unwrap(),
+        b"12345678",
+        "a new open works"
+    );
+
+    share.set_skew_ms(-300_000);
+    let off = |at: std::time::SystemTime| {
+        std::time::SystemTime::now()
+            .duration_since(at)
+            .map(|behind| behind.as_secs())
+            .unwrap_or(0)
+    };
+    std::fs::write(mount.join("d/e"), b"e").unwrap();
+    let meta = std::fs::metadata(mount.join("d/e")).unwrap();
+    let ctime = std::time::UNIX_EPOCH
+        + Duration::from_secs(std::os::unix::fs::MetadataExt::ctime(&meta) as u64);
+    for (what, at) in [("mtime", meta.modified().unwrap()), ("ctime", ctime)] {
+        assert!(
+            (290..=310).contains(&off(at)),
+            "{what} {} s behind",
+            off(at)
+        );
+    }
+    std::fs::File::options()
+        .write(true)
+        .open(mount.join("d/b"))
+        .unwrap()
+        .set_times(std::fs::FileTimes::new().set_modified(std::time::SystemTime::now()))
+        .unwrap();
+    let given = std::fs::metadata(mount.join("d/b"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    assert!(off(given) < 10, "a time the client gives is kept");
+    rustix::fs::utimensat(
+        rustix::fs::CWD,
+        mount.join("d/b"),
+        &rustix::fs::Timestamps {
+            last_access: rustix::fs::Timespec {
+                tv_sec: 0,
+                tv_nsec: rustix::fs::UTIME_NOW,
+            },
+            last_modification: rustix::fs::Timespec {
+                tv_sec: 0,
+                tv_nsec: rustix::fs::UTIME_NOW,
+            },
+        },
+        rustix::fs::AtFlags::empty(),
+    )
+    .unwrap();
+    let now = std::fs::metadata(mount.join("d/b"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    assert!(
+        (290..=310).contains(&off(now)),
+        "\"now\" is the server's: {} s",
+        off(now)
+    );
+    share.set_skew_ms(0);
+
+    share.fold_case();
+    assert_eq!(std::fs::read(mount.join("D/B")).unwrap(), b"a");
+    let error = std::fs::File::create_new(mount.join("d/B")).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::AlreadyExists, "{error}");
+    std::fs::write(mount.join("d/B"), b"B").unwrap();
+    assert_eq!(
+        names_in(&share.backing().join("d")),
+        ["b", "c", "e"],
+        "the name kept its case"
+    );
+    assert_eq!(std::fs::read(share.backing().join("d/b")).unwrap(), b"B");
+    assert!(share.folded() >= 3);
+
+    faults.silly_renames.store(1, SeqCst);
+    std::fs::remove_file(mount.join("d/e")).unwrap();
+    assert!(!mount.join("d/e").exists());
+    let left = names_in(&mount.join("d"));
+    assert_eq!(left.len(), 3, "{left:?}");
+    assert!(
+        left[0].starts_with(".nfs") && left[0].len() == 4 + 16,
+        "{left:?}"
+    );
+    assert_eq!(std::fs::read(mount.join("d").join(&left[0])).unwrap(), b"e");
+    assert_eq!(faults.made(), (1, 1, 1));
+}
+
 /// The hub's side, pass by pass: the answer's write is cut by a restart, then its rename happens
 /// but says `ENOENT`, then the request's move to `archive/` does the same. The request stays in
 /// `inbox/` each time and is answered again from the record: its commands are handed out once,
