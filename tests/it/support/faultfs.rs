@@ -239,10 +239,16 @@ impl Drop for FaultFs {
         if session.umount_and_join().is_err() {
             // Busy (a thread of a failed test still in it): detached now, gone when released;
             // the session's thread ends with it.
-            let _ = std::process::Command::new("fusermount3")
+            let lazily = std::process::Command::new("fusermount3")
                 .args(["-u", "-z", "-q", "--"])
                 .arg(&self.mount)
                 .status();
+            if !lazily.is_ok_and(|status| status.success()) {
+                let _ = std::process::Command::new("umount")
+                    .arg("-l")
+                    .arg(&self.mount)
+                    .status();
+            }
         }
     }
 }
