@@ -28,6 +28,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "${1:-}" != "--inside" ]; then
+  # The share-fault tests of `cargo test` (tests/it/share_faults.rs) mount a FUSE file system of
+  # their own and need `fusermount3`, even where the shares below are skipped.
+  if ! command -v fusermount3 >/dev/null 2>&1; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends fuse3
+  fi
   if [ "$(id -u)" -ne 0 ] || [ ! -e /dev/fuse ]; then
     echo "ci-shares: skipped (needs root and /dev/fuse for the namespace and the FUSE mounts)"
     exit 0

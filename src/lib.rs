@@ -70,9 +70,6 @@ pub mod protocol;
 pub mod relay;
 pub mod service;
 pub(crate) mod sharefs;
-/// The share's faults a test makes for one folder (tests only).
-#[doc(hidden)]
-pub use sharefs::faults as share_faults;
 pub mod shutdown;
 pub mod sim;
 pub mod store;

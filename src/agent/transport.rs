@@ -868,11 +868,11 @@ pub(crate) fn write_file(
     let temp = crate::sharefs::temp_name(dir, name);
     let result = (|| {
         let mut file = crate::sharefs::create_new(&temp, RELAY_FILE_MODE)?;
-        crate::sharefs::write_new_bytes(&mut file, &temp, bytes)?;
+        std::io::Write::write_all(&mut file, bytes)?;
         file.sync_all()?;
         let written = file.metadata()?.modified()?;
         drop(file);
-        crate::sharefs::rename(&temp, &target)?;
+        std::fs::rename(&temp, &target)?;
         std::fs::File::open(dir)?.sync_all()?;
         Ok(Some(written))
     })();

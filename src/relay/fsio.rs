@@ -22,13 +22,13 @@ pub(crate) fn write_new(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result
     let written = (|| {
         // The agent reads these across the share, often as another user of a shared group.
         let mut file = crate::sharefs::create_new(&temp, RELAY_FILE_MODE)?;
-        crate::sharefs::write_new_bytes(&mut file, &temp, bytes)?;
+        std::io::Write::write_all(&mut file, bytes)?;
         file.sync_all()?;
         drop(file);
         if target.exists() {
             return Ok(false);
         }
-        crate::sharefs::rename(&temp, &target)?;
+        std::fs::rename(&temp, &target)?;
         sync_dir(dir)?;
         Ok(true)
     })();
@@ -65,7 +65,7 @@ pub(crate) fn move_into(from: &Path, dir: &Path, name: &str) -> std::io::Result<
 /// the caller makes the move durable later.
 pub(crate) fn move_into_unsynced(from: &Path, dir: &Path, name: &str) -> std::io::Result<PathBuf> {
     let target = free_name(dir, name);
-    crate::sharefs::rename(from, &target)?;
+    std::fs::rename(from, &target)?;
     Ok(target)
 }
 

@@ -148,7 +148,7 @@ impl Owner {
             ),
             Seen::Missing | Seen::Lock { .. } => {}
         }
-        sharefs::rename(&temp, &lock).map_err(|error| {
+        std::fs::rename(&temp, &lock).map_err(|error| {
             let _ = std::fs::remove_file(&temp);
             Refused::Unwritable(error.to_string())
         })?;
@@ -248,7 +248,6 @@ fn heartbeat(lock: &Path, me: &str, text: &str) -> std::io::Result<Option<System
     if bytes.len() != text.len() {
         file.set_len(text.len() as u64)?;
     }
-    sharefs::faults::stamp(&file, lock)?;
     Ok(Some(file.metadata()?.modified()?))
 }
 
@@ -256,7 +255,7 @@ fn heartbeat(lock: &Path, me: &str, text: &str) -> std::io::Result<Option<System
 /// at that write.
 fn write_probe(temp: &Path, text: &str) -> std::io::Result<SystemTime> {
     let mut file = sharefs::create_new(temp, super::fsio::RELAY_FILE_MODE)?;
-    sharefs::write_new_bytes(&mut file, temp, text.as_bytes())?;
+    std::io::Write::write_all(&mut file, text.as_bytes())?;
     file.metadata()?.modified()
 }
 

@@ -11,6 +11,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub mod faultfs;
+
 /// A temp dir that holds one hub: `data/hub.sqlite` by default.
 pub struct TestDir {
     dir: tempfile::TempDir,
@@ -435,13 +437,17 @@ pub fn drop_file(dir: &Path, name: &str, value: &serde_json::Value) {
 
 /// A hub initialised from the example config with `relay_dir` set to `<dir>/relay` (made).
 pub fn relay_hub(dir: &TestDir) -> (HubConnection, PathBuf, String) {
+    relay_hub_in(dir, dir.path().join("relay"))
+}
+
+/// A hub initialised from the example config with `relay_dir` set to `relay` (its folders made).
+pub fn relay_hub_in(dir: &TestDir, relay: PathBuf) -> (HubConnection, PathBuf, String) {
     let clock = Arc::new(jira_hub::clock::SystemClock);
     let (mut hub, _) = HubConnection::open(&dir.db(), clock).expect("open");
     let config: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(example_config()).expect("config"))
             .expect("json");
     hub.init_from_config(&config, false).expect("init");
-    let relay = dir.path().join("relay");
     // A share as the agent finds it after the hub's first pass; the hub making the folders is
     // tested on its own.
     for folder in ["inbox", "outbox", "archive", "rejected"] {
