@@ -8,8 +8,8 @@
 # the finished batches aged 31 days (with sqlite3, the hub stopped: the clock cannot be moved)
 # and pruned with --export, the backup restored (a batch made after the backup keeps its number:
 # the next one gets a new one), and an upgrade ("Upgrading the package") from the database as
-# the previous schema revision left it (the newest revision's index dropped and the revision
-# number set back, as tests/it/migrations.rs does), `migrate` and `status` then agreeing and the
+# the previous schema revision left it (what the newest revision adds dropped and the revision
+# number set back), `migrate` and `status` then agreeing and the
 # migration's backup named for the revision. Then `systemd-analyze verify` and `security
 # --offline=yes` (exposure at most 2.0) on both installed units.
 #
@@ -463,9 +463,11 @@ if [ "${1:-}" = "--inside" ]; then
   systemctl stop jira-hub
   revision="$(runuser -u jira-hub -- sqlite3 "$db" 'PRAGMA user_version;')"
   previous=$(( revision - 1 ))
-  # The database as the release before the newest revision left it: revision 18's index (the
-  # edits of an issue by its key) not made yet, and the header's number one back.
-  runuser -u jira-hub -- sqlite3 "$db" "DROP INDEX IF EXISTS command_edit_key; PRAGMA user_version = $previous;" \
+  # The database as the release before the newest revision left it: revision 19's table (the
+  # issues a refresh run received and could not store) not made yet, and the header's number one
+  # back. A new revision changes this line: what it adds is dropped here.
+  [ "$revision" -eq 19 ] || fail "the newest revision is $revision: drop what it adds here (this line knows revision 19)"
+  runuser -u jira-hub -- sqlite3 "$db" "DROP TABLE IF EXISTS sync_run_unstored; PRAGMA user_version = $previous;" \
     || fail "sqlite3: the database not set back to revision $previous"
   cd "$repo"
   run_steps upgrade
