@@ -20,16 +20,7 @@ use std::time::{Duration, Instant};
 /// Sends one request on a new connection and reads its status line; how long it took.
 fn timed(address: &str, head: &str, body: &str) -> (u16, Duration) {
     let started = Instant::now();
-    let mut stream = TcpStream::connect(address).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    write!(
-        stream,
-        "{head}Host: {address}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
+    let stream = send_raw(address, head, body);
     let status = read_answer(&mut BufReader::new(stream)).unwrap_or(0);
     (status, started.elapsed())
 }

@@ -472,6 +472,24 @@ pub fn report_file(id: &str, token: &str, results: serde_json::Value) -> serde_j
         "token": token, "results": results})
 }
 
+/// One request on a new connection (read timeout 30 s): `head` (its request line and headers,
+/// each ending in CRLF), then `Host`, `Connection: close`, `Content-Length` and `body`. The
+/// stream, for the caller to read the answer.
+pub fn send_raw(address: &str, head: &str, body: &str) -> std::net::TcpStream {
+    use std::io::Write;
+    let mut stream = std::net::TcpStream::connect(address).expect("connect");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .expect("timeout");
+    write!(
+        stream,
+        "{head}Host: {address}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("write");
+    stream
+}
+
 /// A minimal HTTP/1.1 client for tests against the real daemon: one request per connection.
 pub fn http(
     address: &str,

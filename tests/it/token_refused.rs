@@ -6,7 +6,7 @@ use crate::agent_waits::Hub;
 use crate::support::*;
 use jira_hub::sim::jira::{FakeJira, Mode};
 use serde_json::{Value, json};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -32,16 +32,7 @@ fn agent_of(hub: &Hub) -> Value {
 
 /// One request on a new connection; the whole answer as text.
 fn exchange(address: &str, head: &str, body: &str) -> String {
-    let mut stream = std::net::TcpStream::connect(address).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    write!(
-        stream,
-        "{head}Host: {address}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
+    let mut stream = send_raw(address, head, body);
     let mut answer = String::new();
     stream.read_to_string(&mut answer).unwrap();
     answer
